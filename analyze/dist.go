@@ -1,0 +1,96 @@
+package analyze
+
+import (
+	"math"
+	"slices"
+)
+
+// A Dist is an exact distribution of values (seconds, for latencies): every
+// value kept, sorted, so quantiles are exact, never sketched.
+type Dist struct {
+	Values []float64 // ascending
+	Mean   float64
+	Std    float64 // population standard deviation (numpy's default, ddof=0)
+}
+
+// NewDist returns the distribution of values. It sorts values in place and
+// keeps them. NaNs must not be present. Mean and Std are computed over the
+// input order with numpy's pairwise summation, so they equal np.mean and
+// np.std of the same list to the last bit.
+func NewDist(values []float64) Dist {
+	d := Dist{}
+	d.Mean, d.Std = meanStd(values)
+	slices.Sort(values)
+	d.Values = values
+	return d
+}
+
+// N returns the number of values.
+func (d Dist) N() int { return len(d.Values) }
+
+// Median is numpy's median: the middle value, or the mean of the two
+// middle values, (a+b)/2 — which can differ in the last bit from the 50th
+// percentile's interpolation.
+func (d Dist) Median() float64 {
+	n := len(d.Values)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return d.Values[n/2]
+	}
+	return (d.Values[n/2-1] + d.Values[n/2]) / 2
+}
+
+// Percentile returns the p-th percentile (0 ≤ p ≤ 100) with linear
+// interpolation between closest ranks, numpy's default method: rank
+// h = (n−1)·p/100, value x[⌊h⌋] + (h−⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋]).
+// An empty distribution gives 0, as vLLM's summary does.
+func (d Dist) Percentile(p float64) float64 {
+	n := len(d.Values)
+	if n == 0 {
+		return 0
+	}
+	// numpy: q = p/100 first, then virtual index (n-1)*q; the order of the
+	// operations matters in the last bit.
+	h := float64(n-1) * (p / 100)
+	lo := math.Floor(h)
+	i := int(lo)
+	if i >= n-1 {
+		return d.Values[n-1]
+	}
+	frac := h - lo
+	a, b := d.Values[i], d.Values[i+1]
+	// numpy's _lerp: a + (b-a)*t, switched to b - (b-a)*(1-t) for t ≥ 0.5.
+	diff := b - a
+	if frac >= 0.5 {
+		return b - diff*(1-frac)
+	}
+	return a + diff*frac
+}
+
+// Quantiles returns at most n exact quantiles of d for a CDF plot: pairs of
+// value and cumulative probability. With n or fewer values it returns every
+// value; otherwise n points evenly spaced in probability, plus min and max.
+func (d Dist) Quantiles(n int) (values, probs []float64) {
+	m := len(d.Values)
+	if m == 0 || n <= 0 {
+		return nil, nil
+	}
+	if m <= n {
+		values = append([]float64(nil), d.Values...)
+		probs = make([]float64, m)
+		for i := range probs {
+			probs[i] = float64(i+1) / float64(m)
+		}
+		return values, probs
+	}
+	values = make([]float64, 0, n+1)
+	probs = make([]float64, 0, n+1)
+	for k := 0; k <= n; k++ {
+		p := float64(k) / float64(n)
+		values = append(values, d.Percentile(100*p))
+		probs = append(probs, p)
+	}
+	return values, probs
+}

@@ -1,0 +1,279 @@
+package trace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// File key/value metadata keys.
+const (
+	MetaRuns          = "opaltrace.runs"           // JSON array of Run
+	MetaSchemaVersion = "opaltrace.schema_version" // SchemaVersion
+	MetaTraceStart    = "trace_start_unix_ns"      // wall-clock time of t=0, when the source had one
+)
+
+// SchemaVersion is the version of the Parquet layout this package writes.
+const SchemaVersion = "1"
+
+// RowGroupRows bounds the rows buffered in memory and written per row
+// group, so writing and reading stream in bounded memory.
+const RowGroupRows = 64 * 1024
+
+// A Writer streams Requests into a Parquet file (zstd, bounded row groups).
+// Runs and other metadata go into the file's key/value metadata at Close,
+// so they may be completed while requests stream.
+type Writer struct {
+	fw    *pqarrow.FileWriter
+	b     *array.RecordBuilder
+	rows  int
+	runs  []Run
+	meta  map[string]string
+	keys  []string // metadata keys in the order set, for deterministic files
+	total int64
+}
+
+// NewWriter starts a Parquet file on w.
+func NewWriter(w io.Writer) (*Writer, error) {
+	schema := Schema()
+	props := parquet.NewWriterProperties(
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithMaxRowGroupLength(RowGroupRows),
+		parquet.WithCreatedBy("opaltrace"),
+		parquet.WithStats(true),
+	)
+	fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{
+		fw:   fw,
+		b:    array.NewRecordBuilder(memory.DefaultAllocator, schema),
+		meta: map[string]string{},
+	}, nil
+}
+
+// Write appends one request.
+func (w *Writer) Write(r *Request) error {
+	for i, c := range columns {
+		c.put(w.b.Field(i), r)
+	}
+	w.rows++
+	w.total++
+	if w.rows >= RowGroupRows {
+		return w.flush()
+	}
+	return nil
+}
+
+// Rows returns the number of requests written so far.
+func (w *Writer) Rows() int64 { return w.total }
+
+func (w *Writer) flush() error {
+	if w.rows == 0 {
+		return nil
+	}
+	rec := w.b.NewRecordBatch()
+	defer rec.Release()
+	w.rows = 0
+	return w.fw.Write(rec)
+}
+
+// SetRuns sets the runs stored in the file's metadata.
+func (w *Writer) SetRuns(runs []Run) { w.runs = runs }
+
+// SetMeta sets a key/value pair of file metadata.
+func (w *Writer) SetMeta(key, value string) {
+	if _, ok := w.meta[key]; !ok {
+		w.keys = append(w.keys, key)
+	}
+	w.meta[key] = value
+}
+
+// Close flushes the last row group, writes the metadata and the footer.
+// It does not close the underlying io.Writer.
+func (w *Writer) Close() error {
+	defer w.b.Release()
+	if err := w.flush(); err != nil {
+		return err
+	}
+	runs, err := json.Marshal(w.runs)
+	if err != nil {
+		return err
+	}
+	if err := w.fw.AppendKeyValueMetadata(MetaSchemaVersion, SchemaVersion); err != nil {
+		return err
+	}
+	if err := w.fw.AppendKeyValueMetadata(MetaRuns, string(runs)); err != nil {
+		return err
+	}
+	for _, k := range w.keys {
+		if err := w.fw.AppendKeyValueMetadata(k, w.meta[k]); err != nil {
+			return err
+		}
+	}
+	return w.fw.Close()
+}
+
+// A Reader streams Requests out of a Parquet file written by Writer, one
+// row group at a time.
+type Reader struct {
+	f    *os.File
+	pf   *file.Reader
+	rr   pqarrow.RecordReader
+	runs []Run
+	meta map[string]string
+
+	rec  arrow.RecordBatch
+	cols []int // index into columns for each record column, -1 if unknown
+	row  int   // within rec
+	n    int64 // rows read so far
+	cur  *Request
+	err  error
+	name string
+}
+
+// OpenFile opens a Parquet file for reading.
+func OpenFile(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newReader(f, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.f = f
+	return r, nil
+}
+
+func newReader(src parquet.ReaderAtSeeker, name string) (*Reader, error) {
+	pf, err := file.NewParquetReader(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a Parquet file: %w", name, err)
+	}
+	r := &Reader{pf: pf, meta: map[string]string{}, name: name}
+	kv := pf.MetaData().KeyValueMetadata()
+	for i, k := range kv.Keys() {
+		r.meta[k] = kv.Values()[i]
+	}
+	if v, ok := r.meta[MetaSchemaVersion]; !ok {
+		pf.Close()
+		return nil, fmt.Errorf("%s: not an opaltrace Parquet file (no %s metadata)", name, MetaSchemaVersion)
+	} else if v != SchemaVersion {
+		pf.Close()
+		return nil, fmt.Errorf("%s: opaltrace schema version %s, this build reads %s", name, v, SchemaVersion)
+	}
+	if s := r.meta[MetaRuns]; s != "" {
+		if err := json.Unmarshal([]byte(s), &r.runs); err != nil {
+			pf.Close()
+			return nil, fmt.Errorf("%s: %s metadata: %w", name, MetaRuns, err)
+		}
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: RowGroupRows}, memory.DefaultAllocator)
+	if err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	if err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	r.rr = rr
+	byName := make(map[string]int, len(columns))
+	for i, c := range columns {
+		byName[c.field.Name] = i
+	}
+	for _, f := range rr.Schema().Fields() {
+		i, ok := byName[f.Name]
+		if !ok {
+			i = -1 // a column from a newer minor layout: ignored
+		}
+		r.cols = append(r.cols, i)
+	}
+	return r, nil
+}
+
+// Runs returns the runs stored in the file.
+func (r *Reader) Runs() []Run { return r.runs }
+
+// Meta returns a file metadata value ("" when absent).
+func (r *Reader) Meta(key string) string { return r.meta[key] }
+
+// NumRows returns the number of requests in the file.
+func (r *Reader) NumRows() int64 { return r.pf.NumRows() }
+
+// Scan advances to the next request. It returns false at the end or on an
+// error (see Err).
+func (r *Reader) Scan() bool {
+	if r.err != nil {
+		return false
+	}
+	for r.rec == nil || r.row >= int(r.rec.NumRows()) {
+		if !r.rr.Next() {
+			if err := r.rr.Err(); err != nil && err != io.EOF {
+				r.err = fmt.Errorf("%s: %w", r.name, err)
+			}
+			return false
+		}
+		r.rec = r.rr.RecordBatch()
+		r.row = 0
+	}
+	req := &Request{}
+	for j, ci := range r.cols {
+		if ci >= 0 {
+			columns[ci].get(r.rec.Column(j), r.row, req)
+		}
+	}
+	r.row++
+	r.n++
+	req.SetPos(r.name, int(r.n))
+	if err := req.Validate(); err != nil {
+		r.err = fmt.Errorf("%s:%d: %w", r.name, r.n, err)
+		return false
+	}
+	r.cur = req
+	return true
+}
+
+// Request returns the current request. It is the caller's to keep.
+func (r *Reader) Request() *Request { return r.cur }
+
+// Err returns the first error met.
+func (r *Reader) Err() error { return r.err }
+
+// Close releases the file.
+func (r *Reader) Close() error {
+	r.rr.Release()
+	err := r.pf.Close()
+	if r.f != nil {
+		r.f.Close()
+	}
+	return err
+}
+
+// ReadFile reads a whole Parquet file: its runs and every request.
+func ReadFile(path string) ([]Run, []*Request, error) {
+	r, err := OpenFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	reqs := make([]*Request, 0, r.NumRows())
+	for r.Scan() {
+		reqs = append(reqs, r.Request())
+	}
+	return r.Runs(), reqs, r.Err()
+}

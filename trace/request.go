@@ -1,0 +1,292 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// A Status is the outcome of a request.
+type Status string
+
+// The outcomes a request can have.
+const (
+	StatusOK       Status = "ok"
+	StatusFailed   Status = "failed"   // the server or client reported an error
+	StatusAborted  Status = "aborted"  // cancelled before completion
+	StatusRejected Status = "rejected" // never admitted (e.g. cannot fit in KV memory)
+	StatusTimeout  Status = "timeout"  // the client gave up
+)
+
+// Source semantics: how the source measured a value. Comparisons of two
+// datasets must use the same semantics on both sides.
+const (
+	ITLChunk = "chunk" // one ITL gap per streamed chunk (vLLM, SGLang OpenAI backends)
+	ITLToken = "token" // one ITL gap per token
+
+	E2ELastToken = "last_token" // E2E ends at the last content chunk (newest vLLM)
+	E2EStreamEnd = "stream_end" // E2E ends after the stream closes (old vLLM, SGLang)
+	E2EServer    = "server"     // measured by the server
+
+	TTFTFirstChunk = "first_chunk" // first SSE message with choices (vLLM)
+	TTFTFirstText  = "first_text"  // first non-empty text (SGLang, llmperf)
+	TTFTServer     = "server"      // measured by the server
+
+	OutputServerUsage = "server_usage" // server's usage.completion_tokens
+	OutputRetokenized = "retokenized"  // client re-tokenized the generated text
+	OutputRequested   = "requested"    // the requested length, not a measurement
+)
+
+// A Request is one request of a trace, observed or simulated: one row of
+// every opaltrace table. Field groups follow the design's record. Times are
+// Time (ns since the trace start); measured durations are float64 seconds
+// as the source wrote them. Absent values are zero Opts or nil slices.
+//
+// Note: observed requests are immutable once read. The replay engine keeps
+// its working state privately and emits results as Requests, so analyze
+// handles observed and simulated requests with one code path.
+type Request struct {
+	// Identity.
+	RequestID string // the source's id, or a generated "run/index"
+	Run       string // label of the run inside the dataset
+	Stage     string // stage label inside the run, "" when the run has one stage
+	Source    string // input format name, or "simulated"
+	Model     string
+	LoRA      string
+	Worker    string // serving instance that handled it, when known
+	Session   string // conversation or agent session, when known
+
+	// Outcome.
+	Status       Status
+	Error        string
+	FinishReason string
+
+	// Shape.
+	InputTokens      Opt[int64]
+	OutputTokens     Opt[int64]
+	CachedTokens     Opt[int64]
+	BlockSize        Opt[int64] // tokens per HashIDs entry
+	HashIDs          []int64    // prefix block hashes: equal ids mean equal prefixes across the dataset
+	DeviceHitTokens  Opt[int64] // prompt tokens found in GPU memory
+	HostHitTokens    Opt[int64] // ... in CPU DRAM
+	StorageHitTokens Opt[int64] // ... in local storage (NVMe)
+	RemoteHitTokens  Opt[int64] // ... in remote/distributed storage
+
+	// Client timing.
+	IntendedArrival Opt[Time] // when the workload meant to send
+	Arrival         Opt[Time] // when it was sent
+	TTFTSec         Opt[float64]
+	E2ESec          Opt[float64]
+	ITLSec          []float64    // one gap per streamed chunk (or token, see ITLUnit)
+	ChunkTokens     []int32      // tokens in each chunk, when known
+	ThinkSec        Opt[float64] // user think time before this request (sessions)
+
+	// Server timing.
+	QueueSec             Opt[float64]
+	ScheduleSec          Opt[float64] // wait in queue until the first forward pass
+	PrefillSec           Opt[float64] // first forward until the first token
+	DecodeSec            Opt[float64]
+	KVFetchSec           Opt[float64]
+	StoragePrefetchIOSec Opt[float64]
+	Preemptions          Opt[int64]
+
+	// Lifecycle, in trace time. The simulator fills all of them.
+	Created         Opt[Time]
+	RouterArrival   Opt[Time]
+	WorkerArrival   Opt[Time]
+	StartProcessing Opt[Time]
+	Ready           Opt[Time]
+	GPUStart        Opt[Time]
+	PrefillDone     Opt[Time]
+	DecodeDone      Opt[Time]
+	DoneAtRouter    Opt[Time]
+
+	// Source semantics.
+	ITLUnit            string // ITLChunk or ITLToken
+	E2EBasis           string // E2ELastToken, E2EStreamEnd or E2EServer
+	TTFTBasis          string // TTFTFirstChunk, TTFTFirstText or TTFTServer
+	OutputTokensSource string // OutputServerUsage, OutputRetokenized or OutputRequested
+
+	file string
+	line int
+}
+
+// Pos returns where the request was read from: file and line (for JSON
+// arrays, the element index). Line 0 means unknown.
+func (r *Request) Pos() (file string, line int) { return r.file, r.line }
+
+// SetPos records where the request was read from.
+func (r *Request) SetPos(file string, line int) { r.file, r.line = file, line }
+
+// OK reports whether the request completed successfully.
+func (r *Request) OK() bool { return r.Status == StatusOK }
+
+// Clone returns a deep copy of r.
+func (r *Request) Clone() *Request {
+	c := *r
+	c.HashIDs = cloneSlice(r.HashIDs)
+	c.ITLSec = cloneSlice(r.ITLSec)
+	c.ChunkTokens = cloneSlice(r.ChunkTokens)
+	return &c
+}
+
+func cloneSlice[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append(make([]T, 0, len(s)), s...)
+}
+
+// Validate checks the invariants every reader and the simulator guarantee.
+func (r *Request) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	switch r.Status {
+	case StatusOK, StatusFailed, StatusAborted, StatusRejected, StatusTimeout:
+	default:
+		bad("status", "unknown status %q", r.Status)
+	}
+	for _, f := range []struct {
+		name string
+		v    Opt[int64]
+	}{
+		{"input_tokens", r.InputTokens}, {"output_tokens", r.OutputTokens},
+		{"cached_tokens", r.CachedTokens}, {"device_hit_tokens", r.DeviceHitTokens},
+		{"host_hit_tokens", r.HostHitTokens}, {"storage_hit_tokens", r.StorageHitTokens},
+		{"remote_hit_tokens", r.RemoteHitTokens}, {"preemptions", r.Preemptions},
+	} {
+		if f.v.OK && f.v.V < 0 {
+			bad(f.name, "negative (%d)", f.v.V)
+		}
+	}
+	if r.BlockSize.OK && r.BlockSize.V <= 0 {
+		bad("block_size", "not positive (%d)", r.BlockSize.V)
+	}
+	if len(r.HashIDs) > 0 && !r.BlockSize.OK {
+		bad("hash_ids", "present without block_size")
+	}
+	for _, f := range []struct {
+		name string
+		v    Opt[float64]
+	}{
+		{"ttft_s", r.TTFTSec}, {"e2e_s", r.E2ESec}, {"think_s", r.ThinkSec},
+		{"queue_s", r.QueueSec}, {"schedule_s", r.ScheduleSec}, {"prefill_s", r.PrefillSec},
+		{"decode_s", r.DecodeSec}, {"kv_fetch_s", r.KVFetchSec},
+		{"storage_prefetch_io_s", r.StoragePrefetchIOSec},
+	} {
+		if !f.v.OK {
+			continue
+		}
+		if math.IsNaN(f.v.V) || math.IsInf(f.v.V, 0) {
+			bad(f.name, "not finite (%v)", f.v.V)
+		} else if f.v.V < 0 {
+			bad(f.name, "negative (%v)", f.v.V)
+		}
+	}
+	for i, g := range r.ITLSec {
+		if math.IsNaN(g) || math.IsInf(g, 0) || g < 0 {
+			bad("itl_s", "gap %d is %v", i, g)
+			break
+		}
+	}
+	if r.ChunkTokens != nil && len(r.ChunkTokens) != len(r.ITLSec)+1 && len(r.ChunkTokens) != len(r.ITLSec) {
+		bad("chunk_tokens", "%d entries for %d ITL gaps", len(r.ChunkTokens), len(r.ITLSec))
+	}
+	return errors.Join(errs...)
+}
+
+// String returns a canonical one-line dump of r: every present field as
+// name=value in schema order. Golden files compare this, never Parquet bytes.
+func (r *Request) String() string {
+	var b strings.Builder
+	kv := func(name, v string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(v)
+	}
+	str := func(name, v string) {
+		if v != "" {
+			kv(name, strconv.Quote(v))
+		}
+	}
+	i64 := func(name string, v Opt[int64]) {
+		if v.OK {
+			kv(name, strconv.FormatInt(v.V, 10))
+		}
+	}
+	f64 := func(name string, v Opt[float64]) {
+		if v.OK {
+			kv(name, strconv.FormatFloat(v.V, 'g', -1, 64))
+		}
+	}
+	tm := func(name string, v Opt[Time]) {
+		if v.OK {
+			kv(name, strconv.FormatFloat(v.V.Seconds(), 'f', 9, 64))
+		}
+	}
+	str("request_id", r.RequestID)
+	str("run", r.Run)
+	str("stage", r.Stage)
+	str("source", r.Source)
+	str("model", r.Model)
+	str("lora", r.LoRA)
+	str("worker", r.Worker)
+	str("session", r.Session)
+	str("status", string(r.Status))
+	str("error", r.Error)
+	str("finish_reason", r.FinishReason)
+	i64("input_tokens", r.InputTokens)
+	i64("output_tokens", r.OutputTokens)
+	i64("cached_tokens", r.CachedTokens)
+	i64("block_size", r.BlockSize)
+	if r.HashIDs != nil {
+		kv("hash_ids", fmt.Sprint(r.HashIDs))
+	}
+	i64("device_hit_tokens", r.DeviceHitTokens)
+	i64("host_hit_tokens", r.HostHitTokens)
+	i64("storage_hit_tokens", r.StorageHitTokens)
+	i64("remote_hit_tokens", r.RemoteHitTokens)
+	tm("intended_arrival_s", r.IntendedArrival)
+	tm("arrival_s", r.Arrival)
+	f64("ttft_s", r.TTFTSec)
+	f64("e2e_s", r.E2ESec)
+	if r.ITLSec != nil {
+		parts := make([]string, len(r.ITLSec))
+		for i, g := range r.ITLSec {
+			parts[i] = strconv.FormatFloat(g, 'g', -1, 64)
+		}
+		kv("itl_s", "["+strings.Join(parts, " ")+"]")
+	}
+	if r.ChunkTokens != nil {
+		kv("chunk_tokens", fmt.Sprint(r.ChunkTokens))
+	}
+	f64("think_s", r.ThinkSec)
+	f64("queue_s", r.QueueSec)
+	f64("schedule_s", r.ScheduleSec)
+	f64("prefill_s", r.PrefillSec)
+	f64("decode_s", r.DecodeSec)
+	f64("kv_fetch_s", r.KVFetchSec)
+	f64("storage_prefetch_io_s", r.StoragePrefetchIOSec)
+	i64("preemptions", r.Preemptions)
+	tm("created_s", r.Created)
+	tm("router_arrival_s", r.RouterArrival)
+	tm("worker_arrival_s", r.WorkerArrival)
+	tm("start_processing_s", r.StartProcessing)
+	tm("ready_s", r.Ready)
+	tm("gpu_start_s", r.GPUStart)
+	tm("prefill_done_s", r.PrefillDone)
+	tm("decode_done_s", r.DecodeDone)
+	tm("done_at_router_s", r.DoneAtRouter)
+	str("itl_unit", r.ITLUnit)
+	str("e2e_basis", r.E2EBasis)
+	str("ttft_basis", r.TTFTBasis)
+	str("output_tokens_source", r.OutputTokensSource)
+	return b.String()
+}
