@@ -52,7 +52,9 @@ func NewWriter(w io.Writer) (*Writer, error) {
 		parquet.WithCreatedBy("opaltrace"),
 		parquet.WithStats(true),
 	)
-	fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	// Hide any Close method: pqarrow closes a sink that has one, and the
+	// caller (an atomic file, say) must decide when its file is done.
+	fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		return nil, err
 	}

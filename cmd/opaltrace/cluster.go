@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/samples"
+)
+
+// A cluster is the file form of `replay --config`: the deployment (GPU,
+// model, parallelism, memory) and the replay settings (workers, router,
+// scheduler, workload), in one YAML document.
+type cluster struct {
+	// Hardware is a GPU preset name (h100, h200, a100-80gb, l40s, b200).
+	Hardware string `yaml:"hardware"`
+	// Model is a model name shipped in samples/models (llama-3.1-8b,
+	// llama-3.1-70b) or a path to a Hugging Face config.json or its folder.
+	Model string `yaml:"model"`
+	// TP is the tensor-parallel degree of each worker.
+	TP int `yaml:"tp"`
+	// GPUMemoryUtilization is vLLM's --gpu-memory-utilization.
+	GPUMemoryUtilization float64 `yaml:"gpu_memory_utilization"`
+
+	replay.Config `yaml:",inline"`
+}
+
+func defaultCluster() cluster {
+	return cluster{Hardware: "h100", Model: "llama-3.1-8b", TP: 1, GPUMemoryUtilization: 0.9, Config: replay.DefaultConfig()}
+}
+
+// loadCluster reads a cluster file over the defaults. Unknown keys are
+// errors: a typo must not silently leave a default in place.
+func loadCluster(path string) (cluster, error) {
+	c := defaultCluster()
+	if path == "" {
+		return c, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("%s: %v", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := c.Config.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %v", path, err)
+	}
+	return c, nil
+}
+
+// deployment builds the cost model of one worker.
+func (c cluster) deployment() (*model.Deployment, error) {
+	hw, err := model.HardwareByName(c.Hardware)
+	if err != nil {
+		return nil, err
+	}
+	llm, err := loadLLM(c.Model)
+	if err != nil {
+		return nil, err
+	}
+	return model.NewDeployment(hw, llm, c.TP)
+}
+
+// loadLLM resolves a shipped model name or a config.json path.
+func loadLLM(name string) (model.LLM, error) {
+	if _, err := os.Stat(name); err == nil {
+		return model.LoadConfig(name)
+	}
+	sub, err := fs.Sub(samples.FS, samples.Models)
+	if err != nil {
+		return model.LLM{}, err
+	}
+	return model.LLMByName(sub, name)
+}
+
+// yaml returns the effective configuration, for the output's metadata.
+func (c cluster) yaml() string {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/opaltrace/opaltrace/ingest"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A dataset is one input of stats, replay or report, loaded whole.
+type dataset struct {
+	Name     string
+	Runs     []trace.Run
+	Requests []*trace.Request
+}
+
+// splitLabel splits "label=path" (benchfmt's convention); a plain path is
+// labelled by its base name without extension.
+func splitLabel(arg string) (label, path string) {
+	if i := strings.Index(arg, "="); i > 0 {
+		if _, err := os.Stat(arg); err != nil {
+			return arg[:i], arg[i+1:]
+		}
+	}
+	base := filepath.Base(arg)
+	return strings.TrimSuffix(base, filepath.Ext(base)), arg
+}
+
+// isParquet reports whether path starts with Parquet's magic bytes.
+func isParquet(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	_, err = io.ReadFull(f, magic[:])
+	return err == nil && bytes.Equal(magic[:], []byte("PAR1"))
+}
+
+// loadDataset reads an opaltrace Parquet file, or any ingestible file or
+// directory, whole. Bad records of an ingestible input are printed to
+// stderr and make the load fail, as they would make ingest fail, unless
+// allowErrors.
+func loadDataset(arg string, opts ingest.Options, allowErrors bool, stderr io.Writer) (*dataset, error) {
+	label, path := splitLabel(arg)
+	if path != "-" && isParquet(path) {
+		runs, reqs, err := trace.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return &dataset{Name: label, Runs: runs, Requests: reqs}, nil
+	}
+	ds := &dataset{Name: label}
+	var bad int
+	runs, _, err := ingest.Files([]string{path}, opts,
+		func(r *trace.Request) error {
+			ds.Requests = append(ds.Requests, r.Clone())
+			return nil
+		},
+		func(e *ingest.SyntaxError) {
+			bad++
+			fmt.Fprintf(stderr, "opaltrace: %v\n", e)
+		})
+	if err != nil {
+		return nil, err
+	}
+	if bad > 0 && !allowErrors {
+		return nil, fmt.Errorf("%s: %d bad records (use --allow-errors to go on without them)", path, bad)
+	}
+	ds.Runs = runs
+	return ds, nil
+}

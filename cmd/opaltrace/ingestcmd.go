@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/opaltrace/opaltrace/ingest"
+	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// ingestFlags are the flags of every command that reads trace files.
+func ingestFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "format", Value: "auto", Usage: "input format: auto or one of " + strings.Join(ingest.Names(), ", ")},
+		&cli.Int64Flag{Name: "block-size", Value: 512, Usage: "tokens per hash_ids entry for formats that do not record it (mooncake)"},
+		&cli.IntFlag{Name: "max-errors", Value: 100, Usage: "stop after this many bad records (0: no limit)"},
+		&cli.BoolFlag{Name: "allow-errors", Usage: "exit 0 even when bad records were dropped"},
+	}
+}
+
+func ingestOptions(c *cli.Command) ingest.Options {
+	return ingest.Options{
+		Format:    c.String("format"),
+		BlockSize: c.Int64("block-size"),
+		MaxErrors: c.Int("max-errors"),
+	}
+}
+
+func ingestCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ingest",
+		Usage:     "read traces in any supported format into one Parquet file",
+		ArgsUsage: "FILE|DIR...",
+		Flags: append(ingestFlags(),
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "Parquet file to write"},
+			&cli.StringFlag{Name: "run", Usage: "prefix of the run names (default: the input's base name)"},
+		),
+		Action: func(ctx context.Context, c *cli.Command) error {
+			if c.NArg() == 0 {
+				return errors.New("ingest: no input files")
+			}
+			opts := ingestOptions(c)
+			opts.Run = c.String("run")
+			return ingestToParquet(c.Args().Slice(), c.String("output"), opts, c.Bool("allow-errors"), c.ErrWriter)
+		},
+	}
+}
+
+// ingestToParquet converts inputs into one Parquet file, atomically: a
+// fatal error (unreadable input, too many bad records) writes nothing; bad
+// records are printed, counted and dropped, and make the command fail after
+// the good ones were written unless allowErrors.
+func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErrors bool, stderr io.Writer) error {
+	f, err := atomicfile.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	w, err := trace.NewWriter(f)
+	if err != nil {
+		return err
+	}
+	runs, st, err := ingest.Files(inputs, opts, w.Write, func(e *ingest.SyntaxError) {
+		fmt.Fprintf(stderr, "opaltrace: %v\n", e)
+	})
+	if err != nil {
+		return err
+	}
+	w.SetRuns(runs)
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := f.Commit(); err != nil {
+		return err
+	}
+	if len(st.Skipped) > 0 {
+		fmt.Fprintf(stderr, "skipped %d files no format recognises: %s\n", len(st.Skipped), strings.Join(st.Skipped, ", "))
+	}
+	fmt.Fprintf(stderr, "wrote %s: %d requests in %d runs from %d files", out, st.Requests, len(runs), st.Files)
+	if st.Dropped > 0 {
+		fmt.Fprintf(stderr, "; dropped %d bad records", st.Dropped)
+	}
+	fmt.Fprintln(stderr)
+	if st.Dropped > 0 && !allowErrors {
+		return fmt.Errorf("%d bad records dropped (the good ones are in %s; --allow-errors accepts this)", st.Dropped, out)
+	}
+	return nil
+}

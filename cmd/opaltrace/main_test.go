@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// opaltrace runs the command line in-process and returns its outputs.
+func opaltrace(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err = run(context.Background(), &out, &errb, append([]string{"opaltrace"}, args...))
+	return out.String(), errb.String(), err
+}
+
+const lambdaLabs = "formats/vllm_bench_serve/LambdaLabsML_vllm-benchmark_Meta-Llama-3-8B-Instruct_tp1_len2048.json"
+
+// statsJSON runs `stats --json` on path and returns the first run's object.
+func statsJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	out, stderr, err := opaltrace(t, "stats", "--json", path)
+	if err != nil {
+		t.Fatalf("stats: %v\n%s", err, stderr)
+	}
+	var runs []map[string]any
+	if err := json.Unmarshal([]byte(out), &runs); err != nil {
+		t.Fatalf("stats --json output: %v\n%s", err, out)
+	}
+	if len(runs) == 0 {
+		t.Fatal("stats --json printed no runs")
+	}
+	return runs[0]
+}
+
+// TestStatsEqualsVLLM recomputes the summary of a real vLLM benchmark file
+// (v0.5.4, 10 requests) from its per-request arrays and compares every
+// value vLLM printed. TTFT and ITL are recomputed and must be equal to the
+// last bit (numpy's pairwise mean, population std, linear percentiles).
+// That vLLM version never saved per-request E2E latencies, from which it
+// computed TPOT, so TPOT and E2E cannot be recomputed: they must be shown
+// as reported by the source, with the source's values.
+func TestStatsEqualsVLLM(t *testing.T) {
+	path := shareddata.Path(t, lambdaLabs)
+	var want map[string]any
+	raw, _ := os.ReadFile(path)
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	got := statsJSON(t, path)
+	recomputed := []string{
+		"completed", "total_input_tokens", "total_output_tokens", "duration",
+		"request_throughput", "input_throughput", "output_throughput",
+		"mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
+		"mean_itl_ms", "median_itl_ms", "std_itl_ms", "p99_itl_ms",
+	}
+	for _, k := range recomputed {
+		if got[k] != want[k] {
+			t.Errorf("%s = %v, vLLM printed %v", k, got[k], want[k])
+		}
+	}
+	for _, m := range []string{"ttft", "itl"} {
+		if got[m+"_basis"] != "per_request" {
+			t.Errorf("%s_basis = %v, want per_request", m, got[m+"_basis"])
+		}
+	}
+	for _, m := range []string{"tpot", "e2el"} {
+		if got[m+"_basis"] != "reported" {
+			t.Errorf("%s_basis = %v, want reported (the file has no per-request latencies)", m, got[m+"_basis"])
+		}
+	}
+	for _, k := range []string{"mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms"} {
+		if got[k] != want[k] {
+			t.Errorf("%s = %v, the file says %v", k, got[k], want[k])
+		}
+	}
+	if got["mean_e2el_ms"] != want["mean_latency_ms"] {
+		t.Errorf("mean_e2el_ms = %v, the file's mean_latency_ms is %v", got["mean_e2el_ms"], want["mean_latency_ms"])
+	}
+}
+
+// TestStatsFollowsTheData changes one TTFT in the file and sees the
+// recomputed summary move: the numbers come from the data, not the
+// file's own summary.
+func TestStatsFollowsTheData(t *testing.T) {
+	path := shareddata.Path(t, lambdaLabs)
+	raw, _ := os.ReadFile(path)
+	// ttfts[3] is 0.06264837899652775 s; edit the text so the file stays
+	// exactly as vLLM laid it out but for that one value.
+	const old, slower = "0.06264837899652775", "1.06264837899652775"
+	if bytes.Count(raw, []byte(old)) != 1 {
+		t.Fatalf("%s does not hold ttfts[3] = %s exactly once", path, old)
+	}
+	changed := bytes.Replace(raw, []byte(old), []byte(slower), 1)
+	mod := filepath.Join(t.TempDir(), "changed.json")
+	os.WriteFile(mod, changed, 0o644)
+
+	before := statsJSON(t, path)
+	after := statsJSON(t, mod)
+	dMean := after["mean_ttft_ms"].(float64) - before["mean_ttft_ms"].(float64)
+	if d := dMean - 100; d > 1e-9 || d < -1e-9 { // +1000 ms over 10 requests
+		t.Errorf("mean TTFT moved by %v ms, want 100", dMean)
+	}
+	if after["p99_ttft_ms"] == before["p99_ttft_ms"] {
+		t.Errorf("p99 TTFT did not change")
+	}
+	if after["mean_itl_ms"] != before["mean_itl_ms"] {
+		t.Errorf("ITL changed although only a TTFT did")
+	}
+}
+
+func TestStatsSummaryOnlyIsReported(t *testing.T) {
+	path := shareddata.Path(t, "formats/vllm_bench_serve/er0080_vllm-benchmarking_vllm_sweep_v0.25.1_run0.json")
+	got := statsJSON(t, path)
+	if got["requests"] != float64(0) {
+		t.Errorf("requests = %v, want 0 (summary-only file)", got["requests"])
+	}
+	for _, m := range []string{"ttft", "tpot", "itl", "e2el"} {
+		if got[m+"_basis"] != "reported" {
+			t.Errorf("%s_basis = %v, want reported", m, got[m+"_basis"])
+		}
+	}
+	if got["p99_e2el_ms"] != 876.8009717071254 {
+		t.Errorf("p99_e2el_ms = %v, want the file's 876.8009717071254", got["p99_e2el_ms"])
+	}
+	out, _, err := opaltrace(t, "stats", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "No per-request data: every value below is reported by source.") {
+		t.Errorf("text output does not say the values are reported:\n%s", out)
+	}
+}
+
+func TestIngestDropsBadRecordsAndKeepsGoodOnes(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "trace.jsonl")
+	os.WriteFile(in, []byte(`{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}
+{"timestamp": 10, "input_length": -3, "output_length": 5, "hash_ids": [2]}
+{"timestamp": 20, "input_length": 10, "output_length": 5, "hash_ids": [1]}
+`), 0o644)
+	out := filepath.Join(dir, "out.parquet")
+	_, stderr, err := opaltrace(t, "ingest", "--format", "mooncake", "-o", out, in)
+	if err == nil {
+		t.Fatal("ingest with a bad record succeeded; want exit 1")
+	}
+	if !strings.Contains(stderr, in+":2: input_length") {
+		t.Errorf("stderr does not name FILE:LINE: field:\n%s", stderr)
+	}
+	_, reqs, rerr := trace.ReadFile(out)
+	if rerr != nil || len(reqs) != 2 {
+		t.Fatalf("good records not written: %v, %d requests", rerr, len(reqs))
+	}
+	out2 := filepath.Join(dir, "out2.parquet")
+	if _, stderr, err := opaltrace(t, "ingest", "--format", "mooncake", "--allow-errors", "-o", out2, in); err != nil {
+		t.Errorf("--allow-errors still failed: %v\n%s", err, stderr)
+	}
+	// Past --max-errors nothing is written.
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte(strings.Repeat(`{"timestamp": 1, "input_length": -1, "output_length": 1}`+"\n", 5)), 0o644)
+	out4 := filepath.Join(dir, "out4.parquet")
+	if _, _, err := opaltrace(t, "ingest", "--format", "mooncake", "--max-errors", "2", "-o", out4, bad); err == nil {
+		t.Error("5 bad records with --max-errors 2 succeeded")
+	}
+	assertNoFile(t, out4)
+}
+
+func TestIngestUnrecognizedWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "README.txt")
+	os.WriteFile(in, []byte("this is not a trace\n"), 0o644)
+	out := filepath.Join(dir, "out.parquet")
+	_, _, err := opaltrace(t, "ingest", "-o", out, in)
+	if err == nil || !strings.Contains(err.Error(), "tried") {
+		t.Fatalf("got %v, want an error listing the formats tried", err)
+	}
+	assertNoFile(t, out)
+}
+
+func assertNoFile(t *testing.T, path string) {
+	t.Helper()
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	for _, e := range entries {
+		if strings.Contains(e.Name(), filepath.Base(path)) {
+			t.Errorf("output %s left behind after a fatal error", e.Name())
+		}
+	}
+}
+
+// TestReplayIsDeterministic replays the same trace twice with the same
+// seed: the Parquet files must be byte-identical.
+func TestReplayIsDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	data, _ := os.ReadFile("../../samples/mooncake/conversation_trace_first10min.jsonl")
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	os.WriteFile(in, bytes.Join(lines[:300], nil), 0o644)
+	var files [2][]byte
+	for i := range files {
+		out := filepath.Join(dir, "sim"+string(rune('a'+i))+".parquet")
+		if _, stderr, err := opaltrace(t, "replay", "--workers", "2", "--seed", "7", "-o", out, in); err != nil {
+			t.Fatalf("replay: %v\n%s", err, stderr)
+		}
+		files[i], _ = os.ReadFile(out)
+	}
+	if !bytes.Equal(files[0], files[1]) {
+		t.Error("two replays with the same inputs and seed wrote different files")
+	}
+	_, reqs, err := trace.ReadFile(filepath.Join(dir, "sima.parquet"))
+	if err != nil || len(reqs) != 300 {
+		t.Fatalf("simulated file: %v, %d requests, want 300", err, len(reqs))
+	}
+}
+
+// TestDemo runs the whole pipeline as `opaltrace demo` does and checks
+// the one thing the demo must show: halving the cluster raises p99 TTFT.
+func TestDemo(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	res, err := runDemo(dir, &out, &errb)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s%s", err, out.String(), errb.String())
+	}
+	p4, p8 := res.Simulated[4].TTFT.Percentile(99), res.Simulated[8].TTFT.Percentile(99)
+	if !(p4 > p8) {
+		t.Errorf("p99 TTFT on 4 workers = %.4f s, on 8 workers = %.4f s; want 4 > 8", p4, p8)
+	}
+	if n := res.Simulated[4].Completed; n != 1750 {
+		t.Errorf("4-worker replay completed %d requests, want 1750", n)
+	}
+	st, err := os.Stat(res.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 5<<20 {
+		t.Errorf("report is %d bytes, want < 5 MB", st.Size())
+	}
+	if !strings.Contains(out.String(), "report: "+res.Report) {
+		t.Errorf("demo does not say where the report is:\n%s", out.String())
+	}
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/report"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+func replayCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "replay",
+		Usage:     "replay a trace's arrivals through a simulated serving cluster",
+		ArgsUsage: "TRACE",
+		Flags: append(ingestFlags(),
+			&cli.StringFlag{Name: "config", Usage: "cluster YAML (hardware, model, tp, workers, router, scheduler, workload, seed)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "simulated Parquet file to write"},
+			&cli.StringFlag{Name: "run", Value: "simulated", Usage: "name of the simulated run"},
+			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
+			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset"},
+			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path"},
+			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
+			&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
+			&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
+			&cli.StringFlag{Name: "mode", Usage: "override: open or closed loop"},
+			&cli.IntFlag{Name: "clients", Usage: "override: closed-loop clients"},
+			&cli.FloatFlag{Name: "time-scale", Usage: "override: arrival time multiplier (0.5 = twice the rate)"},
+			&cli.StringFlag{Name: "seed", Usage: "override: random seed"},
+		),
+		Action: func(ctx context.Context, c *cli.Command) error {
+			if c.NArg() != 1 {
+				return errors.New("replay: want exactly one TRACE")
+			}
+			cl, err := loadCluster(c.String("config"))
+			if err != nil {
+				return err
+			}
+			if err := applyReplayFlags(c, &cl); err != nil {
+				return err
+			}
+			ds, err := loadDataset(c.Args().First(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+			if err != nil {
+				return err
+			}
+			sum, err := replayToParquet(cl, ds.Requests, c.String("run"), c.String("output"), c.ErrWriter)
+			if err != nil {
+				return err
+			}
+			return report.WriteStats(c.Writer, []*analyze.Summary{sum}, report.StatsOptions{})
+		},
+	}
+}
+
+func applyReplayFlags(c *cli.Command, cl *cluster) error {
+	if c.IsSet("workers") {
+		cl.Workers = c.Int("workers")
+	}
+	if c.IsSet("hardware") {
+		cl.Hardware = c.String("hardware")
+	}
+	if c.IsSet("model") {
+		cl.Model = c.String("model")
+	}
+	if c.IsSet("tp") {
+		cl.TP = c.Int("tp")
+	}
+	if c.IsSet("max-num-batched-tokens") {
+		cl.Scheduler.MaxNumBatchedTokens = c.Int64("max-num-batched-tokens")
+	}
+	if c.IsSet("max-num-seqs") {
+		cl.Scheduler.MaxNumSeqs = c.Int("max-num-seqs")
+	}
+	if c.IsSet("mode") {
+		cl.Workload.Mode = c.String("mode")
+	}
+	if c.IsSet("clients") {
+		cl.Workload.Clients = c.Int("clients")
+	}
+	if c.IsSet("time-scale") {
+		cl.Workload.TimeScale = c.Float("time-scale")
+	}
+	if c.IsSet("seed") {
+		s, err := strconv.ParseUint(c.String("seed"), 10, 64)
+		if err != nil {
+			return fmt.Errorf("--seed: %v", err)
+		}
+		cl.Seed = s
+	}
+	return cl.Config.Validate()
+}
+
+// replayToParquet replays reqs through the cluster and writes the
+// simulated requests atomically to out, returning their summary.
+func replayToParquet(cl cluster, reqs []*trace.Request, runName, out string, stderr io.Writer) (*analyze.Summary, error) {
+	dep, err := cl.deployment()
+	if err != nil {
+		return nil, err
+	}
+	kvTokens, err := dep.KVCacheTokens(cl.GPUMemoryUtilization)
+	if err != nil {
+		return nil, err
+	}
+	cfg := cl.Config
+	block := cfg.Scheduler.BlockSize
+	if block == 0 {
+		block = replay.DefaultConfig().Scheduler.BlockSize
+	}
+	f, err := atomicfile.Create(out)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Abort()
+	w, err := trace.NewWriter(f)
+	if err != nil {
+		return nil, err
+	}
+	run := trace.Run{
+		Name: runName, Source: "simulated", Model: dep.LLM.Name, Engine: "vllm",
+		Hardware: dep.Hardware.Name, TP: cl.TP,
+		Extra: map[string]string{"config": cl.yaml()},
+	}
+	var sim []*trace.Request
+	st, err := replay.Run(cfg, dep, kvTokens/block, reqs, func(r *trace.Request) error {
+		r.Run = runName
+		if r.Model == "" {
+			r.Model = run.Model
+		}
+		sim = append(sim, r)
+		return w.Write(r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.SetRuns([]trace.Run{run})
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	if err := f.Commit(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "wrote %s: %d simulated requests (%d rejected, %d preemptions, %d steps, %.1f s simulated) on %d workers\n",
+		out, st.Requests, st.Rejected, st.Preemptions, st.Steps, st.End.Seconds(), cfg.Workers)
+	return analyze.Summarize(run, sim), nil
+}

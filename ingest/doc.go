@@ -1,0 +1,46 @@
+// Package ingest reads request traces and benchmark results in the formats
+// other tools write and converts every record to a trace.Request, with the
+// runs it belongs to as trace.Run. It owns one file per input format, the
+// format registry with sniffing, and SyntaxError. It does not compute
+// metrics (package analyze) or write Parquet (package trace).
+//
+// # Pipeline
+//
+//  1. Detect peeks at the first SniffLen bytes of an input, decompresses
+//     gzip transparently, and asks each registered format, in the order of
+//     the formats table, whether it recognises the input; Options.Format
+//     (--format) overrides detection.
+//  2. The format's Reader yields Records in input order: a good
+//     *trace.Request or a bad record as *SyntaxError ("FILE:LINE: field:
+//     what is wrong"). Bad records are not fatal; Err reports the fatal
+//     (I/O) error that ended the input.
+//  3. Files runs this over files and directories, calls back for good and
+//     bad records, stops past Options.MaxErrors, and returns the runs with
+//     names unique in the dataset: PREFIX#N for the Nth run of an input.
+//
+// Every request gets Run = its run's name, Source = the format name and
+// RequestID = the source's id or "RUN/INDEX" (0-based index in the run).
+//
+// # Formats
+//
+// vllm-bench: the --save-result JSON of vLLM's benchmark_serving.py and
+// vllm bench serve, one or more run objects per file (old and new layouts,
+// "inf" rates, bare NaN/Infinity, the "request_goodput:" key kept verbatim
+// in Run.Reported). Per request: input_lens, output_lens, ttfts, itls
+// (chunk gaps), errors, and when present latencies (E2E), start_times
+// (arrival, perf_counter seconds relative to the run's earliest time) and
+// queue_times (client-side wait: intended arrival = start − queue). Old
+// layouts do not save per-request latencies, and their TPOT used
+// latency = perf_counter() after the stream loop, which ttft + Σitl
+// underestimates by ~1 ms, so E2E is left absent there and analyze uses the
+// run's reported summary. A failed request's 0 placeholders (ttft, output
+// length, latency) are absent, not 0. Arrays of different lengths make
+// the whole run bad; a bad element drops only its request. Positions: a
+// request's Pos line is its 1-based element number; a SyntaxError's Line is
+// the line where the run object starts (the message names array and index).
+//
+// mooncake: Mooncake/timed_trace JSON lines {"timestamp": ms,
+// "input_length", "output_length", "hash_ids"}; one run per file; the
+// output length is the requested one; Options.BlockSize tokens per hash id
+// (default 512). Streamed line by line with a hand decoder.
+package ingest

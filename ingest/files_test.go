@@ -1,0 +1,88 @@
+package ingest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const (
+	mcGood = `{"timestamp": 0, "input_length": 5, "output_length": 1}` + "\n"
+	mcBad  = `{"timestamp": 0, "input_length": -5, "output_length": 1}` + "\n"
+)
+
+func TestFilesDirectory(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a/t.jsonl":  mcGood + mcBad + mcGood,
+		"b/t.jsonl":  mcGood,
+		"b/README":   "not a trace\n",
+		"b/sub/x.js": mcGood, // not recursive
+	})
+	var ids []string
+	var bad []string
+	runs, st, err := Files([]string{filepath.Join(dir, "a"), filepath.Join(dir, "b")}, Options{},
+		func(r *trace.Request) error { ids = append(ids, r.RequestID); return nil },
+		func(e *SyntaxError) { bad = append(bad, e.Error()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ids, " "); got != "t.jsonl#1/0 t.jsonl#1/2 t.jsonl~2#1/0" {
+		t.Errorf("ids = %s", got)
+	}
+	if len(runs) != 2 || runs[0].Name != "t.jsonl#1" || runs[1].Name != "t.jsonl~2#1" {
+		t.Errorf("runs = %+v", runs)
+	}
+	if st.Files != 2 || st.Requests != 3 || st.Dropped != 1 || len(st.Skipped) != 1 || filepath.Base(st.Skipped[0]) != "README" {
+		t.Errorf("stats = %+v", st)
+	}
+	if len(bad) != 1 || !strings.HasSuffix(bad[0], "t.jsonl:2: input_length: negative (-5)") {
+		t.Errorf("bad = %v", bad)
+	}
+}
+
+func TestFilesMaxErrors(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"t.jsonl": mcBad + mcBad + mcGood + mcBad})
+	path := filepath.Join(dir, "t.jsonl")
+	emit := func(*trace.Request) error { return nil }
+	_, st, err := Files([]string{path}, Options{MaxErrors: 2}, emit, nil)
+	if !errors.Is(err, ErrTooManyErrors) || st.Dropped != 3 {
+		t.Errorf("MaxErrors 2: err=%v stats=%+v", err, st)
+	}
+	_, st, err = Files([]string{path}, Options{MaxErrors: 3}, emit, nil)
+	if err != nil || st.Dropped != 3 || st.Requests != 1 {
+		t.Errorf("MaxErrors 3: err=%v stats=%+v", err, st)
+	}
+}
+
+func TestFilesExplicitUnrecognized(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"README": "hello\n"})
+	_, _, err := Files([]string{filepath.Join(dir, "README")}, Options{}, func(*trace.Request) error { return nil }, nil)
+	if !errors.Is(err, ErrUnrecognized) {
+		t.Errorf("err = %v", err)
+	}
+	stop := errors.New("stop")
+	dir = writeFiles(t, map[string]string{"t.jsonl": mcGood + mcGood})
+	_, st, err := Files([]string{filepath.Join(dir, "t.jsonl")}, Options{}, func(*trace.Request) error { return stop }, nil)
+	if err != stop || st.Requests != 1 {
+		t.Errorf("emit error: err=%v stats=%+v", err, st)
+	}
+}

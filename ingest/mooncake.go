@@ -1,0 +1,158 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// mooncake reads Mooncake-style workload traces (trace-formats.md §6.6):
+// JSON lines {"timestamp": ms, "input_length": n, "output_length": n,
+// "hash_ids": [...]}, one request per line, one run per file. The output
+// length is the requested one, and there are no latencies.
+const mooncakeName = "mooncake"
+
+var mooncake = Format{
+	Name:      mooncakeName,
+	Sniff:     sniffMooncake,
+	NewReader: newMooncakeReader,
+}
+
+// sniffMooncake accepts a first line that is a JSON object with the three
+// required keys.
+func sniffMooncake(head []byte) bool {
+	head = bytes.TrimLeft(head, " \t\r\n")
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i]
+	}
+	return len(head) > 0 && head[0] == '{' &&
+		bytes.Contains(head, []byte(`"timestamp"`)) &&
+		bytes.Contains(head, []byte(`"input_length"`)) &&
+		bytes.Contains(head, []byte(`"output_length"`))
+}
+
+// A mooncakeReader streams a Mooncake trace line by line.
+type mooncakeReader struct {
+	br        *bufio.Reader
+	file      string
+	run       trace.Run
+	blockSize int64
+	line      int    // current line number
+	row       int    // index of the next data row
+	long      []byte // buffer for lines longer than br's buffer
+	cur       Record
+	err       error
+	done      bool
+}
+
+func newMooncakeReader(r io.Reader, file, run string, opts Options) Reader {
+	bs := opts.blockSize()
+	return &mooncakeReader{
+		br:   bufio.NewReaderSize(r, 64<<10),
+		file: file,
+		run: trace.Run{
+			Name:      run + "#1",
+			Source:    mooncakeName,
+			File:      file,
+			BlockSize: bs,
+		},
+		blockSize: bs,
+	}
+}
+
+func (r *mooncakeReader) Record() Record    { return r.cur }
+func (r *mooncakeReader) Err() error        { return r.err }
+func (r *mooncakeReader) Runs() []trace.Run { return []trace.Run{r.run} }
+
+func (r *mooncakeReader) Scan() bool {
+	for !r.done {
+		line, err := r.readLine()
+		if err != nil && err != io.EOF {
+			r.err = fmt.Errorf("%s:%d: %w", r.file, r.line+1, err)
+			r.done = true
+			break
+		}
+		if err == io.EOF {
+			r.done = true
+			if len(line) == 0 {
+				break
+			}
+		}
+		r.line++
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		row := r.row
+		r.row++
+		req, msg := r.parse(line, row)
+		if msg != "" {
+			r.cur = &SyntaxError{r.file, r.line, msg}
+		} else {
+			r.cur = req
+		}
+		return true
+	}
+	r.cur = nil
+	return false
+}
+
+// readLine returns the next line without its newline; io.EOF with the last
+// (possibly empty) unterminated line.
+func (r *mooncakeReader) readLine() ([]byte, error) {
+	line, err := r.br.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return bytes.TrimSuffix(line, []byte{'\n'}), err
+	}
+	r.long = append(r.long[:0], line...)
+	for err == bufio.ErrBufferFull {
+		line, err = r.br.ReadSlice('\n')
+		r.long = append(r.long, line...)
+	}
+	return bytes.TrimSuffix(r.long, []byte{'\n'}), err
+}
+
+// parse converts one line; a non-empty message reports a bad line.
+func (r *mooncakeReader) parse(line []byte, row int) (*trace.Request, string) {
+	var rec mooncakeRecord
+	if msg := rec.decode(line); msg != "" {
+		return nil, msg
+	}
+	switch {
+	case !rec.hasTimestamp:
+		return nil, "timestamp: missing"
+	case !rec.hasInput:
+		return nil, "input_length: missing"
+	case !rec.hasOutput:
+		return nil, "output_length: missing"
+	}
+	if msg := checkSec(rec.timestamp); msg != "" {
+		return nil, "timestamp: " + msg
+	}
+	in, msg := checkCount(rec.input)
+	if msg != "" {
+		return nil, "input_length: " + msg
+	}
+	out, msg := checkCount(rec.output)
+	if msg != "" {
+		return nil, "output_length: " + msg
+	}
+	req := &trace.Request{
+		RequestID:          fmt.Sprintf("%s/%d", r.run.Name, row),
+		Run:                r.run.Name,
+		Source:             mooncakeName,
+		Status:             trace.StatusOK,
+		InputTokens:        trace.Some(in),
+		OutputTokens:       trace.Some(out),
+		BlockSize:          trace.Some(r.blockSize),
+		HashIDs:            rec.hashIDs,
+		Arrival:            trace.Some(trace.Time(math.Round(rec.timestamp * 1e6))),
+		OutputTokensSource: trace.OutputRequested,
+	}
+	req.SetPos(r.file, r.line)
+	return req, ""
+}

@@ -1,0 +1,293 @@
+package ingest
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// A mooncakeRecord is one decoded Mooncake line.
+type mooncakeRecord struct {
+	timestamp, input, output          float64
+	hasTimestamp, hasInput, hasOutput bool
+	hashIDs                           []int64
+}
+
+// Note: a hand decoder, not encoding/json: Mooncake traces are large
+// (hundreds of MB), the lines are flat, and the decoder must name the field
+// of a bad value. Unknown keys are skipped whatever their value.
+
+// A jscan is a cursor over one line of JSON.
+type jscan struct {
+	b []byte
+	i int
+}
+
+func (s *jscan) ws() {
+	for s.i < len(s.b) && isSpace(s.b[s.i]) {
+		s.i++
+	}
+}
+
+func (s *jscan) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+// decode fills rec from line; a non-empty message reports a bad line.
+func (rec *mooncakeRecord) decode(line []byte) string {
+	s := &jscan{b: line}
+	s.ws()
+	if s.peek() != '{' {
+		return "invalid JSON: line is not an object"
+	}
+	s.i++
+	for first := true; ; first = false {
+		s.ws()
+		if s.peek() == '}' && first {
+			s.i++
+			break
+		}
+		key, ok := s.str()
+		if !ok {
+			return fmt.Sprintf("invalid JSON at column %d: want a key", s.i+1)
+		}
+		s.ws()
+		if s.peek() != ':' {
+			return fmt.Sprintf("invalid JSON at column %d: want ':'", s.i+1)
+		}
+		s.i++
+		s.ws()
+		var msg string
+		switch string(key) {
+		case "timestamp":
+			rec.timestamp, msg = s.number()
+			rec.hasTimestamp = true
+		case "input_length":
+			rec.input, msg = s.number()
+			rec.hasInput = true
+		case "output_length":
+			rec.output, msg = s.number()
+			rec.hasOutput = true
+		case "hash_ids":
+			rec.hashIDs, msg = s.int64s()
+		default:
+			if !s.skip(0) {
+				msg = fmt.Sprintf("invalid JSON at column %d", s.i+1)
+			}
+		}
+		if msg != "" {
+			return string(key) + ": " + msg
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+			continue
+		case '}':
+			s.i++
+		default:
+			return fmt.Sprintf("invalid JSON at column %d: want ',' or '}'", s.i+1)
+		}
+		break
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return fmt.Sprintf("invalid JSON at column %d: data after the object", s.i+1)
+	}
+	return ""
+}
+
+// str scans a string and returns its raw contents (escapes not decoded).
+func (s *jscan) str() ([]byte, bool) {
+	if s.peek() != '"' {
+		return nil, false
+	}
+	start := s.i + 1
+	for j := start; j < len(s.b); j++ {
+		switch s.b[j] {
+		case '\\':
+			j++
+		case '"':
+			s.i = j + 1
+			return s.b[start:j], true
+		}
+	}
+	return nil, false
+}
+
+// numLen returns the length of the number token at s.i.
+func (s *jscan) numLen() int {
+	j := s.i
+	for j < len(s.b) {
+		c := s.b[j]
+		if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			j++
+			continue
+		}
+		break
+	}
+	return j - s.i
+}
+
+// number scans a JSON number.
+func (s *jscan) number() (float64, string) {
+	n := s.numLen()
+	if n == 0 {
+		return 0, "not a number: " + s.describe()
+	}
+	tok := s.b[s.i : s.i+n]
+	s.i += n
+	if v, ok := smallInt(tok); ok {
+		return float64(v), ""
+	}
+	v, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil {
+		return 0, fmt.Sprintf("not a number (%s)", tok)
+	}
+	return v, ""
+}
+
+// smallInt parses an optionally negative run of at most 18 digits, the
+// common case, without allocating.
+func smallInt(tok []byte) (int64, bool) {
+	neg := len(tok) > 0 && tok[0] == '-'
+	if neg {
+		tok = tok[1:]
+	}
+	if len(tok) == 0 || len(tok) > 18 || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	var v int64
+	for _, c := range tok {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// int64s scans an array of integers, or null (absent).
+func (s *jscan) int64s() ([]int64, string) {
+	if s.lit("null") {
+		return nil, ""
+	}
+	if s.peek() != '[' {
+		return nil, "not an array: " + s.describe()
+	}
+	s.i++
+	ids := make([]int64, 0, 32)
+	s.ws()
+	if s.peek() == ']' {
+		s.i++
+		return ids, ""
+	}
+	for {
+		s.ws()
+		n := s.numLen()
+		tok := s.b[s.i : s.i+n]
+		v, ok := smallInt(tok)
+		if !ok {
+			var err error
+			v, err = strconv.ParseInt(string(tok), 10, 64)
+			if err != nil || n == 0 {
+				return nil, fmt.Sprintf("element %d is not an integer: %s", len(ids), s.describe())
+			}
+		}
+		s.i += n
+		ids = append(ids, v)
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return ids, ""
+		default:
+			return nil, fmt.Sprintf("invalid JSON at column %d: want ',' or ']'", s.i+1)
+		}
+	}
+}
+
+func (s *jscan) lit(word string) bool {
+	if len(s.b)-s.i >= len(word) && string(s.b[s.i:s.i+len(word)]) == word {
+		s.i += len(word)
+		return true
+	}
+	return false
+}
+
+// describe names the value at s.i for an error message.
+func (s *jscan) describe() string {
+	rest := s.b[s.i:]
+	if len(rest) > 20 {
+		rest = rest[:20]
+	}
+	if len(rest) == 0 {
+		return "end of line"
+	}
+	return strconv.Quote(string(rest))
+}
+
+// skip scans any JSON value; depth bounds nesting.
+func (s *jscan) skip(depth int) bool {
+	if depth > 100 {
+		return false
+	}
+	s.ws()
+	switch c := s.peek(); {
+	case c == '"':
+		_, ok := s.str()
+		return ok
+	case c == '{' || c == '[':
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		s.i++
+		s.ws()
+		if s.peek() == end {
+			s.i++
+			return true
+		}
+		for {
+			if c == '{' {
+				s.ws()
+				if _, ok := s.str(); !ok {
+					return false
+				}
+				s.ws()
+				if s.peek() != ':' {
+					return false
+				}
+				s.i++
+			}
+			if !s.skip(depth + 1) {
+				return false
+			}
+			s.ws()
+			switch s.peek() {
+			case ',':
+				s.i++
+			case end:
+				s.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case s.lit("true"), s.lit("false"), s.lit("null"):
+		return true
+	default:
+		if n := s.numLen(); n > 0 {
+			s.i += n
+			return true
+		}
+		return false
+	}
+}

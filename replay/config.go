@@ -1,0 +1,237 @@
+package replay
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// A Config describes the simulated cluster and workload. The zero values
+// of its fields mean "default"; DefaultConfig spells the defaults out.
+type Config struct {
+	// Workers is the number of identical serving instances (default 1).
+	Workers int `yaml:"workers"`
+	// Router names the routing policy: "round_robin" (default) or
+	// "random" (uniform, from Seed).
+	Router    string          `yaml:"router"`
+	Scheduler SchedulerConfig `yaml:"scheduler"`
+	Workload  WorkloadConfig  `yaml:"workload"`
+	// Seed seeds every random choice of the replay (math/rand/v2 PCG).
+	Seed uint64 `yaml:"seed"`
+}
+
+// A SchedulerConfig holds one worker's vLLM v1 scheduler settings, named
+// as vLLM names its engine arguments.
+type SchedulerConfig struct {
+	MaxNumBatchedTokens int64 `yaml:"max_num_batched_tokens"` // token budget per step (default 8192)
+	MaxNumSeqs          int   `yaml:"max_num_seqs"`           // running requests at most (default 256)
+	BlockSize           int64 `yaml:"block_size"`             // tokens per KV block (default 16)
+	// EnablePrefixCaching turns the full-block prefix cache on (default
+	// true; a pointer so that an explicit false differs from absent).
+	EnablePrefixCaching *bool `yaml:"enable_prefix_caching"`
+	// KVCacheTokens is each worker's KV capacity in tokens; 0 takes the
+	// capacity the caller computed from the model (Run's kvBlocks).
+	KVCacheTokens int64 `yaml:"kv_cache_tokens"`
+}
+
+// A WorkloadConfig says how requests are sent.
+type WorkloadConfig struct {
+	// Mode is "open" (default: each request at its trace arrival time,
+	// times TimeScale) or "closed" (Clients concurrent clients, each
+	// sending its next request, in trace order, when the previous one
+	// completes).
+	Mode      string  `yaml:"mode"`
+	Clients   int     `yaml:"clients"`    // closed loop: concurrent clients (default 1)
+	TimeScale float64 `yaml:"time_scale"` // open loop: arrival time multiplier (default 1; 0.5 = twice the rate)
+}
+
+// Router and workload mode names.
+const (
+	RouterRoundRobin = "round_robin"
+	RouterRandom     = "random"
+	ModeOpen         = "open"
+	ModeClosed       = "closed"
+)
+
+// DefaultConfig returns the configuration every absent field defaults to:
+// one worker, round-robin, vLLM's defaults (8192 batched tokens, 256
+// sequences, 16-token blocks, prefix caching on, KV capacity from the
+// model), open loop at the trace's own rate, seed 0.
+func DefaultConfig() Config {
+	on := true
+	return Config{
+		Workers: 1,
+		Router:  RouterRoundRobin,
+		Scheduler: SchedulerConfig{
+			MaxNumBatchedTokens: 8192,
+			MaxNumSeqs:          256,
+			BlockSize:           16,
+			EnablePrefixCaching: &on,
+		},
+		Workload: WorkloadConfig{Mode: ModeOpen, Clients: 1, TimeScale: 1},
+	}
+}
+
+// withDefaults fills the zero fields of c from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Workers == 0 {
+		c.Workers = d.Workers
+	}
+	if c.Router == "" {
+		c.Router = d.Router
+	}
+	s := &c.Scheduler
+	if s.MaxNumBatchedTokens == 0 {
+		s.MaxNumBatchedTokens = d.Scheduler.MaxNumBatchedTokens
+	}
+	if s.MaxNumSeqs == 0 {
+		s.MaxNumSeqs = d.Scheduler.MaxNumSeqs
+	}
+	if s.BlockSize == 0 {
+		s.BlockSize = d.Scheduler.BlockSize
+	}
+	if s.EnablePrefixCaching == nil {
+		s.EnablePrefixCaching = d.Scheduler.EnablePrefixCaching
+	}
+	w := &c.Workload
+	if w.Mode == "" {
+		w.Mode = d.Workload.Mode
+	}
+	if w.Clients == 0 {
+		w.Clients = d.Workload.Clients
+	}
+	if w.TimeScale == 0 {
+		w.TimeScale = d.Workload.TimeScale
+	}
+	return c
+}
+
+// A fieldError is a configuration value that is out of range; field is the
+// dotted yaml path, so LoadConfig can add the line it came from.
+type fieldError struct {
+	field, msg string
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+// Validate checks c after defaults have been applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &fieldError{field, fmt.Sprintf(format, args...)})
+	}
+	if c.Workers < 0 {
+		bad("workers", "negative (%d)", c.Workers)
+	}
+	switch c.Router {
+	case RouterRoundRobin, RouterRandom:
+	default:
+		bad("router", "unknown router %q (want %s or %s)", c.Router, RouterRoundRobin, RouterRandom)
+	}
+	s := c.Scheduler
+	if s.MaxNumBatchedTokens < 0 {
+		bad("scheduler.max_num_batched_tokens", "negative (%d)", s.MaxNumBatchedTokens)
+	}
+	if s.MaxNumSeqs < 0 {
+		bad("scheduler.max_num_seqs", "negative (%d)", s.MaxNumSeqs)
+	}
+	if s.BlockSize < 0 {
+		bad("scheduler.block_size", "negative (%d)", s.BlockSize)
+	}
+	if s.KVCacheTokens < 0 {
+		bad("scheduler.kv_cache_tokens", "negative (%d)", s.KVCacheTokens)
+	}
+	w := c.Workload
+	switch w.Mode {
+	case ModeOpen, ModeClosed:
+	default:
+		bad("workload.mode", "unknown mode %q (want %s or %s)", w.Mode, ModeOpen, ModeClosed)
+	}
+	if w.Clients < 0 {
+		bad("workload.clients", "negative (%d)", w.Clients)
+	}
+	if !(w.TimeScale >= 0) || w.TimeScale > 1e9 {
+		bad("workload.time_scale", "%v is not a non-negative number", w.TimeScale)
+	}
+	return errors.Join(errs...)
+}
+
+// LoadConfig reads a YAML configuration file. Absent fields take the
+// defaults of DefaultConfig; unknown fields are errors. Errors read
+// "PATH:LINE: field: what is wrong".
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig parses a YAML configuration; name is used in errors.
+func ParseConfig(name string, data []byte) (Config, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil && err != io.EOF {
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	var c Config
+	if root.Kind != 0 {
+		// Decode through a strict decoder so that misspelt keys fail.
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		var out []error
+		for _, e := range unjoin(err) {
+			var fe *fieldError
+			if errors.As(e, &fe) {
+				out = append(out, fmt.Errorf("%s:%d: %s", name, lineOf(&root, fe.field), fe))
+			} else {
+				out = append(out, fmt.Errorf("%s: %w", name, e))
+			}
+		}
+		return Config{}, errors.Join(out...)
+	}
+	return c.withDefaults(), nil
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// lineOf returns the line of the value at the dotted path in a YAML
+// document, or 0 when absent.
+func lineOf(n *yaml.Node, path string) int {
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, key := range strings.Split(path, ".") {
+		if n.Kind != yaml.MappingNode {
+			return 0
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return 0
+		}
+		n = next
+	}
+	return n.Line
+}

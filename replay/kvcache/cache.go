@@ -1,0 +1,210 @@
+package kvcache
+
+import "fmt"
+
+// A Cache is one worker's pool of GPU KV blocks with a full-block prefix
+// cache.
+//
+// Every block is either referenced (ref > 0, held by running requests) or
+// free. Free blocks sit in a queue in eviction order, least recently used
+// first; a free block keeps its hash, so a later request with the same
+// prefix can take it back (a prefix hit) until Allocate reuses it for other
+// content (an eviction). Only free blocks are ever evicted.
+//
+// Note: the queue is an intrusive doubly linked list over int32 block ids
+// and the hash index is a map from hash to block, so the cache allocates
+// nothing per step; memory is O(blocks), not O(requests).
+type Cache struct {
+	ref        []int32
+	hash       []uint64 // 0: not cached
+	prev, next []int32  // free-queue links; -1 at the ends
+	head, tail int32    // free queue: head is evicted first
+	nfree      int64
+	index      map[uint64]int32
+
+	// Evictions counts cached blocks whose hash Allocate dropped.
+	Evictions int64
+}
+
+const none = -1
+
+// New returns a cache of n blocks, all free and uncached.
+func New(n int64) *Cache {
+	c := &Cache{
+		ref:   make([]int32, n),
+		hash:  make([]uint64, n),
+		prev:  make([]int32, n),
+		next:  make([]int32, n),
+		head:  none,
+		tail:  none,
+		index: make(map[uint64]int32),
+	}
+	for b := range int32(n) {
+		c.pushBack(b)
+	}
+	return c
+}
+
+// NumBlocks returns the total number of blocks.
+func (c *Cache) NumBlocks() int64 { return int64(len(c.ref)) }
+
+// NumFree returns the number of unreferenced blocks, cached or not: what
+// Allocate can hand out.
+func (c *Cache) NumFree() int64 { return c.nfree }
+
+// NumUsed returns the number of referenced blocks.
+func (c *Cache) NumUsed() int64 { return int64(len(c.ref)) - c.nfree }
+
+// NumCached returns the number of blocks that hold a hash (referenced or
+// free).
+func (c *Cache) NumCached() int { return len(c.index) }
+
+// Lookup returns the block holding content with hash h.
+func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
+	block, ok = c.index[h]
+	return block, ok
+}
+
+// Ref returns the reference count of block b.
+func (c *Cache) Ref(b int32) int32 { return c.ref[b] }
+
+// Acquire adds a reference to block b (a prefix hit), taking it out of the
+// free queue when it was free.
+func (c *Cache) Acquire(b int32) {
+	if c.ref[b] == 0 {
+		c.unlink(b)
+	}
+	c.ref[b]++
+}
+
+// Allocate appends n fresh blocks to dst, taken from the head of the free
+// queue (least recently used first); a cached block taken this way loses
+// its hash. It reports false, and takes nothing, when fewer than n blocks
+// are free.
+func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
+	if n > c.nfree {
+		return dst, false
+	}
+	for range n {
+		b := c.head
+		c.unlink(b)
+		if h := c.hash[b]; h != 0 {
+			delete(c.index, h)
+			c.hash[b] = 0
+			c.Evictions++
+		}
+		c.ref[b] = 1
+		dst = append(dst, b)
+	}
+	return dst, true
+}
+
+// Commit records that block b now holds the full block of content with hash
+// h, so that later requests can hit it. When another block already holds h
+// (two requests computed the same prefix concurrently) the index keeps the
+// first and b stays uncached.
+func (c *Cache) Commit(b int32, h uint64) {
+	if c.hash[b] != 0 {
+		return
+	}
+	if _, dup := c.index[h]; dup {
+		return
+	}
+	c.hash[b] = h
+	c.index[h] = b
+}
+
+// Release drops one reference from each of blocks. They are released last
+// block first, as vLLM does, so that when a whole request becomes free its
+// tail blocks (the least shared) are evicted before its head blocks.
+func (c *Cache) Release(blocks []int32) {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		b := blocks[i]
+		if c.ref[b] <= 0 {
+			panic(fmt.Sprintf("kvcache: release of free block %d", b))
+		}
+		c.ref[b]--
+		if c.ref[b] == 0 {
+			c.pushBack(b)
+		}
+	}
+}
+
+func (c *Cache) pushBack(b int32) {
+	c.prev[b], c.next[b] = c.tail, none
+	if c.tail != none {
+		c.next[c.tail] = b
+	} else {
+		c.head = b
+	}
+	c.tail = b
+	c.nfree++
+}
+
+func (c *Cache) unlink(b int32) {
+	p, n := c.prev[b], c.next[b]
+	if p != none {
+		c.next[p] = n
+	} else {
+		c.head = n
+	}
+	if n != none {
+		c.prev[n] = p
+	} else {
+		c.tail = p
+	}
+	c.prev[b], c.next[b] = none, none
+	c.nfree--
+}
+
+// Check recounts the cache's invariants from scratch: every block is either
+// referenced or in the free queue exactly once, free + used = total, and
+// the hash index and the blocks' hashes agree. It is O(blocks), for tests
+// and validators.
+func (c *Cache) Check() error {
+	inQueue := make([]bool, len(c.ref))
+	var n int64
+	prev := int32(none)
+	for b := c.head; b != none; b = c.next[b] {
+		if inQueue[b] {
+			return fmt.Errorf("kvcache: block %d twice in the free queue", b)
+		}
+		if c.prev[b] != prev {
+			return fmt.Errorf("kvcache: block %d has a broken back link", b)
+		}
+		inQueue[b] = true
+		prev = b
+		n++
+	}
+	if prev != c.tail {
+		return fmt.Errorf("kvcache: free queue tail is %d, want %d", c.tail, prev)
+	}
+	if n != c.nfree {
+		return fmt.Errorf("kvcache: %d blocks in the free queue, counter says %d", n, c.nfree)
+	}
+	var used int64
+	for b, r := range c.ref {
+		switch {
+		case r < 0:
+			return fmt.Errorf("kvcache: block %d has ref %d", b, r)
+		case r == 0 && !inQueue[b]:
+			return fmt.Errorf("kvcache: unreferenced block %d is not in the free queue", b)
+		case r > 0 && inQueue[b]:
+			return fmt.Errorf("kvcache: referenced block %d is in the free queue", b)
+		case r > 0:
+			used++
+		}
+		if h := c.hash[b]; h != 0 && c.index[h] != int32(b) {
+			return fmt.Errorf("kvcache: block %d hash %#x not indexed to it", b, h)
+		}
+	}
+	if used+c.nfree != int64(len(c.ref)) {
+		return fmt.Errorf("kvcache: used %d + free %d != total %d", used, c.nfree, len(c.ref))
+	}
+	for h, b := range c.index {
+		if c.hash[b] != h {
+			return fmt.Errorf("kvcache: index maps %#x to block %d holding %#x", h, b, c.hash[b])
+		}
+	}
+	return nil
+}

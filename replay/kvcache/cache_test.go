@@ -1,0 +1,140 @@
+package kvcache
+
+import "testing"
+
+func mustCheck(t *testing.T, c *Cache) {
+	t.Helper()
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAllocateReleaseLRU(t *testing.T) {
+	c := New(4)
+	a, ok := c.Allocate(nil, 2) // blocks 0, 1
+	if !ok || a[0] != 0 || a[1] != 1 {
+		t.Fatalf("Allocate = %v %v", a, ok)
+	}
+	c.Commit(a[0], 100)
+	c.Commit(a[1], 101)
+	if c.NumFree() != 2 || c.NumUsed() != 2 {
+		t.Fatalf("free %d used %d", c.NumFree(), c.NumUsed())
+	}
+	if _, ok := c.Allocate(nil, 3); ok {
+		t.Fatal("allocated 3 of 2 free blocks")
+	}
+	mustCheck(t, c)
+	c.Release(a) // queue: 2 3 1 0 (released last block first)
+	mustCheck(t, c)
+	if b, ok := c.Lookup(100); !ok || b != 0 {
+		t.Fatalf("freed block lost its hash: %d %v", b, ok)
+	}
+	// Taking three blocks evicts 2, 3 (uncached) and then 1, the tail
+	// block of the freed request, before its head block 0.
+	got, ok := c.Allocate(nil, 3)
+	if !ok || got[0] != 2 || got[1] != 3 || got[2] != 1 {
+		t.Fatalf("Allocate = %v", got)
+	}
+	if _, ok := c.Lookup(101); ok || c.Evictions != 1 {
+		t.Fatalf("block 1 not evicted (evictions %d)", c.Evictions)
+	}
+	if b, ok := c.Lookup(100); !ok || b != 0 || c.Ref(0) != 0 {
+		t.Fatal("block 0 should still be cached and free")
+	}
+	c.Acquire(0) // a prefix hit on a free block takes it out of the queue
+	if c.NumFree() != 0 {
+		t.Fatalf("free %d after hit", c.NumFree())
+	}
+	c.Acquire(0) // a second sharer
+	mustCheck(t, c)
+	c.Release([]int32{0})
+	if c.NumFree() != 0 {
+		t.Fatal("shared block freed while still referenced")
+	}
+	c.Release([]int32{0})
+	c.Release(got)
+	if c.NumFree() != 4 {
+		t.Fatalf("free %d, want 4", c.NumFree())
+	}
+	mustCheck(t, c)
+}
+
+func TestCommitDuplicate(t *testing.T) {
+	c := New(2)
+	a, _ := c.Allocate(nil, 2)
+	c.Commit(a[0], 7)
+	c.Commit(a[1], 7)
+	if b, _ := c.Lookup(7); b != a[0] || c.NumCached() != 1 {
+		t.Fatalf("duplicate commit replaced the first block")
+	}
+	mustCheck(t, c)
+}
+
+func chain(h *BlockHasher, n int64) []uint64 {
+	out := make([]uint64, n)
+	prev := Root
+	for k := range n {
+		prev = h.Hash(prev, k)
+		out[k] = prev
+	}
+	return out
+}
+
+func TestHasherSharesEqualPrefixes(t *testing.T) {
+	// Two Mooncake-style requests: 512-token trace blocks, the first two
+	// shared; engine blocks of 16 tokens.
+	a := &BlockHasher{HashIDs: []int64{0, 1, 2}, TraceBlock: 512, PromptTokens: 1500, EngineBlock: 16, Unique: 1}
+	b := &BlockHasher{HashIDs: []int64{0, 1, 9}, TraceBlock: 512, PromptTokens: 1536, EngineBlock: 16, Unique: 2}
+	ha, hb := chain(a, 96), chain(b, 96)
+	for k := range 64 {
+		if ha[k] != hb[k] {
+			t.Fatalf("block %d differs inside the shared prefix", k)
+		}
+	}
+	for k := 64; k < 96; k++ {
+		if ha[k] == hb[k] {
+			t.Fatalf("block %d equal after the prefixes diverge", k)
+		}
+	}
+	// a's prompt ends at 1500: block 93 (tokens 1488..1503) runs past it,
+	// so it and every later block are unique to a.
+	c := *a
+	c.Unique = 3
+	hc := chain(&c, 96)
+	if ha[92] != hc[92] || ha[93] == hc[93] {
+		t.Fatal("blocks past the prompt must be per-request")
+	}
+	seen := map[uint64]bool{}
+	for _, h := range ha {
+		if h == 0 || seen[h] {
+			t.Fatalf("hash %#x zero or repeated within a chain", h)
+		}
+		seen[h] = true
+	}
+}
+
+func TestHasherWithoutHashIDs(t *testing.T) {
+	a := &BlockHasher{PromptTokens: 64, EngineBlock: 16, Unique: 1}
+	b := &BlockHasher{PromptTokens: 64, EngineBlock: 16, Unique: 2}
+	if chain(a, 4)[0] == chain(b, 4)[0] {
+		t.Fatal("requests without hash_ids share a block")
+	}
+	if chain(a, 4)[3] != chain(a, 4)[3] {
+		t.Fatal("hashes not deterministic")
+	}
+}
+
+func TestHasherStraddling(t *testing.T) {
+	// Trace blocks of 10 tokens, engine blocks of 16: engine block 0 spans
+	// trace blocks 0 and 1, so a difference in trace block 1 must show.
+	a := &BlockHasher{HashIDs: []int64{5, 6, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 1}
+	b := &BlockHasher{HashIDs: []int64{5, 8, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 2}
+	if a.Hash(Root, 0) == b.Hash(Root, 0) {
+		t.Fatal("engine block straddling a differing trace block matched")
+	}
+	c := *b
+	c.HashIDs = []int64{5, 6, 9}
+	if a.Hash(Root, 0) != c.Hash(Root, 0) {
+		t.Fatal("engine block inside equal trace blocks differs")
+	}
+}

@@ -1,0 +1,16 @@
+// Package kvcache holds the GPU KV cache of one simulated worker: a pool of
+// fixed-size blocks with reference counts, a full-block prefix cache keyed
+// by chained block hashes, and least-recently-used eviction of unreferenced
+// blocks, as vLLM v1's KVCacheManager and BlockPool keep them.
+//
+// It also derives engine block hashes from a trace's hash_ids (BlockHasher):
+// a trace's blocks cover many tokens (Mooncake: 512), an engine's few (vLLM:
+// 16), so engine block k is hashed from the trace blocks it lies in and from
+// the hash of block k−1. Equal trace prefixes therefore give equal engine
+// prefixes, a partial block is never hashed, and a request without hash_ids
+// gets hashes of its own, so nothing is falsely shared.
+//
+// It does not own scheduling (which request gets blocks when: package
+// replay) nor the lower tiers (CPU DRAM, NVMe, remote), which later issues
+// add here.
+package kvcache

@@ -1,0 +1,57 @@
+package kvcache
+
+// A BlockHasher computes the chained hashes of the engine blocks of one
+// sequence (a prompt followed by its generated tokens).
+//
+// Note: engine block k covers tokens [k·B, (k+1)·B) for the engine block
+// size B. When those tokens lie inside the prompt and inside the span the
+// trace's HashIDs cover, the hash mixes the hash of block k−1 with the ids
+// of the trace blocks the tokens lie in: content-addressed, so two requests
+// with the same leading hash_ids share blocks. Otherwise (generated tokens,
+// prompts without hash_ids, or prompts longer than their hash_ids cover) it
+// mixes in Unique, which the caller makes distinct per request. Because the
+// chain carries block k−1, once a block is unique every later one is too.
+// A block that is not full is never hashed: Hash is only asked for full
+// blocks.
+type BlockHasher struct {
+	HashIDs      []int64 // the trace's prefix block ids
+	TraceBlock   int64   // tokens per HashIDs entry; 0 when HashIDs is empty
+	PromptTokens int64   // prompt length; tokens past it are generated
+	EngineBlock  int64   // tokens per engine block
+	Unique       uint64  // distinct per request: the salt for unshared blocks
+}
+
+// Root is the hash that precedes block 0 in every chain.
+const Root uint64 = 0x6f70616c74726163 // "opaltrac"
+
+// Hash returns the hash of engine block k given prev, the hash of block k−1
+// (Root for k = 0). The result is never 0, which marks "no hash".
+func (h *BlockHasher) Hash(prev uint64, k int64) uint64 {
+	first := k * h.EngineBlock
+	last := first + h.EngineBlock - 1
+	x := prev
+	if h.TraceBlock > 0 && last < h.PromptTokens && last/h.TraceBlock < int64(len(h.HashIDs)) {
+		for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
+			x = mix(x, uint64(h.HashIDs[j]), 1)
+		}
+		// The trace block size is part of the content's identity: the
+		// same id under another block size names other tokens.
+		x = mix(x, uint64(h.TraceBlock), 2)
+	} else {
+		x = mix(x, h.Unique, 3)
+	}
+	x = mix(x, uint64(k), 4)
+	if x == 0 {
+		x = 1
+	}
+	return x
+}
+
+// mix folds v into the running hash x (a splitmix64 finaliser over the
+// combination; tag keeps the roles of v apart).
+func mix(x, v, tag uint64) uint64 {
+	z := x ^ (v+tag*0x9e3779b97f4a7c15)*0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31) ^ x<<1
+}

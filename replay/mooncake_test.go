@@ -1,0 +1,133 @@
+package replay
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// readMooncake parses a Mooncake trace JSONL minimally ({"timestamp" ms,
+// "input_length", "output_length", "hash_ids"} with 512-token blocks), so
+// that this package's tests do not depend on package ingest.
+func readMooncake(tb testing.TB, path string) []*trace.Request {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var reqs []*trace.Request
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for line := 1; sc.Scan(); line++ {
+		var row struct {
+			Timestamp    float64 `json:"timestamp"`
+			InputLength  int64   `json:"input_length"`
+			OutputLength int64   `json:"output_length"`
+			HashIDs      []int64 `json:"hash_ids"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			tb.Fatalf("%s:%d: %v", path, line, err)
+		}
+		r := &trace.Request{
+			RequestID:    "mooncake/" + strconv.Itoa(line-1),
+			Source:       "mooncake",
+			Status:       trace.StatusOK,
+			InputTokens:  trace.Some(row.InputLength),
+			OutputTokens: trace.Some(row.OutputLength),
+			BlockSize:    trace.Some(int64(512)),
+			HashIDs:      row.HashIDs,
+			Arrival:      trace.Some(trace.TimeFromSeconds(row.Timestamp / 1000)),
+		}
+		r.SetPos(path, line)
+		reqs = append(reqs, r)
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return reqs
+}
+
+// llama8BOnH100 is the roofline cost of Llama-3.1-8B on one H100 and its
+// KV capacity in 16-token blocks at 90 % memory utilisation.
+func llama8BOnH100(tb testing.TB) (model.StepModel, int64) {
+	tb.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	llm, err := model.LoadConfig(filepath.Join(filepath.Dir(file), "..", "samples", "models", "llama-3.1-8b", "config.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hw, err := model.HardwareByName("h100")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d, err := model.NewDeployment(hw, llm, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tokens, err := d.KVCacheTokens(0.9)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d, tokens / 16
+}
+
+// The first 2,000 Mooncake conversation requests on 4 workers, under the
+// validator (without the O(blocks) cache recount per step): every
+// request completes, requests of a conversation share prefixes, and the
+// run is deterministic.
+func TestMooncakeHead(t *testing.T) {
+	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:2000]
+	cost, blocks := llama8BOnH100(t)
+	cfg := Config{Workers: 4}
+	run := func() (string, Stats) {
+		var all []*trace.Request
+		v := newValidator(t, cfg, reqs)
+		st, err := Run(cfg, cost, blocks, reqs, func(r *trace.Request) error {
+			all = append(all, r)
+			return v.output(r)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.finish(all)
+		return dump(all), st
+	}
+	a, st := run()
+	b, _ := run()
+	if a != b {
+		t.Error("two replays of the Mooncake head differ")
+	}
+	if st.Completed != len(reqs) || st.CachedTokens == 0 {
+		t.Errorf("stats %+v", st)
+	}
+	t.Logf("%d blocks/worker; stats %+v; prefix hit rate %.3f", blocks, st, float64(st.CachedTokens)/float64(st.PromptTokens))
+}
+
+// BenchmarkReplayMooncake replays the whole Mooncake conversation trace
+// (12,031 requests) on 16 workers of Llama-3.1-8B on H100.
+func BenchmarkReplayMooncake(b *testing.B) {
+	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
+	cost, blocks := llama8BOnH100(b)
+	cfg := Config{Workers: 16}
+	var st Stats
+	b.ResetTimer()
+	for b.Loop() {
+		var err error
+		st, err = Run(cfg, cost, blocks, reqs, func(*trace.Request) error { return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(st.Steps), "steps/op")
+	b.ReportMetric(float64(st.End)/float64(time.Second), "sim-s/op")
+}

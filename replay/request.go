@@ -1,0 +1,78 @@
+package replay
+
+import "github.com/opaltrace/opaltrace/trace"
+
+// A reqState is the engine's private working state of one request while
+// it is in flight; the observed input stays untouched. It is recycled
+// after the request completes, so memory grows with the requests in
+// flight, not with the trace.
+type reqState struct {
+	in       *trace.Request
+	idx      int32 // position in the input slice
+	worker   int32
+	prompt   int64 // prompt tokens
+	maxOut   int64 // tokens to generate
+	out      int64 // tokens generated so far
+	computed int64 // tokens whose KV is computed or being computed this step
+
+	blocks   []int32 // block table
+	hashed   int64   // leading blocks of blocks whose hashes are committed
+	lastHash uint64  // hash of block hashed−1 (kvcache.Root when hashed is 0)
+
+	scheduled   bool  // has been scheduled at least once
+	cached      int64 // prefix-hit tokens at the first schedule
+	preemptions int64
+
+	arrival, workerArrival, gpuStart, firstTok, lastTok trace.Time
+	itl                                                 []float64
+}
+
+// numTokens is the sequence length so far: the prompt and every generated
+// token (the last one not yet in KV).
+func (r *reqState) numTokens() int64 { return r.prompt + r.out }
+
+// A deque is a FIFO of requests that can also push at the front (for
+// preempted requests), as a ring buffer so that steady use allocates
+// nothing.
+type deque struct {
+	buf        []*reqState
+	head, size int
+}
+
+func (d *deque) Len() int { return d.size }
+
+func (d *deque) grow() {
+	n := max(2*len(d.buf), 16)
+	buf := make([]*reqState, n)
+	for i := range d.size {
+		buf[i] = d.buf[(d.head+i)%len(d.buf)]
+	}
+	d.buf, d.head = buf, 0
+}
+
+func (d *deque) pushBack(r *reqState) {
+	if d.size == len(d.buf) {
+		d.grow()
+	}
+	d.buf[(d.head+d.size)%len(d.buf)] = r
+	d.size++
+}
+
+func (d *deque) pushFront(r *reqState) {
+	if d.size == len(d.buf) {
+		d.grow()
+	}
+	d.head = (d.head - 1 + len(d.buf)) % len(d.buf)
+	d.buf[d.head] = r
+	d.size++
+}
+
+func (d *deque) front() *reqState { return d.buf[d.head] }
+
+func (d *deque) popFront() *reqState {
+	r := d.buf[d.head]
+	d.buf[d.head] = nil
+	d.head = (d.head + 1) % len(d.buf)
+	d.size--
+	return r
+}

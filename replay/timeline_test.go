@@ -1,0 +1,217 @@
+package replay
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/internal/golden"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+func near(t *testing.T, name string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-12 {
+		t.Errorf("%s = %.12g, want %.12g", name, got, want)
+	}
+}
+
+func nearAll(t *testing.T, name string, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s = %v, want %v", name, got, want)
+	}
+	for i := range got {
+		near(t, name, got[i], want[i])
+	}
+}
+
+// One request alone: a 100-token prefill step that also emits the first
+// token, then one decode step per further token.
+func TestOneRequest(t *testing.T) {
+	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+	reqs := []*trace.Request{req("a", time.Second, 100, 3)}
+	got, all, st := replay(t, Config{}, cost, 1000, reqs)
+	a := got["a"]
+	// Step 1: 1 ms + 100·10 µs = 2 ms. Steps 2, 3: 1 ms + 10 µs.
+	near(t, "ttft", a.TTFTSec.V, 0.002)
+	near(t, "e2e", a.E2ESec.V, 0.002+2*0.00101)
+	nearAll(t, "itl", a.ITLSec, []float64{0.00101, 0.00101})
+	near(t, "queue", a.QueueSec.V, 0)
+	near(t, "prefill", a.PrefillSec.V, 0.002)
+	near(t, "decode", a.DecodeSec.V, 0.00202)
+	if a.GPUStart.V != trace.Time(time.Second) || a.DoneAtRouter.V != trace.Time(time.Second+4020*time.Microsecond) {
+		t.Errorf("gpu start %v, done %v", a.GPUStart.V, a.DoneAtRouter.V)
+	}
+	if a.Worker != "w0" || a.CachedTokens.V != 0 || a.Preemptions.V != 0 {
+		t.Errorf("worker %q cached %d preemptions %d", a.Worker, a.CachedTokens.V, a.Preemptions.V)
+	}
+	if st.Steps != 3 || st.Completed != 1 || st.OutputTokens != 3 {
+		t.Errorf("stats %+v", st)
+	}
+	golden.Check(t, "testdata/one.golden", []byte(dump(all)))
+}
+
+// A 20,000-token prompt under the 8192-token budget is computed in chunks
+// of 8192, 8192 and 3616 tokens; the last chunk's step emits the first
+// token. A second request arriving mid-prefill waits: the running prefill
+// takes the whole budget.
+func TestChunkedPrefill(t *testing.T) {
+	cost := linearCost{Base: ms, PerToken: time.Microsecond}
+	reqs := []*trace.Request{req("long", 0, 20000, 2), req("short", 5*ms, 10, 1)}
+	got, _, _ := replay(t, Config{}, cost, 10000, reqs)
+	long, short := got["long"], got["short"]
+	s1, s2 := 0.001+0.008192, 0.001+0.008192
+	// Step 3 (the last 3616-token chunk) also admits the short request:
+	// 3616 + 10 tokens.
+	s3 := 0.001 + 0.000001*(3616+10)
+	near(t, "long ttft", long.TTFTSec.V, s1+s2+s3)
+	near(t, "long prefill", long.PrefillSec.V, s1+s2+s3)
+	// short arrived at 5 ms, during step 1; step 2 was all long's chunk.
+	near(t, "short queue", short.QueueSec.V, s1+s2-0.005)
+	near(t, "short ttft", short.TTFTSec.V, s1+s2+s3-0.005)
+	// Step 4 decodes long alone.
+	nearAll(t, "long itl", long.ITLSec, []float64{0.001 + 0.000001})
+}
+
+// Requests sharing a prefix: the second hits the first's full blocks only,
+// and only up to prompt length − 1 tokens.
+func TestPrefixSharing(t *testing.T) {
+	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+	ids := []int64{1, 2, 3, 4, 5, 6, 7} // 16-token trace blocks
+	reqs := []*trace.Request{
+		withHashes(req("a", 0, 100, 1), 16, ids...),
+		// b shares a's first four trace blocks: 64 tokens.
+		withHashes(req("b", time.Second, 100, 1), 16, 1, 2, 3, 4, 9, 10, 11),
+		// c equals a: 6 full blocks (96 tokens) are cached; the 7th,
+		// partial, never is.
+		withHashes(req("c", 2*time.Second, 100, 1), 16, ids...),
+		// d's prompt is a's first 96 tokens: all six blocks are cached,
+		// but at most 95 tokens may hit, so five blocks do.
+		withHashes(req("d", 3*time.Second, 96, 1), 16, ids[:6]...),
+		// e has no hash ids: nothing is shared with anyone.
+		req("e", 4*time.Second, 100, 1),
+		req("f", 5*time.Second, 100, 1),
+	}
+	got, all, st := replay(t, Config{}, cost, 1000, reqs)
+	for _, c := range []struct {
+		id     string
+		cached int64
+	}{{"a", 0}, {"b", 64}, {"c", 96}, {"d", 80}, {"e", 0}, {"f", 0}} {
+		r := got[c.id]
+		if r.CachedTokens.V != c.cached || r.DeviceHitTokens.V != c.cached {
+			t.Errorf("%s: cached %d, want %d", c.id, r.CachedTokens.V, c.cached)
+		}
+		want := 0.001 + 0.00001*float64(r.InputTokens.V-c.cached)
+		near(t, c.id+" ttft", r.TTFTSec.V, want)
+	}
+	if st.CachedTokens != 64+96+80 {
+		t.Errorf("stats cached %d", st.CachedTokens)
+	}
+	// Without prefix caching nobody hits.
+	off := false
+	cfg := Config{Scheduler: SchedulerConfig{EnablePrefixCaching: &off}}
+	got, _, _ = replay(t, cfg, cost, 1000, reqs)
+	for _, id := range []string{"b", "c", "d"} {
+		if got[id].CachedTokens.V != 0 {
+			t.Errorf("caching off: %s cached %d", id, got[id].CachedTokens.V)
+		}
+	}
+	golden.Check(t, "testdata/prefix.golden", []byte(dump(all)))
+}
+
+// Two requests outgrow a 10-block cache (4-token blocks): the last running
+// one is preempted, waits for the other to finish, and is recomputed.
+// Timeline by hand, prefix caching off:
+//
+//	step 1        both prefill 8 tokens: 1 ms + 16·10 µs = 1.16 ms; token 1 each
+//	steps 2–13    both decode (1.02 ms each): tokens 2–13; at step 13 each
+//	              holds 5 blocks for 20 tokens, so the cache is full
+//	step 14       a needs a 6th block: b (last) is preempted; a decodes
+//	              alone, and no waiting request is admitted in a step
+//	              that preempted
+//	steps 14–20   a alone (1.01 ms each) to token 20 and completes at 20.47 ms
+//	steps 15–20   b (21 tokens: 6 blocks) does not fit beside a
+//	step 21       b recomputes its 21 tokens: 1.21 ms; token 14
+//	steps 22–27   b decodes tokens 15–20 and completes at 27.74 ms
+func TestPreemption(t *testing.T) {
+	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+	off := false
+	cfg := Config{Scheduler: SchedulerConfig{BlockSize: 4, EnablePrefixCaching: &off}}
+	reqs := []*trace.Request{req("a", 0, 8, 20), req("b", 0, 8, 20)}
+	got, all, st := replay(t, cfg, cost, 10, reqs)
+	a, b := got["a"], got["b"]
+	near(t, "a e2e", a.E2ESec.V, 0.00116+12*0.00102+7*0.00101)
+	near(t, "b e2e", b.E2ESec.V, 0.00116+12*0.00102+7*0.00101+0.00121+6*0.00101)
+	near(t, "b ttft", b.TTFTSec.V, 0.00116)
+	near(t, "b gap over the preemption", b.ITLSec[12], 7*0.00101+0.00121)
+	if a.Preemptions.V != 0 || b.Preemptions.V != 1 || st.Preemptions != 1 {
+		t.Errorf("preemptions a %d b %d total %d", a.Preemptions.V, b.Preemptions.V, st.Preemptions)
+	}
+	if all[0].RequestID != "a" {
+		t.Errorf("completion order %s first", all[0].RequestID)
+	}
+	golden.Check(t, "testdata/preempt.golden", []byte(dump(all)))
+
+	// With prefix caching on, b's recompute hits its own freed blocks
+	// that a did not take: a took two of b's five (the last two it
+	// freed), so b recomputes 21 − 12 = 9 tokens, and finishes sooner.
+	on := true
+	cfg.Scheduler.EnablePrefixCaching = &on
+	got, _, _ = replay(t, cfg, cost, 10, reqs)
+	b = got["b"]
+	near(t, "b e2e with cache", b.E2ESec.V, 0.00116+12*0.00102+7*0.00101+0.00109+6*0.00101)
+	if b.CachedTokens.V != 0 {
+		t.Errorf("cached tokens count the first schedule only, got %d", b.CachedTokens.V)
+	}
+}
+
+// A request that can never fit in a worker's KV cache is rejected at once
+// with a reason; the others run.
+func TestReject(t *testing.T) {
+	cost := linearCost{Base: ms}
+	reqs := []*trace.Request{req("big", 0, 150, 20), req("ok", 0, 100, 1), req("empty", 0, 0, 5)}
+	got, _, st := replay(t, Config{}, cost, 10, reqs) // 160 tokens per worker
+	if r := got["big"]; r.Status != trace.StatusRejected || r.Error == "" || r.DoneAtRouter.V != 0 {
+		t.Errorf("big: %v", r)
+	}
+	if got["empty"].Status != trace.StatusRejected {
+		t.Errorf("empty prompt: %v", got["empty"])
+	}
+	if got["ok"].Status != trace.StatusOK || st.Rejected != 2 || st.Completed != 1 {
+		t.Errorf("ok: %v, stats %+v", got["ok"], st)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	r := req("x", 0, 10, 1)
+	r.Arrival = trace.Opt[trace.Time]{}
+	r.SetPos("t.jsonl", 7)
+	_, err := Run(Config{}, linearCost{Base: ms}, 100, []*trace.Request{r}, func(*trace.Request) error { return nil })
+	if err == nil || err.Error() != "t.jsonl:7: arrival_s: absent (the open loop replays arrival times; use the closed loop)" {
+		t.Errorf("err = %v", err)
+	}
+	// The closed loop does not need arrivals.
+	n := 0
+	cfg := Config{Workload: WorkloadConfig{Mode: ModeClosed}}
+	if _, err := Run(cfg, linearCost{Base: ms}, 100, []*trace.Request{r}, func(*trace.Request) error { n++; return nil }); err != nil || n != 1 {
+		t.Errorf("closed loop: %v, %d outputs", err, n)
+	}
+}
+
+// Round-robin spreads requests over workers in arrival order.
+func TestRoundRobin(t *testing.T) {
+	var reqs []*trace.Request
+	for i := range 6 {
+		reqs = append(reqs, req(string(rune('a'+i)), time.Duration(i)*ms, 10, 2))
+	}
+	got, _, _ := replay(t, Config{Workers: 3}, linearCost{Base: ms}, 100, reqs)
+	var ws []string
+	for i := range 6 {
+		ws = append(ws, got[string(rune('a'+i))].Worker)
+	}
+	if want := []string{"w0", "w1", "w2", "w0", "w1", "w2"}; !slices.Equal(ws, want) {
+		t.Errorf("workers %v, want %v", ws, want)
+	}
+}
