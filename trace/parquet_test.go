@@ -16,7 +16,9 @@ import (
 func sampleRequests() []*Request {
 	full := &Request{
 		RequestID: "r0", Run: "run-a", Stage: "0", Source: "vllm-bench", Model: "m", LoRA: "l",
-		Worker: "w1", Session: "s1", Status: StatusOK, FinishReason: "length",
+		Worker: "w1", Session: "s1", Turn: Some[int64](4), Status: StatusOK, FinishReason: "length",
+		ReasoningTokens: Some[int64](1), MaxOutputTokens: Some[int64](8), ClientQueueSec: Some(0.5),
+		IdleInQueueSec: Some(0.0005), BudgetWaitSec: Some(0.0004), StoragePrefetchSec: Some(0.009),
 		InputTokens: Some[int64](100), OutputTokens: Some[int64](3), CachedTokens: Some[int64](0),
 		BlockSize: Some[int64](16), HashIDs: []int64{1, 2, 3},
 		DeviceHitTokens: Some[int64](16), HostHitTokens: Some[int64](0), StorageHitTokens: Some[int64](5), RemoteHitTokens: Some[int64](7),

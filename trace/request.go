@@ -55,8 +55,9 @@ type Request struct {
 	Source    string // input format name, or "simulated"
 	Model     string
 	LoRA      string
-	Worker    string // serving instance that handled it, when known
-	Session   string // conversation or agent session, when known
+	Worker    string     // serving instance that handled it, when known
+	Session   string     // conversation or agent session, when known
+	Turn      Opt[int64] // index of the request within its session (0-based)
 
 	// Outcome.
 	Status       Status
@@ -66,6 +67,8 @@ type Request struct {
 	// Shape.
 	InputTokens      Opt[int64]
 	OutputTokens     Opt[int64]
+	ReasoningTokens  Opt[int64] // of OutputTokens, reasoning ("thinking") tokens, when reported
+	MaxOutputTokens  Opt[int64] // the requested max_tokens, when known
 	CachedTokens     Opt[int64]
 	BlockSize        Opt[int64] // tokens per HashIDs entry
 	HashIDs          []int64    // prefix block hashes: equal ids mean equal prefixes across the dataset
@@ -82,14 +85,18 @@ type Request struct {
 	ITLSec          []float64    // one gap per streamed chunk (or token, see ITLUnit)
 	ChunkTokens     []int32      // tokens in each chunk, when known
 	ThinkSec        Opt[float64] // user think time before this request (sessions)
+	ClientQueueSec  Opt[float64] // wait in the client before sending (vLLM queue_times)
 
 	// Server timing.
 	QueueSec             Opt[float64]
 	ScheduleSec          Opt[float64] // wait in queue until the first forward pass
+	IdleInQueueSec       Opt[float64] // of the queue wait, time the scheduler was idle or busy with others (SGLang)
+	BudgetWaitSec        Opt[float64] // of the queue wait, time blocked by the token/memory budget (SGLang)
 	PrefillSec           Opt[float64] // first forward until the first token
 	DecodeSec            Opt[float64]
 	KVFetchSec           Opt[float64]
 	StoragePrefetchIOSec Opt[float64]
+	StoragePrefetchSec   Opt[float64] // whole storage prefetch: allocation + I/O + tree update (SGLang L3_pf_*)
 	Preemptions          Opt[int64]
 
 	// Lifecycle, in trace time. The simulator fills all of them.
@@ -155,6 +162,7 @@ func (r *Request) Validate() error {
 		v    Opt[int64]
 	}{
 		{"input_tokens", r.InputTokens}, {"output_tokens", r.OutputTokens},
+		{"reasoning_tokens", r.ReasoningTokens}, {"max_output_tokens", r.MaxOutputTokens}, {"turn", r.Turn},
 		{"cached_tokens", r.CachedTokens}, {"device_hit_tokens", r.DeviceHitTokens},
 		{"host_hit_tokens", r.HostHitTokens}, {"storage_hit_tokens", r.StorageHitTokens},
 		{"remote_hit_tokens", r.RemoteHitTokens}, {"preemptions", r.Preemptions},
@@ -173,7 +181,8 @@ func (r *Request) Validate() error {
 		name string
 		v    Opt[float64]
 	}{
-		{"ttft_s", r.TTFTSec}, {"e2e_s", r.E2ESec}, {"think_s", r.ThinkSec},
+		{"ttft_s", r.TTFTSec}, {"e2e_s", r.E2ESec}, {"think_s", r.ThinkSec}, {"client_queue_s", r.ClientQueueSec},
+		{"idle_in_queue_s", r.IdleInQueueSec}, {"budget_wait_s", r.BudgetWaitSec}, {"storage_prefetch_s", r.StoragePrefetchSec},
 		{"queue_s", r.QueueSec}, {"schedule_s", r.ScheduleSec}, {"prefill_s", r.PrefillSec},
 		{"decode_s", r.DecodeSec}, {"kv_fetch_s", r.KVFetchSec},
 		{"storage_prefetch_io_s", r.StoragePrefetchIOSec},
@@ -239,11 +248,14 @@ func (r *Request) String() string {
 	str("lora", r.LoRA)
 	str("worker", r.Worker)
 	str("session", r.Session)
+	i64("turn", r.Turn)
 	str("status", string(r.Status))
 	str("error", r.Error)
 	str("finish_reason", r.FinishReason)
 	i64("input_tokens", r.InputTokens)
 	i64("output_tokens", r.OutputTokens)
+	i64("reasoning_tokens", r.ReasoningTokens)
+	i64("max_output_tokens", r.MaxOutputTokens)
 	i64("cached_tokens", r.CachedTokens)
 	i64("block_size", r.BlockSize)
 	if r.HashIDs != nil {
@@ -268,12 +280,16 @@ func (r *Request) String() string {
 		kv("chunk_tokens", fmt.Sprint(r.ChunkTokens))
 	}
 	f64("think_s", r.ThinkSec)
+	f64("client_queue_s", r.ClientQueueSec)
 	f64("queue_s", r.QueueSec)
 	f64("schedule_s", r.ScheduleSec)
+	f64("idle_in_queue_s", r.IdleInQueueSec)
+	f64("budget_wait_s", r.BudgetWaitSec)
 	f64("prefill_s", r.PrefillSec)
 	f64("decode_s", r.DecodeSec)
 	f64("kv_fetch_s", r.KVFetchSec)
 	f64("storage_prefetch_io_s", r.StoragePrefetchIOSec)
+	f64("storage_prefetch_s", r.StoragePrefetchSec)
 	i64("preemptions", r.Preemptions)
 	tm("created_s", r.Created)
 	tm("router_arrival_s", r.RouterArrival)

@@ -25,6 +25,16 @@ type Run struct {
 	HashScope  string `json:"hash_scope,omitempty"`    // "dataset" when hash ids are comparable across runs
 	StartUnixN int64  `json:"start_unix_ns,omitempty"` // wall-clock time of the run's t=0, when known
 
+	// Disaggregated marks a prefill/decode-disaggregated deployment;
+	// Speculative a run with speculative decoding (one chunk carries
+	// several tokens). Later stages refuse or treat such runs specially.
+	Disaggregated bool `json:"disaggregated,omitempty"`
+	Speculative   bool `json:"speculative,omitempty"`
+
+	// Approximate says why this run can only be approximated offline
+	// (e.g. its dataset is not available), "" when it can be reproduced.
+	Approximate string `json:"approximate,omitempty"`
+
 	// DurationSec is the run's benchmark duration as the source measured it
 	// (vLLM: from the first dispatch to the last completion), the
 	// denominator of its throughputs. Absent when the source has none.
