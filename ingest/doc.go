@@ -26,7 +26,8 @@
 // vllm-bench: the --save-result JSON of vLLM's benchmark_serving.py and
 // vllm bench serve, one or more run objects per file (old and new layouts,
 // "inf" rates, bare NaN/Infinity, the "request_goodput:" key kept verbatim
-// in Run.Reported). Per request: input_lens, output_lens, ttfts, itls
+// in Run.Reported, where bare NaN/Infinity become the strings "NaN" and
+// "Infinity"). Per request: input_lens, output_lens, ttfts, itls
 // (chunk gaps), errors, and when present latencies (E2E), start_times
 // (arrival, perf_counter seconds relative to the run's earliest time) and
 // queue_times (client-side wait: intended arrival = start − queue). Old

@@ -130,4 +130,6 @@ func BenchmarkReplayMooncake(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.Steps), "steps/op")
 	b.ReportMetric(float64(st.End)/float64(time.Second), "sim-s/op")
+	b.ReportMetric(float64(st.Evictions), "evictions/op")
+	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
 }

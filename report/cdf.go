@@ -35,11 +35,16 @@ func (p point) MarshalJSON() ([]byte, error) {
 }
 
 // cdfPoints returns at most maxCDFPoints+1 exact quantiles of d, in ms.
+// When every value is drawn, the curve starts at (min, 0), so that the step
+// at the smallest value shows as the others do.
 func cdfPoints(d analyze.Dist) []opts.LineData {
 	values, probs := d.Quantiles(maxCDFPoints)
-	data := make([]opts.LineData, len(values))
+	data := make([]opts.LineData, 0, len(values)+1)
+	if len(values) > 0 && probs[0] > 0 {
+		data = append(data, opts.LineData{Value: point{values[0] * 1000, 0}})
+	}
 	for i := range values {
-		data[i] = opts.LineData{Value: point{values[i] * 1000, probs[i]}}
+		data = append(data, opts.LineData{Value: point{values[i] * 1000, probs[i]}})
 	}
 	return data
 }
@@ -58,7 +63,8 @@ func cdfOption(id, title string, series []cdfSeries) ([]byte, error) {
 		charts.WithTitleOpts(opts.Title{Title: title + " CDF"}),
 		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "28"}),
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
-		charts.WithGridOpts(opts.Grid{Top: "70", Bottom: "70", Left: "60", Right: "40"}),
+		// Room at the bottom for the axis name above the zoom slider.
+		charts.WithGridOpts(opts.Grid{Top: "70", Bottom: "95", Left: "60", Right: "40"}),
 		charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: title + " (ms)", NameLocation: "middle", NameGap: 28, Scale: opts.Bool(true)}),
 		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "fraction ≤ x", Min: 0, Max: 1}),
 		charts.WithDataZoomOpts(opts.DataZoom{Type: "slider", XAxisIndex: []int{0}}, opts.DataZoom{Type: "inside", XAxisIndex: []int{0}}),

@@ -142,8 +142,8 @@ func TestWriteHTMLRuns(t *testing.T) {
 		`<tr><td>c</td><td></td><td></td><td class="n">1</td><td class="n">0</td><td class="n">–</td><td class="n">–</td>`,
 		`<tr><td>all runs</td><td></td><td></td><td class="n">4</td><td class="n">0</td><td class="n">–</td><td class="n">–</td><td class="n">–</td></tr>`,
 		`<tr><td>all runs</td><td>TTFT</td><td class="n">4</td><td class="n">425.00</td><td class="n">300.00</td>`,
-		// The chart draws the pooled distribution: 4 points.
-		`"data":\[\{"value":\[100,0.25\]\},\{"value":\[200,0.5\]\},\{"value":\[400,0.75\]\},\{"value":\[1000,1\]\}\]`,
+		// The chart draws the pooled distribution: 4 steps from 0.
+		`"data":\[\{"value":\[100,0\]\},\{"value":\[100,0.25\]\},\{"value":\[200,0.5\]\},\{"value":\[400,0.75\]\},\{"value":\[1000,1\]\}\]`,
 	} {
 		if !regexp.MustCompile(re).MatchString(got) {
 			t.Errorf("report does not match %s", re)

@@ -22,7 +22,7 @@ var DefaultPercentiles = []float64{99}
 // statMetric is one latency metric of the summary.
 type statMetric struct {
 	key, title, header string // key as in vLLM's JSON (ttft, tpot, itl, e2el)
-	dist                   func(*analyze.Summary) analyze.Dist
+	dist               func(*analyze.Summary) analyze.Dist
 }
 
 var statMetrics = []statMetric{

@@ -12,18 +12,24 @@ import "fmt"
 // content (an eviction). Only free blocks are ever evicted.
 //
 // Note: the queue is an intrusive doubly linked list over int32 block ids
-// and the hash index is a map from hash to block, so the cache allocates
+// and the hash index is a fixed-size open-addressing table, so the cache allocates
 // nothing per step; memory is O(blocks), not O(requests).
 type Cache struct {
-	ref        []int32
-	hash       []uint64 // 0: not cached
-	prev, next []int32  // free-queue links; -1 at the ends
-	head, tail int32    // free queue: head is evicted first
+	blocks     []block
+	head, tail int32 // free queue: head is evicted first
 	nfree      int64
-	index      map[uint64]int32
+	index      index
 
 	// Evictions counts cached blocks whose hash Allocate dropped.
 	Evictions int64
+}
+
+// A block is one KV block's bookkeeping, kept together so that touching
+// a block touches one cache line.
+type block struct {
+	hash       uint64 // 0: not cached
+	ref        int32
+	prev, next int32 // free-queue links; none at the ends
 }
 
 const none = -1
@@ -31,13 +37,10 @@ const none = -1
 // New returns a cache of n blocks, all free and uncached.
 func New(n int64) *Cache {
 	c := &Cache{
-		ref:   make([]int32, n),
-		hash:  make([]uint64, n),
-		prev:  make([]int32, n),
-		next:  make([]int32, n),
-		head:  none,
-		tail:  none,
-		index: make(map[uint64]int32),
+		blocks: make([]block, n),
+		head:   none,
+		tail:   none,
+		index:  newIndex(n),
 	}
 	for b := range int32(n) {
 		c.pushBack(b)
@@ -46,35 +49,34 @@ func New(n int64) *Cache {
 }
 
 // NumBlocks returns the total number of blocks.
-func (c *Cache) NumBlocks() int64 { return int64(len(c.ref)) }
+func (c *Cache) NumBlocks() int64 { return int64(len(c.blocks)) }
 
 // NumFree returns the number of unreferenced blocks, cached or not: what
 // Allocate can hand out.
 func (c *Cache) NumFree() int64 { return c.nfree }
 
 // NumUsed returns the number of referenced blocks.
-func (c *Cache) NumUsed() int64 { return int64(len(c.ref)) - c.nfree }
+func (c *Cache) NumUsed() int64 { return int64(len(c.blocks)) - c.nfree }
 
 // NumCached returns the number of blocks that hold a hash (referenced or
 // free).
-func (c *Cache) NumCached() int { return len(c.index) }
+func (c *Cache) NumCached() int { return c.index.n }
 
 // Lookup returns the block holding content with hash h.
 func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
-	block, ok = c.index[h]
-	return block, ok
+	return c.index.get(h, c.blocks)
 }
 
 // Ref returns the reference count of block b.
-func (c *Cache) Ref(b int32) int32 { return c.ref[b] }
+func (c *Cache) Ref(b int32) int32 { return c.blocks[b].ref }
 
 // Acquire adds a reference to block b (a prefix hit), taking it out of the
 // free queue when it was free.
 func (c *Cache) Acquire(b int32) {
-	if c.ref[b] == 0 {
+	if c.blocks[b].ref == 0 {
 		c.unlink(b)
 	}
-	c.ref[b]++
+	c.blocks[b].ref++
 }
 
 // Allocate appends n fresh blocks to dst, taken from the head of the free
@@ -88,12 +90,12 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 	for range n {
 		b := c.head
 		c.unlink(b)
-		if h := c.hash[b]; h != 0 {
-			delete(c.index, h)
-			c.hash[b] = 0
+		if h := c.blocks[b].hash; h != 0 {
+			c.index.del(h, b)
+			c.blocks[b].hash = 0
 			c.Evictions++
 		}
-		c.ref[b] = 1
+		c.blocks[b].ref = 1
 		dst = append(dst, b)
 	}
 	return dst, true
@@ -104,14 +106,12 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 // (two requests computed the same prefix concurrently) the index keeps the
 // first and b stays uncached.
 func (c *Cache) Commit(b int32, h uint64) {
-	if c.hash[b] != 0 {
+	if c.blocks[b].hash != 0 {
 		return
 	}
-	if _, dup := c.index[h]; dup {
-		return
+	if c.index.add(h, b, c.blocks) {
+		c.blocks[b].hash = h
 	}
-	c.hash[b] = h
-	c.index[h] = b
 }
 
 // Release drops one reference from each of blocks. They are released last
@@ -120,20 +120,20 @@ func (c *Cache) Commit(b int32, h uint64) {
 func (c *Cache) Release(blocks []int32) {
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
-		if c.ref[b] <= 0 {
+		if c.blocks[b].ref <= 0 {
 			panic(fmt.Sprintf("kvcache: release of free block %d", b))
 		}
-		c.ref[b]--
-		if c.ref[b] == 0 {
+		c.blocks[b].ref--
+		if c.blocks[b].ref == 0 {
 			c.pushBack(b)
 		}
 	}
 }
 
 func (c *Cache) pushBack(b int32) {
-	c.prev[b], c.next[b] = c.tail, none
+	c.blocks[b].prev, c.blocks[b].next = c.tail, none
 	if c.tail != none {
-		c.next[c.tail] = b
+		c.blocks[c.tail].next = b
 	} else {
 		c.head = b
 	}
@@ -142,18 +142,18 @@ func (c *Cache) pushBack(b int32) {
 }
 
 func (c *Cache) unlink(b int32) {
-	p, n := c.prev[b], c.next[b]
+	p, n := c.blocks[b].prev, c.blocks[b].next
 	if p != none {
-		c.next[p] = n
+		c.blocks[p].next = n
 	} else {
 		c.head = n
 	}
 	if n != none {
-		c.prev[n] = p
+		c.blocks[n].prev = p
 	} else {
 		c.tail = p
 	}
-	c.prev[b], c.next[b] = none, none
+	c.blocks[b].prev, c.blocks[b].next = none, none
 	c.nfree--
 }
 
@@ -162,14 +162,14 @@ func (c *Cache) unlink(b int32) {
 // the hash index and the blocks' hashes agree. It is O(blocks), for tests
 // and validators.
 func (c *Cache) Check() error {
-	inQueue := make([]bool, len(c.ref))
+	inQueue := make([]bool, len(c.blocks))
 	var n int64
 	prev := int32(none)
-	for b := c.head; b != none; b = c.next[b] {
+	for b := c.head; b != none; b = c.blocks[b].next {
 		if inQueue[b] {
 			return fmt.Errorf("kvcache: block %d twice in the free queue", b)
 		}
-		if c.prev[b] != prev {
+		if c.blocks[b].prev != prev {
 			return fmt.Errorf("kvcache: block %d has a broken back link", b)
 		}
 		inQueue[b] = true
@@ -183,7 +183,9 @@ func (c *Cache) Check() error {
 		return fmt.Errorf("kvcache: %d blocks in the free queue, counter says %d", n, c.nfree)
 	}
 	var used int64
-	for b, r := range c.ref {
+	cached := 0
+	for b := range c.blocks {
+		r := c.blocks[b].ref
 		switch {
 		case r < 0:
 			return fmt.Errorf("kvcache: block %d has ref %d", b, r)
@@ -194,16 +196,22 @@ func (c *Cache) Check() error {
 		case r > 0:
 			used++
 		}
-		if h := c.hash[b]; h != 0 && c.index[h] != int32(b) {
-			return fmt.Errorf("kvcache: block %d hash %#x not indexed to it", b, h)
+		if h := c.blocks[b].hash; h != 0 {
+			if ib, ok := c.index.get(h, c.blocks); !ok || ib != int32(b) {
+				return fmt.Errorf("kvcache: block %d hash %#x not indexed to it", b, h)
+			}
+			cached++
 		}
 	}
-	if used+c.nfree != int64(len(c.ref)) {
-		return fmt.Errorf("kvcache: used %d + free %d != total %d", used, c.nfree, len(c.ref))
+	if used+c.nfree != int64(len(c.blocks)) {
+		return fmt.Errorf("kvcache: used %d + free %d != total %d", used, c.nfree, len(c.blocks))
 	}
-	for h, b := range c.index {
-		if c.hash[b] != h {
-			return fmt.Errorf("kvcache: index maps %#x to block %d holding %#x", h, b, c.hash[b])
+	if cached != c.index.n {
+		return fmt.Errorf("kvcache: %d hashed blocks, %d index entries", cached, c.index.n)
+	}
+	for _, s := range c.index.slots {
+		if fp, b := unpack(s); s != 0 && (c.blocks[b].hash == 0 || fingerprint(c.blocks[b].hash) != fp) {
+			return fmt.Errorf("kvcache: index entry %#x for block %d holding %#x", fp, b, c.blocks[b].hash)
 		}
 	}
 	return nil

@@ -1,0 +1,84 @@
+package kvcache
+
+// An index maps block hashes to blocks: an open-addressing hash table with
+// linear probing and backward-shift deletion.
+//
+// Note: a Go map degraded badly under the cache's churn (every eviction
+// deletes, every commit inserts: millions of each per replay), spending
+// most of a replay probing past deleted slots; and with many workers the
+// tables outgrow the CPU caches, so each operation costs a memory access.
+// Here the table has a fixed power-of-two size of at least twice the
+// number of blocks, so it is never more than half full and never grows;
+// deletion moves entries back instead of leaving tombstones; and a slot is
+// 8 bytes: a 32-bit fingerprint of the hash (whose low bits are also the
+// home slot) and the block id + 1 (0: empty). A fingerprint match is
+// confirmed against the block's full hash, which the cache keeps.
+type index struct {
+	slots []uint64
+	mask  uint64
+	n     int
+}
+
+func newIndex(blocks int64) index {
+	size := uint64(16)
+	for size < 2*uint64(blocks) {
+		size <<= 1
+	}
+	return index{slots: make([]uint64, size), mask: size - 1}
+}
+
+// fingerprint scrambles h (an odd multiplier is a bijection) and keeps the
+// high half, which the home slot is taken from.
+func fingerprint(h uint64) uint32 { return uint32((h * 0x9e3779b97f4a7c15) >> 32) }
+
+func pack(fp uint32, b int32) uint64 { return uint64(fp)<<32 | uint64(uint32(b)+1) }
+
+func unpack(s uint64) (fp uint32, b int32) { return uint32(s >> 32), int32(uint32(s)) - 1 }
+
+func (x *index) home(fp uint32) uint64 { return uint64(fp) & x.mask }
+
+// get returns the block holding hash h.
+func (x *index) get(h uint64, blocks []block) (int32, bool) {
+	fp := fingerprint(h)
+	for i := x.home(fp); x.slots[i] != 0; i = (i + 1) & x.mask {
+		if f, b := unpack(x.slots[i]); f == fp && blocks[b].hash == h {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
+// add inserts h → b unless h is present; it reports whether it inserted.
+func (x *index) add(h uint64, b int32, blocks []block) bool {
+	fp := fingerprint(h)
+	i := x.home(fp)
+	for ; x.slots[i] != 0; i = (i + 1) & x.mask {
+		if f, o := unpack(x.slots[i]); f == fp && blocks[o].hash == h {
+			return false
+		}
+	}
+	x.slots[i] = pack(fp, b)
+	x.n++
+	return true
+}
+
+// del removes the entry h → b, which must be present.
+func (x *index) del(h uint64, b int32) {
+	fp := fingerprint(h)
+	want := pack(fp, b)
+	i := x.home(fp)
+	for x.slots[i] != want {
+		i = (i + 1) & x.mask
+	}
+	// Shift later entries of the probe run back into the hole when their
+	// home slot is at or before it (cyclically).
+	for j := (i + 1) & x.mask; x.slots[j] != 0; j = (j + 1) & x.mask {
+		f, _ := unpack(x.slots[j])
+		if (j-x.home(f))&x.mask >= (j-i)&x.mask {
+			x.slots[i] = x.slots[j]
+			i = j
+		}
+	}
+	x.slots[i] = 0
+	x.n--
+}
