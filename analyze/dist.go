@@ -32,14 +32,7 @@ func (d Dist) N() int { return len(d.Values) }
 // middle values, (a+b)/2 — which can differ in the last bit from the 50th
 // percentile's interpolation.
 func (d Dist) Median() float64 {
-	n := len(d.Values)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return d.Values[n/2]
-	}
-	return (d.Values[n/2-1] + d.Values[n/2]) / 2
+	return medianOf(int64(len(d.Values)), func(i int64) float64 { return d.Values[i] })
 }
 
 // Percentile returns the p-th percentile (0 ≤ p ≤ 100) with linear
@@ -47,7 +40,24 @@ func (d Dist) Median() float64 {
 // h = (n−1)·p/100, value x[⌊h⌋] + (h−⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋]).
 // An empty distribution gives 0, as vLLM's summary does.
 func (d Dist) Percentile(p float64) float64 {
-	n := len(d.Values)
+	return percentileOf(len(d.Values), p, func(i int64) float64 { return d.Values[i] })
+}
+
+// percentileRanks returns the sorted positions percentileOf(n, p) reads.
+func percentileRanks(n int64, p float64) []int64 {
+	if n == 0 {
+		return nil
+	}
+	h := float64(n-1) * (p / 100)
+	i := int64(math.Floor(h))
+	if i >= n-1 {
+		return []int64{n - 1}
+	}
+	return []int64{i, i + 1}
+}
+
+// percentileOf is numpy's linear percentile of n sorted values read by at.
+func percentileOf[N int | int64](n N, p float64, at func(int64) float64) float64 {
 	if n == 0 {
 		return 0
 	}
@@ -55,18 +65,40 @@ func (d Dist) Percentile(p float64) float64 {
 	// operations matters in the last bit.
 	h := float64(n-1) * (p / 100)
 	lo := math.Floor(h)
-	i := int(lo)
-	if i >= n-1 {
-		return d.Values[n-1]
+	i := int64(lo)
+	if i >= int64(n)-1 {
+		return at(int64(n) - 1)
 	}
 	frac := h - lo
-	a, b := d.Values[i], d.Values[i+1]
+	a, b := at(i), at(i+1)
 	// numpy's _lerp: a + (b-a)*t, switched to b - (b-a)*(1-t) for t ≥ 0.5.
 	diff := b - a
 	if frac >= 0.5 {
 		return b - diff*(1-frac)
 	}
 	return a + diff*frac
+}
+
+// medianRanks returns the positions medianOf reads.
+func medianRanks(n int64) []int64 {
+	switch {
+	case n == 0:
+		return nil
+	case n%2 == 1:
+		return []int64{n / 2}
+	}
+	return []int64{n/2 - 1, n / 2}
+}
+
+// medianOf is numpy's median of n sorted values read by at.
+func medianOf(n int64, at func(int64) float64) float64 {
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return at(n / 2)
+	}
+	return (at(n/2-1) + at(n/2)) / 2
 }
 
 // Quantiles returns at most n exact quantiles of d for a CDF plot: pairs of

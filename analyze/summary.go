@@ -2,25 +2,31 @@ package analyze
 
 import (
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
 
-// A Summary is the vLLM-style benchmark summary of one run, recomputed
-// from its per-request data.
+// A Summary is the vLLM-style benchmark summary of one run (or one group
+// of requests), recomputed from its per-request data.
 type Summary struct {
 	Run trace.Run
 
 	Requests  int // requests seen
 	Completed int // Status ok
 	Failed    int // any other status
+	// ByStatus counts the requests of each status, in the order of
+	// Statuses; statuses with no requests are left out.
+	ByStatus []StatusCount
 
 	TotalInputTokens  int64 // over completed requests, as vLLM sums them
 	TotalOutputTokens int64
 
 	// DurationSec is the run's duration: the source's own measurement when
 	// it recorded one (vLLM's benchmark duration), else the span from the
-	// first arrival to the last completion. DurationMeasured says which.
+	// first arrival to the last completion (or the trimmed window).
+	// DurationMeasured says which.
 	DurationSec      float64
 	DurationMeasured bool
 
@@ -35,6 +41,62 @@ type Summary struct {
 	TPOT Dist // (E2E − TTFT)/(output tokens − 1), requests with > 1 output token
 	ITL  Dist // every gap of every request, pooled
 	E2E  Dist
+
+	// Semantics the values were measured under (from the requests'
+	// semantics columns).
+	Semantics Semantics
+
+	// TokensPerChunk is the mean number of output tokens per streamed
+	// chunk over completed requests with chunk ITLs: Σ output tokens /
+	// Σ (len(itl)+1). Zero when the run has no chunked streams.
+	TokensPerChunk float64
+
+	// Goodput is set when Options.Goodput names at least one SLO.
+	Goodput *Goodput
+
+	// Peak is vLLM's max_output_tokens_per_s and max_concurrent_requests;
+	// nil with PeakMissing saying why when the data lacks arrivals.
+	Peak        *Peak
+	PeakMissing string
+
+	// Trim is the window the summary was restricted to, nil when untrimmed.
+	Trim *TrimWindow
+
+	// Warnings are statistical or semantic caveats (mixed semantics, too
+	// few values for a percentile), to be shown with the summary.
+	Warnings []string
+}
+
+// A StatusCount is the number of requests with one status.
+type StatusCount struct {
+	Status trace.Status
+	N      int
+}
+
+// Statuses lists every request status in display order.
+var Statuses = []trace.Status{trace.StatusOK, trace.StatusFailed, trace.StatusAborted, trace.StatusRejected, trace.StatusTimeout}
+
+// Semantics are the measurement semantics of a summary's values. A field
+// holding several values joined by ", " means the run mixes them (and
+// Mixed is true): its distributions pool values that were not measured
+// the same way.
+type Semantics struct {
+	ITLUnit      string // chunk or token
+	E2EBasis     string
+	TTFTBasis    string
+	OutputTokens string // how output tokens were counted
+	Mixed        bool
+}
+
+// Options choose what Summarize computes beyond vLLM's default summary.
+type Options struct {
+	Goodput SLO // request goodput under these SLOs, when any is set
+
+	// TrimWarmupSec and TrimCooldownSec drop the start and the end of the
+	// run: only requests that arrived at or after first arrival + warmup
+	// and completed by last completion − cooldown count, and the duration
+	// becomes that window. Zero: no trimming.
+	TrimWarmupSec, TrimCooldownSec float64
 }
 
 // Summarize computes the summary of one run from its requests, following
@@ -43,10 +105,30 @@ type Summary struct {
 // than one output token; ITL pools every gap. Absent values are skipped,
 // never counted as zero.
 func Summarize(run trace.Run, reqs []*trace.Request) *Summary {
-	s := &Summary{Run: run, Requests: len(reqs)}
+	return SummarizeWith(run, reqs, Options{})
+}
+
+// SummarizeWith is Summarize with options: goodput SLOs and trimming.
+func SummarizeWith(run trace.Run, reqs []*trace.Request, opts Options) *Summary {
+	s := &Summary{Run: run}
+	if opts.TrimWarmupSec > 0 || opts.TrimCooldownSec > 0 {
+		var w TrimWindow
+		var err error
+		reqs, w, err = Trim(reqs, opts.TrimWarmupSec, opts.TrimCooldownSec)
+		if err != nil {
+			s.Warnings = append(s.Warnings, err.Error())
+		} else {
+			s.Trim = &w
+		}
+	}
+	s.Requests = len(reqs)
 	var ttft, tpot, itl, e2e []float64
+	var chunks, chunkTokens int64
 	first, last := math.Inf(1), math.Inf(-1)
+	status := map[trace.Status]int{}
+	sem := semanticsSet{}
 	for _, r := range reqs {
+		status[r.Status]++
 		if a, ok := r.Arrival.Get(); ok {
 			first = math.Min(first, a.Seconds())
 			end := a.Seconds()
@@ -59,6 +141,7 @@ func Summarize(run trace.Run, reqs []*trace.Request) *Summary {
 			s.Failed++
 			continue
 		}
+		sem.add(r)
 		s.Completed++
 		s.TotalInputTokens += r.InputTokens.Or(0)
 		s.TotalOutputTokens += r.OutputTokens.Or(0)
@@ -72,9 +155,27 @@ func Summarize(run trace.Run, reqs []*trace.Request) *Summary {
 			tpot = append(tpot, (r.E2ESec.V-r.TTFTSec.V)/float64(n-1))
 		}
 		itl = append(itl, r.ITLSec...)
+		if r.ITLUnit == trace.ITLChunk && r.ITLSec != nil && r.OutputTokens.OK {
+			chunks += int64(len(r.ITLSec) + 1)
+			chunkTokens += r.OutputTokens.V
+		}
+	}
+	for _, st := range Statuses {
+		if n := status[st]; n > 0 {
+			s.ByStatus = append(s.ByStatus, StatusCount{st, n})
+		}
+	}
+	s.Semantics = sem.semantics()
+	if s.Semantics.Mixed {
+		s.Warnings = append(s.Warnings, "the requests mix measurement semantics; distributions pool values measured differently")
+	}
+	if chunks > 0 {
+		s.TokensPerChunk = float64(chunkTokens) / float64(chunks)
 	}
 	s.TTFT, s.TPOT, s.ITL, s.E2E = NewDist(ttft), NewDist(tpot), NewDist(itl), NewDist(e2e)
 	switch {
+	case s.Trim != nil:
+		s.DurationSec, s.DurationMeasured = s.Trim.End-s.Trim.Start, true
 	case run.DurationSec.OK:
 		s.DurationSec = run.DurationSec.V
 	case last > first:
@@ -87,6 +188,46 @@ func Summarize(run trace.Run, reqs []*trace.Request) *Summary {
 		s.OutputThroughput = float64(s.TotalOutputTokens) / d
 		s.TotalTokenThroughput = float64(s.TotalInputTokens+s.TotalOutputTokens) / d
 	}
+	s.Peak, s.PeakMissing = PeakMetrics(reqs)
+	if !opts.Goodput.Empty() {
+		s.Goodput = ComputeGoodput(reqs, opts.Goodput, s.DurationSec)
+	}
+	return s
+}
+
+// semanticsSet collects the distinct semantics of a run's requests.
+type semanticsSet struct{ itl, e2e, ttft, out map[string]bool }
+
+func (m *semanticsSet) add(r *trace.Request) {
+	put := func(p *map[string]bool, v string) {
+		if v == "" {
+			return
+		}
+		if *p == nil {
+			*p = map[string]bool{}
+		}
+		(*p)[v] = true
+	}
+	put(&m.itl, r.ITLUnit)
+	put(&m.e2e, r.E2EBasis)
+	put(&m.ttft, r.TTFTBasis)
+	put(&m.out, r.OutputTokensSource)
+}
+
+func (m *semanticsSet) semantics() Semantics {
+	var s Semantics
+	join := func(set map[string]bool) string {
+		keys := make([]string, 0, len(set))
+		for k := range set {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys) // never let map order reach an output
+		if len(keys) > 1 {
+			s.Mixed = true
+		}
+		return strings.Join(keys, ", ")
+	}
+	s.ITLUnit, s.E2EBasis, s.TTFTBasis, s.OutputTokens = join(m.itl), join(m.e2e), join(m.ttft), join(m.out)
 	return s
 }
 
@@ -94,23 +235,15 @@ func Summarize(run trace.Run, reqs []*trace.Request) *Summary {
 // summarizes each. Requests whose run is not listed get a run of their own,
 // in order of first appearance.
 func SummarizeRuns(runs []trace.Run, reqs []*trace.Request) []*Summary {
-	byRun := make(map[string][]*trace.Request)
-	var extra []trace.Run
-	known := make(map[string]bool, len(runs))
-	for _, r := range runs {
-		known[r.Name] = true
-	}
-	for _, r := range reqs {
-		if !known[r.Run] {
-			known[r.Run] = true
-			extra = append(extra, trace.Run{Name: r.Run, Source: r.Source})
-		}
-		byRun[r.Run] = append(byRun[r.Run], r)
-	}
-	all := append(append([]trace.Run(nil), runs...), extra...)
-	out := make([]*Summary, 0, len(all))
-	for _, run := range all {
-		out = append(out, Summarize(run, byRun[run.Name]))
+	return SummarizeRunsWith(runs, reqs, Options{})
+}
+
+// SummarizeRunsWith is SummarizeRuns with options.
+func SummarizeRunsWith(runs []trace.Run, reqs []*trace.Request, opts Options) []*Summary {
+	groups := GroupByRun(runs, reqs)
+	out := make([]*Summary, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, SummarizeWith(g.Run, g.Requests, opts))
 	}
 	return out
 }

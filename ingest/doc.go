@@ -44,4 +44,25 @@
 // "input_length", "output_length", "hash_ids"}; one run per file; the
 // output length is the requested one; Options.BlockSize tokens per hash id
 // (default 512). Streamed line by line with a hand decoder.
+//
+// sglang-bench: python -m sglang.bench_serving JSONL, one run per line
+// (sglangbench.go): summary-only runs keep their summary and workload
+// arguments; --output-details arrays become requests (walked in step, see
+// colscan.go); server_info names the engine, model, TP and PD
+// disaggregation; accept_length marks speculative decoding; non-synthetic
+// datasets (ShareGPT…) mark the run Approximate. sglang-metrics: SGLang's
+// --export-metrics-to-file and --log-requests-format json lines
+// (sglangmetrics.go). sglang-trace: the per-request TTFT/HiCache line
+// (sglangtrace.go). otlp: OTLP/JSON spans of vLLM and SGLang (otlp.go).
+//
+// # Source semantics and run metadata
+//
+// Every request carries how its source measured (itl_unit, ttft_basis,
+// e2e_basis, output_tokens_source); benchmark runs repeat them in
+// Run.Extra so a summary-only run says it too. Run.Engine comes from what
+// the file says about the server (server_info, server-side formats, span
+// names), never from a client's backend field, or from Options.Engine.
+// Options.Model, Hardware, TP, Engine and EngineOpts (the command line)
+// fill what a file leaves blank; a contradiction is a fatal error
+// (runmeta.go).
 package ingest

@@ -29,7 +29,8 @@ type Format struct {
 //
 // Note: an explicit table, not init() registration (style.md §3), so the
 // order in which formats are tried is visible in one place.
-var formats = []Format{vllmBench, mooncake}
+var formats = []Format{sglangBench, vllmBench, sglangMetrics, sglangTrace, otlp, mooncake,
+	aiperf, genAIPerf, guideLLM, llmperf, inferencePerf, azure, burstGPT, agentic, opal}
 
 // SniffLen is how many bytes Detect peeks at.
 const SniffLen = 8 << 10
@@ -67,6 +68,16 @@ type Options struct {
 	// MaxErrors is how many bad records Files accepts before it stops
 	// with ErrTooManyErrors; 0 means no limit.
 	MaxErrors int
+
+	// Facts a file may not record, given on the command line (--model,
+	// --hardware, --tp, --engine, --engine-opt) and kept in the metadata
+	// of every run read: they fill what the file leaves blank, and a value
+	// that contradicts the file is a fatal error (see runmeta.go).
+	Model      string
+	Hardware   string
+	Engine     string // serving engine: vllm or sglang
+	TP         int
+	EngineOpts map[string]string // engine options, kept as Run.Extra["engine_opt.K"]
 }
 
 func (o Options) blockSize() int64 {
@@ -126,7 +137,7 @@ func NewReader(r io.Reader, file string, opts Options) (Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return format.NewReader(br, file, runPrefix(opts.Run, file), opts), nil
+	return withRunMeta(format.NewReader(br, file, runPrefix(opts.Run, file), opts), file, opts), nil
 }
 
 // Detect returns a reader of the uncompressed input and its format: the one

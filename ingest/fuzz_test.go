@@ -43,6 +43,7 @@ func fuzzFormat(t *testing.T, name string, data []byte) {
 		t.Fatal(err)
 	}
 	n := 0
+	var accepted []*trace.Request
 	for r.Scan() {
 		if n++; n > 1<<20 {
 			t.Fatal("too many records")
@@ -55,6 +56,7 @@ func fuzzFormat(t *testing.T, name string, data []byte) {
 			if rec.Run == "" || rec.Source != name {
 				t.Fatalf("accepted %s without run or source", rec)
 			}
+			accepted = append(accepted, rec.Clone())
 		case *SyntaxError:
 			if rec.File != "fuzz" || rec.Msg == "" {
 				t.Fatalf("bad SyntaxError %#v", rec)
@@ -66,6 +68,47 @@ func fuzzFormat(t *testing.T, name string, data []byte) {
 	if err := r.Err(); err != nil {
 		t.Fatalf("fatal error on in-memory input: %v", err)
 	}
+	roundTrip(t, r.Runs(), accepted)
+}
+
+// roundTrip writes reqs to Parquet, reads them back and checks that every
+// String() is unchanged (style.md §7).
+func roundTrip(t *testing.T, runs []trace.Run, reqs []*trace.Request) {
+	t.Helper()
+	if len(reqs) == 0 {
+		return
+	}
+	path := filepath.Join(t.TempDir(), "rt.parquet")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewWriter(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range reqs {
+		if err := w.Write(q); err != nil {
+			t.Fatalf("write %s: %v", q, err)
+		}
+	}
+	w.SetRuns(runs)
+	if err := w.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	f.Close()
+	_, got, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	if len(got) != len(reqs) {
+		t.Fatalf("read back %d requests, wrote %d", len(got), len(reqs))
+	}
+	for i := range reqs {
+		if a, b := reqs[i].String(), got[i].String(); a != b {
+			t.Fatalf("Parquet round trip changed a request:\nwrote %s\nread  %s", a, b)
+		}
+	}
 }
 
 func FuzzVLLMBench(f *testing.F) {
@@ -76,4 +119,24 @@ func FuzzVLLMBench(f *testing.F) {
 func FuzzMooncake(f *testing.F) {
 	seed(f, "mooncake", convFile)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, mooncakeName, data) })
+}
+
+func FuzzSGLangBench(f *testing.F) {
+	seed(f, "sglangbench", sglangOnline, sglangPD)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, sglangBenchName, data) })
+}
+
+func FuzzSGLangMetrics(f *testing.F) {
+	seed(f, "sglangmetrics")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, sglangMetricsName, data) })
+}
+
+func FuzzSGLangTrace(f *testing.F) {
+	seed(f, "sglangtrace")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, sglangTraceName, data) })
+}
+
+func FuzzOTLP(f *testing.F) {
+	seed(f, "otlp", otelFile)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, otlpName, data) })
 }

@@ -133,6 +133,9 @@ func (r *mooncakeReader) parse(line []byte, row int) (*trace.Request, string) {
 	if msg := checkSec(rec.timestamp); msg != "" {
 		return nil, "timestamp: " + msg
 	}
+	if msg := checkTraceTime(trace.Time(math.Round(rec.timestamp * 1e6))); rec.timestamp > 1e15 || msg != "" {
+		return nil, "timestamp: more than 100 days from the trace start"
+	}
 	in, msg := checkCount(rec.input)
 	if msg != "" {
 		return nil, "input_length: " + msg

@@ -283,6 +283,10 @@ func (s *jscan) skip(depth int) bool {
 		}
 	case s.lit("true"), s.lit("false"), s.lit("null"):
 		return true
+	case s.lit("NaN"), s.lit("Infinity"), s.lit("-Infinity"):
+		// Python's json.dumps writes these bare; other readers use
+		// skip for unknown keys of such files.
+		return true
 	default:
 		if n := s.numLen(); n > 0 {
 			s.i += n

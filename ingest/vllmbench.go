@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -289,6 +290,12 @@ func (p *vllmRunParser) parse(raw json.RawMessage) (*trace.Run, []Record) {
 	if hasWorkload {
 		run.Workload = &wl
 	}
+	// vLLM reports speculative decoding in spec_decode_* summary keys.
+	for k := range keys {
+		if strings.HasPrefix(k, "spec_decode") {
+			run.Speculative = true
+		}
+	}
 	run.Reported = json.RawMessage(reported.Bytes())
 
 	// Layout: vLLM took output lengths from the server's usage and added
@@ -302,6 +309,9 @@ func (p *vllmRunParser) parse(raw json.RawMessage) (*trace.Run, []Record) {
 	if a.latencies != nil {
 		sem.e2e = trace.E2ELastToken
 	}
+	// Say how the reported summary was measured, also for runs without
+	// per-request arrays.
+	benchSemantics{itl: trace.ITLChunk, ttft: trace.TTFTFirstChunk, e2e: sem.e2e, outputs: sem.outputs}.extra(run)
 	n, ok := p.checkLengths(&a)
 	if !ok {
 		return nil, []Record{p.err}

@@ -50,14 +50,33 @@ type hfConfig struct {
 	SlidingWindow         *float64 `json:"sliding_window"`
 	UseSlidingWindow      *bool    `json:"use_sliding_window"`
 
-	// Keys of shapes not modelled yet; their presence is an error rather
-	// than a silently wrong price.
-	NumLocalExperts *int64          `json:"num_local_experts"` // Mixtral
-	NumExperts      *int64          `json:"num_experts"`       // Qwen MoE
-	NRoutedExperts  *int64          `json:"n_routed_experts"`  // DeepSeek
-	KVLoraRank      *int64          `json:"kv_lora_rank"`      // MLA
-	LayerTypes      json.RawMessage `json:"layer_types"`       // hybrid attention
-	Quantization    json.RawMessage `json:"quantization_config"`
+	MaxWindowLayers *int64   `json:"max_window_layers"`
+	LayerTypes      []string `json:"layer_types"`
+
+	// Mixture of experts: Mixtral and gpt-oss say num_local_experts, Qwen
+	// MoE num_experts, DeepSeek n_routed_experts.
+	NumLocalExperts      *int64  `json:"num_local_experts"`
+	NumExperts           *int64  `json:"num_experts"`
+	NRoutedExperts       *int64  `json:"n_routed_experts"`
+	NumExpertsPerTok     *int64  `json:"num_experts_per_tok"`
+	ExpertsPerToken      *int64  `json:"experts_per_token"` // gpt-oss
+	MoEIntermediateSize  *int64  `json:"moe_intermediate_size"`
+	NSharedExperts       *int64  `json:"n_shared_experts"`
+	SharedExpertIntermed *int64  `json:"shared_expert_intermediate_size"`
+	FirstKDenseReplace   *int64  `json:"first_k_dense_replace"`
+	MoELayerFreq         *int64  `json:"moe_layer_freq"`
+	DecoderSparseStep    *int64  `json:"decoder_sparse_step"`
+	MLPOnlyLayers        []int64 `json:"mlp_only_layers"`
+	TopKMethod           string  `json:"topk_method"`
+
+	// Multi-head latent attention (DeepSeek-V2/V3).
+	QLoraRank     *int64 `json:"q_lora_rank"`
+	KVLoraRank    *int64 `json:"kv_lora_rank"`
+	QKNopeHeadDim *int64 `json:"qk_nope_head_dim"`
+	QKRopeHeadDim *int64 `json:"qk_rope_head_dim"`
+	VHeadDim      *int64 `json:"v_head_dim"`
+
+	Quantization *hfQuant `json:"quantization_config"`
 }
 
 // ParseConfig reads the shape of a dense GQA model from the bytes of a
@@ -138,26 +157,6 @@ func parseConfig(file string, data []byte) (LLM, error) {
 	fail := func(field, format string, args ...any) (LLM, error) {
 		return LLM{}, &ConfigError{File: file, Line: keyLine(data, field), Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	switch {
-	case c.NumLocalExperts != nil || c.NumExperts != nil || c.NRoutedExperts != nil:
-		field := "num_local_experts"
-		if c.NumExperts != nil {
-			field = "num_experts"
-		} else if c.NRoutedExperts != nil {
-			field = "n_routed_experts"
-		}
-		return fail(field, "mixture-of-experts models are not supported yet")
-	case c.KVLoraRank != nil:
-		return fail("kv_lora_rank", "multi-head latent attention (MLA) is not supported yet")
-	case len(c.Quantization) > 0 && string(c.Quantization) != "null":
-		// torch_dtype then names the activations, not the stored weights.
-		return fail("quantization_config", "quantized checkpoints are not supported yet")
-	case len(c.LayerTypes) > 0 && string(c.LayerTypes) != "null":
-		return fail("layer_types", "per-layer attention types are not supported yet")
-	case c.SlidingWindow != nil && *c.SlidingWindow > 0 && (c.UseSlidingWindow == nil || *c.UseSlidingWindow):
-		return fail("sliding_window", "sliding-window attention is not supported yet")
-	}
-
 	m := LLM{ModelType: c.ModelType}
 	req := []struct {
 		field string
@@ -221,6 +220,13 @@ func parseConfig(file string, data []byte) (LLM, error) {
 	}
 	m.QKNorm = c.ModelType == "qwen3"
 
+	if err := parseAttention(&c, &m, fail); err != nil {
+		return LLM{}, err
+	}
+	if err := parseMoE(&c, &m, fail); err != nil {
+		return LLM{}, err
+	}
+
 	dtype, field := c.TorchDType, "torch_dtype"
 	if dtype == "" {
 		dtype, field = c.DType, "dtype"
@@ -234,8 +240,13 @@ func parseConfig(file string, data []byte) (LLM, error) {
 	// otherwise (vLLM kv_cache_dtype=auto); fp8 checkpoints keep a 16-bit
 	// KV cache by default.
 	m.KVBytes = n
+	m.LinearBytes, m.ExpertBytes = float64(n), float64(n)
 	if n == 1 {
 		m.KVBytes = 2
+		m.FP8Compute = true
+	}
+	if err := parseQuantization(&c, &m, fail); err != nil {
+		return LLM{}, err
 	}
 	if m.Params() <= 0 || m.Params() > maxParams {
 		return fail("hidden_size", "gives %d parameters, out of range", m.Params())

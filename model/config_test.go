@@ -28,7 +28,7 @@ func TestLoadConfig(t *testing.T) {
 
 func TestLLMByNameUnknown(t *testing.T) {
 	_, err := LLMByName(samples, "llama-4")
-	if err == nil || !strings.Contains(err.Error(), "valid: llama-3.1-70b, llama-3.1-8b") {
+	if err == nil || !strings.Contains(err.Error(), "valid: deepseek-v2-lite, deepseek-v3, gpt-oss-20b, granite-3.3-8b, granite-3.3-8b-instruct, llama-3.1-405b, llama-3.1-70b, llama-3.1-8b, llama-3.3-70b, qwen3-32b)") {
 		t.Errorf("err = %v, want the list of names", err)
 	}
 	for _, bad := range []string{"../etc", "a/b", ""} {
@@ -86,10 +86,14 @@ func TestParseConfigErrors(t *testing.T) {
 		{"{\n\"hidden_size\": 4096,\n\"num_hidden_layers\": -1\n}", "config.json:3: num_hidden_layers: -1 out of range"},
 		{"{\n\"hidden_size\": \"big\"\n}", "config.json:2: hidden_size: cannot use JSON string as int64"},
 		{"{\n\"hidden_size\": 4096,\n,}", "config.json:3: invalid character ','"},
-		{llamaWith(`"num_local_experts": 8`), "config.json:2: num_local_experts: mixture-of-experts models are not supported yet"},
-		{llamaWith(`"quantization_config": {"quant_method": "fp8"}`), "config.json:2: quantization_config: quantized checkpoints"},
-		{llamaWith(`"kv_lora_rank": 512`), "config.json:2: kv_lora_rank: multi-head latent attention"},
-		{llamaWith(`"sliding_window": 4096`), "config.json:2: sliding_window: sliding-window attention"},
+		{llamaWith(`"num_local_experts": 8`), "config.json:1: num_experts_per_tok: missing (needed with num_local_experts)"},
+		{llamaWith(`"quantization_config": {"quant_method": "bitsandbytes"}`), "config.json:2: quantization_config: quant_method \"bitsandbytes\" is not supported"},
+		{llamaWith(`"kv_lora_rank": 512`), "config.json:1: qk_nope_head_dim: missing (needed with kv_lora_rank)"},
+		{llamaWith(`"layer_types": ["full_attention"]`), "config.json:2: layer_types: 1 entries for 2 layers"},
+		{llamaWith(`"layer_types": ["full_attention", "linear_attention"]`), "config.json:2: layer_types: layer 1: unknown layer type \"linear_attention\""},
+		{llamaWith(`"layer_types": ["sliding_attention", "full_attention"]`), "config.json:1: sliding_window: missing, but layer 0 is sliding_attention"},
+		{llamaWith(`"num_local_experts": 8, "num_experts_per_tok": 9`), "config.json:2: num_experts_per_tok: 9 out of range (1..8)"},
+		{llamaWith(`"sliding_window": 4096.5`), "config.json:2: sliding_window: 4096.5 is not a token count"},
 		{"{\"hidden_size\":64,\"num_hidden_layers\":1,\"num_attention_heads\":4,\n\"num_key_value_heads\":3,\"intermediate_size\":8,\"vocab_size\":8}", "config.json:2: num_key_value_heads: 3 does not divide"},
 		{llamaWith(`"torch_dtype": "int3"`), "config.json:2: torch_dtype: unknown dtype \"int3\""},
 	} {

@@ -22,7 +22,7 @@ func TestHardwareByName(t *testing.T) {
 		t.Errorf("alias a100 = %+v, %v", a, err)
 	}
 	_, err = HardwareByName("tpu-v5")
-	if err == nil || !strings.Contains(err.Error(), "h100, h200, a100-80gb, l40s, b200") {
+	if err == nil || !strings.Contains(err.Error(), "h100, h200, a100-80gb, a800-80gb, l40s, b200") {
 		t.Errorf("unknown name error = %v, want the list of valid names", err)
 	}
 }

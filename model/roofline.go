@@ -34,38 +34,68 @@ const (
 	DefaultBlockSize = 16
 )
 
-// A Deployment is one model served on TP GPUs of one kind, priced as a
-// roofline. It implements StepModel.
+// A Deployment is one model served on TP·PP GPUs of one kind (times DP
+// replicas when experts are spread over them), priced as a roofline. It
+// implements StepModel.
 //
 // A step is one forward pass over the whole mixed batch, as vLLM runs it:
 // the prefill chunks and decode tokens of a step share one pass and their
-// work adds up (Opal instead takes the max of the parts; see opal-notes.md
-// §2 Q8). Per GPU of the tensor-parallel group:
+// work adds up (Opal instead takes the max of the parts; OpalStep has
+// that form). Per GPU of the tensor-parallel group:
 //
-//	compute = FLOPs / TP / (PeakFLOPS · MFU)
-//	memory  = (weights/TP + KV read + KV written) / (MemBandwidth · BandwidthEfficiency)
-//	comm    = 2 all-reduces per layer, ring: 2·layers · 2(TP−1)/TP · tokens·hidden·bytes / (LinkBandwidth · LinkEfficiency)
+//	compute = linear FLOPs/TP / (peak · MFU) + attention FLOPs/TP / (PeakFLOPS · AttentionMFU)
+//	memory  = (weights/TP read + KV read + KV written) / (MemBandwidth · BandwidthEfficiency)
+//	comm    = all-reduces (TP) + all-to-alls (EP) + stage sends (PP), over LinkBandwidth · LinkEfficiency
 //	step    = max(compute, memory) + comm + StepOverhead
 //
-// FLOPs = 2·(layer weights)·tokens + 2·(LM head)·sequences + attention,
-// where a chunk of t new tokens over c cached ones costs
-// 4·layers·heads·head_dim·t·(c + (t+1)/2) in attention, and a decode token
-// over c cached ones is a chunk with t = 1. The LM head runs once per
-// sequence (vLLM computes logits only at each request's last scheduled
-// token). KV read is Σ c · KV bytes per token, KV written is tokens · KV
-// bytes per token, both per rank.
+// Linear FLOPs = 2·(active matmul weights)·tokens + 2·(LM head)·sequences;
+// the peak is PeakFP8FLOPS for fp8 checkpoints on parts that have it,
+// else PeakFLOPS. A chunk of t new tokens over c cached ones costs
+// attention FLOPs per (query, key) pair over all keys it sees: c + (t+1)/2
+// per token in full layers, at most the window in sliding layers. A decode
+// token over c cached ones is a chunk with t = 1. The LM head runs once
+// per sequence (vLLM computes logits only at each request's last scheduled
+// token). KV read is Σ c (capped at the window in sliding layers) · KV
+// bytes per token, KV written is tokens · KV bytes per token, both per
+// rank. Of the routed experts, a step reads those its tokens were sent
+// to: with n tokens each picking k of E experts uniformly, a fraction
+// 1 − (1 − k/E)ⁿ of them.
 //
-// Note: Hardware, LLM and TP are fixed by NewDeployment, which
-// precomputes the per-step constants from them; build a new Deployment
-// to change them. The coefficients (MFU, BandwidthEfficiency,
-// LinkEfficiency, StepOverhead, ActivationReserve, BlockSize) may be
-// changed at any time, which is what calibration does.
+// Parallelism, as vLLM lays it out:
+//   - TP splits attention heads, MLP and vocabulary matrices; GQA KV heads
+//     are split (replicated when TP exceeds them), the MLA latent is
+//     replicated on every rank. Two ring all-reduces per layer.
+//   - PP splits the layers into contiguous stages; one batch passes them
+//     in turn, so a step costs the sum of the stages (the compute of all
+//     layers) plus PP−1 activation sends. vLLM keeps PP batches in flight
+//     to fill the pipeline; the replay's one-batch-per-worker loop does
+//     not, so PP here prices latency, not peak throughput.
+//   - DP replicates attention; EP (1, or TP·DP as with vLLM's
+//     --enable-expert-parallel) spreads whole experts over the ranks.
+//     With EP the batch given to StepTime is one DP rank's; the other DP
+//     ranks are assumed to run equal batches, so expert FLOPs per rank
+//     stay tokens·k/TP while the experts a step touches are counted over
+//     DP·tokens. Each MoE layer then does a dispatch and a combine
+//     all-to-all instead of its MLP all-reduce.
+//
+// Note: Hardware, LLM and the parallel sizes are fixed by NewDeployment,
+// which precomputes the per-step constants from them; build a new
+// Deployment to change them. The coefficients (MFU, AttentionMFU,
+// BandwidthEfficiency, LinkEfficiency, StepOverhead, ActivationReserve,
+// BlockSize) may be changed at any time, which is what calibration does.
 type Deployment struct {
 	Hardware Hardware
 	LLM      LLM
 	TP       int
+	PP       int // pipeline stages; 0 reads as 1
+	DP       int // data-parallel ranks sharing experts; 0 reads as 1
+	EP       int // expert-parallel size: 1 (experts split TP ways) or TP·DP
 
-	MFU                 float64
+	MFU float64
+	// AttentionMFU is the efficiency of the attention kernels (QKᵀ and
+	// PV), fitted apart from MFU because FlashAttention's efficiency
+	// differs from a GEMM's; 0 means MFU.
+	AttentionMFU        float64
 	BandwidthEfficiency float64
 	LinkEfficiency      float64
 	StepOverhead        time.Duration
@@ -79,27 +109,54 @@ type Deployment struct {
 	k stepConsts
 }
 
+// A Parallelism gives the parallel sizes of a Deployment. Zero fields
+// read as 1.
+type Parallelism struct {
+	TP, PP, DP, EP int
+}
+
 // stepConsts are the per-rank shape constants StepTime needs, so that a
 // step costs a few multiply-adds per batch entry and no allocation.
 type stepConsts struct {
-	linearFLOPsPerToken float64 // 2 · layer matmul weights / TP
+	linearFLOPsPerToken float64 // 2 · dense active matmul weights / TP
+	expertFLOPsPerToken float64 // 2 · k routed experts / TP
 	lmHeadFLOPsPerSeq   float64 // 2 · vocab · hidden / TP
-	attnFLOPsPerPair    float64 // 4 · layers · heads · head_dim / TP
-	weightBytes         float64 // per rank, read once per step
-	kvBytesPerToken     float64 // per rank
-	commBytesPerToken   float64 // all-reduce bytes each rank sends per token
+	fullPairFLOPs       float64 // attention FLOPs per pair, all full layers / TP
+	slidingPairFLOPs    float64 // the same over sliding layers
+	window              float64
+	linearPeak          float64 // PeakFP8FLOPS or PeakFLOPS
+	weightBytes         float64 // non-expert weights per rank, read once per step (all stages)
+	expertBytes         float64 // routed-expert weights per rank (all stages)
+	expertPick          float64 // 1 − k/E
+	dpTokens            float64 // tokens of the whole EP group per token of this rank
+	kvFullPerToken      float64 // KV bytes per token per rank, full layers
+	kvSlidingPerToken   float64 // the same, sliding layers
+	commBytesPerToken   float64 // all-reduce + all-to-all bytes each rank sends per token
+	ppBytesPerToken     float64 // activation bytes sent between stages per token
 }
 
 // NewDeployment prices llm on tp GPUs of kind hw with the default
 // coefficients. tp must divide the attention heads.
 func NewDeployment(hw Hardware, llm LLM, tp int) (*Deployment, error) {
-	if err := checkShape(hw, llm, tp); err != nil {
-		return nil, err
+	if tp < 1 {
+		return nil, fmt.Errorf("tensor parallel size %d: must be at least 1", tp)
+	}
+	return NewParallelDeployment(hw, llm, Parallelism{TP: tp})
+}
+
+// NewParallelDeployment prices llm on hw with the parallel sizes p and
+// the default coefficients.
+func NewParallelDeployment(hw Hardware, llm LLM, p Parallelism) (*Deployment, error) {
+	if p.TP == 0 {
+		p.TP = 1
 	}
 	d := &Deployment{
 		Hardware:            hw,
 		LLM:                 llm,
-		TP:                  tp,
+		TP:                  p.TP,
+		PP:                  max(p.PP, 1),
+		DP:                  max(p.DP, 1),
+		EP:                  max(p.EP, 1),
 		MFU:                 DefaultMFU,
 		BandwidthEfficiency: DefaultBandwidthEfficiency,
 		LinkEfficiency:      DefaultLinkEfficiency,
@@ -107,8 +164,34 @@ func NewDeployment(hw Hardware, llm LLM, tp int) (*Deployment, error) {
 		ActivationReserve:   DefaultActivationReserve,
 		BlockSize:           DefaultBlockSize,
 	}
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	d.k = d.consts()
 	return d, nil
+}
+
+func (d *Deployment) check() error {
+	if err := checkShape(d.Hardware, d.LLM, d.TP); err != nil {
+		return err
+	}
+	m := &d.LLM
+	pp, dp, ep := d.pp(), d.dp(), int64(max(d.EP, 1))
+	switch {
+	case d.PP < 0 || d.DP < 0 || d.EP < 0:
+		return fmt.Errorf("parallel sizes must not be negative (pp %d, dp %d, ep %d)", d.PP, d.DP, d.EP)
+	case pp > m.NumLayers:
+		return fmt.Errorf("pipeline parallel size %d exceeds the %d layers of %q", pp, m.NumLayers, m.Name)
+	case ep > 1 && !m.IsMoE():
+		return fmt.Errorf("expert parallel size %d: %q has no experts", ep, m.Name)
+	case ep > 1 && ep != d.tp()*dp:
+		return fmt.Errorf("expert parallel size %d must be 1 or TP·DP = %d (vLLM --enable-expert-parallel)", ep, d.tp()*dp)
+	case ep > 1 && m.NumExperts%ep != 0:
+		return fmt.Errorf("expert parallel size %d does not divide the %d experts of %q", ep, m.NumExperts, m.Name)
+	case (pp > 1 || ep > 1) && d.Hardware.LinkBandwidth <= 0:
+		return fmt.Errorf("hardware %q: pipeline or expert parallelism needs a link bandwidth", d.Hardware.Name)
+	}
+	return nil
 }
 
 func checkShape(hw Hardware, llm LLM, tp int) error {
@@ -127,57 +210,218 @@ func checkShape(hw Hardware, llm LLM, tp int) error {
 	return nil
 }
 
+// tp, pp, dp read zero (a literal Deployment) as 1.
+func (d *Deployment) tp() int64 { return max(int64(d.TP), 1) }
+func (d *Deployment) pp() int64 { return max(int64(d.PP), 1) }
+func (d *Deployment) dp() int64 { return max(int64(d.DP), 1) }
+
+// expertShards is how many ways each MoE layer's experts are split.
+func (d *Deployment) expertShards() int64 {
+	if d.EP > 1 {
+		return int64(d.EP)
+	}
+	return d.tp()
+}
+
+// stageLayers is the layer count of the largest pipeline stage.
+func (d *Deployment) stageLayers() int64 {
+	pp := d.pp()
+	return (d.LLM.NumLayers + pp - 1) / pp
+}
+
 // KVHeadsPerRank is the KV heads each GPU holds. As in vLLM, heads are
-// split across ranks, and replicated when TP exceeds their number.
+// split across ranks, and replicated when TP exceeds their number. An MLA
+// model has one latent "head", replicated on every rank.
 func (d *Deployment) KVHeadsPerRank() int64 {
+	if d.LLM.IsMLA() {
+		return 1
+	}
 	return max(1, d.LLM.NumKVHeads/d.tp())
 }
 
-// KVBytesPerTokenPerRank is the KV cache one token occupies on each GPU.
+// kvPerTokenPerLayerPerRank is one layer's KV bytes of a token on a rank.
+func (d *Deployment) kvPerTokenPerLayerPerRank() int64 {
+	m := &d.LLM
+	if m.IsMLA() {
+		return m.KVBytesPerTokenPerLayer()
+	}
+	return 2 * d.KVHeadsPerRank() * m.HeadDim * m.KVBytes
+}
+
+// KVBytesPerTokenPerRank is the KV cache one token occupies on each GPU of
+// the largest pipeline stage. Sliding-window layers are left out when the
+// model also has full-attention layers: vLLM's hybrid KV cache manager
+// frees their blocks once they leave the window, so they hold at most a
+// window per request rather than a share of every token.
 func (d *Deployment) KVBytesPerTokenPerRank() int64 {
 	m := &d.LLM
-	return 2 * m.NumLayers * d.KVHeadsPerRank() * m.HeadDim * m.KVBytes
+	layers := m.NumLayers
+	if s := m.numSlidingLayers(); s < layers {
+		layers -= s
+	}
+	layers = (layers + d.pp() - 1) / d.pp()
+	return layers * d.kvPerTokenPerLayerPerRank()
 }
 
-// WeightBytesPerRank is the weight memory on each GPU. The matrices
-// (embedding and LM head included: vLLM splits them by vocabulary) are
-// split TP ways; the norm vectors are replicated.
-func (d *Deployment) WeightBytesPerRank() int64 {
+// weightSplit returns the bytes per rank of the whole model (all stages):
+// replicated vectors, matrices split TP ways, and routed experts split
+// over expertShards.
+func (d *Deployment) weightSplit() (replicated, split, experts float64) {
 	m := &d.LLM
-	norms := (2*m.NumLayers + 1) * m.HiddenSize
-	return ((m.Params()-norms)/d.tp() + norms) * m.WeightBytes
+	c := m.layerCounts()
+	wb := float64(m.WeightBytes)
+	replicated = float64(c.small+m.HiddenSize) * wb
+	split = float64(c.linear)*m.linearBytes() + float64(m.EmbeddingParams())*wb
+	if !m.TieWordEmbeddings {
+		split += float64(m.LMHeadParams()) * wb
+	}
+	split /= float64(d.tp())
+	experts = float64(c.experts) * m.expertBytes() / float64(d.expertShards())
+	return replicated, split, experts
 }
 
-// tp is TP, read as 1 when a literal Deployment leaves it zero.
-func (d *Deployment) tp() int64 { return max(int64(d.TP), 1) }
+// WeightBytesPerRank is the weight memory on each GPU of the largest
+// pipeline stage. The matrices (embedding and LM head included: vLLM
+// splits them by vocabulary) are split TP ways, routed experts TP or EP
+// ways, and the norm vectors, biases and routers are replicated. With
+// PP > 1 a stage holds its share of the layers plus, at worst, the
+// embedding or the LM head.
+func (d *Deployment) WeightBytesPerRank() int64 {
+	rep, split, exp := d.weightSplit()
+	total := rep + split + exp
+	if d.pp() > 1 {
+		m := &d.LLM
+		vocab := float64(m.EmbeddingParams()*m.WeightBytes) / float64(d.tp())
+		ends := vocab
+		if !m.TieWordEmbeddings {
+			ends = 2 * vocab
+		}
+		layers := total - ends
+		total = layers*float64(d.stageLayers())/float64(m.NumLayers) + vocab
+	}
+	return int64(math.Ceil(total))
+}
 
 func (d *Deployment) consts() stepConsts {
 	m := &d.LLM
 	tp := float64(d.tp())
-	k := stepConsts{
-		linearFLOPsPerToken: 2 * float64(m.NumLayers*m.layerMatmulParams()) / tp,
-		lmHeadFLOPsPerSeq:   2 * float64(m.LMHeadParams()) / tp,
-		attnFLOPsPerPair:    m.attnFLOPsPerPair() / tp,
-		kvBytesPerToken:     float64(d.KVBytesPerTokenPerRank()),
+	c := m.layerCounts()
+	var k stepConsts
+	nMoE := m.numMoELayers()
+	expertMat, _ := m.denseMLPParts(m.MoEIntermediateSize, false)
+	k.linearFLOPsPerToken = 2 * float64(c.linear+nMoE*m.HiddenSize*m.NumExperts) / tp
+	k.expertFLOPsPerToken = 2 * float64(nMoE*m.ExpertsPerToken*expertMat) / tp
+	k.lmHeadFLOPsPerSeq = 2 * float64(m.LMHeadParams()) / tp
+	s := m.numSlidingLayers()
+	k.fullPairFLOPs = float64(m.NumLayers-s) * m.attnFLOPsPerPairLayer() / tp
+	k.slidingPairFLOPs = float64(s) * m.attnFLOPsPerPairLayer() / tp
+	k.window = float64(m.SlidingWindow)
+	k.linearPeak = d.Hardware.PeakFLOPS
+	if m.FP8Compute && d.Hardware.PeakFP8FLOPS > 0 {
+		k.linearPeak = d.Hardware.PeakFP8FLOPS
 	}
+	perLayer := float64(d.kvPerTokenPerLayerPerRank())
+	k.kvFullPerToken = float64(m.NumLayers-s) * perLayer
+	k.kvSlidingPerToken = float64(s) * perLayer
+
 	// Every step streams all weights but the embedding table, of which it
 	// gathers only the rows of its tokens (negligible). A tied LM head
 	// reads the table as the head.
-	w := m.Params()
+	rep, split, exp := d.weightSplit()
+	k.weightBytes = rep + split
 	if !m.TieWordEmbeddings {
-		w -= m.EmbeddingParams()
+		k.weightBytes -= float64(m.EmbeddingParams()*m.WeightBytes) / tp
 	}
-	norms := (2*m.NumLayers + 1) * m.HiddenSize
-	k.weightBytes = float64(((w-norms)/d.tp() + norms) * m.WeightBytes)
+	k.expertBytes = exp
+	if m.IsMoE() {
+		k.expertPick = 1 - float64(m.ExpertsPerToken)/float64(m.NumExperts)
+	}
+	k.dpTokens = 1
+	if d.EP > 1 {
+		k.dpTokens = float64(d.dp())
+	}
+
+	// Activations stay 16-bit even when the weights are fp8.
+	act := float64(m.HiddenSize * max(m.WeightBytes, 2))
+	ring := 2 * (tp - 1) / tp // a ring all-reduce sends 2(TP−1)/TP of the buffer
+	allReduces := 2 * float64(m.NumLayers)
+	if d.EP > 1 {
+		// MoE layers combine through the all-to-all instead.
+		allReduces -= float64(nMoE)
+		ep := float64(d.EP)
+		k.commBytesPerToken += 2 * float64(nMoE) * float64(m.ExpertsPerToken) * act * (ep - 1) / ep
+	}
 	if d.tp() > 1 {
-		// Two all-reduces per layer (after attention o_proj and after
-		// the MLP down projection) of tokens·hidden activations; a ring
-		// all-reduce sends 2(TP−1)/TP of the buffer from each rank.
-		// Activations stay 16-bit even when the weights are fp8.
-		k.commBytesPerToken = 2 * float64(m.NumLayers) * 2 * (tp - 1) / tp *
-			float64(m.HiddenSize*max(m.WeightBytes, 2))
+		// After attention o_proj and after the MLP down projection.
+		k.commBytesPerToken += allReduces * ring * act
+	}
+	if d.pp() > 1 {
+		k.ppBytesPerToken = float64(d.pp()-1) * act
 	}
 	return k
+}
+
+// StepTerms are the parts of a step's time at full efficiency, in
+// seconds: what the coefficients of a Deployment divide. Calibration
+// regresses measured times on them.
+type StepTerms struct {
+	LinearSec    float64 // matmul and LM-head FLOPs at peak
+	AttentionSec float64 // attention FLOPs at PeakFLOPS
+	WeightSec    float64 // weight bytes read at MemBandwidth
+	KVSec        float64 // KV bytes read and written at MemBandwidth
+	CommSec      float64 // collective bytes at LinkBandwidth
+}
+
+// Terms returns the step terms of b; an empty batch has none.
+func (d *Deployment) Terms(b *Batch) StepTerms {
+	if b == nil || len(b.Prefill) == 0 && len(b.Decode) == 0 {
+		return StepTerms{}
+	}
+	k := &d.k
+	if k.fullPairFLOPs == 0 && k.slidingPairFLOPs == 0 {
+		// A Deployment built as a literal rather than by NewDeployment.
+		kk := d.consts()
+		k = &kk
+	}
+	var tokens, ctxFull, ctxSliding, pairsFull, pairsSliding float64
+	w := k.window
+	for i := range b.Prefill {
+		t, c := float64(b.Prefill[i].Tokens), float64(b.Prefill[i].Context)
+		tokens += t
+		ctxFull += c
+		pairsFull += t * (c + (t+1)/2)
+		if k.slidingPairFLOPs > 0 {
+			ctxSliding += min(c, w)
+			pairsSliding += slidingPairs(t, c, w)
+		}
+	}
+	for _, c := range b.Decode {
+		cf := float64(c)
+		ctxFull += cf
+		pairsFull += cf + 1
+		if k.slidingPairFLOPs > 0 {
+			ctxSliding += min(cf, w)
+			pairsSliding += min(cf+1, w)
+		}
+	}
+	nDecode := float64(len(b.Decode))
+	tokens += nDecode
+	seqs := float64(len(b.Prefill)) + nDecode
+
+	peak, bw := d.Hardware.PeakFLOPS, d.Hardware.MemBandwidth
+	var t StepTerms
+	t.LinearSec = (k.linearFLOPsPerToken+k.expertFLOPsPerToken)*tokens/k.linearPeak + k.lmHeadFLOPsPerSeq*seqs/peak
+	t.AttentionSec = (k.fullPairFLOPs*pairsFull + k.slidingPairFLOPs*pairsSliding) / peak
+	wb := k.weightBytes
+	if k.expertBytes > 0 {
+		wb += k.expertBytes * (1 - math.Pow(k.expertPick, tokens*k.dpTokens))
+	}
+	t.WeightSec = wb / bw
+	t.KVSec = (k.kvFullPerToken*(ctxFull+tokens) + k.kvSlidingPerToken*(ctxSliding+tokens)) / bw
+	if comm := k.commBytesPerToken + k.ppBytesPerToken; comm > 0 {
+		t.CommSec = comm * tokens / d.Hardware.LinkBandwidth
+	}
+	return t
 }
 
 // StepTime prices one forward pass over b. An empty batch costs 0. It
@@ -186,34 +430,16 @@ func (d *Deployment) StepTime(b *Batch) time.Duration {
 	if b == nil || len(b.Prefill) == 0 && len(b.Decode) == 0 {
 		return 0
 	}
-	k := d.k
-	if k.attnFLOPsPerPair == 0 {
-		// A Deployment built as a literal rather than by NewDeployment.
-		k = d.consts()
+	t := d.Terms(b)
+	attnMFU := d.AttentionMFU
+	if attnMFU <= 0 {
+		attnMFU = d.MFU
 	}
-	var tokens, ctxRead, pairs float64
-	for i := range b.Prefill {
-		t, c := float64(b.Prefill[i].Tokens), float64(b.Prefill[i].Context)
-		tokens += t
-		ctxRead += c
-		pairs += t * (c + (t+1)/2)
-	}
-	for _, c := range b.Decode {
-		cf := float64(c)
-		ctxRead += cf
-		pairs += cf + 1
-	}
-	nDecode := float64(len(b.Decode))
-	tokens += nDecode
-	seqs := float64(len(b.Prefill)) + nDecode
-
-	flops := k.linearFLOPsPerToken*tokens + k.lmHeadFLOPsPerSeq*seqs + k.attnFLOPsPerPair*pairs
-	compute := flops / (d.Hardware.PeakFLOPS * d.MFU)
-	bytes := k.weightBytes + k.kvBytesPerToken*(ctxRead+tokens)
-	memory := bytes / (d.Hardware.MemBandwidth * d.BandwidthEfficiency)
+	compute := t.LinearSec/d.MFU + t.AttentionSec/attnMFU
+	memory := (t.WeightSec + t.KVSec) / d.BandwidthEfficiency
 	sec := max(compute, memory)
-	if k.commBytesPerToken > 0 {
-		sec += k.commBytesPerToken * tokens / (d.Hardware.LinkBandwidth * d.LinkEfficiency)
+	if t.CommSec > 0 {
+		sec += t.CommSec / d.LinkEfficiency
 	}
 	return time.Duration(math.Round(sec*1e9)) + d.StepOverhead
 }

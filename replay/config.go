@@ -47,7 +47,7 @@ type WorkloadConfig struct {
 	// completes).
 	Mode      string  `yaml:"mode"`
 	Clients   int     `yaml:"clients"`    // closed loop: concurrent clients (default 1)
-	TimeScale float64 `yaml:"time_scale"` // open loop: arrival time multiplier (default 1; 0.5 = twice the rate)
+	TimeScale float64 `yaml:"time_scale"` // open loop: arrival time multiplier (0 or absent: 1; 0.5 = twice the rate)
 }
 
 // Router and workload mode names.

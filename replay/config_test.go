@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -45,4 +46,31 @@ func TestParseConfigErrors(t *testing.T) {
 			t.Errorf("%q: err = %v, want prefix %q", c.in, err, c.want)
 		}
 	}
+}
+
+// FuzzParseConfig: no input panics, and whatever parses is valid and has
+// every default filled.
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{
+		"", "workers: 4\n", "scheduler:\n  max_num_seqs: 8\n  enable_prefix_caching: false\n",
+		"workload:\n  mode: closed\n  clients: 64\n", "router: random\nseed: 9\n",
+	} {
+		f.Add([]byte(s))
+	}
+	if data, err := os.ReadFile("testdata/cluster.yaml"); err == nil {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("parsed config invalid: %v", err)
+		}
+		if c.Workers <= 0 || c.Scheduler.BlockSize <= 0 || c.Scheduler.MaxNumBatchedTokens <= 0 ||
+			c.Scheduler.MaxNumSeqs <= 0 || c.Scheduler.EnablePrefixCaching == nil || c.Workload.TimeScale <= 0 {
+			t.Fatalf("defaults not filled: %+v", c)
+		}
+	})
 }

@@ -66,6 +66,9 @@ func RunObserved(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace
 	if err := cfg.Validate(); err != nil {
 		return Stats{}, err
 	}
+	if cost == nil || emit == nil {
+		return Stats{}, errors.New("replay: no step model or no emit function")
+	}
 	cfg = cfg.withDefaults()
 	if cfg.Scheduler.KVCacheTokens > 0 {
 		kvBlocks = cfg.Scheduler.KVCacheTokens / cfg.Scheduler.BlockSize
@@ -99,6 +102,9 @@ func RunObserved(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace
 	e.stats.Requests = len(reqs)
 	for i := range cfg.Workers {
 		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks))
+	}
+	if *cfg.Scheduler.EnablePrefixCaching && !indexAll {
+		e.shared = sharedPrefixes(reqs)
 	}
 	if err := e.run(); err != nil {
 		return e.stats, err
@@ -165,9 +171,10 @@ type engine struct {
 	observe  func(*Step) error
 	stats    Stats
 
-	order []int32 // open loop: request indices by arrival time
-	next  int     // next entry of order (open) or of reqs (closed)
-	at    []trace.Time
+	shared []int32 // per request: leading hash ids another request also has
+	order  []int32 // open loop: request indices by arrival time
+	next   int     // next entry of order (open) or of reqs (closed)
+	at     []trace.Time
 
 	free []*reqState // recycled request states
 	done []*reqState // scratch: requests completed by a step
@@ -278,6 +285,10 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	}
 	r := e.alloc()
 	r.in, r.idx, r.prompt, r.maxOut = in, i, prompt, out
+	r.shared = len(in.HashIDs)
+	if e.shared != nil {
+		r.shared = int(e.shared[i])
+	}
 	r.arrival, r.workerArrival = now, now
 	wi := e.router.Route(int(i), e)
 	if wi < 0 || wi >= len(e.workers) {
@@ -359,7 +370,42 @@ func (e *engine) alloc() *reqState {
 
 // release recycles r, keeping its block table's capacity.
 func (e *engine) release(r *reqState) {
-	blocks := r.blocks[:0]
-	*r = reqState{blocks: blocks}
+	blocks, ghost := r.blocks[:0], r.ghost[:0]
+	*r = reqState{blocks: blocks, ghost: ghost}
 	e.free = append(e.free, r)
+}
+
+// indexAll turns off the private-block optimisation, so that a test can
+// show it changes nothing.
+var indexAll = false
+
+// sharedPrefixes returns, for each request, how many of its leading
+// hash_ids occur in more than one place in the trace. Blocks past that
+// prefix can be hit by no other request, so the cache need not index them
+// (kvcache.Cache.CommitPrivate): the results are the same, the replay
+// faster.
+func sharedPrefixes(reqs []*trace.Request) []int32 {
+	var all []int64
+	for _, r := range reqs {
+		all = append(all, r.HashIDs...)
+	}
+	slices.Sort(all)
+	var shared []int64 // ids seen more than once, sorted
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] && (len(shared) == 0 || shared[len(shared)-1] != all[i]) {
+			shared = append(shared, all[i])
+		}
+	}
+	out := make([]int32, len(reqs))
+	for i, r := range reqs {
+		n := 0
+		for _, id := range r.HashIDs {
+			if _, ok := slices.BinarySearch(shared, id); !ok {
+				break
+			}
+			n++
+		}
+		out[i] = int32(n)
+	}
+	return out
 }

@@ -156,3 +156,26 @@ func TestEventOrder(t *testing.T) {
 		prev = e
 	}
 }
+
+// Keeping private blocks out of the index changes no result.
+func TestPrivateBlocksSameResults(t *testing.T) {
+	reqs := randomTrace(13, 400, 100)
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	cfg := Config{Workers: 1, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}}
+	_, a, sa := replay(t, cfg, cost, 100, reqs)
+	indexAll = true
+	defer func() { indexAll = false }()
+	_, b, sb := replay(t, cfg, cost, 100, reqs)
+	if dump(a) != dump(b) || sa != sb {
+		t.Errorf("results differ: %+v vs %+v", sa, sb)
+	}
+	multi := 0
+	for _, r := range a {
+		if r.Preemptions.V > 1 {
+			multi++
+		}
+	}
+	if sa.Preemptions == 0 || sa.CachedTokens == 0 || multi == 0 {
+		t.Errorf("workload too easy: %+v, %d requests preempted more than once", sa, multi)
+	}
+}

@@ -16,6 +16,8 @@ type reqState struct {
 	computed int64 // tokens whose KV is computed or being computed this step
 
 	blocks   []int32 // block table
+	ghost    []int32 // block table at the first preemption: where r's private blocks may still be
+	shared   int     // leading HashIDs another request also has (kvcache.BlockHasher.SharedIDs)
 	hashed   int64   // leading blocks of blocks whose hashes are committed
 	lastHash uint64  // hash of block hashed−1 (kvcache.Root when hashed is 0)
 

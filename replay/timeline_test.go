@@ -60,8 +60,11 @@ func TestOneRequest(t *testing.T) {
 func TestChunkedPrefill(t *testing.T) {
 	cost := linearCost{Base: ms, PerToken: time.Microsecond}
 	reqs := []*trace.Request{req("long", 0, 20000, 2), req("short", 5*ms, 10, 1)}
-	got, _, _ := replay(t, Config{}, cost, 10000, reqs)
+	got, _, st := replay(t, Config{}, cost, 10000, reqs)
 	long, short := got["long"], got["short"]
+	if st.Preemptions != 0 || st.Steps != 4 {
+		t.Errorf("a spent budget must not preempt: %+v", st)
+	}
 	s1, s2 := 0.001+0.008192, 0.001+0.008192
 	// Step 3 (the last 3616-token chunk) also admits the short request:
 	// 3616 + 10 tokens.

@@ -72,6 +72,7 @@ func (w *worker) hasher(r *reqState) kvcache.BlockHasher {
 		PromptTokens: r.prompt,
 		EngineBlock:  w.bs,
 		Unique:       uint64(r.idx) + 1,
+		SharedIDs:    r.shared,
 	}
 	if bs, ok := r.in.BlockSize.Get(); ok && len(r.in.HashIDs) > 0 {
 		h.HashIDs, h.TraceBlock = r.in.HashIDs, bs
@@ -156,8 +157,18 @@ func (w *worker) match(r *reqState, hits []int32) []int32 {
 	prev := kvcache.Root
 	maxBlocks := (r.numTokens() - 1) / w.bs
 	for k := range maxBlocks {
-		x := h.Hash(prev, k)
-		b, ok := w.kv.Lookup(x)
+		x, private := h.Hash(prev, k)
+		var b int32
+		var ok bool
+		if private && k < int64(len(r.ghost)) && w.kv.Holds(r.ghost[k], x) {
+			// Only r itself can have computed this block. Before
+			// its first preemption it committed it privately, and
+			// that is the earliest copy, the one an index would
+			// return.
+			b, ok = r.ghost[k], true
+		} else if !private || r.preemptions > 0 {
+			b, ok = w.kv.Lookup(x)
+		}
 		if !ok {
 			break
 		}
@@ -185,8 +196,13 @@ func (w *worker) grow(r *reqState, n int64) bool {
 		if r.hashed < full {
 			h := w.hasher(r)
 			for k := r.hashed; k < full; k++ {
-				r.lastHash = h.Hash(r.lastHash, k)
-				w.kv.Commit(r.blocks[k], r.lastHash)
+				var private bool
+				r.lastHash, private = h.Hash(r.lastHash, k)
+				if private && r.preemptions == 0 {
+					w.kv.CommitPrivate(r.blocks[k], r.lastHash)
+				} else {
+					w.kv.Commit(r.blocks[k], r.lastHash)
+				}
 			}
 			r.hashed = full
 		}
@@ -213,7 +229,13 @@ func (w *worker) add(r *reqState, n int64, now trace.Time) {
 // to be recomputed; its generated tokens stay generated.
 func (w *worker) preempt(r *reqState) {
 	w.kv.Release(r.blocks)
-	r.blocks = r.blocks[:0]
+	if r.preemptions == 0 {
+		// Keep the table of privately committed blocks; blocks
+		// computed after this are indexed like shared ones.
+		r.blocks, r.ghost = r.ghost[:0], r.blocks
+	} else {
+		r.blocks = r.blocks[:0]
+	}
 	r.computed, r.hashed, r.lastHash = 0, 0, kvcache.Root
 	r.preemptions++
 	w.preempted++

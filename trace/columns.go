@@ -75,6 +75,7 @@ var columns = []column{
 	strCol("e2e_basis", func(r *Request) *string { return &r.E2EBasis }),
 	strCol("ttft_basis", func(r *Request) *string { return &r.TTFTBasis }),
 	strCol("output_tokens_source", func(r *Request) *string { return &r.OutputTokensSource }),
+	strCol("prefill_basis", func(r *Request) *string { return &r.PrefillBasis }),
 }
 
 // Schema returns the Arrow schema of opaltrace's Parquet files.

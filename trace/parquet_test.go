@@ -30,7 +30,7 @@ func sampleRequests() []*Request {
 		Created: Some(Time(10)), RouterArrival: Some(Time(11)), WorkerArrival: Some(Time(12)),
 		StartProcessing: Some(Time(13)), Ready: Some(Time(14)), GPUStart: Some(Time(15)),
 		PrefillDone: Some(Time(16)), DecodeDone: Some(Time(17)), DoneAtRouter: Some(Time(18)),
-		ITLUnit: ITLChunk, E2EBasis: E2ELastToken, TTFTBasis: TTFTFirstChunk, OutputTokensSource: OutputServerUsage,
+		ITLUnit: ITLChunk, E2EBasis: E2ELastToken, TTFTBasis: TTFTFirstChunk, OutputTokensSource: OutputServerUsage, PrefillBasis: PrefillScheduled,
 	}
 	empty := &Request{RequestID: "r1", Run: "run-a", Status: StatusFailed, Error: "boom", ITLSec: []float64{}}
 	zero := &Request{RequestID: "r2", Run: "run-b", Status: StatusOK, TTFTSec: Some(0.0), Arrival: Some(Time(0))}

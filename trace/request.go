@@ -34,6 +34,9 @@ const (
 	TTFTFirstText  = "first_text"  // first non-empty text (SGLang, llmperf)
 	TTFTServer     = "server"      // measured by the server
 
+	PrefillScheduled  = "scheduled"  // prefill_s = first token − first scheduled (vLLM time_in_model_prefill)
+	PrefillDispatched = "dispatched" // prefill_s = first token − dispatch to the scheduler, queueing included (SGLang OTel)
+
 	OutputServerUsage = "server_usage" // server's usage.completion_tokens
 	OutputRetokenized = "retokenized"  // client re-tokenized the generated text
 	OutputRequested   = "requested"    // the requested length, not a measurement
@@ -115,6 +118,7 @@ type Request struct {
 	E2EBasis           string // E2ELastToken, E2EStreamEnd or E2EServer
 	TTFTBasis          string // TTFTFirstChunk, TTFTFirstText or TTFTServer
 	OutputTokensSource string // OutputServerUsage, OutputRetokenized or OutputRequested
+	PrefillBasis       string // PrefillScheduled or PrefillDispatched: what PrefillSec measures
 
 	file string
 	line int
@@ -304,5 +308,6 @@ func (r *Request) String() string {
 	str("e2e_basis", r.E2EBasis)
 	str("ttft_basis", r.TTFTBasis)
 	str("output_tokens_source", r.OutputTokensSource)
+	str("prefill_basis", r.PrefillBasis)
 	return b.String()
 }

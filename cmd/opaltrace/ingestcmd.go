@@ -40,6 +40,11 @@ func ingestCommand() *cli.Command {
 		Flags: append(ingestFlags(),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "Parquet file to write"},
 			&cli.StringFlag{Name: "run", Usage: "prefix of the run names (default: the input's base name)"},
+			&cli.StringFlag{Name: "model", Usage: "model served, for files that do not record it (kept in the run metadata)"},
+			&cli.StringFlag{Name: "hardware", Usage: "hardware the server ran on, e.g. 4xH200 (kept in the run metadata)"},
+			&cli.IntFlag{Name: "tp", Usage: "tensor-parallel size, for files that do not record it"},
+			&cli.StringFlag{Name: "engine", Usage: "serving engine, for files that do not record it: " + strings.Join(ingest.Engines, " or ")},
+			&cli.StringSliceFlag{Name: "engine-opt", Usage: "engine option `KEY=VALUE` kept in the run metadata (repeatable), e.g. disable_radix_cache=true"},
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
@@ -47,6 +52,18 @@ func ingestCommand() *cli.Command {
 			}
 			opts := ingestOptions(c)
 			opts.Run = c.String("run")
+			opts.Model, opts.Hardware, opts.Engine = c.String("model"), c.String("hardware"), c.String("engine")
+			opts.TP = c.Int("tp")
+			for _, kv := range c.StringSlice("engine-opt") {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("ingest: --engine-opt %q: want KEY=VALUE", kv)
+				}
+				if opts.EngineOpts == nil {
+					opts.EngineOpts = map[string]string{}
+				}
+				opts.EngineOpts[k] = v
+			}
 			return ingestToParquet(c.Args().Slice(), c.String("output"), opts, c.Bool("allow-errors"), c.ErrWriter)
 		},
 	}

@@ -30,6 +30,7 @@ type block struct {
 	hash       uint64 // 0: not cached
 	ref        int32
 	prev, next int32 // free-queue links; none at the ends
+	private    bool  // hash is held but not indexed (see CommitPrivate)
 }
 
 const none = -1
@@ -58,8 +59,8 @@ func (c *Cache) NumFree() int64 { return c.nfree }
 // NumUsed returns the number of referenced blocks.
 func (c *Cache) NumUsed() int64 { return int64(len(c.blocks)) - c.nfree }
 
-// NumCached returns the number of blocks that hold a hash (referenced or
-// free).
+// NumCached returns the number of indexed blocks that hold a hash
+// (referenced or free; private blocks not counted).
 func (c *Cache) NumCached() int { return c.index.n }
 
 // Lookup returns the block holding content with hash h.
@@ -91,8 +92,10 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 		b := c.head
 		c.unlink(b)
 		if h := c.blocks[b].hash; h != 0 {
-			c.index.del(h, b)
-			c.blocks[b].hash = 0
+			if !c.blocks[b].private {
+				c.index.del(h, b)
+			}
+			c.blocks[b].hash, c.blocks[b].private = 0, false
 			c.Evictions++
 		}
 		c.blocks[b].ref = 1
@@ -102,17 +105,36 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 }
 
 // Commit records that block b now holds the full block of content with hash
-// h, so that later requests can hit it. When another block already holds h
-// (two requests computed the same prefix concurrently) the index keeps the
-// first and b stays uncached.
+// h, so that later requests can hit it. Several blocks may hold one hash
+// (two requests computed the same prefix at once), as in vLLM; Lookup
+// returns the earliest committed that is still cached.
 func (c *Cache) Commit(b int32, h uint64) {
 	if c.blocks[b].hash != 0 {
 		return
 	}
-	if c.index.add(h, b, c.blocks) {
-		c.blocks[b].hash = h
-	}
+	c.blocks[b].hash = h
+	c.index.add(h, b)
 }
+
+// CommitPrivate records that block b holds content with hash h that no
+// other request can have (its prefix contains content unique to one
+// request), so it is not indexed: only its owner can hit it again, after a
+// preemption, by asking Holds about the block it had. It is evicted like
+// any cached block.
+//
+// Note: this is an optimisation with the same results as Commit. In a
+// replay about half the blocks are private, and each index insert and
+// delete is a cache miss once several workers' tables outgrow the CPU
+// caches.
+func (c *Cache) CommitPrivate(b int32, h uint64) {
+	if c.blocks[b].hash != 0 {
+		return
+	}
+	c.blocks[b].hash, c.blocks[b].private = h, true
+}
+
+// Holds reports whether block b still holds content with hash h.
+func (c *Cache) Holds(b int32, h uint64) bool { return c.blocks[b].hash == h }
 
 // Release drops one reference from each of blocks. They are released last
 // block first, as vLLM does, so that when a whole request becomes free its
@@ -196,9 +218,9 @@ func (c *Cache) Check() error {
 		case r > 0:
 			used++
 		}
-		if h := c.blocks[b].hash; h != 0 {
-			if ib, ok := c.index.get(h, c.blocks); !ok || ib != int32(b) {
-				return fmt.Errorf("kvcache: block %d hash %#x not indexed to it", b, h)
+		if h := c.blocks[b].hash; h != 0 && !c.blocks[b].private {
+			if _, ok := c.index.get(h, c.blocks); !ok {
+				return fmt.Errorf("kvcache: block %d hash %#x not indexed", b, h)
 			}
 			cached++
 		}
@@ -210,7 +232,7 @@ func (c *Cache) Check() error {
 		return fmt.Errorf("kvcache: %d hashed blocks, %d index entries", cached, c.index.n)
 	}
 	for _, s := range c.index.slots {
-		if fp, b := unpack(s); s != 0 && (c.blocks[b].hash == 0 || fingerprint(c.blocks[b].hash) != fp) {
+		if fp, b := unpack(s); s != 0 && (c.blocks[b].hash == 0 || c.blocks[b].private || fingerprint(c.blocks[b].hash) != fp) {
 			return fmt.Errorf("kvcache: index entry %#x for block %d holding %#x", fp, b, c.blocks[b].hash)
 		}
 	}

@@ -60,13 +60,39 @@ func TestAllocateReleaseLRU(t *testing.T) {
 }
 
 func TestCommitDuplicate(t *testing.T) {
-	c := New(2)
-	a, _ := c.Allocate(nil, 2)
+	c := New(3)
+	a, _ := c.Allocate(nil, 3)
 	c.Commit(a[0], 7)
 	c.Commit(a[1], 7)
-	if b, _ := c.Lookup(7); b != a[0] || c.NumCached() != 1 {
-		t.Fatalf("duplicate commit replaced the first block")
+	if b, _ := c.Lookup(7); b != a[0] || c.NumCached() != 2 {
+		t.Fatalf("Lookup = %d, %d cached; want the first of two", b, c.NumCached())
 	}
+	mustCheck(t, c)
+	c.Release(a[:1])
+	c.Allocate(nil, 1) // evicts a[0]: a[1] still holds 7
+	if b, ok := c.Lookup(7); !ok || b != a[1] {
+		t.Fatalf("after evicting the first, Lookup = %d %v", b, ok)
+	}
+	mustCheck(t, c)
+}
+
+func TestCommitPrivate(t *testing.T) {
+	c := New(2)
+	a, _ := c.Allocate(nil, 2)
+	c.CommitPrivate(a[0], 9)
+	if _, ok := c.Lookup(9); ok || !c.Holds(a[0], 9) || c.NumCached() != 0 {
+		t.Fatal("a private block must be held but not indexed")
+	}
+	mustCheck(t, c)
+	c.Release(a)
+	if !c.Holds(a[0], 9) {
+		t.Fatal("a freed private block keeps its content")
+	}
+	got, _ := c.Allocate(nil, 2) // evicts both
+	if c.Holds(a[0], 9) || c.Evictions != 1 {
+		t.Fatalf("private block not evicted (evictions %d)", c.Evictions)
+	}
+	c.Release(got)
 	mustCheck(t, c)
 }
 
@@ -74,7 +100,7 @@ func chain(h *BlockHasher, n int64) []uint64 {
 	out := make([]uint64, n)
 	prev := Root
 	for k := range n {
-		prev = h.Hash(prev, k)
+		prev, _ = h.Hash(prev, k)
 		out[k] = prev
 	}
 	return out
@@ -124,17 +150,42 @@ func TestHasherWithoutHashIDs(t *testing.T) {
 	}
 }
 
+func first(h *BlockHasher) uint64 {
+	x, _ := h.Hash(Root, 0)
+	return x
+}
+
+func TestHasherPrivate(t *testing.T) {
+	// Ids 0 and 1 are shared, 2 is not: blocks of trace block 2 and
+	// everything past the prompt are private.
+	h := &BlockHasher{HashIDs: []int64{0, 1, 2}, TraceBlock: 32, PromptTokens: 96, EngineBlock: 16, Unique: 1, SharedIDs: 2}
+	prev := Root
+	for k, want := range []bool{false, false, false, false, true, true, true} {
+		var priv bool
+		prev, priv = h.Hash(prev, int64(k))
+		if priv != want {
+			t.Errorf("block %d private = %v, want %v", k, priv, want)
+		}
+	}
+	// Privacy does not change the hash.
+	g := *h
+	g.SharedIDs = 3
+	if chain(h, 7)[6] != chain(&g, 7)[6] {
+		t.Error("SharedIDs changed a hash")
+	}
+}
+
 func TestHasherStraddling(t *testing.T) {
 	// Trace blocks of 10 tokens, engine blocks of 16: engine block 0 spans
 	// trace blocks 0 and 1, so a difference in trace block 1 must show.
 	a := &BlockHasher{HashIDs: []int64{5, 6, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 1}
 	b := &BlockHasher{HashIDs: []int64{5, 8, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 2}
-	if a.Hash(Root, 0) == b.Hash(Root, 0) {
+	if first(a) == first(b) {
 		t.Fatal("engine block straddling a differing trace block matched")
 	}
 	c := *b
 	c.HashIDs = []int64{5, 6, 9}
-	if a.Hash(Root, 0) != c.Hash(Root, 0) {
+	if first(a) != first(&c) {
 		t.Fatal("engine block inside equal trace blocks differs")
 	}
 }

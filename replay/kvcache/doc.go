@@ -10,6 +10,11 @@
 // prefixes, a partial block is never hashed, and a request without hash_ids
 // gets hashes of its own, so nothing is falsely shared.
 //
+// Blocks whose content no other request can have (BlockHasher reports
+// them private) are held without being indexed (Cache.CommitPrivate); the
+// results are the same as indexing them, and a replay does half the index
+// work.
+//
 // It does not own scheduling (which request gets blocks when: package
 // replay) nor the lower tiers (CPU DRAM, NVMe, remote), which later issues
 // add here.

@@ -19,18 +19,25 @@ type BlockHasher struct {
 	PromptTokens int64   // prompt length; tokens past it are generated
 	EngineBlock  int64   // tokens per engine block
 	Unique       uint64  // distinct per request: the salt for unshared blocks
+	// SharedIDs is how many leading HashIDs other requests may also hold
+	// (len(HashIDs) when unknown). Blocks whose content depends on a later
+	// id are private: no other request can hit them.
+	SharedIDs int
 }
 
 // Root is the hash that precedes block 0 in every chain.
 const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 
 // Hash returns the hash of engine block k given prev, the hash of block k−1
-// (Root for k = 0). The result is never 0, which marks "no hash".
-func (h *BlockHasher) Hash(prev uint64, k int64) uint64 {
+// (Root for k = 0), and whether the block is private to this request
+// (mixes in Unique or an id beyond SharedIDs), which Cache.CommitPrivate
+// exploits. The hash is never 0, which marks "no hash".
+func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	first := k * h.EngineBlock
 	last := first + h.EngineBlock - 1
 	x := prev
 	if h.TraceBlock > 0 && last < h.PromptTokens && last/h.TraceBlock < int64(len(h.HashIDs)) {
+		private = last/h.TraceBlock >= int64(h.SharedIDs)
 		for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
 			x = mix(x, uint64(h.HashIDs[j]), 1)
 		}
@@ -39,12 +46,13 @@ func (h *BlockHasher) Hash(prev uint64, k int64) uint64 {
 		x = mix(x, uint64(h.TraceBlock), 2)
 	} else {
 		x = mix(x, h.Unique, 3)
+		private = true
 	}
 	x = mix(x, uint64(k), 4)
 	if x == 0 {
 		x = 1
 	}
-	return x
+	return x, private
 }
 
 // mix folds v into the running hash x (a splitmix64 finaliser over the

@@ -13,6 +13,8 @@ package kvcache
 // 8 bytes: a 32-bit fingerprint of the hash (whose low bits are also the
 // home slot) and the block id + 1 (0: empty). A fingerprint match is
 // confirmed against the block's full hash, which the cache keeps.
+//
+// Like vLLM's BlockPool, the index may hold several blocks with one hash.
 type index struct {
 	slots []uint64
 	mask  uint64
@@ -37,7 +39,7 @@ func unpack(s uint64) (fp uint32, b int32) { return uint32(s >> 32), int32(uint3
 
 func (x *index) home(fp uint32) uint64 { return uint64(fp) & x.mask }
 
-// get returns the block holding hash h.
+// get returns the block holding hash h; with several, the earliest added.
 func (x *index) get(h uint64, blocks []block) (int32, bool) {
 	fp := fingerprint(h)
 	for i := x.home(fp); x.slots[i] != 0; i = (i + 1) & x.mask {
@@ -48,18 +50,18 @@ func (x *index) get(h uint64, blocks []block) (int32, bool) {
 	return 0, false
 }
 
-// add inserts h → b unless h is present; it reports whether it inserted.
-func (x *index) add(h uint64, b int32, blocks []block) bool {
+// add inserts h → b. Several blocks may hold the same hash (two requests
+// computed the same prefix at once); get returns the earliest added that is
+// still present, because linear probing with backward-shift deletion keeps
+// entries of one home slot in insertion order.
+func (x *index) add(h uint64, b int32) {
 	fp := fingerprint(h)
 	i := x.home(fp)
-	for ; x.slots[i] != 0; i = (i + 1) & x.mask {
-		if f, o := unpack(x.slots[i]); f == fp && blocks[o].hash == h {
-			return false
-		}
+	for x.slots[i] != 0 {
+		i = (i + 1) & x.mask
 	}
 	x.slots[i] = pack(fp, b)
 	x.n++
-	return true
 }
 
 // del removes the entry h → b, which must be present.

@@ -1,0 +1,248 @@
+package analyze
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A CacheCurve is the hit rate of an ideal block-level LRU prefix cache as
+// a function of its capacity, for every capacity at once: the trace's
+// theoretical reuse (as in the Mooncake paper), not any engine's behaviour.
+//
+// The rule: requests are taken in arrival order; a request's hit is its
+// longest prefix of hash_ids blocks that are all in the cache; then its
+// blocks are touched first to last (moved to most recently used, inserted
+// when absent, evicting the least recently used block beyond capacity).
+type CacheCurve struct {
+	BlockSize int64
+	Requests  int   // requests with hash_ids
+	Blocks    int64 // block lookups (Σ len(hash_ids))
+	Tokens    int64 // tokens in those blocks (the last block of a prompt may be partial)
+	Distinct  int64 // distinct blocks: the capacity beyond which nothing more hits
+	// Points are the capacities (in blocks, ascending) at which the hits
+	// grow, with the cumulative hits at that capacity: a cache of c blocks
+	// hits Points[i].HitBlocks for the largest i with Capacity ≤ c.
+	Points []CurvePoint
+}
+
+// A CurvePoint is the number of block and token hits of an LRU cache of
+// CapacityBlocks blocks.
+type CurvePoint struct {
+	CapacityBlocks int64
+	HitBlocks      int64
+	HitTokens      int64
+}
+
+// At returns the hits of a cache of capBlocks blocks.
+func (c *CacheCurve) At(capBlocks int64) (hitBlocks, hitTokens int64) {
+	i, found := slices.BinarySearchFunc(c.Points, capBlocks, func(p CurvePoint, t int64) int { return cmp.Compare(p.CapacityBlocks, t) })
+	if !found {
+		i--
+	}
+	if i < 0 {
+		return 0, 0
+	}
+	return c.Points[i].HitBlocks, c.Points[i].HitTokens
+}
+
+// HitRate returns the block and token hit rates of a cache of capBlocks
+// blocks (capacity in tokens: capBlocks × BlockSize).
+func (c *CacheCurve) HitRate(capBlocks int64) (byBlocks, byTokens float64) {
+	hb, ht := c.At(capBlocks)
+	if c.Blocks > 0 {
+		byBlocks = float64(hb) / float64(c.Blocks)
+	}
+	if c.Tokens > 0 {
+		byTokens = float64(ht) / float64(c.Tokens)
+	}
+	return byBlocks, byTokens
+}
+
+// ComputeCacheCurve computes the LRU hit-rate curve of the requests'
+// hash_ids in one pass with Mattson's stack distances: a block is in an
+// LRU cache of c blocks iff fewer than c distinct blocks were used since
+// its last use, so the distance of each block at the start of its request
+// decides its hit at every capacity at once; a prefix hits when the
+// largest distance along it fits. Distances come from a Fenwick tree over
+// access times (one mark per block, at its last access), which makes the
+// pass O(n log n) in the number of block lookups.
+//
+// Requests are taken in arrival order (stable, so ties and requests
+// without arrival keep their input order). Block sizes come from each
+// request's block_size; the requests must agree on one.
+func ComputeCacheCurve(reqs []*trace.Request) (*CacheCurve, error) {
+	order := make([]*trace.Request, 0, len(reqs))
+	for _, r := range reqs {
+		if len(r.HashIDs) > 0 {
+			order = append(order, r)
+		}
+	}
+	if len(order) == 0 {
+		return nil, errors.New("cache curve: no request has hash_ids")
+	}
+	slices.SortStableFunc(order, func(a, b *trace.Request) int {
+		return cmp.Compare(a.Arrival.Or(0), b.Arrival.Or(0))
+	})
+	c := &CacheCurve{BlockSize: order[0].BlockSize.Or(0)}
+	if c.BlockSize <= 0 {
+		return nil, errors.New("cache curve: requests have hash_ids without block_size")
+	}
+	var lookups, maxID int64 = 0, -1
+	for _, r := range order {
+		lookups += int64(len(r.HashIDs))
+		for _, h := range r.HashIDs {
+			maxID = max(maxID, h)
+		}
+	}
+	if lookups >= 1<<31-1 {
+		return nil, errors.New("cache curve: more than 2³¹ block lookups")
+	}
+	st := newLRUStack(lookups, maxID)
+	var hist []histCell // by prefix-max distance
+	dist := make([]int64, 0, 64)
+	for _, r := range order {
+		if r.BlockSize.Or(0) != c.BlockSize {
+			return nil, errors.New("cache curve: requests have different block sizes")
+		}
+		c.Requests++
+		in, hasIn := r.InputTokens.Get()
+		// Distances before any of this request's blocks is touched; after
+		// the first cold block nothing further in the prefix can hit.
+		dist = dist[:0]
+		pmax := int64(0)
+		for _, h := range r.HashIDs {
+			d := st.distance(h)
+			if d == 0 {
+				break
+			}
+			pmax = max(pmax, d)
+			dist = append(dist, pmax)
+		}
+		for j := range r.HashIDs {
+			tok := c.BlockSize
+			if hasIn {
+				tok = min(c.BlockSize, max(0, in-int64(j)*c.BlockSize))
+			}
+			c.Blocks++
+			c.Tokens += tok
+			if j < len(dist) {
+				d := dist[j]
+				for int64(len(hist)) <= d {
+					hist = append(hist, histCell{})
+				}
+				hist[d].blocks++
+				hist[d].tokens += tok
+			}
+		}
+		for _, h := range r.HashIDs {
+			st.touch(h)
+		}
+	}
+	c.Distinct = st.live
+	var cb, ct int64
+	for d, h := range hist {
+		if h.blocks == 0 {
+			continue
+		}
+		cb += h.blocks
+		ct += h.tokens
+		c.Points = append(c.Points, CurvePoint{CapacityBlocks: int64(d), HitBlocks: cb, HitTokens: ct})
+	}
+	return c, nil
+}
+
+type histCell struct{ blocks, tokens int64 }
+
+// An lruStack answers LRU stack distances. Every distinct block is interned
+// to a dense index; each has one mark in a Fenwick tree at the time slot
+// of its last access, so the blocks used since are the marks after it.
+// The tree has one slot per lookup of the pass (known in advance), so it
+// never needs renumbering: 4 bytes per lookup.
+type lruStack struct {
+	direct []int32         // block id → index+1, for ids in [0, len(direct))
+	ids    map[int64]int32 // the other ids
+	last   []int32         // index → slot of last access (1-based)
+	tree   []int32         // Fenwick tree over slots, 1-based
+	now    int32           // slots used
+	live   int64           // distinct blocks seen
+}
+
+// directLimit bounds the ids looked up by slice rather than map: trace
+// formats number blocks densely from 0 (Mooncake), which a slice serves
+// without hashing.
+const directLimit = 1 << 26
+
+// newLRUStack prepares a stack for lookups touches of blocks whose
+// non-negative ids are below maxID+1.
+func newLRUStack(lookups int64, maxID int64) *lruStack {
+	s := &lruStack{ids: map[int64]int32{}, tree: make([]int32, lookups+1)}
+	s.last = make([]int32, 0, lookups) // at most one block per lookup
+	if maxID >= 0 {
+		s.direct = make([]int32, min(maxID+1, directLimit, 4*lookups+1024))
+	}
+	return s
+}
+
+// index returns the dense index of block h, or -1 if never seen.
+func (s *lruStack) index(h int64) int32 {
+	if h >= 0 && h < int64(len(s.direct)) {
+		return s.direct[h] - 1
+	}
+	if i, ok := s.ids[h]; ok {
+		return i
+	}
+	return -1
+}
+
+func (s *lruStack) intern(h int64) int32 {
+	i := int32(len(s.last))
+	s.last = append(s.last, 0)
+	if h >= 0 && h < int64(len(s.direct)) {
+		s.direct[h] = i + 1
+	} else {
+		s.ids[h] = i
+	}
+	return i
+}
+
+// distance returns the LRU stack distance of block h (1 = most recently
+// used), or 0 if h was never used.
+func (s *lruStack) distance(h int64) int64 {
+	i := s.index(h)
+	if i < 0 {
+		return 0
+	}
+	// Marks after slot last[i], plus h itself.
+	return s.live - int64(s.prefix(s.last[i])) + 1
+}
+
+// touch makes h the most recently used block.
+func (s *lruStack) touch(h int64) {
+	i := s.index(h)
+	if i < 0 {
+		i = s.intern(h)
+		s.live++
+	} else {
+		s.add(s.last[i], -1)
+	}
+	s.now++
+	s.add(s.now, 1)
+	s.last[i] = s.now
+}
+
+func (s *lruStack) prefix(slot int32) int32 {
+	sum := int32(0)
+	for ; slot > 0; slot &= slot - 1 {
+		sum += s.tree[slot]
+	}
+	return sum
+}
+
+func (s *lruStack) add(slot int32, v int32) {
+	for n := int32(len(s.tree)); slot < n; slot += slot & -slot {
+		s.tree[slot] += v
+	}
+}

@@ -1,0 +1,248 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+)
+
+// CompareOptions tune Compare.
+type CompareOptions struct {
+	Margin     float64   // relative margin of the verdict; 0 means 0.05
+	Resamples  int       // bootstrap resamples; 0 means 1000
+	Confidence float64   // of the intervals; 0 means 0.95
+	Seed       uint64    // of the bootstrap
+	Quantiles  []float64 // percentiles compared besides the mean; nil means 50, 90, 99
+}
+
+func (o CompareOptions) withDefaults() CompareOptions {
+	if o.Margin == 0 {
+		o.Margin = 0.05
+	}
+	if o.Resamples == 0 {
+		o.Resamples = 1000
+	}
+	if o.Confidence == 0 {
+		o.Confidence = 0.95
+	}
+	if o.Quantiles == nil {
+		o.Quantiles = []float64{50, 90, 99}
+	}
+	return o
+}
+
+// Verdicts of a comparison.
+const (
+	VerdictWithin       = "within"       // the whole CI of the relative difference lies inside ±margin
+	VerdictOutside      = "outside"      // the whole CI lies beyond the margin
+	VerdictInconclusive = "inconclusive" // the CI straddles the margin
+	VerdictNoData       = "no data"      // a side has no values
+)
+
+// A Comparison compares the latency distributions of two summaries, A
+// (the reference, e.g. observed) and B (e.g. simulated).
+type Comparison struct {
+	A, B      string // names
+	Margin    float64
+	Metrics   []MetricComparison
+	Resamples int // the largest number of bootstrap resamples used
+	Warnings  []string
+}
+
+// A MetricComparison compares one metric.
+type MetricComparison struct {
+	Metric string // ttft, tpot, itl, e2el
+	NA, NB int
+	// KS is the Kolmogorov–Smirnov distance sup|F_A − F_B|, W1 the
+	// Wasserstein-1 distance ∫|F_A − F_B| dx in seconds: distances, not
+	// tests.
+	KS, W1    float64
+	Stats     []StatComparison
+	Verdict   string // the worst verdict of its stats: outside, inconclusive, within
+	Resamples int
+}
+
+// A StatComparison compares one statistic (mean or a percentile).
+type StatComparison struct {
+	Stat       string  // "mean", "p50", …
+	A, B       float64 // seconds
+	AbsDiff    float64 // B − A, seconds
+	RelDiff    float64 // (B − A)/A; NaN when A is 0
+	CILo, CIHi float64 // bootstrap percentile interval of RelDiff
+	Verdict    string
+}
+
+// Compare compares a and b metric by metric: for the mean and each
+// quantile, the absolute and relative difference with a bootstrap
+// percentile confidence interval of the relative difference (each side
+// resampled with replacement, independently; pooled ITL gaps are resampled
+// as independent values, which understates the interval when gaps within
+// a request are correlated); the KS and W1 distances; and a verdict
+// against the margin. The bootstrap is seeded: same inputs and seed, same
+// result.
+//
+// Note: each resample is drawn as counts over the sorted values (O(n), no
+// sort), and the number of resamples is capped so that resamples × (n_A +
+// n_B) ≤ 2·10⁸ (at least 100): a pooled ITL of millions of gaps gets fewer
+// resamples, and Resamples says how many.
+func Compare(nameA string, a *Summary, nameB string, b *Summary, opts CompareOptions) *Comparison {
+	opts = opts.withDefaults()
+	c := &Comparison{A: nameA, B: nameB, Margin: opts.Margin}
+	if a.Semantics.ITLUnit != b.Semantics.ITLUnit || a.Semantics.E2EBasis != b.Semantics.E2EBasis || a.Semantics.TTFTBasis != b.Semantics.TTFTBasis {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("semantics differ: %s has itl=%s e2e=%s ttft=%s, %s has itl=%s e2e=%s ttft=%s; differences include the way of measuring",
+			nameA, orNone(a.Semantics.ITLUnit), orNone(a.Semantics.E2EBasis), orNone(a.Semantics.TTFTBasis),
+			nameB, orNone(b.Semantics.ITLUnit), orNone(b.Semantics.E2EBasis), orNone(b.Semantics.TTFTBasis)))
+	}
+	for i, m := range []struct {
+		name string
+		a, b Dist
+	}{{"ttft", a.TTFT, b.TTFT}, {"tpot", a.TPOT, b.TPOT}, {"itl", a.ITL, b.ITL}, {"e2el", a.E2E, b.E2E}} {
+		mc := compareDists(m.name, m.a, m.b, opts, uint64(i))
+		c.Resamples = max(c.Resamples, mc.Resamples)
+		c.Metrics = append(c.Metrics, mc)
+	}
+	return c
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// stat is a statistic of a resample given as counts over sorted values.
+type stat struct {
+	name string
+	of   func(d Dist) float64
+	pct  float64 // percentile, or -1 for the mean
+}
+
+func compareDists(name string, a, b Dist, opts CompareOptions, stream uint64) MetricComparison {
+	mc := MetricComparison{Metric: name, NA: a.N(), NB: b.N()}
+	if a.N() == 0 || b.N() == 0 {
+		mc.Verdict = VerdictNoData
+		return mc
+	}
+	mc.KS, mc.W1 = ksW1(a.Values, b.Values)
+	stats := []stat{{"mean", func(d Dist) float64 { return d.Mean }, -1}}
+	for _, p := range opts.Quantiles {
+		stats = append(stats, stat{"p" + strconv.FormatFloat(p, 'f', -1, 64), func(d Dist) float64 { return d.Percentile(p) }, p})
+	}
+	b1 := opts.Resamples
+	if cap := int(2e8 / float64(a.N()+b.N())); b1 > cap {
+		b1 = max(cap, 100)
+	}
+	mc.Resamples = b1
+	rng := rand.New(rand.NewPCG(opts.Seed, stream))
+	rel := make([][]float64, len(stats))
+	countsA, countsB := make([]int32, a.N()), make([]int32, b.N())
+	valsA, valsB := make([]float64, len(stats)), make([]float64, len(stats))
+	for range b1 {
+		resampleStats(rng, a.Values, countsA, stats, valsA)
+		resampleStats(rng, b.Values, countsB, stats, valsB)
+		for k := range stats {
+			if valsA[k] != 0 {
+				rel[k] = append(rel[k], (valsB[k]-valsA[k])/valsA[k])
+			}
+		}
+	}
+	lo, hi := (1-opts.Confidence)/2*100, (1+opts.Confidence)/2*100
+	worst := VerdictWithin
+	for k, s := range stats {
+		sc := StatComparison{Stat: s.name, A: s.of(a), B: s.of(b)}
+		sc.AbsDiff = sc.B - sc.A
+		sc.RelDiff = math.NaN()
+		if sc.A != 0 {
+			sc.RelDiff = sc.AbsDiff / sc.A
+		}
+		if len(rel[k]) < b1/2 {
+			sc.CILo, sc.CIHi, sc.Verdict = math.NaN(), math.NaN(), VerdictInconclusive
+		} else {
+			d := NewDist(rel[k])
+			sc.CILo, sc.CIHi = d.Percentile(lo), d.Percentile(hi)
+			sc.Verdict = verdict(sc.CILo, sc.CIHi, opts.Margin)
+		}
+		switch {
+		case sc.Verdict == VerdictOutside:
+			worst = VerdictOutside
+		case sc.Verdict == VerdictInconclusive && worst == VerdictWithin:
+			worst = VerdictInconclusive
+		}
+		mc.Stats = append(mc.Stats, sc)
+	}
+	mc.Verdict = worst
+	return mc
+}
+
+func verdict(lo, hi, margin float64) string {
+	switch {
+	case lo >= -margin && hi <= margin:
+		return VerdictWithin
+	case lo > margin || hi < -margin:
+		return VerdictOutside
+	}
+	return VerdictInconclusive
+}
+
+// resampleStats draws one bootstrap resample of sorted (as counts per
+// position) and evaluates each stat on it: the mean, and numpy-linear
+// percentiles read from the cumulative counts.
+func resampleStats(rng *rand.Rand, sorted []float64, counts []int32, stats []stat, out []float64) {
+	n := len(sorted)
+	clear(counts)
+	for range n {
+		counts[rng.IntN(n)]++
+	}
+	sum := 0.0
+	for i, c := range counts {
+		if c != 0 {
+			sum += float64(c) * sorted[i]
+		}
+	}
+	// at(rank) walks the counts; ranks are asked in ascending order per
+	// stat, so a fresh walk per stat keeps this O(n · stats).
+	for k, s := range stats {
+		if s.pct < 0 {
+			out[k] = sum / float64(n)
+			continue
+		}
+		pos, cum := 0, int64(counts[0])
+		out[k] = percentileOf(n, s.pct, func(r int64) float64 {
+			for cum <= r {
+				pos++
+				cum += int64(counts[pos])
+			}
+			return sorted[pos]
+		})
+	}
+}
+
+// ksW1 returns the Kolmogorov–Smirnov and Wasserstein-1 distances of two
+// sorted samples.
+func ksW1(a, b []float64) (ks, w1 float64) {
+	na, nb := float64(len(a)), float64(len(b))
+	i, j := 0, 0
+	prev := math.Min(a[0], b[0])
+	for i < len(a) || j < len(b) {
+		var x float64
+		switch {
+		case j >= len(b) || (i < len(a) && a[i] <= b[j]):
+			x = a[i]
+		default:
+			x = b[j]
+		}
+		fa, fb := float64(i)/na, float64(j)/nb
+		w1 += math.Abs(fa-fb) * (x - prev)
+		for i < len(a) && a[i] == x {
+			i++
+		}
+		for j < len(b) && b[j] == x {
+			j++
+		}
+		ks = math.Max(ks, math.Abs(float64(i)/na-float64(j)/nb))
+		prev = x
+	}
+	return ks, w1
+}

@@ -1,0 +1,121 @@
+package analyze
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// DecompParts names the TTFT components of a decomposition, in order.
+// "queue" is the server's queue wait (schedule_s when the source has no
+// queue_s), "other" is the rest of TTFT: network, tokenization, detokenization
+// and anything the server did not itemize (negative when the parts overlap).
+var DecompParts = []string{"queue", "prefill", "kv_fetch", "other"}
+
+// A DecompBand is the TTFT decomposition of the requests whose TTFT lies in
+// a percentile band [LoPct, HiPct) of the run's TTFTs.
+type DecompBand struct {
+	LoPct, HiPct float64
+	N            int
+	MeanTTFT     float64   // seconds
+	Mean         []float64 // seconds, per DecompParts
+	Share        []float64 // Σ part / Σ TTFT, per DecompParts
+	Dominant     string    // the part with the largest share
+}
+
+// A Decomposition is the TTFT decomposition of a run by percentile band.
+type Decomposition struct {
+	Requests int // completed requests with TTFT and at least one part
+	Bands    []DecompBand
+	// QueueSplit is set when the source splits the queue wait (SGLang):
+	// of the queue, the share idle or busy with others and the share
+	// blocked by the token or memory budget, over all decomposed requests.
+	QueueSplit *QueueSplit
+}
+
+// QueueSplit is SGLang's split of the queue wait.
+type QueueSplit struct {
+	IdleShare, BudgetWaitShare float64
+}
+
+// DefaultBands are the TTFT percentile bands of a decomposition.
+var DefaultBands = []float64{0, 50, 90, 99, 100}
+
+// Decompose splits TTFT into queue, prefill, KV fetch and other, for the
+// completed requests that have TTFT and at least one server-side part, by
+// TTFT percentile band (edges in percent, e.g. DefaultBands). A request at
+// sorted position i of n is in the band with lo ≤ 100·i/n < hi. It returns
+// nil when no request has a decomposition.
+func Decompose(reqs []*trace.Request, edges []float64) *Decomposition {
+	type row struct {
+		ttft  float64
+		parts [4]float64
+	}
+	var rows []row
+	var queueSum, idleSum, budgetSum float64
+	split := false
+	for _, r := range reqs {
+		if !r.OK() || !r.TTFTSec.OK {
+			continue
+		}
+		q := r.QueueSec
+		if !q.OK {
+			q = r.ScheduleSec
+		}
+		if !q.OK && !r.PrefillSec.OK && !r.KVFetchSec.OK {
+			continue
+		}
+		x := row{ttft: r.TTFTSec.V}
+		x.parts[0], x.parts[1], x.parts[2] = q.Or(0), r.PrefillSec.Or(0), r.KVFetchSec.Or(0)
+		x.parts[3] = x.ttft - x.parts[0] - x.parts[1] - x.parts[2]
+		rows = append(rows, x)
+		if r.IdleInQueueSec.OK || r.BudgetWaitSec.OK {
+			split = true
+			queueSum += q.Or(0)
+			idleSum += r.IdleInQueueSec.Or(0)
+			budgetSum += r.BudgetWaitSec.Or(0)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.ttft, b.ttft) })
+	d := &Decomposition{Requests: len(rows)}
+	n := len(rows)
+	for k := 0; k+1 < len(edges); k++ {
+		lo, hi := edges[k], edges[k+1]
+		b := DecompBand{LoPct: lo, HiPct: hi, Mean: make([]float64, 4), Share: make([]float64, 4)}
+		var ttftSum float64
+		for i, x := range rows {
+			p := 100 * float64(i) / float64(n)
+			if p < lo || p >= hi {
+				continue
+			}
+			b.N++
+			ttftSum += x.ttft
+			for j, v := range x.parts {
+				b.Mean[j] += v
+			}
+		}
+		if b.N > 0 {
+			b.MeanTTFT = ttftSum / float64(b.N)
+			best := -1
+			for j := range b.Mean {
+				if ttftSum > 0 {
+					b.Share[j] = b.Mean[j] / ttftSum
+				}
+				b.Mean[j] /= float64(b.N)
+				if best < 0 || b.Share[j] > b.Share[best] {
+					best = j
+				}
+			}
+			b.Dominant = DecompParts[best]
+		}
+		d.Bands = append(d.Bands, b)
+	}
+	if split && queueSum > 0 {
+		d.QueueSplit = &QueueSplit{IdleShare: idleSum / queueSum, BudgetWaitShare: budgetSum / queueSum}
+	}
+	return d
+}

@@ -1,0 +1,101 @@
+package analyze
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// Peak holds vLLM's peak metrics of a run.
+type Peak struct {
+	// OutputTokensPerSec is vLLM's max_output_tokens_per_s: token times
+	// start + ttft + cumsum(itl) (one "token" per chunk, as vLLM counts
+	// them) bucketed into 1-s bins from the earliest start, the largest
+	// bin count.
+	OutputTokensPerSec float64
+	// ConcurrentRequests is vLLM's max_concurrent_requests: the peak of a
+	// sweep line over the half-open intervals [start, start + latency),
+	// departures before arrivals at equal times.
+	ConcurrentRequests int
+}
+
+// PeakMetrics computes vLLM's peak metrics over the successful requests
+// (calculate_metrics in vllm/benchmarks/serve.py). It needs each
+// successful request's arrival (vLLM's start_time), TTFT and E2E; without
+// them it returns nil and the reason.
+//
+// Note: arrivals are kept in integer nanoseconds of trace time, so a token
+// time within a nanosecond of a bin edge may fall in the neighbouring bin
+// compared with vLLM's arithmetic on raw perf_counter values.
+func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
+	type span struct {
+		start, ttft, lat float64
+		itl              []float64
+	}
+	var spans []span
+	for _, r := range reqs {
+		if !r.OK() {
+			continue
+		}
+		switch {
+		case !r.Arrival.OK:
+			return nil, "requests have no arrival (start) times"
+		case !r.E2ESec.OK:
+			return nil, "requests have no end-to-end latency"
+		case !r.TTFTSec.OK:
+			return nil, "requests have no TTFT"
+		}
+		spans = append(spans, span{r.Arrival.V.Seconds(), r.TTFTSec.V, r.E2ESec.V, r.ITLSec})
+	}
+	if len(spans) == 0 {
+		return nil, "no successful requests"
+	}
+	minStart, maxEnd := math.Inf(1), math.Inf(-1)
+	for _, s := range spans {
+		minStart = math.Min(minStart, s.start)
+		maxEnd = math.Max(maxEnd, s.start+s.lat)
+	}
+	nbins := int(math.Ceil(maxEnd-minStart)) + 1
+	bins := make([]float64, nbins)
+	for _, s := range spans {
+		t := s.start + s.ttft
+		addBin(bins, t-minStart)
+		for _, g := range s.itl {
+			t += g
+			addBin(bins, t-minStart)
+		}
+	}
+	p := &Peak{OutputTokensPerSec: slices.Max(bins)}
+
+	type event struct {
+		t     float64
+		delta int
+	}
+	events := make([]event, 0, 2*len(spans))
+	for _, s := range spans {
+		events = append(events, event{s.start, 1}, event{s.start + s.lat, -1})
+	}
+	slices.SortFunc(events, func(a, b event) int {
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.delta, b.delta)
+	})
+	cur := 0
+	for _, e := range events {
+		cur += e.delta
+		p.ConcurrentRequests = max(p.ConcurrentRequests, cur)
+	}
+	return p, ""
+}
+
+// addBin counts one token at offset x seconds: Python's int() truncates
+// toward zero, and vLLM drops tokens outside [0, len(bins)).
+func addBin(bins []float64, x float64) {
+	b := int(x)
+	if x > -1 && b >= 0 && b < len(bins) {
+		bins[b]++
+	}
+}

@@ -1,0 +1,80 @@
+package analyze
+
+import (
+	"math"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A Series holds per-second counts on a fixed 1-s grid: bin k covers
+// [Start+k, Start+k+1) seconds of trace time, Start being the first
+// arrival.
+type Series struct {
+	Start       float64
+	Arrivals    []int // requests sent in the second
+	Completions []int // requests ending in the second (arrival + E2E; any status with an E2E)
+	// Running counts the requests active at some time in the second,
+	// [arrival, arrival + E2E), binned as vLLM's concurrent_requests_per_second.
+	Running []int
+	// OutputTokens counts output tokens by the time they reached the
+	// client: arrival + TTFT + cumsum(ITL), weighted by chunk_tokens when
+	// known, else one per chunk (vLLM's approximation for chunked streams).
+	OutputTokens []int64
+}
+
+// PerSecond computes the per-second series. Requests need arrivals; the
+// running and completion series need E2E. It returns false when no
+// request has an arrival.
+func PerSecond(reqs []*trace.Request) (*Series, bool) {
+	start, end := math.Inf(1), math.Inf(-1)
+	for _, r := range reqs {
+		if !r.Arrival.OK {
+			continue
+		}
+		a := r.Arrival.V.Seconds()
+		start = math.Min(start, a)
+		end = math.Max(end, requestEnd(r))
+	}
+	if math.IsInf(start, 1) {
+		return nil, false
+	}
+	n := int(math.Floor(end-start)) + 1
+	s := &Series{Start: start, Arrivals: make([]int, n), Completions: make([]int, n), Running: make([]int, n), OutputTokens: make([]int64, n)}
+	bin := func(t float64) int {
+		b := int(math.Floor(t - start))
+		return min(max(b, 0), n-1)
+	}
+	for _, r := range reqs {
+		if !r.Arrival.OK {
+			continue
+		}
+		a := r.Arrival.V.Seconds()
+		s.Arrivals[bin(a)]++
+		if !r.E2ESec.OK {
+			continue
+		}
+		e := a + r.E2ESec.V
+		s.Completions[bin(e)]++
+		lo, hi := int(math.Floor(a-start)), int(math.Ceil(e-start))
+		for k := lo; k < hi && k < n; k++ {
+			s.Running[k]++
+		}
+		if !r.OK() || !r.TTFTSec.OK {
+			continue
+		}
+		weighted := len(r.ChunkTokens) == len(r.ITLSec)+1
+		w := func(i int) int64 {
+			if weighted {
+				return int64(r.ChunkTokens[i])
+			}
+			return 1
+		}
+		t := a + r.TTFTSec.V
+		s.OutputTokens[bin(t)] += w(0)
+		for i, g := range r.ITLSec {
+			t += g
+			s.OutputTokens[bin(t)] += w(i + 1)
+		}
+	}
+	return s, true
+}

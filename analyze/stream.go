@@ -1,0 +1,322 @@
+package analyze
+
+import (
+	"errors"
+	"math"
+	"slices"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A Source yields the requests of a dataset, in the same order on every
+// call; each call is one pass (e.g. one read of a Parquet file).
+type Source func(yield func(*trace.Request) error) error
+
+// A StreamDist is a distribution summarized without keeping its values:
+// count, numpy-exact mean and population std, median and percentiles.
+type StreamDist struct {
+	N           int64
+	Mean, Std   float64
+	Median      float64
+	Percentiles []float64 // at StreamSummary.Pcts
+}
+
+// A StreamSummary is the part of Summary that SummarizeStream computes in
+// bounded memory: counts, token totals and the four latency distributions.
+type StreamSummary struct {
+	Requests, Completed, Failed         int64
+	TotalInputTokens, TotalOutputTokens int64
+	Pcts                                []float64
+	TTFT, TPOT, ITL, E2E                StreamDist
+	Passes                              int // passes made over the source
+}
+
+// collectLimit (a variable so tests can force refinement) bounds the values one selection target keeps in memory
+// (8 MiB of float64); a bucket holding more is split by the next 16 bits
+// of its values in one more pass.
+var collectLimit int64 = 1 << 20
+
+// SummarizeStream computes the latency distributions of Summarize —
+// the same numbers to the last bit — in a few passes over src, without
+// holding the values: what pooled ITL needs when it has 10⁸ values.
+//
+//  1. Count the values of each metric and histogram the top 16 bits of
+//     an order-preserving integer key of each float64.
+//  2. Sum the values in numpy's pairwise order (pairwiseStream, which
+//     needs n from pass 1) for the mean; for each rank a median or
+//     percentile reads, keep the values of its bucket when at most
+//     collectLimit, else histogram the next 16 bits within the bucket.
+//  3. Sum the squared deviations from the mean pairwise for the std
+//     (numpy computes x − mean first, so the mean must be final); go on
+//     refining or collecting the buckets still open.
+//
+// Further passes run only while a bucket is still too full (at most four
+// levels of 16 bits; a 64-bit prefix is a single value).
+//
+// Note: exact means equal to numpy applied to the pooled array in request
+// order (np.mean/np.std of a contiguous float64 array: one pairwise sum
+// over the whole array), not merely to the true mean rounded once.
+func SummarizeStream(src Source, pcts []float64) (*StreamSummary, error) {
+	s := &StreamSummary{Pcts: pcts}
+	var ms [4]*metricStream
+	for i := range ms {
+		ms[i] = &metricStream{hist: make([]int64, 1<<16)}
+	}
+	// Pass 1: counts and top-level histograms.
+	err := src(func(r *trace.Request) error {
+		s.Requests++
+		if !r.OK() {
+			s.Failed++
+			return nil
+		}
+		s.Completed++
+		s.TotalInputTokens += r.InputTokens.Or(0)
+		s.TotalOutputTokens += r.OutputTokens.Or(0)
+		eachMetric(r, func(m int, v float64) { ms[m].count(v) })
+		return nil
+	})
+	s.Passes++
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ms {
+		m.plan(pcts)
+	}
+	for pass := 2; ; pass++ {
+		work := false
+		for _, m := range ms {
+			work = m.startPass(pass) || work
+		}
+		if !work {
+			break
+		}
+		if pass > 8 {
+			return nil, errors.New("analyze: stream summary did not converge") // cannot happen: 4 levels of 16 bits
+		}
+		err := src(func(r *trace.Request) error {
+			if r.OK() {
+				eachMetric(r, func(m int, v float64) { ms[m].visit(v) })
+			}
+			return nil
+		})
+		s.Passes++
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			m.endPass()
+		}
+	}
+	s.TTFT, s.TPOT, s.ITL, s.E2E = ms[0].result(pcts), ms[1].result(pcts), ms[2].result(pcts), ms[3].result(pcts)
+	return s, nil
+}
+
+// eachMetric calls f with each value a completed request adds to TTFT (0),
+// TPOT (1), ITL (2) and E2E (3), in Summarize's order.
+func eachMetric(r *trace.Request, f func(m int, v float64)) {
+	if r.TTFTSec.OK {
+		f(0, r.TTFTSec.V)
+	}
+	if n := r.OutputTokens.Or(0); n > 1 && r.E2ESec.OK && r.TTFTSec.OK {
+		f(1, (r.E2ESec.V-r.TTFTSec.V)/float64(n-1))
+	}
+	for _, g := range r.ITLSec {
+		f(2, g)
+	}
+	if r.E2ESec.OK {
+		f(3, r.E2ESec.V)
+	}
+}
+
+// floatKey maps a float64 to a uint64 with the same order (−0 just below +0).
+func floatKey(v float64) uint64 {
+	b := math.Float64bits(v)
+	if b>>63 == 1 {
+		return ^b
+	}
+	return b | 1<<63
+}
+
+func keyFloat(k uint64) float64 {
+	if k>>63 == 1 {
+		return math.Float64frombits(k &^ (1 << 63))
+	}
+	return math.Float64frombits(^k)
+}
+
+// A target is one rank being selected: the values whose key starts with
+// prefix (the top bits bits) hold it at position within.
+type target struct {
+	rank   int64
+	prefix uint64
+	bits   uint
+	within int64
+	count  int64 // values with this prefix
+	value  float64
+	done   bool
+}
+
+// A bucketJob is the work of one pass on one open prefix: collect its
+// values, or histogram their next 16 bits.
+type bucketJob struct {
+	prefix  uint64
+	bits    uint
+	collect bool
+	values  []float64
+	hist    []int64
+}
+
+type metricStream struct {
+	n       int64
+	hist    []int64
+	targets []*target
+	jobs    []*bucketJob
+
+	sum, sq  *pairwiseStream
+	mean     float64
+	meanDone bool
+	stdDone  bool
+	std      float64
+}
+
+func (m *metricStream) count(v float64) {
+	m.n++
+	m.hist[floatKey(v)>>48]++
+}
+
+// plan turns the ranks the median and percentiles read into targets in the
+// top-level buckets.
+func (m *metricStream) plan(pcts []float64) {
+	ranks := medianRanks(m.n)
+	for _, p := range pcts {
+		ranks = append(ranks, percentileRanks(m.n, p)...)
+	}
+	slices.Sort(ranks)
+	ranks = slices.Compact(ranks)
+	for _, r := range ranks {
+		t := &target{rank: r, bits: 16}
+		cum := int64(0)
+		for b, c := range m.hist {
+			if r < cum+c {
+				t.prefix, t.within, t.count = uint64(b), r-cum, c
+				break
+			}
+			cum += c
+		}
+		m.targets = append(m.targets, t)
+	}
+	m.hist = nil
+	if m.n > 0 {
+		m.sum = newPairwiseStream(int(m.n))
+	} else {
+		m.meanDone, m.stdDone = true, true
+	}
+}
+
+// startPass sets up the pass's jobs; it reports whether the metric needs
+// this pass at all.
+func (m *metricStream) startPass(pass int) bool {
+	m.jobs = m.jobs[:0]
+	for _, t := range m.targets {
+		if t.done || m.job(t.prefix, t.bits) != nil {
+			continue
+		}
+		j := &bucketJob{prefix: t.prefix, bits: t.bits, collect: t.count <= collectLimit}
+		if j.collect {
+			j.values = make([]float64, 0, t.count)
+		} else {
+			j.hist = make([]int64, 1<<16)
+		}
+		m.jobs = append(m.jobs, j)
+	}
+	if m.meanDone && !m.stdDone && m.sq == nil {
+		m.sq = newPairwiseStream(int(m.n))
+	}
+	return len(m.jobs) > 0 || !m.meanDone || !m.stdDone
+}
+
+func (m *metricStream) job(prefix uint64, bits uint) *bucketJob {
+	for _, j := range m.jobs {
+		if j.prefix == prefix && j.bits == bits {
+			return j
+		}
+	}
+	return nil
+}
+
+func (m *metricStream) visit(v float64) {
+	if !m.meanDone {
+		m.sum.Add(v)
+	} else if m.sq != nil && !m.stdDone {
+		d := v - m.mean
+		m.sq.Add(d * d)
+	}
+	if len(m.jobs) == 0 {
+		return
+	}
+	k := floatKey(v)
+	for _, j := range m.jobs {
+		if k>>(64-j.bits) != j.prefix {
+			continue
+		}
+		if j.collect {
+			j.values = append(j.values, v)
+		} else {
+			j.hist[(k<<j.bits)>>48]++
+		}
+	}
+}
+
+func (m *metricStream) endPass() {
+	switch {
+	case !m.meanDone:
+		sum, _ := m.sum.Sum()
+		m.mean, m.meanDone = sum/float64(m.n), true
+	case m.sq != nil && !m.stdDone:
+		sq, _ := m.sq.Sum()
+		m.std, m.stdDone = math.Sqrt(sq/float64(m.n)), true
+	}
+	for _, t := range m.targets {
+		if t.done {
+			continue
+		}
+		j := m.job(t.prefix, t.bits)
+		if j.collect {
+			slices.Sort(j.values)
+			t.value, t.done = j.values[t.within], true
+			continue
+		}
+		cum := int64(0)
+		for b, c := range j.hist {
+			if t.within < cum+c {
+				t.prefix = t.prefix<<16 | uint64(b)
+				t.bits += 16
+				t.within -= cum
+				t.count = c
+				break
+			}
+			cum += c
+		}
+		if t.bits == 64 { // every value with this key is this value
+			t.value, t.done = keyFloat(t.prefix), true
+		}
+	}
+	m.jobs = m.jobs[:0]
+}
+
+func (m *metricStream) at(rank int64) float64 {
+	for _, t := range m.targets {
+		if t.rank == rank {
+			return t.value
+		}
+	}
+	panic("analyze: rank not selected")
+}
+
+func (m *metricStream) result(pcts []float64) StreamDist {
+	d := StreamDist{N: m.n, Mean: m.mean, Std: m.std, Median: medianOf(m.n, m.at)}
+	for _, p := range pcts {
+		d.Percentiles = append(d.Percentiles, percentileOf(m.n, p, m.at))
+	}
+	return d
+}

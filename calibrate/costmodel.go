@@ -1,0 +1,295 @@
+package calibrate
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/opaltrace/opaltrace/model"
+)
+
+// CostModelVersion is the version of the costmodel.yaml layout.
+const CostModelVersion = 1
+
+// A CostModel is the content of a costmodel.yaml: fitted coefficients
+// with their units and provenance, the deployment they were fitted for,
+// and the fits they came from with their statistics.
+type CostModel struct {
+	Version  int    `yaml:"opaltrace_cost_model"`
+	Form     string `yaml:"form"`
+	Hardware string `yaml:"hardware,omitempty"`
+	Model    string `yaml:"model,omitempty"`
+	TP       int    `yaml:"tp,omitempty"`
+	// Coefficients by name (see the Coef constants). Only identified
+	// coefficients are written; the replay keeps its defaults for the
+	// others.
+	Coefficients map[string]Coefficient `yaml:"coefficients"`
+	Fits         []*Fit                 `yaml:"fits,omitempty"`
+	Warnings     []string               `yaml:"warnings,omitempty"`
+}
+
+// A Coefficient is one fitted value.
+type Coefficient struct {
+	Value float64 `yaml:"value"`
+	Unit  string  `yaml:"unit"`
+	From  string  `yaml:"from"` // the fit and term it was derived from
+}
+
+// Coefficient names of a costmodel.yaml.
+const (
+	CoefMFU           = "mfu"
+	CoefAttentionMFU  = "attention_mfu"
+	CoefBandwidthEff  = "bandwidth_efficiency"
+	CoefLinkEff       = "link_efficiency"
+	CoefStepOverhead  = "step_overhead_s"
+	CoefOpalA         = "opal_a"
+	CoefOpalB         = "opal_b"
+	CoefOpalBandwidth = "opal_bandwidth_bytes_per_s"
+	CoefNVMeBandwidth = "nvme_bandwidth_bytes_per_s"
+	CoefNVMeLatency   = "nvme_latency_s"
+	CoefPCIeBandwidth = "pcie_bandwidth_bytes_per_s"
+	CoefPCIeLatency   = "pcie_latency_s"
+)
+
+var coefUnits = map[string]string{
+	CoefMFU:           "fraction of peak FLOP/s",
+	CoefAttentionMFU:  "fraction of peak FLOP/s",
+	CoefBandwidthEff:  "fraction of peak memory bandwidth",
+	CoefLinkEff:       "fraction of link bandwidth",
+	CoefStepOverhead:  "s",
+	CoefOpalA:         "FLOP per (layer·hidden·token pair)",
+	CoefOpalB:         "FLOP per (layer·hidden²·token)",
+	CoefOpalBandwidth: "B/s",
+	CoefNVMeBandwidth: "B/s",
+	CoefNVMeLatency:   "s",
+	CoefPCIeBandwidth: "B/s",
+	CoefPCIeLatency:   "s",
+}
+
+// NewCostModel derives the coefficients of a cost model from the fits of
+// res. dep is the deployment the fits were computed for; hardware and
+// model name it in the file.
+func NewCostModel(res *Result, dep *model.Deployment, hardware, modelName string) *CostModel {
+	cm := &CostModel{
+		Version: CostModelVersion, Form: res.Form, Hardware: hardware, Model: modelName, TP: dep.TP,
+		Coefficients: map[string]Coefficient{}, Fits: res.Fits,
+	}
+	cm.Warnings = append(cm.Warnings, res.Warnings...)
+	set := func(name string, v float64, from string) {
+		if v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) {
+			cm.Coefficients[name] = Coefficient{Value: v, Unit: coefUnits[name], From: from}
+		}
+	}
+	term := func(q, name string) (float64, bool) {
+		f := res.Fit(q)
+		if f == nil {
+			return 0, false
+		}
+		t := f.Term(name)
+		if t == nil || !t.Identified || t.Value <= 0 {
+			return 0, false
+		}
+		return t.Value, true
+	}
+	from := func(q, name string) string { return q + "." + name }
+
+	overheadSet := false
+	if v, ok := term(QPrefill, TermOverhead); ok {
+		set(CoefStepOverhead, v, from(QPrefill, TermOverhead))
+		overheadSet = true
+	}
+	if res.Form == model.FormOpal {
+		if v, ok := term(QPrefill, TermOpalA); ok {
+			set(CoefOpalA, v, from(QPrefill, TermOpalA))
+		}
+		if v, ok := term(QPrefill, TermOpalB); ok {
+			set(CoefOpalB, v, from(QPrefill, TermOpalB))
+		}
+		if v, ok := term(QDecode, TermInvBWEff); ok {
+			set(CoefOpalBandwidth, dep.Hardware.MemBandwidth/v, from(QDecode, TermInvBWEff))
+		}
+	} else {
+		for _, c := range []struct{ term, coef string }{{TermInvMFU, CoefMFU}, {TermInvAttnMFU, CoefAttentionMFU}} {
+			if v, ok := term(QPrefill, c.term); ok {
+				set(c.coef, 1/v, from(QPrefill, c.term))
+				if 1/v > 1 {
+					cm.Warnings = append(cm.Warnings, fmt.Sprintf("%s = %.3f exceeds peak: the prefill times are shorter than the shape allows (wrong model, hardware or parallelism?)", c.coef, 1/v))
+				}
+			}
+		}
+		if v, ok := term(QDecode, TermInvBWEff); ok {
+			set(CoefBandwidthEff, 1/v, from(QDecode, TermInvBWEff))
+			if base, ok := term(QDecode, TermDecodeBase); ok && !overheadSet {
+				w := dep.Terms(&model.Batch{Decode: []int64{0}}).WeightSec
+				if oh := base - w*v; oh > 0 {
+					set(CoefStepOverhead, oh, from(QDecode, TermDecodeBase)+" − weight read")
+				} else {
+					cm.Warnings = append(cm.Warnings, fmt.Sprintf("step overhead not derived from decode: the base %.3g s is below the weight read %.3g s at the fitted efficiency", base, w*v))
+				}
+			}
+		}
+	}
+	for _, tier := range []struct{ q, bw, lat string }{
+		{QStorage, CoefNVMeBandwidth, CoefNVMeLatency},
+		{QHost, CoefPCIeBandwidth, CoefPCIeLatency},
+	} {
+		if v, ok := term(tier.q, TermSecPerByte); ok {
+			set(tier.bw, 1/v, from(tier.q, TermSecPerByte))
+		}
+		if v, ok := term(tier.q, TermLatency); ok {
+			set(tier.lat, v, from(tier.q, TermLatency))
+		}
+	}
+	for _, f := range res.Fits {
+		cm.Warnings = append(cm.Warnings, f.Warnings...)
+	}
+	return cm
+}
+
+// Marshal returns the YAML of cm (map keys sorted, so the same fits give
+// the same bytes).
+func (cm *CostModel) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString("# opaltrace cost model: coefficients fitted by `opaltrace calibrate`, with the fits they came from.\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(cm); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// ParseCostModel reads a costmodel.yaml. Unknown keys and coefficient
+// names are errors, as are values out of their range.
+func ParseCostModel(file string, data []byte) (*CostModel, error) {
+	var cm CostModel
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cm); err != nil {
+		return nil, fmt.Errorf("%s: %v", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if cm.Version != CostModelVersion {
+		return nil, fmt.Errorf("%s: opaltrace_cost_model: version %d, want %d", file, cm.Version, CostModelVersion)
+	}
+	switch cm.Form {
+	case "":
+		cm.Form = model.FormRoofline
+	case model.FormRoofline, model.FormOpal:
+	default:
+		return nil, fmt.Errorf("%s: form: %q, want %s or %s", file, cm.Form, model.FormRoofline, model.FormOpal)
+	}
+	names := make([]string, 0, len(cm.Coefficients))
+	for name := range cm.Coefficients {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := cm.Coefficients[name].Value
+		if _, ok := coefUnits[name]; !ok {
+			return nil, fmt.Errorf("%s: coefficients: unknown coefficient %q", file, name)
+		}
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%s: coefficients: %s: %v is not positive", file, name, v)
+		}
+		if strings.HasSuffix(name, "efficiency") || strings.HasSuffix(name, "mfu") {
+			if v > 2 {
+				return nil, fmt.Errorf("%s: coefficients: %s: %v is not a fraction of peak", file, name, v)
+			}
+		}
+	}
+	return &cm, nil
+}
+
+// Check returns an error when cm was fitted for another deployment than
+// the one named by hardware, model and tp.
+func (cm *CostModel) Check(hardware, modelName string, tp int) error {
+	var diff []string
+	if cm.Hardware != "" && !strings.EqualFold(cm.Hardware, hardware) {
+		diff = append(diff, fmt.Sprintf("hardware %s (cluster: %s)", cm.Hardware, hardware))
+	}
+	if cm.Model != "" && cm.Model != modelName {
+		diff = append(diff, fmt.Sprintf("model %s (cluster: %s)", cm.Model, modelName))
+	}
+	if cm.TP != 0 && cm.TP != tp {
+		diff = append(diff, fmt.Sprintf("tp %d (cluster: %d)", cm.TP, tp))
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("cost model was fitted for %s", strings.Join(diff, ", "))
+	}
+	return nil
+}
+
+func (cm *CostModel) get(name string) (float64, bool) {
+	c, ok := cm.Coefficients[name]
+	return c.Value, ok
+}
+
+// Apply sets the roofline coefficients of d that cm holds.
+func (cm *CostModel) Apply(d *model.Deployment) {
+	if v, ok := cm.get(CoefMFU); ok {
+		d.MFU = v
+	}
+	if v, ok := cm.get(CoefAttentionMFU); ok {
+		d.AttentionMFU = v
+	}
+	if v, ok := cm.get(CoefBandwidthEff); ok {
+		d.BandwidthEfficiency = v
+	}
+	if v, ok := cm.get(CoefLinkEff); ok {
+		d.LinkEfficiency = v
+	}
+	if v, ok := cm.get(CoefStepOverhead); ok {
+		d.StepOverhead = time.Duration(math.Round(v * 1e9))
+	}
+}
+
+// ApplyNode sets the link coefficients of n that cm holds.
+func (cm *CostModel) ApplyNode(n *model.Node) {
+	if v, ok := cm.get(CoefNVMeBandwidth); ok {
+		n.NVMe.Bandwidth = v
+	}
+	if v, ok := cm.get(CoefNVMeLatency); ok {
+		n.NVMe.Latency = time.Duration(math.Round(v * 1e9))
+	}
+	if v, ok := cm.get(CoefPCIeBandwidth); ok {
+		n.PCIe.Bandwidth = v
+	}
+	if v, ok := cm.get(CoefPCIeLatency); ok {
+		n.PCIe.Latency = time.Duration(math.Round(v * 1e9))
+	}
+}
+
+// StepModel returns the step model of cm's form for d, with cm's
+// coefficients: d itself (coefficients applied) for the roofline, an
+// OpalStep for the Opal form.
+func (cm *CostModel) StepModel(d *model.Deployment) (model.StepModel, error) {
+	if cm.Form != model.FormOpal {
+		cm.Apply(d)
+		return d, nil
+	}
+	o, err := model.NewOpalStep(d.LLM, d.Hardware, d.TP)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := cm.get(CoefOpalA); ok {
+		o.A = v
+	}
+	if v, ok := cm.get(CoefOpalB); ok {
+		o.B = v
+	}
+	if v, ok := cm.get(CoefOpalBandwidth); ok {
+		o.Bandwidth = v
+	}
+	if v, ok := cm.get(CoefStepOverhead); ok {
+		o.StepOverhead = time.Duration(math.Round(v * 1e9))
+	}
+	return o, nil
+}

@@ -1,0 +1,50 @@
+package calibrate
+
+import (
+	"fmt"
+	"io"
+	"slices"
+)
+
+// WriteSummary writes, per fitted quantity, its terms, R², MAPE and
+// residual quantiles, then the coefficients of cm and every warning.
+func WriteSummary(w io.Writer, cm *CostModel) error {
+	ew := &errWriter{w: w}
+	for _, f := range cm.Fits {
+		ew.printf("%s (%s), %d observations — %s\n", f.Quantity, f.Unit, f.N, f.Source)
+		for _, t := range f.Terms {
+			mark := ""
+			if !t.Identified {
+				mark = "  NOT IDENTIFIED"
+			}
+			ew.printf("  %-26s %14.6g ± %-10.3g %s%s\n", t.Name, t.Value, t.StdErr, t.Unit, mark)
+		}
+		ew.printf("  R² %.4f   MAPE %.2f%%   residual (pred−obs)/obs: p1 %+.2f%%  p10 %+.2f%%  p50 %+.2f%%  p90 %+.2f%%  p99 %+.2f%%\n",
+			f.R2, f.MAPE, 100*f.Residual.P1, 100*f.Residual.P10, 100*f.Residual.P50, 100*f.Residual.P90, 100*f.Residual.P99)
+	}
+	names := make([]string, 0, len(cm.Coefficients))
+	for n := range cm.Coefficients {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	ew.printf("coefficients (%s form):\n", cm.Form)
+	for _, n := range names {
+		c := cm.Coefficients[n]
+		ew.printf("  %-28s %14.6g %s  (from %s)\n", n, c.Value, c.Unit, c.From)
+	}
+	for _, s := range cm.Warnings {
+		ew.printf("warning: %s\n", s)
+	}
+	return ew.err
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}

@@ -1,0 +1,352 @@
+package calibrate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// Options say what cost model the fits are for.
+type Options struct {
+	// Deployment gives the shapes the regressors are computed from
+	// (FLOPs, bytes per token). Its coefficients are not used.
+	Deployment *model.Deployment
+	// Form is model.FormRoofline (default) or model.FormOpal.
+	Form string
+	// Source describes the data, for the fits' provenance.
+	Source string
+}
+
+func (o *Options) check() error {
+	if o.Deployment == nil {
+		return errors.New("calibrate: a deployment (hardware, model, parallelism) is needed to compute the regressors")
+	}
+	switch o.Form {
+	case "":
+		o.Form = model.FormRoofline
+	case model.FormRoofline, model.FormOpal:
+	default:
+		return fmt.Errorf("calibrate: unknown form %q (want %s or %s)", o.Form, model.FormRoofline, model.FormOpal)
+	}
+	return nil
+}
+
+// A Result holds the fits of one calibration and the warnings that are
+// not about a single fit (a quantity with no data).
+type Result struct {
+	Form     string
+	Fits     []*Fit
+	Warnings []string
+}
+
+// Fit returns the fit of quantity, or nil.
+func (r *Result) Fit(quantity string) *Fit {
+	for _, f := range r.Fits {
+		if f.Quantity == quantity {
+			return f
+		}
+	}
+	return nil
+}
+
+// Quantities fitted, and the names of their terms.
+const (
+	QPrefill = "prefill_s"          // time from the first forward pass to the first token
+	QDecode  = "decode_s_per_token" // decode time / (output tokens − 1)
+	QStorage = "storage_io_s"       // storage prefetch I/O time (SGLang L3_pf_io)
+	QHost    = "host_fetch_s"       // KV fetch time of host-memory hits
+
+	TermOverhead    = "step_overhead_s"
+	TermInvMFU      = "inv_mfu"
+	TermInvAttnMFU  = "inv_attention_mfu"
+	TermOpalA       = "opal_a"
+	TermOpalB       = "opal_b"
+	TermDecodeBase  = "decode_step_base_s"
+	TermInvBWEff    = "inv_bandwidth_efficiency"
+	TermPerSeq      = "decode_per_seq_s"
+	TermLatency     = "latency_s"
+	TermSecPerByte  = "s_per_byte"
+	minObservations = 5
+)
+
+// prefillColumns returns the regressors of prefill time for chunks of u
+// new tokens over p cached ones.
+func prefillColumns(o *Options, u, p []int64) []column {
+	n := len(u)
+	ones := make([]float64, n)
+	x1, x2 := make([]float64, n), make([]float64, n)
+	d := o.Deployment
+	for i := range n {
+		ones[i] = 1
+		if o.Form == model.FormOpal {
+			nn, pp := float64(p[i]+u[i]), float64(p[i])
+			den := d.Hardware.PeakFLOPS * float64(max(d.TP, 1))
+			l, h := float64(d.LLM.NumLayers), float64(d.LLM.HiddenSize)
+			x1[i] = l * h * (nn*(nn+1) - pp*(pp+1)) / den
+			x2[i] = l * h * h * (nn - pp) / den
+			continue
+		}
+		t := d.Terms(&model.Batch{Prefill: []model.PrefillChunk{{Tokens: u[i], Context: p[i]}}})
+		x1[i], x2[i] = t.LinearSec, t.AttentionSec
+	}
+	if o.Form == model.FormOpal {
+		return []column{
+			{TermOverhead, "s", true, ones},
+			{TermOpalA, "FLOP per (layer·hidden·token pair)", true, x1},
+			{TermOpalB, "FLOP per (layer·hidden²·token)", true, x2},
+		}
+	}
+	return []column{
+		{TermOverhead, "s", true, ones},
+		{TermInvMFU, "1/MFU (s per s of matmul FLOPs at peak)", true, x1},
+		{TermInvAttnMFU, "1/attention MFU (s per s of attention FLOPs at peak)", true, x2},
+	}
+}
+
+// FitServerSide fits the cost model to the server-side timings of reqs:
+// prefill time against uncached prompt tokens and their context, decode
+// time per token against the batch's context where the trace lets the
+// batch be reconstructed (else the request's own), storage prefetch I/O
+// against storage-hit tokens, and host KV fetches against host-hit
+// tokens. A quantity without data is left out with a warning.
+func FitServerSide(reqs []*trace.Request, o Options) (*Result, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	res := &Result{Form: o.Form}
+	add := func(f *Fit, err error, what string) {
+		switch {
+		case err != nil:
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: not fitted: %v", what, err))
+		case f != nil:
+			res.Fits = append(res.Fits, f)
+		}
+	}
+	f, err := fitPrefill(reqs, &o, res)
+	add(f, err, QPrefill)
+	f, err = fitDecode(reqs, &o, res)
+	add(f, err, QDecode)
+	f, err = fitTransfer(reqs, &o, res, QStorage, "NVMe/storage bandwidth and latency",
+		func(r *trace.Request) (float64, int64, bool) {
+			s, ok1 := r.StoragePrefetchIOSec.Get()
+			h, ok2 := r.StorageHitTokens.Get()
+			return s, h, ok1 && ok2 && h > 0
+		})
+	add(f, err, QStorage)
+	f, err = fitTransfer(reqs, &o, res, QHost, "PCIe (host) bandwidth and latency",
+		func(r *trace.Request) (float64, int64, bool) {
+			s, ok1 := r.KVFetchSec.Get()
+			h, ok2 := r.HostHitTokens.Get()
+			// Fetches that also read storage or remote tiers are not
+			// host fetches alone.
+			other := r.StorageHitTokens.Or(0) + r.RemoteHitTokens.Or(0)
+			return s, h, ok1 && ok2 && h > 0 && other == 0
+		})
+	add(f, err, QHost)
+	if len(res.Fits) == 0 {
+		return res, errors.New("calibrate: no server-side timings to fit (need prefill_s, decode_s, storage_prefetch_io_s or kv_fetch_s with their token counts)")
+	}
+	return res, nil
+}
+
+func usable(r *trace.Request) bool {
+	return r.Status == "" || r.Status == trace.StatusOK
+}
+
+func fitPrefill(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
+	var u, p []int64
+	var y []float64
+	noCache := 0
+	for _, r := range reqs {
+		s, ok := r.PrefillSec.Get()
+		in, ok2 := r.InputTokens.Get()
+		if !ok || !ok2 || !usable(r) || s <= 0 {
+			continue
+		}
+		c, okc := r.CachedTokens.Get()
+		if !okc {
+			noCache++
+		}
+		if in-c <= 0 {
+			continue
+		}
+		u, p, y = append(u, in-c), append(p, c), append(y, s)
+	}
+	if len(y) == 0 {
+		res.Warnings = append(res.Warnings, "prefill: no record has prefill_s with input_tokens: MFU and step overhead not fitted")
+		return nil, nil
+	}
+	if len(y) < minObservations {
+		return nil, fmt.Errorf("only %d records with prefill_s", len(y))
+	}
+	f, err := fitLinear(QPrefill, "s", source(o, fmt.Sprintf("%d records with prefill_s", len(y))), prefillColumns(o, u, p), y)
+	if err == nil && noCache > 0 {
+		f.Warnings = append(f.Warnings, fmt.Sprintf("%s: %d records lack cached_tokens and were taken as fully uncached", QPrefill, noCache))
+	}
+	return f, err
+}
+
+func source(o *Options, what string) string {
+	if o.Source == "" {
+		return what
+	}
+	return o.Source + ": " + what
+}
+
+// A decodeSpan is one request's decode phase.
+type decodeSpan struct {
+	start, end trace.Time
+	in, out    int64
+	perToken   float64
+}
+
+// decodeSpan returns r's decode interval: prefill done to decode done on
+// the server, else first token to last on the client.
+func spanOf(r *trace.Request) (trace.Time, trace.Time, bool) {
+	if a, ok := r.PrefillDone.Get(); ok {
+		if b, ok := r.DecodeDone.Get(); ok && b > a {
+			return a, b, true
+		}
+	}
+	arr, ok := r.Arrival.Get()
+	ttft, ok2 := r.TTFTSec.Get()
+	e2e, ok3 := r.E2ESec.Get()
+	if ok && ok2 && ok3 && e2e > ttft {
+		return arr + trace.TimeFromSeconds(ttft), arr + trace.TimeFromSeconds(e2e), true
+	}
+	return 0, 0, false
+}
+
+func fitDecode(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
+	var spans []decodeSpan
+	withSpan := 0
+	for _, r := range reqs {
+		ds, ok := r.DecodeSec.Get()
+		out, ok2 := r.OutputTokens.Get()
+		in, ok3 := r.InputTokens.Get()
+		if !ok || !ok2 || !ok3 || out < 2 || ds <= 0 || !usable(r) {
+			continue
+		}
+		sp := decodeSpan{in: in, out: out, perToken: ds / float64(out-1)}
+		if a, b, ok := spanOf(r); ok {
+			sp.start, sp.end = a, b
+			withSpan++
+		}
+		spans = append(spans, sp)
+	}
+	if len(spans) == 0 {
+		res.Warnings = append(res.Warnings, "decode: no record has decode_s with output_tokens ≥ 2: bandwidth efficiency not fitted")
+		return nil, nil
+	}
+	if len(spans) < minObservations {
+		return nil, fmt.Errorf("only %d records with decode_s", len(spans))
+	}
+	d := o.Deployment
+	one := d.Terms(&model.Batch{Decode: []int64{0}})
+	kvPerToken := one.KVSec // seconds per token of KV at full bandwidth
+	n := len(spans)
+	ones, kv, seqs, y := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	batch := withSpan == n
+	if batch {
+		b, k := batchContext(spans)
+		for i := range n {
+			kv[i], seqs[i] = kvPerToken*(k[i]+b[i]), b[i]
+		}
+	} else {
+		for i, s := range spans {
+			kv[i], seqs[i] = kvPerToken*(float64(s.in)+float64(s.out)/2+1), 1
+		}
+	}
+	for i, s := range spans {
+		ones[i], y[i] = 1, s.perToken
+	}
+	cols := []column{
+		{TermDecodeBase, "s (overhead + weight read)", true, ones},
+		{TermInvBWEff, "1/bandwidth efficiency (s per s of KV bytes at peak bandwidth)", true, kv},
+	}
+	what := fmt.Sprintf("%d records with decode_s, batch reconstructed from their decode intervals", n)
+	if batch {
+		cols = append(cols, column{TermPerSeq, "s per running request", true, seqs})
+	} else {
+		what = fmt.Sprintf("%d records with decode_s, against their own context (%d lack decode timestamps, so the batch is unknown)", n, n-withSpan)
+	}
+	f, err := fitLinear(QDecode, "s/token", source(o, what), cols, y)
+	if err == nil && !batch {
+		f.Warnings = append(f.Warnings, QDecode+": batch context unknown: the fit sees only each request's own context, so the bandwidth efficiency absorbs the batch's")
+	}
+	return f, err
+}
+
+// batchContext returns, for each span, the time-averaged number of
+// decoding requests (itself included) and the time-averaged sum of their
+// contexts over its decode interval. A request's context grows linearly
+// from its input length to input + output over its span.
+func batchContext(spans []decodeSpan) (b, k []float64) {
+	n := len(spans)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int {
+		return compareTime(spans[x].start, spans[y].start)
+	})
+	b, k = make([]float64, n), make([]float64, n)
+	for _, i := range order {
+		si := spans[i]
+		dur := float64(si.end - si.start)
+		for _, j := range order {
+			sj := spans[j]
+			if sj.start >= si.end {
+				break
+			}
+			lo, hi := max(si.start, sj.start), min(si.end, sj.end)
+			if hi <= lo {
+				continue
+			}
+			w := float64(hi-lo) / dur
+			mid := (float64(lo) + float64(hi)) / 2
+			frac := (mid - float64(sj.start)) / float64(sj.end-sj.start)
+			b[i] += w
+			k[i] += w * (float64(sj.in) + frac*float64(sj.out))
+		}
+	}
+	return b, k
+}
+
+func compareTime(a, b trace.Time) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// fitTransfer fits a tier's I/O time to latency + bytes/bandwidth, the
+// bytes being hit tokens times the model's KV bytes per token.
+func fitTransfer(reqs []*trace.Request, o *Options, res *Result, q, what string, get func(*trace.Request) (float64, int64, bool)) (*Fit, error) {
+	per := float64(o.Deployment.LLM.KVBytesPerToken())
+	var ones, bytes, y []float64
+	for _, r := range reqs {
+		s, hits, ok := get(r)
+		if !ok || !usable(r) || s < 0 {
+			continue
+		}
+		ones, bytes, y = append(ones, 1), append(bytes, float64(hits)*per), append(y, s)
+	}
+	if len(y) == 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: no hits of this tier in the data: %s not identifiable", q, what))
+		return nil, nil
+	}
+	if len(y) < minObservations {
+		return nil, fmt.Errorf("only %d records with hits of this tier", len(y))
+	}
+	return fitLinear(q, "s", source(o, fmt.Sprintf("%d records with hits", len(y))), []column{
+		{TermLatency, "s", true, ones},
+		{TermSecPerByte, "s/B (1/bandwidth)", true, bytes},
+	}, y)
+}

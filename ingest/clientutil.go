@@ -1,0 +1,367 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// Helpers shared by the client-benchmark and production-trace formats
+// (aiperf, genai-perf, guidellm, llmperf, inference-perf, azure, burstgpt,
+// agentic, opal).
+
+// A batchReader yields records that load prepares all at once. Formats use
+// it when a request's values depend on the whole input: the time origin of
+// epoch or perf_counter clocks is the earliest start, which a file written
+// in completion order holds anywhere; JSON documents are one value.
+type batchReader struct {
+	load   func() ([]Record, []trace.Run, error)
+	recs   []Record
+	runs   []trace.Run
+	cur    Record
+	err    error
+	loaded bool
+}
+
+func (r *batchReader) Scan() bool {
+	if !r.loaded {
+		r.loaded = true
+		r.recs, r.runs, r.err = r.load()
+	}
+	if len(r.recs) == 0 {
+		r.cur = nil
+		return false
+	}
+	r.cur = r.recs[0]
+	r.recs[0] = nil // let the request go once the caller is done with it
+	r.recs = r.recs[1:]
+	return true
+}
+
+func (r *batchReader) Record() Record    { return r.cur }
+func (r *batchReader) Err() error        { return r.err }
+func (r *batchReader) Runs() []trace.Run { return r.runs }
+
+// readInput reads the whole input; an I/O error is fatal and names the file.
+func readInput(r io.Reader, file string) ([]byte, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return b, nil
+}
+
+// A lineReader reads lines of any length, counting them.
+type lineReader struct {
+	br   *bufio.Reader
+	long []byte
+	line int // number of the line last returned, 1-based
+	done bool
+	err  error
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next line without its line ending; false at the end of
+// the input or on an I/O error (then err is set). The slice is valid until
+// the next call.
+func (l *lineReader) next() ([]byte, bool) {
+	if l.done {
+		return nil, false
+	}
+	line, err := l.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		l.long = append(l.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			line, err = l.br.ReadSlice('\n')
+			l.long = append(l.long, line...)
+		}
+		line = l.long
+	}
+	if err != nil {
+		l.done = true
+		if err != io.EOF {
+			l.err = err
+			return nil, false
+		}
+		if len(line) == 0 {
+			return nil, false
+		}
+	}
+	l.line++
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	return bytes.TrimSuffix(line, []byte{'\r'}), true
+}
+
+// firstLine returns head's first non-blank line, trimmed, without a UTF-8
+// byte-order mark.
+func firstLine(head []byte) []byte {
+	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	head = bytes.TrimLeft(head, " \t\r\n")
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i]
+	}
+	return bytes.TrimSpace(head)
+}
+
+// startsWith reports whether head's first non-space byte is c.
+func startsWith(head []byte, c byte) bool {
+	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+	return len(head) > 0 && head[0] == c
+}
+
+// containsAll reports whether head contains every one of keys (quoted JSON
+// keys, e.g. `"ttft_s"`).
+func containsAll(head []byte, keys ...string) bool {
+	for _, k := range keys {
+		if !bytes.Contains(head, []byte(k)) {
+			return false
+		}
+	}
+	return true
+}
+
+// containsAny reports whether head contains one of keys.
+func containsAny(head []byte, keys ...string) bool {
+	for _, k := range keys {
+		if bytes.Contains(head, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// An optNum is an optional JSON number: absent, null, a number, or one of
+// Python's non-finite strings (see jnum). Set tells absent/null apart from
+// a present value.
+type optNum struct {
+	V   float64
+	Set bool
+}
+
+func (n *optNum) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = optNum{}
+		return nil
+	}
+	var j jnum
+	if err := j.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*n = optNum{float64(j), true}
+	return nil
+}
+
+// sec returns n, in units of 1/perSec seconds (1e3 for ms), as seconds,
+// checked; a message names what is wrong. Dividing (not multiplying by
+// 1e-3) gives the correctly rounded value, equal to the source's ms/1000.
+func (n optNum) sec(perSec float64) (trace.Opt[float64], string) {
+	if !n.Set {
+		return trace.Opt[float64]{}, ""
+	}
+	v := n.V / perSec
+	if msg := checkSec(v); msg != "" {
+		return trace.Opt[float64]{}, msg
+	}
+	return trace.Some(v), ""
+}
+
+// count returns n as a token count, checked.
+func (n optNum) count() (trace.Opt[int64], string) {
+	if !n.Set {
+		return trace.Opt[int64]{}, ""
+	}
+	v, msg := checkCount(n.V)
+	if msg != "" {
+		return trace.Opt[int64]{}, msg
+	}
+	return trace.Some(v), ""
+}
+
+// finite returns a message when v is NaN or infinite.
+func finite(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Sprintf("not finite (%v)", v)
+	}
+	return ""
+}
+
+// A fieldErr collects the first problem of a record: "field: what".
+type fieldErr struct{ msg string }
+
+func (e *fieldErr) set(field, msg string) {
+	if e.msg == "" && msg != "" {
+		e.msg = field + ": " + msg
+	}
+}
+
+// compactJSON returns v compacted, or v itself when it is not valid JSON.
+func compactJSON(v []byte) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return nil
+	}
+	return json.RawMessage(b.Bytes())
+}
+
+// siblingFile returns the contents of the file next to file whose name is
+// file's with suffix cut replaced by add (e.g. "_individual_responses.json"
+// → "_summary.json"), compressed or not. ok is false when file does not end
+// in cut or the sibling cannot be read: pairing is best effort, and a run
+// without its summary is still a run.
+func siblingFile(file, cut, add string) ([]byte, string, bool) {
+	base := strings.TrimSuffix(file, ".gz")
+	if file == "-" || !strings.HasSuffix(base, cut) {
+		return nil, "", false
+	}
+	p := strings.TrimSuffix(base, cut) + add
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, "", false
+	}
+	return b, p, true
+}
+
+// sortedKeys returns m's keys in order, so that no map order reaches an
+// output.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// badAt returns a SyntaxError at file:line.
+func badAt(file string, line int, format string, args ...any) *SyntaxError {
+	return &SyntaxError{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// newRequest returns a request with the identity fields every reader sets.
+func newRequest(run *trace.Run, id string, index int, file string, line int) *trace.Request {
+	if id == "" {
+		id = fmt.Sprintf("%s/%d", run.Name, index)
+	}
+	r := &trace.Request{
+		RequestID: id,
+		Run:       run.Name,
+		Stage:     run.Stage,
+		Source:    run.Source,
+		Model:     run.Model,
+		Status:    trace.StatusOK,
+	}
+	r.SetPos(file, line)
+	return r
+}
+
+// validated returns r, or a SyntaxError at r's position when r breaks an
+// invariant of trace.Request.
+func validated(r *trace.Request) Record {
+	if err := r.Validate(); err != nil {
+		file, line := r.Pos()
+		return badAt(file, line, "request %s: %v", r.RequestID, err)
+	}
+	return r
+}
+
+// A jsonElem is one element of a top-level JSON array, with the line it
+// starts on.
+type jsonElem struct {
+	raw  json.RawMessage
+	line int
+}
+
+// jsonArray splits b, a JSON array, into its elements. A malformed
+// document is one SyntaxError at the line where decoding failed.
+func jsonArray(b []byte, file string) ([]jsonElem, *SyntaxError) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	lines := lineCounter{b: b}
+	fail := func(err error) *SyntaxError {
+		off := int(dec.InputOffset())
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			off = int(se.Offset)
+		}
+		return badAt(file, lines.at(off), "invalid JSON: %v", err)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fail(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, badAt(file, 1, "not a JSON array")
+	}
+	var elems []jsonElem
+	for dec.More() {
+		start := int(dec.InputOffset())
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return elems, fail(err)
+		}
+		// InputOffset is before the separator and blanks.
+		for start < len(b) && (isSpace(b[start]) || b[start] == ',') {
+			start++
+		}
+		elems = append(elems, jsonElem{raw, lines.at(start)})
+	}
+	if _, err := dec.Token(); err != nil {
+		return elems, fail(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return elems, badAt(file, lines.at(int(dec.InputOffset())), "data after the JSON array")
+	}
+	return elems, nil
+}
+
+// A lineCounter maps growing byte offsets to 1-based line numbers.
+type lineCounter struct {
+	b    []byte
+	off  int
+	line int
+}
+
+func (c *lineCounter) at(off int) int {
+	if c.line == 0 {
+		c.line = 1
+	}
+	off = min(off, len(c.b))
+	if off < c.off {
+		return c.line
+	}
+	c.line += bytes.Count(c.b[c.off:off], []byte{'\n'})
+	c.off = off
+	return c.line
+}
+
+// An intNum is an optional JSON integer, such as a nanosecond timestamp,
+// which float64 would round (epoch ns need 61 bits).
+type intNum struct {
+	V   int64
+	Set bool
+}
+
+func (n *intNum) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = intNum{}
+		return nil
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s is not an integer", b)
+	}
+	*n = intNum{v, true}
+	return nil
+}

@@ -1,0 +1,74 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A HardwareSpec changes a preset's figures, in datasheet units. A zero
+// field keeps the preset's value. It is the `hardware_override:` map of a
+// cluster file; with `hardware: custom` it describes a GPU from scratch
+// and then peak_bf16_tflops, mem_mib and mem_bandwidth_tbps are required.
+type HardwareSpec struct {
+	PeakBF16TFLOPS   float64 `yaml:"peak_bf16_tflops,omitempty" json:"peak_bf16_tflops,omitempty"`     // dense, 10¹² FLOP/s
+	PeakFP8TFLOPS    float64 `yaml:"peak_fp8_tflops,omitempty" json:"peak_fp8_tflops,omitempty"`       // dense, 10¹² FLOP/s
+	MemMiB           float64 `yaml:"mem_mib,omitempty" json:"mem_mib,omitempty"`                       // driver-reported total, MiB
+	MemBandwidthTBps float64 `yaml:"mem_bandwidth_tbps,omitempty" json:"mem_bandwidth_tbps,omitempty"` // 10¹² B/s
+	LinkGBps         float64 `yaml:"link_gbps,omitempty" json:"link_gbps,omitempty"`                   // GPU-GPU per direction, 10⁹ B/s
+	PCIeGBps         float64 `yaml:"pcie_gbps,omitempty" json:"pcie_gbps,omitempty"`                   // GPU-host per direction, 10⁹ B/s
+}
+
+// CustomHardwareName is the hardware name that starts from no preset.
+const CustomHardwareName = "custom"
+
+// With returns h with the non-zero fields of s applied. Negative or
+// non-finite values are errors.
+func (h Hardware) With(s HardwareSpec) (Hardware, error) {
+	for _, f := range []struct {
+		name string
+		v    float64
+		dst  *float64
+		unit float64
+	}{
+		{"peak_bf16_tflops", s.PeakBF16TFLOPS, &h.PeakFLOPS, 1e12},
+		{"peak_fp8_tflops", s.PeakFP8TFLOPS, &h.PeakFP8FLOPS, 1e12},
+		{"mem_bandwidth_tbps", s.MemBandwidthTBps, &h.MemBandwidth, 1e12},
+		{"link_gbps", s.LinkGBps, &h.LinkBandwidth, 1e9},
+		{"pcie_gbps", s.PCIeGBps, &h.PCIeBandwidth, 1e9},
+	} {
+		if !(f.v >= 0) || f.v > 1e9 {
+			return h, fmt.Errorf("hardware_override: %s: %v is not a non-negative number", f.name, f.v)
+		}
+		if f.v > 0 {
+			*f.dst = f.v * f.unit
+		}
+	}
+	if !(s.MemMiB >= 0) || s.MemMiB > 1<<30 {
+		return h, fmt.Errorf("hardware_override: mem_mib: %v is not a non-negative number", s.MemMiB)
+	}
+	if s.MemMiB > 0 {
+		h.MemBytes = int64(s.MemMiB * mib)
+	}
+	return h, nil
+}
+
+// ResolveHardware returns the preset name with override applied, or, for
+// name "custom", the GPU override describes. override may be nil.
+func ResolveHardware(name string, override *HardwareSpec) (Hardware, error) {
+	var h Hardware
+	if strings.EqualFold(strings.TrimSpace(name), CustomHardwareName) {
+		if override == nil || override.PeakBF16TFLOPS <= 0 || override.MemMiB <= 0 || override.MemBandwidthTBps <= 0 {
+			return h, fmt.Errorf("hardware custom: hardware_override must give peak_bf16_tflops, mem_mib and mem_bandwidth_tbps")
+		}
+		h.Name = CustomHardwareName
+	} else {
+		var err error
+		if h, err = HardwareByName(name); err != nil {
+			return h, err
+		}
+	}
+	if override == nil {
+		return h, nil
+	}
+	return h.With(*override)
+}
