@@ -117,9 +117,7 @@ func parseAgentic(b []byte, file, prefix string) ([]Record, []trace.Run) {
 	}
 	reqsRaw := top["requests"]
 	delete(top, "requests")
-	if rep, err := json.Marshal(top); err == nil {
-		run.Reported = rep // encoding/json sorts map keys
-	}
+	run.Reported = reportedJSON(top)
 	elems, bad := jsonArray(reqsRaw, file)
 	if bad != nil || reqsRaw == nil {
 		return []Record{badAt(file, 1, "requests: missing or not an array")}, []trace.Run{run}

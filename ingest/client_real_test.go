@@ -211,11 +211,11 @@ func TestInferencePerfStageReal(t *testing.T) {
 
 func TestAzureReal(t *testing.T) {
 	for _, tc := range []struct {
-		rel       string
-		n         int
-		last      string // last row, as written
-		lastIn    int64
-		lastOut   int64
+		rel     string
+		n       int
+		last    string // last row, as written
+		lastIn  int64
+		lastOut int64
 	}{
 		{azureCodeFile, 8819, "2023-11-16 19:14:19.9280160,549,173", 549, 173},
 		{azureConvFile, 19366, "", 0, 0},

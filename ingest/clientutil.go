@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -207,13 +208,33 @@ func (e *fieldErr) set(field, msg string) {
 	}
 }
 
-// compactJSON returns v compacted, or v itself when it is not valid JSON.
+// compactJSON returns v compacted, or nil when it is not valid JSON.
+// Invalid UTF-8 inside strings becomes U+FFFD, as encoding/json does when
+// it decodes a string, so that run metadata stays valid UTF-8 (Parquet
+// key/value metadata requires it).
 func compactJSON(v []byte) json.RawMessage {
 	var b bytes.Buffer
 	if err := json.Compact(&b, v); err != nil {
 		return nil
 	}
-	return json.RawMessage(b.Bytes())
+	return validUTF8(b.Bytes())
+}
+
+// reportedJSON marshals a source's summary object (a map, so keys come out
+// sorted) for Run.Reported; nil if it cannot be marshalled.
+func reportedJSON(m map[string]json.RawMessage) json.RawMessage {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return validUTF8(b)
+}
+
+func validUTF8(b []byte) json.RawMessage {
+	if utf8.Valid(b) {
+		return b
+	}
+	return bytes.ToValidUTF8(b, []byte("\uFFFD"))
 }
 
 // siblingFile returns the contents of the file next to file whose name is

@@ -162,7 +162,12 @@ func (c *arrCursor) next() []byte {
 		return nil
 	}
 	start := c.s.i
-	c.s.skip(0)
+	if !c.s.skip(0) || c.s.i == start {
+		// Not well-formed after all (a caller's element that is not
+		// an array): stop rather than loop.
+		c.s.i = len(c.s.b)
+		return nil
+	}
 	return c.s.b[start:c.s.i]
 }
 

@@ -55,6 +55,24 @@
 // (sglangmetrics.go). sglang-trace: the per-request TTFT/HiCache line
 // (sglangtrace.go). otlp: OTLP/JSON spans of vLLM and SGLang (otlp.go).
 //
+// # Client and production-trace formats
+//
+// Each file's doc comment is the format's spec: what maps to which column
+// and which semantics it records. aiperf (aiperf.go): profile_export.jsonl,
+// old and new metadata, error records as failed rows, its _aiperf.json
+// aggregate paired as Reported. genai-perf (genaiperf.go):
+// profile_export.json, one run per experiment. guidellm (guidellm.go):
+// benchmarks.json 0.5 and 0.2–0.3, one run per benchmark, errored and
+// incomplete requests kept. llmperf (llmperf.go): individual_responses,
+// no arrivals, its _summary.json paired as Reported. inference-perf
+// (inferenceperf.go): per-request lifecycle metrics, one run per stage,
+// and stage summaries as summary-only runs. azure (azure.go) and burstgpt
+// (burstgpt.go): production CSVs, streamed. agentic (agentic.go):
+// per-session JSON with namespaced hash ids and think times. opal
+// (opal.go): Opal's per-stage opal_stats.json. Formats whose time origin
+// is only known at the end (epoch or perf_counter clocks in completion
+// order) and JSON documents load one input at a time (clientutil.go).
+//
 // # Source semantics and run metadata
 //
 // Every request carries how its source measured (itl_unit, ttft_basis,

@@ -166,9 +166,7 @@ func parseGuideLLMBenchmark(run *trace.Run, raw json.RawMessage, file string, bi
 		return []Record{badAt(file, 1, "benchmarks[%d]: %v", bi, err)}, false
 	}
 	delete(top, "requests")
-	if rep, err := json.Marshal(top); err == nil {
-		run.Reported = rep
-	}
+	run.Reported = reportedJSON(top)
 	var strat *guideLLMStrategy
 	switch {
 	case bm.Config != nil:

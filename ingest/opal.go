@@ -93,9 +93,7 @@ func parseOpal(b []byte, file, prefix string) ([]Record, []trace.Run) {
 			rep[k] = v
 		}
 	}
-	if out, err := json.Marshal(rep); err == nil {
-		run.Reported = out
-	}
+	run.Reported = reportedJSON(rep)
 	if s.Start.Set && s.End.Set && checkSec(s.End.V-s.Start.V) == "" {
 		run.DurationSec = trace.Some(s.End.V - s.Start.V)
 	}

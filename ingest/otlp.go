@@ -27,9 +27,8 @@ import (
 //   - SGLang: time_to_first_token = first token − created, e2e = finished −
 //     created, time_in_model_decode = finished − first token → decode_s; its
 //     time_in_model_prefill (first token − dispatch) includes the wait in
-//     the scheduler's queue and has no time_in_queue beside it, so it is not
-//     our prefill_s: it is left absent, and the run says so in
-//     Extra["prefill_basis"] (see /work/prompts/schema-requests.md).
+//     the scheduler's queue and has no time_in_queue beside it: prefill_s
+//     with prefill_basis "dispatched" (vLLM's: "scheduled").
 //
 // TTFT and E2E have server basis; outputs are the server's usage. The span
 // start (arrival, epoch ns) is the arrival; t=0 is the first span's start
@@ -154,9 +153,6 @@ func (r *otlpReader) request(sp ptrace.Span, engine string) (*trace.Request, str
 	switch {
 	case r.run.Engine == "":
 		r.run.Engine = engine
-		if engine == "sglang" {
-			setExtra(&r.run, "prefill_basis", "SGLang time_in_model_prefill includes queueing: not in prefill_s")
-		}
 	case r.run.Engine != engine:
 		return nil, fmt.Sprintf("a %s request span in a run of %s spans", engine, r.run.Engine)
 	}
@@ -242,16 +238,19 @@ func (r *otlpReader) request(sp ptrace.Span, engine string) (*trace.Request, str
 		{"gen_ai.latency.time_to_first_token", &q.TTFTSec}, {"gen_ai.latency.e2e", &q.E2ESec},
 		{"gen_ai.latency.time_in_model_decode", &q.DecodeSec},
 	}
+	durs = append(durs, struct {
+		k   string
+		dst *trace.Opt[float64]
+	}{"gen_ai.latency.time_in_model_prefill", &q.PrefillSec})
 	if engine == "vllm" {
-		durs = append(durs,
-			struct {
-				k   string
-				dst *trace.Opt[float64]
-			}{"gen_ai.latency.time_in_queue", &q.QueueSec},
-			struct {
-				k   string
-				dst *trace.Opt[float64]
-			}{"gen_ai.latency.time_in_model_prefill", &q.PrefillSec})
+		durs = append(durs, struct {
+			k   string
+			dst *trace.Opt[float64]
+		}{"gen_ai.latency.time_in_queue", &q.QueueSec})
+	}
+	q.PrefillBasis = trace.PrefillScheduled
+	if engine == "sglang" {
+		q.PrefillBasis = trace.PrefillDispatched
 	}
 	for _, d := range durs {
 		v, ok, msg := num(d.k)

@@ -229,7 +229,7 @@ func TestOTLPvLLM(t *testing.T) {
 			q.InputTokens != cnt("gen_ai.usage.prompt_tokens") || q.OutputTokens != cnt("gen_ai.usage.completion_tokens") ||
 			q.MaxOutputTokens != cnt("gen_ai.request.max_tokens") || q.RequestID != w["gen_ai.request.id"] ||
 			q.Arrival != trace.Some(trace.Time(starts[i]-origin)) ||
-			q.TTFTBasis != trace.TTFTServer || q.E2EBasis != trace.E2EServer {
+			q.TTFTBasis != trace.TTFTServer || q.E2EBasis != trace.E2EServer || q.PrefillBasis != trace.PrefillScheduled {
 			t.Errorf("request %d = %s\nfile: %v", i, q, w)
 		}
 	}
@@ -237,8 +237,8 @@ func TestOTLPvLLM(t *testing.T) {
 
 // TestOTLPSGLang: no real SGLang span file exists; the fixture follows
 // SGLang's root request span (trace-formats.md §5). The child slice span
-// is not a request, and SGLang's prefill (which includes queueing) is not
-// put in prefill_s.
+// is not a request, and SGLang's prefill (which includes queueing) has
+// prefill_basis "dispatched".
 func TestOTLPSGLang(t *testing.T) {
 	path := "testdata/otlp/sglang.jsonl"
 	golden.Check(t, path+".string", []byte(dump(t, path, Options{})))

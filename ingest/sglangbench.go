@@ -432,7 +432,7 @@ func perTokenITL(obj *runObject, cols map[string]*arrCursor) bool {
 			return seen
 		}
 		v, ok, _ := elemFloat(o)
-		if !ok || v < 2 {
+		if !ok || v < 2 || len(g) == 0 || g[0] != '[' {
 			continue
 		}
 		n := 0

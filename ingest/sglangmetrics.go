@@ -286,6 +286,9 @@ func (r *sglangMetricsReader) request(m *sglangMetaInfo, p *sglangReqParams) (*t
 		return trace.Some(a.V.Sub(b.V).Seconds())
 	}
 	q.PrefillSec = diff(q.PrefillDone, q.GPUStart)
+	if q.PrefillSec.OK {
+		q.PrefillBasis = trace.PrefillScheduled
+	}
 	q.DecodeSec = diff(q.DecodeDone, q.PrefillDone)
 	q.TTFTSec = diff(q.PrefillDone, q.Arrival)
 	if q.GPUStart.OK && q.ScheduleSec.OK {

@@ -182,6 +182,9 @@ func (r *sglangTraceReader) request(l *sglangTraceLine) (*trace.Request, string)
 			return nil, msg
 		}
 	}
+	if q.PrefillSec.OK {
+		q.PrefillBasis = trace.PrefillScheduled // forward entry → first token
+	}
 	if alloc.OK && tree.OK && q.StoragePrefetchIOSec.OK {
 		q.StoragePrefetchSec = trace.Some((*l.L3PfAllocMS + *l.L3PfIOMS + *l.L3PfTreeMS) / 1000)
 	}

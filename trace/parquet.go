@@ -160,12 +160,21 @@ func OpenFile(path string) (*Reader, error) {
 	return r, nil
 }
 
-func newReader(src parquet.ReaderAtSeeker, name string) (*Reader, error) {
+// corrupt turns a panic inside the Parquet library, which it raises on
+// some corrupted files, into an error naming the file.
+func corrupt(name string, err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%s: corrupt Parquet file: %v", name, p)
+	}
+}
+
+func newReader(src parquet.ReaderAtSeeker, name string) (r *Reader, err error) {
+	defer corrupt(name, &err)
 	pf, err := file.NewParquetReader(src)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a Parquet file: %w", name, err)
 	}
-	r := &Reader{pf: pf, meta: map[string]string{}, name: name}
+	r = &Reader{pf: pf, meta: map[string]string{}, name: name}
 	kv := pf.MetaData().KeyValueMetadata()
 	for i, k := range kv.Keys() {
 		r.meta[k] = kv.Values()[i]
@@ -219,10 +228,16 @@ func (r *Reader) NumRows() int64 { return r.pf.NumRows() }
 
 // Scan advances to the next request. It returns false at the end or on an
 // error (see Err).
-func (r *Reader) Scan() bool {
+func (r *Reader) Scan() (ok bool) {
 	if r.err != nil {
 		return false
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.err = fmt.Errorf("%s: corrupt Parquet file: %v", r.name, p)
+			ok = false
+		}
+	}()
 	for r.rec == nil || r.row >= int(r.rec.NumRows()) {
 		if !r.rr.Next() {
 			if err := r.rr.Err(); err != nil && err != io.EOF {
