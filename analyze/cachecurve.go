@@ -83,9 +83,10 @@ func ComputeCacheCurve(reqs []*trace.Request) (*CacheCurve, error) {
 	if len(order) == 0 {
 		return nil, errors.New("cache curve: no request has hash_ids")
 	}
-	slices.SortStableFunc(order, func(a, b *trace.Request) int {
-		return cmp.Compare(a.Arrival.Or(0), b.Arrival.Or(0))
-	})
+	byArrival := func(a, b *trace.Request) int { return cmp.Compare(a.Arrival.Or(0), b.Arrival.Or(0)) }
+	if !slices.IsSortedFunc(order, byArrival) {
+		slices.SortStableFunc(order, byArrival)
+	}
 	c := &CacheCurve{BlockSize: order[0].BlockSize.Or(0)}
 	if c.BlockSize <= 0 {
 		return nil, errors.New("cache curve: requests have hash_ids without block_size")
@@ -101,7 +102,10 @@ func ComputeCacheCurve(reqs []*trace.Request) (*CacheCurve, error) {
 		return nil, errors.New("cache curve: more than 2³¹ block lookups")
 	}
 	st := newLRUStack(lookups, maxID)
-	var hist []histCell // by prefix-max distance
+	// Hits by prefix-max distance: block counts densely; tokens as blocks ×
+	// block size minus the shortfall of partial last blocks, kept sparse.
+	var hist []int32
+	var short []shortfall
 	dist := make([]int64, 0, 64)
 	for _, r := range order {
 		if r.BlockSize.Or(0) != c.BlockSize {
@@ -121,20 +125,23 @@ func ComputeCacheCurve(reqs []*trace.Request) (*CacheCurve, error) {
 			pmax = max(pmax, d)
 			dist = append(dist, pmax)
 		}
+		c.Blocks += int64(len(r.HashIDs))
 		for j := range r.HashIDs {
 			tok := c.BlockSize
 			if hasIn {
 				tok = min(c.BlockSize, max(0, in-int64(j)*c.BlockSize))
 			}
-			c.Blocks++
 			c.Tokens += tok
-			if j < len(dist) {
-				d := dist[j]
-				for int64(len(hist)) <= d {
-					hist = append(hist, histCell{})
-				}
-				hist[d].blocks++
-				hist[d].tokens += tok
+			if j >= len(dist) {
+				continue
+			}
+			d := dist[j]
+			for int64(len(hist)) <= d {
+				hist = append(hist, 0)
+			}
+			hist[d]++
+			if tok < c.BlockSize {
+				short = append(short, shortfall{d, c.BlockSize - tok})
 			}
 		}
 		for _, h := range r.HashIDs {
@@ -142,29 +149,34 @@ func ComputeCacheCurve(reqs []*trace.Request) (*CacheCurve, error) {
 		}
 	}
 	c.Distinct = st.live
+	slices.SortFunc(short, func(a, b shortfall) int { return cmp.Compare(a.d, b.d) })
 	var cb, ct int64
-	for d, h := range hist {
-		if h.blocks == 0 {
+	k := 0
+	for d, n := range hist {
+		if n == 0 {
 			continue
 		}
-		cb += h.blocks
-		ct += h.tokens
+		cb += int64(n)
+		ct += int64(n) * c.BlockSize
+		for ; k < len(short) && short[k].d == int64(d); k++ {
+			ct -= short[k].tokens
+		}
 		c.Points = append(c.Points, CurvePoint{CapacityBlocks: int64(d), HitBlocks: cb, HitTokens: ct})
 	}
 	return c, nil
 }
 
-type histCell struct{ blocks, tokens int64 }
+// A shortfall is the tokens a partial block hit at distance d lacks.
+type shortfall struct{ d, tokens int64 }
 
-// An lruStack answers LRU stack distances. Every distinct block is interned
-// to a dense index; each has one mark in a Fenwick tree at the time slot
-// of its last access, so the blocks used since are the marks after it.
-// The tree has one slot per lookup of the pass (known in advance), so it
-// never needs renumbering: 4 bytes per lookup.
+// An lruStack answers LRU stack distances. Each block seen has one mark in
+// a Fenwick tree at the time slot of its last access, so the blocks used
+// since are the marks after it. The tree has one slot per lookup of the
+// pass (known in advance), so it never needs renumbering: 4 bytes per
+// lookup, plus 4 per block id for the id → slot table.
 type lruStack struct {
-	direct []int32         // block id → index+1, for ids in [0, len(direct))
+	direct []int32         // block id → slot of last access, 0 = never; ids in [0, len(direct))
 	ids    map[int64]int32 // the other ids
-	last   []int32         // index → slot of last access (1-based)
 	tree   []int32         // Fenwick tree over slots, 1-based
 	now    int32           // slots used
 	live   int64           // distinct blocks seen
@@ -179,58 +191,45 @@ const directLimit = 1 << 26
 // non-negative ids are below maxID+1.
 func newLRUStack(lookups int64, maxID int64) *lruStack {
 	s := &lruStack{ids: map[int64]int32{}, tree: make([]int32, lookups+1)}
-	s.last = make([]int32, 0, lookups) // at most one block per lookup
 	if maxID >= 0 {
 		s.direct = make([]int32, min(maxID+1, directLimit, 4*lookups+1024))
 	}
 	return s
 }
 
-// index returns the dense index of block h, or -1 if never seen.
-func (s *lruStack) index(h int64) int32 {
+// slot returns the slot of block h's last access, 0 if never used.
+func (s *lruStack) slot(h int64) int32 {
 	if h >= 0 && h < int64(len(s.direct)) {
-		return s.direct[h] - 1
+		return s.direct[h]
 	}
-	if i, ok := s.ids[h]; ok {
-		return i
-	}
-	return -1
-}
-
-func (s *lruStack) intern(h int64) int32 {
-	i := int32(len(s.last))
-	s.last = append(s.last, 0)
-	if h >= 0 && h < int64(len(s.direct)) {
-		s.direct[h] = i + 1
-	} else {
-		s.ids[h] = i
-	}
-	return i
+	return s.ids[h]
 }
 
 // distance returns the LRU stack distance of block h (1 = most recently
 // used), or 0 if h was never used.
 func (s *lruStack) distance(h int64) int64 {
-	i := s.index(h)
-	if i < 0 {
+	t := s.slot(h)
+	if t == 0 {
 		return 0
 	}
-	// Marks after slot last[i], plus h itself.
-	return s.live - int64(s.prefix(s.last[i])) + 1
+	// Marks after slot t, plus h itself.
+	return s.live - int64(s.prefix(t)) + 1
 }
 
 // touch makes h the most recently used block.
 func (s *lruStack) touch(h int64) {
-	i := s.index(h)
-	if i < 0 {
-		i = s.intern(h)
+	if t := s.slot(h); t == 0 {
 		s.live++
 	} else {
-		s.add(s.last[i], -1)
+		s.add(t, -1)
 	}
 	s.now++
 	s.add(s.now, 1)
-	s.last[i] = s.now
+	if h >= 0 && h < int64(len(s.direct)) {
+		s.direct[h] = s.now
+	} else {
+		s.ids[h] = s.now
+	}
 }
 
 func (s *lruStack) prefix(slot int32) int32 {

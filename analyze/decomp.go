@@ -28,6 +28,10 @@ type DecompBand struct {
 type Decomposition struct {
 	Requests int // completed requests with TTFT and at least one part
 	Bands    []DecompBand
+	// PrefillIncludesQueue counts requests whose source measured prefill
+	// from the dispatch to the scheduler (SGLang OTel) without a separate
+	// queue wait: their queueing is inside "prefill".
+	PrefillIncludesQueue int
 	// QueueSplit is set when the source splits the queue wait (SGLang):
 	// of the queue, the share idle or busy with others and the share
 	// blocked by the token or memory budget, over all decomposed requests.
@@ -55,6 +59,7 @@ func Decompose(reqs []*trace.Request, edges []float64) *Decomposition {
 	var rows []row
 	var queueSum, idleSum, budgetSum float64
 	split := false
+	mixedPrefill := 0
 	for _, r := range reqs {
 		if !r.OK() || !r.TTFTSec.OK {
 			continue
@@ -67,7 +72,15 @@ func Decompose(reqs []*trace.Request, edges []float64) *Decomposition {
 			continue
 		}
 		x := row{ttft: r.TTFTSec.V}
-		x.parts[0], x.parts[1], x.parts[2] = q.Or(0), r.PrefillSec.Or(0), r.KVFetchSec.Or(0)
+		prefill := r.PrefillSec.Or(0)
+		if r.PrefillBasis == trace.PrefillDispatched && r.PrefillSec.OK {
+			if q.OK {
+				prefill -= q.V // the source's prefill includes the queue wait
+			} else {
+				mixedPrefill++
+			}
+		}
+		x.parts[0], x.parts[1], x.parts[2] = q.Or(0), prefill, r.KVFetchSec.Or(0)
 		x.parts[3] = x.ttft - x.parts[0] - x.parts[1] - x.parts[2]
 		rows = append(rows, x)
 		if r.IdleInQueueSec.OK || r.BudgetWaitSec.OK {
@@ -81,7 +94,7 @@ func Decompose(reqs []*trace.Request, edges []float64) *Decomposition {
 		return nil
 	}
 	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.ttft, b.ttft) })
-	d := &Decomposition{Requests: len(rows)}
+	d := &Decomposition{Requests: len(rows), PrefillIncludesQueue: mixedPrefill}
 	n := len(rows)
 	for k := 0; k+1 < len(edges); k++ {
 		lo, hi := edges[k], edges[k+1]

@@ -1,8 +1,28 @@
-// Package analyze is the one place where serving metrics are defined: TTFT,
-// TPOT, ITL and E2E distributions, throughputs and per-run summaries,
-// computed from trace.Requests exactly as vLLM's benchmark computes them
-// (numpy-linear percentiles, population std, pooled ITL, TPOT per request
-// as (E2E − TTFT)/(output tokens − 1)).
+// Package analyze is the one place where serving metrics are defined,
+// computed from trace.Requests (observed or simulated, one code path). It
+// does not read files or print; report formats what it computes.
 //
-// It does not read files or print; report formats what it computes.
+//  1. Summary (summary.go): vLLM's calculate_metrics — TTFT, TPOT, ITL
+//     (pooled) and E2E with numpy's pairwise mean, population std, median
+//     and linear percentiles (numpy.go, dist.go), bit-exact with numpy;
+//     counts by status; the semantics the values were measured under; mean
+//     tokens per chunk; goodput under SLOs (goodput.go) and vLLM's peak
+//     output tokens/s and peak concurrency (peak.go), both as vLLM computes
+//     them; trimming of warmup and cooldown (trim.go).
+//  2. Sections (analysis.go): steady-state detection (MSER-5, shown, never
+//     applied), TTFT decomposition by TTFT percentile band (decomp.go), KV
+//     cache and tier shares (kvcache.go), per-second series on a 1-s grid
+//     (series.go), and grouping by run, stage, worker or model (group.go).
+//  3. Prefix-cache what-if (cachecurve.go): the exact hit rate of an ideal
+//     block-level LRU cache at every capacity in one O(n log n) pass
+//     (Mattson's stack distances over a Fenwick tree).
+//  4. Comparison of two datasets (compare.go): per metric and statistic the
+//     absolute and relative difference with seeded bootstrap intervals, KS
+//     and Wasserstein-1 distances and a verdict against a margin.
+//  5. Bounded memory (stream.go, streamsum.go): the same summary in a few
+//     passes over a Source, for pooled ITLs of 10⁸ values: exact selection
+//     of the ranks by refining histograms of float64 bit patterns, and
+//     numpy's pairwise sums computed streaming over the tree numpy uses.
+//  6. Source views (assource.go): a run summarized as its client tool did
+//     (AIPerf, GuideLLM), with the tool's names, windows and percentile rule.
 package analyze

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -43,7 +44,7 @@ func ParseSLO(args []string) (SLO, error) {
 				return o, fmt.Errorf("goodput: %q is not KEY:MS", pair)
 			}
 			ms, err := strconv.ParseFloat(v, 64)
-			if err != nil || ms < 0 {
+			if err != nil || !(ms >= 0) || math.IsInf(ms, 0) {
 				return o, fmt.Errorf("goodput: %s: %q is not a non-negative number of milliseconds", k, v)
 			}
 			switch k {
@@ -124,5 +125,5 @@ func ComputeGoodput(reqs []*trace.Request, slo SLO, durationSec float64) *Goodpu
 }
 
 func missingMetric(r *trace.Request, metric string) string {
-	return fmt.Sprintf("request %s has no %s: goodput not computed", r.RequestID, metric)
+	return fmt.Sprintf("request %s has no %s", r.RequestID, metric)
 }

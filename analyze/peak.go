@@ -15,6 +15,9 @@ type Peak struct {
 	// them) bucketed into 1-s bins from the earliest start, the largest
 	// bin count.
 	OutputTokensPerSec float64
+	// TokensMissing says why OutputTokensPerSec is not computed (no
+	// request has ITL gaps, so token times are unknown); "" when it is.
+	TokensMissing string
 	// ConcurrentRequests is vLLM's max_concurrent_requests: the peak of a
 	// sweep line over the half-open intervals [start, start + latency),
 	// departures before arrivals at equal times.
@@ -35,6 +38,7 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 		itl              []float64
 	}
 	var spans []span
+	hasITL := false
 	for _, r := range reqs {
 		if !r.OK() {
 			continue
@@ -47,6 +51,7 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 		case !r.TTFTSec.OK:
 			return nil, "requests have no TTFT"
 		}
+		hasITL = hasITL || r.ITLSec != nil
 		spans = append(spans, span{r.Arrival.V.Seconds(), r.TTFTSec.V, r.E2ESec.V, r.ITLSec})
 	}
 	if len(spans) == 0 {
@@ -68,6 +73,9 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 		}
 	}
 	p := &Peak{OutputTokensPerSec: slices.Max(bins)}
+	if !hasITL {
+		p.OutputTokensPerSec, p.TokensMissing = 0, "requests have no ITL gaps"
+	}
 
 	type event struct {
 		t     float64

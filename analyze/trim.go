@@ -3,6 +3,7 @@ package analyze
 import (
 	"errors"
 	"math"
+	"slices"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -77,8 +78,8 @@ type SteadyState struct {
 // or has no arrivals and E2E.
 func DetectSteady(reqs []*trace.Request) (SteadyState, bool) {
 	series, ok := PerSecond(reqs)
-	if !ok || len(series.Running) < 20 {
-		return SteadyState{}, false
+	if !ok || len(series.Running) < 20 || slices.Max(series.Running) == 0 {
+		return SteadyState{}, false // too short, or no E2E to tell who is running
 	}
 	const batch = 5
 	nb := len(series.Running) / batch
@@ -120,7 +121,7 @@ func mser(x []float64) int {
 			ss += (v - m) * (v - m)
 		}
 		stat := ss / float64(len(rest)*len(rest))
-		if stat < best-1e-12*math.Abs(best) {
+		if d == 0 || stat < best-1e-12*best {
 			best, bestD = stat, d
 		}
 	}

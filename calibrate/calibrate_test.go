@@ -3,6 +3,7 @@ package calibrate
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,22 +129,9 @@ func TestOpalTableFit(t *testing.T) {
 	}
 }
 
-func itoa(n int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(n)) }
+func itoa(n int) string { return strconv.Itoa(n) }
 
-func fmtInt(n int) string {
-	var s []byte
-	for {
-		s = append([]byte{byte('0' + n%10)}, s...)
-		n /= 10
-		if n == 0 {
-			return string(s)
-		}
-	}
-}
-
-func ftoa(v float64) string { return strings.TrimRight(strings.TrimRight(fmtFloat(v), "0"), ".") }
-
-func fmtFloat(v float64) string { return strconvFormat(v) }
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // A narrow range of prompt lengths cannot separate the n² term from the
 // linear one: it is flagged and left out of the cost model.
@@ -190,7 +178,7 @@ func syntheticTrace(t testing.TB, d *model.Deployment, n int) []*trace.Request {
 	for i := range n {
 		at += rng.ExpFloat64() / 3 // 3 requests/s
 		reqs = append(reqs, &trace.Request{
-			RequestID:    "r" + fmtInt(i),
+			RequestID:    "r" + strconv.Itoa(i),
 			Run:          "synthetic",
 			Status:       trace.StatusOK,
 			Arrival:      trace.Some(trace.TimeFromSeconds(at)),
@@ -249,7 +237,21 @@ func TestServerSideRecoversKnownCoefficients(t *testing.T) {
 		}
 	}
 	check(CoefMFU, 0.45, 0.05)
+	check(CoefAttentionMFU, 0.30, 0.10)
+	// Derived from the decode base minus the weight read at the fitted
+	// efficiency; the mixed prefill steps bias it up (1.79 ms when this
+	// was written).
+	check(CoefStepOverhead, 1.5e-3, 0.25)
 	check(CoefBandwidthEff, 0.70, 0.10)
+	// The decode fit prices the prefill compute that shared its steps:
+	// another estimate of 1/MFU.
+	if st := res.Fit(QDecode).Term(TermPrefillStall); st == nil || !within(st.Value, 1/0.45, 0.05) {
+		t.Errorf("decode prefill stall %+v, want ≈ 1/0.45", st)
+	}
+	// The truth has no per-sequence decode cost: flagged, not written.
+	if ps := res.Fit(QDecode).Term(TermPerSeq); ps == nil || ps.Identified {
+		t.Errorf("decode_per_seq_s %+v: the truth has none, it must be flagged", ps)
+	}
 	check(CoefNVMeBandwidth, 6e9, 0.03)
 	check(CoefNVMeLatency, 150e-6, 0.25)
 	// No host hits: PCIe cannot be identified, and says so.

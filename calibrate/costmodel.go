@@ -98,11 +98,6 @@ func NewCostModel(res *Result, dep *model.Deployment, hardware, modelName string
 	}
 	from := func(q, name string) string { return q + "." + name }
 
-	overheadSet := false
-	if v, ok := term(QPrefill, TermOverhead); ok {
-		set(CoefStepOverhead, v, from(QPrefill, TermOverhead))
-		overheadSet = true
-	}
 	if res.Form == model.FormOpal {
 		if v, ok := term(QPrefill, TermOpalA); ok {
 			set(CoefOpalA, v, from(QPrefill, TermOpalA))
@@ -116,22 +111,47 @@ func NewCostModel(res *Result, dep *model.Deployment, hardware, modelName string
 	} else {
 		for _, c := range []struct{ term, coef string }{{TermInvMFU, CoefMFU}, {TermInvAttnMFU, CoefAttentionMFU}} {
 			if v, ok := term(QPrefill, c.term); ok {
-				set(c.coef, 1/v, from(QPrefill, c.term))
 				if 1/v > 1 {
-					cm.Warnings = append(cm.Warnings, fmt.Sprintf("%s = %.3f exceeds peak: the prefill times are shorter than the shape allows (wrong model, hardware or parallelism?)", c.coef, 1/v))
+					cm.Warnings = append(cm.Warnings, fmt.Sprintf("%s = %.3f exceeds peak, not used: the prefill times are shorter than the shape allows (wrong model, hardware or parallelism?)", c.coef, 1/v))
+				} else {
+					set(c.coef, 1/v, from(QPrefill, c.term))
 				}
 			}
 		}
-		if v, ok := term(QDecode, TermInvBWEff); ok {
+		if v, ok := term(QDecode, TermInvBWEff); ok && 1/v > 1 {
+			cm.Warnings = append(cm.Warnings, fmt.Sprintf("%s = %.3f exceeds peak, not used: decode is faster than its KV reads allow at full bandwidth, so the fit has attributed KV time elsewhere (steps where decode hides under a prefill chunk's compute?)", CoefBandwidthEff, 1/v))
+		} else if ok {
 			set(CoefBandwidthEff, 1/v, from(QDecode, TermInvBWEff))
-			if base, ok := term(QDecode, TermDecodeBase); ok && !overheadSet {
-				w := dep.Terms(&model.Batch{Decode: []int64{0}}).WeightSec
-				if oh := base - w*v; oh > 0 {
-					set(CoefStepOverhead, oh, from(QDecode, TermDecodeBase)+" − weight read")
-				} else {
-					cm.Warnings = append(cm.Warnings, fmt.Sprintf("step overhead not derived from decode: the base %.3g s is below the weight read %.3g s at the fitted efficiency", base, w*v))
-				}
+		}
+	}
+	// The step overhead: a decode step is the overhead plus the weight
+	// read, which the decode fit separates once it knows the bandwidth
+	// efficiency; a prefill's fixed cost also carries one weight read
+	// and overhead per chunk, so its intercept is the fallback.
+	overheadSet := false
+	if v, ok := term(QDecode, TermInvBWEff); ok && res.Form == model.FormRoofline && 1/v <= 1 {
+		if base, ok := term(QDecode, TermDecodeBase); ok {
+			w := dep.Terms(&model.Batch{Decode: []int64{0}}).WeightSec
+			if oh := base - w*v; oh > 0 {
+				set(CoefStepOverhead, oh, from(QDecode, TermDecodeBase)+" − weight read")
+				overheadSet = true
+			} else {
+				cm.Warnings = append(cm.Warnings, fmt.Sprintf("step overhead not derived from decode: the base %.3g s is below the weight read %.3g s at the fitted efficiency", base, w*v))
 			}
+		}
+	}
+	if v, ok := term(QPrefill, TermOverhead); ok && !overheadSet {
+		if base, ok := term(QDecode, TermDecodeBase); ok && v > base {
+			cm.Warnings = append(cm.Warnings, fmt.Sprintf("prefill's step overhead %.3g s exceeds the whole decode step base %.3g s: not used as step overhead", v, base))
+		} else {
+			set(CoefStepOverhead, v, from(QPrefill, TermOverhead))
+		}
+	}
+	// Two estimates of 1/MFU: the prefill fit's, and the decode fit's
+	// price of the prefill compute that shared decode steps.
+	if a, ok := term(QPrefill, TermInvMFU); ok {
+		if b, ok := term(QDecode, TermPrefillStall); ok && math.Abs(a-b) > 0.15*b {
+			cm.Warnings = append(cm.Warnings, fmt.Sprintf("mfu from prefill_s (%.3f) and from the prefill stalls of decode_s_per_token (%.3f) differ by more than 15%%: the prefill times carry contention the model does not see", 1/a, 1/b))
 		}
 	}
 	for _, tier := range []struct{ q, bw, lat string }{

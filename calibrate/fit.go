@@ -38,15 +38,16 @@ type Quantiles struct {
 // (prefill seconds, decode seconds per token, storage I/O seconds) on
 // terms the cost model predicts it from.
 type Fit struct {
-	Quantity string   `yaml:"quantity"`
-	Unit     string   `yaml:"unit"`
-	Source   string   `yaml:"source"` // the data: files, and which records
-	N        int      `yaml:"n"`
-	Terms    []Term   `yaml:"terms"`
-	R2       float64  `yaml:"r2"`
-	MAPE     float64  `yaml:"mape_pct"` // mean absolute percentage error
+	Quantity string    `yaml:"quantity"`
+	Unit     string    `yaml:"unit"`
+	Source   string    `yaml:"source"`   // the data: files, and which records
+	N        int       `yaml:"n"`        // records fitted
+	Excluded int       `yaml:"excluded"` // records set aside as contended
+	Terms    []Term    `yaml:"terms"`
+	R2       float64   `yaml:"r2"`
+	MAPE     float64   `yaml:"mape_pct"` // mean absolute percentage error
 	Residual Quantiles `yaml:"residual_quantiles"`
-	Warnings []string `yaml:"warnings,omitempty"`
+	Warnings []string  `yaml:"warnings,omitempty"`
 }
 
 // Term returns the term called name, or nil.
@@ -82,63 +83,130 @@ const (
 	minR2 = 0.9
 )
 
-// fitLinear fits y on the columns (plus nothing else: an intercept is a
-// column of ones the caller adds) and checks each coefficient.
+// fitLinear fits y on the columns (an intercept is a column of ones the
+// caller adds) and checks each coefficient.
+//
+// Note: the fit minimises relative residuals, (pred − obs)/obs, as a
+// weighted least squares with weights 1/obs: durations span orders of
+// magnitude and their noise is proportional. Interference the model does
+// not price (a request's prefill sharing steps with its batch-mates',
+// an I/O queueing behind others) only adds time, so records the model
+// underpredicts by more than trimSigmas robust standard deviations (MAD)
+// are set aside as contended and the fit repeated, at most trimRounds
+// times; Excluded counts them.
 func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit, error) {
 	n, p := len(y), len(cols)
-	f := &Fit{Quantity: quantity, Unit: unit, Source: source, N: n}
+	f := &Fit{Quantity: quantity, Unit: unit, Source: source}
 	if n < p+2 {
 		return nil, fmt.Errorf("%s: %d observations, need at least %d for %d coefficients", quantity, n, p+2, p)
 	}
-	a := mat.NewDense(n, p, nil)
 	nonneg := make([]bool, p)
 	for j, c := range cols {
 		nonneg[j] = c.nonneg
-		for i, v := range c.x {
-			a.Set(i, j, v)
-		}
 	}
-	coef, err := nnls(a, y, nonneg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", quantity, err)
+	keep := make([]bool, n)
+	for i := range keep {
+		keep[i] = y[i] > 0
+	}
+	var coef []float64
+	var aw *mat.Dense
+	for round := 0; ; round++ {
+		var rows []int
+		for i := range n {
+			if keep[i] {
+				rows = append(rows, i)
+			}
+		}
+		if len(rows) < p+2 {
+			return nil, fmt.Errorf("%s: %d usable observations, need at least %d", quantity, len(rows), p+2)
+		}
+		aw = mat.NewDense(len(rows), p, nil)
+		yw := make([]float64, len(rows))
+		for k, i := range rows {
+			for j, c := range cols {
+				aw.Set(k, j, c.x[i]/y[i])
+			}
+			yw[k] = 1
+		}
+		var err error
+		if coef, err = nnls(aw, yw, nonneg); err != nil {
+			return nil, fmt.Errorf("%s: %v", quantity, err)
+		}
+		if round == trimRounds {
+			break
+		}
+		rel := make([]float64, 0, len(rows))
+		for _, i := range rows {
+			rel = append(rel, (y[i]-predict(cols, coef, i))/y[i])
+		}
+		med := median(rel)
+		dev := make([]float64, len(rel))
+		for k, r := range rel {
+			dev[k] = math.Abs(r - med)
+		}
+		limit := med + trimSigmas*math.Max(1.4826*median(dev), 1e-9)
+		changed := false
+		for i := range n {
+			want := y[i] > 0 && (y[i]-predict(cols, coef, i))/y[i] <= limit
+			if want != keep[i] {
+				keep[i], changed = want, true
+			}
+		}
+		if !changed {
+			break
+		}
 	}
 
-	pred := make([]float64, n)
 	var mean, rss, tss, ape float64
-	for _, v := range y {
-		mean += v
-	}
-	mean /= float64(n)
-	rel := make([]float64, 0, n)
+	var rel []float64
 	for i := range n {
-		for j := range p {
-			pred[i] += coef[j] * a.At(i, j)
-		}
-		r := pred[i] - y[i]
-		rss += r * r
-		tss += (y[i] - mean) * (y[i] - mean)
-		if y[i] != 0 {
-			rel = append(rel, r/y[i])
-			ape += math.Abs(r / y[i])
+		if keep[i] {
+			mean += y[i]
+			f.N++
 		}
 	}
+	mean /= float64(f.N)
+	var rssw float64
+	for i := range n {
+		if !keep[i] {
+			continue
+		}
+		r := predict(cols, coef, i) - y[i]
+		rss += r * r
+		rssw += (r / y[i]) * (r / y[i])
+		tss += (y[i] - mean) * (y[i] - mean)
+		rel = append(rel, r/y[i])
+		ape += math.Abs(r / y[i])
+	}
+	f.Excluded = n - f.N
 	if tss > 0 {
 		f.R2 = 1 - rss/tss
 	}
-	if len(rel) > 0 {
-		f.MAPE = 100 * ape / float64(len(rel))
-		d := analyze.NewDist(rel)
-		f.Residual = Quantiles{d.Percentile(1), d.Percentile(10), d.Percentile(50), d.Percentile(90), d.Percentile(99)}
-	}
+	f.MAPE = 100 * ape / float64(len(rel))
+	d := analyze.NewDist(rel)
+	f.Residual = Quantiles{d.Percentile(1), d.Percentile(10), d.Percentile(50), d.Percentile(90), d.Percentile(99)}
 
-	se := stdErrors(a, rss, n, p)
+	se := stdErrors(aw, rssw, f.N, p)
+	kept := make([]column, p)
 	for j, c := range cols {
+		kept[j] = c
+		kept[j].x = nil
+		for i := range n {
+			if keep[i] {
+				kept[j].x = append(kept[j].x, c.x[i])
+			}
+		}
+	}
+	for j, c := range kept {
 		t := Term{Name: c.name, Unit: c.unit, Value: coef[j], StdErr: se[j], Identified: true}
-		if why := identify(a, j, cols, coef[j], se[j]); why != "" {
+		if why := identify(aw, j, kept, coef[j], se[j]); why != "" {
 			t.Identified, t.Why = false, why
 			f.Warnings = append(f.Warnings, fmt.Sprintf("%s: %s not identifiable: %s", quantity, c.name, why))
 		}
 		f.Terms = append(f.Terms, t)
+	}
+	if f.Excluded > 0 {
+		f.Warnings = append(f.Warnings, fmt.Sprintf("%s: %d of %d records set aside as contended (observed > %.0f robust SDs above the fit)", quantity, f.Excluded, n, trimSigmas))
 	}
 	if f.R2 < minR2 {
 		f.Warnings = append(f.Warnings, fmt.Sprintf("%s: R² %.3f: the cost model explains the data poorly (model mismatch, or time the trace attributes to this quantity that the model prices elsewhere)", quantity, f.R2))
@@ -146,12 +214,48 @@ func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit,
 	return f, nil
 }
 
-// stdErrors returns each coefficient's standard error, +Inf where XᵀX is
-// singular.
+const (
+	trimRounds = 5
+	trimSigmas = 4.0
+)
+
+func predict(cols []column, coef []float64, i int) float64 {
+	var s float64
+	for j, c := range cols {
+		s += coef[j] * c.x[i]
+	}
+	return s
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	return analyze.NewDist(append([]float64(nil), x...)).Median()
+}
+
+// stdErrors returns each coefficient's standard error for the design a
+// (rows already weighted) with weighted residual sum of squares rss, +Inf
+// where the design is singular. Columns are scaled to unit norm before
+// inverting so that seconds per byte and seconds per step do not make
+// XᵀX numerically singular.
 func stdErrors(a *mat.Dense, rss float64, n, p int) []float64 {
 	se := make([]float64, p)
+	rows, _ := a.Dims()
+	as := mat.DenseCopyOf(a)
+	scale := make([]float64, p)
+	for j := range p {
+		s := mat.Norm(as.ColView(j), 2)
+		if s == 0 {
+			s = 1
+		}
+		scale[j] = s
+		for i := range rows {
+			as.Set(i, j, as.At(i, j)/s)
+		}
+	}
 	var xtx mat.Dense
-	xtx.Mul(a.T(), a)
+	xtx.Mul(as.T(), as)
 	var inv mat.Dense
 	if n <= p || inv.Inverse(&xtx) != nil {
 		for j := range se {
@@ -161,7 +265,7 @@ func stdErrors(a *mat.Dense, rss float64, n, p int) []float64 {
 	}
 	s2 := rss / float64(n-p)
 	for j := range p {
-		se[j] = math.Sqrt(math.Max(s2*inv.At(j, j), 0))
+		se[j] = math.Sqrt(math.Max(s2*inv.At(j, j), 0)) / scale[j]
 	}
 	return se
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
@@ -59,17 +60,19 @@ const (
 	QStorage = "storage_io_s"       // storage prefetch I/O time (SGLang L3_pf_io)
 	QHost    = "host_fetch_s"       // KV fetch time of host-memory hits
 
-	TermOverhead    = "step_overhead_s"
-	TermInvMFU      = "inv_mfu"
-	TermInvAttnMFU  = "inv_attention_mfu"
-	TermOpalA       = "opal_a"
-	TermOpalB       = "opal_b"
-	TermDecodeBase  = "decode_step_base_s"
-	TermInvBWEff    = "inv_bandwidth_efficiency"
-	TermPerSeq      = "decode_per_seq_s"
-	TermLatency     = "latency_s"
-	TermSecPerByte  = "s_per_byte"
-	minObservations = 5
+	TermOverhead      = "step_overhead_s"
+	TermInvMFU        = "inv_mfu"
+	TermInvAttnMFU    = "inv_attention_mfu"
+	TermOpalA         = "opal_a"
+	TermOpalB         = "opal_b"
+	TermDecodeBase    = "decode_step_base_s"
+	TermInvBWEff      = "inv_bandwidth_efficiency"
+	TermPerSeq        = "decode_per_seq_s"
+	TermPrefillStall  = "decode_prefill_stall"
+	TermPrefillShared = "prefill_shared"
+	TermLatency       = "latency_s"
+	TermSecPerByte    = "s_per_byte"
+	minObservations   = 5
 )
 
 // prefillColumns returns the regressors of prefill time for chunks of u
@@ -147,7 +150,7 @@ func FitServerSide(reqs []*trace.Request, o Options) (*Result, error) {
 		})
 	add(f, err, QHost)
 	if len(res.Fits) == 0 {
-		return res, errors.New("calibrate: no server-side timings to fit (need prefill_s, decode_s, storage_prefetch_io_s or kv_fetch_s with their token counts)")
+		return res, fmt.Errorf("calibrate: nothing to fit (need prefill_s, decode_s, storage_prefetch_io_s or kv_fetch_s with their token counts): %s", strings.Join(res.Warnings, "; "))
 	}
 	return res, nil
 }
@@ -159,6 +162,7 @@ func usable(r *trace.Request) bool {
 func fitPrefill(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
 	var u, p []int64
 	var y []float64
+	var spans []decodeSpan // prefill intervals, for the shared-step regressor
 	noCache := 0
 	for _, r := range reqs {
 		s, ok := r.PrefillSec.Get()
@@ -174,6 +178,14 @@ func fitPrefill(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
 			continue
 		}
 		u, p, y = append(u, in-c), append(p, c), append(y, s)
+		sp := decodeSpan{}
+		if g, ok := r.GPUStart.Get(); ok {
+			if pd, ok := r.PrefillDone.Get(); ok && pd > g {
+				t := o.Deployment.Terms(&model.Batch{Prefill: []model.PrefillChunk{{Tokens: in - c, Context: c}}})
+				sp = decodeSpan{start: g, end: pd, pstart: g, pend: pd, pcompute: t.LinearSec + t.AttentionSec, hasPrefill: true, worker: r.Worker}
+			}
+		}
+		spans = append(spans, sp)
 	}
 	if len(y) == 0 {
 		res.Warnings = append(res.Warnings, "prefill: no record has prefill_s with input_tokens: MFU and step overhead not fitted")
@@ -182,7 +194,21 @@ func fitPrefill(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
 	if len(y) < minObservations {
 		return nil, fmt.Errorf("only %d records with prefill_s", len(y))
 	}
-	f, err := fitLinear(QPrefill, "s", source(o, fmt.Sprintf("%d records with prefill_s", len(y))), prefillColumns(o, u, p), y)
+	cols := prefillColumns(o, u, p)
+	what := fmt.Sprintf("%d records with prefill_s", len(y))
+	all := true
+	for _, sp := range spans {
+		all = all && sp.hasPrefill
+	}
+	if all && o.Form == model.FormRoofline {
+		// A chunked prefill shares its steps with the chunks of other
+		// prefills running at the same time: their compute is part of
+		// this request's prefill time.
+		shared := prefillShared(spans)
+		cols = append(cols, column{TermPrefillShared, "1/MFU of concurrent prefills (s per s at peak)", true, shared})
+		what += ", with the prefills that ran at the same time"
+	}
+	f, err := fitLinear(QPrefill, "s", source(o, what), cols, y)
 	if err == nil && noCache > 0 {
 		f.Warnings = append(f.Warnings, fmt.Sprintf("%s: %d records lack cached_tokens and were taken as fully uncached", QPrefill, noCache))
 	}
@@ -201,6 +227,14 @@ type decodeSpan struct {
 	start, end trace.Time
 	in, out    int64
 	perToken   float64
+	// The request's own prefill interval and its compute at peak, when
+	// the trace has GPU start and prefill-done times.
+	pstart, pend trace.Time
+	pcompute     float64
+	hasPrefill   bool
+	// worker is the serving instance: only requests on the same one
+	// share steps.
+	worker string
 }
 
 // decodeSpan returns r's decode interval: prefill done to decode done on
@@ -222,7 +256,7 @@ func spanOf(r *trace.Request) (trace.Time, trace.Time, bool) {
 
 func fitDecode(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
 	var spans []decodeSpan
-	withSpan := 0
+	withSpan, withPrefill := 0, 0
 	for _, r := range reqs {
 		ds, ok := r.DecodeSec.Get()
 		out, ok2 := r.OutputTokens.Get()
@@ -230,10 +264,18 @@ func fitDecode(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
 		if !ok || !ok2 || !ok3 || out < 2 || ds <= 0 || !usable(r) {
 			continue
 		}
-		sp := decodeSpan{in: in, out: out, perToken: ds / float64(out-1)}
+		sp := decodeSpan{in: in, out: out, perToken: ds / float64(out-1), worker: r.Worker}
 		if a, b, ok := spanOf(r); ok {
 			sp.start, sp.end = a, b
 			withSpan++
+		}
+		if g, ok := r.GPUStart.Get(); ok {
+			if pd, ok := r.PrefillDone.Get(); ok && pd > g {
+				c := r.CachedTokens.Or(0)
+				t := o.Deployment.Terms(&model.Batch{Prefill: []model.PrefillChunk{{Tokens: max(in-c, 1), Context: c}}})
+				sp.pstart, sp.pend, sp.pcompute, sp.hasPrefill = g, pd, t.LinearSec+t.AttentionSec, true
+				withPrefill++
+			}
 		}
 		spans = append(spans, sp)
 	}
@@ -250,10 +292,14 @@ func fitDecode(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
 	n := len(spans)
 	ones, kv, seqs, y := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	batch := withSpan == n
+	var stall []float64
 	if batch {
 		b, k := batchContext(spans)
 		for i := range n {
 			kv[i], seqs[i] = kvPerToken*(k[i]+b[i]), b[i]
+		}
+		if withPrefill == n {
+			stall = prefillStalls(spans)
 		}
 	} else {
 		for i, s := range spans {
@@ -270,6 +316,10 @@ func fitDecode(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
 	what := fmt.Sprintf("%d records with decode_s, batch reconstructed from their decode intervals", n)
 	if batch {
 		cols = append(cols, column{TermPerSeq, "s per running request", true, seqs})
+		if stall != nil {
+			cols = append(cols, column{TermPrefillStall, "1/MFU of batch-mates' prefills (s per s at peak, per output token)", true, stall})
+			what += ", with the prefills that shared their steps"
+		}
 	} else {
 		what = fmt.Sprintf("%d records with decode_s, against their own context (%d lack decode timestamps, so the batch is unknown)", n, n-withSpan)
 	}
@@ -303,7 +353,7 @@ func batchContext(spans []decodeSpan) (b, k []float64) {
 				break
 			}
 			lo, hi := max(si.start, sj.start), min(si.end, sj.end)
-			if hi <= lo {
+			if hi <= lo || sj.worker != si.worker {
 				continue
 			}
 			w := float64(hi-lo) / dur
@@ -314,6 +364,63 @@ func batchContext(spans []decodeSpan) (b, k []float64) {
 		}
 	}
 	return b, k
+}
+
+// prefillShared returns, for each prefill interval, the compute (at
+// peak) of the other prefills overlapping it, weighted by the share of
+// each one's interval inside it.
+func prefillShared(spans []decodeSpan) []float64 {
+	sh := make([]float64, len(spans))
+	order := make([]int, len(spans))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int { return compareTime(spans[x].pstart, spans[y].pstart) })
+	for i, si := range spans {
+		for _, j := range order {
+			sj := spans[j]
+			if sj.pstart >= si.pend {
+				break
+			}
+			lo, hi := max(si.pstart, sj.pstart), min(si.pend, sj.pend)
+			if j == i || hi <= lo || sj.worker != si.worker {
+				continue
+			}
+			sh[i] += sj.pcompute * float64(hi-lo) / float64(sj.pend-sj.pstart)
+		}
+	}
+	return sh
+}
+
+// prefillStalls returns, for each span, the prefill compute (at peak) of
+// the requests whose prefill ran during its decode, weighted by the share
+// of each prefill interval inside the decode span, per output token: in a
+// vLLM step a prefill chunk and the decodes share one forward pass, so a
+// decode step that carries a prefill chunk lasts about as long as the
+// chunk's compute.
+func prefillStalls(spans []decodeSpan) []float64 {
+	n := len(spans)
+	byStart := make([]int, n)
+	for i := range byStart {
+		byStart[i] = i
+	}
+	slices.SortStableFunc(byStart, func(x, y int) int { return compareTime(spans[x].pstart, spans[y].pstart) })
+	st := make([]float64, n)
+	for i, si := range spans {
+		for _, j := range byStart {
+			sj := spans[j]
+			if sj.pstart >= si.end {
+				break
+			}
+			lo, hi := max(si.start, sj.pstart), min(si.end, sj.pend)
+			if j == i || hi <= lo || sj.worker != si.worker {
+				continue
+			}
+			st[i] += sj.pcompute * float64(hi-lo) / float64(sj.pend-sj.pstart)
+		}
+		st[i] /= float64(si.out - 1)
+	}
+	return st
 }
 
 func compareTime(a, b trace.Time) int {

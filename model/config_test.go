@@ -128,7 +128,7 @@ func TestLoadConfigErrorNamesFile(t *testing.T) {
 }
 
 func FuzzParseConfig(f *testing.F) {
-	for _, name := range []string{"llama-3.1-8b", "llama-3.1-70b"} {
+	for _, name := range configNames(samples) {
 		data, err := fs.ReadFile(samples, name+"/config.json")
 		if err != nil {
 			f.Fatal(err)

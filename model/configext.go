@@ -185,7 +185,7 @@ func parseMoE(c *hfConfig, m *LLM, fail failFunc) error {
 		// DeepSeek-V3's e_score_correction_bias, one per expert.
 		m.RouterBias = m.NumExperts
 	}
-	if m.numMoELayers()*m.NumExperts*m.expertParams() > maxParams {
+	if float64(m.numMoELayers())*float64(m.NumExperts)*float64(m.expertParams()) > maxParams {
 		return fail.err(field, "experts give more than %d parameters", int64(maxParams))
 	}
 	return nil

@@ -1,42 +1,61 @@
 // Package model holds opaltrace's cost models: the time of one GPU forward
-// pass over a mixed batch (a roofline from hardware and LLM presets), and
-// the hardware and model shapes it is computed from. The prices are static;
-// their sharing among concurrent transfers is replay/kvcache's job, and
-// fitting their coefficients to traces is calibrate's.
+// pass over a mixed batch, the static price of a KV transfer over a link,
+// and the hardware and model shapes they are computed from. The prices
+// are static; their sharing among concurrent transfers is replay/kvcache's
+// job (SharedLink), and fitting their coefficients to traces is
+// calibrate's.
 //
 // # Shapes
 //
-// A Hardware is one GPU kind: dense BF16 peak, HBM bandwidth, the memory
-// the driver reports, and the per-direction NVLink (or PCIe) bandwidth.
-// HardwareByName resolves the presets (h100, h200, a100-80gb, l40s, b200),
-// whose datasheet sources are cited in hardware.go.
+// A Hardware is one GPU kind: dense BF16 and FP8 peaks, HBM bandwidth, the
+// memory the driver reports, and the per-direction NVLink and PCIe
+// bandwidths. HardwareByName resolves the presets (h100, h200, a100-80gb,
+// a800-80gb, l40s, b200), whose datasheet sources are cited in
+// hardware.go; ResolveHardware applies a HardwareSpec override, or builds
+// a "custom" GPU from one.
 //
 // An LLM is a decoder-only model's shape, read from a Hugging Face
 // config.json by ParseConfig, LoadConfig or LLMByName (which reads
 // "<name>/config.json" from an fs.FS such as the embedded samples/models).
-// From it come the parameter count, the KV bytes per token and the FLOPs
-// per token. Dense GQA models (Llama, Mistral, Qwen2/3) are supported;
-// configs with experts, MLA or sliding windows are rejected with a
-// ConfigError rather than priced wrong.
+// It covers dense and mixture-of-experts MLPs (Mixtral, Qwen3-MoE,
+// DeepSeek, gpt-oss: total and active parameters, shared experts, dense
+// first layers), grouped-query and multi-head latent attention (MLA, whose
+// KV cache is the compressed latent plus the rotary key),
+// sliding-window and hybrid layers (layer_types, sliding_window,
+// max_window_layers), and weight dtypes including quantization_config
+// (fp8, mxfp4 experts, 4/8-bit GPTQ/AWQ). KV bytes per token are computed
+// per layer group (KVGroups, KVBytesForContext). A config this package
+// cannot price exactly is rejected with a ConfigError naming the key.
 //
 // # Step time
 //
-// A Deployment (an LLM on TP GPUs of one Hardware) implements StepModel.
-// One step is one forward pass over all prefill chunks and decode tokens
-// of the batch, so their work adds up; the time is
-// max(compute, memory) + all-reduce + a fixed overhead, per GPU of the
-// tensor-parallel group. Deployment's doc comment gives the formulas. The
-// efficiency coefficients (MFU, BandwidthEfficiency, LinkEfficiency,
-// StepOverhead) are exported for calibration to fit; the shape constants
-// are precomputed so that StepTime, called for every simulated step, does
-// a few multiply-adds per batch entry and never allocates.
+// A Deployment (an LLM on TP×PP GPUs, with DP and EP for MoE) implements
+// StepModel. One step is one forward pass over all prefill chunks and
+// decode tokens of the batch, so their work adds up; the time is
+// max(compute, memory) + collectives + a fixed overhead, per GPU.
+// Deployment's doc comment gives the formulas; Terms returns the parts at
+// full efficiency, which calibration regresses on. The coefficients (MFU,
+// AttentionMFU, BandwidthEfficiency, LinkEfficiency, StepOverhead) are
+// exported for calibration to fit; the shape constants are precomputed so
+// that StepTime, called for every simulated step, does a few multiply-adds
+// per batch entry and never allocates.
+//
+// OpalStep is Opal's form (max of the longest prefill chunk and the
+// decode, opal-notes.md §1), selectable as FormOpal so that Opal
+// configurations reproduce; FormRoofline (Deployment) is the default.
 //
 // KVCacheTokens sizes the GPU KV cache the way vLLM does from
 // gpu_memory_utilization: memory allowed, minus weights and an activation
 // reserve, over the KV bytes of a token on one GPU, in whole blocks.
 //
-// Not yet modelled (the types leave room for them): Opal's
-// max-of-parts step form, mixture-of-experts (ActiveParams < Params), MLA
-// and sliding-window KV, fp8 weights declared by quantization_config,
-// pipeline and expert parallelism, and KV transfer links.
+// # Links
+//
+// A Link is a latency plus bytes over bandwidth. A Node holds a server's
+// paths: PCIe per GPU and direction, host DRAM, local NVMe and the
+// network to remote storage shared by its workers, with GPUDirect Storage
+// as an option; Path and PathTime price a transfer alone on a path.
+//
+// Not modelled: pipeline micro-batching (PP prices one batch in flight),
+// MLA weight absorption in decode, and the sliding layers' per-request
+// window blocks in KV capacity.
 package model

@@ -216,3 +216,23 @@ func TestHardwareOverride(t *testing.T) {
 		t.Errorf("a800: %+v, %v", a8, err)
 	}
 }
+
+func BenchmarkStepTimeMoE(b *testing.B) {
+	llm, err := LLMByName(samples, "deepseek-v3")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hw, _ := HardwareByName("h200")
+	d, err := NewParallelDeployment(hw, llm, Parallelism{TP: 8, DP: 2, EP: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := &Batch{Prefill: []PrefillChunk{{Tokens: 2048, Context: 512}}, Decode: make([]int64, 128)}
+	for i := range batch.Decode {
+		batch.Decode[i] = int64(100 * i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d.StepTime(batch)
+	}
+}

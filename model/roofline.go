@@ -395,16 +395,22 @@ func (d *Deployment) Terms(b *Batch) StepTerms {
 			pairsSliding += slidingPairs(t, c, w)
 		}
 	}
+	// A decode token over c cached ones reads c and attends to c + 1:
+	// the loop only sums contexts (int64, exact), the rest is per batch.
+	var decodeCtx int64
 	for _, c := range b.Decode {
-		cf := float64(c)
-		ctxFull += cf
-		pairsFull += cf + 1
-		if k.slidingPairFLOPs > 0 {
+		decodeCtx += c
+	}
+	nDecode := float64(len(b.Decode))
+	ctxFull += float64(decodeCtx)
+	pairsFull += float64(decodeCtx) + nDecode
+	if k.slidingPairFLOPs > 0 {
+		for _, c := range b.Decode {
+			cf := float64(c)
 			ctxSliding += min(cf, w)
 			pairsSliding += min(cf+1, w)
 		}
 	}
-	nDecode := float64(len(b.Decode))
 	tokens += nDecode
 	seqs := float64(len(b.Prefill)) + nDecode
 

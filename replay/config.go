@@ -21,6 +21,7 @@ type Config struct {
 	Router    string          `yaml:"router"`
 	Scheduler SchedulerConfig `yaml:"scheduler"`
 	Workload  WorkloadConfig  `yaml:"workload"`
+	Client    ClientConfig    `yaml:"client"`
 	// Seed seeds every random choice of the replay (math/rand/v2 PCG).
 	Seed uint64 `yaml:"seed"`
 }
@@ -37,6 +38,20 @@ type SchedulerConfig struct {
 	// KVCacheTokens is each worker's KV capacity in tokens; 0 takes the
 	// capacity the caller computed from the model (Run's kvBlocks).
 	KVCacheTokens int64 `yaml:"kv_cache_tokens"`
+	// StreamInterval is the engines' --stream-interval: the server sends
+	// the first token at once and then a chunk every StreamInterval
+	// tokens, and the rest with the last token (default 1: every token).
+	StreamInterval int64 `yaml:"stream_interval"`
+}
+
+// A ClientConfig describes the simulated benchmark client.
+type ClientConfig struct {
+	// LatencySec is the one-way time between the client and the server
+	// (network, HTTP and SSE handling): a request reaches the router
+	// LatencySec after it is sent, and each chunk reaches the client
+	// LatencySec after the server sends it, so TTFT and E2E include it
+	// twice and ITL not at all (default 0).
+	LatencySec float64 `yaml:"latency_s"`
 }
 
 // A WorkloadConfig says how requests are sent.
@@ -72,6 +87,7 @@ func DefaultConfig() Config {
 			MaxNumSeqs:          256,
 			BlockSize:           16,
 			EnablePrefixCaching: &on,
+			StreamInterval:      1,
 		},
 		Workload: WorkloadConfig{Mode: ModeOpen, Clients: 1, TimeScale: 1},
 	}
@@ -98,6 +114,9 @@ func (c Config) withDefaults() Config {
 	}
 	if s.EnablePrefixCaching == nil {
 		s.EnablePrefixCaching = d.Scheduler.EnablePrefixCaching
+	}
+	if s.StreamInterval == 0 {
+		s.StreamInterval = d.Scheduler.StreamInterval
 	}
 	w := &c.Workload
 	if w.Mode == "" {
@@ -147,6 +166,12 @@ func (c Config) Validate() error {
 	}
 	if s.KVCacheTokens < 0 {
 		bad("scheduler.kv_cache_tokens", "negative (%d)", s.KVCacheTokens)
+	}
+	if s.StreamInterval < 0 {
+		bad("scheduler.stream_interval", "negative (%d)", s.StreamInterval)
+	}
+	if l := c.Client.LatencySec; !(l >= 0) || l > 3600 {
+		bad("client.latency_s", "%v is not a number of seconds in [0, 3600]", l)
 	}
 	w := c.Workload
 	switch w.Mode {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ type Stats struct {
 	Completed    int           // requests that ran to their output length
 	Rejected     int           // requests that can never fit in a worker's KV cache
 	Steps        int64         // forward passes, all workers
+	Events       int64         // events processed; fast-forward makes these far fewer than the steps
 	Preemptions  int64         // recompute preemptions, all workers
 	PromptTokens int64         // prompt tokens of completed requests
 	CachedTokens int64         // of which prefix-cache hits at first schedule
@@ -57,12 +59,45 @@ type Step struct {
 // missing one is an error naming the request's position. An error from
 // emit stops the replay and is returned.
 func Run(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace.Request, emit func(*trace.Request) error) (Stats, error) {
-	return RunObserved(cfg, cost, kvBlocks, reqs, emit, nil)
+	return RunInputs(cfg, cost, kvBlocks, Requests(reqs), emit, nil)
 }
 
 // RunObserved is Run with an observer called for every step (nil for
 // none); an error from it stops the replay. Validators use it.
 func RunObserved(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace.Request, emit func(*trace.Request) error, observe func(*Step) error) (Stats, error) {
+	return RunInputs(cfg, cost, kvBlocks, Requests(reqs), emit, observe)
+}
+
+// An Inputs is the replay's input, by index. Request must return the same
+// content each time it is asked for i: the engine reads every request once
+// before the replay (arrivals, lengths, prefixes) and again when it
+// arrives, and keeps it only while it is in flight. A generator that
+// builds requests on demand thus replays a million requests without
+// holding them (see Requests for a slice).
+type Inputs interface {
+	Len() int
+	Request(i int) *trace.Request
+}
+
+// A shaper is Inputs built valid (lengths and arrivals present and not
+// negative, no hash ids) that can tell a request's shape without building
+// it, so that the engine's pass over all requests before the replay
+// allocates nothing.
+type shaper interface {
+	shape(i int) (prompt, out int64, arrival trace.Time)
+}
+
+// Requests is a slice of requests as Inputs.
+type Requests []*trace.Request
+
+// Len implements Inputs.
+func (r Requests) Len() int { return len(r) }
+
+// Request implements Inputs.
+func (r Requests) Request(i int) *trace.Request { return r[i] }
+
+// RunInputs is RunObserved over any Inputs.
+func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, emit func(*trace.Request) error, observe func(*Step) error) (Stats, error) {
 	if err := cfg.Validate(); err != nil {
 		return Stats{}, err
 	}
@@ -79,8 +114,8 @@ func RunObserved(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace
 	if kvBlocks > 1<<31-1 {
 		return Stats{}, fmt.Errorf("replay: %d KV blocks per worker is more than the engine supports", kvBlocks)
 	}
-	if len(reqs) > 1<<31-1 {
-		return Stats{}, fmt.Errorf("replay: %d requests is more than the engine supports", len(reqs))
+	if reqs.Len() > 1<<31-1 {
+		return Stats{}, fmt.Errorf("replay: %d requests is more than the engine supports", reqs.Len())
 	}
 	if err := checkInputs(reqs, cfg.Workload.Mode == ModeOpen); err != nil {
 		return Stats{}, err
@@ -99,13 +134,12 @@ func RunObserved(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace
 		observe:  observe,
 		kvBlocks: kvBlocks,
 	}
-	e.stats.Requests = len(reqs)
+	e.stats.Requests = reqs.Len()
+	e.lat = time.Duration(math.Round(cfg.Client.LatencySec * 1e9))
 	for i := range cfg.Workers {
 		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks))
 	}
-	if *cfg.Scheduler.EnablePrefixCaching && !indexAll {
-		e.shared = sharedPrefixes(reqs)
-	}
+	e.prepare()
 	if err := e.run(); err != nil {
 		return e.stats, err
 	}
@@ -117,9 +151,13 @@ func RunObserved(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace
 
 // checkInputs rejects inputs the replay cannot interpret, before any
 // simulation, with FILE:LINE: field: what is wrong.
-func checkInputs(reqs []*trace.Request, open bool) error {
+func checkInputs(reqs Inputs, open bool) error {
+	if _, ok := reqs.(shaper); ok {
+		return nil // valid by construction
+	}
 	var errs []error
-	for i, r := range reqs {
+	for i := range reqs.Len() {
+		r := reqs.Request(i)
 		bad := func(field, msg string) {
 			pos := "request " + strconv.Itoa(i)
 			if file, line := r.Pos(); line > 0 {
@@ -165,16 +203,26 @@ type engine struct {
 	router   Router
 	workers  []*worker
 	q        eventQueue
-	reqs     []*trace.Request
+	reqs     Inputs
+	n        int // requests
 	kvBlocks int64
 	emit     func(*trace.Request) error
 	observe  func(*Step) error
 	stats    Stats
 
-	shared []int32 // per request: leading hash ids another request also has
+	shared []int32 // per request: leading hash ids another request (on its worker, when known) also has
+	route  []int32 // per request: its worker, when the router is load-blind (-1: rejected); nil otherwise
 	order  []int32 // open loop: request indices by arrival time
 	next   int     // next entry of order (open) or of reqs (closed)
 	at     []trace.Time
+	// nextArrival is the open loop's next arrival not yet delivered
+	// (never when none is left): how far any worker may fast-forward
+	// when arrivals are not routed in advance.
+	nextArrival trace.Time
+
+	lat time.Duration // client latency, one way
+
+	lone []time.Duration // price of a lone decode by context length; 0: not yet asked
 
 	free []*reqState // recycled request states
 	done []*reqState // scratch: requests completed by a step
@@ -188,27 +236,115 @@ func (e *engine) Load(i int) WorkerLoad {
 	return WorkerLoad{Running: len(w.running), Waiting: w.waiting.Len(), FreeBlocks: w.kv.NumFree()}
 }
 
-// arrivalTime is request i's open-loop arrival: its trace arrival scaled.
-func (e *engine) arrivalTime(i int32) trace.Time {
-	a := e.reqs[i].Arrival.V
+// arrivalTime is the open-loop arrival of a request sent at a in the
+// trace: a scaled.
+func (e *engine) arrivalTime(a trace.Time) trace.Time {
 	if e.cfg.Workload.TimeScale == 1 {
 		return a
 	}
 	return trace.Time(float64(a)*e.cfg.Workload.TimeScale + 0.5)
 }
 
+// prepare computes what the replay knows before it starts: the open
+// loop's arrival order, every request's worker when the router is
+// load-blind (with each worker's arrival times, for fast-forward), and
+// which prefix blocks the cache must index.
+func (e *engine) prepare() {
+	n := e.reqs.Len()
+	e.n = n
+	e.nextArrival = never
+	open := e.cfg.Workload.Mode == ModeOpen
+	prefix := *e.cfg.Scheduler.EnablePrefixCaching && !indexAll
+	_, blind := e.router.(loadBlind)
+	blind = blind && !noPreRoute
+	if open {
+		e.at = make([]trace.Time, n)
+	}
+	var ok []bool // request can be served
+	if blind {
+		ok = make([]bool, n)
+	}
+	var ids [][]int64 // hash ids, when prefixes matter
+	var bs []int64    // trace block size (0: none)
+	sh, _ := e.reqs.(shaper)
+	for i := range n {
+		if sh != nil {
+			prompt, out, at := sh.shape(i)
+			if open {
+				e.at[i] = e.arrivalTime(at)
+			}
+			if blind {
+				ok[i] = e.rejectReason(prompt, out) == ""
+			}
+			continue
+		}
+		r := e.reqs.Request(i)
+		if open {
+			e.at[i] = e.arrivalTime(r.Arrival.V)
+		}
+		if blind {
+			ok[i] = e.rejectReason(r.InputTokens.V, r.OutputTokens.V) == ""
+		}
+		if prefix && len(r.HashIDs) > 0 {
+			if ids == nil {
+				ids, bs = make([][]int64, n), make([]int64, n)
+			}
+			ids[i] = r.HashIDs
+			bs[i] = r.BlockSize.V
+			if !r.BlockSize.OK {
+				bs[i] = 0
+			}
+		}
+	}
+	var order []int32 // arrival order; nil: index order
+	if open {
+		e.order = make([]int32, n)
+		for i := range e.order {
+			e.order[i] = int32(i)
+		}
+		slices.SortStableFunc(e.order, func(a, b int32) int { return cmp.Compare(e.at[a], e.at[b]) })
+		order = e.order
+	}
+	if blind {
+		e.route = make([]int32, n)
+		each := func(i int32) {
+			e.route[i] = -1
+			if ok[i] {
+				wi := e.router.Route(int(i), e)
+				e.route[i] = int32(wi)
+				if open && wi >= 0 && wi < len(e.workers) {
+					w := e.workers[wi]
+					w.arrivals = append(w.arrivals, e.at[i].Add(e.lat))
+				}
+			}
+		}
+		if order != nil {
+			for _, i := range order {
+				each(i)
+			}
+		} else {
+			for i := range int32(n) {
+				each(i)
+			}
+		}
+	}
+	if ids != nil {
+		if e.route != nil {
+			e.shared = sharedOnWorkers(ids, bs, e.route, len(e.workers))
+		} else {
+			e.shared = sharedPrefixes(ids)
+		}
+	}
+}
+
+// never is a time after every event.
+const never = trace.Time(1<<63 - 1)
+
 func (e *engine) run() error {
-	n := len(e.reqs)
+	n := e.n
 	if e.cfg.Workload.Mode == ModeOpen {
 		// Only the next arrival is queued, so the queue holds at most
 		// one event per worker plus one.
-		e.order = make([]int32, n)
-		e.at = make([]trace.Time, n)
-		for i := range e.order {
-			e.order[i] = int32(i)
-			e.at[i] = e.arrivalTime(int32(i))
-		}
-		slices.SortStableFunc(e.order, func(a, b int32) int { return cmp.Compare(e.at[a], e.at[b]) })
 		e.pushNextOpen()
 	} else {
 		for range min(e.cfg.Workload.Clients, n) {
@@ -219,6 +355,7 @@ func (e *engine) run() error {
 	for e.q.Len() > 0 {
 		ev := e.q.pop()
 		e.stats.End = ev.at
+		e.stats.Events++
 		var err error
 		switch ev.kind {
 		case evArrival:
@@ -244,39 +381,32 @@ func (e *engine) run() error {
 }
 
 func (e *engine) pushNextOpen() {
+	e.nextArrival = never
 	if e.next < len(e.order) {
 		i := e.order[e.next]
 		e.next++
-		e.q.push(e.at[i], evArrival, i)
+		e.q.push(e.at[i].Add(e.lat), evArrival, i)
+		e.nextArrival = e.at[i].Add(e.lat)
 	}
 }
 
 // clientNext sends the next request of a closed-loop client whose request
-// just completed.
+// the server finished at now: the client learns it one latency later and
+// its next request reaches the router one latency after that.
 func (e *engine) clientNext(now trace.Time) {
-	if e.cfg.Workload.Mode == ModeClosed && e.next < len(e.reqs) {
-		e.q.push(now, evArrival, int32(e.next))
+	if e.cfg.Workload.Mode == ModeClosed && e.next < e.n {
+		e.q.push(now.Add(2*e.lat), evArrival, int32(e.next))
 		e.next++
 	}
 }
 
 func (e *engine) arrive(now trace.Time, i int32) error {
-	in := e.reqs[i]
-	bs := e.cfg.Scheduler.BlockSize
+	in := e.reqs.Request(int(i))
 	prompt, out := in.InputTokens.V, in.OutputTokens.V
-	var reason string
-	switch {
-	case prompt == 0:
-		reason = "empty prompt"
-	case out == 0:
-		reason = "output_tokens is 0; a generation produces at least one token"
-	case ceilDiv(prompt+out, bs) > e.kvBlocks:
-		reason = fmt.Sprintf("needs %d KV blocks for %d prompt + %d output tokens; a worker has %d",
-			ceilDiv(prompt+out, bs), prompt, out, e.kvBlocks)
-	}
-	if reason != "" {
+	sent := now.Add(-e.lat)
+	if reason := e.rejectReason(prompt, out); reason != "" {
 		e.stats.Rejected++
-		o := e.base(in, i, now)
+		o := e.base(in, i, sent, now)
 		o.Status = trace.StatusRejected
 		o.Error = reason
 		o.DoneAtRouter = trace.Some(now)
@@ -289,16 +419,39 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	if e.shared != nil {
 		r.shared = int(e.shared[i])
 	}
-	r.arrival, r.workerArrival = now, now
-	wi := e.router.Route(int(i), e)
+	r.sent, r.arrival, r.workerArrival = sent, now, now
+	var wi int
+	if e.route != nil {
+		wi = int(e.route[i])
+	} else {
+		wi = e.router.Route(int(i), e)
+	}
 	if wi < 0 || wi >= len(e.workers) {
 		return fmt.Errorf("replay: router chose worker %d of %d", wi, len(e.workers))
 	}
 	w := e.workers[wi]
+	if e.route != nil && e.at != nil {
+		w.arrived++
+	}
 	r.worker = int32(wi)
 	w.waiting.pushBack(r)
 	e.wake(now, w)
 	return nil
+}
+
+// rejectReason says why request in can never be served, or "" when it can.
+func (e *engine) rejectReason(prompt, out int64) string {
+	bs := e.cfg.Scheduler.BlockSize
+	switch {
+	case prompt == 0:
+		return "empty prompt"
+	case out == 0:
+		return "output_tokens is 0; a generation produces at least one token"
+	case ceilDiv(prompt+out, bs) > e.kvBlocks:
+		return fmt.Sprintf("needs %d KV blocks for %d prompt + %d output tokens; a worker has %d",
+			ceilDiv(prompt+out, bs), prompt, out, e.kvBlocks)
+	}
+	return ""
 }
 
 // wake queues a scheduling event for an idle worker.
@@ -309,36 +462,105 @@ func (e *engine) wake(now trace.Time, w *worker) {
 	}
 }
 
+// schedule builds and runs w's next step at now. When the step ends
+// before anything outside w can happen (no arrival can reach w, no
+// request completes), it runs the next step inline, and so on: a window of
+// steps that queues only its last step's end (fast-forward). Each inline
+// step is built and priced exactly as a queued one would be, at the same
+// time, so the results are the same as stepping one event at a time
+// (TestFastForwardSameResults).
 func (e *engine) schedule(now trace.Time, w *worker) error {
 	w.queued = false
 	if w.busy || !w.hasWork() {
 		return nil
 	}
-	w.build(now)
-	if len(w.sched) == 0 {
-		return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
-			w.name, len(w.running), w.waiting.Len())
-	}
-	d := e.cost.StepTime(&w.batch)
-	if d <= 0 {
-		return fmt.Errorf("replay: step model returned a non-positive step time %v", d)
-	}
-	end := now.Add(d)
-	w.busy = true
-	e.stats.Steps++
-	e.stats.Preemptions += int64(w.preempted)
-	e.stats.BusyTime += d
-	if e.observe != nil {
-		e.step = Step{
-			Worker: w.id, Start: now, End: end, Batch: &w.batch,
-			Running: len(w.running), Waiting: w.waiting.Len(), Preempted: w.preempted, KV: w.kv,
+	bound := e.window(now, w)
+	for steady := false; ; {
+		if !steady || !w.decodeStep(now) {
+			w.build(now)
+			steady = w.steady()
 		}
-		if err := e.observe(&e.step); err != nil {
-			return err
+		if len(w.sched) == 0 {
+			return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
+				w.name, len(w.running), w.waiting.Len())
 		}
+		d := e.price(&w.batch)
+		if d <= 0 {
+			return fmt.Errorf("replay: step model returned a non-positive step time %v", d)
+		}
+		end := now.Add(d)
+		e.stats.Steps++
+		e.stats.Preemptions += int64(w.preempted)
+		e.stats.BusyTime += d
+		if e.observe != nil {
+			e.step = Step{
+				Worker: w.id, Start: now, End: end, Batch: &w.batch,
+				Running: len(w.running), Waiting: w.waiting.Len(), Preempted: w.preempted, KV: w.kv,
+			}
+			if err := e.observe(&e.step); err != nil {
+				return err
+			}
+		}
+		if end >= bound || w.completes() {
+			w.busy = true
+			e.q.push(end, evStepEnd, int32(w.id))
+			return nil
+		}
+		w.finish(end, nil)
+		now = end
 	}
-	e.q.push(end, evStepEnd, int32(w.id))
-	return nil
+}
+
+// price returns the step model's time for batch b. The time of a lone
+// decode is kept per context length, shared by all workers (they have one
+// model): at moderate load most steps are one request decoding, and the
+// step model's contract (a pure function of the batch) makes the kept
+// value exact. A lookup costs a few nanoseconds, a roofline step some 50.
+func (e *engine) price(b *model.Batch) time.Duration {
+	if len(b.Prefill) != 0 || len(b.Decode) != 1 || noLoneMemo {
+		return e.cost.StepTime(b)
+	}
+	c := b.Decode[0]
+	if c < int64(len(e.lone)) {
+		if d := e.lone[c]; d != 0 {
+			return d
+		}
+	} else if c < maxLone {
+		e.lone = slices.Grow(e.lone, int(c+1)-len(e.lone))[:c+1]
+	}
+	d := e.cost.StepTime(b)
+	if c < int64(len(e.lone)) {
+		e.lone[c] = d
+	}
+	return d
+}
+
+// maxLone bounds the lone-decode price table (8 bytes per context length).
+const maxLone = 1 << 21
+
+// window returns the time before which nothing outside w can change w's
+// course: a step of w that ends before it can be followed at once by the
+// next (unless it completes a request: completions are emitted in the
+// order of events across workers). In the open loop that is the next
+// arrival at w when requests were routed in advance, else the next
+// arrival anywhere; in the closed loop arrivals follow completions
+// elsewhere, so it is the next queued event of any kind.
+func (e *engine) window(now trace.Time, w *worker) trace.Time {
+	switch {
+	case noFastForward:
+		return now
+	case e.cfg.Workload.Mode == ModeClosed:
+		if e.q.Len() == 0 {
+			return never
+		}
+		return e.q.h[0].at
+	case e.route != nil:
+		if w.arrived < len(w.arrivals) {
+			return w.arrivals[w.arrived]
+		}
+		return never
+	}
+	return e.nextArrival
 }
 
 func (e *engine) stepEnd(now trace.Time, w *worker) error {
@@ -379,33 +601,14 @@ func (e *engine) release(r *reqState) {
 // show it changes nothing.
 var indexAll = false
 
-// sharedPrefixes returns, for each request, how many of its leading
-// hash_ids occur in more than one place in the trace. Blocks past that
-// prefix can be hit by no other request, so the cache need not index them
-// (kvcache.Cache.CommitPrivate): the results are the same, the replay
-// faster.
-func sharedPrefixes(reqs []*trace.Request) []int32 {
-	var all []int64
-	for _, r := range reqs {
-		all = append(all, r.HashIDs...)
-	}
-	slices.Sort(all)
-	var shared []int64 // ids seen more than once, sorted
-	for i := 1; i < len(all); i++ {
-		if all[i] == all[i-1] && (len(shared) == 0 || shared[len(shared)-1] != all[i]) {
-			shared = append(shared, all[i])
-		}
-	}
-	out := make([]int32, len(reqs))
-	for i, r := range reqs {
-		n := 0
-		for _, id := range r.HashIDs {
-			if _, ok := slices.BinarySearch(shared, id); !ok {
-				break
-			}
-			n++
-		}
-		out[i] = int32(n)
-	}
-	return out
-}
+// noFastForward makes every step an event of its own, so that a test can
+// show fast-forward changes nothing.
+var noFastForward = false
+
+// noLoneMemo turns off the price table of lone decodes, so that a test
+// can show it changes nothing.
+var noLoneMemo = false
+
+// noPreRoute turns off routing in advance, so that a test can show it
+// changes nothing.
+var noPreRoute = false

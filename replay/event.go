@@ -17,6 +17,13 @@ const (
 
 // An event is one entry of the engine's queue. It is a small value, so the
 // queue allocates nothing once grown.
+//
+// Note: simultaneous step ends of different workers are ordered by worker
+// index, not by insertion order. Their order decides the order of emitted
+// completions and, in the closed loop, which client's next request is sent
+// first; with fast-forward (schedule runs many steps of one worker inline
+// and queues only the last step's end) the insertion order of a step end
+// depends on where its window began, so it must not decide anything.
 type event struct {
 	at   trace.Time
 	kind eventKind
@@ -30,6 +37,9 @@ func (a *event) before(b *event) bool {
 	}
 	if a.kind != b.kind {
 		return a.kind < b.kind
+	}
+	if a.kind == evStepEnd && a.arg != b.arg {
+		return a.arg < b.arg
 	}
 	return a.seq < b.seq
 }

@@ -14,8 +14,12 @@ import (
 // linearCost prices a step at Base plus PerToken for every token computed
 // (prefill tokens and one per decoding request): simple enough to compute
 // timelines by hand.
+//
+// PerContext, when set, adds a cost per token of context each decode
+// reads, so that decode steps differ as sequences grow.
 type linearCost struct {
 	Base, PerToken time.Duration
+	PerContext     time.Duration
 }
 
 func (c linearCost) StepTime(b *model.Batch) time.Duration {
@@ -23,7 +27,11 @@ func (c linearCost) StepTime(b *model.Batch) time.Duration {
 	for _, p := range b.Prefill {
 		n += p.Tokens
 	}
-	return c.Base + time.Duration(n)*c.PerToken
+	d := c.Base + time.Duration(n)*c.PerToken
+	for _, ctx := range b.Decode {
+		d += time.Duration(ctx) * c.PerContext
+	}
+	return d
 }
 
 var ms = time.Millisecond

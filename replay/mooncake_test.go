@@ -121,6 +121,7 @@ func BenchmarkReplayMooncake(b *testing.B) {
 	cfg := Config{Workers: 16}
 	var st Stats
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		var err error
 		st, err = Run(cfg, cost, blocks, reqs, func(*trace.Request) error { return nil })
@@ -128,7 +129,9 @@ func BenchmarkReplayMooncake(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(st.Steps), "steps/op")
+	b.ReportMetric(float64(st.Events), "events/op")
 	b.ReportMetric(float64(st.End)/float64(time.Second), "sim-s/op")
 	b.ReportMetric(float64(st.Evictions), "evictions/op")
 	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")

@@ -25,8 +25,11 @@ type reqState struct {
 	cached      int64 // prefix-hit tokens at the first schedule
 	preemptions int64
 
-	arrival, workerArrival, gpuStart, firstTok, lastTok trace.Time
-	itl                                                 []float64
+	// sent is when the client sent the request; arrival when it reached
+	// the router (sent + client latency).
+	sent, arrival, workerArrival, gpuStart, firstTok, lastTok trace.Time
+	lastChunk                                                 trace.Time // when the server sent the last chunk
+	itl                                                       []float64  // gaps between chunks
 }
 
 // numTokens is the sequence length so far: the prompt and every generated

@@ -12,7 +12,8 @@ const SourceSimulated = "simulated"
 
 // base returns the output record's identity and shape fields, shared by
 // completed and rejected requests.
-func (e *engine) base(in *trace.Request, i int32, arrival trace.Time) *trace.Request {
+// sent is when the client sent it, arrival when it reached the router.
+func (e *engine) base(in *trace.Request, i int32, sent, arrival trace.Time) *trace.Request {
 	o := &trace.Request{
 		RequestID:     in.RequestID,
 		Run:           in.Run,
@@ -25,8 +26,8 @@ func (e *engine) base(in *trace.Request, i int32, arrival trace.Time) *trace.Req
 		OutputTokens:  in.OutputTokens,
 		BlockSize:     in.BlockSize,
 		HashIDs:       slices.Clone(in.HashIDs),
-		Arrival:       trace.Some(arrival),
-		Created:       trace.Some(arrival),
+		Arrival:       trace.Some(sent),
+		Created:       trace.Some(sent),
 		RouterArrival: trace.Some(arrival),
 
 		ITLUnit:            trace.ITLToken,
@@ -46,24 +47,30 @@ func (e *engine) base(in *trace.Request, i int32, arrival trace.Time) *trace.Req
 
 // result builds the simulated record of a completed request.
 //
-// Note: there is no network, tokenizer or KV-transfer time yet, so the
-// router, worker arrival, start of processing and readiness all equal the
-// arrival, and the stream has no client overhead: the first token reaches
-// the client when its step ends (first_chunk semantics), and each token is
-// its own chunk (stream interval 1).
+// Note: there is no tokenizer or KV-transfer time yet, so the router,
+// worker arrival, start of processing and readiness all equal the arrival
+// at the router. The client measures as vLLM's benchmark does: TTFT to the
+// first chunk (first_chunk), one ITL gap per chunk (per token at stream
+// interval 1), E2E to the last chunk (last_token); every chunk reaches it
+// one client latency after the server sent it, at the end of the step that
+// produced its last token.
 func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
-	o := e.base(r.in, r.idx, r.arrival)
+	o := e.base(r.in, r.idx, r.sent, r.arrival)
 	o.Status = trace.StatusOK
 	o.FinishReason = "length"
 	o.Worker = e.workers[r.worker].name
 	o.OutputTokens = trace.Some(r.out)
 	o.CachedTokens = trace.Some(r.cached)
 	o.DeviceHitTokens = trace.Some(r.cached)
-	o.TTFTSec = trace.Some(r.firstTok.Sub(r.arrival).Seconds())
-	o.E2ESec = trace.Some(r.lastTok.Sub(r.arrival).Seconds())
+	o.TTFTSec = trace.Some(r.firstTok.Add(e.lat).Sub(r.sent).Seconds())
+	o.E2ESec = trace.Some(r.lastTok.Add(e.lat).Sub(r.sent).Seconds())
 	o.ITLSec = r.itl
 	if o.ITLSec == nil {
 		o.ITLSec = []float64{}
+	}
+	if k := e.cfg.Scheduler.StreamInterval; k > 1 {
+		o.ITLUnit = trace.ITLChunk
+		o.ChunkTokens = chunkTokens(r.out, k)
 	}
 	wait := r.gpuStart.Sub(r.workerArrival).Seconds()
 	o.QueueSec = trace.Some(wait)

@@ -38,6 +38,17 @@ func newRouter(name string, rng *rand.Rand) (Router, error) {
 	return nil, fmt.Errorf("router: unknown router %q", name)
 }
 
+// A loadBlind router's choices depend only on the order in which requests
+// reach it, never on the cluster's state, so the engine can route every
+// request before the replay starts (engine.preRoute): it then knows which
+// requests meet on a worker (to index only the prefix blocks another
+// request on the same worker can hit) and when a worker's next request
+// arrives (to fast-forward up to it).
+type loadBlind interface {
+	Router
+	loadBlind()
+}
+
 // roundRobin sends requests to workers 0, 1, …, N−1, 0, … in arrival order.
 type roundRobin struct{ next int }
 
@@ -47,7 +58,11 @@ func (r *roundRobin) Route(_ int, c Cluster) int {
 	return w
 }
 
+func (*roundRobin) loadBlind() {}
+
 // random picks a worker uniformly from the seeded RNG.
 type random struct{ rng *rand.Rand }
 
 func (r *random) Route(_ int, c Cluster) int { return r.rng.IntN(c.NumWorkers()) }
+
+func (*random) loadBlind() {}

@@ -218,3 +218,51 @@ func TestRoundRobin(t *testing.T) {
 		t.Errorf("workers %v, want %v", ws, want)
 	}
 }
+
+// Streaming as the client sees it: a stream interval of 2 sends the first
+// token alone, then two tokens a chunk, the rest with the last token; a
+// 5 ms one-way client latency delays the request and every chunk.
+//
+//	server (from arrival at 1.005 s): token 1 at 2 ms, then one per
+//	1.01 ms: tokens 2…6 at 3.01, 4.02, 5.03, 6.04, 7.05 ms
+//	chunks: [1] at 2, [2 3] at 4.02, [4 5] at 6.04, [6] at 7.05 ms
+//	client: TTFT = 2 + 2·5 = 12 ms; ITL 2.02, 2.02, 1.01 ms; E2E 17.05 ms
+func TestStreamIntervalAndLatency(t *testing.T) {
+	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+	cfg := Config{Scheduler: SchedulerConfig{StreamInterval: 2}, Client: ClientConfig{LatencySec: 0.005}}
+	got, _, _ := replay(t, cfg, cost, 1000, []*trace.Request{req("a", time.Second, 100, 6)})
+	a := got["a"]
+	near(t, "ttft", a.TTFTSec.V, 0.012)
+	near(t, "e2e", a.E2ESec.V, 0.01705)
+	nearAll(t, "itl", a.ITLSec, []float64{0.00202, 0.00202, 0.00101})
+	if !slices.Equal(a.ChunkTokens, []int32{1, 2, 2, 1}) || a.ITLUnit != trace.ITLChunk {
+		t.Errorf("chunks %v unit %s", a.ChunkTokens, a.ITLUnit)
+	}
+	if a.Arrival.V != trace.Time(time.Second) || a.RouterArrival.V != trace.Time(time.Second+5*ms) ||
+		a.PrefillDone.V != trace.Time(time.Second+7*ms) {
+		t.Errorf("sent %v, at router %v, first token %v", a.Arrival.V, a.RouterArrival.V, a.PrefillDone.V)
+	}
+	// Every chunk count and remainder.
+	for out := int64(1); out < 40; out++ {
+		for k := int64(1); k < 9; k++ {
+			c := chunkTokens(out, k)
+			var sum int64
+			for _, x := range c {
+				sum += int64(x)
+				if x < 1 || int64(x) > k && len(c) > 1 && x != c[0] {
+					t.Fatalf("out %d k %d: chunks %v", out, k, c)
+				}
+			}
+			if sum != out || int64(len(c)) != numChunks(out, k) {
+				t.Fatalf("out %d k %d: chunks %v", out, k, c)
+			}
+		}
+	}
+	// In the closed loop the next request is sent when the client has
+	// the last chunk: one latency after the server finished.
+	cfg.Workload = WorkloadConfig{Mode: ModeClosed}
+	got, _, _ = replay(t, cfg, cost, 1000, []*trace.Request{req("a", 0, 100, 6), req("b", 0, 100, 6)})
+	if got["b"].Arrival.V != got["a"].DoneAtRouter.V.Add(5*ms) {
+		t.Errorf("b sent at %v, a done at %v", got["b"].Arrival.V, got["a"].DoneAtRouter.V)
+	}
+}

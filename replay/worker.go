@@ -32,6 +32,7 @@ type worker struct {
 	budget int64 // max_num_batched_tokens
 	maxSeq int   // max_num_seqs
 	prefix bool  // prefix caching on
+	stream int64 // stream interval (tokens per chunk after the first)
 
 	running []*reqState
 	waiting deque
@@ -45,6 +46,11 @@ type worker struct {
 	preempted int // preemptions while building the step
 
 	hits []int32 // scratch: prefix-hit blocks
+
+	// Open loop with a load-blind router: the arrival times of the
+	// requests routed here, in order, and how many have arrived.
+	arrivals []trace.Time
+	arrived  int
 }
 
 // A scheduled entry is one request's share of a step.
@@ -62,6 +68,7 @@ func newWorker(id int, name string, s SchedulerConfig, blocks int64) *worker {
 		budget: s.MaxNumBatchedTokens,
 		maxSeq: s.MaxNumSeqs,
 		prefix: *s.EnablePrefixCaching,
+		stream: s.StreamInterval,
 	}
 }
 
@@ -242,6 +249,48 @@ func (w *worker) preempt(r *reqState) {
 	w.waiting.pushFront(r)
 }
 
+// steady reports whether the step just built is a steady decode step:
+// every running request decodes one token, nothing was preempted, and no
+// waiting request can be admitted (there is none, or max_num_seqs are
+// running). The next step of a steady worker, if no request completes in
+// between, is the same batch one token further, which decodeStep builds
+// without the general path.
+func (w *worker) steady() bool {
+	return len(w.batch.Prefill) == 0 && len(w.sched) == len(w.running) && w.preempted == 0 &&
+		(w.waiting.Len() == 0 || len(w.running) >= w.maxSeq)
+}
+
+// decodeStep builds the next step of a steady worker, as build would. When
+// a request cannot get the block it needs, build must preempt: it reports
+// false, and the blocks it gave the requests before that one are the ones
+// build would give them first, so build, called next, finds them there and
+// continues identically.
+func (w *worker) decodeStep(now trace.Time) bool {
+	for _, r := range w.running {
+		if !w.grow(r, 1) {
+			return false
+		}
+	}
+	w.preempted = 0
+	w.stepStart = now
+	for i, r := range w.running {
+		w.batch.Decode[i] = r.computed
+		r.computed++
+	}
+	return true
+}
+
+// completes reports whether the step built completes a request when it
+// ends.
+func (w *worker) completes() bool {
+	for _, s := range w.sched {
+		if r := s.r; r.computed == r.numTokens() && r.out+1 == r.maxOut {
+			return true
+		}
+	}
+	return false
+}
+
 // finish ends the step at time now: every request whose sequence is now
 // fully computed emits one token, and those that reach their output length
 // complete. It appends the completed requests to done, in running order.
@@ -252,13 +301,15 @@ func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
 			continue // a chunk of a prefill that is not finished
 		}
 		r.out++
-		if r.out == 1 {
-			r.firstTok = now
+		switch {
+		case r.out == 1:
+			r.firstTok, r.lastChunk = now, now
 			if r.maxOut > 1 {
-				r.itl = make([]float64, 0, r.maxOut-1)
+				r.itl = make([]float64, 0, numChunks(r.maxOut, w.stream)-1)
 			}
-		} else {
-			r.itl = append(r.itl, now.Sub(r.lastTok).Seconds())
+		case w.stream == 1 || (r.out-1)%w.stream == 0 || r.out == r.maxOut:
+			r.itl = append(r.itl, now.Sub(r.lastChunk).Seconds())
+			r.lastChunk = now
 		}
 		r.lastTok = now
 	}
@@ -279,3 +330,30 @@ func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// numChunks is the number of chunks a stream of out tokens is sent in at
+// stream interval k: the first token alone, then k tokens a chunk, the
+// last chunk holding the rest.
+func numChunks(out, k int64) int64 {
+	if out <= 0 {
+		return 0
+	}
+	return 1 + ceilDiv(out-1, k)
+}
+
+// chunkTokens returns the tokens of each chunk of a stream of out tokens
+// at stream interval k.
+func chunkTokens(out, k int64) []int32 {
+	n := numChunks(out, k)
+	c := make([]int32, n)
+	for i := range c {
+		c[i] = int32(k)
+	}
+	if n > 0 {
+		c[0] = 1
+	}
+	if n > 1 {
+		c[n-1] = int32(out - 1 - (n-2)*k)
+	}
+	return c
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // StatsOptions chooses what the vLLM-style summary prints.
@@ -62,88 +63,273 @@ func decodeReported(s *analyze.Summary) map[string]any {
 // none for a metric (a summary-only file, or E2E in files that never saved
 // it) the source's own value is printed and marked "reported by source".
 func WriteStats(w io.Writer, sums []*analyze.Summary, opts StatsOptions) error {
+	as := make([]*analyze.Analysis, len(sums))
+	for i, s := range sums {
+		as[i] = &analyze.Analysis{Summary: s}
+	}
+	return WriteAnalyses(w, as, opts)
+}
+
+// WriteAnalyses prints, per analysis, the vLLM-style block (with the
+// semantics it was computed under) and then the sections the data has:
+// TTFT decomposition, KV cache, per-second series, cache curve.
+func WriteAnalyses(w io.Writer, as []*analyze.Analysis, opts StatsOptions) error {
 	pcts := opts.Percentiles
 	if len(pcts) == 0 {
 		pcts = DefaultPercentiles
 	}
 	var b strings.Builder
-	for i, s := range sums {
+	for i, a := range as {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		rep := decodeReported(s)
-		title := " Serving Benchmark Result "
-		fmt.Fprintf(&b, "%s\n", center(title, 50, '='))
-		row := func(label string, v any) { fmt.Fprintf(&b, "%-40s %-10v\n", label, v) }
-		rowf := func(label string, v float64) { fmt.Fprintf(&b, "%-40s %-10.2f\n", label, v) }
-		row("Run:", s.Run.Name)
-		if s.Run.Source != "" {
-			row("Source:", s.Run.Source)
-		}
-		if s.Run.Model != "" {
-			row("Model:", s.Run.Model)
-		}
-		if s.Requests == 0 {
-			b.WriteString("No per-request data: every value below is reported by source.\n")
-			for _, k := range []string{"completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
-				"request_throughput", "output_throughput", "total_token_throughput"} {
-				if v, ok := rep[k]; ok {
-					row(k+":", v)
-				}
-			}
-		} else {
-			row("Successful requests:", s.Completed)
-			row("Failed requests:", s.Failed)
-			if s.DurationSec > 0 {
-				basis := "reported by source"
-				if s.DurationMeasured {
-					basis = "first arrival to last completion"
-				}
-				fmt.Fprintf(&b, "%-40s %-10.2f (%s)\n", "Benchmark duration (s):", s.DurationSec, basis)
-			}
-			row("Total input tokens:", s.TotalInputTokens)
-			row("Total generated tokens:", s.TotalOutputTokens)
-			if s.DurationSec > 0 {
-				rowf("Request throughput (req/s):", s.RequestThroughput)
-				rowf("Output token throughput (tok/s):", s.OutputThroughput)
-				rowf("Total Token throughput (tok/s):", s.TotalTokenThroughput)
-			}
-		}
-		for _, m := range statMetrics {
-			d := m.dist(s)
-			fromData := d.N() > 0
-			if !fromData {
-				if _, ok := reportedValue(rep, "mean", m.key); !ok {
-					if _, ok := reportedValue(rep, "median", m.key); !ok {
-						continue
-					}
-				}
-			}
-			header := m.header
-			if !fromData {
-				header += " (reported by source)"
-			}
-			fmt.Fprintf(&b, "%s\n", center(header, 50, '-'))
-			stat := func(name, key string, v float64) {
-				label := fmt.Sprintf("%s %s (ms):", name, m.title)
-				if fromData {
-					rowf(label, v*1000)
-				} else if rv, ok := reportedValue(rep, key, m.key); ok {
-					rowf(label, rv)
-				}
-			}
-			stat("Mean", "mean", d.Mean)
-			stat("Median", "median", d.Median())
-			stat("Std", "std", d.Std)
-			for _, p := range pcts {
-				stat("P"+strconv.FormatFloat(p, 'f', -1, 64), percentileKey(p), d.Percentile(p))
-			}
-		}
-		b.WriteString(strings.Repeat("=", 50))
-		b.WriteByte('\n')
+		writeSummary(&b, a.Summary, pcts)
+		writeNotes(&b, a)
+		writeDecomp(&b, a.Decomp)
+		writeKV(&b, a.KV)
+		writeSeries(&b, a.Series)
+		writeCacheCurve(&b, a)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func row(b *strings.Builder, label string, v any) { fmt.Fprintf(b, "%-40s %-10v\n", label, v) }
+func rowf(b *strings.Builder, label string, v float64) {
+	fmt.Fprintf(b, "%-40s %-10.2f\n", label, v)
+}
+
+func writeSummary(b *strings.Builder, s *analyze.Summary, pcts []float64) {
+	rep := decodeReported(s)
+	fmt.Fprintf(b, "%s\n", center(" Serving Benchmark Result ", 50, '='))
+	row(b, "Run:", s.Run.Name)
+	if s.Run.Stage != "" {
+		row(b, "Stage:", s.Run.Stage)
+	}
+	if s.Run.Source != "" {
+		row(b, "Source:", s.Run.Source)
+	}
+	if s.Run.Model != "" {
+		row(b, "Model:", s.Run.Model)
+	}
+	if s.Requests == 0 && len(rep) > 0 {
+		b.WriteString("No per-request data: every value below is reported by source.\n")
+		for _, k := range []string{"completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
+			"request_throughput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests"} {
+			if v, ok := rep[k]; ok {
+				row(b, k+":", v)
+			}
+		}
+	} else {
+		row(b, "Successful requests:", s.Completed)
+		row(b, "Failed requests:", s.Failed)
+		// Break failures down when any is other than "failed".
+		split := false
+		for _, c := range s.ByStatus {
+			split = split || (c.Status != trace.StatusOK && c.Status != trace.StatusFailed)
+		}
+		for _, c := range s.ByStatus {
+			if split && c.Status != trace.StatusOK {
+				row(b, "  "+string(c.Status)+":", c.N)
+			}
+		}
+		if s.DurationSec > 0 {
+			basis := "reported by source"
+			switch {
+			case s.Trim != nil:
+				basis = "trimmed window"
+			case s.DurationMeasured:
+				basis = "measured: first arrival to last end"
+			}
+			fmt.Fprintf(b, "%-40s %-10.2f (%s)\n", "Benchmark duration (s):", s.DurationSec, basis)
+		}
+		row(b, "Total input tokens:", s.TotalInputTokens)
+		row(b, "Total generated tokens:", s.TotalOutputTokens)
+		if s.DurationSec > 0 {
+			rowf(b, "Request throughput (req/s):", s.RequestThroughput)
+		}
+		if g := s.Goodput; g != nil {
+			if g.Missing != "" {
+				row(b, "Request goodput (req/s):", "not computed: "+g.Missing)
+			} else if s.DurationSec > 0 {
+				fmt.Fprintf(b, "%-40s %-10.2f (%d good of %d, SLO %s)\n", "Request goodput (req/s):", g.Throughput, g.Good, s.Completed, g.SLO)
+			}
+		}
+		if s.DurationSec > 0 {
+			rowf(b, "Output token throughput (tok/s):", s.OutputThroughput)
+		}
+		if s.Peak != nil {
+			if s.Peak.TokensMissing == "" {
+				rowf(b, "Peak output token throughput (tok/s):", s.Peak.OutputTokensPerSec)
+			}
+			rowf(b, "Peak concurrent requests:", float64(s.Peak.ConcurrentRequests))
+		}
+		if s.DurationSec > 0 {
+			rowf(b, "Total Token throughput (tok/s):", s.TotalTokenThroughput)
+		}
+	}
+	for _, m := range statMetrics {
+		d := m.dist(s)
+		fromData := d.N() > 0
+		if !fromData {
+			if _, ok := reportedValue(rep, "mean", m.key); !ok {
+				if _, ok := reportedValue(rep, "median", m.key); !ok {
+					continue
+				}
+			}
+		}
+		header := m.header
+		if !fromData {
+			header += " (reported by source)"
+		}
+		fmt.Fprintf(b, "%s\n", center(header, 50, '-'))
+		stat := func(name, key string, v float64) {
+			label := fmt.Sprintf("%s %s (ms):", name, m.title)
+			if fromData {
+				rowf(b, label, v*1000)
+			} else if rv, ok := reportedValue(rep, key, m.key); ok {
+				rowf(b, label, rv)
+			}
+		}
+		stat("Mean", "mean", d.Mean)
+		stat("Median", "median", d.Median())
+		stat("Std", "std", d.Std)
+		for _, p := range pcts {
+			stat("P"+strconv.FormatFloat(p, 'f', -1, 64), percentileKey(p), d.Percentile(p))
+		}
+	}
+	if sem := s.Semantics; sem != (analyze.Semantics{}) || s.TokensPerChunk > 0 {
+		fmt.Fprintf(b, "%s\n", center("Semantics", 50, '-'))
+		for _, kv := range [][2]string{{"ITL unit:", sem.ITLUnit}, {"E2E basis:", sem.E2EBasis}, {"TTFT basis:", sem.TTFTBasis}, {"Output tokens:", sem.OutputTokens}} {
+			if kv[1] != "" {
+				v := kv[1]
+				if strings.Contains(v, ",") {
+					v = "mixed (" + v + ")"
+				}
+				row(b, kv[0], v)
+			}
+		}
+		if s.TokensPerChunk > 0 {
+			rowf(b, "Mean tokens per chunk:", s.TokensPerChunk)
+		}
+	}
+	b.WriteString(strings.Repeat("=", 50))
+	b.WriteByte('\n')
+}
+
+// writeNotes prints what was not computed, trimming and the steady state,
+// and warnings, under the block.
+func writeNotes(b *strings.Builder, a *analyze.Analysis) {
+	s := a.Summary
+	if s.Requests > 0 && s.Peak == nil && s.PeakMissing != "" {
+		fmt.Fprintf(b, "Peak output tokens/s and concurrency: not computed (%s).\n", s.PeakMissing)
+	}
+	if s.Peak != nil && s.Peak.TokensMissing != "" {
+		fmt.Fprintf(b, "Peak output tokens/s: not computed (%s).\n", s.Peak.TokensMissing)
+	}
+	if t := s.Trim; t != nil {
+		fmt.Fprintf(b, "Trimmed: warmup %gs, cooldown %gs: window [%.3f, %.3f] s, %d requests dropped.\n", t.WarmupSec, t.CooldownSec, t.Start, t.End, t.Dropped)
+	}
+	if st := a.Steady; st != nil && st.WarmupSec == 0 && st.CooldownSec == 0 {
+		fmt.Fprintf(b, "Steady state (detected): no warmup or cooldown to trim (%s).\n", st.Method)
+	} else if st != nil {
+		fmt.Fprintf(b, "Steady state (detected, not applied): --trim-warmup %g --trim-cooldown %g (%s).\n", st.WarmupSec, st.CooldownSec, st.Method)
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintf(b, "Warning: %s.\n", w)
+	}
+}
+
+func bandLabel(lo, hi float64) string {
+	return "p" + strconv.FormatFloat(lo, 'f', -1, 64) + "-" + strconv.FormatFloat(hi, 'f', -1, 64)
+}
+
+func writeDecomp(b *strings.Builder, d *analyze.Decomposition) {
+	if d == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n%s\n", center(" TTFT decomposition by TTFT percentile ", 50, '-'))
+	fmt.Fprintf(b, "%d completed requests with server-side timings; share of the band's TTFT.\n", d.Requests)
+	fmt.Fprintf(b, "%-9s %7s %11s", "band", "n", "TTFT ms")
+	for _, p := range analyze.DecompParts {
+		fmt.Fprintf(b, " %9s", p)
+	}
+	fmt.Fprintf(b, "  %s\n", "dominant")
+	for _, band := range d.Bands {
+		if band.N == 0 {
+			fmt.Fprintf(b, "%-9s %7d  (no requests)\n", bandLabel(band.LoPct, band.HiPct), 0)
+			continue
+		}
+		fmt.Fprintf(b, "%-9s %7d %11.2f", bandLabel(band.LoPct, band.HiPct), band.N, band.MeanTTFT*1000)
+		for _, sh := range band.Share {
+			fmt.Fprintf(b, " %8.1f%%", sh*100)
+		}
+		fmt.Fprintf(b, "  %s\n", band.Dominant)
+	}
+	if d.PrefillIncludesQueue > 0 {
+		fmt.Fprintf(b, "Note: for %d requests the source's prefill includes the queue wait (no separate queue time).\n", d.PrefillIncludesQueue)
+	}
+	if q := d.QueueSplit; q != nil {
+		fmt.Fprintf(b, "Queue wait: %.1f%% idle or busy with others, %.1f%% blocked by the token/memory budget.\n", q.IdleShare*100, q.BudgetWaitShare*100)
+	}
+}
+
+func writeKV(b *strings.Builder, u *analyze.KVUsage) {
+	if u == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n%s\n", center(" KV cache ", 50, '-'))
+	if u.Requests > 0 {
+		fmt.Fprintf(b, "Cached prompt tokens: %d of %d (%.2f%%) over %d requests\n", u.CachedTokens, u.InputTokens, u.CachedShare*100, u.Requests)
+	}
+	if u.TierRequests > 0 {
+		fmt.Fprintf(b, "%-8s %14s %12s %12s\n", "tier", "hit tokens", "% of prompt", "% of cached")
+		for i, tier := range analyze.KVTiers {
+			fmt.Fprintf(b, "%-8s %14d %11.2f%% %11.2f%%\n", tier, u.TierTokens[i], u.TierShare[i]*100, u.TierOfCached[i]*100)
+		}
+	}
+}
+
+func writeSeries(b *strings.Builder, s *analyze.Series) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n%s\n", center(" Per second ", 50, '-'))
+	fmt.Fprintf(b, "Seconds from the first arrival (t=%.3f s); output tokens counted per chunk unless chunk sizes are known.\n", s.Start)
+	fmt.Fprintf(b, "%6s %9s %12s %8s %14s\n", "second", "arrivals", "completions", "running", "output tokens")
+	for k := range s.Arrivals {
+		fmt.Fprintf(b, "%6d %9d %12d %8d %14d\n", k, s.Arrivals[k], s.Completions[k], s.Running[k], s.OutputTokens[k])
+	}
+}
+
+// curveCapacities are the capacities printed: powers of two up to the
+// number of distinct blocks, and that number.
+func curveCapacities(c *analyze.CacheCurve) []int64 {
+	var caps []int64
+	for k := int64(1); k < c.Distinct; k *= 2 {
+		caps = append(caps, k)
+	}
+	return append(caps, c.Distinct)
+}
+
+func writeCacheCurve(b *strings.Builder, a *analyze.Analysis) {
+	if a.CacheCurve == nil && a.CacheCurveErr == "" {
+		return
+	}
+	fmt.Fprintf(b, "\n%s\n", center(" Prefix-cache what-if (ideal LRU) ", 50, '-'))
+	if a.CacheCurve == nil {
+		fmt.Fprintf(b, "Not computed: %s.\n", a.CacheCurveErr)
+		return
+	}
+	c := a.CacheCurve
+	b.WriteString("The trace's theoretical reuse: an ideal block-level LRU cache over hash_ids, requests in\n" +
+		"arrival order, hit = longest cached prefix; not any engine's behaviour.\n")
+	fmt.Fprintf(b, "Block size %d tokens; %d requests, %d block lookups, %d distinct blocks.\n", c.BlockSize, c.Requests, c.Blocks, c.Distinct)
+	fmt.Fprintf(b, "%15s %16s %11s %11s\n", "capacity blocks", "capacity tokens", "hit blocks", "hit tokens")
+	for _, k := range curveCapacities(c) {
+		hb, ht := c.HitRate(k)
+		fmt.Fprintf(b, "%15d %16d %10.2f%% %10.2f%%\n", k, k*c.BlockSize, hb*100, ht*100)
+	}
 }
 
 func center(s string, width int, fill byte) string {
@@ -160,56 +346,220 @@ func center(s string, width int, fill byte) string {
 // plus "run", "source" and, per metric, "<metric>_basis": "per_request" when
 // recomputed from the data or "reported" when copied from the source.
 func StatsJSON(sums []*analyze.Summary, opts StatsOptions) ([]byte, error) {
+	as := make([]*analyze.Analysis, len(sums))
+	for i, s := range sums {
+		as[i] = &analyze.Analysis{Summary: s}
+	}
+	return AnalysesJSON(as, opts)
+}
+
+// AnalysesJSON is StatsJSON with every section of the analyses: status
+// counts, semantics, goodput, peaks, trimming, steady state, TTFT
+// decomposition, KV cache, per-second series and cache curve, each present
+// only when computed.
+func AnalysesJSON(as []*analyze.Analysis, opts StatsOptions) ([]byte, error) {
+	out := make([]orderedJSON, 0, len(as))
+	for _, a := range as {
+		out = append(out, analysisJSON(a, opts))
+	}
+	return json.MarshalIndent(out, "", "  ")
+}
+
+func analysisJSON(a *analyze.Analysis, opts StatsOptions) orderedJSON {
 	pcts := opts.Percentiles
 	if len(pcts) == 0 {
 		pcts = DefaultPercentiles
 	}
-	out := make([]orderedJSON, 0, len(sums))
-	for _, s := range sums {
-		rep := decodeReported(s)
-		o := orderedJSON{}
-		o.add("run", s.Run.Name)
-		o.add("source", s.Run.Source)
-		o.add("requests", s.Requests)
-		o.add("completed", s.Completed)
-		o.add("failed", s.Failed)
-		if s.DurationSec > 0 {
-			o.add("duration", s.DurationSec)
-			o.add("duration_basis", map[bool]string{true: "measured", false: "reported"}[s.DurationMeasured])
-			o.add("request_throughput", s.RequestThroughput)
-			o.add("input_throughput", s.InputThroughput)
-			o.add("output_throughput", s.OutputThroughput)
-			o.add("total_token_throughput", s.TotalTokenThroughput)
-		}
-		o.add("total_input_tokens", s.TotalInputTokens)
-		o.add("total_output_tokens", s.TotalOutputTokens)
-		for _, m := range statMetrics {
-			d := m.dist(s)
-			if d.N() > 0 {
-				o.add(m.key+"_basis", "per_request")
-				o.add(m.key+"_count", d.N())
-				o.add("mean_"+m.key+"_ms", d.Mean*1000)
-				o.add("median_"+m.key+"_ms", d.Median()*1000)
-				o.add("std_"+m.key+"_ms", d.Std*1000)
-				for _, p := range pcts {
-					o.add(percentileKey(p)+"_"+m.key+"_ms", d.Percentile(p)*1000)
-				}
-				continue
-			}
-			added := false
-			for _, stat := range append([]string{"mean", "median", "std"}, pctKeys(pcts)...) {
-				if v, ok := reportedValue(rep, stat, m.key); ok {
-					if !added {
-						o.add(m.key+"_basis", "reported")
-						added = true
-					}
-					o.add(stat+"_"+m.key+"_ms", v)
-				}
-			}
-		}
-		out = append(out, o)
+	s := a.Summary
+	rep := decodeReported(s)
+	o := orderedJSON{}
+	o.add("run", s.Run.Name)
+	if s.Run.Stage != "" {
+		o.add("stage", s.Run.Stage)
 	}
-	return json.MarshalIndent(out, "", "  ")
+	o.add("source", s.Run.Source)
+	o.add("requests", s.Requests)
+	o.add("completed", s.Completed)
+	o.add("failed", s.Failed)
+	if len(s.ByStatus) > 0 {
+		st := orderedJSON{}
+		for _, c := range s.ByStatus {
+			st.add(string(c.Status), c.N)
+		}
+		o.add("status_counts", st)
+	}
+	if s.DurationSec > 0 {
+		o.add("duration", s.DurationSec)
+		basis := "reported"
+		switch {
+		case s.Trim != nil:
+			basis = "trimmed"
+		case s.DurationMeasured:
+			basis = "measured"
+		}
+		o.add("duration_basis", basis)
+		o.add("request_throughput", s.RequestThroughput)
+		o.add("input_throughput", s.InputThroughput)
+		o.add("output_throughput", s.OutputThroughput)
+		o.add("total_token_throughput", s.TotalTokenThroughput)
+	}
+	o.add("total_input_tokens", s.TotalInputTokens)
+	o.add("total_output_tokens", s.TotalOutputTokens)
+	if g := s.Goodput; g != nil {
+		o.add("goodput_slo", g.SLO.String())
+		if g.Missing != "" {
+			o.add("request_goodput", nil)
+			o.add("goodput_missing", g.Missing)
+		} else {
+			o.add("good_requests", g.Good)
+			o.add("request_goodput", g.Throughput)
+		}
+	}
+	if s.Peak != nil {
+		if s.Peak.TokensMissing == "" {
+			o.add("max_output_tokens_per_s", s.Peak.OutputTokensPerSec)
+		} else {
+			o.add("max_output_tokens_per_s_missing", s.Peak.TokensMissing)
+		}
+		o.add("max_concurrent_requests", s.Peak.ConcurrentRequests)
+	} else if s.Requests > 0 {
+		o.add("peak_missing", s.PeakMissing)
+	}
+	for _, m := range statMetrics {
+		d := m.dist(s)
+		if d.N() > 0 {
+			o.add(m.key+"_basis", "per_request")
+			o.add(m.key+"_count", d.N())
+			o.add("mean_"+m.key+"_ms", d.Mean*1000)
+			o.add("median_"+m.key+"_ms", d.Median()*1000)
+			o.add("std_"+m.key+"_ms", d.Std*1000)
+			for _, p := range pcts {
+				o.add(percentileKey(p)+"_"+m.key+"_ms", d.Percentile(p)*1000)
+			}
+			continue
+		}
+		added := false
+		for _, stat := range append([]string{"mean", "median", "std"}, pctKeys(pcts)...) {
+			if v, ok := reportedValue(rep, stat, m.key); ok {
+				if !added {
+					o.add(m.key+"_basis", "reported")
+					added = true
+				}
+				o.add(stat+"_"+m.key+"_ms", v)
+			}
+		}
+	}
+	if sem := s.Semantics; sem != (analyze.Semantics{}) {
+		sj := orderedJSON{}
+		sj.add("itl_unit", sem.ITLUnit)
+		sj.add("e2e_basis", sem.E2EBasis)
+		sj.add("ttft_basis", sem.TTFTBasis)
+		sj.add("output_tokens_source", sem.OutputTokens)
+		sj.add("mixed", sem.Mixed)
+		o.add("semantics", sj)
+	}
+	if s.TokensPerChunk > 0 {
+		o.add("mean_tokens_per_chunk", s.TokensPerChunk)
+	}
+	if t := s.Trim; t != nil {
+		tj := orderedJSON{}
+		tj.add("warmup_s", t.WarmupSec)
+		tj.add("cooldown_s", t.CooldownSec)
+		tj.add("start_s", t.Start)
+		tj.add("end_s", t.End)
+		tj.add("dropped", t.Dropped)
+		o.add("trim", tj)
+	}
+	if st := a.Steady; st != nil {
+		sj := orderedJSON{}
+		sj.add("warmup_s", st.WarmupSec)
+		sj.add("cooldown_s", st.CooldownSec)
+		sj.add("method", st.Method)
+		sj.add("applied", false)
+		o.add("steady_state", sj)
+	}
+	if len(s.Warnings) > 0 {
+		o.add("warnings", s.Warnings)
+	}
+	if d := a.Decomp; d != nil {
+		dj := orderedJSON{}
+		dj.add("requests", d.Requests)
+		dj.add("parts", analyze.DecompParts)
+		var bands []orderedJSON
+		for _, band := range d.Bands {
+			bj := orderedJSON{}
+			bj.add("band", bandLabel(band.LoPct, band.HiPct))
+			bj.add("n", band.N)
+			bj.add("mean_ttft_ms", band.MeanTTFT*1000)
+			means := make([]float64, len(band.Mean))
+			for i, v := range band.Mean {
+				means[i] = v * 1000
+			}
+			bj.add("mean_ms", means)
+			bj.add("share", band.Share)
+			bj.add("dominant", band.Dominant)
+			bands = append(bands, bj)
+		}
+		dj.add("bands", bands)
+		if d.PrefillIncludesQueue > 0 {
+			dj.add("prefill_includes_queue", d.PrefillIncludesQueue)
+		}
+		if q := d.QueueSplit; q != nil {
+			dj.add("queue_idle_share", q.IdleShare)
+			dj.add("queue_budget_wait_share", q.BudgetWaitShare)
+		}
+		o.add("ttft_decomposition", dj)
+	}
+	if u := a.KV; u != nil {
+		kj := orderedJSON{}
+		kj.add("requests", u.Requests)
+		kj.add("input_tokens", u.InputTokens)
+		kj.add("cached_tokens", u.CachedTokens)
+		kj.add("cached_share", u.CachedShare)
+		if u.TierRequests > 0 {
+			kj.add("tiers", analyze.KVTiers)
+			kj.add("tier_tokens", u.TierTokens)
+			kj.add("tier_share_of_prompt", u.TierShare)
+			kj.add("tier_share_of_cached", u.TierOfCached)
+		}
+		o.add("kv_cache", kj)
+	}
+	if se := a.Series; se != nil {
+		sj := orderedJSON{}
+		sj.add("start_s", se.Start)
+		sj.add("arrivals", se.Arrivals)
+		sj.add("completions", se.Completions)
+		sj.add("running", se.Running)
+		sj.add("output_tokens", se.OutputTokens)
+		o.add("per_second", sj)
+	}
+	if c := a.CacheCurve; c != nil {
+		cj := orderedJSON{}
+		cj.add("note", "theoretical reuse of the trace under an ideal block-level LRU cache, not an engine's behaviour")
+		cj.add("block_size", c.BlockSize)
+		cj.add("requests", c.Requests)
+		cj.add("block_lookups", c.Blocks)
+		cj.add("tokens", c.Tokens)
+		cj.add("distinct_blocks", c.Distinct)
+		var pts []orderedJSON
+		for _, k := range curveCapacities(c) {
+			hb, ht := c.At(k)
+			pj := orderedJSON{}
+			pj.add("capacity_blocks", k)
+			pj.add("capacity_tokens", k*c.BlockSize)
+			pj.add("hit_blocks", hb)
+			pj.add("hit_tokens", ht)
+			rb, rt := c.HitRate(k)
+			pj.add("hit_rate_blocks", rb)
+			pj.add("hit_rate_tokens", rt)
+			pts = append(pts, pj)
+		}
+		cj.add("points", pts)
+		o.add("cache_curve", cj)
+	} else if a.CacheCurveErr != "" {
+		o.add("cache_curve_missing", a.CacheCurveErr)
+	}
+	return o
 }
 
 func pctKeys(pcts []float64) []string {
@@ -254,4 +604,210 @@ func (o orderedJSON) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return []byte(b.String()), nil
+}
+
+// WriteComparison prints a comparison of two datasets: per metric the KS
+// and W1 distances and a verdict, and per statistic both values, the
+// absolute and relative difference and its bootstrap interval.
+func WriteComparison(w io.Writer, c *analyze.Comparison) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", center(" Comparison ", 50, '='))
+	fmt.Fprintf(&b, "A: %s\nB: %s\n", c.A, c.B)
+	fmt.Fprintf(&b, "Relative difference (B−A)/A with %d bootstrap resamples (95%% interval); verdict against ±%g%%.\n", c.Resamples, c.Margin*100)
+	for _, warn := range c.Warnings {
+		fmt.Fprintf(&b, "Warning: %s.\n", warn)
+	}
+	for _, m := range c.Metrics {
+		fmt.Fprintf(&b, "%s\n", center(" "+strings.ToUpper(m.Metric)+": "+m.Verdict+" ", 50, '-'))
+		if m.Verdict == analyze.VerdictNoData {
+			fmt.Fprintf(&b, "n: A %d, B %d\n", m.NA, m.NB)
+			continue
+		}
+		fmt.Fprintf(&b, "n: A %d, B %d; KS distance %.4f; Wasserstein-1 %.4f ms\n", m.NA, m.NB, m.KS, m.W1*1000)
+		fmt.Fprintf(&b, "%-6s %11s %11s %11s %9s %21s  %s\n", "stat", "A ms", "B ms", "B−A ms", "rel", "95% interval", "verdict")
+		for _, s := range m.Stats {
+			fmt.Fprintf(&b, "%-6s %11.3f %11.3f %11.3f %8.2f%% [%8.2f%%, %8.2f%%]  %s\n",
+				s.Stat, s.A*1000, s.B*1000, s.AbsDiff*1000, s.RelDiff*100, s.CILo*100, s.CIHi*100, s.Verdict)
+		}
+	}
+	b.WriteString(strings.Repeat("=", 50))
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ComparisonJSON returns the comparison as JSON (seconds as ms, like the
+// stats keys; relative values as fractions; NaN as null).
+func ComparisonJSON(c *analyze.Comparison) ([]byte, error) {
+	o := orderedJSON{}
+	o.add("a", c.A)
+	o.add("b", c.B)
+	o.add("margin", c.Margin)
+	o.add("resamples", c.Resamples)
+	if len(c.Warnings) > 0 {
+		o.add("warnings", c.Warnings)
+	}
+	var ms []orderedJSON
+	for _, m := range c.Metrics {
+		mj := orderedJSON{}
+		mj.add("metric", m.Metric)
+		mj.add("n_a", m.NA)
+		mj.add("n_b", m.NB)
+		mj.add("verdict", m.Verdict)
+		if m.Verdict != analyze.VerdictNoData {
+			mj.add("ks", m.KS)
+			mj.add("w1_ms", m.W1*1000)
+			var ss []orderedJSON
+			for _, s := range m.Stats {
+				sj := orderedJSON{}
+				sj.add("stat", s.Stat)
+				sj.add("a_ms", s.A*1000)
+				sj.add("b_ms", s.B*1000)
+				sj.add("diff_ms", s.AbsDiff*1000)
+				sj.add("rel_diff", s.RelDiff)
+				sj.add("rel_ci_low", s.CILo)
+				sj.add("rel_ci_high", s.CIHi)
+				sj.add("verdict", s.Verdict)
+				ss = append(ss, sj)
+			}
+			mj.add("stats", ss)
+		}
+		ms = append(ms, mj)
+	}
+	o.add("metrics", ms)
+	return json.MarshalIndent(o, "", "  ")
+}
+
+func streamDists(s *analyze.StreamSummary) []analyze.StreamDist {
+	return []analyze.StreamDist{s.TTFT, s.TPOT, s.ITL, s.E2E}
+}
+
+// WriteStreamSummary prints a summary computed in passes over a file
+// (analyze.SummarizeStream): counts, tokens and the latency blocks, pooled
+// over the file's runs.
+func WriteStreamSummary(w io.Writer, name string, s *analyze.StreamSummary) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", center(" Serving Benchmark Result ", 50, '='))
+	row(&b, "Dataset:", name)
+	fmt.Fprintf(&b, "Exact summary in %d passes over the file, all runs pooled.\n", s.Passes)
+	row(&b, "Successful requests:", s.Completed)
+	row(&b, "Failed requests:", s.Failed)
+	row(&b, "Total input tokens:", s.TotalInputTokens)
+	row(&b, "Total generated tokens:", s.TotalOutputTokens)
+	for i, d := range streamDists(s) {
+		if d.N == 0 {
+			continue
+		}
+		m := statMetrics[i]
+		fmt.Fprintf(&b, "%s\n", center(m.header, 50, '-'))
+		rowf(&b, "Mean "+m.title+" (ms):", d.Mean*1000)
+		rowf(&b, "Median "+m.title+" (ms):", d.Median*1000)
+		rowf(&b, "Std "+m.title+" (ms):", d.Std*1000)
+		for k, p := range s.Pcts {
+			rowf(&b, "P"+strconv.FormatFloat(p, 'f', -1, 64)+" "+m.title+" (ms):", d.Percentiles[k]*1000)
+		}
+	}
+	b.WriteString(strings.Repeat("=", 50))
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// StreamSummaryJSON returns a streamed summary in the stats JSON vocabulary.
+func StreamSummaryJSON(name string, s *analyze.StreamSummary) ([]byte, error) {
+	o := orderedJSON{}
+	o.add("dataset", name)
+	o.add("passes", s.Passes)
+	o.add("requests", s.Requests)
+	o.add("completed", s.Completed)
+	o.add("failed", s.Failed)
+	o.add("total_input_tokens", s.TotalInputTokens)
+	o.add("total_output_tokens", s.TotalOutputTokens)
+	for i, d := range streamDists(s) {
+		if d.N == 0 {
+			continue
+		}
+		k := statMetrics[i].key
+		o.add(k+"_count", d.N)
+		o.add("mean_"+k+"_ms", d.Mean*1000)
+		o.add("median_"+k+"_ms", d.Median*1000)
+		o.add("std_"+k+"_ms", d.Std*1000)
+		for j, p := range s.Pcts {
+			o.add(percentileKey(p)+"_"+k+"_ms", d.Percentiles[j]*1000)
+		}
+	}
+	return json.MarshalIndent(o, "", "  ")
+}
+
+// WriteSourceViews prints each run as its source tool summarized it, with
+// the tool's metric names, units and rules.
+func WriteSourceViews(w io.Writer, runs []string, views []*analyze.SourceView) error {
+	var b strings.Builder
+	for i, v := range views {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s\n", center(" As "+v.Source+" computes it ", 50, '='))
+		row(&b, "Run:", runs[i])
+		fmt.Fprintf(&b, "Rule: %s.\n", v.Rule)
+		if v.Window != "" {
+			fmt.Fprintf(&b, "Window: %s.\n", v.Window)
+		}
+		row(&b, "Requests counted:", v.N)
+		for _, s := range v.Values {
+			fmt.Fprintf(&b, "%-40s %.6f\n", s.Name+":", s.Value)
+		}
+		for _, m := range v.Metrics {
+			fmt.Fprintf(&b, "%s\n", center(" "+m.Name+" ("+m.Unit+", our "+m.Ours+") ", 50, '-'))
+			row(&b, "count:", m.Count)
+			for _, kv := range []struct {
+				k string
+				v float64
+			}{{"mean", m.Mean}, {"std", m.Std}, {"min", m.Min}, {"median", m.Median}, {"max", m.Max}} {
+				fmt.Fprintf(&b, "%-40s %.6f\n", kv.k+":", kv.v)
+			}
+			for _, p := range m.Percentiles {
+				fmt.Fprintf(&b, "%-40s %.6f\n", p.Key+":", p.Value)
+			}
+		}
+		b.WriteString(strings.Repeat("=", 50))
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// SourceViewsJSON returns the source views as JSON, one object per run.
+func SourceViewsJSON(runs []string, views []*analyze.SourceView) ([]byte, error) {
+	out := make([]orderedJSON, 0, len(views))
+	for i, v := range views {
+		o := orderedJSON{}
+		o.add("run", runs[i])
+		o.add("source", v.Source)
+		o.add("rule", v.Rule)
+		if v.Window != "" {
+			o.add("window", v.Window)
+		}
+		o.add("requests", v.N)
+		for _, s := range v.Values {
+			o.add(s.Name, s.Value)
+		}
+		for _, m := range v.Metrics {
+			mj := orderedJSON{}
+			mj.add("unit", m.Unit)
+			mj.add("ours", m.Ours)
+			mj.add("count", m.Count)
+			mj.add("mean", m.Mean)
+			mj.add("std", m.Std)
+			mj.add("min", m.Min)
+			mj.add("median", m.Median)
+			mj.add("max", m.Max)
+			for _, p := range m.Percentiles {
+				mj.add(p.Key, p.Value)
+			}
+			o.add(m.Name, mj)
+		}
+		out = append(out, o)
+	}
+	return json.MarshalIndent(out, "", "  ")
 }

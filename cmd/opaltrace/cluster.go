@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/opaltrace/opaltrace/calibrate"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/samples"
@@ -27,6 +28,19 @@ type cluster struct {
 	TP int `yaml:"tp"`
 	// GPUMemoryUtilization is vLLM's --gpu-memory-utilization.
 	GPUMemoryUtilization float64 `yaml:"gpu_memory_utilization"`
+	// HardwareOverride changes the preset's figures; with hardware
+	// "custom" it describes the GPU (see model.HardwareSpec).
+	HardwareOverride *model.HardwareSpec `yaml:"hardware_override,omitempty"`
+	// PP, DP and EP are the pipeline, data and expert parallel sizes of
+	// each worker (0: 1). EP is 1 or TP·DP.
+	PP int `yaml:"pp,omitempty"`
+	DP int `yaml:"dp,omitempty"`
+	EP int `yaml:"ep,omitempty"`
+	// KVCacheDType is vLLM's --kv-cache-dtype (auto, fp8, ...).
+	KVCacheDType string `yaml:"kv_cache_dtype,omitempty"`
+	// CostModel is a costmodel.yaml written by `opaltrace calibrate`
+	// whose coefficients (and form) price the steps.
+	CostModel string `yaml:"cost_model,omitempty"`
 
 	replay.Config `yaml:",inline"`
 }
@@ -59,7 +73,7 @@ func loadCluster(path string) (cluster, error) {
 
 // deployment builds the cost model of one worker.
 func (c cluster) deployment() (*model.Deployment, error) {
-	hw, err := model.HardwareByName(c.Hardware)
+	hw, err := model.ResolveHardware(c.Hardware, c.HardwareOverride)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +81,30 @@ func (c cluster) deployment() (*model.Deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return model.NewDeployment(hw, llm, c.TP)
+	if llm, err = llm.WithKVCacheDType(c.KVCacheDType); err != nil {
+		return nil, err
+	}
+	return model.NewParallelDeployment(hw, llm, model.Parallelism{TP: c.TP, PP: c.PP, DP: c.DP, EP: c.EP})
+}
+
+// stepModel returns what prices the steps: the deployment's roofline,
+// or the cost model file's coefficients and form applied to it.
+func (c cluster) stepModel(dep *model.Deployment) (model.StepModel, error) {
+	if c.CostModel == "" {
+		return dep, nil
+	}
+	data, err := os.ReadFile(c.CostModel)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := calibrate.ParseCostModel(c.CostModel, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := cm.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {
+		return nil, fmt.Errorf("%s: %v", c.CostModel, err)
+	}
+	return cm.StepModel(dep)
 }
 
 // loadLLM resolves a shipped model name or a config.json path.

@@ -14,6 +14,7 @@ func commands() []*cli.Command {
 	return []*cli.Command{
 		ingestCommand(),
 		statsCommand(),
+		calibrateCommand(),
 		replayCommand(),
 		reportCommand(),
 		demoCommand(),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 
@@ -27,7 +28,7 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "run", Value: "simulated", Usage: "name of the simulated run"},
 			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
 			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset"},
-			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path"},
+			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path; a .yaml file is a cost model from `opaltrace calibrate`"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
@@ -35,6 +36,8 @@ func replayCommand() *cli.Command {
 			&cli.IntFlag{Name: "clients", Usage: "override: closed-loop clients"},
 			&cli.FloatFlag{Name: "time-scale", Usage: "override: arrival time multiplier (0.5 = twice the rate)"},
 			&cli.StringFlag{Name: "seed", Usage: "override: random seed"},
+			&cli.Int64Flag{Name: "stream-interval", Usage: "override: tokens per streamed chunk after the first (engines' --stream-interval)"},
+			&cli.FloatFlag{Name: "client-latency", Usage: "override: one-way client–server latency in seconds (adds twice to TTFT and E2E)"},
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() != 1 {
@@ -68,7 +71,11 @@ func applyReplayFlags(c *cli.Command, cl *cluster) error {
 		cl.Hardware = c.String("hardware")
 	}
 	if c.IsSet("model") {
-		cl.Model = c.String("model")
+		if m := c.String("model"); strings.HasSuffix(m, ".yaml") || strings.HasSuffix(m, ".yml") {
+			cl.CostModel = m
+		} else {
+			cl.Model = m
+		}
 	}
 	if c.IsSet("tp") {
 		cl.TP = c.Int("tp")
@@ -87,6 +94,12 @@ func applyReplayFlags(c *cli.Command, cl *cluster) error {
 	}
 	if c.IsSet("time-scale") {
 		cl.Workload.TimeScale = c.Float("time-scale")
+	}
+	if c.IsSet("stream-interval") {
+		cl.Scheduler.StreamInterval = c.Int64("stream-interval")
+	}
+	if c.IsSet("client-latency") {
+		cl.Client.LatencySec = c.Float("client-latency")
 	}
 	if c.IsSet("seed") {
 		s, err := strconv.ParseUint(c.String("seed"), 10, 64)
@@ -129,7 +142,11 @@ func replayToParquet(cl cluster, reqs []*trace.Request, runName, out string, std
 		Extra: map[string]string{"config": cl.yaml()},
 	}
 	var sim []*trace.Request
-	st, err := replay.Run(cfg, dep, kvTokens/block, reqs, func(r *trace.Request) error {
+	step, err := cl.stepModel(dep)
+	if err != nil {
+		return nil, err
+	}
+	st, err := replay.Run(cfg, step, kvTokens/block, reqs, func(r *trace.Request) error {
 		r.Run = runName
 		if r.Model == "" {
 			r.Model = run.Model

@@ -21,6 +21,18 @@ func statsCommand() *cli.Command {
 		Flags: append(ingestFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON in vLLM's result vocabulary"},
 			&cli.StringFlag{Name: "percentiles", Value: "99", Usage: "comma-separated percentiles (numpy linear)"},
+			&cli.StringSliceFlag{Name: "goodput", Usage: "SLOs for request goodput, vLLM's KEY:MS pairs (ttft, tpot, e2el), e.g. --goodput ttft:200 --goodput tpot:50"},
+			&cli.Float64Flag{Name: "trim-warmup", Usage: "drop requests that arrive in the first `S` seconds"},
+			&cli.Float64Flag{Name: "trim-cooldown", Usage: "drop requests that end in the last `S` seconds"},
+			&cli.StringFlag{Name: "by", Value: "run", Usage: "group by run, stage, worker or model"},
+			&cli.BoolFlag{Name: "series", Usage: "print per-second arrivals, completions, running requests and output tokens"},
+			&cli.BoolFlag{Name: "cache-curve", Usage: "print the hit rate of an ideal LRU prefix cache by capacity (from hash_ids)"},
+			&cli.StringFlag{Name: "compare", Usage: "compare FILE with `OTHER` (e.g. observed vs simulated): differences, bootstrap intervals, KS, W1, verdicts"},
+			&cli.StringFlag{Name: "margin", Value: "5%", Usage: "relative margin of the comparison verdicts (5% or 0.05)"},
+			&cli.IntFlag{Name: "resamples", Value: 1000, Usage: "bootstrap resamples of the comparison"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the comparison bootstrap"},
+			&cli.BoolFlag{Name: "as-source", Usage: "reproduce the summary the source tool printed, with its names and rules (aiperf, guidellm)"},
+			&cli.BoolFlag{Name: "low-memory", Usage: "for Parquet inputs: exact latency summary in several passes over the file, without loading it"},
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
@@ -31,25 +43,126 @@ func statsCommand() *cli.Command {
 				return err
 			}
 			opts := report.StatsOptions{Percentiles: pcts}
-			var sums []*analyze.Summary
+			slo, err := analyze.ParseSLO(c.StringSlice("goodput"))
+			if err != nil {
+				return fmt.Errorf("--%w", err)
+			}
+			aopts := analyze.AnalysisOptions{
+				Summary: analyze.Options{
+					Goodput:         slo,
+					TrimWarmupSec:   c.Float64("trim-warmup"),
+					TrimCooldownSec: c.Float64("trim-cooldown"),
+				},
+				Series:     c.Bool("series"),
+				CacheCurve: c.Bool("cache-curve"),
+			}
+			if c.Bool("low-memory") {
+				return statsLowMemory(c, opts)
+			}
+			if other := c.String("compare"); other != "" {
+				return statsCompare(c, other, aopts.Summary)
+			}
+			if c.Bool("as-source") {
+				return statsAsSource(c)
+			}
+			var as []*analyze.Analysis
 			for _, arg := range c.Args().Slice() {
 				ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 				if err != nil {
 					return err
 				}
-				sums = append(sums, analyze.SummarizeRuns(ds.Runs, ds.Requests)...)
+				groups, err := analyze.GroupBy(c.String("by"), ds.Runs, ds.Requests)
+				if err != nil {
+					return fmt.Errorf("--by: %w", err)
+				}
+				as = append(as, analyze.AnalyzeGroups(groups, aopts)...)
 			}
 			if c.Bool("json") {
-				b, err := report.StatsJSON(sums, opts)
+				b, err := report.AnalysesJSON(as, opts)
 				if err != nil {
 					return err
 				}
 				_, err = fmt.Fprintf(c.Writer, "%s\n", b)
 				return err
 			}
-			return report.WriteStats(c.Writer, sums, opts)
+			return report.WriteAnalyses(c.Writer, as, opts)
 		},
 	}
+}
+
+// statsCompare compares the first input with other, each pooled over its
+// runs (and trimmed alike when asked).
+func statsCompare(c *cli.Command, other string, sopts analyze.Options) error {
+	if c.NArg() != 1 {
+		return errors.New("stats --compare: give exactly one FILE to compare with OTHER")
+	}
+	margin, err := parseMargin(c.String("margin"))
+	if err != nil {
+		return err
+	}
+	var sums [2]*analyze.Summary
+	var names [2]string
+	for i, arg := range []string{c.Args().First(), other} {
+		ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+		if err != nil {
+			return err
+		}
+		g := analyze.Pool(ds.Name, ds.Requests)
+		sums[i], names[i] = analyze.SummarizeWith(g.Run, g.Requests, sopts), ds.Name
+	}
+	cmp := analyze.Compare(names[0], sums[0], names[1], sums[1], analyze.CompareOptions{
+		Margin: margin, Resamples: c.Int("resamples"), Seed: c.Uint64("seed"),
+	})
+	if c.Bool("json") {
+		b, err := report.ComparisonJSON(cmp)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.Writer, "%s\n", b)
+		return err
+	}
+	return report.WriteComparison(c.Writer, cmp)
+}
+
+// statsAsSource prints each run as its source tool computed it.
+func statsAsSource(c *cli.Command) error {
+	var names []string
+	var views []*analyze.SourceView
+	for _, arg := range c.Args().Slice() {
+		ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+		if err != nil {
+			return err
+		}
+		for _, g := range analyze.GroupByRun(ds.Runs, ds.Requests) {
+			v, err := analyze.AsSource(g.Run, g.Requests)
+			if err != nil {
+				return err
+			}
+			names, views = append(names, g.Run.Name), append(views, v)
+		}
+	}
+	if c.Bool("json") {
+		b, err := report.SourceViewsJSON(names, views)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.Writer, "%s\n", b)
+		return err
+	}
+	return report.WriteSourceViews(c.Writer, names, views)
+}
+
+// parseMargin reads "5%" or "0.05".
+func parseMargin(s string) (float64, error) {
+	pct := strings.HasSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if pct {
+		v /= 100
+	}
+	if err != nil || v <= 0 || v >= 1 {
+		return 0, fmt.Errorf("--margin: %q is not a relative margin like 5%% or 0.05", s)
+	}
+	return v, nil
 }
 
 func parsePercentiles(s string) ([]float64, error) {

@@ -109,8 +109,8 @@ func chain(h *BlockHasher, n int64) []uint64 {
 func TestHasherSharesEqualPrefixes(t *testing.T) {
 	// Two Mooncake-style requests: 512-token trace blocks, the first two
 	// shared; engine blocks of 16 tokens.
-	a := &BlockHasher{HashIDs: []int64{0, 1, 2}, TraceBlock: 512, PromptTokens: 1500, EngineBlock: 16, Unique: 1}
-	b := &BlockHasher{HashIDs: []int64{0, 1, 9}, TraceBlock: 512, PromptTokens: 1536, EngineBlock: 16, Unique: 2}
+	a := &BlockHasher{HashIDs: []int64{0, 1, 2}, TraceBlock: 512, PromptTokens: 1500, EngineBlock: 16, Unique: 1, SharedIDs: 3}
+	b := &BlockHasher{HashIDs: []int64{0, 1, 9}, TraceBlock: 512, PromptTokens: 1536, EngineBlock: 16, Unique: 2, SharedIDs: 3}
 	ha, hb := chain(a, 96), chain(b, 96)
 	for k := range 64 {
 		if ha[k] != hb[k] {
@@ -167,24 +167,37 @@ func TestHasherPrivate(t *testing.T) {
 			t.Errorf("block %d private = %v, want %v", k, priv, want)
 		}
 	}
-	// Privacy does not change the hash.
+	// Shared blocks do not depend on SharedIDs; a private one depends
+	// on the request and its position only, and is stable.
 	g := *h
 	g.SharedIDs = 3
-	if chain(h, 7)[6] != chain(&g, 7)[6] {
-		t.Error("SharedIDs changed a hash")
+	hh, hg := chain(h, 7), chain(&g, 7)
+	if hh[3] != hg[3] || hh[4] == hg[4] {
+		t.Error("SharedIDs changed a shared hash, or private and shared hashes agree")
+	}
+	o := *h
+	o.HashIDs = []int64{0, 1, 99}
+	if ho := chain(&o, 7); ho[4] != hh[4] || ho[6] != hh[6] {
+		t.Error("a private hash depends on more than the request and the block")
+	}
+	u := *h
+	u.Unique = 2
+	if chain(&u, 7)[4] == hh[4] {
+		t.Error("two requests' private blocks hash alike")
 	}
 }
 
 func TestHasherStraddling(t *testing.T) {
 	// Trace blocks of 10 tokens, engine blocks of 16: engine block 0 spans
 	// trace blocks 0 and 1, so a difference in trace block 1 must show.
-	a := &BlockHasher{HashIDs: []int64{5, 6, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 1}
-	b := &BlockHasher{HashIDs: []int64{5, 8, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 2}
+	a := &BlockHasher{HashIDs: []int64{5, 6, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 1, SharedIDs: 3}
+	b := &BlockHasher{HashIDs: []int64{5, 8, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 2, SharedIDs: 3}
 	if first(a) == first(b) {
 		t.Fatal("engine block straddling a differing trace block matched")
 	}
 	c := *b
 	c.HashIDs = []int64{5, 6, 9}
+	c.SharedIDs = 3
 	if first(a) != first(&c) {
 		t.Fatal("engine block inside equal trace blocks differs")
 	}

@@ -20,8 +20,9 @@ type BlockHasher struct {
 	EngineBlock  int64   // tokens per engine block
 	Unique       uint64  // distinct per request: the salt for unshared blocks
 	// SharedIDs is how many leading HashIDs other requests may also hold
-	// (len(HashIDs) when unknown). Blocks whose content depends on a later
-	// id are private: no other request can hit them.
+	// (a caller that does not know passes len(HashIDs)). Blocks whose content depends on a later
+	// id are private: no other request can hit them, and Hash names them
+	// by Unique and position only.
 	SharedIDs int
 }
 
@@ -32,12 +33,19 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 // (Root for k = 0), and whether the block is private to this request
 // (mixes in Unique or an id beyond SharedIDs), which Cache.CommitPrivate
 // exploits. The hash is never 0, which marks "no hash".
+//
+// Note: a private block's hash is a function of Unique and k alone. No
+// other request can hold its content, so any value that is the same each
+// time the request computes the block, and unlike every other request's,
+// will do; and every block after a private one is private too, so the
+// chain need not be carried past it. This saves the id mixing of the
+// blocks no one shares, about half of a Mooncake replay's.
 func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	first := k * h.EngineBlock
 	last := first + h.EngineBlock - 1
-	x := prev
-	if h.TraceBlock > 0 && last < h.PromptTokens && last/h.TraceBlock < int64(len(h.HashIDs)) {
-		private = last/h.TraceBlock >= int64(h.SharedIDs)
+	var x uint64
+	if h.TraceBlock > 0 && last < h.PromptTokens && last/h.TraceBlock < int64(min(len(h.HashIDs), h.SharedIDs)) {
+		x = prev
 		for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
 			x = mix(x, uint64(h.HashIDs[j]), 1)
 		}
@@ -45,7 +53,7 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 		// same id under another block size names other tokens.
 		x = mix(x, uint64(h.TraceBlock), 2)
 	} else {
-		x = mix(x, h.Unique, 3)
+		x = mix(h.Unique, 0x7072697661746521, 3) // "private!"
 		private = true
 	}
 	x = mix(x, uint64(k), 4)

@@ -1,0 +1,41 @@
+// Package calibrate fits the coefficients of package model's cost models
+// to measurements, and writes them with their provenance and fit quality
+// as a costmodel.yaml that replay reads.
+//
+// # Fits
+//
+// Each quantity is fitted by non-negative least squares (Lawson–Hanson,
+// on gonum) of relative residuals, on regressors computed from a
+// model.Deployment's shapes at full efficiency (model.Deployment.Terms):
+//
+//  1. prefill_s: time from the first forward pass to the first token,
+//     against the matmul and attention seconds of the uncached prompt
+//     tokens over their cached context, plus a fixed cost, and — when the
+//     trace has prefill intervals — the compute of the prefills that ran
+//     at the same time. Coefficients: 1/MFU, 1/attention MFU, step
+//     overhead. In the Opal form the regressors are Opal's a and b terms.
+//  2. decode_s_per_token: decode time / (output tokens − 1), against the
+//     KV bytes of the batch (reconstructed from the decode intervals of
+//     all requests, else the request's own context), the number of
+//     running requests, and the prefill compute that shared the decode
+//     steps. Coefficient: 1/bandwidth efficiency.
+//  3. storage_io_s: storage prefetch I/O time (SGLang L3_pf_io) against
+//     storage-hit bytes → NVMe bandwidth and latency.
+//  4. host_fetch_s: KV fetch time of requests whose hits are all in host
+//     memory, against their bytes → PCIe bandwidth and latency.
+//
+// FitServerSide fits all that the trace has; FitTable fits prefill to a
+// measurement table (ParseTable: Opal's {"<prompt_len>": seconds} JSON or
+// a CSV). Records the model underpredicts by more than 4 robust standard
+// deviations are set aside as contended (interference only adds time).
+//
+// Every fit reports R², MAPE and residual quantiles, and each coefficient
+// is checked: a regressor with no data (no hits of a tier), too narrow a
+// range, collinear with the others, held at its bound, or with a standard
+// error over half its value is marked not identified, and NewCostModel
+// leaves it out of the cost model (replay keeps its default) with a
+// warning. Coefficients above physical peak are left out too.
+//
+// It does not yet search coefficients by replaying in a loop (for traces
+// with only client-side latencies or benchmark summaries).
+package calibrate

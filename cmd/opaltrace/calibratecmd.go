@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/opaltrace/opaltrace/calibrate"
+	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// calibrateCommand fits the cost model:
+//
+//	opaltrace calibrate --server-side -o costmodel.yaml [--config cluster.yaml] TRACE...
+//	opaltrace calibrate --table -o costmodel.yaml [--form opal] MEASUREMENTS...
+//
+// The deployment (hardware, model, parallelism) comes from the cluster
+// file and the override flags, as for replay; the regressors are computed
+// from its shapes. The fits, with R², MAPE, residual quantiles and
+// identifiability warnings, go to stdout; the coefficients to the YAML.
+func calibrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "calibrate",
+		Usage:     "fit the cost model's coefficients to server-side timings or prefill measurement tables",
+		ArgsUsage: "DATA...",
+		Flags: append(ingestFlags(),
+			&cli.BoolFlag{Name: "server-side", Usage: "DATA are traces with server-side timings (prefill_s, decode_s, storage_prefetch_io_s, kv_fetch_s)"},
+			&cli.BoolFlag{Name: "table", Usage: "DATA are prefill measurement tables: Opal's JSON {\"<prompt_len>\": seconds} or CSV prompt_tokens,seconds[,cached_tokens]"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "costmodel.yaml to write"},
+			&cli.StringFlag{Name: "form", Value: model.FormRoofline, Usage: "step-time form: roofline or opal"},
+			&cli.StringFlag{Name: "config", Usage: "cluster YAML giving the deployment (hardware, model, tp, ...)"},
+			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset"},
+			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path"},
+			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
+		),
+		Action: func(ctx context.Context, c *cli.Command) error {
+			if c.NArg() == 0 {
+				return errors.New("calibrate: want at least one DATA file")
+			}
+			if c.Bool("server-side") == c.Bool("table") {
+				return errors.New("calibrate: give exactly one of --server-side or --table (fitting by replay in the loop is not implemented)")
+			}
+			cl, err := loadCluster(c.String("config"))
+			if err != nil {
+				return err
+			}
+			if c.IsSet("hardware") {
+				cl.Hardware = c.String("hardware")
+			}
+			if c.IsSet("model") {
+				cl.Model = c.String("model")
+			}
+			if c.IsSet("tp") {
+				cl.TP = c.Int("tp")
+			}
+			dep, err := cl.deployment()
+			if err != nil {
+				return err
+			}
+			opts := calibrate.Options{Deployment: dep, Form: c.String("form"), Source: strings.Join(c.Args().Slice(), ", ")}
+			var res *calibrate.Result
+			if c.Bool("table") {
+				var pts []calibrate.Point
+				for _, path := range c.Args().Slice() {
+					data, err := os.ReadFile(path)
+					if err != nil {
+						return err
+					}
+					p, err := calibrate.ParseTable(path, data)
+					if err != nil {
+						return err
+					}
+					pts = append(pts, p...)
+				}
+				res, err = calibrate.FitTable(pts, opts)
+			} else {
+				var reqs []*trace.Request
+				for _, arg := range c.Args().Slice() {
+					ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+					if err != nil {
+						return err
+					}
+					reqs = append(reqs, ds.Requests...)
+				}
+				res, err = calibrate.FitServerSide(reqs, opts)
+			}
+			if err != nil {
+				return err
+			}
+			cm := calibrate.NewCostModel(res, dep, dep.Hardware.Name, dep.LLM.Name)
+			data, err := cm.Marshal()
+			if err != nil {
+				return err
+			}
+			if err := calibrate.WriteSummary(c.Writer, cm); err != nil {
+				return err
+			}
+			f, err := atomicfile.Create(c.String("output"))
+			if err != nil {
+				return err
+			}
+			defer f.Abort()
+			if _, err := f.Write(data); err != nil {
+				return err
+			}
+			if err := f.Commit(); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients from %d fits\n", c.String("output"), len(cm.Coefficients), len(cm.Fits))
+			return nil
+		},
+	}
+}

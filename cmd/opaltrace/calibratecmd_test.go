@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/calibrate"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// serverSideTrace replays the first 300 Mooncake requests with the
+// default roofline (MFU 0.5, bandwidth efficiency 0.8, 300 µs overhead)
+// and returns the simulated Parquet: server-side timings made with known
+// coefficients.
+func serverSideTrace(t *testing.T, dir string) string {
+	t.Helper()
+	in := filepath.Join(dir, "in.jsonl")
+	data, err := os.ReadFile("../../samples/mooncake/conversation_trace_first10min.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if err := os.WriteFile(in, bytes.Join(lines[:300], nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "truth.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--time-scale", "4", "-o", out, in); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	return out
+}
+
+func readCostModel(t *testing.T, path string) *calibrate.CostModel {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := calibrate.ParseCostModel(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+func meanTTFT(t *testing.T, path string) float64 {
+	t.Helper()
+	_, reqs, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s float64
+	for _, r := range reqs {
+		s += r.TTFTSec.V
+	}
+	return s / float64(len(reqs))
+}
+
+// calibrate recovers the simulator's own MFU from its server-side
+// timings, and replay --model uses the file: halving the fitted MFU
+// slows the replay down.
+func TestCalibrateThenReplayWithCostModel(t *testing.T) {
+	dir := t.TempDir()
+	truth := serverSideTrace(t, dir)
+	cmPath := filepath.Join(dir, "costmodel.yaml")
+	stdout, stderr, err := opaltrace(t, "calibrate", "--server-side", "-o", cmPath, truth)
+	if err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"prefill_s (s)", "R² ", "MAPE", "residual (pred−obs)/obs", "coefficients (roofline form):", "mfu"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("calibrate output lacks %q:\n%s", want, stdout)
+		}
+	}
+	cm := readCostModel(t, cmPath)
+	// The Mooncake slice has long, chunked, prefix-cached prompts whose
+	// prefills share steps: the prefill fit's MFU is biased there (0.65
+	// against the truth's 0.5 when this was written; the decode fit's
+	// prefill-stall term gives 0.49) and the file says so. The precise
+	// recovery is calibrate's TestServerSideRecoversKnownCoefficients;
+	// here the value must only be a plausible efficiency.
+	mfu, ok := cm.Coefficients[calibrate.CoefMFU]
+	if !ok || mfu.Value < 0.3 || mfu.Value > 0.9 {
+		t.Errorf("fitted MFU %+v, truth 0.5\n%s", mfu, stdout)
+	}
+	if !strings.Contains(stdout, "warning: mfu from prefill_s") {
+		t.Errorf("no warning about the two MFU estimates disagreeing:\n%s", stdout)
+	}
+	if cm.Hardware != "h100" || cm.Model != "llama-3.1-8b" || cm.TP != 1 || len(cm.Fits) == 0 {
+		t.Errorf("provenance: %+v", cm)
+	}
+
+	a := filepath.Join(dir, "a.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--model", cmPath, "-o", a, truth); err != nil {
+		t.Fatalf("replay --model: %v\n%s", err, stderr)
+	}
+	// The same file with MFU halved.
+	slow := *cm
+	slow.Coefficients = map[string]calibrate.Coefficient{}
+	for k, v := range cm.Coefficients {
+		slow.Coefficients[k] = v
+	}
+	c := slow.Coefficients[calibrate.CoefMFU]
+	c.Value /= 2
+	slow.Coefficients[calibrate.CoefMFU] = c
+	data, err := slow.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowPath := filepath.Join(dir, "slow.yaml")
+	if err := os.WriteFile(slowPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := filepath.Join(dir, "b.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--model", slowPath, "-o", b, truth); err != nil {
+		t.Fatalf("replay --model slow: %v\n%s", err, stderr)
+	}
+	if ta, tb := meanTTFT(t, a), meanTTFT(t, b); !(tb > 1.2*ta) {
+		t.Errorf("mean TTFT with MFU halved %.4f s, with the fitted MFU %.4f s: the cost model was not used", tb, ta)
+	}
+
+	// A cost model fitted for another deployment is refused.
+	if _, _, err := opaltrace(t, "replay", "--model", cmPath, "--hardware", "h200", "-o", filepath.Join(dir, "c.parquet"), truth); err == nil ||
+		!strings.Contains(err.Error(), "fitted for hardware h100 (cluster: h200)") {
+		t.Errorf("mismatched cost model: %v", err)
+	}
+}
+
+// Opal's offline measurements JSON, written with Opal's a = 4, b = 24
+// for granite-3.3-8b on one H100 (t(8192, 0) = 0.17779 s, opal-notes
+// §1), fits back to a and b in the Opal form.
+func TestCalibrateOpalTable(t *testing.T) {
+	dir := t.TempDir()
+	js := filepath.Join(dir, "measurements.json")
+	// t(n, 0) = 40·(4·4096·n(n+1) + 24·4096²·n)/989.5e12.
+	table := `{"1024": 0.0173629, "2048": 0.0361147, "4096": 0.0777852, "8192": 0.1777941, "16384": 0.4444825}`
+	if err := os.WriteFile(js, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmPath := filepath.Join(dir, "cm.yaml")
+	stdout, stderr, err := opaltrace(t, "calibrate", "--table", "--form", "opal", "--model", "granite-3.3-8b-instruct", "-o", cmPath, js)
+	if err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, stderr)
+	}
+	cm := readCostModel(t, cmPath)
+	a, b := cm.Coefficients[calibrate.CoefOpalA].Value, cm.Coefficients[calibrate.CoefOpalB].Value
+	if a < 3.9 || a > 4.1 || b < 23.9 || b > 24.1 {
+		t.Errorf("a = %v, b = %v; want 4 and 24\n%s", a, b, stdout)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte("{\n\"1024\": 0.02,\n\"x\": 1\n}"), 0o644)
+	if _, _, err := opaltrace(t, "calibrate", "--table", "-o", cmPath, bad); err == nil || !strings.Contains(err.Error(), "bad.json:3: prompt_len: key \"x\" is not an integer") {
+		t.Errorf("bad table: %v", err)
+	}
+	if _, _, err := opaltrace(t, "calibrate", "-o", cmPath, js); err == nil {
+		t.Error("calibrate without --server-side or --table accepted")
+	}
+}
+
+// A cluster file can describe a custom GPU, other parallel sizes and an
+// fp8 KV cache.
+func TestClusterHardwareOverride(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cluster.yaml")
+	os.WriteFile(p, []byte(`hardware: custom
+hardware_override:
+  peak_bf16_tflops: 500
+  mem_mib: 49152
+  mem_bandwidth_tbps: 2
+  link_gbps: 100
+model: llama-3.1-70b
+tp: 4
+pp: 2
+kv_cache_dtype: fp8
+`), 0o644)
+	cl, err := loadCluster(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := cl.deployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 40 layers per stage · 2 KV heads per rank · 2 · 128 · 1 B.
+	if d.Hardware.PeakFLOPS != 500e12 || d.Hardware.MemBytes != 49152<<20 || d.PP != 2 || d.KVBytesPerTokenPerRank() != 40*2*2*128 {
+		t.Errorf("deployment: %+v, KV/token/rank %d", d.Hardware, d.KVBytesPerTokenPerRank())
+	}
+	os.WriteFile(p, []byte("hardware: custom\nhardware_override: {peak_bf16_tflops: 500}\n"), 0o644)
+	cl, err = loadCluster(p)
+	if err == nil {
+		_, err = cl.deployment()
+	}
+	if err == nil || !strings.Contains(err.Error(), "must give peak_bf16_tflops, mem_mib and mem_bandwidth_tbps") {
+		t.Errorf("incomplete custom hardware: %v", err)
+	}
+}

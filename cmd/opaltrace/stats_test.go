@@ -1,0 +1,258 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/golden"
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// statsGolden runs stats with args and compares stdout with a golden file.
+func statsGolden(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, stderr, err := opaltrace(t, append([]string{"stats"}, args...)...)
+	if err != nil {
+		t.Fatalf("stats %v: %v\n%s", args, err, stderr)
+	}
+	golden.Check(t, filepath.Join("testdata", name+".golden"), []byte(out))
+	return out
+}
+
+func TestStatsGoldenVLLM(t *testing.T) {
+	path := shareddata.Path(t, lambdaLabs)
+	out := statsGolden(t, "stats_lambdalabs", "--percentiles", "50,90,99,99.9", "--goodput", "ttft:62.5", path)
+	for _, want := range []string{"ITL unit:                                chunk", "Mean tokens per chunk:", "not computed (requests have no arrival"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	statsGolden(t, "stats_er0080", shareddata.Path(t, "formats/vllm_bench_serve/er0080_vllm-benchmarking_vllm_sweep_v0.25.1_run0.json"))
+}
+
+// TestStatsGoldenMooncakeCacheCurve prints the cache curve of the real
+// Mooncake conversation trace; the curve's exactness is tested in analyze
+// against brute-force LRU.
+func TestStatsGoldenMooncakeCacheCurve(t *testing.T) {
+	path := shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl")
+	out := statsGolden(t, "stats_mooncake_cache_curve", "--cache-curve", path)
+	if !strings.Contains(out, "not any engine's behaviour") {
+		t.Error("the cache curve does not say it is the trace's theoretical reuse")
+	}
+}
+
+// TestStatsGoodputLambdaLabs: the file has no per-request E2E, so TTFT is
+// the only SLO goodput can use. vLLM counts a request good when TTFT ≤ SLO;
+// the file's ttfts sorted: 5 of 10 are ≤ 62.5 ms.
+func TestStatsGoodputLambdaLabs(t *testing.T) {
+	path := shareddata.Path(t, lambdaLabs)
+	out, _, err := opaltrace(t, "stats", "--json", "--goodput", "ttft:62.5", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []map[string]any
+	if err := json.Unmarshal([]byte(out), &runs); err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		TTFTs    []float64 `json:"ttfts"`
+		Duration float64   `json:"duration"`
+	}
+	b, _ := os.ReadFile(path)
+	json.Unmarshal(b, &raw)
+	good := 0
+	for _, v := range raw.TTFTs {
+		if 62.5/1000 >= v {
+			good++
+		}
+	}
+	if runs[0]["good_requests"] != float64(good) || runs[0]["request_goodput"] != float64(good)/raw.Duration {
+		t.Errorf("goodput %v (%v good), want %d good over %v s", runs[0]["request_goodput"], runs[0]["good_requests"], good, raw.Duration)
+	}
+	if _, _, err := opaltrace(t, "stats", "--goodput", "e2el:100", path); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = opaltrace(t, "stats", "--json", "--goodput", "e2el:100", path)
+	if !strings.Contains(out, `"goodput_missing"`) {
+		t.Error("goodput on E2E, which the file lacks, was not reported as missing")
+	}
+}
+
+// simulatedParquet writes a small dataset with every server-side column,
+// two workers and tier hits, as a replay or an SGLang server log has them.
+func simulatedParquet(t *testing.T, scale float64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sim.parquet")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewWriter(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 400 {
+		q := 0.001 * float64(i%7)
+		if i%50 == 0 {
+			q = 0.5 // a few requests wait long in the queue
+		}
+		prefill := 0.02 + 0.0001*float64(i%13)
+		ttft := (q + prefill + 0.003) * scale
+		itl := []float64{0.01 * scale, 0.011 * scale, 0.012 * scale}
+		r := &trace.Request{
+			RequestID: "r" + string(rune('a'+i%26)), Run: "sim", Source: "simulated", Status: trace.StatusOK,
+			Worker: []string{"w0", "w1"}[i%2], Model: "m",
+			Arrival: trace.Some(trace.TimeFromSeconds(float64(i) * 0.05)), TTFTSec: trace.Some(ttft),
+			ITLSec: itl, E2ESec: trace.Some(ttft + 0.033*scale),
+			InputTokens: trace.Some(int64(1000)), OutputTokens: trace.Some(int64(4)),
+			CachedTokens: trace.Some(int64(i % 3 * 256)), DeviceHitTokens: trace.Some(int64(i % 3 * 128)), HostHitTokens: trace.Some(int64(i % 3 * 128)),
+			QueueSec: trace.Some(q), PrefillSec: trace.Some(prefill),
+			ITLUnit: trace.ITLToken, E2EBasis: trace.E2ELastToken, TTFTBasis: trace.TTFTFirstChunk, OutputTokensSource: trace.OutputRequested,
+		}
+		if i == 7 {
+			r.Status, r.TTFTSec, r.ITLSec, r.E2ESec = trace.StatusRejected, trace.Opt[float64]{}, nil, trace.Opt[float64]{}
+		}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.SetRuns([]trace.Run{{Name: "sim", Source: "simulated"}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return path
+}
+
+func TestStatsSectionsOnServerSideData(t *testing.T) {
+	path := simulatedParquet(t, 1)
+	out, stderr, err := opaltrace(t, "stats", "--series", "--goodput", "ttft:100", "--percentiles", "50,99", path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		"  rejected:",
+		"Peak concurrent requests:",
+		"Request goodput (req/s):",
+		"TTFT decomposition by TTFT percentile",
+		"p99-100",
+		"Cached prompt tokens:",
+		"host ",
+		"Per second",
+		"Steady state (detected, not applied)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stats output lacks %q:\n%s", want, out)
+		}
+	}
+	// The slowest 1% are the long queue waits: queue must dominate there.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "p99-100") && !strings.HasSuffix(line, "queue") {
+			t.Errorf("p99-100 band not dominated by the queue: %s", line)
+		}
+		if strings.HasPrefix(line, "p0-50") && !strings.HasSuffix(line, "prefill") {
+			t.Errorf("p0-50 band not dominated by prefill: %s", line)
+		}
+	}
+	out, _, err = opaltrace(t, "stats", "--json", "--by", "worker", "--trim-warmup", "2", "--trim-cooldown", "1", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []map[string]any
+	if err := json.Unmarshal([]byte(out), &groups); err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0]["run"] != "worker=w0" || groups[1]["run"] != "worker=w1" {
+		t.Fatalf("--by worker gave %d groups", len(groups))
+	}
+	for _, g := range groups {
+		if g["duration_basis"] != "trimmed" || g["trim"] == nil || g["ttft_decomposition"] == nil || g["kv_cache"] == nil {
+			t.Errorf("group %v lacks trimming or sections", g["run"])
+		}
+	}
+	if _, _, err := opaltrace(t, "stats", "--by", "color", path); err == nil {
+		t.Error("--by color accepted")
+	}
+}
+
+func TestStatsCompare(t *testing.T) {
+	a, same, slower := simulatedParquet(t, 1), simulatedParquet(t, 1), simulatedParquet(t, 1.5)
+	verdicts := func(args ...string) map[string]any {
+		out, stderr, err := opaltrace(t, append([]string{"stats", "--json"}, args...)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var c struct {
+			Metrics []map[string]any `json:"metrics"`
+		}
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			t.Fatal(err)
+		}
+		v := map[string]any{}
+		for _, m := range c.Metrics {
+			v[m["metric"].(string)] = m["verdict"]
+		}
+		return v
+	}
+	// Against its copy nothing is outside; the tails of TTFT and E2E (2%
+	// long queue waits in 400 requests) are too wide to call within 5%.
+	v := verdicts("--compare", same, a)
+	if v["itl"] != "within" || v["tpot"] != "within" || v["ttft"] == "outside" || v["e2el"] == "outside" {
+		t.Errorf("a dataset against its copy: %v", v)
+	}
+	if v := verdicts("--compare", slower, a); v["ttft"] != "outside" || v["itl"] != "outside" {
+		t.Errorf("a dataset against 1.5× slower: %v", v)
+	}
+	out, _, err := opaltrace(t, "stats", "--compare", slower, "--margin", "60%", a)
+	if err != nil || !strings.Contains(out, "ITL: within") || strings.Contains(out, "outside") {
+		t.Errorf("a 60%% margin does not cover a 50%% slowdown: %v\n%s", err, out)
+	}
+}
+
+// TestStatsLowMemoryEqualsInMemory runs the multi-pass summary through the
+// command line and checks it prints the in-memory summary's values.
+func TestStatsLowMemoryEqualsInMemory(t *testing.T) {
+	path := simulatedParquet(t, 1)
+	mem := statsJSON(t, path)
+	out, stderr, err := opaltrace(t, "stats", "--json", "--low-memory", "--percentiles", "99", path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var low map[string]any
+	if err := json.Unmarshal([]byte(out), &low); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"completed", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "p99_itl_ms", "std_e2el_ms", "p99_tpot_ms"} {
+		if low[k] != mem[k] {
+			t.Errorf("%s: low-memory %v, in memory %v", k, low[k], mem[k])
+		}
+	}
+}
+
+const (
+	aiperfFile   = "formats/aiperf/ai-dynamo_aiperf_examples_artifacts_run1_profile_export.jsonl"
+	guideLLMFile = "formats/guidellm/danielkorat_guidellm-bench_Qwen_Qwen3-4B-Thinking-2507_tp2_quant-fp8_benchmarks.json"
+)
+
+// TestStatsGoldenClientTools prints the default view and the source's own
+// view of the real AIPerf and GuideLLM files; analyze's AsSource tests
+// check the source view against the numbers the tools printed.
+func TestStatsGoldenClientTools(t *testing.T) {
+	a, g := shareddata.Path(t, aiperfFile), shareddata.Path(t, guideLLMFile)
+	statsGolden(t, "stats_aiperf", "--percentiles", "50,90,99", a)
+	statsGolden(t, "stats_aiperf_as_source", "--as-source", a)
+	statsGolden(t, "stats_guidellm", "--percentiles", "50,90,99", g)
+	statsGolden(t, "stats_guidellm_as_source", "--as-source", g)
+	// vLLM OTel spans carry the server's queue and prefill times.
+	out := statsGolden(t, "stats_otel_vllm_spans", "--percentiles", "50,99", shareddata.Path(t, "formats/otel/anud18_qwen36-vllm-aiperf-benchmark_sample_vllm_spans.jsonl"))
+	if !strings.Contains(out, "TTFT decomposition") {
+		t.Error("no TTFT decomposition for vLLM spans with queue and prefill times")
+	}
+	if _, _, err := opaltrace(t, "stats", "--as-source", shareddata.Path(t, lambdaLabs)); err == nil {
+		t.Error("--as-source on a vllm-bench file succeeded; it has no source view")
+	}
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/report"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// parquetSource scans an opaltrace Parquet file once per call.
+func parquetSource(path string) analyze.Source {
+	return func(yield func(*trace.Request) error) error {
+		r, err := trace.OpenFile(path)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		for r.Scan() {
+			if err := yield(r.Request()); err != nil {
+				return err
+			}
+		}
+		return r.Err()
+	}
+}
+
+// statsLowMemory prints the exact latency summary of each Parquet input,
+// pooled over its runs, in several passes without loading the file.
+func statsLowMemory(c *cli.Command, opts report.StatsOptions) error {
+	for _, arg := range c.Args().Slice() {
+		label, path := splitLabel(arg)
+		if !isParquet(path) {
+			return fmt.Errorf("%s: --low-memory reads opaltrace Parquet files only (ingest it first)", path)
+		}
+		s, err := analyze.SummarizeStream(parquetSource(path), opts.Percentiles)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			b, err := report.StreamSummaryJSON(label, s)
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(c.Writer, "%s\n", b); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := report.WriteStreamSummary(c.Writer, label, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package replay
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// stepLog records every step a replay observes, per worker, as text.
+type stepLog [][]string
+
+func (l stepLog) observe(s *Step) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d-%d r%d w%d p%d free%d", s.Start, s.End, s.Running, s.Waiting, s.Preempted, s.KV.NumFree())
+	for _, c := range s.Batch.Prefill {
+		fmt.Fprintf(&b, " P%d+%d", c.Context, c.Tokens)
+	}
+	for _, c := range s.Batch.Decode {
+		fmt.Fprintf(&b, " D%d", c)
+	}
+	l[s.Worker] = append(l[s.Worker], b.String())
+	return nil
+}
+
+// runWith replays with fast-forward and routing in advance on or off and
+// returns the emitted records, the stats and every worker's steps.
+func runWith(t *testing.T, cfg Config, cost linearCost, blocks int64, reqs []*trace.Request, fast bool) (string, Stats, stepLog) {
+	t.Helper()
+	noFastForward, noPreRoute, noLoneMemo = !fast, !fast, !fast
+	defer func() { noFastForward, noPreRoute, noLoneMemo = false, false, false }()
+	steps := make(stepLog, max(cfg.Workers, 1))
+	var all []*trace.Request
+	v := newValidator(t, cfg, reqs)
+	st, err := RunObserved(cfg, cost, blocks, reqs, func(r *trace.Request) error {
+		all = append(all, r)
+		return v.output(r)
+	}, func(s *Step) error {
+		if err := v.step(s); err != nil {
+			return err
+		}
+		return steps.observe(s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.finish(all)
+	return dump(all), st, steps
+}
+
+// Fast-forward (and routing in advance, which it relies on, and the price
+// table of lone decodes, which makes it fast) gives the same
+// records, stats and steps as stepping one event at a time, in every
+// configuration that changes what a window may contain: chunked prefills,
+// preemptions, prefix hits, both routers, both loops, simultaneous events.
+func TestFastForwardSameResults(t *testing.T) {
+	reqs := randomTrace(21, 300, 60)
+	// Equal step costs on every worker make simultaneous step ends.
+	tie := linearCost{Base: 2 * ms}
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond, PerContext: 7}
+	for i, c := range []struct {
+		cfg    Config
+		cost   linearCost
+		blocks int64
+	}{
+		{Config{Workers: 1}, cost, 1000},
+		{Config{Workers: 1, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}}, cost, 100},
+		{Config{Workers: 3, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 512, MaxNumSeqs: 8}}, cost, 60},
+		{Config{Workers: 4, Router: RouterRandom, Seed: 5}, cost, 80},
+		{Config{Workers: 3}, tie, 200},
+		{Config{Workers: 3, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 10}}, tie, 80},
+		{Config{Workers: 2, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 7}}, cost, 60},
+		{Config{Workers: 2, Workload: WorkloadConfig{TimeScale: 0.3}}, cost, 60},
+		{Config{Workers: 3, Scheduler: SchedulerConfig{StreamInterval: 4}, Client: ClientConfig{LatencySec: 0.003}}, cost, 100},
+		{Config{Workers: 2, Client: ClientConfig{LatencySec: 0.001}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 9}}, tie, 100},
+	} {
+		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
+		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)
+		if a != b {
+			t.Errorf("config %d: records differ with fast-forward", i)
+		}
+		stepping, events := sa.Events, sb.Events
+		sa.Events, sb.Events = 0, 0
+		if sa != sb {
+			t.Errorf("config %d: stats differ:\n%+v\n%+v", i, sa, sb)
+		}
+		for w := range la {
+			if !slices.Equal(la[w], lb[w]) {
+				t.Errorf("config %d: worker %d's steps differ", i, w)
+			}
+		}
+		t.Logf("config %d: %d steps, %d events stepping, %d with fast-forward", i, sa.Steps, stepping, events)
+		if events >= stepping {
+			t.Errorf("config %d: fast-forward saved no events", i)
+		}
+		if i == 1 && (sa.Preemptions == 0 || sa.CachedTokens == 0) {
+			t.Errorf("config %d should preempt and hit: %+v", i, sa)
+		}
+	}
+}
