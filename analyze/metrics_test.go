@@ -244,3 +244,30 @@ func TestGroupBy(t *testing.T) {
 		t.Errorf("by run: %+v", g)
 	}
 }
+
+// TestDecomposeQueueSplitAndPrefillBasis: SGLang's split of the queue
+// wait, the KV fetch part, and a dispatched-basis prefill that contains
+// the queue wait.
+func TestDecomposeQueueSplitAndPrefillBasis(t *testing.T) {
+	reqs := []*trace.Request{
+		{Status: trace.StatusOK, TTFTSec: f(1), QueueSec: f(0.4), IdleInQueueSec: f(0.1), BudgetWaitSec: f(0.3), PrefillSec: f(0.3), KVFetchSec: f(0.2)},
+		{Status: trace.StatusOK, TTFTSec: f(2), QueueSec: f(0.6), IdleInQueueSec: f(0.6), BudgetWaitSec: f(0), PrefillSec: f(1.2), PrefillBasis: trace.PrefillDispatched},
+		{Status: trace.StatusOK, TTFTSec: f(3), PrefillSec: f(2.5), PrefillBasis: trace.PrefillDispatched},
+	}
+	d := Decompose(reqs, []float64{0, 100})
+	if d.QueueSplit == nil || d.QueueSplit.IdleShare != 0.7 || d.QueueSplit.BudgetWaitShare != 0.3 {
+		t.Errorf("queue split %+v, want idle 0.7, budget 0.3", d.QueueSplit)
+	}
+	if d.PrefillIncludesQueue != 1 {
+		t.Errorf("%d requests with queueing inside prefill, want 1", d.PrefillIncludesQueue)
+	}
+	b := d.Bands[0]
+	// Means over 3 requests: queue (0.4+0.6+0)/3, prefill (0.3+0.6+2.5)/3,
+	// kv_fetch 0.2/3, other (0.1+0.8+0.5)/3.
+	want := []float64{1.0 / 3, 3.4 / 3, 0.2 / 3, 1.4 / 3}
+	for i, w := range want {
+		if d := b.Mean[i] - w; d > 1e-12 || d < -1e-12 {
+			t.Errorf("%s mean %v, want %v", DecompParts[i], b.Mean[i], w)
+		}
+	}
+}

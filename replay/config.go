@@ -52,6 +52,12 @@ type ClientConfig struct {
 	// LatencySec after the server sends it, so TTFT and E2E include it
 	// twice and ITL not at all (default 0).
 	LatencySec float64 `yaml:"latency_s"`
+	// TimeoutSec is how long the client waits for a request's last
+	// chunk before it gives up and closes the connection (0: forever).
+	// The server notices one latency later and aborts the request at
+	// once if it is waiting or between steps, else when its step ends;
+	// the record has status timeout.
+	TimeoutSec float64 `yaml:"timeout_s"`
 }
 
 // A WorkloadConfig says how requests are sent.
@@ -172,6 +178,9 @@ func (c Config) Validate() error {
 	}
 	if l := c.Client.LatencySec; !(l >= 0) || l > 3600 {
 		bad("client.latency_s", "%v is not a number of seconds in [0, 3600]", l)
+	}
+	if l := c.Client.TimeoutSec; !(l >= 0) || l > 1e7 {
+		bad("client.timeout_s", "%v is not a number of seconds in [0, 1e7]", l)
 	}
 	w := c.Workload
 	switch w.Mode {

@@ -20,6 +20,7 @@ type Stats struct {
 	Requests     int           // requests in the input
 	Completed    int           // requests that ran to their output length
 	Rejected     int           // requests that can never fit in a worker's KV cache
+	TimedOut     int           // requests aborted because their client gave up (Client.TimeoutSec)
 	Steps        int64         // forward passes, all workers
 	Events       int64         // events processed; fast-forward makes these far fewer than the steps
 	Preemptions  int64         // recompute preemptions, all workers
@@ -136,6 +137,10 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	}
 	e.stats.Requests = reqs.Len()
 	e.lat = time.Duration(math.Round(cfg.Client.LatencySec * 1e9))
+	e.timeout = time.Duration(math.Round(cfg.Client.TimeoutSec * 1e9))
+	if e.timeout > 0 {
+		e.live = make([]*reqState, reqs.Len())
+	}
 	for i := range cfg.Workers {
 		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks))
 	}
@@ -220,7 +225,9 @@ type engine struct {
 	// when arrivals are not routed in advance.
 	nextArrival trace.Time
 
-	lat time.Duration // client latency, one way
+	lat     time.Duration // client latency, one way
+	timeout time.Duration // client timeout; 0: none
+	live    []*reqState   // with a timeout: the state of each request in flight, by index
 
 	lone []time.Duration // price of a lone decode by context length; 0: not yet asked
 
@@ -367,6 +374,8 @@ func (e *engine) run() error {
 			err = e.schedule(ev.at, e.workers[ev.arg])
 		case evStepEnd:
 			err = e.stepEnd(ev.at, e.workers[ev.arg])
+		case evTimeout:
+			err = e.abort(ev.at, ev.arg)
 		}
 		if err != nil {
 			return err
@@ -420,6 +429,12 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		r.shared = int(e.shared[i])
 	}
 	r.sent, r.arrival, r.workerArrival = sent, now, now
+	r.deadline = never
+	if e.timeout > 0 {
+		r.deadline = sent.Add(e.timeout + e.lat)
+		e.live[i] = r
+		e.q.push(r.deadline, evTimeout, i)
+	}
 	var wi int
 	if e.route != nil {
 		wi = int(e.route[i])
@@ -544,11 +559,26 @@ const maxLone = 1 << 21
 // order of events across workers). In the open loop that is the next
 // arrival at w when requests were routed in advance, else the next
 // arrival anywhere; in the closed loop arrivals follow completions
-// elsewhere, so it is the next queued event of any kind.
+// elsewhere, so it is the next queued event of any kind. A client timeout
+// of a request on w bounds it as well.
 func (e *engine) window(now trace.Time, w *worker) trace.Time {
-	switch {
-	case noFastForward:
+	if noFastForward {
 		return now
+	}
+	bound := e.arrivalBound(w)
+	if e.timeout > 0 {
+		// A request's timeout changes w's course too.
+		for _, r := range w.running {
+			bound = min(bound, r.deadline)
+		}
+		w.waiting.each(func(r *reqState) { bound = min(bound, r.deadline) })
+	}
+	return bound
+}
+
+// arrivalBound returns the time before which no request can reach w.
+func (e *engine) arrivalBound(w *worker) trace.Time {
+	switch {
 	case e.cfg.Workload.Mode == ModeClosed:
 		if e.q.Len() == 0 {
 			return never
@@ -566,6 +596,17 @@ func (e *engine) window(now trace.Time, w *worker) trace.Time {
 func (e *engine) stepEnd(now trace.Time, w *worker) error {
 	e.done = w.finish(now, e.done[:0])
 	for _, r := range e.done {
+		// A request the client gave up on, or whose last chunk would
+		// reach the client after it gave up, times out.
+		if r.aborted || e.timeout > 0 && r.lastTok.Add(e.lat).Sub(r.sent) > e.timeout {
+			if err := e.timedOut(r, now); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.live != nil {
+			e.live[r.idx] = nil
+		}
 		o := e.result(r, now)
 		e.stats.Completed++
 		e.stats.PromptTokens += r.prompt
@@ -579,6 +620,73 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 	}
 	e.wake(now, w)
 	return nil
+}
+
+// abort handles the timeout of request i at now, when the server learns
+// that its client gave up: a request still waiting or on an idle worker
+// leaves at once; one in the step in flight leaves when the step ends
+// (finish hands it back as done), as engines abort between steps.
+func (e *engine) abort(now trace.Time, i int32) error {
+	r := e.live[i]
+	if r == nil {
+		return nil // completed before its deadline
+	}
+	w := e.workers[r.worker]
+	if w.waiting.remove(r) {
+		if len(r.blocks) > 0 {
+			w.kv.Release(r.blocks)
+			r.blocks = r.blocks[:0]
+		}
+		return e.timedOut(r, now)
+	}
+	if w.busy {
+		r.aborted = true
+		return nil
+	}
+	j := slices.Index(w.running, r)
+	if j < 0 {
+		return fmt.Errorf("replay: internal error: timed-out request %d is neither waiting nor running", i)
+	}
+	w.running = slices.Delete(w.running, j, j+1)
+	w.kv.Release(r.blocks)
+	r.blocks = r.blocks[:0]
+	if err := e.timedOut(r, now); err != nil {
+		return err
+	}
+	e.wake(now, w)
+	return nil
+}
+
+// timedOut emits the record of a request aborted at now because its client
+// gave up, sends that client's next request (closed loop) and recycles r.
+func (e *engine) timedOut(r *reqState, now trace.Time) error {
+	e.stats.TimedOut++
+	e.live[r.idx] = nil
+	o := e.base(r.in, r.idx, r.sent, r.arrival)
+	o.Status = trace.StatusTimeout
+	o.Error = fmt.Sprintf("client gave up after %g s", e.timeout.Seconds())
+	o.Worker = e.workers[r.worker].name
+	o.OutputTokens = trace.Some(r.out)
+	o.OutputTokensSource = trace.OutputServerUsage
+	if r.out > 0 {
+		if ttft := r.firstTok.Add(e.lat).Sub(r.sent); ttft <= e.timeout {
+			o.TTFTSec = trace.Some(ttft.Seconds())
+		}
+	}
+	o.Preemptions = trace.Some(r.preemptions)
+	o.WorkerArrival = trace.Some(r.workerArrival)
+	if r.scheduled {
+		o.GPUStart = trace.Some(r.gpuStart)
+	}
+	o.DoneAtRouter = trace.Some(now)
+	e.release(r)
+	if e.cfg.Workload.Mode == ModeClosed && e.next < e.n {
+		// The client gave up one latency ago; its next request
+		// reaches the router now.
+		e.q.push(now, evArrival, int32(e.next))
+		e.next++
+	}
+	return e.emit(o)
 }
 
 func (e *engine) alloc() *reqState {

@@ -4,13 +4,16 @@ import "github.com/opaltrace/opaltrace/trace"
 
 // An eventKind orders simultaneous events. At one instant the engine first
 // ends the steps that finish then (their tokens, completions, and the next
-// requests of closed-loop clients), then delivers arrivals, and only then
+// requests of closed-loop clients; a request that completes at its
+// client's deadline is not timed out), then aborts timed-out requests,
+// then delivers arrivals, and only then
 // lets idle or just-finished workers build their next batch, so a batch
 // built at time t sees every request that arrived by t.
 type eventKind uint8
 
 const (
 	evStepEnd  eventKind = iota // a worker's forward pass ends
+	evTimeout                   // a client gave up on a request: the server aborts it
 	evArrival                   // a request reaches the router
 	evSchedule                  // a worker builds its next batch
 )

@@ -76,6 +76,8 @@ func TestFastForwardSameResults(t *testing.T) {
 		{Config{Workers: 2, Workload: WorkloadConfig{TimeScale: 0.3}}, cost, 60},
 		{Config{Workers: 3, Scheduler: SchedulerConfig{StreamInterval: 4}, Client: ClientConfig{LatencySec: 0.003}}, cost, 100},
 		{Config{Workers: 2, Client: ClientConfig{LatencySec: 0.001}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 9}}, tie, 100},
+		{Config{Workers: 2, Scheduler: SchedulerConfig{MaxNumSeqs: 4}, Client: ClientConfig{TimeoutSec: 0.1, LatencySec: 0.002}}, cost, 100},
+		{Config{Workers: 2, Client: ClientConfig{TimeoutSec: 0.3}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 20}}, cost, 60},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)
@@ -95,6 +97,9 @@ func TestFastForwardSameResults(t *testing.T) {
 		t.Logf("config %d: %d steps, %d events stepping, %d with fast-forward", i, sa.Steps, stepping, events)
 		if events >= stepping {
 			t.Errorf("config %d: fast-forward saved no events", i)
+		}
+		if i >= 10 && (sa.TimedOut == 0 || sa.Completed == 0) {
+			t.Errorf("config %d should time some requests out and complete others: %+v", i, sa)
 		}
 		if i == 1 && (sa.Preemptions == 0 || sa.CachedTokens == 0) {
 			t.Errorf("config %d should preempt and hit: %+v", i, sa)

@@ -21,8 +21,10 @@ type reqState struct {
 	hashed   int64   // leading blocks of blocks whose hashes are committed
 	lastHash uint64  // hash of block hashed−1 (kvcache.Root when hashed is 0)
 
-	scheduled   bool  // has been scheduled at least once
-	cached      int64 // prefix-hit tokens at the first schedule
+	deadline    trace.Time // when the server learns the client gave up; never without a timeout
+	aborted     bool       // timed out during a step: leaves when the step ends
+	scheduled   bool       // has been scheduled at least once
+	cached      int64      // prefix-hit tokens at the first schedule
 	preemptions int64
 
 	// sent is when the client sent the request; arrival when it reached
@@ -73,6 +75,29 @@ func (d *deque) pushFront(r *reqState) {
 }
 
 func (d *deque) front() *reqState { return d.buf[d.head] }
+
+// remove takes r out of the queue, keeping the others' order, and reports
+// whether it was there.
+func (d *deque) remove(r *reqState) bool {
+	for i := range d.size {
+		if d.buf[(d.head+i)%len(d.buf)] != r {
+			continue
+		}
+		for j := i; j > 0; j-- {
+			d.buf[(d.head+j)%len(d.buf)] = d.buf[(d.head+j-1)%len(d.buf)]
+		}
+		d.popFront()
+		return true
+	}
+	return false
+}
+
+// each calls f for every queued request, front first.
+func (d *deque) each(f func(*reqState)) {
+	for i := range d.size {
+		f(d.buf[(d.head+i)%len(d.buf)])
+	}
+}
 
 func (d *deque) popFront() *reqState {
 	r := d.buf[d.head]

@@ -266,3 +266,46 @@ func TestStreamIntervalAndLatency(t *testing.T) {
 		t.Errorf("b sent at %v, a done at %v", got["b"].Arrival.V, got["a"].DoneAtRouter.V)
 	}
 }
+
+// A client timeout of 45 ms on one worker running one sequence at a time
+// with 10 ms steps:
+//
+//	a (4 tokens) runs [0,40) and completes in time
+//	b runs [40,50); its deadline, 45 ms, falls inside the step, so it is
+//	aborted when the step ends, with its one token
+//	b2 waits behind b and is removed from the queue at 45 ms, tokenless
+//	c (10 tokens, alone at 100 ms) has tokens at 110 … 140 ms and is
+//	aborted at 150 ms, the end of the step its deadline falls in: 5 tokens
+func TestTimeout(t *testing.T) {
+	cfg := Config{Scheduler: SchedulerConfig{MaxNumSeqs: 1}, Client: ClientConfig{TimeoutSec: 0.045}}
+	reqs := []*trace.Request{req("a", 0, 10, 4), req("b", 0, 10, 1), req("b2", 0, 10, 1), req("c", 100*ms, 10, 10)}
+	got, all, st := replay(t, cfg, constCost(10*ms), 100, reqs)
+	a, b, b2, c := got["a"], got["b"], got["b2"], got["c"]
+	if a.Status != trace.StatusOK || b.Status != trace.StatusTimeout || b2.Status != trace.StatusTimeout ||
+		c.Status != trace.StatusTimeout || st.TimedOut != 3 || st.Completed != 1 {
+		t.Fatalf("statuses %s %s %s %s, stats %+v", a.Status, b.Status, b2.Status, c.Status, st)
+	}
+	if b.DoneAtRouter.V != trace.Time(50*ms) || b.OutputTokens.V != 1 || b.TTFTSec.OK {
+		t.Errorf("b: %v", b)
+	}
+	if b2.DoneAtRouter.V != trace.Time(45*ms) || b2.TTFTSec.OK || b2.OutputTokens.V != 0 || b2.GPUStart.OK {
+		t.Errorf("b2: %v", b2)
+	}
+	if c.DoneAtRouter.V != trace.Time(150*ms) || c.OutputTokens.V != 5 || c.TTFTSec.V != 0.01 {
+		t.Errorf("c: %v", c)
+	}
+	var order []string
+	for _, r := range all {
+		order = append(order, r.RequestID)
+	}
+	if !slices.Equal(order, []string{"a", "b2", "b", "c"}) {
+		t.Errorf("emission order %v", order)
+	}
+	// The closed loop sends the next request when one times out; the
+	// KV cache stays whole (the validator checks every step).
+	cfg.Workload = WorkloadConfig{Mode: ModeClosed, Clients: 1}
+	got, _, _ = replay(t, cfg, constCost(10*ms), 100, []*trace.Request{req("x", 0, 10, 10), req("y", 0, 10, 2)})
+	if got["x"].Status != trace.StatusTimeout || got["y"].Status != trace.StatusOK || got["y"].Arrival.V != trace.Time(50*ms) {
+		t.Errorf("x %v\ny %v", got["x"], got["y"])
+	}
+}

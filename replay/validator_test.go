@@ -79,6 +79,21 @@ func (v *validator) output(o *trace.Request) error {
 	if o.Status == trace.StatusRejected {
 		return nil
 	}
+	if o.Status == trace.StatusTimeout {
+		limit := v.cfg.Client.TimeoutSec + 2*v.cfg.Client.LatencySec
+		if !o.DoneAtRouter.OK || o.DoneAtRouter.V < o.Arrival.V || o.OutputTokens.V >= in.OutputTokens.V+1 ||
+			o.TTFTSec.OK && o.TTFTSec.V > v.cfg.Client.TimeoutSec+1e-9 || o.E2ESec.OK {
+			return fmt.Errorf("%s: bad timeout record %v", o.RequestID, o)
+		}
+		// The server finishes a timed-out request when it learns the
+		// client left (timeout + latency after sending), or earlier
+		// when its last chunk would still arrive too late (after
+		// timeout − latency).
+		if v.cfg.Client.TimeoutSec == 0 || o.DoneAtRouter.V.Sub(o.Arrival.V).Seconds() <= v.cfg.Client.TimeoutSec-v.cfg.Client.LatencySec-1e-9 {
+			return fmt.Errorf("%s: timed out %v after it was sent (limit %g s)", o.RequestID, o.DoneAtRouter.V.Sub(o.Arrival.V), limit)
+		}
+		return nil
+	}
 	if o.Status != trace.StatusOK {
 		return fmt.Errorf("%s: status %s", o.RequestID, o.Status)
 	}
@@ -104,6 +119,9 @@ func (v *validator) output(o *trace.Request) error {
 		if i > 0 && x.V < life[i-1].V {
 			return fmt.Errorf("%s: lifecycle timestamp %d (%v) before the previous one (%v)", o.RequestID, i, x.V, life[i-1].V)
 		}
+	}
+	if to := v.cfg.Client.TimeoutSec; to > 0 && o.E2ESec.V > to+1e-9 {
+		return fmt.Errorf("%s: completed in %g s, after its client gave up at %g s", o.RequestID, o.E2ESec.V, to)
 	}
 	if o.PrefillDone.V <= o.Arrival.V {
 		return fmt.Errorf("%s: first token at %v, not after arrival %v", o.RequestID, o.PrefillDone.V, o.Arrival.V)

@@ -315,7 +315,7 @@ func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
 	}
 	kept := w.running[:0]
 	for _, r := range w.running {
-		if r.out == r.maxOut {
+		if r.out == r.maxOut || r.aborted {
 			w.kv.Release(r.blocks)
 			r.blocks = r.blocks[:0]
 			done = append(done, r)

@@ -7,7 +7,8 @@ Usage:
 
 	opaltrace ingest    [--format auto|NAME] -o out.parquet FILE|DIR...
 	opaltrace stats     [--json] [--percentiles 50,90,99] FILE...
-	opaltrace replay    [--config cluster.yaml] -o simulated.parquet TRACE
+	opaltrace calibrate (--server-side|--table) -o costmodel.yaml DATA...
+	opaltrace replay    [--config cluster.yaml] [--model costmodel.yaml] -o simulated.parquet TRACE
 	opaltrace report    --html report.html [LABEL=]FILE...
 	opaltrace demo      [-o DIR]
 
@@ -21,6 +22,8 @@ A session, from the repository root (doc_test.go runs these lines):
 	$ opaltrace replay --workers 4 -o sim4.parquet mooncake.parquet
 	$ opaltrace replay --workers 8 --run sim8 -o sim8.parquet mooncake.parquet
 	$ opaltrace stats --json --percentiles 50,99 sim4.parquet
-	$ opaltrace report --html report.html 4w=sim4.parquet 8w=sim8.parquet
+	$ opaltrace calibrate --server-side -o costmodel.yaml sim4.parquet
+	$ opaltrace replay --workers 4 --model costmodel.yaml --run refit -o refit.parquet mooncake.parquet
+	$ opaltrace report --html report.html 4w=sim4.parquet 8w=sim8.parquet refit=refit.parquet
 */
 package main

@@ -38,6 +38,7 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "seed", Usage: "override: random seed"},
 			&cli.Int64Flag{Name: "stream-interval", Usage: "override: tokens per streamed chunk after the first (engines' --stream-interval)"},
 			&cli.FloatFlag{Name: "client-latency", Usage: "override: one-way client–server latency in seconds (adds twice to TTFT and E2E)"},
+			&cli.FloatFlag{Name: "client-timeout", Usage: "override: seconds a client waits for the last chunk before it gives up (0: forever)"},
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() != 1 {
@@ -100,6 +101,9 @@ func applyReplayFlags(c *cli.Command, cl *cluster) error {
 	}
 	if c.IsSet("client-latency") {
 		cl.Client.LatencySec = c.Float("client-latency")
+	}
+	if c.IsSet("client-timeout") {
+		cl.Client.TimeoutSec = c.Float("client-timeout")
 	}
 	if c.IsSet("seed") {
 		s, err := strconv.ParseUint(c.String("seed"), 10, 64)
