@@ -143,15 +143,24 @@ type Reader struct {
 	cur  *Request
 	err  error
 	name string
+	// partial: only some columns are read, so records are not complete
+	// enough to Validate (a projection without status, say).
+	partial bool
 }
 
 // OpenFile opens a Parquet file for reading.
-func OpenFile(path string) (*Reader, error) {
+func OpenFile(path string) (*Reader, error) { return OpenFileColumns(path) }
+
+// OpenFileColumns opens a Parquet file reading only the named columns (all
+// when none are named): the other fields of every Request stay absent.
+// Analyses that need a few columns of a large file read several times
+// faster this way. An unknown column name is an error.
+func OpenFileColumns(path string, names ...string) (*Reader, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	r, err := newReader(f, path)
+	r, err := newReader(f, path, names)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -168,7 +177,7 @@ func corrupt(name string, err *error) {
 	}
 }
 
-func newReader(src parquet.ReaderAtSeeker, name string) (r *Reader, err error) {
+func newReader(src parquet.ReaderAtSeeker, name string, only []string) (r *Reader, err error) {
 	defer corrupt(name, &err)
 	pf, err := file.NewParquetReader(src)
 	if err != nil {
@@ -197,12 +206,29 @@ func newReader(src parquet.ReaderAtSeeker, name string) (r *Reader, err error) {
 		pf.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	var indices []int
+	if len(only) > 0 {
+		sc, err := fr.Schema()
+		if err != nil {
+			pf.Close()
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		for _, col := range only {
+			i := sc.FieldIndices(col)
+			if len(i) == 0 {
+				pf.Close()
+				return nil, fmt.Errorf("%s: no column %q", name, col)
+			}
+			indices = append(indices, i[0])
+		}
+	}
+	rr, err := fr.GetRecordReader(context.Background(), indices, nil)
 	if err != nil {
 		pf.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	r.rr = rr
+	r.partial = len(indices) > 0
 	byName := make(map[string]int, len(columns))
 	for i, c := range columns {
 		byName[c.field.Name] = i
@@ -257,6 +283,10 @@ func (r *Reader) Scan() (ok bool) {
 	r.row++
 	r.n++
 	req.SetPos(r.name, int(r.n))
+	if r.partial {
+		r.cur = req
+		return true
+	}
 	if err := req.Validate(); err != nil {
 		r.err = fmt.Errorf("%s:%d: %w", r.name, r.n, err)
 		return false

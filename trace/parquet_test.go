@@ -223,3 +223,30 @@ func jsonNumber(v any) float64 {
 	}
 	return math.NaN()
 }
+
+func TestOpenFileColumns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.parquet")
+	in := sampleRequests()
+	writeSample(t, path, in, sampleRuns())
+	r, err := OpenFileColumns(path, "status", "ttft_s", "itl_s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	i := 0
+	for r.Scan() {
+		q := r.Request()
+		want := &Request{Status: in[i].Status, TTFTSec: in[i].TTFTSec, ITLSec: in[i].ITLSec}
+		want.SetPos(path, i+1)
+		if q.String() != want.String() {
+			t.Errorf("row %d: got %s, want only %s", i, q, want)
+		}
+		i++
+	}
+	if r.Err() != nil || i != len(in) {
+		t.Fatalf("read %d rows, err %v", i, r.Err())
+	}
+	if _, err := OpenFileColumns(path, "no_such_column"); err == nil {
+		t.Error("unknown column accepted")
+	}
+}
