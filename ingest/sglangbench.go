@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -150,6 +151,11 @@ func (r *sglangBenchReader) nextRun() Record {
 		return &SyntaxError{r.file, r.lines.at(end), msg}
 	}
 	r.off = end
+	// json.dumps writes ASCII; invalid UTF-8 cannot be kept in the
+	// run's metadata (Parquet key/value strings are UTF-8).
+	if !utf8.Valid(r.data[start:end]) {
+		return &SyntaxError{r.file, r.line, "run: invalid UTF-8"}
+	}
 	run := &trace.Run{Name: fmt.Sprintf("%s#%d", r.prefix, r.nrun), Source: sglangBenchName, File: r.file}
 	cols, n, bad := r.parseRun(&obj, run)
 	if bad != "" {

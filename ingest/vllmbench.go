@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -132,6 +133,12 @@ func (r *vllmBenchReader) nextRun() bool {
 	r.off = start + int(dec.InputOffset())
 	if raw[0] != '{' {
 		r.pending = append(r.pending, &SyntaxError{r.file, line, "run: not a JSON object"})
+		return true
+	}
+	// Invalid UTF-8 cannot be kept in the run's metadata (Parquet
+	// key/value strings are UTF-8); json.dumps writes ASCII.
+	if !utf8.Valid(raw) {
+		r.pending = append(r.pending, &SyntaxError{r.file, line, "run: invalid UTF-8"})
 		return true
 	}
 	p := vllmRunParser{file: r.file, line: line, name: name}

@@ -59,15 +59,16 @@ func maxRSS() int64 {
 }
 
 // BenchmarkReplayAzureMillion replays 1,000,000 requests with Azure
-// conversation lengths and Poisson arrivals on 64 workers and streams
-// every simulated request, ITL list included, into a Parquet file.
-// OPALTRACE_BENCH_REQUESTS replays fewer (to profile);
+// conversation lengths and Poisson arrivals on 64 workers: "parquet"
+// streams every simulated request, ITL list included, into a Parquet file
+// through trace.Writer; "discard" drops them, to show the engine's own
+// speed. OPALTRACE_BENCH_REQUESTS replays fewer (to profile);
 // OPALTRACE_BENCH_STREAM_INTERVAL sets the stream interval (default 1).
 func BenchmarkReplayAzureMillion(b *testing.B) {
 	lengths := readAzureLengths(b, shareddata.Path(b, "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
 	cost, blocks := llama8BOnH100(b)
 	n := 1_000_000
-	if s := os.Getenv("OPALTRACE_BENCH_REQUESTS"); s != "" { // for profiling a slice
+	if s := os.Getenv("OPALTRACE_BENCH_REQUESTS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
 	in, err := NewSampled("azure", n, azureRate, lengths, 1)
@@ -78,35 +79,49 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 	if s := os.Getenv("OPALTRACE_BENCH_STREAM_INTERVAL"); s != "" {
 		cfg.Scheduler.StreamInterval, _ = strconv.ParseInt(s, 10, 64)
 	}
-	path := b.TempDir() + "/sim.parquet"
-	var st Stats
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	for b.Loop() {
-		f, err := os.Create(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		w, err := trace.NewWriter(bufio.NewWriterSize(f, 1<<20))
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err = RunInputs(cfg, cost, blocks, in, w.Write, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			b.Fatal(err)
-		}
-		f.Close()
+	for _, out := range []string{"parquet", "discard"} {
+		b.Run(out, func(b *testing.B) {
+			path := b.TempDir() + "/sim.parquet"
+			var st Stats
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if out == "discard" {
+					st, err = RunInputs(cfg, cost, blocks, in, func(*trace.Request) error { return nil }, Options{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				f, err := os.Create(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf := bufio.NewWriterSize(f, 1<<20)
+				w, err := trace.NewWriter(buf)
+				if err != nil {
+					b.Fatal(err)
+				}
+				st, err = RunInputs(cfg, cost, blocks, in, w.Write, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+				if err := buf.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+			cpu := cpuTime() - cpu0
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			b.ReportMetric(float64(n)*float64(b.N)/cpu.Seconds(), "req/cpu-s")
+			b.ReportMetric(float64(maxRSS())/(1<<20), "peak-RSS-MiB")
+			b.ReportMetric(st.BusyTime.Seconds()/(float64(cfg.Workers)*st.End.Seconds()), "busy")
+			b.ReportMetric(float64(st.Steps), "steps/op")
+			b.ReportMetric(float64(st.Events), "events/op")
+		})
 	}
-	cpu := cpuTime() - cpu0
-	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "req/s")
-	b.ReportMetric(float64(n)*float64(b.N)/cpu.Seconds(), "req/cpu-s")
-	b.ReportMetric(float64(maxRSS())/(1<<20), "peak-RSS-MiB")
-	b.ReportMetric(st.BusyTime.Seconds()/(float64(cfg.Workers)*st.End.Seconds()), "busy")
-	b.ReportMetric(float64(st.Steps), "steps/op")
-	b.ReportMetric(float64(st.Events), "events/op")
 }
 
 // TestAzureLoad checks on the first 20,000 requests of the million that
@@ -119,7 +134,7 @@ func TestAzureLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	st, err := RunInputs(Config{Workers: 64}, cost, blocks, in, func(*trace.Request) error { return nil }, nil)
+	st, err := RunInputs(Config{Workers: 64}, cost, blocks, in, func(*trace.Request) error { return nil }, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,19 @@ type Stats struct {
 	Evictions    int64         // cached KV blocks reused for other content
 	BusyTime     time.Duration // sum over workers of time spent in steps
 	End          trace.Time    // time of the last event
+
+	// Seconds holds per-second statistics when Options.PerSecond asks
+	// for them, from second 0 to the one holding End.
+	Seconds []Second
+}
+
+// Options are the optional parts of a replay.
+type Options struct {
+	// Observe, when not nil, is called for every step before it runs;
+	// an error from it stops the replay. Validators use it.
+	Observe func(*Step) error
+	// PerSecond collects Stats.Seconds.
+	PerSecond bool
 }
 
 // A Step describes one forward pass of one worker, as built. Run passes it
@@ -60,13 +73,13 @@ type Step struct {
 // missing one is an error naming the request's position. An error from
 // emit stops the replay and is returned.
 func Run(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace.Request, emit func(*trace.Request) error) (Stats, error) {
-	return RunInputs(cfg, cost, kvBlocks, Requests(reqs), emit, nil)
+	return RunInputs(cfg, cost, kvBlocks, Requests(reqs), emit, Options{})
 }
 
 // RunObserved is Run with an observer called for every step (nil for
 // none); an error from it stops the replay. Validators use it.
 func RunObserved(cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace.Request, emit func(*trace.Request) error, observe func(*Step) error) (Stats, error) {
-	return RunInputs(cfg, cost, kvBlocks, Requests(reqs), emit, observe)
+	return RunInputs(cfg, cost, kvBlocks, Requests(reqs), emit, Options{Observe: observe})
 }
 
 // An Inputs is the replay's input, by index. Request must return the same
@@ -97,8 +110,8 @@ func (r Requests) Len() int { return len(r) }
 // Request implements Inputs.
 func (r Requests) Request(i int) *trace.Request { return r[i] }
 
-// RunInputs is RunObserved over any Inputs.
-func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, emit func(*trace.Request) error, observe func(*Step) error) (Stats, error) {
+// RunInputs is Run over any Inputs, with options.
+func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, emit func(*trace.Request) error, opts Options) (Stats, error) {
 	if err := cfg.Validate(); err != nil {
 		return Stats{}, err
 	}
@@ -132,7 +145,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		router:   router,
 		reqs:     reqs,
 		emit:     emit,
-		observe:  observe,
+		observe:  opts.Observe,
 		kvBlocks: kvBlocks,
 	}
 	e.stats.Requests = reqs.Len()
@@ -144,9 +157,15 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	for i := range cfg.Workers {
 		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks))
 	}
+	if opts.PerSecond {
+		e.sec = &seconds{workers: cfg.Workers}
+	}
 	e.prepare()
 	if err := e.run(); err != nil {
 		return e.stats, err
+	}
+	if e.sec != nil {
+		e.stats.Seconds = e.sec.done(e.stats.End)
 	}
 	for _, w := range e.workers {
 		e.stats.Evictions += w.kv.Evictions
@@ -213,6 +232,7 @@ type engine struct {
 	kvBlocks int64
 	emit     func(*trace.Request) error
 	observe  func(*Step) error
+	sec      *seconds // per-second statistics; nil: not collected
 	stats    Stats
 
 	shared []int32 // per request: leading hash ids another request (on its worker, when known) also has
@@ -413,8 +433,14 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	in := e.reqs.Request(int(i))
 	prompt, out := in.InputTokens.V, in.OutputTokens.V
 	sent := now.Add(-e.lat)
+	if e.sec != nil {
+		e.sec.at(now).Arrivals++
+	}
 	if reason := e.rejectReason(prompt, out); reason != "" {
 		e.stats.Rejected++
+		if e.sec != nil {
+			e.sec.at(now).Rejected++
+		}
 		o := e.base(in, i, sent, now)
 		o.Status = trace.StatusRejected
 		o.Error = reason
@@ -507,13 +533,18 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 		e.stats.Steps++
 		e.stats.Preemptions += int64(w.preempted)
 		e.stats.BusyTime += d
-		if e.observe != nil {
+		if e.observe != nil || e.sec != nil {
 			e.step = Step{
 				Worker: w.id, Start: now, End: end, Batch: &w.batch,
 				Running: len(w.running), Waiting: w.waiting.Len(), Preempted: w.preempted, KV: w.kv,
 			}
-			if err := e.observe(&e.step); err != nil {
-				return err
+			if e.sec != nil {
+				e.sec.step(&e.step)
+			}
+			if e.observe != nil {
+				if err := e.observe(&e.step); err != nil {
+					return err
+				}
 			}
 		}
 		if end >= bound || w.completes() {
@@ -521,7 +552,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			e.q.push(end, evStepEnd, int32(w.id))
 			return nil
 		}
-		w.finish(end, nil)
+		w.emitTokens(end) // no request leaves: completes() said so, and no timeout falls before end
 		now = end
 	}
 }
@@ -609,6 +640,9 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 		}
 		o := e.result(r, now)
 		e.stats.Completed++
+		if e.sec != nil {
+			e.sec.at(now).Completions++
+		}
 		e.stats.PromptTokens += r.prompt
 		e.stats.CachedTokens += r.cached
 		e.stats.OutputTokens += r.out
@@ -662,6 +696,9 @@ func (e *engine) abort(now trace.Time, i int32) error {
 func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	e.stats.TimedOut++
 	e.live[r.idx] = nil
+	if e.sec != nil {
+		e.sec.at(now).TimedOut++
+	}
 	o := e.base(r.in, r.idx, r.sent, r.arrival)
 	o.Status = trace.StatusTimeout
 	o.Error = fmt.Sprintf("client gave up after %g s", e.timeout.Seconds())

@@ -3,6 +3,7 @@ package replay
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -40,7 +41,7 @@ func TestDeterministic(t *testing.T) {
 	cfg := Config{Workers: 3, Router: RouterRandom, Seed: 42, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 512}}
 	_, a, sa := replay(t, cfg, cost, 80, reqs)
 	_, b, sb := replay(t, cfg, cost, 80, reqs)
-	if dump(a) != dump(b) || sa != sb {
+	if dump(a) != dump(b) || !reflect.DeepEqual(sa, sb) {
 		t.Error("two runs differ")
 	}
 	cfg.Seed = 43
@@ -166,7 +167,7 @@ func TestPrivateBlocksSameResults(t *testing.T) {
 	indexAll = true
 	defer func() { indexAll = false }()
 	_, b, sb := replay(t, cfg, cost, 100, reqs)
-	if dump(a) != dump(b) || sa != sb {
+	if dump(a) != dump(b) || !reflect.DeepEqual(sa, sb) {
 		t.Errorf("results differ: %+v vs %+v", sa, sb)
 	}
 	multi := 0

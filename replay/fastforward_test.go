@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +28,8 @@ func (l stepLog) observe(s *Step) error {
 }
 
 // runWith replays with fast-forward and routing in advance on or off and
-// returns the emitted records, the stats and every worker's steps.
+// returns the emitted records, the stats (per-second ones included) and
+// every worker's steps.
 func runWith(t *testing.T, cfg Config, cost linearCost, blocks int64, reqs []*trace.Request, fast bool) (string, Stats, stepLog) {
 	t.Helper()
 	noFastForward, noPreRoute, noLoneMemo = !fast, !fast, !fast
@@ -35,15 +37,15 @@ func runWith(t *testing.T, cfg Config, cost linearCost, blocks int64, reqs []*tr
 	steps := make(stepLog, max(cfg.Workers, 1))
 	var all []*trace.Request
 	v := newValidator(t, cfg, reqs)
-	st, err := RunObserved(cfg, cost, blocks, reqs, func(r *trace.Request) error {
+	st, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(r *trace.Request) error {
 		all = append(all, r)
 		return v.output(r)
-	}, func(s *Step) error {
+	}, Options{PerSecond: true, Observe: func(s *Step) error {
 		if err := v.step(s); err != nil {
 			return err
 		}
 		return steps.observe(s)
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestFastForwardSameResults(t *testing.T) {
 		}
 		stepping, events := sa.Events, sb.Events
 		sa.Events, sb.Events = 0, 0
-		if sa != sb {
+		if !reflect.DeepEqual(sa, sb) {
 			t.Errorf("config %d: stats differ:\n%+v\n%+v", i, sa, sb)
 		}
 		for w := range la {

@@ -267,6 +267,13 @@ func (w *worker) steady() bool {
 // continues identically.
 func (w *worker) decodeStep(now trace.Time) bool {
 	for _, r := range w.running {
+		// grow has work only when the token opens a block or fills
+		// one (whose hash it commits); multiplications spare it the
+		// divisions on every other token.
+		total := r.computed + 1
+		if total <= int64(len(r.blocks))*w.bs && (!w.prefix || total < (r.hashed+1)*w.bs) {
+			continue
+		}
 		if !w.grow(r, 1) {
 			return false
 		}
@@ -293,8 +300,30 @@ func (w *worker) completes() bool {
 
 // finish ends the step at time now: every request whose sequence is now
 // fully computed emits one token, and those that reach their output length
-// complete. It appends the completed requests to done, in running order.
+// (or whose client gave up) leave. It appends them to done, in running
+// order.
 func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
+	w.emitTokens(now)
+	kept := w.running[:0]
+	for _, r := range w.running {
+		if r.out == r.maxOut || r.aborted {
+			w.kv.Release(r.blocks)
+			r.blocks = r.blocks[:0]
+			done = append(done, r)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(w.running[len(kept):])
+	w.running = kept
+	w.busy = false
+	return done
+}
+
+// emitTokens gives a token, at now, to every request of the step whose
+// sequence is now fully computed, and streams the chunks that completes.
+// Alone it ends a step that completes no request (fast-forward).
+func (w *worker) emitTokens(now trace.Time) {
 	for _, s := range w.sched {
 		r := s.r
 		if r.computed != r.numTokens() {
@@ -313,20 +342,6 @@ func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
 		}
 		r.lastTok = now
 	}
-	kept := w.running[:0]
-	for _, r := range w.running {
-		if r.out == r.maxOut || r.aborted {
-			w.kv.Release(r.blocks)
-			r.blocks = r.blocks[:0]
-			done = append(done, r)
-			continue
-		}
-		kept = append(kept, r)
-	}
-	clear(w.running[len(kept):])
-	w.running = kept
-	w.busy = false
-	return done
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

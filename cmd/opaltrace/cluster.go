@@ -43,6 +43,10 @@ type cluster struct {
 	CostModel string `yaml:"cost_model,omitempty"`
 
 	replay.Config `yaml:",inline"`
+
+	// perSecond, when set, is where replay writes its per-second
+	// statistics (replay --per-second); not part of the file form.
+	perSecond string
 }
 
 func defaultCluster() cluster {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
 	"github.com/opaltrace/opaltrace/trace"
@@ -38,6 +40,7 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "seed", Usage: "override: random seed"},
 			&cli.Int64Flag{Name: "stream-interval", Usage: "override: tokens per streamed chunk after the first (engines' --stream-interval)"},
 			&cli.FloatFlag{Name: "client-latency", Usage: "override: one-way client–server latency in seconds (adds twice to TTFT and E2E)"},
+			&cli.StringFlag{Name: "per-second", Usage: "also write per-second statistics (completions, running, waiting, GPU busy, KV blocks, tokens per step) to this Parquet file"},
 			&cli.FloatFlag{Name: "client-timeout", Usage: "override: seconds a client waits for the last chunk before it gives up (0: forever)"},
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
@@ -102,6 +105,7 @@ func applyReplayFlags(c *cli.Command, cl *cluster) error {
 	if c.IsSet("client-latency") {
 		cl.Client.LatencySec = c.Float("client-latency")
 	}
+	cl.perSecond = c.String("per-second")
 	if c.IsSet("client-timeout") {
 		cl.Client.TimeoutSec = c.Float("client-timeout")
 	}
@@ -150,16 +154,21 @@ func replayToParquet(cl cluster, reqs []*trace.Request, runName, out string, std
 	if err != nil {
 		return nil, err
 	}
-	st, err := replay.Run(cfg, step, kvTokens/block, reqs, func(r *trace.Request) error {
+	st, err := replay.RunInputs(cfg, step, kvTokens/block, replay.Requests(reqs), func(r *trace.Request) error {
 		r.Run = runName
 		if r.Model == "" {
 			r.Model = run.Model
 		}
 		sim = append(sim, r)
 		return w.Write(r)
-	})
+	}, replay.Options{PerSecond: cl.perSecond != ""})
 	if err != nil {
 		return nil, err
+	}
+	if cl.perSecond != "" {
+		if err := writeSeconds(cl, dep, st.Seconds); err != nil {
+			return nil, err
+		}
 	}
 	w.SetRuns([]trace.Run{run})
 	if err := w.Close(); err != nil {
@@ -168,7 +177,29 @@ func replayToParquet(cl cluster, reqs []*trace.Request, runName, out string, std
 	if err := f.Commit(); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "wrote %s: %d simulated requests (%d rejected, %d preemptions, %d steps, %.1f s simulated) on %d workers\n",
-		out, st.Requests, st.Rejected, st.Preemptions, st.Steps, st.End.Seconds(), cfg.Workers)
+	fmt.Fprintf(stderr, "wrote %s: %d simulated requests (%d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %d workers\n",
+		out, st.Requests, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers)
 	return analyze.Summarize(run, sim), nil
+}
+
+// writeSeconds writes a replay's per-second statistics atomically to
+// cl.perSecond, with the configuration and the cost model in the metadata.
+func writeSeconds(cl cluster, dep *model.Deployment, rows []replay.Second) error {
+	cost := fmt.Sprintf("roofline: %s on %d × %s", dep.LLM.Name, cl.TP, dep.Hardware.Name)
+	if cl.CostModel != "" {
+		data, err := os.ReadFile(cl.CostModel)
+		if err != nil {
+			return err
+		}
+		cost = string(data)
+	}
+	f, err := atomicfile.Create(cl.perSecond)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if err := replay.WriteSeconds(f, rows, [][2]string{{replay.MetaConfig, cl.yaml()}, {replay.MetaCostModel, cost}}); err != nil {
+		return err
+	}
+	return f.Commit()
 }

@@ -1,0 +1,125 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/ingest"
+	"github.com/opaltrace/opaltrace/internal/golden"
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// medianOf is numpy's median: the mean of the two middle values of an
+// even count.
+func medianOf(x []float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(x)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// TestDataCrunchGolden regenerates every DataCrunch Llama-3.3-70B SGLang
+// benchmark run (summary only: its arguments and its reported numbers)
+// from its recorded workload, replays it on one simulated H200 ×4 (TP4)
+// worker with the default, uncalibrated roofline cost model, and records
+// observed against simulated median TTFT, median ITL and mean E2E with the
+// relative error. The simulated worker runs vLLM's scheduler (SGLang's is
+// not built yet) with prefix caching off, as the runs had
+// --disable-radix-cache; ShareGPT runs cannot be regenerated from their
+// arguments and are listed as such.
+func TestDataCrunchGolden(t *testing.T) {
+	files := []string{
+		shareddata.Path(t, "formats/sglang_bench_serving/datacrunch-research_h200-benchmarks_llama_3_3_70b_online_output.jsonl"),
+		shareddata.Path(t, "formats/sglang_bench_serving/datacrunch-research_h200-benchmarks_llama_3_3_70b_offline_output.jsonl"),
+	}
+	_, file, _, _ := runtime.Caller(0)
+	llm, err := model.LoadConfig(filepath.Join(filepath.Dir(file), "..", "samples", "models", "llama-3.3-70b", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, err := model.HardwareByName("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep, err := model.NewDeployment(hw, llm, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := dep.KVCacheTokens(0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	var b strings.Builder
+	fmt.Fprintf(&b, "# DataCrunch Llama-3.3-70B on H200 TP4 (SGLang, --disable-radix-cache): observed vs simulated\n")
+	fmt.Fprintf(&b, "# simulated: roofline %s, %d KV tokens at 0.9 memory, vLLM scheduler, seed 1\n", llm.Name, kv)
+	fmt.Fprintf(&b, "# %-44s %28s %28s %28s\n", "run (file#line)", "median TTFT ms (obs sim err)", "median ITL ms (obs sim err)", "mean E2E ms (obs sim err)")
+	for _, path := range files {
+		r, c, err := ingest.Open(path, ingest.Options{Format: "sglang-bench"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.Scan() {
+		}
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		for _, run := range r.Runs() {
+			name := run.Name
+			reqs, mode, err := Regenerate(run, 1)
+			if err != nil {
+				fmt.Fprintf(&b, "%-46s not regenerated: %v\n", name, strings.TrimPrefix(err.Error(), "run "+run.Name+": "))
+				continue
+			}
+			var rep struct {
+				TTFT float64 `json:"median_ttft_ms"`
+				ITL  float64 `json:"median_itl_ms"`
+				E2E  float64 `json:"mean_e2e_latency_ms"`
+			}
+			if err := json.Unmarshal(run.Reported, &rep); err != nil {
+				t.Fatalf("%s: reported summary: %v", name, err)
+			}
+			cfg := Config{Workload: mode, Scheduler: SchedulerConfig{EnablePrefixCaching: &off}}
+			var ttft, itl []float64
+			var e2e float64
+			st, err := Run(cfg, dep, kv/16, reqs, func(o *trace.Request) error {
+				if o.Status != trace.StatusOK {
+					return fmt.Errorf("%s: %s", o.RequestID, o.Error)
+				}
+				ttft = append(ttft, o.TTFTSec.V*1000)
+				for _, g := range o.ITLSec {
+					itl = append(itl, g*1000)
+				}
+				e2e += o.E2ESec.V * 1000
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sim := [3]float64{medianOf(ttft), medianOf(itl), e2e / float64(st.Completed)}
+			obs := [3]float64{rep.TTFT, rep.ITL, rep.E2E}
+			fmt.Fprintf(&b, "%-46s", name)
+			for i := range sim {
+				fmt.Fprintf(&b, " %9.1f %9.1f %+7.1f%%", obs[i], sim[i], 100*(sim[i]-obs[i])/obs[i])
+			}
+			b.WriteByte('\n')
+		}
+	}
+	t.Log("\n" + b.String())
+	golden.Check(t, "testdata/datacrunch.golden", []byte(b.String()))
+}

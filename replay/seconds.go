@@ -1,0 +1,107 @@
+package replay
+
+import (
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A Second holds the statistics of one simulated second, [Second,
+// Second+1) s, over all workers.
+//
+// Counts (arrivals, completions, timeouts, rejections) are of events in
+// that second; steps, tokens and preemptions belong to the second their
+// step started in. Running, Waiting and KVBlocksUsed are time-weighted
+// means over the second, summed over workers, of each worker's values as
+// of its latest step start (an idle worker holds no request and, as free
+// blocks count as unused even when they keep cached content, no block).
+// Busy is the fraction of the second the workers spent in steps, summed
+// over workers and divided by their number.
+type Second struct {
+	Second       int64
+	Arrivals     int64
+	Completions  int64
+	TimedOut     int64
+	Rejected     int64
+	Steps        int64
+	Tokens       int64 // tokens computed: prefill chunk tokens plus one per decode
+	Preemptions  int64
+	Running      float64
+	Waiting      float64
+	KVBlocksUsed float64
+	Busy         float64
+}
+
+// TokensPerStep is the mean number of tokens a step of this second
+// computed (0 without steps).
+func (s *Second) TokensPerStep() float64 {
+	if s.Steps == 0 {
+		return 0
+	}
+	return float64(s.Tokens) / float64(s.Steps)
+}
+
+// seconds accumulates Seconds as the replay runs.
+//
+// Note: the time-weighted sums are kept in integer nanoseconds and turned
+// into float64 once, at the end. Fast-forward adds a worker's steps in
+// windows, not interleaved with the other workers', and float sums in
+// another order would differ in their last bits.
+type seconds struct {
+	rows    []Second
+	sums    []weighted
+	workers int
+}
+
+// weighted holds one second's integer time-weighted sums (ns × value).
+type weighted struct {
+	busy, running, waiting, kv int64
+}
+
+// at returns the row of the second holding t, growing the table.
+func (s *seconds) at(t trace.Time) *Second {
+	i := int64(t / trace.Time(time.Second))
+	for int64(len(s.rows)) <= i {
+		s.rows = append(s.rows, Second{Second: int64(len(s.rows))})
+		s.sums = append(s.sums, weighted{})
+	}
+	return &s.rows[i]
+}
+
+// step records one step of a worker from start to end.
+func (s *seconds) step(st *Step) {
+	r := s.at(st.Start)
+	r.Steps++
+	r.Preemptions += int64(st.Preempted)
+	tokens := int64(len(st.Batch.Decode))
+	for _, p := range st.Batch.Prefill {
+		tokens += p.Tokens
+	}
+	r.Tokens += tokens
+	used := st.KV.NumUsed()
+	// Spread the step's duration over the seconds it spans.
+	for t := st.Start; t < st.End; {
+		next := min(st.End, (t/trace.Time(time.Second)+1)*trace.Time(time.Second))
+		w := int64(next - t)
+		s.at(t)
+		x := &s.sums[t/trace.Time(time.Second)]
+		x.busy += w
+		x.running += w * int64(st.Running)
+		x.waiting += w * int64(st.Waiting)
+		x.kv += w * used
+		t = next
+	}
+}
+
+// done returns the table up to the second holding end.
+func (s *seconds) done(end trace.Time) []Second {
+	s.at(end)
+	for i := range s.rows {
+		x, r := s.sums[i], &s.rows[i]
+		r.Busy = float64(x.busy) / 1e9 / float64(s.workers)
+		r.Running = float64(x.running) / 1e9
+		r.Waiting = float64(x.waiting) / 1e9
+		r.KVBlocksUsed = float64(x.kv) / 1e9
+	}
+	return s.rows
+}

@@ -1,0 +1,139 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// Per-second statistics of one request by hand: a 100-token prompt at
+// 0.5 s, 3 output tokens, steps of 0.3 s + 1 ms a token: the prefill
+// step [0.5, 0.9) s, decodes [0.9, 1.201) and [1.201, 1.502) s.
+func TestSecondsByHand(t *testing.T) {
+	cost := linearCost{Base: 300 * ms, PerToken: ms}
+	st, err := RunInputs(Config{}, cost, 100, Requests{req("a", 500*ms, 100, 3)}, func(*trace.Request) error { return nil }, Options{PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Seconds) != 2 {
+		t.Fatalf("%d seconds: %+v", len(st.Seconds), st.Seconds)
+	}
+	s0, s1 := st.Seconds[0], st.Seconds[1]
+	if s0.Arrivals != 1 || s0.Steps != 2 || s0.Tokens != 101 || s0.Completions != 0 ||
+		s1.Steps != 1 || s1.Tokens != 1 || s1.Completions != 1 {
+		t.Errorf("counts %+v %+v", s0, s1)
+	}
+	// Busy and running in second 0: [0.5, 1.0); in second 1: [1.0, 1.502).
+	near(t, "busy 0", s0.Busy, 0.5)
+	near(t, "busy 1", s1.Busy, 0.502)
+	near(t, "running 0", s0.Running, 0.5)
+	near(t, "kv 0", s0.KVBlocksUsed, 0.4*7+0.1*7) // 101 then 102 tokens: 7 blocks of 16
+	near(t, "tokens per step 0", s0.TokensPerStep(), 50.5)
+}
+
+// Little's law on the output: the time-average number of requests in the
+// system (running + waiting, per second) is the arrival rate times the
+// mean time in the system, within 3 % (the per-second counts see an
+// arrival at the next step start, not at once). The per-second totals
+// match the replay's.
+func TestLittlesLaw(t *testing.T) {
+	reqs := randomTrace(17, 3000, 20)
+	cost := linearCost{Base: 5 * ms, PerToken: 20 * time.Microsecond}
+	var sojourn float64
+	var last trace.Time
+	cfg := Config{Workers: 2, Scheduler: SchedulerConfig{MaxNumSeqs: 16}}
+	st, err := RunInputs(cfg, cost, 400, Requests(reqs), func(r *trace.Request) error {
+		sojourn += r.DoneAtRouter.V.Sub(r.RouterArrival.V).Seconds()
+		last = max(last, r.DoneAtRouter.V)
+		return nil
+	}, Options{PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inSystem, busy float64
+	var done, steps int64
+	for _, s := range st.Seconds {
+		inSystem += s.Running + s.Waiting
+		busy += s.Busy
+		done += s.Completions
+		steps += s.Steps
+	}
+	T := last.Seconds()
+	lambdaW := sojourn / T // λ·W = (n/T)·(Σ sojourn/n)
+	L := inSystem / T
+	if math.Abs(L-lambdaW) > 0.03*lambdaW {
+		t.Errorf("L = %.4f, λW = %.4f", L, lambdaW)
+	}
+	t.Logf("L = %.4f, λW = %.4f, busy %.3f", L, lambdaW, busy/float64(len(st.Seconds)))
+	if done != int64(st.Completed) || steps != st.Steps ||
+		math.Abs(busy*float64(cfg.Workers)-st.BusyTime.Seconds()) > 1e-6 {
+		t.Errorf("totals: %d completions, %d steps, busy %g s; stats %+v", done, steps, busy, st)
+	}
+}
+
+// The per-second file holds every row and column, with its metadata, and
+// is the same bytes when written twice.
+func TestWriteSeconds(t *testing.T) {
+	reqs := randomTrace(3, 200, 40)
+	st, err := RunInputs(Config{Workers: 2}, linearCost{Base: ms, PerToken: 10 * time.Microsecond}, 200, Requests(reqs),
+		func(*trace.Request) error { return nil }, Options{PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := [][2]string{{MetaConfig, "workers: 2\n"}, {MetaCostModel, "linear"}}
+	var a, b bytes.Buffer
+	if err := WriteSeconds(&a, st.Seconds, meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSeconds(&b, st.Seconds, meta); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Error("two writes differ")
+	}
+	rdr, err := file.NewParquetReader(bytes.NewReader(a.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	if tbl.NumRows() != int64(len(st.Seconds)) || int(tbl.NumCols()) != len(secondsColumns) {
+		t.Fatalf("%d rows, %d columns; want %d, %d", tbl.NumRows(), tbl.NumCols(), len(st.Seconds), len(secondsColumns))
+	}
+	busy := tbl.Column(7).Data().Chunk(0).(*array.Float64)
+	done := tbl.Column(2).Data().Chunk(0).(*array.Int64)
+	var n int64
+	for i := range len(st.Seconds) {
+		if busy.Value(i) != st.Seconds[i].Busy {
+			t.Errorf("second %d: busy %g, want %g", i, busy.Value(i), st.Seconds[i].Busy)
+		}
+		n += done.Value(i)
+	}
+	if tbl.Schema().Field(7).Name != "busy" || n != int64(st.Completed) {
+		t.Errorf("busy column %q, %d completions", tbl.Schema().Field(7).Name, n)
+	}
+	kv := rdr.MetaData().KeyValueMetadata()
+	got := map[string]string{}
+	for i, k := range kv.Keys() {
+		got[k] = kv.Values()[i]
+	}
+	if got[MetaConfig] != "workers: 2\n" || got[MetaCostModel] != "linear" || got[MetaSecondsVersion] != SecondsVersion {
+		t.Errorf("metadata %v", got)
+	}
+}
