@@ -319,16 +319,17 @@ func TestSharedDirectories(t *testing.T) {
 		dir                  string
 		files, runs, n, fail int
 		skipped              int
+		companions           int
 	}{
-		{"formats/aiperf", 1, 1, 100, 11, 1},
-		{"formats/guidellm", 1, 1, 30, 0, 0},
-		{"formats/llmperf", 1, 1, 112, 0, 1},
-		{"formats/inference_perf", 1, 1, 0, 0, 0},
-		{"formats/opal/defaults", 2, 2, 110, 0, 3},
-		{"formats/opal/micro_one_long", 2, 2, 2, 0, 3},
-		{"traces/azure_llm_2023", 2, 2, 8819 + 19366, 0, 0},
-		{"traces/mooncake", 2, 2, 12031 + 3993, 0, 0},
-		{wekaDir, 30, 30, 280, 0, 0},
+		{"formats/aiperf", 1, 1, 100, 11, 0, 1},
+		{"formats/guidellm", 1, 1, 30, 0, 0, 0},
+		{"formats/llmperf", 1, 1, 112, 0, 0, 1},
+		{"formats/inference_perf", 1, 1, 0, 0, 0, 0},
+		{"formats/opal/defaults", 2, 2, 110, 0, 3, 0},
+		{"formats/opal/micro_one_long", 2, 2, 2, 0, 3, 0},
+		{"traces/azure_llm_2023", 2, 2, 8819 + 19366, 0, 0, 0},
+		{"traces/mooncake", 2, 2, 12031 + 3993, 0, 0, 0},
+		{wekaDir, 30, 30, 280, 0, 0, 0},
 	} {
 		dir := shareddata.Path(t, tc.dir)
 		n, fail := 0, 0
@@ -347,9 +348,10 @@ func TestSharedDirectories(t *testing.T) {
 		for _, s := range st.Skipped {
 			skipped = append(skipped, filepath.Base(s))
 		}
-		if st.Files != tc.files || len(runs) != tc.runs || n != tc.n || fail != tc.fail || len(skipped) != tc.skipped {
-			t.Errorf("%s: files %d runs %d requests %d failed %d skipped %v; want %d %d %d %d %d skipped",
-				tc.dir, st.Files, len(runs), n, fail, skipped, tc.files, tc.runs, tc.n, tc.fail, tc.skipped)
+		if st.Files != tc.files || len(runs) != tc.runs || n != tc.n || fail != tc.fail || len(skipped) != tc.skipped ||
+			len(st.Companions) != tc.companions {
+			t.Errorf("%s: files %d runs %d requests %d failed %d skipped %v companions %v; want %d %d %d %d %d skipped %d companions",
+				tc.dir, st.Files, len(runs), n, fail, skipped, st.Companions, tc.files, tc.runs, tc.n, tc.fail, tc.skipped, tc.companions)
 		}
 	}
 }

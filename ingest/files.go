@@ -3,9 +3,11 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -16,12 +18,40 @@ type Stats struct {
 	Requests int      // good requests emitted
 	Dropped  int      // bad records reported to onBad
 	Skipped  []string // files in directories that no format recognised
+
+	// Companions are files in directories read as part of another input
+	// (AIPerf's _aiperf.json, llmperf's _summary.json), each with a note.
+	Companions []string
+}
+
+// companions are summary files that a format reads beside its main file:
+// not inputs of their own, so a directory lists them apart from the files
+// nobody recognises.
+var companions = []struct{ suffix, mainSuffix string }{
+	{"_aiperf.json", ".jsonl"},                      // AIPerf aggregate beside profile_export.jsonl
+	{"_summary.json", "_individual_responses.json"}, // llmperf summary beside the per-request file
+}
+
+// companionOf reports whether path is a companion whose main file exists,
+// and returns that main file.
+func companionOf(path string) (string, bool) {
+	for _, c := range companions {
+		if base, ok := strings.CutSuffix(path, c.suffix); ok {
+			main := base + c.mainSuffix
+			if fi, err := os.Stat(main); err == nil && fi.Mode().IsRegular() {
+				return main, true
+			}
+		}
+	}
+	return "", false
 }
 
 // Files ingests every path in order. A directory contributes every regular
-// file in it (not recursively, in name order) that some format recognises;
-// the others are listed in Stats.Skipped. A path named explicitly must be
-// recognised. "-" is standard input.
+// file below it (recursively, in lexical order, hidden folders excepted)
+// that some format recognises; the others are listed in Stats.Skipped, and
+// summary files read beside their main file in Stats.Companions. A
+// directory with no trace file at all is an error. A path named explicitly
+// must be recognised. "-" is standard input.
 //
 // Files calls emit for every good request in order (the request is valid
 // only during the call) and onBad, when not nil, for every bad record. It
@@ -77,17 +107,31 @@ func Files(paths []string, opts Options, emit func(*trace.Request) error, onBad 
 				return runs, st, err
 			}
 			if fi.IsDir() {
-				ents, err := os.ReadDir(p)
+				before := st.Files
+				err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+					if err != nil {
+						return err
+					}
+					if d.IsDir() {
+						if path != p && strings.HasPrefix(d.Name(), ".") {
+							return filepath.SkipDir
+						}
+						return nil
+					}
+					if !d.Type().IsRegular() {
+						return nil
+					}
+					if main, ok := companionOf(path); ok {
+						st.Companions = append(st.Companions, path+" (summary of "+filepath.Base(main)+")")
+						return nil
+					}
+					return input(path, false)
+				})
 				if err != nil {
 					return runs, st, err
 				}
-				for _, e := range ents {
-					if !e.Type().IsRegular() {
-						continue
-					}
-					if err := input(filepath.Join(p, e.Name()), false); err != nil {
-						return runs, st, err
-					}
+				if st.Files == before {
+					return runs, st, fmt.Errorf("%s: no trace file in this directory or below (%w)", p, ErrUnrecognized)
 				}
 				continue
 			}

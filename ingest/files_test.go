@@ -35,7 +35,7 @@ func TestFilesDirectory(t *testing.T) {
 		"a/t.jsonl":  mcGood + mcBad + mcGood,
 		"b/t.jsonl":  mcGood,
 		"b/README":   "not a trace\n",
-		"b/sub/x.js": mcGood, // not recursive
+		"b/sub/x.js": mcGood, // directories are read recursively
 	})
 	var ids []string
 	var bad []string
@@ -45,13 +45,13 @@ func TestFilesDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(ids, " "); got != "t.jsonl#1/0 t.jsonl#1/2 t.jsonl~2#1/0" {
+	if got := strings.Join(ids, " "); got != "t.jsonl#1/0 t.jsonl#1/2 x.js#1/0 t.jsonl~2#1/0" {
 		t.Errorf("ids = %s", got)
 	}
-	if len(runs) != 2 || runs[0].Name != "t.jsonl#1" || runs[1].Name != "t.jsonl~2#1" {
+	if len(runs) != 3 || runs[0].Name != "t.jsonl#1" || runs[1].Name != "x.js#1" || runs[2].Name != "t.jsonl~2#1" {
 		t.Errorf("runs = %+v", runs)
 	}
-	if st.Files != 2 || st.Requests != 3 || st.Dropped != 1 || len(st.Skipped) != 1 || filepath.Base(st.Skipped[0]) != "README" {
+	if st.Files != 3 || st.Requests != 4 || st.Dropped != 1 || len(st.Skipped) != 1 || filepath.Base(st.Skipped[0]) != "README" {
 		t.Errorf("stats = %+v", st)
 	}
 	if len(bad) != 1 || !strings.HasSuffix(bad[0], "t.jsonl:2: input_length: negative (-5)") {
@@ -84,5 +84,16 @@ func TestFilesExplicitUnrecognized(t *testing.T) {
 	_, st, err := Files([]string{filepath.Join(dir, "t.jsonl")}, Options{}, func(*trace.Request) error { return stop }, nil)
 	if err != stop || st.Requests != 1 {
 		t.Errorf("emit error: err=%v stats=%+v", err, st)
+	}
+}
+
+func TestFilesEmptyDirectoryIsAnError(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"README": "not a trace\n", ".hidden/t.jsonl": mcGood})
+	_, st, err := Files([]string{dir}, Options{}, func(*trace.Request) error { return nil }, nil)
+	if !errors.Is(err, ErrUnrecognized) {
+		t.Errorf("directory without traces: err = %v, want ErrUnrecognized", err)
+	}
+	if st.Files != 0 {
+		t.Errorf("read %d files; hidden folders must be passed over", st.Files)
 	}
 }

@@ -96,6 +96,9 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 	if err := f.Commit(); err != nil {
 		return err
 	}
+	if len(st.Companions) > 0 {
+		fmt.Fprintf(stderr, "read %d summary files with their traces: %s\n", len(st.Companions), strings.Join(st.Companions, ", "))
+	}
 	if len(st.Skipped) > 0 {
 		fmt.Fprintf(stderr, "skipped %d files no format recognises: %s\n", len(st.Skipped), strings.Join(st.Skipped, ", "))
 	}

@@ -246,3 +246,41 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo does not say where the report is:\n%s", out.String())
 	}
 }
+
+// TestIngestAllSharedData ingests the whole ../shared/data tree — every
+// real file of every format and every production trace — into one Parquet
+// file, and checks the total against the per-directory counts (AIPerf 100,
+// GuideLLM 30, llmperf 112, Opal 110 + 2, OTel 2, vLLM 10, Azure 8,819 +
+// 19,366, Mooncake 12,031 + 3,993, agentic 280; summary-only runs add none).
+func TestIngestAllSharedData(t *testing.T) {
+	root := filepath.Dir(shareddata.Path(t, "formats/SOURCES.md"))
+	root = filepath.Dir(root)
+	out := filepath.Join(t.TempDir(), "all.parquet")
+	_, stderr, err := opaltrace(t, "ingest", "-o", out, root)
+	if err != nil {
+		t.Fatalf("ingest %s: %v\n%s", root, err, stderr)
+	}
+	runs, reqs, err := trace.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = 100 + 30 + 112 + 110 + 2 + 2 + 10 + 8819 + 19366 + 12031 + 3993 + 280
+	if len(reqs) != want {
+		t.Errorf("%d requests, want %d", len(reqs), want)
+	}
+	names := map[string]bool{}
+	for _, r := range runs {
+		if names[r.Name] {
+			t.Errorf("run name %q used twice", r.Name)
+		}
+		names[r.Name] = true
+	}
+	for _, r := range reqs {
+		if !names[r.Run] {
+			t.Fatalf("request %s belongs to unknown run %q", r.RequestID, r.Run)
+		}
+	}
+	if !strings.Contains(stderr, "skipped") || !strings.Contains(stderr, "SOURCES.md") {
+		t.Errorf("skipped files are not listed:\n%s", stderr)
+	}
+}
