@@ -32,9 +32,20 @@ func BenchmarkMooncake(b *testing.B) {
 	}
 }
 
-// genLines writes n lines made by line(i) to a file in dir, once per
-// benchmark process, and returns its path and size.
+// genLines writes n lines made by line(i) to a file in the temporary
+// directory, unless an earlier run left it there, and returns its path and
+// size.
 func genLines(b *testing.B, name string, n int, line func(w *bufio.Writer, i int)) (string, int64) {
+	b.Helper()
+	return genFile(b, name, n, func(w *bufio.Writer) {
+		for i := range n {
+			line(w, i)
+		}
+	})
+}
+
+// genFile is genLines for a file written whole by write.
+func genFile(b *testing.B, name string, n int, write func(w *bufio.Writer)) (string, int64) {
 	b.Helper()
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("opaltrace-bench-%s-%d", name, n))
 	if fi, err := os.Stat(path); err == nil {
@@ -45,9 +56,7 @@ func genLines(b *testing.B, name string, n int, line func(w *bufio.Writer, i int
 		b.Fatal(err)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	for i := range n {
-		line(w, i)
-	}
+	write(w)
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
 	}
@@ -108,4 +117,13 @@ func BenchmarkMooncake1M(b *testing.B) {
 		w.WriteString("]}\n")
 	})
 	benchFile(b, path, size, mooncakeName, n)
+}
+
+// BenchmarkVLLMBench1M reads a generated vllm bench serve --save-detailed
+// result with 1,000,000 requests (20 output gaps each, short generated
+// texts, every 1000th request failed).
+func BenchmarkVLLMBench1M(b *testing.B) {
+	const n = 1_000_000
+	path, size := genFile(b, "vllm-bench", n, func(w *bufio.Writer) { writeVLLMBench(w, n) })
+	benchFile(b, path, size, vllmBenchName, n)
 }

@@ -24,6 +24,10 @@ type runObject struct {
 	b    []byte
 	keys []string
 	vals map[string]span
+	// odd is set when a key repeats or has escapes or control
+	// characters: readers that must match encoding/json exactly then
+	// decode the object with it.
+	odd bool
 }
 
 // scanObject scans the object starting at b[i] (which must be '{') and
@@ -48,6 +52,9 @@ func scanObject(b []byte, i int) (runObject, int, string) {
 			return obj, s.i, "invalid JSON: want a key"
 		}
 		key := string(raw)
+		if oddKey(raw) {
+			obj.odd = true
+		}
 		if bytes.IndexByte(raw, '\\') >= 0 {
 			var k string
 			if json.Unmarshal(b[s.i-len(raw)-2:s.i], &k) == nil {
@@ -66,6 +73,8 @@ func scanObject(b []byte, i int) (runObject, int, string) {
 		}
 		if _, dup := obj.vals[key]; !dup {
 			obj.keys = append(obj.keys, key)
+		} else {
+			obj.odd = true
 		}
 		obj.vals[key] = span{start, s.i}
 		s.ws()
@@ -79,6 +88,16 @@ func scanObject(b []byte, i int) (runObject, int, string) {
 			return obj, s.i, "invalid JSON: want ',' or '}'"
 		}
 	}
+}
+
+// oddKey reports whether a raw key has an escape or a control character.
+func oddKey(raw []byte) bool {
+	for _, c := range raw {
+		if c < 0x20 || c == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // raw returns the bytes of the value of key, nil when absent.

@@ -3,7 +3,6 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -34,33 +33,40 @@ func sniffVLLMBench(head []byte) bool {
 		bytes.Contains(head, []byte(`"model_id"`)) && bytes.Contains(head, []byte(`"backend"`))
 }
 
-// A vllmBenchReader decodes one run object at a time and yields its records.
+// A vllmBenchReader yields the records of one run at a time.
 //
-// Note: the per-request arrays are column-major, so a run's requests are
-// known only once its whole object is decoded; the reader holds the whole
-// file and one decoded run in memory. Files are small (tens of MB with
-// generated_texts); a streaming column decoder can replace this later.
+// Note: the per-request arrays are column-major, so one pass over the
+// input cannot stream a run's requests. The reader holds the input once
+// (readWhole: at most its size plus 4 MiB) and walks all arrays of a run
+// in step with one cursor per array (vllmstream.go), decoding one request
+// at a time: memory is the input plus one request, not the decoded run.
+// Runs it cannot vouch for go to the reference route (vllmlegacy.go).
 type vllmBenchReader struct {
 	src  io.Reader
 	file string
 	run  string
 	opts Options
 
-	data     []byte // the whole input, after quoteNonFinite
+	data     []byte // the whole input (quoted, once legacy)
 	loaded   bool
 	off      int // offset of the next run object in data
-	line     int // line number at lineOff
-	lineOff  int
+	lines    lineCounter
 	nrun     int
 	runs     []trace.Run
+	legacy   bool        // reading with the reference route
+	stream   *vllmStream // the run whose requests are being yielded
 	pending  []Record
 	cur      Record
 	err      error
 	finished bool
 }
 
+// vllmForceLegacy makes every run take the reference route; tests set it
+// to compare the two routes.
+var vllmForceLegacy = false
+
 func newVLLMBenchReader(r io.Reader, file, run string, opts Options) Reader {
-	return &vllmBenchReader{src: r, file: file, run: run, opts: opts, line: 1}
+	return &vllmBenchReader{src: r, file: file, run: run, opts: opts}
 }
 
 func (r *vllmBenchReader) Record() Record    { return r.cur }
@@ -70,38 +76,41 @@ func (r *vllmBenchReader) Runs() []trace.Run { return r.runs }
 func (r *vllmBenchReader) Scan() bool {
 	if !r.loaded {
 		r.loaded = true
-		b, err := io.ReadAll(r.src)
+		b, err := readWhole(r.src)
 		if err != nil {
 			r.err = fmt.Errorf("%s: %w", r.file, err)
 			r.finished = true
 			return false
 		}
-		r.data = quoteNonFinite(b)
+		r.data = b
+		r.lines = lineCounter{b: b}
 	}
-	for len(r.pending) == 0 {
+	for {
+		if len(r.pending) > 0 {
+			r.cur, r.pending = r.pending[0], r.pending[1:]
+			return true
+		}
+		if r.stream != nil {
+			if rec := r.stream.next(); rec != nil {
+				r.cur = rec
+				return true
+			}
+			r.stream = nil
+		}
 		if r.finished || !r.nextRun() {
 			r.finished = true
 			r.cur = nil
 			return false
 		}
 	}
-	r.cur, r.pending = r.pending[0], r.pending[1:]
-	return true
 }
 
-// lineAt returns the 1-based line of offset off; offsets only grow.
-func (r *vllmBenchReader) lineAt(off int) int {
-	if off < r.lineOff {
-		return r.line
-	}
-	r.line += bytes.Count(r.data[r.lineOff:off], []byte{'\n'})
-	r.lineOff = off
-	return r.line
-}
-
-// nextRun decodes the next run object into r.pending. It returns false at
-// the end of the input.
+// nextRun reads the next run object: its requests come from r.stream or
+// r.pending. It returns false at the end of the input.
 func (r *vllmBenchReader) nextRun() bool {
+	if r.legacy {
+		return r.legacyNextRun()
+	}
 	for r.off < len(r.data) && isSpace(r.data[r.off]) {
 		r.off++
 	}
@@ -109,44 +118,25 @@ func (r *vllmBenchReader) nextRun() bool {
 		return false
 	}
 	start := r.off
-	line := r.lineAt(start)
+	obj, end, msg := scanObject(r.data, start)
+	if vllmForceLegacy || msg != "" || obj.odd || !utf8.Valid(r.data[start:end]) {
+		r.enterLegacy(start)
+		return r.legacyNextRun()
+	}
+	p := vllmRunParser{file: r.file, line: r.lines.at(start), name: fmt.Sprintf("%s#%d", r.run, r.nrun+1)}
+	run, st, ok := p.stream(&obj)
+	if !ok {
+		r.enterLegacy(start)
+		return r.legacyNextRun()
+	}
 	r.nrun++
-	name := fmt.Sprintf("%s#%d", r.run, r.nrun)
-	dec := json.NewDecoder(bytes.NewReader(r.data[start:]))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		errLine := line
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			errLine = r.lineAt(start + int(se.Offset))
-		}
-		r.pending = append(r.pending, &SyntaxError{r.file, errLine, "invalid JSON: " + err.Error()})
-		// Resynchronise at the next object that starts a line, as
-		// --append-result writes them; else give up on the rest.
-		if i := bytes.Index(r.data[start+1:], []byte("\n{")); i >= 0 {
-			r.off = start + 1 + i + 1
-		} else {
-			r.off = len(r.data)
-		}
+	r.off = end
+	if p.err != nil {
+		r.pending = append(r.pending, p.err)
 		return true
 	}
-	r.off = start + int(dec.InputOffset())
-	if raw[0] != '{' {
-		r.pending = append(r.pending, &SyntaxError{r.file, line, "run: not a JSON object"})
-		return true
-	}
-	// Invalid UTF-8 cannot be kept in the run's metadata (Parquet
-	// key/value strings are UTF-8); json.dumps writes ASCII.
-	if !utf8.Valid(raw) {
-		r.pending = append(r.pending, &SyntaxError{r.file, line, "run: invalid UTF-8"})
-		return true
-	}
-	p := vllmRunParser{file: r.file, line: line, name: name}
-	run, recs := p.parse(raw)
-	if run != nil {
-		r.runs = append(r.runs, *run)
-	}
-	r.pending = append(r.pending, recs...)
+	r.runs = append(r.runs, *run)
+	r.stream = st
 	return true
 }
 
@@ -157,15 +147,6 @@ var vllmPerRequest = map[string]bool{
 	"input_lens": true, "output_lens": true, "ttfts": true, "itls": true,
 	"generated_texts": true, "errors": true, "start_times": true,
 	"latencies": true, "queue_times": true,
-}
-
-// vllmArrays are the decoded per-request arrays; nil when absent.
-type vllmArrays struct {
-	inputLens, outputLens, ttfts []jnum
-	startTimes, latencies        []jnum
-	queueTimes                   []jnum
-	itls                         [][]jnum
-	errors                       []string
 }
 
 // A vllmRunParser turns one run object into a Run and its records.
@@ -189,162 +170,102 @@ func (p *vllmRunParser) decode(key string, v json.RawMessage, dst any) {
 	}
 }
 
-// parse returns the run (nil when the run is bad) and its records: good
-// requests and bad elements; a bad run yields exactly one SyntaxError.
-func (p *vllmRunParser) parse(raw json.RawMessage) (*trace.Run, []Record) {
-	run := &trace.Run{Name: p.name, Source: vllmBenchName, File: p.file}
-	var a vllmArrays
-	var reported bytes.Buffer
-	var wl trace.Workload
-	hasWorkload := false
-	keys := map[string]bool{}
+// vllmMeta gathers a run's summary keys.
+type vllmMeta struct {
+	wl          trace.Workload
+	hasWorkload bool
+}
 
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.Token() // '{', checked by the caller
-	reported.WriteByte('{')
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			p.fail("run: %v", err)
-			break
+// set decodes the summary value v (quoted, not null) of key into run.
+func (m *vllmMeta) set(p *vllmRunParser, run *trace.Run, key string, v json.RawMessage) {
+	switch key {
+	case "model_id":
+		p.decode(key, v, &run.Model)
+	case "backend":
+		p.decode(key, v, &run.Backend)
+	case "duration":
+		var d jnum
+		p.decode(key, v, &d)
+		if msg := checkSec(float64(d)); msg != "" {
+			p.fail("duration: %s", msg)
 		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			p.fail("%s: %v", key, err)
-			break
-		}
-		keys[key] = true
-		isNull := string(v) == "null"
-		if vllmPerRequest[key] {
-			if isNull {
-				continue
+		run.DurationSec = trace.Some(float64(d))
+	case "num_prompts":
+		m.hasWorkload = true
+		p.decode(key, v, &m.wl.NumPrompts)
+	case "request_rate":
+		m.hasWorkload = true
+		p.decode(key, v, &m.wl.RequestRate)
+	case "burstiness":
+		m.hasWorkload = true
+		p.decode(key, v, &m.wl.Burstiness)
+	case "max_concurrency":
+		m.hasWorkload = true
+		p.decode(key, v, &m.wl.Concurrency)
+	case "dataset_name", "dataset":
+		m.hasWorkload = true
+		p.decode(key, v, &m.wl.Dataset)
+	default:
+		if v[0] == '"' {
+			var s string
+			p.decode(key, v, &s)
+			if run.Extra == nil {
+				run.Extra = map[string]string{}
 			}
-			switch key {
-			case "input_lens":
-				p.decode(key, v, &a.inputLens)
-			case "output_lens":
-				p.decode(key, v, &a.outputLens)
-			case "ttfts":
-				p.decode(key, v, &a.ttfts)
-			case "itls":
-				p.decode(key, v, &a.itls)
-			case "errors":
-				p.decode(key, v, &a.errors)
-			case "start_times":
-				p.decode(key, v, &a.startTimes)
-			case "latencies":
-				p.decode(key, v, &a.latencies)
-			case "queue_times":
-				p.decode(key, v, &a.queueTimes)
-			}
-			continue
-		}
-		if reported.Len() > 1 {
-			reported.WriteByte(',')
-		}
-		kb, _ := json.Marshal(key)
-		reported.Write(kb)
-		reported.WriteByte(':')
-		if err := json.Compact(&reported, v); err != nil {
-			p.fail("%s: %v", key, err)
-		}
-		if isNull {
-			continue
-		}
-		switch key {
-		case "model_id":
-			p.decode(key, v, &run.Model)
-		case "backend":
-			p.decode(key, v, &run.Backend)
-		case "duration":
-			var d jnum
-			p.decode(key, v, &d)
-			if msg := checkSec(float64(d)); msg != "" {
-				p.fail("duration: %s", msg)
-			}
-			run.DurationSec = trace.Some(float64(d))
-		case "num_prompts":
-			hasWorkload = true
-			p.decode(key, v, &wl.NumPrompts)
-		case "request_rate":
-			hasWorkload = true
-			p.decode(key, v, &wl.RequestRate)
-		case "burstiness":
-			hasWorkload = true
-			p.decode(key, v, &wl.Burstiness)
-		case "max_concurrency":
-			hasWorkload = true
-			p.decode(key, v, &wl.Concurrency)
-		case "dataset_name", "dataset":
-			hasWorkload = true
-			p.decode(key, v, &wl.Dataset)
-		default:
-			if v[0] == '"' {
-				var s string
-				p.decode(key, v, &s)
-				if run.Extra == nil {
-					run.Extra = map[string]string{}
-				}
-				run.Extra[key] = s
-			}
+			run.Extra[key] = s
 		}
 	}
-	reported.WriteByte('}')
-	if p.err != nil {
-		return nil, []Record{p.err}
-	}
-	if hasWorkload {
+}
+
+type vllmSemantics struct{ outputs, e2e string }
+
+// finish completes a good run from its keys (all of them, in input order),
+// its reported summary and whether it has per-request latencies, and
+// returns how its requests were measured.
+func (m *vllmMeta) finish(run *trace.Run, keys []string, reported []byte, latencies bool) vllmSemantics {
+	if m.hasWorkload {
+		wl := m.wl
 		run.Workload = &wl
 	}
-	// vLLM reports speculative decoding in spec_decode_* summary keys.
-	for k := range keys {
+	has := map[string]bool{}
+	for _, k := range keys {
+		has[k] = true
+		// vLLM reports speculative decoding in spec_decode_* summary keys.
 		if strings.HasPrefix(k, "spec_decode") {
 			run.Speculative = true
 		}
 	}
-	run.Reported = json.RawMessage(reported.Bytes())
+	run.Reported = json.RawMessage(reported)
 
 	// Layout: vLLM took output lengths from the server's usage and added
 	// "failed" and "total_token_throughput" in 2025; before, it
 	// re-tokenized the generated text. Only the newest layout records
 	// per-request latencies, and those end at the last content chunk.
 	sem := vllmSemantics{outputs: trace.OutputRetokenized, e2e: trace.E2EStreamEnd}
-	if keys["failed"] || keys["total_token_throughput"] || keys["endpoint_type"] {
+	if has["failed"] || has["total_token_throughput"] || has["endpoint_type"] {
 		sem.outputs = trace.OutputServerUsage
 	}
-	if a.latencies != nil {
+	if latencies {
 		sem.e2e = trace.E2ELastToken
 	}
 	// Say how the reported summary was measured, also for runs without
 	// per-request arrays.
 	benchSemantics{itl: trace.ITLChunk, ttft: trace.TTFTFirstChunk, e2e: sem.e2e, outputs: sem.outputs}.extra(run)
-	n, ok := p.checkLengths(&a)
-	if !ok {
-		return nil, []Record{p.err}
-	}
-	return run, p.requests(run, &a, n, sem)
+	return sem
 }
 
-type vllmSemantics struct{ outputs, e2e string }
+// A vllmColLen is the length of one per-request array and whether the run
+// has it.
+type vllmColLen struct {
+	name string
+	n    int
+	ok   bool
+}
 
 // checkLengths returns the number of requests: the length of input_lens,
-// which every other present array must match.
-func (p *vllmRunParser) checkLengths(a *vllmArrays) (int, bool) {
-	lens := []struct {
-		name string
-		n    int
-		ok   bool
-	}{
-		{"input_lens", len(a.inputLens), a.inputLens != nil},
-		{"output_lens", len(a.outputLens), a.outputLens != nil},
-		{"ttfts", len(a.ttfts), a.ttfts != nil},
-		{"itls", len(a.itls), a.itls != nil},
-		{"errors", len(a.errors), a.errors != nil},
-		{"start_times", len(a.startTimes), a.startTimes != nil},
-		{"latencies", len(a.latencies), a.latencies != nil},
-		{"queue_times", len(a.queueTimes), a.queueTimes != nil},
-	}
+// which every other present array must match. lens lists input_lens,
+// output_lens and ttfts first, then the optional arrays.
+func (p *vllmRunParser) checkLengths(lens []vllmColLen) (int, bool) {
 	any := false
 	for _, l := range lens {
 		any = any || l.ok
@@ -368,35 +289,27 @@ func (p *vllmRunParser) checkLengths(a *vllmArrays) (int, bool) {
 	return n, true
 }
 
-// requests converts the arrays to requests; a bad element drops its
-// request with a SyntaxError naming the array and index.
-func (p *vllmRunParser) requests(run *trace.Run, a *vllmArrays, n int, sem vllmSemantics) []Record {
-	recs := make([]Record, 0, n)
-	// Arrivals are perf_counter() seconds; trace time 0 is the run's
-	// earliest start or, with queue_times, its earliest intended arrival,
-	// so that no time is negative.
-	minStart := math.Inf(1)
-	for j, s := range a.startTimes {
-		f := float64(s)
-		if a.queueTimes != nil && checkSec(float64(a.queueTimes[j])) == "" {
-			f -= float64(a.queueTimes[j])
-		}
-		if !math.IsNaN(f) && !math.IsInf(f, 0) && f < minStart {
-			minStart = f
-		}
+// startOrigin returns the time a request counts from for the trace
+// origin: its start or, with a queue time q (one element or none), its
+// intended arrival; +Inf when not finite.
+//
+// Arrivals are perf_counter() seconds; trace time 0 is the run's earliest
+// start or, with queue_times, its earliest intended arrival, so that no
+// time is negative.
+func startOrigin(s jnum, q []jnum) float64 {
+	f := float64(s)
+	if len(q) > 0 && checkSec(float64(q[0])) == "" {
+		f -= float64(q[0])
 	}
-	for i := range n {
-		req, bad := p.request(run, a, i, minStart, sem)
-		if bad != "" {
-			recs = append(recs, &SyntaxError{p.file, p.line, bad})
-			continue
-		}
-		recs = append(recs, req)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return math.Inf(1)
 	}
-	return recs
+	return f
 }
 
-func (p *vllmRunParser) request(run *trace.Run, a *vllmArrays, i int, minStart float64, sem vllmSemantics) (*trace.Request, string) {
+// request converts element k of the arrays, request i of the run, to a
+// request, or returns a message naming the bad element.
+func (p *vllmRunParser) request(run *trace.Run, a *vllmArrays, k, i int, minStart float64, sem vllmSemantics) (*trace.Request, string) {
 	r := &trace.Request{
 		RequestID:          fmt.Sprintf("%s/%d", run.Name, i),
 		Run:                run.Name,
@@ -409,17 +322,17 @@ func (p *vllmRunParser) request(run *trace.Run, a *vllmArrays, i int, minStart f
 		OutputTokensSource: sem.outputs,
 	}
 	r.SetPos(p.file, i+1)
-	if a.errors != nil && a.errors[i] != "" {
+	if a.errors != nil && a.errors[k] != "" {
 		r.Status = trace.StatusFailed
-		r.Error = a.errors[i]
+		r.Error = a.errors[k]
 	}
 	failed := r.Status != trace.StatusOK
-	in, msg := checkCount(float64(a.inputLens[i]))
+	in, msg := checkCount(float64(a.inputLens[k]))
 	if msg != "" {
 		return nil, fmt.Sprintf("input_lens[%d]: %s", i, msg)
 	}
 	r.InputTokens = trace.Some(in)
-	out, msg := checkCount(float64(a.outputLens[i]))
+	out, msg := checkCount(float64(a.outputLens[k]))
 	if msg != "" {
 		return nil, fmt.Sprintf("output_lens[%d]: %s", i, msg)
 	}
@@ -432,7 +345,7 @@ func (p *vllmRunParser) request(run *trace.Run, a *vllmArrays, i int, minStart f
 		if arr == nil {
 			return trace.Opt[float64]{}, ""
 		}
-		v := float64(arr[i])
+		v := float64(arr[k])
 		if msg := checkSec(v); msg != "" {
 			return trace.Opt[float64]{}, fmt.Sprintf("%s[%d]: %s", name, i, msg)
 		}
@@ -447,9 +360,9 @@ func (p *vllmRunParser) request(run *trace.Run, a *vllmArrays, i int, minStart f
 	if r.E2ESec, msg = sec("latencies", a.latencies); msg != "" {
 		return nil, msg
 	}
-	if a.itls != nil && (!failed || len(a.itls[i]) > 0) {
-		r.ITLSec = make([]float64, len(a.itls[i]))
-		for j, g := range a.itls[i] {
+	if a.itls != nil && (!failed || len(a.itls[k]) > 0) {
+		r.ITLSec = make([]float64, len(a.itls[k]))
+		for j, g := range a.itls[k] {
 			if msg := checkSec(float64(g)); msg != "" {
 				return nil, fmt.Sprintf("itls[%d][%d]: %s", i, j, msg)
 			}
@@ -457,13 +370,13 @@ func (p *vllmRunParser) request(run *trace.Run, a *vllmArrays, i int, minStart f
 		}
 	}
 	if a.startTimes != nil {
-		s := float64(a.startTimes[i])
+		s := float64(a.startTimes[k])
 		if math.IsNaN(s) || math.IsInf(s, 0) {
 			return nil, fmt.Sprintf("start_times[%d]: not finite (%v)", i, s)
 		}
 		r.Arrival = trace.Some(trace.TimeFromSeconds(s - minStart))
 		if a.queueTimes != nil {
-			q := float64(a.queueTimes[i])
+			q := float64(a.queueTimes[k])
 			if msg := checkSec(q); msg != "" {
 				return nil, fmt.Sprintf("queue_times[%d]: %s", i, msg)
 			}

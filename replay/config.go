@@ -63,11 +63,19 @@ type ClientConfig struct {
 // A WorkloadConfig says how requests are sent.
 type WorkloadConfig struct {
 	// Mode is "open" (default: each request at its trace arrival time,
-	// times TimeScale) or "closed" (Clients concurrent clients, each
+	// times TimeScale), "closed" (Clients concurrent clients, each
 	// sending its next request, in trace order, when the previous one
-	// completes).
-	Mode      string  `yaml:"mode"`
-	Clients   int     `yaml:"clients"`    // closed loop: concurrent clients (default 1)
+	// completes) or "sessions" (agentic or chat sessions: the requests of
+	// one Session in Turn order, each sent after the previous one's
+	// answer and its ThinkSec; see Sessions).
+	Mode    string `yaml:"mode"`
+	Clients int    `yaml:"clients"` // closed loop: concurrent clients (default 1)
+	// Sessions, in the sessions mode, is how many sessions run at once,
+	// each starting when another ends; 0 starts each session at its
+	// first request's trace arrival times TimeScale. Either way a
+	// session's next turn is sent its ThinkSec after the client has the
+	// previous turn's last chunk (or gave up on it).
+	Sessions  int     `yaml:"sessions"`
 	TimeScale float64 `yaml:"time_scale"` // open loop: arrival time multiplier (0 or absent: 1; 0.5 = twice the rate)
 }
 
@@ -77,6 +85,7 @@ const (
 	RouterRandom     = "random"
 	ModeOpen         = "open"
 	ModeClosed       = "closed"
+	ModeSessions     = "sessions"
 )
 
 // DefaultConfig returns the configuration every absent field defaults to:
@@ -184,9 +193,12 @@ func (c Config) Validate() error {
 	}
 	w := c.Workload
 	switch w.Mode {
-	case ModeOpen, ModeClosed:
+	case ModeOpen, ModeClosed, ModeSessions:
 	default:
-		bad("workload.mode", "unknown mode %q (want %s or %s)", w.Mode, ModeOpen, ModeClosed)
+		bad("workload.mode", "unknown mode %q (want %s, %s or %s)", w.Mode, ModeOpen, ModeClosed, ModeSessions)
+	}
+	if w.Sessions < 0 {
+		bad("workload.sessions", "negative (%d)", w.Sessions)
 	}
 	if w.Clients < 0 {
 		bad("workload.clients", "negative (%d)", w.Clients)

@@ -4,18 +4,60 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/golden"
 	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
 )
+
+// readSGLangBench reads an SGLang bench_serving result file minimally (one
+// JSON object a line, Python's Infinity for an infinite rate) into runs
+// with their workload arguments and reported summary, so that this
+// package's tests do not depend on package ingest. Runs are named
+// FILE#LINE.
+func readSGLangBench(tb testing.TB, path string) []trace.Run {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var runs []trace.Run
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		line = strings.ReplaceAll(line, ": Infinity", `: "inf"`)
+		var row struct {
+			Dataset     string     `json:"dataset_name"`
+			Rate        trace.Rate `json:"request_rate"`
+			Concurrency *int       `json:"max_concurrency"`
+			InputLen    int        `json:"random_input_len"`
+			OutputLen   int        `json:"random_output_len"`
+			RangeRatio  float64    `json:"random_range_ratio"`
+			NumPrompts  int        `json:"num_prompts"`
+			Completed   int        `json:"completed"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			tb.Fatalf("%s:%d: %v", path, i+1, err)
+		}
+		w := &trace.Workload{Dataset: row.Dataset, InputLen: row.InputLen, OutputLen: row.OutputLen,
+			RangeRatio: row.RangeRatio, RequestRate: row.Rate, NumPrompts: row.NumPrompts}
+		if w.NumPrompts == 0 {
+			w.NumPrompts = row.Completed // the file has no failures to add
+		}
+		if row.Concurrency != nil {
+			w.Concurrency = *row.Concurrency
+		}
+		runs = append(runs, trace.Run{Name: filepath.Base(path) + "#" + strconv.Itoa(i+1), Source: "sglang-bench",
+			Engine: "sglang", Workload: w, Reported: json.RawMessage(line)})
+	}
+	return runs
+}
 
 // medianOf is numpy's median: the mean of the two middle values of an
 // even count.
@@ -69,17 +111,7 @@ func TestDataCrunchGolden(t *testing.T) {
 	fmt.Fprintf(&b, "# simulated: roofline %s, %d KV tokens at 0.9 memory, vLLM scheduler, seed 1\n", llm.Name, kv)
 	fmt.Fprintf(&b, "# %-44s %28s %28s %28s\n", "run (file#line)", "median TTFT ms (obs sim err)", "median ITL ms (obs sim err)", "mean E2E ms (obs sim err)")
 	for _, path := range files {
-		r, c, err := ingest.Open(path, ingest.Options{Format: "sglang-bench"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for r.Scan() {
-		}
-		if err := r.Err(); err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-		for _, run := range r.Runs() {
+		for _, run := range readSGLangBench(t, path) {
 			name := run.Name
 			reqs, mode, err := Regenerate(run, 1)
 			if err != nil {

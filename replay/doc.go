@@ -7,7 +7,12 @@
 //  1. Workload. The open loop sends each request at its trace arrival
 //     time times Config.Workload.TimeScale; the closed loop runs N clients,
 //     each sending the next request, in trace order, when its previous one
-//     completes. Inputs come from a slice (Requests) or a generator that
+//     completes; the sessions mode sends each session's turns in order,
+//     each its think time after the previous answer, with N sessions at
+//     once or each starting at its trace arrival. Regenerate rebuilds a
+//     summary-only benchmark run from its recorded arguments with its
+//     client's generator (vLLM or SGLang random datasets). Inputs come
+//     from a slice (Requests) or a generator that
 //     builds each request when asked (Sampled: Poisson arrivals, lengths
 //     drawn from observed pairs), so a million-request replay does not
 //     hold its input.
@@ -58,8 +63,14 @@
 //
 // # Not yet
 //
-// SGLang's scheduler, KV tiers below the GPU, sessions with think time,
-// stages, workloads regenerated from benchmark arguments, Opal's synthetic
-// stages, and per-second statistics are later work; see the design
-// document.
+// SGLang's scheduler, KV tiers below the GPU, Opal's synthetic stages and
+// length distributions, ShareGPT-style regenerated workloads, a request
+// rate capped by a max concurrency, and fast-forward across workers in the
+// closed loop and the sessions mode (whose windows end at the next event
+// anywhere) are later work; see the design document.
+//
+// Per-second statistics (Options.PerSecond, WriteSeconds) give, for each
+// simulated second, arrivals, completions, timeouts, rejections, running
+// and waiting requests, GPU busy fraction, KV blocks used, steps and
+// tokens per step.
 package replay

@@ -131,7 +131,8 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if reqs.Len() > 1<<31-1 {
 		return Stats{}, fmt.Errorf("replay: %d requests is more than the engine supports", reqs.Len())
 	}
-	if err := checkInputs(reqs, cfg.Workload.Mode == ModeOpen); err != nil {
+	timed := cfg.Workload.Mode == ModeOpen || cfg.Workload.Mode == ModeSessions && cfg.Workload.Sessions == 0
+	if err := checkInputs(reqs, timed); err != nil {
 		return Stats{}, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
@@ -240,6 +241,11 @@ type engine struct {
 	order  []int32 // open loop: request indices by arrival time
 	next   int     // next entry of order (open) or of reqs (closed)
 	at     []trace.Time
+	// Sessions mode: each request's next turn (-1: none) and think time
+	// before it, and the first requests of the sessions not started yet.
+	nextTurn []int32
+	think    []time.Duration
+	starts   []int32
 	// nextArrival is the open loop's next arrival not yet delivered
 	// (never when none is left): how far any worker may fast-forward
 	// when arrivals are not routed in advance.
@@ -283,7 +289,12 @@ func (e *engine) prepare() {
 	open := e.cfg.Workload.Mode == ModeOpen
 	prefix := *e.cfg.Scheduler.EnablePrefixCaching && !indexAll
 	_, blind := e.router.(loadBlind)
-	blind = blind && !noPreRoute
+	// In the sessions mode arrivals follow completions, so their order
+	// is only known as the replay runs.
+	blind = blind && !noPreRoute && e.cfg.Workload.Mode != ModeSessions
+	if e.cfg.Workload.Mode == ModeSessions {
+		e.prepareSessions()
+	}
 	if open {
 		e.at = make([]trace.Time, n)
 	}
@@ -369,11 +380,25 @@ const never = trace.Time(1<<63 - 1)
 
 func (e *engine) run() error {
 	n := e.n
-	if e.cfg.Workload.Mode == ModeOpen {
+	switch e.cfg.Workload.Mode {
+	case ModeOpen:
 		// Only the next arrival is queued, so the queue holds at most
 		// one event per worker plus one.
 		e.pushNextOpen()
-	} else {
+	case ModeSessions:
+		if k := e.cfg.Workload.Sessions; k > 0 {
+			for range min(k, len(e.starts)) {
+				e.q.push(trace.Time(0).Add(e.lat), evArrival, e.starts[0])
+				e.starts = e.starts[1:]
+			}
+		} else {
+			for _, i := range e.starts {
+				r := e.reqs.Request(int(i))
+				e.q.push(e.arrivalTime(r.Arrival.V).Add(e.lat), evArrival, i)
+			}
+			e.starts = nil
+		}
+	default:
 		for range min(e.cfg.Workload.Clients, n) {
 			e.q.push(0, evArrival, int32(e.next))
 			e.next++
@@ -419,13 +444,30 @@ func (e *engine) pushNextOpen() {
 	}
 }
 
-// clientNext sends the next request of a closed-loop client whose request
-// the server finished at now: the client learns it one latency later and
-// its next request reaches the router one latency after that.
-func (e *engine) clientNext(now trace.Time) {
-	if e.cfg.Workload.Mode == ModeClosed && e.next < e.n {
-		e.q.push(now.Add(2*e.lat), evArrival, int32(e.next))
-		e.next++
+// clientNext sends the next request of the client whose request i the
+// server finished at now: the client learns it one latency later and its
+// next request reaches the router one latency after that (and, in a
+// session, after the next turn's think time).
+func (e *engine) clientNext(now trace.Time, i int32) {
+	e.sendNext(now.Add(2*e.lat), i)
+}
+
+// sendNext sends, to reach the router at at (plus think time in a
+// session), the request that follows request i for its client.
+func (e *engine) sendNext(at trace.Time, i int32) {
+	switch e.cfg.Workload.Mode {
+	case ModeClosed:
+		if e.next < e.n {
+			e.q.push(at, evArrival, int32(e.next))
+			e.next++
+		}
+	case ModeSessions:
+		if j := e.nextTurn[i]; j >= 0 {
+			e.q.push(at.Add(e.think[j]), evArrival, j)
+		} else if len(e.starts) > 0 {
+			e.q.push(at, evArrival, e.starts[0])
+			e.starts = e.starts[1:]
+		}
 	}
 }
 
@@ -445,7 +487,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		o.Status = trace.StatusRejected
 		o.Error = reason
 		o.DoneAtRouter = trace.Some(now)
-		e.clientNext(now)
+		e.clientNext(now, i)
 		return e.emit(o)
 	}
 	r := e.alloc()
@@ -610,7 +652,7 @@ func (e *engine) window(now trace.Time, w *worker) trace.Time {
 // arrivalBound returns the time before which no request can reach w.
 func (e *engine) arrivalBound(w *worker) trace.Time {
 	switch {
-	case e.cfg.Workload.Mode == ModeClosed:
+	case e.cfg.Workload.Mode != ModeOpen:
 		if e.q.Len() == 0 {
 			return never
 		}
@@ -646,8 +688,9 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 		e.stats.PromptTokens += r.prompt
 		e.stats.CachedTokens += r.cached
 		e.stats.OutputTokens += r.out
+		idx := r.idx
 		e.release(r)
-		e.clientNext(now)
+		e.clientNext(now, idx)
 		if err := e.emit(o); err != nil {
 			return err
 		}
@@ -716,13 +759,11 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 		o.GPUStart = trace.Some(r.gpuStart)
 	}
 	o.DoneAtRouter = trace.Some(now)
+	idx := r.idx
 	e.release(r)
-	if e.cfg.Workload.Mode == ModeClosed && e.next < e.n {
-		// The client gave up one latency ago; its next request
-		// reaches the router now.
-		e.q.push(now, evArrival, int32(e.next))
-		e.next++
-	}
+	// The client gave up one latency ago; its next request reaches the
+	// router now.
+	e.sendNext(now, idx)
 	return e.emit(o)
 }
 

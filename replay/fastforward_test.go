@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,10 @@ func runWith(t *testing.T, cfg Config, cost linearCost, blocks int64, reqs []*tr
 // preemptions, prefix hits, both routers, both loops, simultaneous events.
 func TestFastForwardSameResults(t *testing.T) {
 	reqs := randomTrace(21, 300, 60)
+	for i, r := range reqs { // sessions for the sessions mode; the others ignore them
+		r.Session, r.Turn = "s"+strconv.Itoa(i%25), trace.Some(int64(i/25))
+		r.ThinkSec = trace.Some(0.01 * float64(i%7))
+	}
 	// Equal step costs on every worker make simultaneous step ends.
 	tie := linearCost{Base: 2 * ms}
 	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond, PerContext: 7}
@@ -80,6 +85,8 @@ func TestFastForwardSameResults(t *testing.T) {
 		{Config{Workers: 2, Client: ClientConfig{LatencySec: 0.001}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 9}}, tie, 100},
 		{Config{Workers: 2, Scheduler: SchedulerConfig{MaxNumSeqs: 4}, Client: ClientConfig{TimeoutSec: 0.1, LatencySec: 0.002}}, cost, 100},
 		{Config{Workers: 2, Client: ClientConfig{TimeoutSec: 0.3}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 20}}, cost, 60},
+		{Config{Workers: 3, Workload: WorkloadConfig{Mode: ModeSessions}}, cost, 80},
+		{Config{Workers: 2, Client: ClientConfig{LatencySec: 0.002}, Workload: WorkloadConfig{Mode: ModeSessions, Sessions: 6}}, tie, 80},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)
@@ -100,7 +107,7 @@ func TestFastForwardSameResults(t *testing.T) {
 		if events >= stepping {
 			t.Errorf("config %d: fast-forward saved no events", i)
 		}
-		if i >= 10 && (sa.TimedOut == 0 || sa.Completed == 0) {
+		if (i == 10 || i == 11) && (sa.TimedOut == 0 || sa.Completed == 0) {
 			t.Errorf("config %d should time some requests out and complete others: %+v", i, sa)
 		}
 		if i == 1 && (sa.Preemptions == 0 || sa.CachedTokens == 0) {

@@ -11,14 +11,17 @@ import (
 
 // Regenerate rebuilds the requests of a benchmark run that recorded its
 // workload arguments (run.Workload) but no per-request data, with the
-// generator semantics of the engine's benchmark client, from seed:
+// generator semantics of the benchmark client that ran it, from seed. The
+// client is the run's source format (sglang-bench: SGLang's bench_serving;
+// vllm-bench: vLLM's bench serve), or else the engine it served (whose
+// own client is assumed):
 //
 //   - lengths: the random dataset's, prompt and output each uniform over
 //     integers: SGLang in [max(1, ⌊len·range_ratio⌋), len]; vLLM (bench
 //     serve since range_ratio became symmetric) in [⌊len·(1−r)⌋,
 //     ⌈len·(1+r)⌉], at least 1 (vLLM also takes the tokenizer's special
 //     tokens off the prompt; without the tokenizer, not here);
-//   - arrivals: SGLang's bench_serving (run.Engine "sglang") sends with
+//   - arrivals: SGLang's bench_serving sends with
 //     exponential gaps at the request rate; vLLM's bench serve draws gamma
 //     gaps of shape burstiness (1: Poisson) and rescales them so that the
 //     last request is sent at num_prompts/rate; an infinite rate sends
@@ -57,7 +60,7 @@ func Regenerate(run trace.Run, seed uint64) (Requests, WorkloadConfig, error) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x726567656e)) // "regen"
 	n := w.NumPrompts
-	sglang := run.Engine == "sglang"
+	sglang := run.Source == "sglang-bench" || run.Source != "vllm-bench" && run.Engine == "sglang"
 	if !sglang && w.RangeRatio >= 1 {
 		return nil, mode, fmt.Errorf("run %s: vLLM's range_ratio must be below 1 (got %v)", run.Name, w.RangeRatio)
 	}
@@ -145,4 +148,3 @@ func gamma(rng *rand.Rand, shape float64) float64 {
 		}
 	}
 }
-

@@ -74,8 +74,13 @@ func TestRegenerate(t *testing.T) {
 	if _, cv := gapStats(reqs); math.Abs(cv-2) > 0.2 {
 		t.Errorf("burstiness 0.25: cv %g, want 2", cv)
 	}
-	// SGLang: exponential gaps, no rescaling.
-	run.Engine = "sglang"
+	// SGLang: exponential gaps, no rescaling. The client decides: a
+	// vllm-bench file of an SGLang server used vLLM's generator.
+	run.Engine, run.Source = "sglang", "vllm-bench"
+	if again, _, _ := Regenerate(run, 1); again[n-1].Arrival.V != trace.Time(n/8*time.Second) {
+		t.Error("vllm-bench run regenerated with SGLang's generator")
+	}
+	run.Engine, run.Source = "", "sglang-bench"
 	reqs, _, _ = Regenerate(run, 1)
 	lengths(reqs, 500, 1000, 50, 100) // SGLang: [max(1, len·ratio), len]
 	if mean, cv := gapStats(reqs); math.Abs(mean-0.125) > 0.125*0.03 || math.Abs(cv-1) > 0.05 ||

@@ -309,3 +309,41 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("x %v\ny %v", got["x"], got["y"])
 	}
 }
+
+// Sessions: a session's next turn is sent its think time after the
+// previous answer. 10 ms steps:
+//
+//	s1 turn 0 (2 tokens) at 0: done at 20 ms; turn 1 (think 0.5 s) sent
+//	at 520 ms, done at 530 ms
+//	s2 turn 0 at 100 ms: done at 110 ms
+//
+// With one session at a time, s2 starts when s1 ends, at 530 ms.
+func TestSessions(t *testing.T) {
+	withSession := func(r *trace.Request, s string, turn int64, think float64) *trace.Request {
+		r.Session, r.Turn = s, trace.Some(turn)
+		if think > 0 {
+			r.ThinkSec = trace.Some(think)
+		}
+		return r
+	}
+	reqs := []*trace.Request{
+		withSession(req("s1/1", 7*time.Second, 10, 1), "s1", 1, 0.5), // its trace arrival is not used
+		withSession(req("s1/0", 0, 10, 2), "s1", 0, 0),
+		withSession(req("s2/0", 100*ms, 10, 1), "s2", 0, 0),
+	}
+	cfg := Config{Workload: WorkloadConfig{Mode: ModeSessions}}
+	got, _, _ := replay(t, cfg, constCost(10*ms), 100, reqs)
+	for _, c := range []struct {
+		id         string
+		sent, done time.Duration
+	}{{"s1/0", 0, 20 * ms}, {"s1/1", 520 * ms, 530 * ms}, {"s2/0", 100 * ms, 110 * ms}} {
+		if r := got[c.id]; r.Arrival.V != trace.Time(c.sent) || r.DoneAtRouter.V != trace.Time(c.done) {
+			t.Errorf("%s: sent %v done %v, want %v %v", c.id, r.Arrival.V, r.DoneAtRouter.V, c.sent, c.done)
+		}
+	}
+	cfg.Workload.Sessions = 1
+	got, _, _ = replay(t, cfg, constCost(10*ms), 100, reqs)
+	if r := got["s2/0"]; r.Arrival.V != trace.Time(530*ms) {
+		t.Errorf("one session at a time: s2 sent at %v", r.Arrival.V)
+	}
+}

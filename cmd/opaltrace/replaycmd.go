@@ -34,7 +34,8 @@ func replayCommand() *cli.Command {
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
-			&cli.StringFlag{Name: "mode", Usage: "override: open or closed loop"},
+			&cli.StringFlag{Name: "mode", Usage: "override: open, closed or sessions"},
+			&cli.IntFlag{Name: "sessions", Usage: "override: sessions mode: concurrent sessions (0: each starts at its trace arrival)"},
 			&cli.IntFlag{Name: "clients", Usage: "override: closed-loop clients"},
 			&cli.FloatFlag{Name: "time-scale", Usage: "override: arrival time multiplier (0.5 = twice the rate)"},
 			&cli.StringFlag{Name: "seed", Usage: "override: random seed"},
@@ -92,6 +93,9 @@ func applyReplayFlags(c *cli.Command, cl *cluster) error {
 	}
 	if c.IsSet("mode") {
 		cl.Workload.Mode = c.String("mode")
+	}
+	if c.IsSet("sessions") {
+		cl.Workload.Sessions = c.Int("sessions")
 	}
 	if c.IsSet("clients") {
 		cl.Workload.Clients = c.Int("clients")
