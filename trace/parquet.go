@@ -46,12 +46,22 @@ type Writer struct {
 // NewWriter starts a Parquet file on w.
 func NewWriter(w io.Writer) (*Writer, error) {
 	schema := Schema()
-	props := parquet.NewWriterProperties(
+	opts := []parquet.WriterProperty{
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithMaxRowGroupLength(RowGroupRows),
 		parquet.WithCreatedBy("opaltrace"),
 		parquet.WithStats(true),
-	)
+		// Dictionary encoding pays for the few distinct strings (run,
+		// status, model, semantics) but not for floats and token counts,
+		// whose hashing dominated the time of writing simulated traces.
+		parquet.WithDictionaryDefault(false),
+	}
+	for _, c := range columns {
+		if c.field.Type.ID() == arrow.STRING && c.field.Name != "request_id" { // ids are unique
+			opts = append(opts, parquet.WithDictionaryFor(c.field.Name, true))
+		}
+	}
+	props := parquet.NewWriterProperties(opts...)
 	// Hide any Close method: pqarrow closes a sink that has one, and the
 	// caller (an atomic file, say) must decide when its file is done.
 	fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
@@ -85,9 +95,23 @@ func (w *Writer) flush() error {
 	if w.rows == 0 {
 		return nil
 	}
+	// Size the next batch like this one: builders otherwise grow by
+	// reallocation from empty after every batch.
+	lists := make([]int, len(columns))
+	for i := range columns {
+		if lb, ok := w.b.Field(i).(*array.ListBuilder); ok {
+			lists[i] = lb.ValueBuilder().Len()
+		}
+	}
 	rec := w.b.NewRecordBatch()
 	defer rec.Release()
 	w.rows = 0
+	w.b.Reserve(RowGroupRows)
+	for i, n := range lists {
+		if n > 0 {
+			w.b.Field(i).(*array.ListBuilder).ValueBuilder().Reserve(n)
+		}
+	}
 	return w.fw.Write(rec)
 }
 
