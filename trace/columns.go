@@ -45,6 +45,7 @@ var columns = []column{
 	timeCol("arrival_s", func(r *Request) *Opt[Time] { return &r.Arrival }),
 	f64Col("ttft_s", func(r *Request) *Opt[float64] { return &r.TTFTSec }),
 	f64Col("e2e_s", func(r *Request) *Opt[float64] { return &r.E2ESec }),
+	f64Col("last_token_s", func(r *Request) *Opt[float64] { return &r.LastTokenSec }),
 	listCol("itl_s", arrow.PrimitiveTypes.Float64, func(r *Request) *[]float64 { return &r.ITLSec }),
 	listCol("chunk_tokens", arrow.PrimitiveTypes.Int32, func(r *Request) *[]int32 { return &r.ChunkTokens }),
 	f64Col("think_s", func(r *Request) *Opt[float64] { return &r.ThinkSec }),

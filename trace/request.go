@@ -185,7 +185,7 @@ func (r *Request) Validate() error {
 		name string
 		v    Opt[float64]
 	}{
-		{"ttft_s", r.TTFTSec}, {"e2e_s", r.E2ESec}, {"think_s", r.ThinkSec}, {"client_queue_s", r.ClientQueueSec},
+		{"ttft_s", r.TTFTSec}, {"e2e_s", r.E2ESec}, {"last_token_s", r.LastTokenSec}, {"think_s", r.ThinkSec}, {"client_queue_s", r.ClientQueueSec},
 		{"idle_in_queue_s", r.IdleInQueueSec}, {"budget_wait_s", r.BudgetWaitSec}, {"storage_prefetch_s", r.StoragePrefetchSec},
 		{"queue_s", r.QueueSec}, {"schedule_s", r.ScheduleSec}, {"prefill_s", r.PrefillSec},
 		{"decode_s", r.DecodeSec}, {"kv_fetch_s", r.KVFetchSec},
@@ -273,6 +273,7 @@ func (r *Request) String() string {
 	tm("arrival_s", r.Arrival)
 	f64("ttft_s", r.TTFTSec)
 	f64("e2e_s", r.E2ESec)
+	f64("last_token_s", r.LastTokenSec)
 	if r.ITLSec != nil {
 		parts := make([]string, len(r.ITLSec))
 		for i, g := range r.ITLSec {
