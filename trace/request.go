@@ -85,6 +85,7 @@ type Request struct {
 	Arrival         Opt[Time] // when it was sent
 	TTFTSec         Opt[float64]
 	E2ESec          Opt[float64]
+	LastTokenSec    Opt[float64] // send to the last content token, when the source records it apart from E2E (GuideLLM)
 	ITLSec          []float64    // one gap per streamed chunk (or token, see ITLUnit)
 	ChunkTokens     []int32      // tokens in each chunk, when known
 	ThinkSec        Opt[float64] // user think time before this request (sessions)
@@ -273,6 +274,7 @@ func (r *Request) String() string {
 	tm("arrival_s", r.Arrival)
 	f64("ttft_s", r.TTFTSec)
 	f64("e2e_s", r.E2ESec)
+	f64("last_token_s", r.LastTokenSec)
 	f64("last_token_s", r.LastTokenSec)
 	if r.ITLSec != nil {
 		parts := make([]string, len(r.ITLSec))
