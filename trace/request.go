@@ -275,7 +275,6 @@ func (r *Request) String() string {
 	f64("ttft_s", r.TTFTSec)
 	f64("e2e_s", r.E2ESec)
 	f64("last_token_s", r.LastTokenSec)
-	f64("last_token_s", r.LastTokenSec)
 	if r.ITLSec != nil {
 		parts := make([]string, len(r.ITLSec))
 		for i, g := range r.ITLSec {
