@@ -30,7 +30,7 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "run", Value: "simulated", Usage: "name of the simulated run"},
 			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
 			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset"},
-			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path; a .yaml file is a cost model from `opaltrace calibrate`"},
+			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
