@@ -84,10 +84,11 @@ func runDemo(dir string, stdout, stderr io.Writer) (*demoResult, error) {
 		name := fmt.Sprintf("sim-%dw", n)
 		out := filepath.Join(dir, name+".parquet")
 		fmt.Fprintf(stdout, "\n== 3. replay on %d workers (%s, %s, TP%d, vLLM scheduler) → %s\n", n, cl.Hardware, cl.Model, cl.TP, out)
-		sum, err := replayToParquet(cl, reqs, name, out, stdout)
+		sums, err := replayToParquet(cl, traceJob(cl, reqs, name), out, stdout)
 		if err != nil {
 			return nil, err
 		}
+		sum := sums[0]
 		res.Simulated[n] = sum
 		if err := report.WriteStats(stdout, []*analyze.Summary{sum}, report.StatsOptions{Percentiles: []float64{50, 90, 99}}); err != nil {
 			return nil, err

@@ -284,3 +284,38 @@ func TestIngestAllSharedData(t *testing.T) {
 		t.Errorf("skipped files are not listed:\n%s", stderr)
 	}
 }
+
+// TestReplayRegeneratesSummaryOnlyRuns replays the DataCrunch SGLang file,
+// whose runs recorded only their summary and workload arguments: each
+// random-dataset run is regenerated and replayed as a run of its own; the
+// ShareGPT runs, whose prompts are not here, are listed as not replayed.
+func TestReplayRegeneratesSummaryOnlyRuns(t *testing.T) {
+	in := shareddata.Path(t, "formats/sglang_bench_serving/datacrunch-research_h200-benchmarks_llama_3_3_70b_online_output.jsonl")
+	out := filepath.Join(t.TempDir(), "dc.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--hardware", "h200", "--tp", "4", "--model", "llama-3.3-70b", "-o", out, in)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "not replayed (2 runs)") || !strings.Contains(stderr, "sharegpt") {
+		t.Errorf("the ShareGPT runs are not reported as passed over:\n%s", stderr)
+	}
+	runs, reqs, err := trace.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 5 {
+		t.Fatalf("%d simulated runs, want 5 (rates 1, 2, 4, 8, 16)", len(runs))
+	}
+	perRun := map[string]int{}
+	for _, r := range reqs {
+		perRun[r.Run]++
+	}
+	for i, want := range []int{300, 600, 1200, 2400, 3200} {
+		if got := perRun[runs[i].Name]; got != want {
+			t.Errorf("run %s: %d requests, want the %d the benchmark sent", runs[i].Name, got, want)
+		}
+		if runs[i].Extra["workload"] != "regenerated" || runs[i].Extra["replay_of"] == "" {
+			t.Errorf("run %s metadata does not say it was regenerated: %v", runs[i].Name, runs[i].Extra)
+		}
+	}
+}

@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
-	"github.com/opaltrace/opaltrace/trace"
 )
 
 func replayCommand() *cli.Command {
@@ -59,11 +56,15 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			sum, err := replayToParquet(cl, ds.Requests, c.String("run"), c.String("output"), c.ErrWriter)
+			jobs, err := replayJobs(cl, ds.Runs, ds.Requests, c.String("run"), c.ErrWriter)
 			if err != nil {
 				return err
 			}
-			return report.WriteStats(c.Writer, []*analyze.Summary{sum}, report.StatsOptions{})
+			sums, err := replayToParquet(cl, jobs, c.String("output"), c.ErrWriter)
+			if err != nil {
+				return err
+			}
+			return report.WriteStats(c.Writer, sums, report.StatsOptions{})
 		},
 	}
 }
@@ -123,71 +124,6 @@ func applyReplayFlags(c *cli.Command, cl *cluster) error {
 	return cl.Config.Validate()
 }
 
-// replayToParquet replays reqs through the cluster and writes the
-// simulated requests atomically to out, returning their summary.
-func replayToParquet(cl cluster, reqs []*trace.Request, runName, out string, stderr io.Writer) (*analyze.Summary, error) {
-	dep, err := cl.deployment()
-	if err != nil {
-		return nil, err
-	}
-	kvTokens, err := dep.KVCacheTokens(cl.GPUMemoryUtilization)
-	if err != nil {
-		return nil, err
-	}
-	cfg := cl.Config
-	block := cfg.Scheduler.BlockSize
-	if block == 0 {
-		block = replay.DefaultConfig().Scheduler.BlockSize
-	}
-	f, err := atomicfile.Create(out)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Abort()
-	w, err := trace.NewWriter(f)
-	if err != nil {
-		return nil, err
-	}
-	run := trace.Run{
-		Name: runName, Source: "simulated", Model: dep.LLM.Name, Engine: "vllm",
-		Hardware: dep.Hardware.Name, TP: cl.TP,
-		Extra: map[string]string{"config": cl.yaml()},
-	}
-	var sim []*trace.Request
-	step, err := cl.stepModel(dep)
-	if err != nil {
-		return nil, err
-	}
-	st, err := replay.RunInputs(cfg, step, kvTokens/block, replay.Requests(reqs), func(r *trace.Request) error {
-		r.Run = runName
-		if r.Model == "" {
-			r.Model = run.Model
-		}
-		sim = append(sim, r)
-		return w.Write(r)
-	}, replay.Options{PerSecond: cl.perSecond != ""})
-	if err != nil {
-		return nil, err
-	}
-	if cl.perSecond != "" {
-		if err := writeSeconds(cl, dep, st.Seconds); err != nil {
-			return nil, err
-		}
-	}
-	w.SetRuns([]trace.Run{run})
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	if err := f.Commit(); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(stderr, "wrote %s: %d simulated requests (%d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %d workers\n",
-		out, st.Requests, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers)
-	return analyze.Summarize(run, sim), nil
-}
-
-// writeSeconds writes a replay's per-second statistics atomically to
-// cl.perSecond, with the configuration and the cost model in the metadata.
 func writeSeconds(cl cluster, dep *model.Deployment, rows []replay.Second) error {
 	cost := fmt.Sprintf("roofline: %s on %d × %s", dep.LLM.Name, cl.TP, dep.Hardware.Name)
 	if cl.CostModel != "" {

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A replayJob is one simulated run: the requests of one input run, or the
+// workload regenerated from a summary-only run's recorded arguments.
+type replayJob struct {
+	name string        // simulated run name
+	of   string        // the input run it replays
+	in   replay.Inputs // requests to send
+	cfg  replay.Config // the cluster's, with the workload mode the run needs
+	how  string        // "trace" or "regenerated"
+}
+
+// replayJobs makes one job per input run, in order. A run without
+// requests is regenerated from its recorded workload (vLLM's and SGLang's
+// random datasets); one that cannot be is listed on stderr and passed over.
+// With one job the simulated run is called runName; with several,
+// runName/INPUT-RUN, so each is reported on its own.
+func replayJobs(cl cluster, runs []trace.Run, reqs []*trace.Request, runName string, stderr io.Writer) ([]replayJob, error) {
+	byRun := map[string][]*trace.Request{}
+	known := map[string]bool{}
+	for _, r := range runs {
+		known[r.Name] = true
+	}
+	all := append([]trace.Run(nil), runs...)
+	for _, r := range reqs {
+		if !known[r.Run] {
+			known[r.Run] = true
+			all = append(all, trace.Run{Name: r.Run})
+		}
+		byRun[r.Run] = append(byRun[r.Run], r)
+	}
+	var jobs []replayJob
+	var passed []string
+	for _, run := range all {
+		if rs := byRun[run.Name]; len(rs) > 0 {
+			jobs = append(jobs, replayJob{of: run.Name, in: replay.Requests(rs), cfg: cl.Config, how: "trace"})
+			continue
+		}
+		gen, mode, err := replay.Regenerate(run, cl.Seed)
+		if err != nil {
+			passed = append(passed, err.Error())
+			continue
+		}
+		cfg := cl.Config
+		cfg.Workload.Mode, cfg.Workload.Clients, cfg.Workload.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
+		jobs = append(jobs, replayJob{of: run.Name, in: gen, cfg: cfg, how: "regenerated"})
+	}
+	if len(passed) > 0 {
+		fmt.Fprintf(stderr, "not replayed (%d runs): %s\n", len(passed), strings.Join(passed, "; "))
+	}
+	if len(jobs) == 0 {
+		return nil, errors.New("replay: nothing to replay: the input has no requests and no run whose workload can be regenerated")
+	}
+	for i := range jobs {
+		jobs[i].name = runName
+		if len(jobs) > 1 {
+			jobs[i].name = runName + "/" + jobs[i].of
+		}
+	}
+	return jobs, nil
+}
+
+// traceJob is the job of replaying reqs as they are.
+func traceJob(cl cluster, reqs []*trace.Request, name string) []replayJob {
+	return []replayJob{{name: name, in: replay.Requests(reqs), cfg: cl.Config, how: "trace"}}
+}
+
+// replayToParquet replays each job through the cluster and writes every
+// simulated request atomically to out, one run per job, returning their
+// summaries.
+func replayToParquet(cl cluster, jobs []replayJob, out string, stderr io.Writer) ([]*analyze.Summary, error) {
+	if cl.perSecond != "" && len(jobs) > 1 {
+		return nil, fmt.Errorf("--per-second: the input has %d runs to replay; per-second statistics are written for one run at a time", len(jobs))
+	}
+	dep, err := cl.deployment()
+	if err != nil {
+		return nil, err
+	}
+	kvTokens, err := dep.KVCacheTokens(cl.GPUMemoryUtilization)
+	if err != nil {
+		return nil, err
+	}
+	step, err := cl.stepModel(dep)
+	if err != nil {
+		return nil, err
+	}
+	f, err := atomicfile.Create(out)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Abort()
+	w, err := trace.NewWriter(f)
+	if err != nil {
+		return nil, err
+	}
+	var runs []trace.Run
+	var sums []*analyze.Summary
+	for _, job := range jobs {
+		cfg := job.cfg
+		block := cfg.Scheduler.BlockSize
+		if block == 0 {
+			block = replay.DefaultConfig().Scheduler.BlockSize
+		}
+		run := trace.Run{
+			Name: job.name, Source: "simulated", Model: dep.LLM.Name, Engine: "vllm",
+			Hardware: dep.Hardware.Name, TP: cl.TP,
+			Extra: map[string]string{"config": cl.yaml(), "workload": job.how},
+		}
+		if job.of != "" {
+			run.Extra["replay_of"] = job.of
+		}
+		var sim []*trace.Request
+		st, err := replay.RunInputs(cfg, step, kvTokens/block, job.in, func(r *trace.Request) error {
+			r.Run = job.name
+			if r.Model == "" {
+				r.Model = run.Model
+			}
+			sim = append(sim, r)
+			return w.Write(r)
+		}, replay.Options{PerSecond: cl.perSecond != ""})
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", job.name, err)
+		}
+		if cl.perSecond != "" {
+			if err := writeSeconds(cl, dep, st.Seconds); err != nil {
+				return nil, err
+			}
+		}
+		fmt.Fprintf(stderr, "%s: %d simulated requests (%s; %d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %d workers\n",
+			job.name, st.Requests, job.how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers)
+		runs = append(runs, run)
+		sums = append(sums, analyze.Summarize(run, sim))
+	}
+	w.SetRuns(runs)
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	if err := f.Commit(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "wrote %s: %d runs\n", out, len(runs))
+	return sums, nil
+}
