@@ -48,6 +48,8 @@ var columns = []column{
 	f64Col("last_token_s", func(r *Request) *Opt[float64] { return &r.LastTokenSec }),
 	listCol("itl_s", arrow.PrimitiveTypes.Float64, func(r *Request) *[]float64 { return &r.ITLSec }),
 	listCol("chunk_tokens", arrow.PrimitiveTypes.Int32, func(r *Request) *[]int32 { return &r.ChunkTokens }),
+	i64Col("stream_events", func(r *Request) *Opt[int64] { return &r.StreamEvents }),
+	i64Col("token_events", func(r *Request) *Opt[int64] { return &r.TokenEvents }),
 	f64Col("think_s", func(r *Request) *Opt[float64] { return &r.ThinkSec }),
 	f64Col("client_queue_s", func(r *Request) *Opt[float64] { return &r.ClientQueueSec }),
 

@@ -24,7 +24,7 @@ func sampleRequests() []*Request {
 		DeviceHitTokens: Some[int64](16), HostHitTokens: Some[int64](0), StorageHitTokens: Some[int64](5), RemoteHitTokens: Some[int64](7),
 		IntendedArrival: Some(Time(1)), Arrival: Some(Time(1_500_000_001)),
 		TTFTSec: Some(0.06338946700270753), E2ESec: Some(0.25), LastTokenSec: Some(0.24), ITLSec: []float64{0.1, 0.0752504760021111},
-		ChunkTokens: []int32{1, 1, 1}, ThinkSec: Some(2.5),
+		ChunkTokens: []int32{1, 1, 1}, StreamEvents: Some[int64](4), TokenEvents: Some[int64](3), ThinkSec: Some(2.5),
 		QueueSec: Some(0.0), ScheduleSec: Some(0.001), PrefillSec: Some(0.05), DecodeSec: Some(0.2),
 		KVFetchSec: Some(0.003), StoragePrefetchIOSec: Some(0.004), Preemptions: Some[int64](2),
 		Created: Some(Time(10)), RouterArrival: Some(Time(11)), WorkerArrival: Some(Time(12)),

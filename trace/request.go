@@ -88,6 +88,8 @@ type Request struct {
 	LastTokenSec    Opt[float64] // send to the last content token, when the source records it apart from E2E (GuideLLM)
 	ITLSec          []float64    // one gap per streamed chunk (or token, see ITLUnit)
 	ChunkTokens     []int32      // tokens in each chunk, when known
+	StreamEvents    Opt[int64]   // streamed events the client received, content or not (GuideLLM request_iterations)
+	TokenEvents     Opt[int64]   // streamed events that carried output tokens (GuideLLM token_iterations)
 	ThinkSec        Opt[float64] // user think time before this request (sessions)
 	ClientQueueSec  Opt[float64] // wait in the client before sending (vLLM queue_times)
 
@@ -167,7 +169,7 @@ func (r *Request) Validate() error {
 		v    Opt[int64]
 	}{
 		{"input_tokens", r.InputTokens}, {"output_tokens", r.OutputTokens},
-		{"reasoning_tokens", r.ReasoningTokens}, {"max_output_tokens", r.MaxOutputTokens}, {"turn", r.Turn},
+		{"reasoning_tokens", r.ReasoningTokens}, {"stream_events", r.StreamEvents}, {"token_events", r.TokenEvents}, {"max_output_tokens", r.MaxOutputTokens}, {"turn", r.Turn},
 		{"cached_tokens", r.CachedTokens}, {"device_hit_tokens", r.DeviceHitTokens},
 		{"host_hit_tokens", r.HostHitTokens}, {"storage_hit_tokens", r.StorageHitTokens},
 		{"remote_hit_tokens", r.RemoteHitTokens}, {"preemptions", r.Preemptions},
@@ -285,6 +287,8 @@ func (r *Request) String() string {
 	if r.ChunkTokens != nil {
 		kv("chunk_tokens", fmt.Sprint(r.ChunkTokens))
 	}
+	i64("stream_events", r.StreamEvents)
+	i64("token_events", r.TokenEvents)
 	f64("think_s", r.ThinkSec)
 	f64("client_queue_s", r.ClientQueueSec)
 	f64("queue_s", r.QueueSec)
