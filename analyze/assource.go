@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
+	"strconv"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -21,6 +21,9 @@ type SourceView struct {
 	N       int    // requests counted
 	Metrics []SourceMetric
 	Values  []SourceValue // scalar results (duration, throughputs)
+	// NotReproduced names the source's metrics this view cannot rebuild
+	// from the per-request record, with the reason.
+	NotReproduced []SourceValueNote
 }
 
 // A SourceMetric is one distribution as the source summarizes it, in the
@@ -31,6 +34,9 @@ type SourceMetric struct {
 	Unit        string
 	Count       int
 	Mean, Std   float64
+	Mode        float64 // GuideLLM: the value of highest probability
+	Variance    float64 // GuideLLM
+	TotalSum    float64 // GuideLLM: mean × count
 	Min, Max    float64
 	Median      float64
 	Percentiles []SourcePercentile
@@ -112,97 +118,172 @@ var guideLLMKeys = []struct {
 	q   float64
 }{{"p001", 0.001}, {"p01", 0.01}, {"p05", 0.05}, {"p10", 0.1}, {"p25", 0.25}, {"p50", 0.5}, {"p75", 0.75}, {"p90", 0.9}, {"p95", 0.95}, {"p99", 0.99}, {"p999", 0.999}}
 
-// guideLLMView follows GuideLLM 0.5 (guidellm/schemas/statistics.py,
-// DistributionSummary.from_values): successful requests of the measurement
-// window — those that ended at or after scheduler_metrics.measure_start_time
-// — form a PDF over their distinct values; a percentile q is the first
-// value whose cumulative probability reaches q (a sample value, never
-// interpolated); mean and variance are probability-weighted. Only TTFT and
-// request latency are reproduced: GuideLLM's token-weighted inter-token
-// figures need its last-token time, which the file has but opaltrace's
-// record (E2E to the end of the response) does not keep.
+// guideLLMView follows GuideLLM 0.5 (guidellm/schemas/statistics.py and
+// benchmark/schemas/generative/metrics.py, GenerativeMetrics.compile): the
+// requests of the measurement window — ended at or after
+// scheduler_metrics.measure_start_time and started at or before its
+// measure_end_time — per status; each metric is a PDF over distinct values
+// (weighted where GuideLLM weights: time_per_output_token_ms by output
+// tokens, inter_token_latency_ms by output tokens − 1, rates and
+// concurrency by the time they held); a percentile q is the first value
+// whose cumulative probability reaches q (a sample value, never
+// interpolated); mean and variance are probability-weighted; total_sum is
+// mean × count. Times are rebuilt as the file's epoch floats (the run's
+// exact origin + offsets) because GuideLLM's arithmetic on them rounds at
+// 2.4e-7 s. GuideLLMNotReproduced lists what the record cannot give.
+// "Ours" names the opaltrace metric; tpot+ is TPOT with the first token
+// counted, as GuideLLM's time_per_output_token_ms does.
 func guideLLMView(run trace.Run, reqs []*trace.Request) (*SourceView, error) {
 	var rep struct {
 		Scheduler struct {
 			MeasureStart *float64 `json:"measure_start_time"`
+			MeasureEnd   *float64 `json:"measure_end_time"`
 		} `json:"scheduler_metrics"`
 	}
-	if err := json.Unmarshal(run.Reported, &rep); err != nil || rep.Scheduler.MeasureStart == nil {
-		return nil, fmt.Errorf("--as-source: run %s has no scheduler_metrics.measure_start_time", run.Name)
+	if err := json.Unmarshal(run.Reported, &rep); err != nil || rep.Scheduler.MeasureStart == nil || rep.Scheduler.MeasureEnd == nil {
+		return nil, fmt.Errorf("--as-source: run %s has no scheduler_metrics.measure_start_time/measure_end_time", run.Name)
 	}
-	if run.StartUnixN == 0 {
-		return nil, fmt.Errorf("--as-source: run %s has no time origin", run.Name)
+	origin, err := strconv.ParseFloat(run.Extra[guideLLMOriginKey], 64)
+	if err != nil {
+		return nil, fmt.Errorf("--as-source: run %s has no exact time origin (Extra %s); re-ingest the GuideLLM file", run.Name, guideLLMOriginKey)
 	}
-	start := *rep.Scheduler.MeasureStart - float64(run.StartUnixN)/1e9
+	ms, me := *rep.Scheduler.MeasureStart, *rep.Scheduler.MeasureEnd
 	v := &SourceView{
-		Source: "guidellm",
-		Rule:   "sample-value percentiles (first value whose cumulative probability reaches q), probability-weighted mean and std",
-		Window: fmt.Sprintf("successful requests ending at or after the measurement start (%.3f s)", start),
+		Source:        "guidellm",
+		Rule:          "sample-value percentiles (first value whose cumulative probability reaches q), probability-weighted mean and std; successful requests",
+		NotReproduced: GuideLLMNotReproduced,
+		Window:        fmt.Sprintf("requests ending at or after the measurement start (%.3f s) and starting at or before its end (%.3f s)", ms-origin, me-origin),
 	}
-	var ttft, lat []float64
+	var g [3][]guideLLMReq // successful, incomplete, errored
 	for _, r := range reqs {
-		if !r.OK() || !r.Arrival.OK || !r.E2ESec.OK || r.Arrival.V.Seconds()+r.E2ESec.V < start {
+		q, ok := newGuideLLMReq(r, origin)
+		if !ok || q.end < ms || q.start > me {
 			continue
 		}
-		v.N++
-		if r.TTFTSec.OK {
-			ttft = append(ttft, r.TTFTSec.V*1000)
+		switch {
+		case r.OK():
+			g[0] = append(g[0], q)
+		case r.Status == trace.StatusAborted:
+			g[1] = append(g[1], q)
+		default:
+			g[2] = append(g[2], q)
 		}
-		lat = append(lat, r.E2ESec.V)
 	}
-	if len(ttft) > 0 {
-		v.Metrics = append(v.Metrics, guideLLMDist("time_to_first_token_ms", "ttft", "ms", ttft))
+	succ := g[0]
+	v.N = len(succ)
+	v.Values = append(v.Values,
+		SourceValue{"request_totals.successful", float64(len(g[0]))},
+		SourceValue{"request_totals.incomplete", float64(len(g[1]))},
+		SourceValue{"request_totals.errored", float64(len(g[2]))},
+		SourceValue{"request_totals.total", float64(len(g[0]) + len(g[1]) + len(g[2]))})
+	each := func(f func(q guideLLMReq) vw) []vw {
+		out := make([]vw, 0, len(succ))
+		for _, q := range succ {
+			out = append(out, f(q))
+		}
+		return out
 	}
-	if len(lat) > 0 {
-		v.Metrics = append(v.Metrics, guideLLMDist("request_latency", "e2el", "s", lat))
+	var ends []vw
+	var ivs []interval
+	var prompts []vw
+	for _, q := range succ {
+		ends = append(ends, vw{q.end, 1})
+		ivs = append(ivs, interval{q.start, q.end, 1})
+		// prompt_tokens_timing: at the first token (else the end).
+		at := q.end
+		if q.first.OK {
+			at = q.first.V
+		}
+		prompts = append(prompts, vw{at, q.prompt})
 	}
+	v.Metrics = append(v.Metrics,
+		guideLLMRate("requests_per_second", "req rate", "req/s", ends, &ms, &me),
+		guideLLMConcurrency("request_concurrency", "concurrency", "requests", ivs, &ms, &me),
+		guideLLMFromValues("request_latency", "e2el", "s", each(func(q guideLLMReq) vw { return vw{q.latency, 1} }), -1),
+		guideLLMFromValues("prompt_token_count", "input_tokens", "tokens", each(func(q guideLLMReq) vw { return vw{q.prompt, 1} }), -1),
+		guideLLMFromValues("output_token_count", "output_tokens", "tokens", each(func(q guideLLMReq) vw { return vw{q.output, 1} }), -1),
+		guideLLMFromValues("total_token_count", "total_tokens", "tokens", each(func(q guideLLMReq) vw { return vw{q.prompt + q.output, 1} }), -1),
+		guideLLMFromValues("time_to_first_token_ms", "ttft", "ms", each(func(q guideLLMReq) vw { return vw{q.ttftMs, 1} }), -1),
+		guideLLMFromValues("time_per_output_token_ms", "tpot+", "ms", each(func(q guideLLMReq) vw { return vw{q.tpotMs, q.output} }), -1),
+		guideLLMFromValues("inter_token_latency_ms", "tpot", "ms", each(func(q guideLLMReq) vw { return vw{q.itlMs, q.itlWeight} }), -1),
+		guideLLMRate("prompt_tokens_per_second", "input tok/s", "tok/s", prompts, nil, nil),
+	)
 	return v, nil
 }
 
-// guideLLMDist is DistributionSummary.from_values with unit weights.
-func guideLLMDist(name, ours, unit string, x []float64) SourceMetric {
-	vals := slices.Clone(x)
-	slices.Sort(vals)
-	// Distinct values with their weights, as np.unique + np.add.at.
-	var uniq []float64
-	var w []float64
-	for _, v := range vals {
-		if len(uniq) > 0 && uniq[len(uniq)-1] == v {
-			w[len(w)-1]++
-			continue
+// guideLLMOriginKey is the Run.Extra key where ingest writes a GuideLLM
+// run's exact epoch origin (ingest.GuideLLMOriginKey; a test keeps them
+// equal, analyze does not import ingest).
+const guideLLMOriginKey = "time_origin_unix_s"
+
+// GuideLLMNotReproduced names GuideLLM 0.5 metrics --as-source does not
+// reproduce, with the reason.
+var GuideLLMNotReproduced = []SourceValueNote{
+	{"request_streaming_iterations_count", "needs info.timings.request_iterations (stream events per request), which the record does not keep"},
+	{"output_tokens_per_second", "GuideLLM spreads each request's tokens over info.timings.token_iterations evenly spaced iterations; the record does not keep the iteration count"},
+	{"tokens_per_second", "built on output_tokens_per_second's iterations (token_iterations not kept)"},
+	{"output_tokens_per_iteration", "output tokens / token_iterations (not kept)"},
+	{"iter_tokens_per_iteration", "(output tokens − 1) / (token_iterations − 1) (not kept)"},
+	{"text, image, video, audio", "per-modality word, character, pixel and byte counts are not in the record"},
+}
+
+// A SourceValueNote names a source metric and why it is not reproduced.
+type SourceValueNote struct{ Name, Why string }
+
+// guideLLMReq is one request as GuideLLM's GenerativeRequestStats sees it,
+// on epoch seconds.
+type guideLLMReq struct {
+	start, end     float64
+	first          trace.Opt[float64]
+	latency        float64
+	prompt, output float64
+	ttftMs         float64
+	tpotMs, itlMs  float64
+	itlWeight      float64
+}
+
+func newGuideLLMReq(r *trace.Request, origin float64) (guideLLMReq, bool) {
+	var q guideLLMReq
+	if !r.Arrival.OK || !r.E2ESec.OK {
+		return q, false
+	}
+	// origin + offset rounds back to the file's epoch float: the offset is
+	// exact to 1 ns, far below the 2.4e-7 s step of epoch floats.
+	q.start = origin + r.Arrival.V.Seconds()
+	q.end = q.start + r.E2ESec.V
+	q.latency = r.E2ESec.V
+	if r.InputTokens.OK {
+		q.prompt = float64(r.InputTokens.V)
+	}
+	out := trace.Opt[float64]{}
+	if r.OutputTokens.OK {
+		out = trace.Some(float64(r.OutputTokens.V))
+		q.output = out.V
+	}
+	if r.TTFTSec.OK {
+		q.first = trace.Some(q.start + r.TTFTSec.V)
+		q.ttftMs = 1000 * (q.first.V - q.start)
+	}
+	last := trace.Opt[float64]{}
+	if r.LastTokenSec.OK {
+		last = trace.Some(q.start + r.LastTokenSec.V)
+	}
+	// time_per_output_token_ms: (last token, else end) − start over output.
+	if out.OK && out.V != 0 {
+		l := q.end
+		if last.OK {
+			l = last.V
 		}
-		uniq = append(uniq, v)
-		w = append(w, 1)
+		q.tpotMs = 1000 * (l - q.start) / out.V
 	}
-	total := 0.0
-	for _, x := range w {
-		total += x
+	// inter_token_latency_ms: (last − first token)/(output − 1), weighted
+	// by output − 1 ((output or 1) − 1).
+	if q.first.OK && last.OK && out.OK && out.V > 1 {
+		q.itlMs = 1000 * (last.V - q.first.V) / (out.V - 1)
 	}
-	prob := make([]float64, len(w))
-	cdf := make([]float64, len(w))
-	c := 0.0
-	for i := range w {
-		prob[i] = w[i] / total
-		c += prob[i] // np.cumsum adds left to right
-		cdf[i] = c
+	q.itlWeight = 0
+	if out.OK && out.V != 0 {
+		q.itlWeight = out.V - 1
 	}
-	at := func(q float64) float64 {
-		i, _ := slices.BinarySearch(cdf, q) // searchsorted side="left"
-		return uniq[min(i, len(uniq)-1)]
-	}
-	m := SourceMetric{Name: name, Ours: ours, Unit: unit, Count: len(x), Min: uniq[0], Max: uniq[len(uniq)-1], Median: at(0.5)}
-	prods := make([]float64, len(uniq))
-	for i := range uniq {
-		prods[i] = uniq[i] * prob[i]
-	}
-	m.Mean = pairwiseSum(prods) // np.sum(values * probabilities)
-	for i := range uniq {
-		d := uniq[i] - m.Mean
-		prods[i] = d * d * prob[i]
-	}
-	m.Std = math.Sqrt(pairwiseSum(prods))
-	for _, k := range guideLLMKeys {
-		m.Percentiles = append(m.Percentiles, SourcePercentile{k.key, at(k.q)})
-	}
-	return m
+	return q, true
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/ingest"
@@ -100,57 +101,119 @@ func TestAsSourceAIPerf(t *testing.T) {
 	}
 }
 
-// TestAsSourceGuideLLM reproduces GuideLLM's TTFT and request-latency
-// summaries of the real fixture — its measurement window, its sample-value
-// percentiles — and checks the default view differs where the rules do
-// (numpy-linear percentiles over every successful request).
+// guideLLMDist is one of GuideLLM's printed DistributionSummary objects.
+type guideLLMDist struct {
+	Mean, Median, Mode, Variance, Min, Max float64
+	StdDev                                 float64 `json:"std_dev"`
+	Count                                  int
+	TotalSum                               float64 `json:"total_sum"`
+	Percentiles                            map[string]float64
+}
+
+// guideLLMReproduced are the metrics of GuideLLM's benchmarks[].metrics
+// that --as-source reproduces; the rest are in GuideLLMNotReproduced.
+var guideLLMReproduced = []string{"requests_per_second", "request_concurrency", "request_latency",
+	"prompt_token_count", "output_token_count", "total_token_count", "time_to_first_token_ms",
+	"time_per_output_token_ms", "inter_token_latency_ms", "prompt_tokens_per_second"}
+
+// TestAsSourceGuideLLM reproduces every statistic GuideLLM printed for the
+// successful requests of the real fixture — its measurement window, its
+// weights, its sample-value percentiles — field by field, checks that
+// every other metric of the file is named as not reproduced, and that the
+// default view differs where the rules do (numpy-linear percentiles over
+// every successful request).
 func TestAsSourceGuideLLM(t *testing.T) {
+	if guideLLMOriginKey != ingest.GuideLLMOriginKey {
+		t.Fatalf("origin key %q, ingest writes %q", guideLLMOriginKey, ingest.GuideLLMOriginKey)
+	}
 	path := shareddata.Path(t, "formats/guidellm/danielkorat_guidellm-bench_Qwen_Qwen3-4B-Thinking-2507_tp2_quant-fp8_benchmarks.json")
 	runs, reqs := loadFormat(t, path)
 	raw, _ := os.ReadFile(path)
-	type dist struct {
-		Successful struct {
-			Mean, Median, Min, Max float64
-			StdDev                 float64 `json:"std_dev"`
-			Count                  int
-			Percentiles            map[string]float64
-		} `json:"successful"`
-	}
 	var file struct {
 		Benchmarks []struct {
-			Metrics struct {
-				TTFT    dist `json:"time_to_first_token_ms"`
-				Latency dist `json:"request_latency"`
-			} `json:"metrics"`
+			Metrics map[string]json.RawMessage `json:"metrics"`
 		} `json:"benchmarks"`
 	}
 	if err := json.Unmarshal(raw, &file); err != nil {
 		t.Fatal(err)
 	}
-	printed := map[string]dist{"time_to_first_token_ms": file.Benchmarks[0].Metrics.TTFT, "request_latency": file.Benchmarks[0].Metrics.Latency}
+	metrics := file.Benchmarks[0].Metrics
 	v, err := AsSource(runs[0], reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"time_to_first_token_ms", "request_latency"} {
-		want, got := printed[name].Successful, metricOf(v, name)
+	// Every metric in the file is either reproduced or named.
+	named := map[string]bool{}
+	for _, n := range GuideLLMNotReproduced {
+		for _, k := range strings.Split(n.Name, ", ") {
+			named[k] = true
+		}
+	}
+	for _, k := range guideLLMReproduced {
+		named[k] = true
+	}
+	named["request_totals"] = true
+	for k := range metrics {
+		if !named[k] {
+			t.Errorf("GuideLLM metric %s neither reproduced nor named", k)
+		}
+	}
+	var totals map[string]float64
+	if err := json.Unmarshal(metrics["request_totals"], &totals); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, sv := range v.Values {
+		k, ok := strings.CutPrefix(sv.Name, "request_totals.")
+		if !ok {
+			continue
+		}
+		checked++
+		if sv.Value != totals[k] {
+			t.Errorf("%s = %v, GuideLLM printed %v", sv.Name, sv.Value, totals[k])
+		}
+	}
+	for _, name := range guideLLMReproduced {
+		var st map[string]guideLLMDist
+		if err := json.Unmarshal(metrics[name], &st); err != nil {
+			t.Fatal(name, err)
+		}
+		want, got := st["successful"], metricOf(v, name)
 		if got == nil {
-			t.Fatalf("%s not in the view", name)
+			t.Errorf("%s not in the view", name)
+			continue
 		}
-		if got.Count != want.Count || !near(got.Mean, want.Mean) || !near(got.Median, want.Median) || !near(got.Std, want.StdDev) ||
-			!near(got.Min, want.Min) || !near(got.Max, want.Max) {
-			t.Errorf("%s: got n=%d mean=%v median=%v std=%v min=%v max=%v; GuideLLM n=%d mean=%v median=%v std=%v min=%v max=%v",
-				name, got.Count, got.Mean, got.Median, got.Std, got.Min, got.Max, want.Count, want.Mean, want.Median, want.StdDev, want.Min, want.Max)
-		}
+		fields := []struct {
+			k    string
+			g, w float64
+		}{{"mean", got.Mean, want.Mean}, {"median", got.Median, want.Median}, {"mode", got.Mode, want.Mode},
+			{"variance", got.Variance, want.Variance}, {"std_dev", got.Std, want.StdDev}, {"min", got.Min, want.Min},
+			{"max", got.Max, want.Max}, {"count", float64(got.Count), float64(want.Count)}, {"total_sum", got.TotalSum, want.TotalSum}}
 		for _, p := range got.Percentiles {
-			if !near(p.Value, want.Percentiles[p.Key]) {
-				t.Errorf("%s %s = %v, GuideLLM printed %v", name, p.Key, p.Value, want.Percentiles[p.Key])
+			w, ok := want.Percentiles[p.Key]
+			if !ok {
+				t.Errorf("%s: GuideLLM has no %s", name, p.Key)
+			}
+			fields = append(fields, struct {
+				k    string
+				g, w float64
+			}{p.Key, p.Value, w})
+		}
+		for _, f := range fields {
+			checked++
+			if !near(f.g, f.w) {
+				t.Errorf("%s.%s = %v, GuideLLM printed %v", name, f.k, f.g, f.w)
 			}
 		}
 	}
+	if want := 4 + len(guideLLMReproduced)*(9+11); checked != want {
+		t.Errorf("checked %d fields, want %d", checked, want)
+	}
 	// The default view: every successful request, numpy-linear.
 	s := Summarize(runs[0], reqs)
-	if s.TTFT.N() != 30 || near(s.TTFT.Percentile(90)*1000, printed["time_to_first_token_ms"].Successful.Percentiles["p90"]) {
+	var ttft map[string]guideLLMDist
+	_ = json.Unmarshal(metrics["time_to_first_token_ms"], &ttft)
+	if s.TTFT.N() != 30 || near(s.TTFT.Percentile(90)*1000, ttft["successful"].Percentiles["p90"]) {
 		t.Errorf("default view: %d TTFTs, p90 %v ms equals GuideLLM's window/sample-value p90", s.TTFT.N(), s.TTFT.Percentile(90)*1000)
 	}
 	if _, err := AsSource(trace.Run{Source: "mooncake"}, nil); err == nil {

@@ -141,6 +141,11 @@ func TestGuideLLMReal(t *testing.T) {
 					TTFTms       float64 `json:"time_to_first_token_ms"`
 					PromptTokens int64   `json:"prompt_tokens"`
 					OutputTokens int64   `json:"output_tokens"`
+					Info         struct {
+						Timings struct {
+							LastToken float64 `json:"last_token_iteration"`
+						}
+					}
 				}
 			}
 		}
@@ -162,7 +167,8 @@ func TestGuideLLMReal(t *testing.T) {
 		w := want[i]
 		if q.RequestID != w.RequestID || q.TTFTSec != trace.Some(w.TTFTms/1000) || q.E2ESec != trace.Some(w.Latency) ||
 			q.InputTokens != trace.Some(w.PromptTokens) || q.OutputTokens != trace.Some(w.OutputTokens) ||
-			q.MaxOutputTokens != trace.Some(int64(1024)) || q.Status != trace.StatusOK {
+			q.MaxOutputTokens != trace.Some(int64(1024)) || q.Status != trace.StatusOK ||
+			q.LastTokenSec != trace.Some(w.Info.Timings.LastToken-w.Start) {
 			t.Errorf("%d: %s", i, q)
 		}
 		// Arrival is the start relative to the run's origin, to the µs

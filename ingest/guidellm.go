@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -26,11 +27,16 @@ import (
 // start; IntendedArrival the targeted start; TTFT the file's
 // time_to_first_token_ms (first iteration with tokens); E2E its
 // request_latency (to the end of the response). GuideLLM's per-request
-// "inter_token_latency_ms" is (last − first token)/(output − 1), which is
-// our TPOT and is recomputed from E2E and TTFT by analyze, so it is not
-// stored; GuideLLM has no per-chunk gaps. The benchmark without its
+// "inter_token_latency_ms" is (last − first token)/(output − 1): its last
+// token time (info.timings.last_token_iteration or last_token_time) minus
+// the request start is LastTokenSec, from which analyze rebuilds it;
+// GuideLLM has no per-chunk gaps. The benchmark without its
 // requests is the run's Reported.
 const guideLLMName = "guidellm"
+
+// GuideLLMOriginKey is the Run.Extra key holding a GuideLLM run's time
+// origin as the exact epoch seconds float of the file (shortest decimal that reads back exactly).
+const GuideLLMOriginKey = "time_origin_unix_s"
 
 var guideLLM = Format{
 	Name:      guideLLMName,
@@ -55,6 +61,7 @@ type guideLLMRequest struct {
 	Info         *struct {
 		Timings struct {
 			TargetedStart optNum `json:"targeted_start"`
+			LastToken     optNum `json:"last_token_iteration"`
 		} `json:"timings"`
 		Error *string `json:"error"`
 	} `json:"info"`
@@ -62,6 +69,7 @@ type guideLLMRequest struct {
 	StartTime      optNum `json:"start_time"`
 	EndTime        optNum `json:"end_time"`
 	FirstTokenTime optNum `json:"first_token_time"`
+	LastTokenTime  optNum `json:"last_token_time"`
 	SchedulerInfo  *struct {
 		TargetedStart optNum `json:"targeted_start_time"`
 	} `json:"scheduler_info"`
@@ -226,6 +234,14 @@ func parseGuideLLMBenchmark(run *trace.Run, raw json.RawMessage, file string, bi
 	}
 	if !math.IsInf(origin, 1) {
 		run.StartUnixN = int64(math.Round(origin * 1e9))
+		// StartUnixN cannot hold the epoch float exactly (float64 has
+		// 256 ns steps at 1.7e18 ns); GuideLLM's rate and concurrency
+		// statistics are computed on epoch floats, so analyze
+		// (--as-source) rebuilds them from the exact origin.
+		if run.Extra == nil {
+			run.Extra = map[string]string{}
+		}
+		run.Extra[GuideLLMOriginKey] = strconv.FormatFloat(origin, 'f', -1, 64)
 	}
 	var recs []Record
 	index := 0
@@ -290,6 +306,15 @@ func guideLLMFill(req *trace.Request, q *guideLLMRequest, origin float64) string
 	} else if q.FirstTokenTime.Set && s.Set {
 		req.TTFTSec, msg = optNum{q.FirstTokenTime.V - s.V, true}.sec(1)
 		fe.set("first_token_time", msg)
+	}
+	// The last token is measured from the same send time as TTFT and E2E,
+	// so that analyze can rebuild GuideLLM's token-weighted TPOT and ITL.
+	if q.Info != nil && q.Info.Timings.LastToken.Set && s.Set {
+		req.LastTokenSec, msg = optNum{q.Info.Timings.LastToken.V - s.V, true}.sec(1)
+		fe.set("info.timings.last_token_iteration", msg)
+	} else if q.LastTokenTime.Set && s.Set {
+		req.LastTokenSec, msg = optNum{q.LastTokenTime.V - s.V, true}.sec(1)
+		fe.set("last_token_time", msg)
 	}
 	if q.Latency.Set {
 		req.E2ESec, msg = q.Latency.sec(1)

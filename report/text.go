@@ -766,9 +766,20 @@ func WriteSourceViews(w io.Writer, runs []string, views []*analyze.SourceView) e
 			}{{"mean", m.Mean}, {"std", m.Std}, {"min", m.Min}, {"median", m.Median}, {"max", m.Max}} {
 				fmt.Fprintf(&b, "%-40s %.6f\n", kv.k+":", kv.v)
 			}
+			if v.Source == "guidellm" { // fields only GuideLLM prints
+				for _, kv := range []struct {
+					k string
+					v float64
+				}{{"mode", m.Mode}, {"variance", m.Variance}, {"total_sum", m.TotalSum}} {
+					fmt.Fprintf(&b, "%-40s %.6f\n", kv.k+":", kv.v)
+				}
+			}
 			for _, p := range m.Percentiles {
 				fmt.Fprintf(&b, "%-40s %.6f\n", p.Key+":", p.Value)
 			}
+		}
+		for _, n := range v.NotReproduced {
+			fmt.Fprintf(&b, "Not reproduced: %s: %s.\n", n.Name, n.Why)
 		}
 		b.WriteString(strings.Repeat("=", 50))
 		b.WriteByte('\n')
@@ -802,10 +813,22 @@ func SourceViewsJSON(runs []string, views []*analyze.SourceView) ([]byte, error)
 			mj.add("min", m.Min)
 			mj.add("median", m.Median)
 			mj.add("max", m.Max)
+			if v.Source == "guidellm" {
+				mj.add("mode", m.Mode)
+				mj.add("variance", m.Variance)
+				mj.add("total_sum", m.TotalSum)
+			}
 			for _, p := range m.Percentiles {
 				mj.add(p.Key, p.Value)
 			}
 			o.add(m.Name, mj)
+		}
+		if len(v.NotReproduced) > 0 {
+			nr := orderedJSON{}
+			for _, n := range v.NotReproduced {
+				nr.add(n.Name, n.Why)
+			}
+			o.add("not_reproduced", nr)
 		}
 		out = append(out, o)
 	}
