@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -130,7 +131,11 @@ var guideLLMKeys = []struct {
 // interpolated); mean and variance are probability-weighted; total_sum is
 // mean × count. Times are rebuilt as the file's epoch floats (the run's
 // exact origin + offsets) because GuideLLM's arithmetic on them rounds at
-// 2.4e-7 s. GuideLLMNotReproduced lists what the record cannot give.
+// 2.4e-7 s. The token rates and per-iteration token counts follow
+// GuideLLM's own guess at the stream (iterTimings: token_iterations
+// iterations evenly spaced from the first to the last token), from the
+// record's StreamEvents and TokenEvents. GuideLLMNotReproduced lists what
+// the record cannot give.
 // "Ours" names the opaltrace metric; tpot+ is TPOT with the first token
 // counted, as GuideLLM's time_per_output_token_ms does.
 func guideLLMView(run trace.Run, reqs []*trace.Request) (*SourceView, error) {
@@ -208,6 +213,31 @@ func guideLLMView(run trace.Run, reqs []*trace.Request) (*SourceView, error) {
 		guideLLMFromValues("inter_token_latency_ms", "tpot", "ms", each(func(q guideLLMReq) vw { return vw{q.itlMs, q.itlWeight} }), -1),
 		guideLLMRate("prompt_tokens_per_second", "input tok/s", "tok/s", prompts, nil, nil),
 	)
+	if !guideLLMHasIterations(succ) {
+		v.NotReproduced = append(slices.Clone(guideLLMIterationMetrics), GuideLLMNotReproduced...)
+		return v, nil
+	}
+	var outs, totals, perIter, perIterRest []vw
+	for i, q := range succ {
+		// total_tokens_timings: the prompt's timing, then the output's.
+		iter := q.iterTimings()
+		out := q.outputTimings(iter)
+		outs = append(outs, out...)
+		totals = append(append(totals, prompts[i]), out...)
+		for _, e := range out {
+			perIter = append(perIter, vw{e.w, 1})
+		}
+		for _, e := range iter {
+			perIterRest = append(perIterRest, vw{e.w, 1})
+		}
+	}
+	v.Metrics = append(v.Metrics,
+		guideLLMFromValues("request_streaming_iterations_count", "stream_events", "events", each(func(q guideLLMReq) vw { return vw{q.streamEvents, 1} }), -1),
+		guideLLMRate("output_tokens_per_second", "output tok/s", "tok/s", outs, nil, nil),
+		guideLLMRate("tokens_per_second", "total tok/s", "tok/s", totals, nil, nil),
+		guideLLMFromValues("output_tokens_per_iteration", "tokens/event", "tokens", perIter, -1),
+		guideLLMFromValues("iter_tokens_per_iteration", "tokens/event after the first", "tokens", perIterRest, -1),
+	)
 	return v, nil
 }
 
@@ -219,12 +249,18 @@ const guideLLMOriginKey = "time_origin_unix_s"
 // GuideLLMNotReproduced names GuideLLM 0.5 metrics --as-source does not
 // reproduce, with the reason.
 var GuideLLMNotReproduced = []SourceValueNote{
-	{"request_streaming_iterations_count", "needs info.timings.request_iterations (stream events per request), which the record does not keep"},
-	{"output_tokens_per_second", "GuideLLM spreads each request's tokens over info.timings.token_iterations evenly spaced iterations; the record does not keep the iteration count"},
-	{"tokens_per_second", "built on output_tokens_per_second's iterations (token_iterations not kept)"},
-	{"output_tokens_per_iteration", "output tokens / token_iterations (not kept)"},
-	{"iter_tokens_per_iteration", "(output tokens − 1) / (token_iterations − 1) (not kept)"},
-	{"text, image, video, audio", "per-modality word, character, pixel and byte counts are not in the record"},
+	{"text, image, video, audio", "per-modality summaries are built from each request's input_metrics/output_metrics (text_tokens, text_words, text_characters, image pixels, audio seconds …), which the record does not carry (only the prompt and output token totals)"},
+}
+
+// guideLLMIterationMetrics are the metrics built on GuideLLM's stream
+// iteration counts; they are not reproduced when a request of the window
+// lacks them (files before GuideLLM 0.4 do not write them).
+var guideLLMIterationMetrics = []SourceValueNote{
+	{"request_streaming_iterations_count", "needs info.timings.request_iterations (StreamEvents) for every request of the window"},
+	{"output_tokens_per_second", "needs info.timings.token_iterations (TokenEvents): GuideLLM spreads each request's tokens over that many evenly spaced iterations"},
+	{"tokens_per_second", "built on output_tokens_per_second's iterations (TokenEvents)"},
+	{"output_tokens_per_iteration", "tokens of each output iteration (TokenEvents)"},
+	{"iter_tokens_per_iteration", "tokens of each iteration after the first (TokenEvents)"},
 }
 
 // A SourceValueNote names a source metric and why it is not reproduced.
@@ -240,6 +276,12 @@ type guideLLMReq struct {
 	ttftMs         float64
 	tpotMs, itlMs  float64
 	itlWeight      float64
+	last           trace.Opt[float64]
+	outOK          bool // output tokens known
+	iterOK         bool // the file has both iteration counts
+	// GuideLLM's info.timings.request_iterations and token_iterations
+	// (read only when iterOK).
+	streamEvents, tokenEvents float64
 }
 
 func newGuideLLMReq(r *trace.Request, origin float64) (guideLLMReq, bool) {
@@ -280,6 +322,15 @@ func newGuideLLMReq(r *trace.Request, origin float64) (guideLLMReq, bool) {
 	// by output − 1 ((output or 1) − 1).
 	if q.first.OK && last.OK && out.OK && out.V > 1 {
 		q.itlMs = 1000 * (last.V - q.first.V) / (out.V - 1)
+	}
+	q.last = last
+	q.outOK = out.OK
+	q.iterOK = r.StreamEvents.OK && r.TokenEvents.OK
+	if r.StreamEvents.OK {
+		q.streamEvents = float64(r.StreamEvents.V)
+	}
+	if r.TokenEvents.OK {
+		q.tokenEvents = float64(r.TokenEvents.V)
 	}
 	q.itlWeight = 0
 	if out.OK && out.V != 0 {

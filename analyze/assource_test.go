@@ -113,6 +113,8 @@ type guideLLMDist struct {
 // guideLLMReproduced are the metrics of GuideLLM's benchmarks[].metrics
 // that --as-source reproduces; the rest are in GuideLLMNotReproduced.
 var guideLLMReproduced = []string{"requests_per_second", "request_concurrency", "request_latency",
+	"request_streaming_iterations_count", "output_tokens_per_second", "tokens_per_second",
+	"output_tokens_per_iteration", "iter_tokens_per_iteration",
 	"prompt_token_count", "output_token_count", "total_token_count", "time_to_first_token_ms",
 	"time_per_output_token_ms", "inter_token_latency_ms", "prompt_tokens_per_second"}
 
@@ -201,13 +203,34 @@ func TestAsSourceGuideLLM(t *testing.T) {
 		}
 		for _, f := range fields {
 			checked++
-			if !near(f.g, f.w) {
+			// Bit for bit: the view repeats GuideLLM's float operations.
+			if f.g != f.w {
 				t.Errorf("%s.%s = %v, GuideLLM printed %v", name, f.k, f.g, f.w)
 			}
 		}
 	}
 	if want := 4 + len(guideLLMReproduced)*(9+11); checked != want {
 		t.Errorf("checked %d fields, want %d", checked, want)
+	}
+	// Without the iteration counts (files before GuideLLM 0.4) the five
+	// iteration metrics are named, not computed from a made-up 0.
+	var stripped []*trace.Request
+	for _, r := range reqs {
+		c := r.Clone()
+		c.TokenEvents = trace.Opt[int64]{}
+		stripped = append(stripped, c)
+	}
+	v2, err := AsSource(runs[0], stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v2.Metrics) != len(v.Metrics)-len(guideLLMIterationMetrics) || len(v2.NotReproduced) != len(GuideLLMNotReproduced)+len(guideLLMIterationMetrics) {
+		t.Errorf("without token_events: %d metrics, %d not reproduced", len(v2.Metrics), len(v2.NotReproduced))
+	}
+	for _, n := range guideLLMIterationMetrics {
+		if metricOf(v2, n.Name) != nil {
+			t.Errorf("without token_events: %s computed", n.Name)
+		}
 	}
 	// The default view: every successful request, numpy-linear.
 	s := Summarize(runs[0], reqs)

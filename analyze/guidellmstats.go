@@ -286,3 +286,68 @@ func guideLLMConcurrency(name, ours, unit string, ivs []interval, start, end *fl
 	}
 	return guideLLMFromValues(name, ours, unit, vals, count)
 }
+
+// guideLLMHasIterations reports whether every request carries GuideLLM's
+// stream iteration counts (GuideLLM would read a missing one as 0, which
+// for a file that never wrote them would be a made-up number).
+func guideLLMHasIterations(reqs []guideLLMReq) bool {
+	for _, q := range reqs {
+		if !q.iterOK {
+			return false
+		}
+	}
+	return len(reqs) > 0
+}
+
+// iterTimings is GenerativeRequestStats.iter_tokens_timings: GuideLLM
+// does not know when each streamed iteration came nor how many tokens it
+// held, so it places token_iterations iterations evenly from the first to
+// the last token (np.linspace) and gives each after the first
+// (output − 1)/(token_iterations − 1) tokens.
+func (q guideLLMReq) iterTimings() []vw {
+	n := int(q.tokenEvents)
+	if !q.first.OK || !q.last.OK || !q.outOK || q.output <= 1 || n <= 1 {
+		return nil
+	}
+	tok := (q.output - 1) / (q.tokenEvents - 1)
+	out := make([]vw, 0, n-1)
+	for i := 1; i < n; i++ {
+		out = append(out, vw{linspaceAt(q.first.V, q.last.V, n, i), tok})
+	}
+	return out
+}
+
+// linspaceAt is np.linspace(start, stop, n)[i] for n > 1: i·step + start
+// rounded after each operation (the explicit conversion keeps Go from
+// fusing them into one FMA), the last point exactly stop.
+func linspaceAt(start, stop float64, n, i int) float64 {
+	if i == n-1 {
+		return stop
+	}
+	div := float64(n - 1)
+	delta := stop - start
+	step := delta / div
+	if step == 0 {
+		return float64(float64(i)/div*delta) + start
+	}
+	return float64(float64(i)*step) + start
+}
+
+// outputTimings is GenerativeRequestStats.output_tokens_timings, given
+// the request's iterTimings: one token at the first token then the
+// iterations; without iteration data, every output token at the last
+// token (else the end of the request).
+func (q guideLLMReq) outputTimings(iter []vw) []vw {
+	if !q.first.OK || !q.last.OK || q.tokenEvents <= 1 {
+		at := q.end
+		if q.last.OK {
+			at = q.last.V
+		}
+		return []vw{{at, q.output}}
+	}
+	one := 0.0
+	if q.output != 0 {
+		one = 1
+	}
+	return append([]vw{{q.first.V, one}}, iter...)
+}

@@ -143,7 +143,9 @@ func TestGuideLLMReal(t *testing.T) {
 					OutputTokens int64   `json:"output_tokens"`
 					Info         struct {
 						Timings struct {
-							LastToken float64 `json:"last_token_iteration"`
+							LastToken         float64 `json:"last_token_iteration"`
+							RequestIterations int64   `json:"request_iterations"`
+							TokenIterations   int64   `json:"token_iterations"`
 						}
 					}
 				}
@@ -168,7 +170,9 @@ func TestGuideLLMReal(t *testing.T) {
 		if q.RequestID != w.RequestID || q.TTFTSec != trace.Some(w.TTFTms/1000) || q.E2ESec != trace.Some(w.Latency) ||
 			q.InputTokens != trace.Some(w.PromptTokens) || q.OutputTokens != trace.Some(w.OutputTokens) ||
 			q.MaxOutputTokens != trace.Some(int64(1024)) || q.Status != trace.StatusOK ||
-			q.LastTokenSec != trace.Some(w.Info.Timings.LastToken-w.Start) {
+			q.LastTokenSec != trace.Some(w.Info.Timings.LastToken-w.Start) ||
+			q.StreamEvents != trace.Some(w.Info.Timings.RequestIterations) || q.TokenEvents != trace.Some(w.Info.Timings.TokenIterations) ||
+			w.Info.Timings.TokenIterations < 2 {
 			t.Errorf("%d: %s", i, q)
 		}
 		// Arrival is the start relative to the run's origin, to the µs

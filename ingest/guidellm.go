@@ -16,7 +16,9 @@ import (
 //   - 0.5: per request request_start_time/request_end_time (epoch s),
 //     request_latency (s), time_to_first_token_ms, prompt_tokens,
 //     output_tokens, info.timings.targeted_start, info.error, and
-//     request_args (the HTTP body as a JSON string, for max_tokens);
+//     request_args (the HTTP body as a JSON string, for max_tokens),
+//     info.timings.request_iterations and token_iterations (StreamEvents,
+//     TokenEvents);
 //   - 0.2–0.3: per request start_time, end_time, first_token_time,
 //     last_token_time (epoch s), scheduler_info.targeted_start_time and,
 //     for errored requests, error.
@@ -62,6 +64,9 @@ type guideLLMRequest struct {
 		Timings struct {
 			TargetedStart optNum `json:"targeted_start"`
 			LastToken     optNum `json:"last_token_iteration"`
+			// 0.4+: streamed events received / events with output tokens.
+			RequestIterations optNum `json:"request_iterations"`
+			TokenIterations   optNum `json:"token_iterations"`
 		} `json:"timings"`
 		Error *string `json:"error"`
 	} `json:"info"`
@@ -315,6 +320,16 @@ func guideLLMFill(req *trace.Request, q *guideLLMRequest, origin float64) string
 	} else if q.LastTokenTime.Set && s.Set {
 		req.LastTokenSec, msg = optNum{q.LastTokenTime.V - s.V, true}.sec(1)
 		fe.set("last_token_time", msg)
+	}
+	// GuideLLM 0.4+ counts the stream: every event received
+	// (request_iterations) and those that carried output tokens
+	// (token_iterations, the iterations its token-rate statistics spread
+	// a request's output over). 0.2–0.3 files do not write them.
+	if q.Info != nil {
+		req.StreamEvents, msg = q.Info.Timings.RequestIterations.count()
+		fe.set("info.timings.request_iterations", msg)
+		req.TokenEvents, msg = q.Info.Timings.TokenIterations.count()
+		fe.set("info.timings.token_iterations", msg)
 	}
 	if q.Latency.Set {
 		req.E2ESec, msg = q.Latency.sec(1)
