@@ -71,7 +71,7 @@ func (rec *mooncakeRecord) decode(line []byte) string {
 			rec.output, msg = s.number()
 			rec.hasOutput = true
 		case "hash_ids":
-			rec.hashIDs, msg = s.int64s()
+			rec.hashIDs, msg = s.int64s(rec.hashIDs[:0])
 		default:
 			if !s.skip(0) {
 				msg = fmt.Sprintf("invalid JSON at column %d", s.i+1)
@@ -172,8 +172,9 @@ func smallInt(tok []byte) (int64, bool) {
 	return v, true
 }
 
-// int64s scans an array of integers, or null (absent).
-func (s *jscan) int64s() ([]int64, string) {
+// int64s scans an array of integers into ids[:0] (a scratch buffer,
+// allocated when nil), or null (absent: nil).
+func (s *jscan) int64s(ids []int64) ([]int64, string) {
 	if s.lit("null") {
 		return nil, ""
 	}
@@ -181,7 +182,10 @@ func (s *jscan) int64s() ([]int64, string) {
 		return nil, "not an array: " + s.describe()
 	}
 	s.i++
-	ids := make([]int64, 0, 32)
+	if ids == nil {
+		ids = make([]int64, 0, 32)
+	}
+	ids = ids[:0]
 	s.ws()
 	if s.peek() == ']' {
 		s.i++
@@ -189,18 +193,22 @@ func (s *jscan) int64s() ([]int64, string) {
 	}
 	for {
 		s.ws()
-		n := s.numLen()
-		tok := s.b[s.i : s.i+n]
-		v, ok := smallInt(tok)
-		if !ok {
-			var err error
-			v, err = strconv.ParseInt(string(tok), 10, 64)
-			if err != nil || n == 0 {
-				return nil, fmt.Sprintf("element %d is not an integer: %s", len(ids), s.describe())
+		if v, ok := s.digits(); ok {
+			ids = append(ids, v)
+		} else {
+			n := s.numLen()
+			tok := s.b[s.i : s.i+n]
+			v, ok := smallInt(tok)
+			if !ok {
+				var err error
+				v, err = strconv.ParseInt(string(tok), 10, 64)
+				if err != nil || n == 0 {
+					return nil, fmt.Sprintf("element %d is not an integer: %s", len(ids), s.describe())
+				}
 			}
+			s.i += n
+			ids = append(ids, v)
 		}
-		s.i += n
-		ids = append(ids, v)
 		s.ws()
 		switch s.peek() {
 		case ',':
@@ -212,6 +220,26 @@ func (s *jscan) int64s() ([]int64, string) {
 			return nil, fmt.Sprintf("invalid JSON at column %d: want ',' or ']'", s.i+1)
 		}
 	}
+}
+
+// digits scans a number token that is 1 to 18 digits without a leading
+// zero, the common hash id, in one pass; otherwise it leaves s as it was.
+func (s *jscan) digits() (int64, bool) {
+	j, v := s.i, int64(0)
+	for j < len(s.b) && j-s.i < 18 && s.b[j] >= '0' && s.b[j] <= '9' {
+		v = v*10 + int64(s.b[j]-'0')
+		j++
+	}
+	if j == s.i || (s.b[s.i] == '0' && j-s.i > 1) {
+		return 0, false
+	}
+	if j < len(s.b) {
+		if c := s.b[j]; (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			return 0, false // a longer token: numLen's
+		}
+	}
+	s.i = j
+	return v, true
 }
 
 func (s *jscan) lit(word string) bool {
@@ -281,13 +309,25 @@ func (s *jscan) skip(depth int) bool {
 				return false
 			}
 		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		// Numbers first: they are most values, and trying the literals
+		// before them cost a fifth of a column scan.
+		if c == '-' && s.lit("-Infinity") {
+			return true
+		}
+		if n := s.numLen(); n > 0 {
+			s.i += n
+			return true
+		}
+		return false
 	case s.lit("true"), s.lit("false"), s.lit("null"):
 		return true
-	case s.lit("NaN"), s.lit("Infinity"), s.lit("-Infinity"):
+	case s.lit("NaN"), s.lit("Infinity"):
 		// Python's json.dumps writes these bare; other readers use
 		// skip for unknown keys of such files.
 		return true
 	default:
+		// numLen also takes '+', '.', 'e' and 'E'.
 		if n := s.numLen(); n > 0 {
 			s.i += n
 			return true

@@ -37,7 +37,7 @@ func sniffVLLMBench(head []byte) bool {
 //
 // Note: the per-request arrays are column-major, so one pass over the
 // input cannot stream a run's requests. The reader holds the input once
-// (readWhole: at most its size plus 4 MiB) and walks all arrays of a run
+// (readWhole: mapped, past 4 MiB) and walks all arrays of a run
 // in step with one cursor per array (vllmstream.go), decoding one request
 // at a time: memory is the input plus one request, not the decoded run.
 // Runs it cannot vouch for go to the reference route (vllmlegacy.go).
@@ -48,6 +48,7 @@ type vllmBenchReader struct {
 	opts Options
 
 	data     []byte // the whole input (quoted, once legacy)
+	release  func() // releases the input buffer
 	loaded   bool
 	off      int // offset of the next run object in data
 	lines    lineCounter
@@ -76,13 +77,13 @@ func (r *vllmBenchReader) Runs() []trace.Run { return r.runs }
 func (r *vllmBenchReader) Scan() bool {
 	if !r.loaded {
 		r.loaded = true
-		b, err := readWhole(r.src)
+		b, release, err := readWhole(r.src, r)
 		if err != nil {
 			r.err = fmt.Errorf("%s: %w", r.file, err)
 			r.finished = true
 			return false
 		}
-		r.data = b
+		r.data, r.release = b, release
 		r.lines = lineCounter{b: b}
 	}
 	for {
@@ -100,6 +101,12 @@ func (r *vllmBenchReader) Scan() bool {
 		if r.finished || !r.nextRun() {
 			r.finished = true
 			r.cur = nil
+			// No record refers to the input: release it.
+			r.data, r.lines = nil, lineCounter{}
+			if r.release != nil {
+				r.release()
+				r.release = nil
+			}
 			return false
 		}
 	}

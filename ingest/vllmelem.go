@@ -18,21 +18,21 @@ import (
 // go through a temporary file (readWhole).
 const vllmInMemory = 4 << 20
 
-// readWhole returns all of src in one buffer of exactly its size.
+// readWhole returns all of src and a function that releases the buffer,
+// which then must not be used. owner is the buffer's user (see mapFile).
 //
 // Note: io.ReadAll grows its buffer by copying, so its peak is about twice
 // the input. Past vllmInMemory bytes the input (a file, standard input or
-// a gzip stream alike) is copied to a temporary file, removed at once,
-// whose size then gives one exactly sized buffer: the peak is the input
-// plus vllmInMemory.
-func readWhole(src io.Reader) ([]byte, error) {
+// a gzip stream alike) is copied to a temporary file, removed at once, and
+// mapped (mapFile): the peak is the input plus vllmInMemory.
+func readWhole[T any](src io.Reader, owner *T) ([]byte, func(), error) {
 	head, err := io.ReadAll(io.LimitReader(src, vllmInMemory+1))
 	if err != nil || len(head) <= vllmInMemory {
-		return head, err
+		return head, func() {}, err
 	}
 	f, err := os.CreateTemp("", "opaltrace-vllm-bench-*")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Removed at once, the open file stays readable (POSIX); elsewhere
 	// it is removed after Close.
@@ -40,18 +40,13 @@ func readWhole(src io.Reader) ([]byte, error) {
 	defer f.Close()
 	os.Remove(f.Name())
 	if _, err := f.Write(head); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	n, err := io.Copy(f, src)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	b := make([]byte, int64(len(head))+n)
-	head = nil
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return mapFile(f, int64(len(head))+n, owner)
 }
 
 // validNumber reports whether e is exactly a JSON number.
