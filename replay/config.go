@@ -42,7 +42,40 @@ type SchedulerConfig struct {
 	// the first token at once and then a chunk every StreamInterval
 	// tokens, and the rest with the last token (default 1: every token).
 	StreamInterval int64 `yaml:"stream_interval"`
+
+	// Engine names the scheduler each worker runs: "vllm" (default: vLLM
+	// v1) or "sglang" (see sglang.go). The fields below are SGLang's
+	// server arguments, under its names; vLLM ignores them, and 0 or
+	// absent takes SGLang's default.
+	Engine string `yaml:"engine,omitempty"`
+	// SchedulePolicy orders SGLang's waiting queue: "lpm" (default:
+	// longest prefix match first) or "fcfs".
+	SchedulePolicy string `yaml:"schedule_policy,omitempty"`
+	// ChunkedPrefillSize caps the prefill tokens of one step (default 8192).
+	ChunkedPrefillSize int64 `yaml:"chunked_prefill_size,omitempty"`
+	// MaxPrefillTokens caps the prompt tokens admitted by one step
+	// (default 16384).
+	MaxPrefillTokens int64 `yaml:"max_prefill_tokens,omitempty"`
+	// MaxRunningRequests caps the running requests (default: max_num_seqs;
+	// SGLang derives its own from the memory pool).
+	MaxRunningRequests int `yaml:"max_running_requests,omitempty"`
+	// EnableMixedChunk runs the decodes in the prefill step instead of
+	// stalling them.
+	EnableMixedChunk bool `yaml:"enable_mixed_chunk,omitempty"`
+	// DisableRadixCache turns SGLang's prefix cache off.
+	DisableRadixCache bool `yaml:"disable_radix_cache,omitempty"`
+	// ScheduleConservativeness scales the initial new_token_ratio
+	// (default 1: 0.7).
+	ScheduleConservativeness float64 `yaml:"schedule_conservativeness,omitempty"`
 }
+
+// Scheduler names (SchedulerConfig.Engine) and SGLang schedule policies.
+const (
+	EngineVLLM   = "vllm"
+	EngineSGLang = "sglang"
+	PolicyLPM    = "lpm"
+	PolicyFCFS   = "fcfs"
+)
 
 // A ClientConfig describes the simulated benchmark client.
 type ClientConfig struct {
@@ -184,6 +217,28 @@ func (c Config) Validate() error {
 	}
 	if s.StreamInterval < 0 {
 		bad("scheduler.stream_interval", "negative (%d)", s.StreamInterval)
+	}
+	switch s.Engine {
+	case "", EngineVLLM, EngineSGLang:
+	default:
+		bad("scheduler.engine", "unknown engine %q (want %s or %s)", s.Engine, EngineVLLM, EngineSGLang)
+	}
+	switch s.SchedulePolicy {
+	case "", PolicyLPM, PolicyFCFS:
+	default:
+		bad("scheduler.schedule_policy", "unknown policy %q (want %s or %s)", s.SchedulePolicy, PolicyLPM, PolicyFCFS)
+	}
+	if s.ChunkedPrefillSize < 0 {
+		bad("scheduler.chunked_prefill_size", "negative (%d)", s.ChunkedPrefillSize)
+	}
+	if s.MaxPrefillTokens < 0 {
+		bad("scheduler.max_prefill_tokens", "negative (%d)", s.MaxPrefillTokens)
+	}
+	if s.MaxRunningRequests < 0 {
+		bad("scheduler.max_running_requests", "negative (%d)", s.MaxRunningRequests)
+	}
+	if sc := s.ScheduleConservativeness; !(sc >= 0) || sc > 100 {
+		bad("scheduler.schedule_conservativeness", "%v is not a number in [0, 100]", sc)
 	}
 	if l := c.Client.LatencySec; !(l >= 0) || l > 3600 {
 		bad("client.latency_s", "%v is not a number of seconds in [0, 3600]", l)

@@ -25,7 +25,12 @@
 //     token budget, FCFS admission, recompute preemption only when KV
 //     blocks run out. A model.StepModel prices each forward pass; tokens
 //     are emitted when the pass ends and streamed in chunks of
-//     SchedulerConfig.StreamInterval tokens after the first.
+//     SchedulerConfig.StreamInterval tokens after the first. With
+//     SchedulerConfig.Engine "sglang" each worker runs SGLang's scheduler
+//     instead (sglang.go): prefill-first steps (decodes wait, or join with
+//     enable_mixed_chunk), the waiting queue by longest prefix match or
+//     FCFS, admission by new_token_ratio, retraction when decode runs out
+//     of memory, over a token-granular radix cache (kvcache.Radix).
 //  5. Output. Completed, rejected and timed-out requests are emitted as
 //     trace.Requests with Source "simulated", in completion order,
 //     measured as vLLM's benchmark client measures (first_chunk TTFT,
@@ -55,7 +60,9 @@
 // stepping one event at a time (TestFastForwardSameResults); load-blind
 // routers are run before the replay, which tells each worker when its
 // next request arrives and which prefix blocks another request on it can
-// hit (only those are indexed).
+// hit (only those are indexed). SGLang workers are not advanced without
+// the general scheduler (no steady-batch shortcut): every step is built in
+// full, inline within a window as above.
 //
 // Per-request state lives only while the request is in flight and is
 // recycled, so memory grows with the requests in flight plus what the
@@ -63,7 +70,7 @@
 //
 // # Not yet
 //
-// SGLang's scheduler, KV tiers below the GPU, Opal's synthetic stages and
+// KV tiers below the GPU, Opal's synthetic stages and
 // length distributions, ShareGPT-style regenerated workloads, a request
 // rate capped by a max concurrency, and fast-forward across workers in the
 // closed loop and the sessions mode (whose windows end at the next event

@@ -27,7 +27,7 @@ type Stats struct {
 	PromptTokens int64         // prompt tokens of completed requests
 	CachedTokens int64         // of which prefix-cache hits at first schedule
 	OutputTokens int64         // tokens generated
-	Evictions    int64         // cached KV blocks reused for other content
+	Evictions    int64         // cached KV blocks reused for other content (SGLang: tokens evicted from the radix tree, in blocks, rounded up)
 	BusyTime     time.Duration // sum over workers of time spent in steps
 	End          trace.Time    // time of the last event
 
@@ -56,6 +56,9 @@ type Step struct {
 	Waiting    int            // waiting requests after scheduling
 	Preempted  int            // requests preempted while building the step
 	KV         *kvcache.Cache // the worker's cache after scheduling
+	// Radix is an SGLang worker's radix cache after scheduling (its KV;
+	// KV then stays empty); nil for vLLM workers.
+	Radix *kvcache.Radix
 }
 
 // Run replays reqs through the cluster that cfg describes and calls emit
@@ -159,7 +162,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks))
 	}
 	if opts.PerSecond {
-		e.sec = &seconds{workers: cfg.Workers}
+		e.sec = &seconds{workers: cfg.Workers, block: cfg.Scheduler.BlockSize}
 	}
 	e.prepare()
 	if err := e.run(); err != nil {
@@ -170,6 +173,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	}
 	for _, w := range e.workers {
 		e.stats.Evictions += w.kv.Evictions
+		if w.sg != nil {
+			e.stats.Evictions += ceilDiv(w.sg.tree.Evictions, cfg.Scheduler.BlockSize)
+		}
 	}
 	return e.stats, nil
 }
@@ -266,7 +272,11 @@ func (e *engine) NumWorkers() int { return len(e.workers) }
 
 func (e *engine) Load(i int) WorkerLoad {
 	w := e.workers[i]
-	return WorkerLoad{Running: len(w.running), Waiting: w.waiting.Len(), FreeBlocks: w.kv.NumFree()}
+	free := w.kv.NumFree()
+	if w.sg != nil {
+		free = w.sg.tree.Free() / w.bs // SGLang: free token slots, in whole blocks
+	}
+	return WorkerLoad{Running: len(w.running), Waiting: w.waiting.Len(), FreeBlocks: free}
 }
 
 // arrivalTime is the open-loop arrival of a request sent at a in the
@@ -580,6 +590,9 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 				Worker: w.id, Start: now, End: end, Batch: &w.batch,
 				Running: len(w.running), Waiting: w.waiting.Len(), Preempted: w.preempted, KV: w.kv,
 			}
+			if w.sg != nil {
+				e.step.Radix = w.sg.tree
+			}
 			if e.sec != nil {
 				e.sec.step(&e.step)
 			}
@@ -725,6 +738,9 @@ func (e *engine) abort(now trace.Time, i int32) error {
 		return fmt.Errorf("replay: internal error: timed-out request %d is neither waiting nor running", i)
 	}
 	w.running = slices.Delete(w.running, j, j+1)
+	if w.sg != nil {
+		w.sg.leave(r, false)
+	}
 	w.kv.Release(r.blocks)
 	r.blocks = r.blocks[:0]
 	if err := e.timedOut(r, now); err != nil {

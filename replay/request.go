@@ -20,6 +20,7 @@ type reqState struct {
 	shared   int     // leading HashIDs another request also has (kvcache.BlockHasher.SharedIDs)
 	hashed   int64   // leading blocks of blocks whose hashes are committed
 	lastHash uint64  // hash of block hashed−1 (kvcache.Root when hashed is 0)
+	sg       sgReq   // SGLang worker's state (sglang.go)
 
 	deadline    trace.Time // when the server learns the client gave up; never without a timeout
 	aborted     bool       // timed out during a step: leaves when the step ends

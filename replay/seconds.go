@@ -51,6 +51,7 @@ type seconds struct {
 	rows    []Second
 	sums    []weighted
 	workers int
+	block   int64 // tokens per KV block: SGLang workers count tokens
 }
 
 // weighted holds one second's integer time-weighted sums (ns × value).
@@ -79,6 +80,9 @@ func (s *seconds) step(st *Step) {
 	}
 	r.Tokens += tokens
 	used := st.KV.NumUsed()
+	if st.Radix != nil {
+		used = ceilDiv(st.Radix.Used(), s.block)
+	}
 	// Spread the step's duration over the seconds it spans.
 	for t := st.Start; t < st.End; {
 		next := min(st.End, (t/trace.Time(time.Second)+1)*trace.Time(time.Second))

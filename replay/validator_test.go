@@ -59,7 +59,7 @@ func (v *validator) step(s *Step) error {
 	if seqs := len(s.Batch.Decode) + len(s.Batch.Prefill); seqs > v.cfg.Scheduler.MaxNumSeqs || s.Running > v.cfg.Scheduler.MaxNumSeqs {
 		return fmt.Errorf("step has %d sequences, %d running; max_num_seqs %d", seqs, s.Running, v.cfg.Scheduler.MaxNumSeqs)
 	}
-	if s.Preempted > 0 && s.KV.NumUsed() == 0 && s.Running > 0 {
+	if s.Preempted > 0 && s.Radix == nil && s.KV.NumUsed() == 0 && s.Running > 0 { // SGLang: checkRadix
 		return fmt.Errorf("preempted while running requests hold no blocks")
 	}
 	return nil

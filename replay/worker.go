@@ -28,11 +28,12 @@ type worker struct {
 	id     int
 	name   string
 	kv     *kvcache.Cache
-	bs     int64 // tokens per KV block
-	budget int64 // max_num_batched_tokens
-	maxSeq int   // max_num_seqs
-	prefix bool  // prefix caching on
-	stream int64 // stream interval (tokens per chunk after the first)
+	bs     int64   // tokens per KV block
+	budget int64   // max_num_batched_tokens
+	maxSeq int     // max_num_seqs
+	prefix bool    // prefix caching on
+	stream int64   // stream interval (tokens per chunk after the first)
+	sg     *sglang // SGLang's scheduler instead of vLLM's (sglang.go); nil: vLLM
 
 	running []*reqState
 	waiting deque
@@ -60,16 +61,23 @@ type scheduled struct {
 }
 
 func newWorker(id int, name string, s SchedulerConfig, blocks int64) *worker {
-	return &worker{
+	w := &worker{
 		id:     id,
 		name:   name,
-		kv:     kvcache.New(blocks),
 		bs:     s.BlockSize,
 		budget: s.MaxNumBatchedTokens,
 		maxSeq: s.MaxNumSeqs,
 		prefix: *s.EnablePrefixCaching,
 		stream: s.StreamInterval,
 	}
+	if s.Engine == EngineSGLang {
+		// SGLang's KV is its radix cache; the block cache stays empty.
+		w.sg = newSGLang(s, blocks*s.BlockSize)
+		w.kv = kvcache.New(0)
+	} else {
+		w.kv = kvcache.New(blocks)
+	}
+	return w
 }
 
 func (w *worker) hasWork() bool { return len(w.running) > 0 || w.waiting.Len() > 0 }
@@ -94,6 +102,10 @@ func (w *worker) build(now trace.Time) {
 	w.batch.Decode = w.batch.Decode[:0]
 	w.preempted = 0
 	w.stepStart = now
+	if w.sg != nil {
+		w.sg.build(w, now)
+		return
+	}
 	budget := w.budget
 
 	// Running requests, in order.
@@ -256,7 +268,7 @@ func (w *worker) preempt(r *reqState) {
 // between, is the same batch one token further, which decodeStep builds
 // without the general path.
 func (w *worker) steady() bool {
-	return len(w.batch.Prefill) == 0 && len(w.sched) == len(w.running) && w.preempted == 0 &&
+	return w.sg == nil && len(w.batch.Prefill) == 0 && len(w.sched) == len(w.running) && w.preempted == 0 &&
 		(w.waiting.Len() == 0 || len(w.running) >= w.maxSeq)
 }
 
@@ -304,9 +316,15 @@ func (w *worker) completes() bool {
 // order.
 func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
 	w.emitTokens(now)
+	if w.sg != nil {
+		w.sg.flush()
+	}
 	kept := w.running[:0]
 	for _, r := range w.running {
 		if r.out == r.maxOut || r.aborted {
+			if w.sg != nil {
+				w.sg.leave(r, true)
+			}
 			w.kv.Release(r.blocks)
 			r.blocks = r.blocks[:0]
 			done = append(done, r)

@@ -10,10 +10,12 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 func replayCommand() *cli.Command {
@@ -31,6 +33,7 @@ func replayCommand() *cli.Command {
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
+			&cli.StringFlag{Name: "scheduler", Usage: "override: the workers' scheduler, vllm or sglang (default: the input run's engine, else vllm)"},
 			&cli.StringFlag{Name: "mode", Usage: "override: open, closed or sessions"},
 			&cli.IntFlag{Name: "sessions", Usage: "override: sessions mode: concurrent sessions (0: each starts at its trace arrival)"},
 			&cli.IntFlag{Name: "clients", Usage: "override: closed-loop clients"},
@@ -92,6 +95,9 @@ func applyReplayFlags(c *cli.Command, cl *cluster) error {
 	if c.IsSet("max-num-seqs") {
 		cl.Scheduler.MaxNumSeqs = c.Int("max-num-seqs")
 	}
+	if c.IsSet("scheduler") {
+		cl.Scheduler.Engine = c.String("scheduler")
+	}
 	if c.IsSet("mode") {
 		cl.Workload.Mode = c.String("mode")
 	}
@@ -142,4 +148,77 @@ func writeSeconds(cl cluster, dep *model.Deployment, rows []replay.Second) error
 		return err
 	}
 	return f.Commit()
+}
+
+// schedulerFor returns cfg with the scheduler of the engine that served
+// run when the cluster file and flags name none: a trace of an SGLang
+// server is replayed through SGLang's scheduler, any other through vLLM's.
+// An SGLang run's server options recorded at ingest (--engine-opt, kept as
+// Run.Extra "engine_opt.KEY") fill the SGLang settings the cluster leaves
+// at their defaults.
+func schedulerFor(cfg replay.Config, run trace.Run) (replay.Config, error) {
+	s := &cfg.Scheduler
+	if s.Engine == "" && strings.EqualFold(run.Engine, replay.EngineSGLang) {
+		s.Engine = replay.EngineSGLang
+	}
+	if s.Engine != replay.EngineSGLang {
+		return cfg, nil
+	}
+	var errs []error
+	opt := func(key string, set func(v string) error) {
+		v, ok := run.Extra[ingest.EngineOptPrefix+key]
+		if !ok {
+			return
+		}
+		if err := set(v); err != nil {
+			errs = append(errs, fmt.Errorf("run %s: %s%s: %q: %v", run.Name, ingest.EngineOptPrefix, key, v, err))
+		}
+	}
+	flag := func(dst *bool) func(string) error {
+		return func(v string) error {
+			b, err := strconv.ParseBool(v)
+			*dst = *dst || b
+			return err
+		}
+	}
+	count := func(dst *int64) func(string) error {
+		return func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil && *dst == 0 {
+				*dst = n
+			}
+			return err
+		}
+	}
+	opt("disable_radix_cache", flag(&s.DisableRadixCache))
+	opt("enable_mixed_chunk", flag(&s.EnableMixedChunk))
+	opt("chunked_prefill_size", count(&s.ChunkedPrefillSize))
+	opt("max_prefill_tokens", count(&s.MaxPrefillTokens))
+	opt("schedule_policy", func(v string) error {
+		if s.SchedulePolicy == "" {
+			s.SchedulePolicy = v
+		}
+		return nil
+	})
+	opt("max_running_requests", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err == nil && s.MaxRunningRequests == 0 {
+			s.MaxRunningRequests = n
+		}
+		return err
+	})
+	if len(errs) == 0 {
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("run %s: engine options: %v", run.Name, err))
+		}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// engineName is the simulated run's engine.
+func engineName(cfg replay.Config) string {
+	if cfg.Scheduler.Engine == "" {
+		return replay.EngineVLLM
+	}
+	return cfg.Scheduler.Engine
 }

@@ -44,8 +44,12 @@ func replayJobs(cl cluster, runs []trace.Run, reqs []*trace.Request, runName str
 	var jobs []replayJob
 	var passed []string
 	for _, run := range all {
+		cfg, err := schedulerFor(cl.Config, run)
+		if err != nil {
+			return nil, err
+		}
 		if rs := byRun[run.Name]; len(rs) > 0 {
-			jobs = append(jobs, replayJob{of: run.Name, in: replay.Requests(rs), cfg: cl.Config, how: "trace"})
+			jobs = append(jobs, replayJob{of: run.Name, in: replay.Requests(rs), cfg: cfg, how: "trace"})
 			continue
 		}
 		gen, mode, err := replay.Regenerate(run, cl.Seed)
@@ -53,7 +57,6 @@ func replayJobs(cl cluster, runs []trace.Run, reqs []*trace.Request, runName str
 			passed = append(passed, err.Error())
 			continue
 		}
-		cfg := cl.Config
 		cfg.Workload.Mode, cfg.Workload.Clients, cfg.Workload.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
 		jobs = append(jobs, replayJob{of: run.Name, in: gen, cfg: cfg, how: "regenerated"})
 	}
@@ -114,7 +117,7 @@ func replayToParquet(cl cluster, jobs []replayJob, out string, stderr io.Writer)
 			block = replay.DefaultConfig().Scheduler.BlockSize
 		}
 		run := trace.Run{
-			Name: job.name, Source: "simulated", Model: dep.LLM.Name, Engine: "vllm",
+			Name: job.name, Source: "simulated", Model: dep.LLM.Name, Engine: engineName(cfg),
 			Hardware: dep.Hardware.Name, TP: cl.TP,
 			Extra: map[string]string{"config": cl.yaml(), "workload": job.how},
 		}

@@ -15,6 +15,11 @@
 // results are the same as indexing them, and a replay does half the index
 // work.
 //
+// Radix is SGLang's cache instead: a token-granular radix tree over a
+// pool of token slots, with lock counts from running requests and
+// leaf-first LRU eviction of unlocked nodes; TokenKeys derives token-level
+// keys from a trace's hash_ids.
+//
 // It does not own scheduling (which request gets blocks when: package
 // replay) nor the lower tiers (CPU DRAM, NVMe, remote), which later issues
 // add here.

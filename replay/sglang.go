@@ -1,0 +1,497 @@
+package replay
+
+import (
+	"slices"
+
+	"github.com/opaltrace/opaltrace/replay/kvcache"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// SGLang's scheduler constants (python/sglang/srt: global_config.py,
+// managers/schedule_policy.py, managers/schedule_batch.py).
+const (
+	// CLIP_MAX_NEW_TOKENS: the admission estimate of a request's future
+	// decode tokens is clipped to this.
+	sgClipMaxNewTokens = 4096
+	// retract_decode_steps: retraction frees memory for this many decode
+	// steps of the requests that stay.
+	sgRetractDecodeSteps = 20
+	// default_init_new_token_ratio, default_min_new_token_ratio_factor,
+	// default_new_token_ratio_decay_steps.
+	sgInitNewTokenRatio    = 0.7
+	sgMinNewTokenRatioFact = 0.14
+	sgNewTokenRatioSteps   = 600
+	// Above this many waiting requests the lpm policy falls back to
+	// FCFS (SchedulePolicy._determine_active_policy).
+	sgLPMMaxQueue = 128
+	// IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD and
+	// IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD: a waiting request
+	// with at most the first cached is checked against the requests
+	// before it in the queue, and sent to the back when it shares at
+	// least the second with one of them.
+	sgInBatchCheck        = 32
+	sgInBatchDeprioritize = 32
+)
+
+// sglang is the SGLang scheduler of one worker (Scheduler.
+// get_next_batch_to_run over a RadixCache).
+//
+// Note: a step is a prefill (extend) batch whenever one can be formed, and
+// the running requests' decodes wait for it (with EnableMixedChunk they
+// join it); only when no prefill is admitted does a decode step run every
+// running request. Admission follows PrefillAdder: the waiting queue,
+// ordered by longest prefix match (or FCFS), is admitted while the tokens
+// free or evictable exceed the new requests' prompts plus their clipped
+// max_new_tokens plus, for every running request, its remaining clipped
+// max_new_tokens times new_token_ratio; the prefill is cut at
+// chunked_prefill_size (one chunked request at a time) and
+// max_prefill_tokens. When a decode step finds fewer free tokens than
+// running requests, requests are retracted (fewest output tokens first,
+// then longest prompt) until the rest have room for
+// retract_decode_steps more steps, and new_token_ratio is re-estimated;
+// otherwise it decays by new_token_ratio_decay per decode step.
+//
+// The KV is a token-granular radix tree (kvcache.Radix). A request locks
+// its matched prefix; its computed tokens are inserted into the tree
+// when the step that computed them ends (cache_unfinished_req: so
+// requests in one batch do not share with each other), its decoded tokens
+// only when it finishes (cache_finished_req); a retracted request keeps
+// its inserted prefix in the tree, unlocked, and frees the rest.
+//
+// The rules follow SGLang v0.4's scheduler (schedule_policy.py,
+// schedule_batch.py, scheduler.py); later versions add features (priority
+// scheduling, hierarchical cache, speculative decoding, overlap
+// scheduling) not modelled here. Departures: the page size is 1 token;
+// max_running_requests defaults to max_num_seqs instead of being derived
+// from the pool; when no request runs and the head of the queue can never
+// pass the new-token estimate (a request as large as the whole pool), it
+// is admitted anyway rather than stalling the worker forever; a chunk of
+// the chunked request that the pool cannot hold shrinks to what it can
+// (SGLang fails with "Prefill out of memory"); and a decode that cannot
+// get a token even after retraction waits a step (SGLang fails).
+type sglang struct {
+	tree       *kvcache.Radix
+	radix      bool // radix cache on (else every token is private)
+	lpm        bool
+	chunk      int64 // chunked_prefill_size
+	maxPrefill int64 // max_prefill_tokens
+	maxRun     int   // max_running_requests
+	mixed      bool  // enable_mixed_chunk
+
+	ratio, minRatio, decay float64 // new_token_ratio and its floor and decay
+
+	chunked *reqState // the request whose prefill is chunked, if any
+	// full is running_batch.batch_is_full: no prefill admits new
+	// requests until it is cleared, when an extend step's batch loses a
+	// request or continues a chunked prefill, or the running batch
+	// shrinks (shrunk) by the next decode step's update_running_batch.
+	full    bool
+	shrunk  bool
+	extend  bool        // the step built last is an extend (prefill) step
+	pending []*reqState // extended in the step in flight: inserted into the tree when it ends
+
+	order  []*reqState // scratch: the waiting queue in policy order
+	batch  []*reqState // scratch: decode batch
+	admit  []sgAdmit   // scratch: requests admitted by a prefill
+	retire []*reqState // scratch
+}
+
+// sgReq is a request's SGLang state while it is on a worker.
+type sgReq struct {
+	keys   []kvcache.Run      // token keys of prompt and output
+	node   *kvcache.RadixNode // locked: end of the prefix held in the tree
+	held   int64              // tokens held in the tree through node
+	prefix int64              // lpm: prefix match when the queue was last ordered (−1: deprioritised)
+	taken  bool               // admitted by the prefill being built
+}
+
+type sgAdmit struct {
+	r      *reqState
+	prefix int64
+	node   *kvcache.RadixNode
+	n      int64 // tokens to compute
+}
+
+func newSGLang(s SchedulerConfig, tokens int64) *sglang {
+	g := &sglang{
+		tree:       kvcache.NewRadix(tokens),
+		radix:      !s.DisableRadixCache,
+		lpm:        s.SchedulePolicy != PolicyFCFS,
+		chunk:      s.ChunkedPrefillSize,
+		maxPrefill: s.MaxPrefillTokens,
+		maxRun:     s.MaxRunningRequests,
+		mixed:      s.EnableMixedChunk,
+	}
+	if g.chunk == 0 {
+		g.chunk = 8192
+	}
+	if g.maxPrefill == 0 {
+		g.maxPrefill = 16384
+	}
+	if g.maxRun == 0 {
+		g.maxRun = s.MaxNumSeqs
+	}
+	c := s.ScheduleConservativeness
+	if c == 0 {
+		c = 1
+	}
+	init := min(sgInitNewTokenRatio*c, 1)
+	g.ratio = init
+	g.minRatio = min(init*sgMinNewTokenRatioFact, 1)
+	g.decay = (init - g.minRatio) / sgNewTokenRatioSteps
+	return g
+}
+
+func (g *sglang) keys(r *reqState) []kvcache.Run {
+	if len(r.sg.keys) == 0 {
+		var tb int64
+		if bs, ok := r.in.BlockSize.Get(); ok {
+			tb = bs
+		}
+		r.sg.keys = kvcache.TokenKeys(nil, r.in.HashIDs, tb, r.prompt, r.maxOut, uint64(r.idx)+1)
+	}
+	return r.sg.keys
+}
+
+// flush inserts what the last step computed for the requests it extended
+// into the tree, each request then holding (locking) all of it.
+func (g *sglang) flush() {
+	if len(g.pending) > 0 && g.chunked != nil {
+		g.full = false // get_next_batch_to_run, after an extend with a chunked request
+	}
+	for _, r := range g.pending {
+		if !g.radix || r.computed <= r.sg.held {
+			continue
+		}
+		n := g.tree.Insert(g.keys(r), r.sg.held, r.computed)
+		g.tree.Lock(n)
+		if r.sg.node != nil {
+			g.tree.Unlock(r.sg.node)
+		}
+		r.sg.node, r.sg.held = n, r.computed
+	}
+	clear(g.pending)
+	g.pending = g.pending[:0]
+}
+
+// release gives back what r holds: with the radix cache its computed
+// tokens go to the tree (insert) when insert is set, else the private ones
+// are freed; its prefix is unlocked.
+func (g *sglang) release(r *reqState, insert bool) {
+	if g.radix && insert && r.computed > r.sg.held {
+		g.tree.Insert(g.keys(r), r.sg.held, r.computed)
+	} else {
+		g.tree.FreePrivate(r.computed - r.sg.held)
+	}
+	if r.sg.node != nil {
+		g.tree.Unlock(r.sg.node)
+	}
+	r.sg.node, r.sg.held = nil, 0
+}
+
+// leave releases a request that finished or was aborted
+// (cache_finished_req). atStepEnd says it leaves as the step in flight
+// ends (else between steps: a client abort).
+func (g *sglang) leave(r *reqState, atStepEnd bool) {
+	g.flush()
+	g.release(r, true)
+	if g.chunked == r {
+		g.chunked = nil
+	}
+	if atStepEnd && g.extend {
+		g.full = false // the extend batch shrank
+	} else {
+		g.shrunk = true
+	}
+}
+
+// build builds w's next step at now into w.sched and w.batch.
+func (g *sglang) build(w *worker, now trace.Time) {
+	g.flush()
+	g.extend = g.prefill(w, now)
+	if !g.extend {
+		g.decode(w, now)
+	}
+}
+
+// running returns the running batch: w.running without the chunked request.
+func (g *sglang) running(w *worker) []*reqState {
+	g.batch = g.batch[:0]
+	for _, r := range w.running {
+		if r != g.chunked {
+			g.batch = append(g.batch, r)
+		}
+	}
+	return g.batch
+}
+
+// prefill builds a prefill batch (get_new_batch_prefill and PrefillAdder)
+// and reports whether it did.
+func (g *sglang) prefill(w *worker, now trace.Time) bool {
+	running := g.running(w)
+	bs := len(running)
+	if bs == 0 {
+		g.full = false
+	}
+	if (g.full || w.waiting.Len() == 0) && g.chunked == nil {
+		return false
+	}
+	if bs >= g.maxRun {
+		g.full = true
+		return false
+	}
+	g.orderQueue(w)
+
+	var mixedBs int64
+	if g.mixed {
+		mixedBs = int64(bs)
+	}
+	totalOff := float64(mixedBs) // rem_total_token_offset
+	curOff := float64(mixedBs)   // cur_rem_token_offset
+	for _, r := range running {
+		totalOff += float64(min(r.maxOut-r.out, sgClipMaxNewTokens)) * g.ratio
+	}
+	remInput := g.maxPrefill - mixedBs
+	remChunk := g.chunk - mixedBs
+	avail := func() float64 { return float64(g.tree.Free() + g.tree.Evictable()) }
+	charge := func(extend, maxNew int64) {
+		totalOff += float64(extend + maxNew)
+		curOff += float64(extend)
+		remInput -= extend
+		remChunk -= extend
+	}
+	g.admit = g.admit[:0]
+	if c := g.chunked; c != nil {
+		// add_chunked_req: the chunked request goes first.
+		extend := c.numTokens() - c.computed
+		truncated := extend > remChunk
+		// SGLang allocates the chunk without a budget check and fails
+		// with "Prefill out of memory" when the pool cannot hold it;
+		// here the chunk shrinks to what the pool holds.
+		extend = min(extend, remChunk, g.tree.Free()+g.tree.Evictable())
+		truncated = truncated || extend < c.numTokens()-c.computed
+		if extend > 0 {
+			g.admit = append(g.admit, sgAdmit{r: c, n: extend})
+			maxNew := int64(0)
+			if !truncated {
+				maxNew = min(c.maxOut, sgClipMaxNewTokens)
+				g.chunked = nil
+			}
+			charge(extend, maxNew)
+		}
+	}
+	for _, r := range g.order {
+		if bs+len(g.admit) >= g.maxRun {
+			g.full = true
+			break
+		}
+		var prefix int64
+		node := g.tree.Root()
+		if g.radix {
+			prefix, node = g.tree.Match(g.keys(r), r.numTokens()-1)
+		}
+		extend := r.numTokens() - prefix
+		maxNew := min(r.maxOut, sgClipMaxNewTokens)
+		total := float64(extend + maxNew)
+		force := bs == 0 && len(g.admit) == 0 && extend <= g.tree.Free()+g.tree.Evictable()
+		if total >= avail()-totalOff && !force {
+			g.full = true
+			break
+		}
+		if extend > remInput && len(g.admit) != 0 {
+			break
+		}
+		g.tree.Lock(node)
+		if total > avail()-totalOff && !force {
+			g.tree.Unlock(node)
+			g.full = true
+			break
+		}
+		if extend <= remChunk {
+			g.admit = append(g.admit, sgAdmit{r, prefix, node, extend})
+			charge(extend, maxNew)
+		} else {
+			if remChunk <= 0 {
+				g.tree.Unlock(node)
+				break
+			}
+			g.admit = append(g.admit, sgAdmit{r, prefix, node, remChunk})
+			g.chunked = r
+			charge(remChunk, 0)
+		}
+		r.sg.taken = true
+		if avail()-totalOff <= 0 || avail()-curOff <= 0 {
+			g.full = true
+			break
+		}
+		if remInput <= 0 || remChunk <= 0 {
+			break
+		}
+	}
+	if len(g.admit) == 0 {
+		return false
+	}
+	w.waiting.filter(func(r *reqState) bool { return !r.sg.taken })
+
+	for _, a := range g.admit {
+		r := a.r
+		if r.sg.taken {
+			r.sg.taken = false
+			r.sg.node, r.sg.held = a.node, a.prefix
+			r.computed = a.prefix
+			if !r.scheduled {
+				r.cached = a.prefix
+			}
+			w.running = append(w.running, r)
+		}
+		if !g.tree.Alloc(a.n) {
+			panic("replay: sglang: prefill allocation failed after admission")
+		}
+		w.add(r, a.n, now)
+		g.pending = append(g.pending, r)
+	}
+	if g.mixed {
+		for _, r := range running {
+			if g.tree.Alloc(1) {
+				w.add(r, 1, now)
+			}
+		}
+	}
+	return true
+}
+
+// orderQueue puts the waiting queue in policy order into g.order, and
+// sorts the queue itself that way (SGLang sorts its waiting_queue in
+// place).
+func (g *sglang) orderQueue(w *worker) {
+	g.order = g.order[:0]
+	w.waiting.each(func(r *reqState) { g.order = append(g.order, r) })
+	if !g.lpm || !g.radix || len(g.order) > sgLPMMaxQueue {
+		return
+	}
+	// In-batch prefix caching: of the waiting requests that share an
+	// uncached prefix, the first goes on, the others wait for it to be
+	// cached (SchedulePolicy._compute_prefix_matches).
+	inBatch := kvcache.NewRadix(1 << 62)
+	for _, r := range g.order {
+		k, n := g.keys(r), r.numTokens()-1
+		r.sg.prefix, _ = g.tree.Match(k, n)
+		if r.sg.prefix > sgInBatchCheck {
+			continue
+		}
+		if m, _ := inBatch.Match(k, n); m >= sgInBatchDeprioritize {
+			r.sg.prefix = -1
+			continue
+		}
+		inBatch.Alloc(n)
+		inBatch.Insert(k, 0, n)
+	}
+	slices.SortStableFunc(g.order, func(a, b *reqState) int {
+		switch {
+		case a.sg.prefix > b.sg.prefix:
+			return -1
+		case a.sg.prefix < b.sg.prefix:
+			return 1
+		}
+		return 0
+	})
+	w.waiting.filter(func(*reqState) bool { return false })
+	for _, r := range g.order {
+		w.waiting.pushBack(r)
+	}
+}
+
+// decode builds a decode step of the running batch, retracting first if
+// its tokens do not fit (update_running_batch).
+func (g *sglang) decode(w *worker, now trace.Time) {
+	batch := g.running(w)
+	if len(batch) == 0 {
+		return
+	}
+	if g.shrunk {
+		g.full, g.shrunk = false, false
+	}
+	need := int64(len(batch))
+	if g.tree.Free() < need {
+		g.tree.Evict(need) // check_decode_mem evicts the batch's whole need
+	}
+	if g.tree.Free() < need {
+		batch = g.retract(w, batch)
+	} else {
+		g.ratio = max(g.ratio-g.decay, g.minRatio)
+	}
+	for _, r := range batch {
+		if r.computed != r.numTokens()-1 {
+			panic("replay: sglang: a running request is not ready to decode")
+		}
+		if !g.tree.Alloc(1) {
+			continue // no memory even for the last request: it waits
+		}
+		w.add(r, 1, now)
+	}
+}
+
+// retract takes requests out of the decode batch until the rest have
+// room for retract_decode_steps steps, the fewest output tokens first and
+// among those the longest prompt (ScheduleBatch.retract_decode), and
+// returns the batch that stays.
+func (g *sglang) retract(w *worker, batch []*reqState) []*reqState {
+	// sorted_indices.sort(key=(len(output_ids), -len(origin_input_ids)),
+	// reverse=True), popped from the end.
+	slices.SortStableFunc(batch, func(a, b *reqState) int {
+		switch {
+		case a.out != b.out:
+			if a.out > b.out {
+				return -1
+			}
+			return 1
+		case a.prompt != b.prompt:
+			if a.prompt < b.prompt {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	for first := true; first || g.tree.Free() < int64(len(batch))*sgRetractDecodeSteps; first = false {
+		if len(batch) == 1 {
+			break
+		}
+		r := batch[len(batch)-1]
+		batch = batch[:len(batch)-1]
+		g.release(r, false)
+		r.computed = 0
+		r.preemptions++
+		w.preempted++
+		w.running = slices.DeleteFunc(w.running, func(x *reqState) bool { return x == r })
+		w.waiting.pushBack(r)
+		if residual := int64(len(batch))*sgRetractDecodeSteps - g.tree.Free(); residual > 0 {
+			g.tree.Evict(residual)
+		}
+	}
+	var out, maxOut int64
+	for _, r := range batch {
+		out += r.out
+		maxOut += r.maxOut
+	}
+	g.ratio = min(1, float64(out+sgRetractDecodeSteps*int64(len(batch)))/float64(maxOut))
+	g.full, g.shrunk = false, false
+	return batch
+}
+
+// filter keeps, in order, the queued requests for which keep is true.
+func (d *deque) filter(keep func(*reqState) bool) {
+	n := d.size
+	kept := 0
+	for i := range n {
+		r := d.buf[(d.head+i)%len(d.buf)]
+		if keep(r) {
+			d.buf[(d.head+kept)%len(d.buf)] = r
+			kept++
+		}
+	}
+	for i := kept; i < n; i++ {
+		d.buf[(d.head+i)%len(d.buf)] = nil
+	}
+	d.size = kept
+}
