@@ -319,3 +319,34 @@ func TestReplayRegeneratesSummaryOnlyRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaySendsLikeTheBenchmark replays observed benchmark files that
+// carry no arrival times (vLLM v0.5.4 recorded none; its run says rate
+// "inf") and error records without lengths (AIPerf): the first is sent as
+// the benchmark sent it, all at once; the failed records are passed over
+// with a message.
+func TestReplaySendsLikeTheBenchmark(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "ll.parquet")
+	_, stderr, err := opaltrace(t, "replay", "-o", out, shareddata.Path(t, lambdaLabs))
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "infinite rate, 10 in flight") {
+		t.Errorf("stderr does not say how the run was sent:\n%s", stderr)
+	}
+	if _, reqs, err := trace.ReadFile(out); err != nil || len(reqs) != 10 {
+		t.Errorf("simulated %d requests (%v), want 10", len(reqs), err)
+	}
+	out = filepath.Join(dir, "ai.parquet")
+	_, stderr, err = opaltrace(t, "replay", "--model", "gpt-oss-20b", "-o", out, shareddata.Path(t, "formats/aiperf/ai-dynamo_aiperf_examples_artifacts_run1_profile_export.jsonl"))
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "passing over 11 failed requests") {
+		t.Errorf("stderr does not name the failed requests passed over:\n%s", stderr)
+	}
+	if _, reqs, err := trace.ReadFile(out); err != nil || len(reqs) != 89 {
+		t.Errorf("simulated %d requests (%v), want the 89 that succeeded", len(reqs), err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/opaltrace/opaltrace/analyze"
@@ -49,7 +50,16 @@ func replayJobs(cl cluster, runs []trace.Run, reqs []*trace.Request, runName str
 			return nil, err
 		}
 		if rs := byRun[run.Name]; len(rs) > 0 {
-			jobs = append(jobs, replayJob{of: run.Name, in: replay.Requests(rs), cfg: cfg, how: "trace"})
+			rs, dropped := replayable(rs)
+			if dropped > 0 {
+				fmt.Fprintf(stderr, "run %s: passing over %d failed requests whose lengths the source did not record\n", run.Name, dropped)
+			}
+			if len(rs) == 0 {
+				passed = append(passed, fmt.Sprintf("run %s: no request with its lengths", run.Name))
+				continue
+			}
+			cfg, how := sendLikeTheBenchmark(cfg, run, rs)
+			jobs = append(jobs, replayJob{of: run.Name, in: replay.Requests(rs), cfg: cfg, how: how})
 			continue
 		}
 		gen, mode, err := replay.Regenerate(run, cl.Seed)
@@ -155,4 +165,46 @@ func replayToParquet(cl cluster, jobs []replayJob, out string, stderr io.Writer)
 	}
 	fmt.Fprintf(stderr, "wrote %s: %d runs\n", out, len(runs))
 	return sums, nil
+}
+
+// replayable drops the failed requests that lack a prompt or output
+// length: the source recorded their failure, not their shape (AIPerf's
+// error records), so they cannot be sent again. Successful requests are
+// kept whatever they lack, and the engine names what is missing.
+func replayable(rs []*trace.Request) ([]*trace.Request, int) {
+	out := rs[:0:0]
+	for _, r := range rs {
+		if !r.OK() && (!r.InputTokens.OK || !r.OutputTokens.OK) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, len(rs) - len(out)
+}
+
+// sendLikeTheBenchmark handles requests that carry no arrival times, which
+// the open loop cannot replay: a benchmark run at an infinite rate sent
+// everything at once (vLLM's and SGLang's "inf"), or kept max_concurrency
+// requests in flight, so the run is replayed as that closed loop. In every
+// other case the configuration stands (and the engine explains what is
+// missing).
+func sendLikeTheBenchmark(cfg replay.Config, run trace.Run, rs []*trace.Request) (replay.Config, string) {
+	if cfg.Workload.Mode != "" && cfg.Workload.Mode != replay.ModeOpen {
+		return cfg, "trace"
+	}
+	for _, r := range rs {
+		if r.Arrival.OK {
+			return cfg, "trace"
+		}
+	}
+	w := run.Workload
+	if w == nil || !math.IsInf(float64(w.RequestRate), 1) {
+		return cfg, "trace"
+	}
+	clients := len(rs)
+	if w.Concurrency > 0 && w.Concurrency < clients {
+		clients = w.Concurrency
+	}
+	cfg.Workload.Mode, cfg.Workload.Clients = replay.ModeClosed, clients
+	return cfg, fmt.Sprintf("trace sent as the benchmark did: infinite rate, %d in flight", clients)
 }
