@@ -43,8 +43,12 @@ func replayCommand() *cli.Command {
 			&cli.FloatFlag{Name: "client-latency", Usage: "override: one-way client–server latency in seconds (adds twice to TTFT and E2E)"},
 			&cli.StringFlag{Name: "per-second", Usage: "also write per-second statistics (completions, running, waiting, GPU busy, KV blocks, tokens per step) to this Parquet file"},
 			&cli.FloatFlag{Name: "client-timeout", Usage: "override: seconds a client waits for the last chunk before it gives up (0: forever)"},
+			opalWorkloadFlag,
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
+			if c.String("opal-workload") != "" {
+				return opalReplay(ctx, c)
+			}
 			if c.NArg() != 1 {
 				return errors.New("replay: want exactly one TRACE")
 			}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/report"
+)
+
+// opalWorkloadFlag makes replay generate its workload from an Opal
+// config's stages instead of reading a TRACE.
+var opalWorkloadFlag = &cli.StringFlag{Name: "opal-workload", Usage: "replay the workload stages of this Opal sim_config.json (UniformReqRate, ExponentialReqRate, trace), each stage a run of its own; TRACE is then not given"}
+
+// opalReplay is replay --opal-workload: every stage of the Opal config is
+// generated (or, for a trace stage, read relative to the config) and
+// replayed as a run of its own, RUN/stage_<i> when there are several.
+// The seed is --seed when given, else the Opal config's simulation.seed.
+func opalReplay(_ context.Context, c *cli.Command) error {
+	if c.NArg() != 0 {
+		return errors.New("replay: --opal-workload takes the workload from the Opal config: give no TRACE")
+	}
+	cl, err := loadCluster(c.String("config"))
+	if err != nil {
+		return err
+	}
+	if err := applyReplayFlags(c, &cl); err != nil {
+		return err
+	}
+	w, err := replay.LoadOpalWorkload(c.String("opal-workload"))
+	if err != nil {
+		return err
+	}
+	seed := w.Seed
+	if c.IsSet("seed") {
+		seed = cl.Seed
+	}
+	jobs, err := opalJobs(cl, w, seed, c.String("run"))
+	if err != nil {
+		return err
+	}
+	sums, err := replayToParquet(cl, jobs, c.String("output"), c.ErrWriter)
+	if err != nil {
+		return err
+	}
+	return report.WriteStats(c.Writer, sums, report.StatsOptions{})
+}
+
+// opalJobs makes one open-loop job per stage of w.
+func opalJobs(cl cluster, w *replay.OpalWorkload, seed uint64, runName string) ([]replayJob, error) {
+	var jobs []replayJob
+	for _, s := range w.Stages {
+		name := runName
+		if len(w.Stages) > 1 {
+			name = runName + "/" + s.StageName()
+		}
+		reqs, err := w.Requests(s, seed, name)
+		if err != nil {
+			return nil, err
+		}
+		cfg := cl.Config
+		cfg.Workload.Mode = replay.ModeOpen // Opal's stages are open loop; --time-scale still applies
+		how := "opal " + s.Type
+		jobs = append(jobs, replayJob{name: name, of: s.StageName(), in: reqs, cfg: cfg, how: how})
+	}
+	return jobs, nil
+}
