@@ -128,26 +128,86 @@ func csvCount(s string) (int64, string) {
 	return checkCount(v)
 }
 
-type azureReader struct {
-	rows    *csvRows
-	run     trace.Run
-	origin  int64
-	started bool
-	index   int
-	cur     Record
-	done    bool
+// A csvRun is what every reader of a CSV file holding one run, a request
+// a row, keeps: the rows, the run, the index of the next request and the
+// current record. Readers embed it for Record, Err and Runs.
+type csvRun struct {
+	rows  *csvRows
+	run   trace.Run
+	index int
+	cur   Record
+	done  bool
 }
 
-func newAzureReader(r io.Reader, file, run string, opts Options) Reader {
-	return &azureReader{
+// newCSVRun reads r, file, as the one run named run (suffixed "#1") of
+// format source.
+func newCSVRun(r io.Reader, file, run, source string) csvRun {
+	return csvRun{
 		rows: newCSVRows(r, file),
-		run:  trace.Run{Name: run + "#1", Source: azureName, File: file},
+		run:  trace.Run{Name: run + "#1", Source: source, File: file},
 	}
 }
 
-func (r *azureReader) Record() Record    { return r.cur }
-func (r *azureReader) Err() error        { return r.rows.err }
-func (r *azureReader) Runs() []trace.Run { return []trace.Run{r.run} }
+func (r *csvRun) Record() Record    { return r.cur }
+func (r *csvRun) Err() error        { return r.rows.err }
+func (r *csvRun) Runs() []trace.Run { return []trace.Run{r.run} }
+
+// nextRow reads the next data row and returns a new request for it; false
+// at the end of the input. When the row cannot be split, or the header
+// lacks one of the columns cols (reading then stops), the request is nil
+// and the current record is the error.
+func (r *csvRun) nextRow(cols ...string) (*trace.Request, bool) {
+	r.cur = nil
+	if r.done || !r.rows.next() {
+		r.done = true
+		return nil, false
+	}
+	c := r.rows
+	if c.bad != nil {
+		r.cur = c.bad
+		return nil, true
+	}
+	if msg := c.require(cols...); msg != "" {
+		r.done = true
+		r.cur = badAt(c.file, 1, "%s", msg)
+		return nil, true
+	}
+	index := r.index
+	r.index++
+	return newRequest(&r.run, "", index, c.file, c.line), true
+}
+
+// A csvCountCol is a token-count column and where its value goes.
+type csvCountCol struct {
+	col string
+	dst *trace.Opt[int64]
+}
+
+// setCounts parses the token-count columns cols of the current row; false,
+// with the current record the error, when one is missing or malformed.
+func (r *csvRun) setCounts(cols ...csvCountCol) bool {
+	c := r.rows
+	for _, f := range cols {
+		s, _ := c.field(f.col)
+		v, msg := csvCount(s)
+		if msg != "" {
+			r.cur = badAt(c.file, c.line, "%s: %s", f.col, msg)
+			return false
+		}
+		*f.dst = trace.Some(v)
+	}
+	return true
+}
+
+type azureReader struct {
+	csvRun
+	origin  int64
+	started bool
+}
+
+func newAzureReader(r io.Reader, file, run string, opts Options) Reader {
+	return &azureReader{csvRun: newCSVRun(r, file, run, azureName)}
+}
 
 // azureLayouts are the timestamp forms of the 2023 and 2024 traces.
 var azureLayouts = []string{"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999"}
@@ -162,24 +222,11 @@ func parseAzureTime(s string) (time.Time, bool) {
 }
 
 func (r *azureReader) Scan() bool {
-	r.cur = nil
-	if r.done || !r.rows.next() {
-		r.done = true
-		return false
+	req, ok := r.nextRow("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+	if req == nil {
+		return ok
 	}
 	c := r.rows
-	if c.bad != nil {
-		r.cur = c.bad
-		return true
-	}
-	if msg := c.require("TIMESTAMP", "ContextTokens", "GeneratedTokens"); msg != "" {
-		r.done = true
-		r.cur = badAt(c.file, 1, "%s", msg)
-		return true
-	}
-	index := r.index
-	r.index++
-	req := newRequest(&r.run, "", index, c.file, c.line)
 	req.OutputTokensSource = trace.OutputServerUsage
 	ts, _ := c.field("TIMESTAMP")
 	t, ok := parseAzureTime(ts)
@@ -198,18 +245,8 @@ func (r *azureReader) Scan() bool {
 		return true
 	}
 	req.Arrival = trace.Some(trace.Time(ns - r.origin))
-	for _, f := range []struct {
-		col string
-		dst *trace.Opt[int64]
-	}{{"ContextTokens", &req.InputTokens}, {"GeneratedTokens", &req.OutputTokens}} {
-		s, _ := c.field(f.col)
-		v, msg := csvCount(s)
-		if msg != "" {
-			r.cur = badAt(c.file, c.line, "%s: %s", f.col, msg)
-			return true
-		}
-		*f.dst = trace.Some(v)
+	if r.setCounts(csvCountCol{"ContextTokens", &req.InputTokens}, csvCountCol{"GeneratedTokens", &req.OutputTokens}) {
+		r.cur = validated(req)
 	}
-	r.cur = validated(req)
 	return true
 }

@@ -29,43 +29,19 @@ func sniffBurstGPT(head []byte) bool {
 }
 
 type burstGPTReader struct {
-	rows  *csvRows
-	run   trace.Run
-	index int
-	cur   Record
-	done  bool
+	csvRun
 }
 
 func newBurstGPTReader(r io.Reader, file, run string, opts Options) Reader {
-	return &burstGPTReader{
-		rows: newCSVRows(r, file),
-		run:  trace.Run{Name: run + "#1", Source: burstGPTName, File: file},
-	}
+	return &burstGPTReader{newCSVRun(r, file, run, burstGPTName)}
 }
 
-func (r *burstGPTReader) Record() Record    { return r.cur }
-func (r *burstGPTReader) Err() error        { return r.rows.err }
-func (r *burstGPTReader) Runs() []trace.Run { return []trace.Run{r.run} }
-
 func (r *burstGPTReader) Scan() bool {
-	r.cur = nil
-	if r.done || !r.rows.next() {
-		r.done = true
-		return false
+	req, ok := r.nextRow("Timestamp", "Model", "Request tokens", "Response tokens")
+	if req == nil {
+		return ok
 	}
 	c := r.rows
-	if c.bad != nil {
-		r.cur = c.bad
-		return true
-	}
-	if msg := c.require("Timestamp", "Model", "Request tokens", "Response tokens"); msg != "" {
-		r.done = true
-		r.cur = badAt(c.file, 1, "%s", msg)
-		return true
-	}
-	index := r.index
-	r.index++
-	req := newRequest(&r.run, "", index, c.file, c.line)
 	req.Model, _ = c.field("Model")
 	req.OutputTokensSource = trace.OutputServerUsage
 	ts, _ := c.field("Timestamp")
@@ -79,17 +55,8 @@ func (r *burstGPTReader) Scan() bool {
 		return true
 	}
 	req.Arrival = trace.Some(trace.TimeFromSeconds(t))
-	for _, f := range []struct {
-		col string
-		dst *trace.Opt[int64]
-	}{{"Request tokens", &req.InputTokens}, {"Response tokens", &req.OutputTokens}} {
-		s, _ := c.field(f.col)
-		v, msg := csvCount(s)
-		if msg != "" {
-			r.cur = badAt(c.file, c.line, "%s: %s", f.col, msg)
-			return true
-		}
-		*f.dst = trace.Some(v)
+	if !r.setCounts(csvCountCol{"Request tokens", &req.InputTokens}, csvCountCol{"Response tokens", &req.OutputTokens}) {
+		return true
 	}
 	if req.OutputTokens.V == 0 {
 		req.Status = trace.StatusFailed

@@ -49,41 +49,20 @@ func sniffOTLP(head []byte) bool {
 }
 
 type otlpReader struct {
-	lr      *lineReader
-	file    string
-	run     trace.Run
-	row     int
+	lineRun
 	origin  int64
 	pending []Record
-	cur     Record
-	err     error
 }
 
 func newOTLPReader(r io.Reader, file, run string, opts Options) Reader {
-	return &otlpReader{
-		lr:   newLineReader(r),
-		file: file,
-		run:  trace.Run{Name: run + "#1", Source: otlpName, File: file},
-	}
+	return &otlpReader{lineRun: newLineRun(r, file, run, otlpName, "")}
 }
-
-func (r *otlpReader) Record() Record    { return r.cur }
-func (r *otlpReader) Err() error        { return r.err }
-func (r *otlpReader) Runs() []trace.Run { return []trace.Run{r.run} }
 
 func (r *otlpReader) Scan() bool {
 	for len(r.pending) == 0 {
-		line, ok := r.lr.next()
+		line, ok := r.nextNonBlank()
 		if !ok {
-			if r.lr.err != nil {
-				r.err = fmt.Errorf("%s:%d: %w", r.file, r.lr.line+1, r.lr.err)
-			}
-			r.cur = nil
 			return false
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
 		}
 		r.readLine(line)
 	}
@@ -95,7 +74,7 @@ var otlpUnmarshaler = &ptrace.JSONUnmarshaler{}
 
 func (r *otlpReader) readLine(line []byte) {
 	bad := func(format string, args ...any) {
-		r.pending = append(r.pending, &SyntaxError{r.file, r.lr.line, fmt.Sprintf(format, args...)})
+		r.pending = append(r.pending, r.bad(fmt.Sprintf(format, args...)))
 	}
 	// pdata is lenient about what it does not know; check the line is one
 	// JSON object first, so that garbage is reported, not read as empty.
@@ -157,29 +136,20 @@ func (r *otlpReader) request(sp ptrace.Span, engine string) (*trace.Request, str
 		return nil, fmt.Sprintf("a %s request span in a run of %s spans", engine, r.run.Engine)
 	}
 	attrs := sp.Attributes()
-	q := &trace.Request{
-		Run:                r.run.Name,
-		Source:             otlpName,
-		Status:             trace.StatusOK,
-		TTFTBasis:          trace.TTFTServer,
-		E2EBasis:           trace.E2EServer,
-		OutputTokensSource: trace.OutputServerUsage,
-	}
-	q.SetPos(r.file, r.lr.line)
 	str := func(k string) string {
 		if v, ok := attrs.Get(k); ok {
 			return v.AsString()
 		}
 		return ""
 	}
-	q.RequestID = str("gen_ai.request.id")
-	if q.RequestID == "" {
-		q.RequestID = str("rid")
+	id := str("gen_ai.request.id")
+	if id == "" {
+		id = str("rid")
 	}
-	if q.RequestID == "" {
-		q.RequestID = fmt.Sprintf("%s/%d", r.run.Name, r.row)
-	}
+	q := r.startRequest(id)
 	r.row++
+	q.TTFTBasis, q.E2EBasis = trace.TTFTServer, trace.E2EServer
+	q.OutputTokensSource = trace.OutputServerUsage
 	q.Model = str("gen_ai.response.model")
 	if fr := str("gen_ai.response.finish_reasons"); fr != "" {
 		var list []string

@@ -106,44 +106,23 @@ type sglangReqParams struct {
 }
 
 type sglangMetricsReader struct {
-	lr     *lineReader
-	file   string
-	run    trace.Run
-	row    int
+	lineRun
 	origin int64 // run's t=0, epoch ns; 0 until the first timestamp
-	cur    Record
-	err    error
 }
 
 func newSGLangMetricsReader(r io.Reader, file, run string, opts Options) Reader {
-	return &sglangMetricsReader{
-		lr:   newLineReader(r),
-		file: file,
-		run:  trace.Run{Name: run + "#1", Source: sglangMetricsName, File: file, Engine: "sglang"},
-	}
+	return &sglangMetricsReader{lineRun: newLineRun(r, file, run, sglangMetricsName, "sglang")}
 }
-
-func (r *sglangMetricsReader) Record() Record    { return r.cur }
-func (r *sglangMetricsReader) Err() error        { return r.err }
-func (r *sglangMetricsReader) Runs() []trace.Run { return []trace.Run{r.run} }
 
 func (r *sglangMetricsReader) Scan() bool {
 	for {
-		line, ok := r.lr.next()
+		line, ok := r.nextNonBlank()
 		if !ok {
-			if r.lr.err != nil {
-				r.err = fmt.Errorf("%s:%d: %w", r.file, r.lr.line+1, r.lr.err)
-			}
-			r.cur = nil
 			return false
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
 		}
 		var l sglangMetricsLine
 		if err := gojson.Unmarshal(line, &l); err != nil {
-			r.cur = &SyntaxError{r.file, r.lr.line, "invalid JSON: " + shortJSONErr(err)}
+			r.cur = r.bad("invalid JSON: " + shortJSONErr(err))
 			return true
 		}
 		if l.Event == "request.received" {
@@ -155,7 +134,7 @@ func (r *sglangMetricsReader) Scan() bool {
 				continue // other events carry no request measurement
 			}
 			if l.Out == nil || l.Out.MetaInfo == nil {
-				r.cur = &SyntaxError{r.file, r.lr.line, "out.meta_info: missing"}
+				r.cur = r.bad("out.meta_info: missing")
 				return true
 			}
 			meta = l.Out.MetaInfo
@@ -165,17 +144,11 @@ func (r *sglangMetricsReader) Scan() bool {
 		} else if l.RequestParameters != nil {
 			params = &sglangReqParams{}
 			if err := gojson.Unmarshal([]byte(*l.RequestParameters), params); err != nil {
-				r.cur = &SyntaxError{r.file, r.lr.line, "request_parameters: invalid JSON: " + shortJSONErr(err)}
+				r.cur = r.bad("request_parameters: invalid JSON: " + shortJSONErr(err))
 				return true
 			}
 		}
-		q, msg := r.request(meta, params)
-		if msg != "" {
-			r.cur = &SyntaxError{r.file, r.lr.line, msg}
-		} else {
-			r.cur = q
-		}
-		r.row++
+		r.setRequest(r.request(meta, params))
 		return true
 	}
 }
@@ -190,20 +163,9 @@ func shortJSONErr(err error) string {
 }
 
 func (r *sglangMetricsReader) request(m *sglangMetaInfo, p *sglangReqParams) (*trace.Request, string) {
-	q := &trace.Request{
-		Run:                r.run.Name,
-		Source:             sglangMetricsName,
-		Status:             trace.StatusOK,
-		TTFTBasis:          trace.TTFTServer,
-		E2EBasis:           trace.E2EServer,
-		OutputTokensSource: trace.OutputServerUsage,
-	}
-	q.SetPos(r.file, r.lr.line)
-	if m.ID != nil && *m.ID != "" {
-		q.RequestID = *m.ID
-	} else {
-		q.RequestID = fmt.Sprintf("%s/%d", r.run.Name, r.row)
-	}
+	q := r.startRequest(stringOr(m.ID))
+	q.TTFTBasis, q.E2EBasis = trace.TTFTServer, trace.E2EServer
+	q.OutputTokensSource = trace.OutputServerUsage
 	if m.FinishReason != nil {
 		q.FinishReason = m.FinishReason.Type
 		if q.FinishReason == "abort" {

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 
 	gojson "github.com/goccy/go-json"
@@ -64,76 +63,42 @@ type sglangTraceLine struct {
 }
 
 type sglangTraceReader struct {
-	lr   *lineReader
-	file string
-	run  trace.Run
-	row  int
-	cur  Record
-	err  error
+	lineRun
 }
 
 func newSGLangTraceReader(r io.Reader, file, run string, opts Options) Reader {
-	return &sglangTraceReader{
-		lr:   newLineReader(r),
-		file: file,
-		run:  trace.Run{Name: run + "#1", Source: sglangTraceName, File: file, Engine: "sglang"},
-	}
+	return &sglangTraceReader{newLineRun(r, file, run, sglangTraceName, "sglang")}
 }
-
-func (r *sglangTraceReader) Record() Record    { return r.cur }
-func (r *sglangTraceReader) Err() error        { return r.err }
-func (r *sglangTraceReader) Runs() []trace.Run { return []trace.Run{r.run} }
 
 func (r *sglangTraceReader) Scan() bool {
 	for {
-		line, ok := r.lr.next()
+		line, ok := r.nextLine()
 		if !ok {
-			if r.lr.err != nil {
-				r.err = fmt.Errorf("%s:%d: %w", r.file, r.lr.line+1, r.lr.err)
-			}
-			r.cur = nil
 			return false
 		}
 		i := bytes.Index(line, sglangTraceStart)
 		if i < 0 {
 			continue // an ordinary log line
 		}
-		obj, end, msg := scanObject(line, i)
-		_ = obj
+		_, end, msg := scanObject(line, i)
 		if msg != "" {
-			r.cur = &SyntaxError{r.file, r.lr.line, msg}
+			r.cur = r.bad(msg)
 			return true
 		}
 		var l sglangTraceLine
 		if err := gojson.Unmarshal(line[i:end], &l); err != nil {
-			r.cur = &SyntaxError{r.file, r.lr.line, "invalid JSON: " + shortJSONErr(err)}
+			r.cur = r.bad("invalid JSON: " + shortJSONErr(err))
 			return true
 		}
-		q, msg := r.request(&l)
-		if msg != "" {
-			r.cur = &SyntaxError{r.file, r.lr.line, msg}
-		} else {
-			r.cur = q
-		}
-		r.row++
+		r.setRequest(r.request(&l))
 		return true
 	}
 }
 
 func (r *sglangTraceReader) request(l *sglangTraceLine) (*trace.Request, string) {
-	q := &trace.Request{
-		Run:                r.run.Name,
-		Source:             sglangTraceName,
-		Status:             trace.StatusOK,
-		TTFTBasis:          trace.TTFTServer,
-		OutputTokensSource: trace.OutputServerUsage,
-	}
-	q.SetPos(r.file, r.lr.line)
-	if l.RID != nil && *l.RID != "" {
-		q.RequestID = *l.RID
-	} else {
-		q.RequestID = fmt.Sprintf("%s/%d", r.run.Name, r.row)
-	}
+	q := r.startRequest(stringOr(l.RID))
+	q.TTFTBasis = trace.TTFTServer
+	q.OutputTokensSource = trace.OutputServerUsage
 	for _, c := range []countField{
 		{"prompt_tokens", l.PromptTokens, &q.InputTokens},
 		{"output_tokens", l.OutputTokens, &q.OutputTokens},
