@@ -198,19 +198,8 @@ func assertNoFile(t *testing.T, path string) {
 // seed: the Parquet files must be byte-identical.
 func TestReplayIsDeterministic(t *testing.T) {
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in.jsonl")
-	data, _ := os.ReadFile("../../samples/mooncake/conversation_trace_first10min.jsonl")
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	os.WriteFile(in, bytes.Join(lines[:300], nil), 0o644)
-	var files [2][]byte
-	for i := range files {
-		out := filepath.Join(dir, "sim"+string(rune('a'+i))+".parquet")
-		if _, stderr, err := opaltrace(t, "replay", "--workers", "2", "--seed", "7", "-o", out, in); err != nil {
-			t.Fatalf("replay: %v\n%s", err, stderr)
-		}
-		files[i], _ = os.ReadFile(out)
-	}
-	if !bytes.Equal(files[0], files[1]) {
+	in := sampleSlice(t, dir, 300)
+	if a, b := replayTwice(t, dir, "sim", "--workers", "2", "--seed", "7", in); !bytes.Equal(a, b) {
 		t.Error("two replays with the same inputs and seed wrote different files")
 	}
 	_, reqs, err := trace.ReadFile(filepath.Join(dir, "sima.parquet"))
@@ -349,4 +338,39 @@ func TestReplaySendsLikeTheBenchmark(t *testing.T) {
 	if _, reqs, err := trace.ReadFile(out); err != nil || len(reqs) != 89 {
 		t.Errorf("simulated %d requests (%v), want the 89 that succeeded", len(reqs), err)
 	}
+}
+
+// sampleSlice writes the first n requests of the embedded Mooncake sample
+// to dir and returns the file's path.
+func sampleSlice(t *testing.T, dir string, n int) string {
+	t.Helper()
+	data, err := os.ReadFile("../../samples/mooncake/conversation_trace_first10min.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, bytes.Join(lines[:n], nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// replayTwice runs `opaltrace replay ARGS -o DIR/PREFIXa.parquet` and the
+// same into PREFIXb.parquet, and returns both files' bytes.
+func replayTwice(t *testing.T, dir, prefix string, args ...string) (a, b []byte) {
+	t.Helper()
+	var files [2][]byte
+	for i := range files {
+		out := filepath.Join(dir, prefix+string(rune('a'+i))+".parquet")
+		full := append([]string{"replay", "-o", out}, args...)
+		if _, stderr, err := opaltrace(t, full...); err != nil {
+			t.Fatalf("replay: %v\n%s", err, stderr)
+		}
+		var err error
+		if files[i], err = os.ReadFile(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files[0], files[1]
 }

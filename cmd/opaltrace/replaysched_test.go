@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,19 +73,8 @@ func TestReplaySGLang(t *testing.T) {
 		t.Fatalf("%v: runs %+v, %d requests", err, runs, len(reqs))
 	}
 
-	in := filepath.Join(dir, "in.jsonl")
-	data, _ := os.ReadFile("../../samples/mooncake/conversation_trace_first10min.jsonl")
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	os.WriteFile(in, bytes.Join(lines[:300], nil), 0o644)
-	var files [2][]byte
-	for i := range files {
-		out := filepath.Join(dir, "sg"+string(rune('a'+i))+".parquet")
-		if _, stderr, err := opaltrace(t, "replay", "--scheduler", "sglang", "--workers", "2", "-o", out, in); err != nil {
-			t.Fatalf("replay: %v\n%s", err, stderr)
-		}
-		files[i], _ = os.ReadFile(out)
-	}
-	if !bytes.Equal(files[0], files[1]) {
+	in := sampleSlice(t, dir, 300)
+	if a, b := replayTwice(t, dir, "sg", "--scheduler", "sglang", "--workers", "2", in); !bytes.Equal(a, b) {
 		t.Error("two SGLang replays with the same inputs wrote different files")
 	}
 	runs, reqs, err = trace.ReadFile(filepath.Join(dir, "sga.parquet"))
