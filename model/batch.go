@@ -22,3 +22,13 @@ type PrefillChunk struct {
 type StepModel interface {
 	StepTime(b *Batch) time.Duration
 }
+
+// A DecodeSumModel is a StepModel that can price a batch of decodes alone
+// from their number and the sum of their contexts, without the batch:
+// the replay's inner loop keeps that sum as the batch advances. ok is
+// false when the model needs the contexts one by one; the caller then
+// asks StepTime. When ok, the price is StepTime's for any such batch.
+type DecodeSumModel interface {
+	StepModel
+	DecodeStepTime(n int, ctxSum int64) (d time.Duration, ok bool)
+}

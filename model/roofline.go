@@ -377,12 +377,7 @@ func (d *Deployment) Terms(b *Batch) StepTerms {
 	if b == nil || len(b.Prefill) == 0 && len(b.Decode) == 0 {
 		return StepTerms{}
 	}
-	k := &d.k
-	if k.fullPairFLOPs == 0 && k.slidingPairFLOPs == 0 {
-		// A Deployment built as a literal rather than by NewDeployment.
-		kk := d.consts()
-		k = &kk
-	}
+	k := d.constants()
 	var tokens, ctxFull, ctxSliding, pairsFull, pairsSliding float64
 	w := k.window
 	for i := range b.Prefill {
@@ -413,7 +408,21 @@ func (d *Deployment) Terms(b *Batch) StepTerms {
 	}
 	tokens += nDecode
 	seqs := float64(len(b.Prefill)) + nDecode
+	return d.terms(k, tokens, seqs, ctxFull, ctxSliding, pairsFull, pairsSliding)
+}
 
+// constants returns the deployment's per-token constants.
+func (d *Deployment) constants() *stepConsts {
+	if d.k.fullPairFLOPs == 0 && d.k.slidingPairFLOPs == 0 {
+		// A Deployment built as a literal rather than by NewDeployment.
+		kk := d.consts()
+		return &kk
+	}
+	return &d.k
+}
+
+// terms turns a batch's sums into its step terms.
+func (d *Deployment) terms(k *stepConsts, tokens, seqs, ctxFull, ctxSliding, pairsFull, pairsSliding float64) StepTerms {
 	peak, bw := d.Hardware.PeakFLOPS, d.Hardware.MemBandwidth
 	var t StepTerms
 	t.LinearSec = (k.linearFLOPsPerToken+k.expertFLOPsPerToken)*tokens/k.linearPeak + k.lmHeadFLOPsPerSeq*seqs/peak
@@ -436,7 +445,12 @@ func (d *Deployment) StepTime(b *Batch) time.Duration {
 	if b == nil || len(b.Prefill) == 0 && len(b.Decode) == 0 {
 		return 0
 	}
-	t := d.Terms(b)
+	return d.timeOf(d.Terms(b))
+}
+
+// timeOf prices step terms: the roofline of compute and memory at their
+// efficiencies, plus communication and the fixed overhead.
+func (d *Deployment) timeOf(t StepTerms) time.Duration {
 	attnMFU := d.AttentionMFU
 	if attnMFU <= 0 {
 		attnMFU = d.MFU
@@ -450,4 +464,22 @@ func (d *Deployment) StepTime(b *Batch) time.Duration {
 	return time.Duration(math.Round(sec*1e9)) + d.StepOverhead
 }
 
-var _ StepModel = (*Deployment)(nil)
+// DecodeStepTime implements DecodeSumModel: without sliding-window
+// layers, a batch of decodes is priced by their number and the sum of
+// their contexts alone, exactly as StepTime prices it.
+func (d *Deployment) DecodeStepTime(n int, ctx int64) (time.Duration, bool) {
+	k := d.constants()
+	if k.slidingPairFLOPs > 0 || n <= 0 {
+		return 0, false
+	}
+	// The sums of Terms for a batch without prefill, in its order.
+	nDecode := float64(n)
+	var ctxFull, pairsFull, tokens, seqs float64
+	ctxFull += float64(ctx)
+	pairsFull += float64(ctx) + nDecode
+	tokens += nDecode
+	seqs = 0 + nDecode
+	return d.timeOf(d.terms(k, tokens, seqs, ctxFull, 0, pairsFull, 0)), true
+}
+
+var _ DecodeSumModel = (*Deployment)(nil)

@@ -201,3 +201,45 @@ func BenchmarkStepTime(b *testing.B) {
 		d.StepTime(batch)
 	}
 }
+
+// DecodeStepTime prices a decode-only batch from its size and context sum
+// exactly as StepTime prices the batch itself, for every sample model
+// without sliding-window layers (dense, MoE, MLA; TP and EP), and declines
+// the models that have them.
+func TestDecodeStepTimeEqualsStepTime(t *testing.T) {
+	hw, err := HardwareByName("h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "deepseek-v2-lite", "deepseek-v3", "gpt-oss-20b", "granite-3.3-8b"} {
+		m := loadSample(t, name)
+		for _, tp := range []int{1, 8} {
+			d, err := NewDeployment(hw, m, tp)
+			if err != nil {
+				continue // does not fit, or TP does not divide the heads
+			}
+			sliding := len(m.LayerSliding) > 0 && m.SlidingWindow > 0
+			checked := 0
+			for n := 1; n <= 300; n += 7 {
+				b := &Batch{Decode: make([]int64, n)}
+				var sum int64
+				for i := range b.Decode {
+					b.Decode[i] = int64((i*7919 + n*31) % 20000)
+					sum += b.Decode[i]
+				}
+				got, ok := d.DecodeStepTime(n, sum)
+				if ok == sliding {
+					t.Fatalf("%s TP%d: DecodeStepTime ok = %v with sliding-window layers %v", name, tp, ok, sliding)
+				}
+				if !ok {
+					continue
+				}
+				if want := d.StepTime(b); got != want {
+					t.Errorf("%s TP%d, %d decodes over %d: DecodeStepTime %v, StepTime %v", name, tp, n, sum, got, want)
+				}
+				checked++
+			}
+			t.Logf("%s TP%d: %d batches checked (sliding window: %v)", name, tp, checked, sliding)
+		}
+	}
+}

@@ -61,8 +61,9 @@ func maxRSS() int64 {
 // BenchmarkReplayAzureMillion replays 1,000,000 requests with Azure
 // conversation lengths and Poisson arrivals on 64 workers: "parquet"
 // streams every simulated request, ITL list included, into a Parquet file
-// through trace.Writer; "discard" drops them, to show the engine's own
-// speed. OPALTRACE_BENCH_REQUESTS replays fewer (to profile);
+// through trace.Writer; "parquet-concurrent" does so with the writer
+// encoding on a second core, as opaltrace replay does; "discard" drops
+// them, to show the engine's own speed. OPALTRACE_BENCH_REQUESTS replays fewer (to profile);
 // OPALTRACE_BENCH_STREAM_INTERVAL sets the stream interval (default 1).
 func BenchmarkReplayAzureMillion(b *testing.B) {
 	lengths := readAzureLengths(b, shareddata.Path(b, "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
@@ -79,7 +80,8 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 	if s := os.Getenv("OPALTRACE_BENCH_STREAM_INTERVAL"); s != "" {
 		cfg.Scheduler.StreamInterval, _ = strconv.ParseInt(s, 10, 64)
 	}
-	for _, out := range []string{"parquet", "discard"} {
+	for _, out := range []string{"parquet", "parquet-concurrent", "discard"} {
+		concurrent := out == "parquet-concurrent"
 		b.Run(out, func(b *testing.B) {
 			path := b.TempDir() + "/sim.parquet"
 			var st Stats
@@ -97,7 +99,7 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 					b.Fatal(err)
 				}
 				buf := bufio.NewWriterSize(f, 1<<20)
-				w, err := trace.NewWriter(buf)
+				w, err := trace.NewWriterWith(buf, trace.WriterOptions{Concurrent: concurrent})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -128,7 +128,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if kvBlocks <= 0 {
 		return Stats{}, errors.New("replay: no KV cache capacity (kv_cache_tokens is 0 and the model gave none)")
 	}
-	if kvBlocks > 1<<31-1 {
+	if kvBlocks > kvcache.MaxBlocks {
 		return Stats{}, fmt.Errorf("replay: %d KV blocks per worker is more than the engine supports", kvBlocks)
 	}
 	if reqs.Len() > 1<<31-1 {
@@ -153,6 +153,11 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		kvBlocks: kvBlocks,
 	}
 	e.stats.Requests = reqs.Len()
+	if m, ok := cost.(model.DecodeSumModel); ok {
+		if _, ok := m.DecodeStepTime(1, 0); ok {
+			e.sum = m
+		}
+	}
 	e.lat = time.Duration(math.Round(cfg.Client.LatencySec * 1e9))
 	e.timeout = time.Duration(math.Round(cfg.Client.TimeoutSec * 1e9))
 	if e.timeout > 0 {
@@ -261,7 +266,11 @@ type engine struct {
 	timeout time.Duration // client timeout; 0: none
 	live    []*reqState   // with a timeout: the state of each request in flight, by index
 
-	lone []time.Duration // price of a lone decode by context length; 0: not yet asked
+	lone []lonePrice // price of a lone decode by context length
+	one  [1]int64    // scratch: a lone decode's batch
+	// sum is the step model when it prices decode batches by their
+	// contexts' sum (steadySteps); nil otherwise.
+	sum model.DecodeSumModel
 
 	free []*reqState // recycled request states
 	done []*reqState // scratch: requests completed by a step
@@ -568,7 +577,17 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 		return nil
 	}
 	bound := e.window(now, w)
+	// The per-step hooks need every step; fast-forward's inner loop
+	// serves the vLLM scheduler without them.
+	inner := e.observe == nil && e.sec == nil && w.sg == nil && !noSteadySteps
 	for steady := false; ; {
+		if steady && inner {
+			end, inFlight, err := e.steadySteps(w, now, bound)
+			if err != nil || inFlight {
+				return err
+			}
+			now = end
+		}
 		if !steady || !w.decodeStep(now) {
 			w.build(now)
 			steady = w.steady()
@@ -621,23 +640,36 @@ func (e *engine) price(b *model.Batch) time.Duration {
 	if len(b.Prefill) != 0 || len(b.Decode) != 1 || noLoneMemo {
 		return e.cost.StepTime(b)
 	}
-	c := b.Decode[0]
+	return e.lonePrice(b.Decode[0]).d
+}
+
+// A lonePrice is the price of a lone decode, and the same in seconds (an
+// ITL gap at stream interval 1).
+type lonePrice struct {
+	d time.Duration // 0: not yet asked
+	s float64
+}
+
+// lonePrice returns the price of one request decoding over c tokens.
+func (e *engine) lonePrice(c int64) lonePrice {
 	if c < int64(len(e.lone)) {
-		if d := e.lone[c]; d != 0 {
-			return d
+		if p := e.lone[c]; p.d != 0 {
+			return p
 		}
 	} else if c < maxLone {
 		e.lone = slices.Grow(e.lone, int(c+1)-len(e.lone))[:c+1]
 	}
-	d := e.cost.StepTime(b)
+	e.one[0] = c
+	d := e.cost.StepTime(&model.Batch{Decode: e.one[:]})
+	p := lonePrice{d, d.Seconds()}
 	if c < int64(len(e.lone)) {
-		e.lone[c] = d
+		e.lone[c] = p
 	}
-	return d
+	return p
 }
 
-// maxLone bounds the lone-decode price table (8 bytes per context length).
-const maxLone = 1 << 21
+// maxLone bounds the lone-decode price table (16 bytes per context length).
+const maxLone = 1 << 20
 
 // window returns the time before which nothing outside w can change w's
 // course: a step of w that ends before it can be followed at once by the
@@ -806,6 +838,10 @@ var indexAll = false
 // noFastForward makes every step an event of its own, so that a test can
 // show fast-forward changes nothing.
 var noFastForward = false
+
+// noSteadySteps turns off fast-forward's inner loop (steadySteps), so
+// that a test can show it changes nothing.
+var noSteadySteps = false
 
 // noLoneMemo turns off the price table of lone decodes, so that a test
 // can show it changes nothing.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -31,7 +32,7 @@ func (l stepLog) observe(s *Step) error {
 // runWith replays with fast-forward and routing in advance on or off and
 // returns the emitted records, the stats (per-second ones included) and
 // every worker's steps.
-func runWith(t *testing.T, cfg Config, cost linearCost, blocks int64, reqs []*trace.Request, fast bool) (string, Stats, stepLog) {
+func runWith(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs []*trace.Request, fast bool) (string, Stats, stepLog) {
 	t.Helper()
 	noFastForward, noPreRoute, noLoneMemo = !fast, !fast, !fast
 	defer func() { noFastForward, noPreRoute, noLoneMemo = false, false, false }()
@@ -54,6 +55,21 @@ func runWith(t *testing.T, cfg Config, cost linearCost, blocks int64, reqs []*tr
 	return dump(all), st, steps
 }
 
+// runPlain replays with fast-forward and no per-step hooks, so that its
+// inner loop (steadySteps) runs, and returns the records and the stats.
+func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs []*trace.Request) (string, Stats) {
+	t.Helper()
+	var all []*trace.Request
+	st, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(r *trace.Request) error {
+		all = append(all, r)
+		return nil
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dump(all), st
+}
+
 // Fast-forward (and routing in advance, which it relies on, and the price
 // table of lone decodes, which makes it fast) gives the same
 // records, stats and steps as stepping one event at a time, in every
@@ -68,9 +84,10 @@ func TestFastForwardSameResults(t *testing.T) {
 	// Equal step costs on every worker make simultaneous step ends.
 	tie := linearCost{Base: 2 * ms}
 	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond, PerContext: 7}
+	roofline, _ := llama8BOnH100(t)
 	for i, c := range []struct {
 		cfg    Config
-		cost   linearCost
+		cost   model.StepModel
 		blocks int64
 	}{
 		{Config{Workers: 1}, cost, 1000},
@@ -87,14 +104,26 @@ func TestFastForwardSameResults(t *testing.T) {
 		{Config{Workers: 2, Client: ClientConfig{TimeoutSec: 0.3}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 20}}, cost, 60},
 		{Config{Workers: 3, Workload: WorkloadConfig{Mode: ModeSessions}}, cost, 80},
 		{Config{Workers: 2, Client: ClientConfig{LatencySec: 0.002}, Workload: WorkloadConfig{Mode: ModeSessions, Sessions: 6}}, tie, 80},
+		// The roofline prices decode batches by their contexts' sum.
+		{Config{Workers: 2, Scheduler: SchedulerConfig{MaxNumSeqs: 6}}, roofline, 100},
+		{Config{Workers: 1, Scheduler: SchedulerConfig{StreamInterval: 3}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 12}}, roofline, 200},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)
 		if a != b {
 			t.Errorf("config %d: records differ with fast-forward", i)
 		}
+		c, sc := runPlain(t, c.cfg, c.cost, c.blocks, reqs)
+		if a != c {
+			t.Errorf("config %d: records differ with fast-forward's inner loop", i)
+		}
 		stepping, events := sa.Events, sb.Events
-		sa.Events, sb.Events = 0, 0
+		sa.Events, sb.Events, sc.Events = 0, 0, 0
+		if secs := sa.Seconds; sc.Seconds != nil || secs == nil {
+			t.Errorf("config %d: per-second statistics asked and not given, or not asked and given", i)
+		} else if sc.Seconds = secs; !reflect.DeepEqual(sa, sc) {
+			t.Errorf("config %d: stats differ with fast-forward's inner loop:\n%+v\n%+v", i, sa, sc)
+		}
 		if !reflect.DeepEqual(sa, sb) {
 			t.Errorf("config %d: stats differ:\n%+v\n%+v", i, sa, sb)
 		}

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"time"
+
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay/kvcache"
 	"github.com/opaltrace/opaltrace/trace"
@@ -47,6 +49,9 @@ type worker struct {
 	preempted int // preemptions while building the step
 
 	hits []int32 // scratch: prefix-hit blocks
+	// scratch of steadySteps: step durations, and in seconds
+	durs []time.Duration
+	secs []float64
 
 	// Open loop with a load-blind router: the arrival times of the
 	// requests routed here, in order, and how many have arrived.

@@ -9,8 +9,11 @@ import (
 // how to append the field to a builder, and how to read it back.
 type column struct {
 	field arrow.Field
-	put   func(b array.Builder, r *Request)
-	get   func(a arrow.Array, i int, r *Request)
+	put   func(b array.Builder, r *Request) // scalars
+	// newList returns the buffer a Writer keeps a list column's rows in
+	// (nil for scalars).
+	newList func() listBuf
+	get     func(a arrow.Array, i int, r *Request)
 }
 
 // columns is the Parquet schema, in design.md's field-group order. Adding a
@@ -172,24 +175,8 @@ func timeCol(name string, f func(*Request) *Opt[Time]) column {
 // listCol stores a slice as a Parquet list; nil is null, empty is [].
 func listCol[T int64 | int32 | float64](name string, elem arrow.DataType, f func(*Request) *[]T) column {
 	return column{
-		field: arrow.Field{Name: name, Type: arrow.ListOf(elem), Nullable: true},
-		put: func(b array.Builder, r *Request) {
-			lb := b.(*array.ListBuilder)
-			s := *f(r)
-			if s == nil {
-				lb.AppendNull()
-				return
-			}
-			lb.Append(true)
-			switch vb := lb.ValueBuilder().(type) {
-			case *array.Int64Builder:
-				vb.AppendValues(any(s).([]int64), nil)
-			case *array.Int32Builder:
-				vb.AppendValues(any(s).([]int32), nil)
-			case *array.Float64Builder:
-				vb.AppendValues(any(s).([]float64), nil)
-			}
-		},
+		field:   arrow.Field{Name: name, Type: arrow.ListOf(elem), Nullable: true},
+		newList: func() listBuf { return &listOf[T]{field: f, elem: elem} },
 		get: func(a arrow.Array, i int, r *Request) {
 			if !a.IsValid(i) {
 				return

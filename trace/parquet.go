@@ -8,10 +8,8 @@ import (
 	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -25,131 +23,6 @@ const (
 
 // SchemaVersion is the version of the Parquet layout this package writes.
 const SchemaVersion = "1"
-
-// RowGroupRows bounds the rows buffered in memory and written per row
-// group, so writing and reading stream in bounded memory.
-const RowGroupRows = 64 * 1024
-
-// A Writer streams Requests into a Parquet file (zstd, bounded row groups).
-// Runs and other metadata go into the file's key/value metadata at Close,
-// so they may be completed while requests stream.
-type Writer struct {
-	fw    *pqarrow.FileWriter
-	b     *array.RecordBuilder
-	rows  int
-	runs  []Run
-	meta  map[string]string
-	keys  []string // metadata keys in the order set, for deterministic files
-	total int64
-}
-
-// NewWriter starts a Parquet file on w.
-func NewWriter(w io.Writer) (*Writer, error) {
-	schema := Schema()
-	opts := []parquet.WriterProperty{
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithMaxRowGroupLength(RowGroupRows),
-		parquet.WithCreatedBy("opaltrace"),
-		parquet.WithStats(true),
-		// Dictionary encoding pays for the few distinct strings (run,
-		// status, model, semantics) but not for floats and token counts,
-		// whose hashing dominated the time of writing simulated traces.
-		parquet.WithDictionaryDefault(false),
-	}
-	for _, c := range columns {
-		if c.field.Type.ID() == arrow.STRING && c.field.Name != "request_id" { // ids are unique
-			opts = append(opts, parquet.WithDictionaryFor(c.field.Name, true))
-		}
-	}
-	props := parquet.NewWriterProperties(opts...)
-	// Hide any Close method: pqarrow closes a sink that has one, and the
-	// caller (an atomic file, say) must decide when its file is done.
-	fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-	if err != nil {
-		return nil, err
-	}
-	return &Writer{
-		fw:   fw,
-		b:    array.NewRecordBuilder(memory.DefaultAllocator, schema),
-		meta: map[string]string{},
-	}, nil
-}
-
-// Write appends one request.
-func (w *Writer) Write(r *Request) error {
-	for i, c := range columns {
-		c.put(w.b.Field(i), r)
-	}
-	w.rows++
-	w.total++
-	if w.rows >= RowGroupRows {
-		return w.flush()
-	}
-	return nil
-}
-
-// Rows returns the number of requests written so far.
-func (w *Writer) Rows() int64 { return w.total }
-
-func (w *Writer) flush() error {
-	if w.rows == 0 {
-		return nil
-	}
-	// Size the next batch like this one: builders otherwise grow by
-	// reallocation from empty after every batch.
-	lists := make([]int, len(columns))
-	for i := range columns {
-		if lb, ok := w.b.Field(i).(*array.ListBuilder); ok {
-			lists[i] = lb.ValueBuilder().Len()
-		}
-	}
-	rec := w.b.NewRecordBatch()
-	defer rec.Release()
-	w.rows = 0
-	w.b.Reserve(RowGroupRows)
-	for i, n := range lists {
-		if n > 0 {
-			w.b.Field(i).(*array.ListBuilder).ValueBuilder().Reserve(n)
-		}
-	}
-	return w.fw.Write(rec)
-}
-
-// SetRuns sets the runs stored in the file's metadata.
-func (w *Writer) SetRuns(runs []Run) { w.runs = runs }
-
-// SetMeta sets a key/value pair of file metadata.
-func (w *Writer) SetMeta(key, value string) {
-	if _, ok := w.meta[key]; !ok {
-		w.keys = append(w.keys, key)
-	}
-	w.meta[key] = value
-}
-
-// Close flushes the last row group, writes the metadata and the footer.
-// It does not close the underlying io.Writer.
-func (w *Writer) Close() error {
-	defer w.b.Release()
-	if err := w.flush(); err != nil {
-		return err
-	}
-	runs, err := json.Marshal(w.runs)
-	if err != nil {
-		return err
-	}
-	if err := w.fw.AppendKeyValueMetadata(MetaSchemaVersion, SchemaVersion); err != nil {
-		return err
-	}
-	if err := w.fw.AppendKeyValueMetadata(MetaRuns, string(runs)); err != nil {
-		return err
-	}
-	for _, k := range w.keys {
-		if err := w.fw.AppendKeyValueMetadata(k, w.meta[k]); err != nil {
-			return err
-		}
-	}
-	return w.fw.Close()
-}
 
 // A Reader streams Requests out of a Parquet file written by Writer, one
 // row group at a time.

@@ -11,36 +11,68 @@ import "fmt"
 // prefix can take it back (a prefix hit) until Allocate reuses it for other
 // content (an eviction). Only free blocks are ever evicted.
 //
-// Note: the queue is an intrusive doubly linked list over int32 block ids
-// and the hash index is a fixed-size open-addressing table, so the cache allocates
-// nothing per step; memory is O(blocks), not O(requests).
+// Note: the free queue is a ring of entries in eviction order. A block
+// taken out of the middle (a prefix hit on a free block) leaves a
+// tombstone in its slot, and compaction drops tombstones when the ring is
+// full. An entry also says whether its block holds a hash, and whether that
+// hash is private, so that Allocate reads nothing but the ring for the
+// blocks that need no index update: with many workers the blocks' records
+// outgrow the CPU caches, and an intrusive linked list (vLLM's) made
+// Allocate wait on a cache miss per block, a sixth of a million-request
+// replay. The hash index is a fixed-size open-addressing table. So the
+// cache allocates nothing per step; memory is O(blocks), not O(requests).
 type Cache struct {
-	blocks     []block
-	head, tail int32 // free queue: head is evicted first
+	blocks []block
+	// ring holds the free queue: entries head..tail-1, taken modulo
+	// its power-of-two length.
+	ring       []entry
+	head, tail int64
 	nfree      int64
 	index      index
 
 	// Evictions counts cached blocks whose hash Allocate dropped.
 	Evictions int64
+
+	compactions int64 // for tests
 }
 
 // A block is one KV block's bookkeeping, kept together so that touching
 // a block touches one cache line.
 type block struct {
-	hash       uint64 // 0: not cached
-	ref        int32
-	prev, next int32 // free-queue links; none at the ends
-	private    bool  // hash is held but not indexed (see CommitPrivate)
+	hash    uint64 // 0: not cached
+	pos     int64  // free: its position in the ring; referenced: none
+	ref     int32
+	private bool // hash is held but not indexed (see CommitPrivate)
 }
+
+// An entry is a ring slot: a block id and its hash state when it was
+// freed (a free block's hash does not change), or a tombstone.
+type entry uint32
+
+const (
+	hashed    entry = 1 << 31
+	privately entry = 1 << 30
+	idMask    entry = privately - 1
+	tombstone entry = idMask
+
+	// MaxBlocks is the most blocks a Cache holds.
+	MaxBlocks = int64(idMask)
+)
 
 const none = -1
 
 // New returns a cache of n blocks, all free and uncached.
 func New(n int64) *Cache {
+	if n > MaxBlocks {
+		panic(fmt.Sprintf("kvcache: %d blocks, more than %d", n, MaxBlocks))
+	}
+	size := int64(16)
+	for size < 2*n {
+		size <<= 1
+	}
 	c := &Cache{
 		blocks: make([]block, n),
-		head:   none,
-		tail:   none,
+		ring:   make([]entry, size),
 		index:  newIndex(n),
 	}
 	for b := range int32(n) {
@@ -88,19 +120,26 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 	if n > c.nfree {
 		return dst, false
 	}
-	for range n {
-		b := c.head
-		c.unlink(b)
-		if h := c.blocks[b].hash; h != 0 {
-			if !c.blocks[b].private {
-				c.index.del(h, b)
+	mask := int64(len(c.ring) - 1)
+	for taken := int64(0); taken < n; c.head++ {
+		e := c.ring[c.head&mask]
+		if e == tombstone {
+			continue
+		}
+		b := int32(e & idMask)
+		blk := &c.blocks[b]
+		if e&hashed != 0 {
+			if e&privately == 0 {
+				c.index.del(blk.hash, b)
 			}
-			c.blocks[b].hash, c.blocks[b].private = 0, false
 			c.Evictions++
 		}
-		c.blocks[b].ref = 1
+		// Stores only: the block's record need not be read.
+		*blk = block{pos: none, ref: 1}
 		dst = append(dst, b)
+		taken++
 	}
+	c.nfree -= n
 	return dst, true
 }
 
@@ -153,30 +192,45 @@ func (c *Cache) Release(blocks []int32) {
 }
 
 func (c *Cache) pushBack(b int32) {
-	c.blocks[b].prev, c.blocks[b].next = c.tail, none
-	if c.tail != none {
-		c.blocks[c.tail].next = b
-	} else {
-		c.head = b
+	if c.tail-c.head == int64(len(c.ring)) {
+		c.compact()
 	}
-	c.tail = b
+	e := entry(b)
+	if blk := &c.blocks[b]; blk.hash != 0 {
+		e |= hashed
+		if blk.private {
+			e |= privately
+		}
+	}
+	c.ring[c.tail&int64(len(c.ring)-1)] = e
+	c.blocks[b].pos = c.tail
+	c.tail++
 	c.nfree++
 }
 
 func (c *Cache) unlink(b int32) {
-	p, n := c.blocks[b].prev, c.blocks[b].next
-	if p != none {
-		c.blocks[p].next = n
-	} else {
-		c.head = n
-	}
-	if n != none {
-		c.blocks[n].prev = p
-	} else {
-		c.tail = p
-	}
-	c.blocks[b].prev, c.blocks[b].next = none, none
+	c.ring[c.blocks[b].pos&int64(len(c.ring)-1)] = tombstone
+	c.blocks[b].pos = none
 	c.nfree--
+}
+
+// compact drops the tombstones of a full ring. The ring holds at least
+// twice as many entries as blocks, so at least half of a full ring is
+// tombstones and compaction costs O(1) per push, amortised.
+func (c *Cache) compact() {
+	mask := int64(len(c.ring) - 1)
+	t := c.head
+	for p := c.head; p < c.tail; p++ {
+		e := c.ring[p&mask]
+		if e == tombstone {
+			continue
+		}
+		c.ring[t&mask] = e
+		c.blocks[e&idMask].pos = t
+		t++
+	}
+	c.tail = t
+	c.compactions++
 }
 
 // Check recounts the cache's invariants from scratch: every block is either
@@ -186,20 +240,34 @@ func (c *Cache) unlink(b int32) {
 func (c *Cache) Check() error {
 	inQueue := make([]bool, len(c.blocks))
 	var n int64
-	prev := int32(none)
-	for b := c.head; b != none; b = c.blocks[b].next {
+	mask := int64(len(c.ring) - 1)
+	if c.tail-c.head > int64(len(c.ring)) || c.head > c.tail {
+		return fmt.Errorf("kvcache: free queue spans %d..%d in a ring of %d", c.head, c.tail, len(c.ring))
+	}
+	for p := c.head; p < c.tail; p++ {
+		e := c.ring[p&mask]
+		if e == tombstone {
+			continue
+		}
+		b := int32(e & idMask)
+		if c.blocks[b].pos != p {
+			return fmt.Errorf("kvcache: block %d at free-queue position %d says it is at %d", b, p, c.blocks[b].pos)
+		}
 		if inQueue[b] {
 			return fmt.Errorf("kvcache: block %d twice in the free queue", b)
 		}
-		if c.blocks[b].prev != prev {
-			return fmt.Errorf("kvcache: block %d has a broken back link", b)
+		blk := c.blocks[b]
+		if (e&hashed != 0) != (blk.hash != 0) || (e&privately != 0) != (blk.hash != 0 && blk.private) {
+			return fmt.Errorf("kvcache: free-queue entry of block %d says hashed %v private %v; the block has hash %#x private %v",
+				b, e&hashed != 0, e&privately != 0, blk.hash, blk.private)
 		}
 		inQueue[b] = true
-		prev = b
 		n++
 	}
-	if prev != c.tail {
-		return fmt.Errorf("kvcache: free queue tail is %d, want %d", c.tail, prev)
+	for b := range c.blocks {
+		if p := c.blocks[b].pos; p != none && !inQueue[b] {
+			return fmt.Errorf("kvcache: block %d claims free-queue position %d it does not hold", b, p)
+		}
 	}
 	if n != c.nfree {
 		return fmt.Errorf("kvcache: %d blocks in the free queue, counter says %d", n, c.nfree)

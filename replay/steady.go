@@ -1,0 +1,153 @@
+package replay
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// steadySteps runs, from now, the steps of a steady vLLM worker (every
+// running request decodes one token a step; see worker.steady) that need
+// no block and complete no request: the inner loop of fast-forward, where
+// a replay at moderate load spends most of its steps. It stops before the
+// first step that needs the general path (a block to allocate or a hash to
+// commit, or a request that completes) and returns the time the steps
+// reached. When a step ends at or after bound, that step is left in
+// flight, exactly as schedule leaves it, its end is queued, and inFlight is
+// true.
+//
+// Note: the steps are those schedule would run one at a time, priced by
+// the same step model in the same order, so the results are identical
+// (TestFastForwardSameResults runs both). What it saves is the general
+// path's per-step bookkeeping: a step costs its price (a table lookup
+// for a lone decode, the step model's sum form for a batch) and one ITL
+// entry per request.
+func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, inFlight bool, err error) {
+	safe := int64(1) << 62
+	var ctx int64 // sum of the contexts of the first step's decodes
+	for _, r := range w.running {
+		safe = min(safe, int64(len(r.blocks))*w.bs-r.computed, r.maxOut-r.out-1)
+		if w.prefix {
+			safe = min(safe, (r.hashed+1)*w.bs-r.computed-1)
+		}
+		ctx += r.computed
+	}
+	if safe <= 0 {
+		return now, false, nil
+	}
+	start := now
+	n := int64(len(w.running))
+	var busy time.Duration
+	var j int64 // steps run
+	if n == 1 && w.stream == 1 && !noLoneMemo {
+		// The commonest case at moderate load: one request alone.
+		r := w.running[0]
+		for j < safe {
+			p := e.lonePrice(ctx + j)
+			j++
+			if p.d <= 0 {
+				return now, false, fmt.Errorf("replay: step model returned a non-positive step time %v", p.d)
+			}
+			busy += p.d
+			end := now.Add(p.d)
+			if end >= bound {
+				return e.inFlight(w, start, now, end, busy, j)
+			}
+			r.itl = append(r.itl, p.s)
+			now = end
+		}
+		e.ran(w, start, now, busy, j)
+		return now, false, nil
+	}
+	durs, secs := w.durs[:0], w.secs[:0]
+	defer func() { w.durs, w.secs = durs[:0], secs[:0] }()
+	for j < safe {
+		var d time.Duration
+		if e.sum != nil {
+			d, _ = e.sum.DecodeStepTime(int(n), ctx+n*j)
+		} else {
+			for i, r := range w.running {
+				w.batch.Decode[i] = r.computed + j
+			}
+			d = e.price(&w.batch)
+		}
+		j++
+		if d <= 0 {
+			return now, false, fmt.Errorf("replay: step model returned a non-positive step time %v", d)
+		}
+		busy += d
+		end := now.Add(d)
+		if end >= bound {
+			e.emitSteps(w, start, durs, secs)
+			return e.inFlight(w, start, now, end, busy, j)
+		}
+		durs = append(durs, d)
+		if w.stream == 1 {
+			secs = append(secs, d.Seconds())
+		}
+		now = end
+	}
+	e.emitSteps(w, start, durs, secs)
+	e.ran(w, start, now, busy, j)
+	return now, false, nil
+}
+
+// ran records k steps run by steadySteps from start to now, each giving
+// every running request a token, and whose ITL entries are already
+// appended.
+func (e *engine) ran(w *worker, start, now trace.Time, busy time.Duration, k int64) {
+	e.stats.Steps += k
+	e.stats.BusyTime += busy
+	if now == start {
+		return
+	}
+	for _, r := range w.running {
+		r.computed += k
+		r.out += k
+		r.lastTok = now
+		if w.stream == 1 {
+			r.lastChunk = now
+		}
+	}
+}
+
+// inFlight records the steps of steadySteps, the last of which (the kth,
+// from now to end) runs past the window: it is left in flight as schedule
+// leaves a step, with its end queued.
+func (e *engine) inFlight(w *worker, start, now, end trace.Time, busy time.Duration, k int64) (trace.Time, bool, error) {
+	e.ran(w, start, now, busy, k-1)
+	e.stats.Steps++
+	for i, r := range w.running {
+		w.batch.Decode[i] = r.computed
+		r.computed++
+	}
+	w.stepStart = now
+	w.busy = true
+	e.q.push(end, evStepEnd, int32(w.id))
+	return end, true, nil
+}
+
+// emitSteps appends the ITL entries of the steps of steadySteps, which
+// began at start and took durs (secs: the same in seconds, at stream
+// interval 1).
+func (e *engine) emitSteps(w *worker, start trace.Time, durs []time.Duration, secs []float64) {
+	for _, r := range w.running {
+		if w.stream == 1 {
+			// Every token is a chunk, and the gap before it is the
+			// step that made it.
+			r.itl = append(r.itl, secs...)
+			continue
+		}
+		// A chunk closes every stream tokens (the last one, which
+		// completes the request, is never among these steps).
+		end := start
+		for j, d := range durs {
+			end = end.Add(d)
+			if (r.out+int64(j))%w.stream == 0 {
+				r.itl = append(r.itl, end.Sub(r.lastChunk).Seconds())
+				r.lastChunk = end
+			}
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package trace
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// RowGroupRows bounds the rows buffered in memory and written per row
+// group, so writing and reading stream in bounded memory.
+const RowGroupRows = 64 * 1024
+
+// rowGroupListValues bounds the list values (ITL gaps above all) of a row
+// group: a simulated request has one ITL gap per output token, so 64K
+// requests may carry 10⁷ of them, and a row group is held in memory by
+// the writer and by every reader. (A variable, for tests.)
+var rowGroupListValues = 4 << 20
+
+// WriterOptions are the options of NewWriterWith.
+type WriterOptions struct {
+	// Concurrent encodes and compresses on another goroutine, so that a
+	// producer (the replay engine) and the encoder each keep a core
+	// busy. Write then keeps the Request it is given until it is
+	// encoded: the caller must not change it after Write. Errors of the
+	// encoder are returned by a later Write or by Close.
+	Concurrent bool
+}
+
+// A Writer streams Requests into a Parquet file (zstd, bounded row groups).
+// Runs and other metadata go into the file's key/value metadata at Close,
+// so they may be completed while requests stream.
+type Writer struct {
+	enc   *encoder
+	runs  []Run
+	meta  map[string]string
+	keys  []string // metadata keys in the order set, for deterministic files
+	total int64
+
+	// Concurrent mode: requests not yet handed to the encoder, the
+	// hand-over channel, the encoder's result.
+	batch []*Request
+	ch    chan []*Request
+	done  chan struct{}
+	mu    sync.Mutex
+	err   error // the encoder's first error (under mu)
+}
+
+// concurrentBatch is the number of requests handed to the encoder at once.
+const concurrentBatch = 1024
+
+// NewWriter starts a Parquet file on w.
+func NewWriter(w io.Writer) (*Writer, error) { return NewWriterWith(w, WriterOptions{}) }
+
+// NewWriterWith starts a Parquet file on w with options.
+func NewWriterWith(w io.Writer, o WriterOptions) (*Writer, error) {
+	enc, err := newEncoder(w)
+	if err != nil {
+		return nil, err
+	}
+	wr := &Writer{enc: enc, meta: map[string]string{}}
+	if o.Concurrent {
+		wr.ch = make(chan []*Request, 4)
+		wr.done = make(chan struct{})
+		go wr.encodeAll()
+	}
+	return wr, nil
+}
+
+// encodeAll is the encoder goroutine of a concurrent Writer. After an
+// error it keeps draining, so that Write never blocks forever.
+func (w *Writer) encodeAll() {
+	defer close(w.done)
+	for batch := range w.ch {
+		if w.failed() != nil {
+			continue
+		}
+		for _, r := range batch {
+			if err := w.enc.add(r); err != nil {
+				w.fail(err)
+				break
+			}
+		}
+	}
+}
+
+func (w *Writer) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
+func (w *Writer) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Write appends one request.
+func (w *Writer) Write(r *Request) error {
+	w.total++
+	if w.ch == nil {
+		return w.enc.add(r)
+	}
+	if w.batch == nil {
+		w.batch = make([]*Request, 0, concurrentBatch)
+	}
+	w.batch = append(w.batch, r)
+	if len(w.batch) == concurrentBatch {
+		if err := w.failed(); err != nil {
+			return err
+		}
+		w.ch <- w.batch
+		w.batch = nil
+	}
+	return nil
+}
+
+// Rows returns the number of requests written so far.
+func (w *Writer) Rows() int64 { return w.total }
+
+// SetRuns sets the runs stored in the file's metadata.
+func (w *Writer) SetRuns(runs []Run) { w.runs = runs }
+
+// SetMeta sets a key/value pair of file metadata.
+func (w *Writer) SetMeta(key, value string) {
+	if _, ok := w.meta[key]; !ok {
+		w.keys = append(w.keys, key)
+	}
+	w.meta[key] = value
+}
+
+// Close flushes the last row group, writes the metadata and the footer.
+// It does not close the underlying io.Writer.
+func (w *Writer) Close() error {
+	if w.ch != nil {
+		if len(w.batch) > 0 {
+			w.ch <- w.batch
+			w.batch = nil
+		}
+		close(w.ch)
+		<-w.done
+		w.ch = nil
+		if err := w.failed(); err != nil {
+			w.enc.release()
+			return err
+		}
+	}
+	defer w.enc.release()
+	if err := w.enc.flush(); err != nil {
+		return err
+	}
+	runs, err := json.Marshal(w.runs)
+	if err != nil {
+		return err
+	}
+	fw := w.enc.fw
+	if err := fw.AppendKeyValueMetadata(MetaSchemaVersion, SchemaVersion); err != nil {
+		return err
+	}
+	if err := fw.AppendKeyValueMetadata(MetaRuns, string(runs)); err != nil {
+		return err
+	}
+	for _, k := range w.keys {
+		if err := fw.AppendKeyValueMetadata(k, w.meta[k]); err != nil {
+			return err
+		}
+	}
+	return fw.Close()
+}
+
+// An encoder turns requests into row groups: scalar columns through Arrow
+// builders, list columns through listBufs.
+type encoder struct {
+	fw       *pqarrow.FileWriter
+	schema   *arrow.Schema
+	builders []array.Builder // per column; nil for lists
+	lists    []listBuf       // per column; nil for scalars
+	rows     int
+	values   int // list values buffered
+}
+
+func newEncoder(w io.Writer) (*encoder, error) {
+	schema := Schema()
+	opts := []parquet.WriterProperty{
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithMaxRowGroupLength(RowGroupRows),
+		parquet.WithCreatedBy("opaltrace"),
+		parquet.WithStats(true),
+		// Dictionary encoding pays for the few distinct strings (run,
+		// status, model, semantics) but not for floats and token counts,
+		// whose hashing dominated the time of writing simulated traces.
+		parquet.WithDictionaryDefault(false),
+		// Larger pages compress the long ITL lists twice as well
+		// (zstd sees more of their repetition) and faster.
+		parquet.WithDataPageSize(4 << 20),
+	}
+	for _, c := range columns {
+		switch {
+		case c.field.Type.ID() == arrow.STRING && c.field.Name != "request_id": // ids are unique
+			opts = append(opts, parquet.WithDictionaryFor(c.field.Name, true))
+		case c.newList != nil:
+			// A list holds up to one value per output token: the
+			// bulk of a simulated file. zstd's fastest level halves
+			// its encoding time for 15 % more bytes, and min/max
+			// statistics of list elements prune nothing.
+			path := c.field.Name + ".list.element"
+			opts = append(opts, parquet.WithCompressionLevelFor(path, 1), parquet.WithStatsFor(path, false))
+		}
+	}
+	props := parquet.NewWriterProperties(opts...)
+	// Hide any Close method: pqarrow closes a sink that has one, and the
+	// caller (an atomic file, say) must decide when its file is done.
+	fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return nil, err
+	}
+	e := &encoder{fw: fw, schema: schema, builders: make([]array.Builder, len(columns)), lists: make([]listBuf, len(columns))}
+	for i, c := range columns {
+		if c.newList != nil {
+			e.lists[i] = c.newList()
+		} else {
+			e.builders[i] = array.NewBuilder(memory.DefaultAllocator, c.field.Type)
+		}
+	}
+	return e, nil
+}
+
+// add appends one request, flushing a row group when it is full.
+func (e *encoder) add(r *Request) error {
+	for i, c := range columns {
+		if l := e.lists[i]; l != nil {
+			e.values += l.add(r)
+		} else {
+			c.put(e.builders[i], r)
+		}
+	}
+	e.rows++
+	if e.rows >= RowGroupRows || e.values >= rowGroupListValues {
+		return e.flush()
+	}
+	return nil
+}
+
+// flush writes the buffered rows as one row group.
+func (e *encoder) flush() error {
+	if e.rows == 0 {
+		return nil
+	}
+	cols := make([]arrow.Array, len(columns))
+	for i := range columns {
+		if l := e.lists[i]; l != nil {
+			cols[i] = l.array(columns[i].field.Type)
+		} else {
+			cols[i] = e.builders[i].NewArray()
+		}
+	}
+	rec := array.NewRecordBatch(e.schema, cols, int64(e.rows))
+	for _, a := range cols {
+		a.Release()
+	}
+	err := e.fw.Write(rec)
+	rec.Release()
+	// The row group is encoded and written: the lists' memory is free
+	// for the next one; the builders start again from empty, sized like
+	// this one.
+	for i := range columns {
+		if l := e.lists[i]; l != nil {
+			l.reset()
+		} else {
+			e.builders[i].Reserve(e.rows)
+		}
+	}
+	e.rows, e.values = 0, 0
+	return err
+}
+
+func (e *encoder) release() {
+	for _, b := range e.builders {
+		if b != nil {
+			b.Release()
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/parquet/file"
+)
+
+// listHeavy returns n requests whose ITL lists (lengths 0 to 299, some
+// nil, some empty) together exceed several row groups' worth of list
+// values, and whose hash_ids are null on most rows.
+func listHeavy(n int) []*Request {
+	reqs := make([]*Request, n)
+	for i := range reqs {
+		r := &Request{RequestID: "r" + itoa(i), Run: "r", Status: StatusOK, InputTokens: Some(int64(i))}
+		switch {
+		case i%11 == 3:
+			// no ITL: null
+		case i%7 == 0:
+			r.ITLSec = []float64{}
+		default:
+			r.ITLSec = make([]float64, (i*7919)%300)
+			for k := range r.ITLSec {
+				r.ITLSec[k] = float64(i) + float64(k)*1e-6
+			}
+		}
+		if i%5 == 0 {
+			r.HashIDs, r.BlockSize = []int64{int64(i), int64(i + 1)}, Some[int64](16)
+		}
+		reqs[i] = r
+	}
+	return reqs
+}
+
+func writeAll(t *testing.T, reqs []*Request, o WriterOptions) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriterWith(&buf, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reqs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.SetRuns([]Run{{Name: "r", Source: "simulated"}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A row group closes when its lists hold rowGroupListValues values, not
+// only at RowGroupRows rows; lists, nulls and empties survive the
+// boundaries; and the concurrent writer writes the same bytes.
+func TestWriterListBoundedRowGroups(t *testing.T) {
+	defer func(n int) { rowGroupListValues = n }(rowGroupListValues)
+	rowGroupListValues = 100_000
+	reqs := listHeavy(9000)
+	var values int
+	for _, r := range reqs {
+		values += len(r.ITLSec) + len(r.HashIDs)
+	}
+	data := writeAll(t, reqs, WriterOptions{})
+	if conc := writeAll(t, reqs, WriterOptions{Concurrent: true}); !bytes.Equal(conc, data) {
+		t.Fatalf("concurrent writer wrote %d bytes, the plain one %d, not the same", len(conc), len(data))
+	}
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := (values + rowGroupListValues - 1) / rowGroupListValues
+	if got := pf.NumRowGroups(); got < want || got > want+1 {
+		t.Errorf("%d row groups for %d list values, want about %d", got, values, want)
+	}
+	path := filepath.Join(t.TempDir(), "lists.parquet")
+	writeSample(t, path, reqs, nil)
+	_, got, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(reqs) {
+		t.Fatalf("read %d rows, wrote %d", len(got), len(reqs))
+	}
+	for i, r := range got {
+		if !reflect.DeepEqual(r.ITLSec, reqs[i].ITLSec) || !reflect.DeepEqual(r.HashIDs, reqs[i].HashIDs) {
+			t.Fatalf("row %d: lists read back as itl %d values (nil %v), hash_ids %v; wrote %d (nil %v), %v",
+				i, len(r.ITLSec), r.ITLSec == nil, r.HashIDs, len(reqs[i].ITLSec), reqs[i].ITLSec == nil, reqs[i].HashIDs)
+		}
+	}
+}
+
+type failingWriter struct{ after int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.after -= len(p); f.after < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+
+// An error of the concurrent encoder reaches the caller, from a later
+// Write or from Close, and Write never blocks on a failed encoder.
+func TestConcurrentWriterError(t *testing.T) {
+	w, err := NewWriterWith(&failingWriter{after: 1 << 16}, WriterOptions{Concurrent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var werr error
+	for _, r := range listHeavy(20000) {
+		if werr = w.Write(r); werr != nil {
+			break
+		}
+	}
+	cerr := w.Close()
+	if werr == nil && cerr == nil {
+		t.Fatal("no error from a sink that fails")
+	}
+	for _, err := range []error{werr, cerr} {
+		if err != nil && !bytes.Contains([]byte(err.Error()), []byte("disk full")) {
+			t.Errorf("error %v does not say what failed", err)
+		}
+	}
+}
