@@ -266,8 +266,8 @@ type engine struct {
 	timeout time.Duration // client timeout; 0: none
 	live    []*reqState   // with a timeout: the state of each request in flight, by index
 
-	lone []lonePrice // price of a lone decode by context length
-	one  [1]int64    // scratch: a lone decode's batch
+	tabs [maxTabN + 1][]stepPrice // decode prices by batch size and context sum (decodePrice)
+	one  [1]int64                 // scratch: a lone decode's batch
 	// sum is the step model when it prices decode batches by their
 	// contexts' sum (steadySteps); nil otherwise.
 	sum model.DecodeSumModel
@@ -640,36 +640,56 @@ func (e *engine) price(b *model.Batch) time.Duration {
 	if len(b.Prefill) != 0 || len(b.Decode) != 1 || noLoneMemo {
 		return e.cost.StepTime(b)
 	}
-	return e.lonePrice(b.Decode[0]).d
+	return e.decodePrice(1, b.Decode[0]).d
 }
 
-// A lonePrice is the price of a lone decode, and the same in seconds (an
+// A stepPrice is the price of a decode step, and the same in seconds (an
 // ITL gap at stream interval 1).
-type lonePrice struct {
+type stepPrice struct {
 	d time.Duration // 0: not yet asked
 	s float64
 }
 
-// lonePrice returns the price of one request decoding over c tokens.
-func (e *engine) lonePrice(c int64) lonePrice {
-	if c < int64(len(e.lone)) {
-		if p := e.lone[c]; p.d != 0 {
+// decodePrice returns the price of a step of n decodes whose contexts sum
+// to ctx. Prices are kept in a table per batch size, indexed by the sum:
+// a steady batch advances its sum by n a step, and across a replay the
+// same sums recur, so after warming up a step costs a lookup. The table
+// of lone decodes (n = 1) serves every step model; larger batches need
+// the sum form (e.sum), which prices a batch by its size and sum alone.
+func (e *engine) decodePrice(n int, ctx int64) stepPrice {
+	tab := &e.tabs[n]
+	if ctx < int64(len(*tab)) {
+		if p := (*tab)[ctx]; p.d != 0 {
 			return p
 		}
-	} else if c < maxLone {
-		e.lone = slices.Grow(e.lone, int(c+1)-len(e.lone))[:c+1]
+	} else if ctx < maxTab(n) {
+		*tab = slices.Grow(*tab, int(ctx+1)-len(*tab))[:ctx+1]
 	}
-	e.one[0] = c
-	d := e.cost.StepTime(&model.Batch{Decode: e.one[:]})
-	p := lonePrice{d, d.Seconds()}
-	if c < int64(len(e.lone)) {
-		e.lone[c] = p
+	var d time.Duration
+	if n == 1 {
+		e.one[0] = ctx
+		d = e.cost.StepTime(&model.Batch{Decode: e.one[:]})
+	} else {
+		d, _ = e.sum.DecodeStepTime(n, ctx)
+	}
+	p := stepPrice{d, d.Seconds()}
+	if ctx < int64(len(*tab)) {
+		(*tab)[ctx] = p
 	}
 	return p
 }
 
-// maxLone bounds the lone-decode price table (16 bytes per context length).
-const maxLone = 1 << 20
+// maxTab bounds the price table of n decodes (16 bytes an entry): 16 MiB
+// for lone decodes, 4 MiB for each larger batch size.
+func maxTab(n int) int64 {
+	if n == 1 {
+		return 1 << 20
+	}
+	return 1 << 18
+}
+
+// maxTabN is the largest batch size with a price table.
+const maxTabN = 16
 
 // window returns the time before which nothing outside w can change w's
 // course: a step of w that ends before it can be followed at once by the

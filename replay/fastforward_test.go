@@ -59,6 +59,30 @@ func runWith(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs 
 // inner loop (steadySteps) runs, and returns the records and the stats.
 func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs []*trace.Request) (string, Stats) {
 	t.Helper()
+	checks := 0
+	checkSteady = func(w *worker, grownAhead bool) {
+		checks++
+		for _, r := range w.running {
+			// Exactly the blocks its computed tokens fill, and the
+			// hashes of its full blocks committed.
+			want := ceilDiv(r.computed, w.bs)
+			if grownAhead && int64(len(r.blocks)) == ceilDiv(r.computed+1, w.bs) {
+				want = int64(len(r.blocks))
+			}
+			if int64(len(r.blocks)) != want {
+				t.Fatalf("worker %d: request %d has %d blocks for %d computed tokens, want %d", w.id, r.idx, len(r.blocks), r.computed, want)
+			}
+			if w.prefix && r.hashed != r.computed/w.bs && !grownAhead {
+				t.Fatalf("worker %d: request %d has %d hashed blocks for %d computed tokens", w.id, r.idx, r.hashed, r.computed)
+			}
+		}
+		if checks%50 == 0 {
+			if err := w.kv.Check(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer func() { checkSteady = nil }()
 	var all []*trace.Request
 	st, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(r *trace.Request) error {
 		all = append(all, r)
@@ -66,6 +90,9 @@ func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs
 	}, Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if checks == 0 {
+		t.Fatal("fast-forward's inner loop never ran")
 	}
 	return dump(all), st
 }

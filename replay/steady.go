@@ -8,43 +8,47 @@ import (
 )
 
 // steadySteps runs, from now, the steps of a steady vLLM worker (every
-// running request decodes one token a step; see worker.steady) that need
-// no block and complete no request: the inner loop of fast-forward, where
-// a replay at moderate load spends most of its steps. It stops before the
-// first step that needs the general path (a block to allocate or a hash to
-// commit, or a request that completes) and returns the time the steps
-// reached. When a step ends at or after bound, that step is left in
-// flight, exactly as schedule leaves it, its end is queued, and inFlight is
-// true.
+// running request decodes one token a step; see worker.steady) up to the
+// first that completes a request: the inner loop of fast-forward, where a
+// replay at moderate load spends most of its steps. It allocates the
+// blocks and commits the hashes each step needs, as decodeStep does, and
+// stops before a step whose allocation fails (which build must handle by
+// preemption). It returns the time the steps reached. When a step ends at
+// or after bound, that step is left in flight, exactly as schedule leaves
+// it, its end is queued, and inFlight is true.
 //
-// Note: the steps are those schedule would run one at a time, priced by
-// the same step model in the same order, so the results are identical
-// (TestFastForwardSameResults runs both). What it saves is the general
-// path's per-step bookkeeping: a step costs its price (a table lookup
-// for a lone decode, the step model's sum form for a batch) and one ITL
-// entry per request.
+// Note: the steps are those schedule would run one at a time, with the
+// same allocations in the same order, priced by the same step model, so
+// the results are identical (TestFastForwardSameResults runs both). What
+// it saves is the general path's per-step bookkeeping: a step costs its
+// price (mostly a table lookup, see decodePrice) and one ITL entry per
+// request.
 func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, inFlight bool, err error) {
-	safe := int64(1) << 62
-	var ctx int64 // sum of the contexts of the first step's decodes
+	limit := int64(1) << 62 // steps before the first that completes a request
+	var ctx int64           // sum of the contexts of the first step's decodes
 	for _, r := range w.running {
-		safe = min(safe, int64(len(r.blocks))*w.bs-r.computed, r.maxOut-r.out-1)
-		if w.prefix {
-			safe = min(safe, (r.hashed+1)*w.bs-r.computed-1)
-		}
+		limit = min(limit, r.maxOut-r.out-1)
 		ctx += r.computed
 	}
-	if safe <= 0 {
+	if limit <= 0 {
 		return now, false, nil
 	}
 	start := now
 	n := int64(len(w.running))
 	var busy time.Duration
 	var j int64 // steps run
+	grow := w.nextGrow(0)
 	if n == 1 && w.stream == 1 && !noLoneMemo {
 		// The commonest case at moderate load: one request alone.
 		r := w.running[0]
-		for j < safe {
-			p := e.lonePrice(ctx + j)
+		for j < limit {
+			if j >= grow {
+				if !w.grow(r, j+1) {
+					break // a lone request was not grown ahead
+				}
+				grow = w.nextGrow(j)
+			}
+			p := e.decodePrice(1, ctx+j)
 			j++
 			if p.d <= 0 {
 				return now, false, fmt.Errorf("replay: step model returned a non-positive step time %v", p.d)
@@ -58,15 +62,34 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 			now = end
 		}
 		e.ran(w, start, now, busy, j)
+		if checkSteady != nil {
+			checkSteady(w, false)
+		}
 		return now, false, nil
 	}
 	durs, secs := w.durs[:0], w.secs[:0]
 	defer func() { w.durs, w.secs = durs[:0], secs[:0] }()
-	for j < safe {
+	grownAhead := false
+	for j < limit {
+		if j >= grow {
+			for _, r := range w.running {
+				if !w.growFor(r, j) {
+					grownAhead = true
+					break
+				}
+			}
+			if grownAhead {
+				break
+			}
+			grow = w.nextGrow(j)
+		}
 		var d time.Duration
-		if e.sum != nil {
+		switch {
+		case e.sum != nil && n <= maxTabN:
+			d = e.decodePrice(int(n), ctx+n*j).d
+		case e.sum != nil:
 			d, _ = e.sum.DecodeStepTime(int(n), ctx+n*j)
-		} else {
+		default:
 			for i, r := range w.running {
 				w.batch.Decode[i] = r.computed + j
 			}
@@ -90,7 +113,40 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	}
 	e.emitSteps(w, start, durs, secs)
 	e.ran(w, start, now, busy, j)
+	if checkSteady != nil {
+		checkSteady(w, grownAhead)
+	}
 	return now, false, nil
+}
+
+// nextGrow returns the first step, counted from the start of steadySteps
+// and not before j, at which some running request needs grow: its next
+// token opens a block, or fills one whose hash it commits. Requests'
+// computed counts stay as they were at the start of steadySteps.
+func (w *worker) nextGrow(j int64) int64 {
+	next := int64(1) << 62
+	for _, r := range w.running {
+		next = min(next, w.growAt(r))
+	}
+	return max(next, j)
+}
+
+// growAt returns the step (counted as in nextGrow) at which r needs grow.
+func (w *worker) growAt(r *reqState) int64 {
+	at := int64(len(r.blocks))*w.bs - r.computed
+	if w.prefix {
+		at = min(at, (r.hashed+1)*w.bs-r.computed-1)
+	}
+	return at
+}
+
+// growFor does, at step j of steadySteps, what decodeStep does for r:
+// grow its blocks for its next token when that needs it.
+func (w *worker) growFor(r *reqState, j int64) bool {
+	if w.growAt(r) > j {
+		return true
+	}
+	return w.grow(r, j+1)
 }
 
 // ran records k steps run by steadySteps from start to now, each giving
@@ -99,18 +155,25 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 func (e *engine) ran(w *worker, start, now trace.Time, busy time.Duration, k int64) {
 	e.stats.Steps += k
 	e.stats.BusyTime += busy
-	if now == start {
-		return
-	}
-	for _, r := range w.running {
-		r.computed += k
-		r.out += k
-		r.lastTok = now
-		if w.stream == 1 {
-			r.lastChunk = now
+	if now != start {
+		for _, r := range w.running {
+			r.computed += k
+			r.out += k
+			r.lastTok = now
+			if w.stream == 1 {
+				r.lastChunk = now
+			}
 		}
 	}
 }
+
+// checkSteady, when set (by tests), is called at the end of every run of
+// steadySteps with the worker's state, whose block tables must be what
+// stepping one at a time leaves; grownAhead says that the run stopped
+// because a step's allocation failed, after the requests before the one
+// that failed were given their blocks for that step (as decodeStep leaves
+// them).
+var checkSteady func(w *worker, grownAhead bool)
 
 // inFlight records the steps of steadySteps, the last of which (the kth,
 // from now to end) runs past the window: it is left in flight as schedule
@@ -125,6 +188,9 @@ func (e *engine) inFlight(w *worker, start, now, end trace.Time, busy time.Durat
 	w.stepStart = now
 	w.busy = true
 	e.q.push(end, evStepEnd, int32(w.id))
+	if checkSteady != nil {
+		checkSteady(w, false)
+	}
 	return end, true, nil
 }
 

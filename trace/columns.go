@@ -6,13 +6,11 @@ import (
 )
 
 // A column maps one Request field to one Parquet column: its Arrow field,
-// how to append the field to a builder, and how to read it back.
+// the sink a Writer buffers the field in, and how to read it back.
 type column struct {
-	field arrow.Field
-	put   func(b array.Builder, r *Request) // scalars
-	// newList returns the buffer a Writer keeps a list column's rows in
-	// (nil for scalars).
-	newList func() listBuf
+	field   arrow.Field
+	newSink func() colSink
+	list    bool
 	get     func(a arrow.Array, i int, r *Request)
 }
 
@@ -96,15 +94,8 @@ func Schema() *arrow.Schema {
 // strCol stores a string; "" is written as null (absent).
 func strCol(name string, f func(*Request) *string) column {
 	return column{
-		field: arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true},
-		put: func(b array.Builder, r *Request) {
-			sb := b.(*array.StringBuilder)
-			if v := *f(r); v != "" {
-				sb.Append(v)
-			} else {
-				sb.AppendNull()
-			}
-		},
+		field:   arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true},
+		newSink: func() colSink { return &strSink{field: f} },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
 				*f(r) = a.(*array.String).Value(i)
@@ -116,13 +107,8 @@ func strCol(name string, f func(*Request) *string) column {
 func i64Col(name string, f func(*Request) *Opt[int64]) column {
 	return column{
 		field: arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-		put: func(b array.Builder, r *Request) {
-			ib := b.(*array.Int64Builder)
-			if v := *f(r); v.OK {
-				ib.Append(v.V)
-			} else {
-				ib.AppendNull()
-			}
+		newSink: func() colSink {
+			return &optSink[int64]{value: func(r *Request) (int64, bool) { v := *f(r); return v.V, v.OK }}
 		},
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
@@ -135,13 +121,8 @@ func i64Col(name string, f func(*Request) *Opt[int64]) column {
 func f64Col(name string, f func(*Request) *Opt[float64]) column {
 	return column{
 		field: arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		put: func(b array.Builder, r *Request) {
-			fb := b.(*array.Float64Builder)
-			if v := *f(r); v.OK {
-				fb.Append(v.V)
-			} else {
-				fb.AppendNull()
-			}
+		newSink: func() colSink {
+			return &optSink[float64]{value: func(r *Request) (float64, bool) { v := *f(r); return v.V, v.OK }}
 		},
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
@@ -156,13 +137,8 @@ func f64Col(name string, f func(*Request) *Opt[float64]) column {
 func timeCol(name string, f func(*Request) *Opt[Time]) column {
 	return column{
 		field: arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		put: func(b array.Builder, r *Request) {
-			fb := b.(*array.Float64Builder)
-			if v := *f(r); v.OK {
-				fb.Append(v.V.Seconds())
-			} else {
-				fb.AppendNull()
-			}
+		newSink: func() colSink {
+			return &optSink[float64]{value: func(r *Request) (float64, bool) { v := *f(r); return v.V.Seconds(), v.OK }}
 		},
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
@@ -173,10 +149,13 @@ func timeCol(name string, f func(*Request) *Opt[Time]) column {
 }
 
 // listCol stores a slice as a Parquet list; nil is null, empty is [].
+// The list's element is named "element", as Parquet's list layout names
+// it, so that the Arrow schema stored in the file matches its columns.
 func listCol[T int64 | int32 | float64](name string, elem arrow.DataType, f func(*Request) *[]T) column {
 	return column{
-		field:   arrow.Field{Name: name, Type: arrow.ListOf(elem), Nullable: true},
-		newList: func() listBuf { return &listOf[T]{field: f, elem: elem} },
+		field:   arrow.Field{Name: name, Type: arrow.ListOfField(arrow.Field{Name: "element", Type: elem, Nullable: true}), Nullable: true},
+		newSink: func() colSink { return &listSink[T]{field: f} },
+		list:    true,
 		get: func(a arrow.Array, i int, r *Request) {
 			if !a.IsValid(i) {
 				return

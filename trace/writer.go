@@ -1,15 +1,19 @@
 package trace
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -150,11 +154,9 @@ func (w *Writer) Close() error {
 		<-w.done
 		w.ch = nil
 		if err := w.failed(); err != nil {
-			w.enc.release()
 			return err
 		}
 	}
-	defer w.enc.release()
 	if err := w.enc.flush(); err != nil {
 		return err
 	}
@@ -177,15 +179,12 @@ func (w *Writer) Close() error {
 	return fw.Close()
 }
 
-// An encoder turns requests into row groups: scalar columns through Arrow
-// builders, list columns through listBufs.
+// An encoder turns requests into row groups, one sink per column.
 type encoder struct {
-	fw       *pqarrow.FileWriter
-	schema   *arrow.Schema
-	builders []array.Builder // per column; nil for lists
-	lists    []listBuf       // per column; nil for scalars
-	rows     int
-	values   int // list values buffered
+	fw     *file.Writer
+	sinks  []colSink
+	rows   int
+	values int // list values buffered
 }
 
 func newEncoder(w io.Writer) (*encoder, error) {
@@ -207,7 +206,7 @@ func newEncoder(w io.Writer) (*encoder, error) {
 		switch {
 		case c.field.Type.ID() == arrow.STRING && c.field.Name != "request_id": // ids are unique
 			opts = append(opts, parquet.WithDictionaryFor(c.field.Name, true))
-		case c.newList != nil:
+		case c.list:
 			// A list holds up to one value per output token: the
 			// bulk of a simulated file. zstd's fastest level halves
 			// its encoding time for 15 % more bytes, and min/max
@@ -217,31 +216,46 @@ func newEncoder(w io.Writer) (*encoder, error) {
 		}
 	}
 	props := parquet.NewWriterProperties(opts...)
-	// Hide any Close method: pqarrow closes a sink that has one, and the
-	// caller (an atomic file, say) must decide when its file is done.
-	fw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	pq, err := pqarrow.ToParquet(schema, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		return nil, err
 	}
-	e := &encoder{fw: fw, schema: schema, builders: make([]array.Builder, len(columns)), lists: make([]listBuf, len(columns))}
+	if pq.NumColumns() != len(columns) {
+		return nil, fmt.Errorf("trace: %d Parquet columns for %d fields", pq.NumColumns(), len(columns))
+	}
 	for i, c := range columns {
-		if c.newList != nil {
-			e.lists[i] = c.newList()
-		} else {
-			e.builders[i] = array.NewBuilder(memory.DefaultAllocator, c.field.Type)
+		// The levels the sinks write (colsink.go).
+		def, rep := int16(1), int16(0)
+		if c.list {
+			def, rep = 3, 1
 		}
+		if d := pq.Column(i); d.MaxDefinitionLevel() != def || d.MaxRepetitionLevel() != rep {
+			return nil, fmt.Errorf("trace: column %s has levels %d/%d, the writer writes %d/%d",
+				c.field.Name, d.MaxDefinitionLevel(), d.MaxRepetitionLevel(), def, rep)
+		}
+	}
+	// The Arrow schema, stored as pqarrow stores it, lets Arrow readers
+	// restore the exact types.
+	meta := metadata.KeyValueMetadata{}
+	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(flight.SerializeSchema(schema, memory.DefaultAllocator)))
+	// Hide any Close method: the Parquet writer closes a sink that has
+	// one, and the caller (an atomic file, say) must decide when its
+	// file is done.
+	fw, err := file.NewParquetWriterWithError(struct{ io.Writer }{w}, pq.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
+	if err != nil {
+		return nil, err
+	}
+	e := &encoder{fw: fw, sinks: make([]colSink, len(columns))}
+	for i, c := range columns {
+		e.sinks[i] = c.newSink()
 	}
 	return e, nil
 }
 
 // add appends one request, flushing a row group when it is full.
 func (e *encoder) add(r *Request) error {
-	for i, c := range columns {
-		if l := e.lists[i]; l != nil {
-			e.values += l.add(r)
-		} else {
-			c.put(e.builders[i], r)
-		}
+	for _, s := range e.sinks {
+		e.values += s.add(r)
 	}
 	e.rows++
 	if e.rows >= RowGroupRows || e.values >= rowGroupListValues {
@@ -255,38 +269,23 @@ func (e *encoder) flush() error {
 	if e.rows == 0 {
 		return nil
 	}
-	cols := make([]arrow.Array, len(columns))
-	for i := range columns {
-		if l := e.lists[i]; l != nil {
-			cols[i] = l.array(columns[i].field.Type)
-		} else {
-			cols[i] = e.builders[i].NewArray()
-		}
+	rg, err := e.fw.AppendRowGroupChecked()
+	if err != nil {
+		return err
 	}
-	rec := array.NewRecordBatch(e.schema, cols, int64(e.rows))
-	for _, a := range cols {
-		a.Release()
-	}
-	err := e.fw.Write(rec)
-	rec.Release()
-	// The row group is encoded and written: the lists' memory is free
-	// for the next one; the builders start again from empty, sized like
-	// this one.
-	for i := range columns {
-		if l := e.lists[i]; l != nil {
-			l.reset()
-		} else {
-			e.builders[i].Reserve(e.rows)
+	for i, s := range e.sinks {
+		cw, err := rg.NextColumn()
+		if err != nil {
+			return err
 		}
+		if err := s.write(cw); err != nil {
+			return fmt.Errorf("writing column %s: %w", columns[i].field.Name, err)
+		}
+		if err := cw.Close(); err != nil {
+			return err
+		}
+		s.reset()
 	}
 	e.rows, e.values = 0, 0
-	return err
-}
-
-func (e *encoder) release() {
-	for _, b := range e.builders {
-		if b != nil {
-			b.Release()
-		}
-	}
+	return rg.Close()
 }

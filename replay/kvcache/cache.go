@@ -1,6 +1,9 @@
 package kvcache
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // A Cache is one worker's pool of GPU KV blocks with a full-block prefix
 // cache.
@@ -11,20 +14,26 @@ import "fmt"
 // prefix can take it back (a prefix hit) until Allocate reuses it for other
 // content (an eviction). Only free blocks are ever evicted.
 //
-// Note: the free queue is a ring of entries in eviction order. A block
-// taken out of the middle (a prefix hit on a free block) leaves a
-// tombstone in its slot, and compaction drops tombstones when the ring is
-// full. An entry also says whether its block holds a hash, and whether that
-// hash is private, so that Allocate reads nothing but the ring for the
-// blocks that need no index update: with many workers the blocks' records
-// outgrow the CPU caches, and an intrusive linked list (vLLM's) made
-// Allocate wait on a cache miss per block, a sixth of a million-request
-// replay. The hash index is a fixed-size open-addressing table. So the
-// cache allocates nothing per step; memory is O(blocks), not O(requests).
+// Note: with many workers the blocks' records outgrow the CPU caches, and
+// every allocation and release touches a record the CPU has long
+// forgotten: that was a sixth of a million-request replay. So the record
+// Allocate and Release touch is 8 bytes (a reference count and a queue
+// position), the hashes live apart, and the free queue is a ring of
+// entries in eviction order rather than an intrusive linked list (vLLM's),
+// which made Allocate a pointer chase, each block a cache miss waiting for
+// the previous one. A block taken out of the middle of the queue (a prefix
+// hit on a free block) leaves a tombstone in its slot, and compaction drops
+// tombstones when the ring is full. An entry also says whether its block
+// holds a hash, and whether that hash is private, so that Allocate writes a
+// block's record without reading it. The hash index is a fixed-size
+// open-addressing table. The cache allocates nothing per step; memory is
+// O(blocks), not O(requests).
 type Cache struct {
 	blocks []block
+	hashes []uint64 // per block; 0: not cached
+	flags  []uint8  // per block: the hashed and privately bits of its ring entry, shifted down (flagShift)
 	// ring holds the free queue: entries head..tail-1, taken modulo
-	// its power-of-two length.
+	// its power-of-two length; positions fit an int32 (see rebase).
 	ring       []entry
 	head, tail int64
 	nfree      int64
@@ -36,13 +45,11 @@ type Cache struct {
 	compactions int64 // for tests
 }
 
-// A block is one KV block's bookkeeping, kept together so that touching
-// a block touches one cache line.
+// A block is the record of one KV block that allocation and release
+// touch.
 type block struct {
-	hash    uint64 // 0: not cached
-	pos     int64  // free: its position in the ring; referenced: none
-	ref     int32
-	private bool // hash is held but not indexed (see CommitPrivate)
+	ref int32
+	pos int32 // free: its position in the ring; referenced: none
 }
 
 // An entry is a ring slot: a block id and its hash state when it was
@@ -61,6 +68,13 @@ const (
 
 const none = -1
 
+// flagShift moves an entry's flags into a byte and back.
+const flagShift = 24
+
+// maxPos bounds ring positions, which blocks keep as int32s; a variable
+// so that tests can make the cache rebase often.
+var maxPos int64 = math.MaxInt32
+
 // New returns a cache of n blocks, all free and uncached.
 func New(n int64) *Cache {
 	if n > MaxBlocks {
@@ -72,6 +86,8 @@ func New(n int64) *Cache {
 	}
 	c := &Cache{
 		blocks: make([]block, n),
+		hashes: make([]uint64, n),
+		flags:  make([]uint8, n),
 		ring:   make([]entry, size),
 		index:  newIndex(n),
 	}
@@ -97,7 +113,7 @@ func (c *Cache) NumCached() int { return c.index.n }
 
 // Lookup returns the block holding content with hash h.
 func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
-	return c.index.get(h, c.blocks)
+	return c.index.get(h, c.hashes)
 }
 
 // Ref returns the reference count of block b.
@@ -107,7 +123,9 @@ func (c *Cache) Ref(b int32) int32 { return c.blocks[b].ref }
 // free queue when it was free.
 func (c *Cache) Acquire(b int32) {
 	if c.blocks[b].ref == 0 {
-		c.unlink(b)
+		c.ring[int64(c.blocks[b].pos)&int64(len(c.ring)-1)] = tombstone
+		c.blocks[b].pos = none
+		c.nfree--
 	}
 	c.blocks[b].ref++
 }
@@ -127,15 +145,16 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 			continue
 		}
 		b := int32(e & idMask)
-		blk := &c.blocks[b]
 		if e&hashed != 0 {
 			if e&privately == 0 {
-				c.index.del(blk.hash, b)
+				c.index.del(c.hashes[b], b)
 			}
+			c.hashes[b] = 0
+			c.flags[b] = 0
 			c.Evictions++
 		}
-		// Stores only: the block's record need not be read.
-		*blk = block{pos: none, ref: 1}
+		// A store only: the block's record need not be read.
+		c.blocks[b] = block{ref: 1, pos: none}
 		dst = append(dst, b)
 		taken++
 	}
@@ -148,10 +167,11 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 // (two requests computed the same prefix at once), as in vLLM; Lookup
 // returns the earliest committed that is still cached.
 func (c *Cache) Commit(b int32, h uint64) {
-	if c.blocks[b].hash != 0 {
+	if c.hashes[b] != 0 {
 		return
 	}
-	c.blocks[b].hash = h
+	c.hashes[b] = h
+	c.flags[b] = uint8(hashed >> flagShift)
 	c.index.add(h, b)
 }
 
@@ -166,14 +186,15 @@ func (c *Cache) Commit(b int32, h uint64) {
 // delete is a cache miss once several workers' tables outgrow the CPU
 // caches.
 func (c *Cache) CommitPrivate(b int32, h uint64) {
-	if c.blocks[b].hash != 0 {
+	if c.hashes[b] != 0 {
 		return
 	}
-	c.blocks[b].hash, c.blocks[b].private = h, true
+	c.hashes[b] = h
+	c.flags[b] = uint8((hashed | privately) >> flagShift)
 }
 
 // Holds reports whether block b still holds content with hash h.
-func (c *Cache) Holds(b int32, h uint64) bool { return c.blocks[b].hash == h }
+func (c *Cache) Holds(b int32, h uint64) bool { return c.hashes[b] == h }
 
 // Release drops one reference from each of blocks. They are released last
 // block first, as vLLM does, so that when a whole request becomes free its
@@ -195,23 +216,13 @@ func (c *Cache) pushBack(b int32) {
 	if c.tail-c.head == int64(len(c.ring)) {
 		c.compact()
 	}
-	e := entry(b)
-	if blk := &c.blocks[b]; blk.hash != 0 {
-		e |= hashed
-		if blk.private {
-			e |= privately
-		}
+	if c.tail >= maxPos {
+		c.rebase()
 	}
-	c.ring[c.tail&int64(len(c.ring)-1)] = e
-	c.blocks[b].pos = c.tail
+	c.ring[c.tail&int64(len(c.ring)-1)] = entry(b) | entry(c.flags[b])<<flagShift
+	c.blocks[b].pos = int32(c.tail)
 	c.tail++
 	c.nfree++
-}
-
-func (c *Cache) unlink(b int32) {
-	c.ring[c.blocks[b].pos&int64(len(c.ring)-1)] = tombstone
-	c.blocks[b].pos = none
-	c.nfree--
 }
 
 // compact drops the tombstones of a full ring. The ring holds at least
@@ -226,10 +237,29 @@ func (c *Cache) compact() {
 			continue
 		}
 		c.ring[t&mask] = e
-		c.blocks[e&idMask].pos = t
+		c.blocks[e&idMask].pos = int32(t)
 		t++
 	}
 	c.tail = t
+	c.compactions++
+}
+
+// rebase renumbers the queue from position 0, so that positions fit the
+// blocks' int32s: once every 2³¹ releases.
+func (c *Cache) rebase() {
+	mask := int64(len(c.ring) - 1)
+	ring := make([]entry, len(c.ring))
+	t := int64(0)
+	for p := c.head; p < c.tail; p++ {
+		e := c.ring[p&mask]
+		if e == tombstone {
+			continue
+		}
+		ring[t] = e
+		c.blocks[e&idMask].pos = int32(t)
+		t++
+	}
+	c.ring, c.head, c.tail = ring, 0, t
 	c.compactions++
 }
 
@@ -241,7 +271,7 @@ func (c *Cache) Check() error {
 	inQueue := make([]bool, len(c.blocks))
 	var n int64
 	mask := int64(len(c.ring) - 1)
-	if c.tail-c.head > int64(len(c.ring)) || c.head > c.tail {
+	if c.tail-c.head > int64(len(c.ring)) || c.head > c.tail || c.tail > maxPos {
 		return fmt.Errorf("kvcache: free queue spans %d..%d in a ring of %d", c.head, c.tail, len(c.ring))
 	}
 	for p := c.head; p < c.tail; p++ {
@@ -250,16 +280,16 @@ func (c *Cache) Check() error {
 			continue
 		}
 		b := int32(e & idMask)
-		if c.blocks[b].pos != p {
+		if int64(c.blocks[b].pos) != p {
 			return fmt.Errorf("kvcache: block %d at free-queue position %d says it is at %d", b, p, c.blocks[b].pos)
 		}
 		if inQueue[b] {
 			return fmt.Errorf("kvcache: block %d twice in the free queue", b)
 		}
-		blk := c.blocks[b]
-		if (e&hashed != 0) != (blk.hash != 0) || (e&privately != 0) != (blk.hash != 0 && blk.private) {
+		h, private := c.hashes[b], entry(c.flags[b])<<flagShift&privately != 0
+		if (e&hashed != 0) != (h != 0) || (e&privately != 0) != (h != 0 && private) {
 			return fmt.Errorf("kvcache: free-queue entry of block %d says hashed %v private %v; the block has hash %#x private %v",
-				b, e&hashed != 0, e&privately != 0, blk.hash, blk.private)
+				b, e&hashed != 0, e&privately != 0, h, private)
 		}
 		inQueue[b] = true
 		n++
@@ -267,6 +297,9 @@ func (c *Cache) Check() error {
 	for b := range c.blocks {
 		if p := c.blocks[b].pos; p != none && !inQueue[b] {
 			return fmt.Errorf("kvcache: block %d claims free-queue position %d it does not hold", b, p)
+		}
+		if f := entry(c.flags[b]) << flagShift; (f&hashed != 0) != (c.hashes[b] != 0) || f&^(hashed|privately) != 0 {
+			return fmt.Errorf("kvcache: block %d has flags %#x and hash %#x", b, uint32(f), c.hashes[b])
 		}
 	}
 	if n != c.nfree {
@@ -286,8 +319,8 @@ func (c *Cache) Check() error {
 		case r > 0:
 			used++
 		}
-		if h := c.blocks[b].hash; h != 0 && !c.blocks[b].private {
-			if _, ok := c.index.get(h, c.blocks); !ok {
+		if h := c.hashes[b]; h != 0 && entry(c.flags[b])<<flagShift&privately == 0 {
+			if _, ok := c.index.get(h, c.hashes); !ok {
 				return fmt.Errorf("kvcache: block %d hash %#x not indexed", b, h)
 			}
 			cached++
@@ -300,8 +333,8 @@ func (c *Cache) Check() error {
 		return fmt.Errorf("kvcache: %d hashed blocks, %d index entries", cached, c.index.n)
 	}
 	for _, s := range c.index.slots {
-		if fp, b := unpack(s); s != 0 && (c.blocks[b].hash == 0 || c.blocks[b].private || fingerprint(c.blocks[b].hash) != fp) {
-			return fmt.Errorf("kvcache: index entry %#x for block %d holding %#x", fp, b, c.blocks[b].hash)
+		if fp, b := unpack(s); s != 0 && (c.hashes[b] == 0 || entry(c.flags[b])<<flagShift&privately != 0 || fingerprint(c.hashes[b]) != fp) {
+			return fmt.Errorf("kvcache: index entry %#x for block %d holding %#x", fp, b, c.hashes[b])
 		}
 	}
 	return nil

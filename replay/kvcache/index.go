@@ -40,10 +40,11 @@ func unpack(s uint64) (fp uint32, b int32) { return uint32(s >> 32), int32(uint3
 func (x *index) home(fp uint32) uint64 { return uint64(fp) & x.mask }
 
 // get returns the block holding hash h; with several, the earliest added.
-func (x *index) get(h uint64, blocks []block) (int32, bool) {
+// hashes holds each block's hash.
+func (x *index) get(h uint64, hashes []uint64) (int32, bool) {
 	fp := fingerprint(h)
 	for i := x.home(fp); x.slots[i] != 0; i = (i + 1) & x.mask {
-		if f, b := unpack(x.slots[i]); f == fp && blocks[b].hash == h {
+		if f, b := unpack(x.slots[i]); f == fp && hashes[b] == h {
 			return b, true
 		}
 	}

@@ -11,7 +11,7 @@ import (
 func TestIndexChurn(t *testing.T) {
 	for _, n := range []int64{4, 1000} {
 		x := newIndex(n)
-		blocks := make([]block, n)
+		blocks := make([]uint64, n)
 		var free []int32
 		for b := range int32(n) {
 			free = append(free, b)
@@ -30,14 +30,14 @@ func TestIndexChurn(t *testing.T) {
 			switch {
 			case in && rng.IntN(2) == 0:
 				x.del(h, b)
-				blocks[b].hash = 0
+				blocks[b] = 0
 				free = append(free, b)
 				delete(ref, h)
 			case !in && len(free) > 0:
 				b := free[len(free)-1]
 				x.add(h, b)
 				free = free[:len(free)-1]
-				blocks[b].hash = h
+				blocks[b] = h
 				ref[h] = b
 			}
 			if step%997 == 0 {
@@ -68,13 +68,13 @@ func TestFingerprintInverse(t *testing.T) {
 // Duplicates: get returns the earliest added still present.
 func TestIndexDuplicates(t *testing.T) {
 	x := newIndex(8)
-	blocks := make([]block, 8)
+	blocks := make([]uint64, 8)
 	const h, g = 0x1234, 0x1234 + 1<<40 // different hashes, near slots
 	for _, b := range []int32{3, 5, 6} {
-		blocks[b].hash = h
+		blocks[b] = h
 		x.add(h, b)
 	}
-	blocks[4].hash = g
+	blocks[4] = g
 	x.add(g, 4)
 	for _, c := range []struct {
 		del  int32
@@ -82,7 +82,7 @@ func TestIndexDuplicates(t *testing.T) {
 	}{{-1, 3}, {3, 5}, {6, 5}, {5, -1}} {
 		if c.del >= 0 {
 			x.del(h, c.del)
-			blocks[c.del].hash = 0
+			blocks[c.del] = 0
 		}
 		b, ok := x.get(h, blocks)
 		if c.want < 0 && ok || c.want >= 0 && b != c.want {

@@ -12,6 +12,16 @@ import (
 // after every operation that the blocks Allocate hands out are exactly
 // those a plain slice kept in LRU order would give, and that Check holds.
 func TestFreeQueueMatchesReference(t *testing.T) {
+	t.Run("compaction", func(t *testing.T) { freeQueueMatchesReference(t) })
+	t.Run("rebase", func(t *testing.T) {
+		// Positions past 1,000 renumber the queue from 0.
+		defer func(p int64) { maxPos = p }(maxPos)
+		maxPos = 1000
+		freeQueueMatchesReference(t)
+	})
+}
+
+func freeQueueMatchesReference(t *testing.T) {
 	const n = 40
 	c := New(n)
 	ref := make([]int32, n) // free blocks, eviction order
