@@ -85,6 +85,7 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 		b.Run(out, func(b *testing.B) {
 			path := b.TempDir() + "/sim.parquet"
 			var st Stats
+			var size int64
 			cpu0 := cpuTime()
 			for b.Loop() {
 				if out == "discard" {
@@ -113,6 +114,9 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 				if err := buf.Flush(); err != nil {
 					b.Fatal(err)
 				}
+				if fi, err := f.Stat(); err == nil {
+					size = fi.Size()
+				}
 				f.Close()
 			}
 			cpu := cpuTime() - cpu0
@@ -122,6 +126,9 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 			b.ReportMetric(st.BusyTime.Seconds()/(float64(cfg.Workers)*st.End.Seconds()), "busy")
 			b.ReportMetric(float64(st.Steps), "steps/op")
 			b.ReportMetric(float64(st.Events), "events/op")
+			if size > 0 {
+				b.ReportMetric(float64(size)/(1<<20), "file-MiB")
+			}
 		})
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
-	"github.com/opaltrace/opaltrace/report"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -22,8 +21,8 @@ func replayCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "replay",
 		Usage:     "replay a trace's arrivals through a simulated serving cluster",
-		ArgsUsage: "TRACE",
-		Flags: append(ingestFlags(),
+		ArgsUsage: "TRACE (with --sample: INPUT...)",
+		Flags: append(append(ingestFlags(),
 			&cli.StringFlag{Name: "config", Usage: "cluster YAML (hardware, model, tp, workers, router, scheduler, workload, seed)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "simulated Parquet file to write"},
 			&cli.StringFlag{Name: "run", Value: "simulated", Usage: "name of the simulated run"},
@@ -44,10 +43,18 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "per-second", Usage: "also write per-second statistics (completions, running, waiting, GPU busy, KV blocks, tokens per step) to this Parquet file"},
 			&cli.FloatFlag{Name: "client-timeout", Usage: "override: seconds a client waits for the last chunk before it gives up (0: forever)"},
 			opalWorkloadFlag,
-		),
+			&cli.BoolFlag{Name: "low-memory", Usage: fmt.Sprintf("summarise every run by exact passes over the written file instead of keeping its records (automatic above %d requests)", lowMemoryRequests)},
+		), sampleFlags()...),
 		Action: func(ctx context.Context, c *cli.Command) error {
+			sampled := c.IsSet("sample") || c.IsSet("sample-rate")
 			if c.String("opal-workload") != "" {
+				if sampled {
+					return errors.New("replay: --opal-workload and --sample are two workloads: give one")
+				}
 				return opalReplay(ctx, c)
+			}
+			if sampled || c.IsSet("sample-rate") {
+				return sampledReplay(ctx, c)
 			}
 			if c.NArg() != 1 {
 				return errors.New("replay: want exactly one TRACE")
@@ -67,13 +74,22 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			sums, err := replayToParquet(cl, jobs, c.String("output"), c.ErrWriter)
+			done, err := replayRuns(cl, jobs, c.String("output"), c.ErrWriter, streamAbove(c))
 			if err != nil {
 				return err
 			}
-			return report.WriteStats(c.Writer, sums, report.StatsOptions{})
+			return writeReplayed(c.Writer, done)
 		},
 	}
+}
+
+// streamAbove is the run size above which replay summarises from the
+// written file: lowMemoryRequests, or every run with --low-memory.
+func streamAbove(c *cli.Command) int {
+	if c.Bool("low-memory") {
+		return 0
+	}
+	return lowMemoryRequests
 }
 
 func applyReplayFlags(c *cli.Command, cl *cluster) error {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/opaltrace/opaltrace/ingest"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// sampleFlags make replay send a sampled workload: N requests with
+// Poisson arrivals whose lengths are drawn from the inputs. (New flags per
+// command: a cli flag keeps the value it was last set to.)
+func sampleFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "sample", Usage: "replay `N` requests whose (prompt, output) lengths are drawn with replacement from the inputs' successful requests (needs --sample-rate)"},
+		&cli.FloatFlag{Name: "sample-rate", Usage: "with --sample: Poisson arrivals at `R` requests per second (open loop; the seed is the cluster's)"},
+	}
+}
+
+// sampledReplay is replay --sample N --sample-rate R INPUT...: the
+// (input_tokens, output_tokens) pairs of the inputs' successful requests,
+// in input order, are the length table of one sampled open-loop run named
+// --run. Nothing is written when an argument or the inputs are unusable.
+func sampledReplay(_ context.Context, c *cli.Command) error {
+	n, rate, err := sampleArgs(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() == 0 {
+		return errors.New("replay: --sample draws lengths from INPUT files: give at least one")
+	}
+	cl, err := loadCluster(c.String("config"))
+	if err != nil {
+		return err
+	}
+	if err := applyReplayFlags(c, &cl); err != nil {
+		return err
+	}
+	if err := sampledWorkloadFits(cl.Config); err != nil {
+		return err
+	}
+	pairs, err := samplePairs(c.Args().Slice(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+	if err != nil {
+		return err
+	}
+	job, err := sampledJob(cl, pairs, n, rate, c.Args().Slice(), c.String("run"))
+	if err != nil {
+		return err
+	}
+	done, err := replayRuns(cl, []replayJob{job}, c.String("output"), c.ErrWriter, streamAbove(c))
+	if err != nil {
+		return err
+	}
+	return writeReplayed(c.Writer, done)
+}
+
+// sampleArgs checks --sample and --sample-rate: both or neither, a
+// positive count and a positive finite rate.
+func sampleArgs(c *cli.Command) (n int, rate float64, err error) {
+	switch {
+	case !c.IsSet("sample"):
+		return 0, 0, errors.New("replay: --sample-rate needs --sample N (the number of requests to send)")
+	case !c.IsSet("sample-rate"):
+		return 0, 0, errors.New("replay: --sample needs --sample-rate R (requests per second)")
+	}
+	n, rate = c.Int("sample"), c.Float("sample-rate")
+	switch {
+	case n <= 0 || n > math.MaxInt32:
+		return 0, 0, fmt.Errorf("replay: --sample %d: want a number of requests from 1 to %d", n, math.MaxInt32)
+	case !(rate > 0) || math.IsInf(rate, 1) || rate > 1e12:
+		return 0, 0, fmt.Errorf("replay: --sample-rate %v: want a finite number of requests per second > 0", rate)
+	}
+	return n, rate, nil
+}
+
+// sampledWorkloadFits refuses a cluster whose workload settings would
+// change the sampled arrivals behind the user's back: the run is open
+// loop at --sample-rate, unscaled.
+func sampledWorkloadFits(cfg replay.Config) error {
+	w := cfg.Workload
+	if w.Mode != "" && w.Mode != replay.ModeOpen {
+		return fmt.Errorf("replay: --sample sends an open loop at --sample-rate; workload mode %q does not apply", w.Mode)
+	}
+	if w.TimeScale != 0 && w.TimeScale != 1 {
+		return fmt.Errorf("replay: --sample sends at --sample-rate; time scale %v does not apply (change the rate instead)", w.TimeScale)
+	}
+	return nil
+}
+
+// samplePairs reads the inputs in order (opaltrace Parquet files, or any
+// ingestible file or directory) and returns the (input_tokens,
+// output_tokens) pair of every successful request that has both. Only the
+// pairs are kept, not the requests. Bad records of an ingestible input are
+// printed and fail the read unless allowErrors, as loadDataset does.
+func samplePairs(args []string, opts ingest.Options, allowErrors bool, stderr io.Writer) ([][2]int64, error) {
+	var pairs [][2]int64
+	add := func(r *trace.Request) error {
+		if r.OK() && r.InputTokens.OK && r.OutputTokens.OK {
+			pairs = append(pairs, [2]int64{r.InputTokens.V, r.OutputTokens.V})
+		}
+		return nil
+	}
+	for _, arg := range args {
+		_, path := splitLabel(arg)
+		if path != "-" && isParquet(path) {
+			if err := scanParquet(path, add); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		bad := 0
+		_, _, err := ingest.Files([]string{path}, opts, add, func(e *ingest.SyntaxError) {
+			bad++
+			fmt.Fprintf(stderr, "opaltrace: %v\n", e)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if bad > 0 && !allowErrors {
+			return nil, fmt.Errorf("%s: %d bad records (use --allow-errors to go on without them)", path, bad)
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, fmt.Errorf("replay: --sample: no successful request with both input and output token counts in %s", strings.Join(args, ", "))
+	}
+	return pairs, nil
+}
+
+// scanParquet calls f with every request of an opaltrace Parquet file,
+// reading only the columns the length table needs.
+func scanParquet(path string, f func(*trace.Request) error) error {
+	r, err := trace.OpenFileColumns(path, "status", "input_tokens", "output_tokens")
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for r.Scan() {
+		if err := f(r.Request()); err != nil {
+			return err
+		}
+	}
+	return r.Err()
+}
+
+// sampledJob is the one open-loop job of a sampled workload; its
+// workload description, kept in Run.Extra["workload"], says what was
+// sent and where the lengths came from.
+func sampledJob(cl cluster, pairs [][2]int64, n int, rate float64, files []string, runName string) (replayJob, error) {
+	in, err := replay.NewSampled(runName, n, rate, pairs, cl.Seed)
+	if err != nil {
+		return replayJob{}, err
+	}
+	cfg := cl.Config
+	cfg.Workload.Mode, cfg.Workload.TimeScale = replay.ModeOpen, 1
+	how := fmt.Sprintf("sampled: %d requests at %s req/s, lengths from %d requests of %s",
+		n, strconv.FormatFloat(rate, 'g', -1, 64), len(pairs), strings.Join(files, ", "))
+	return replayJob{name: runName, in: in, cfg: cfg, how: how}, nil
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// tinyLengths is a hand-made Azure-format input: three successful
+// requests whose (prompt, output) pairs are the only lengths a sampled
+// workload drawn from it may have (Azure records no failures).
+const tinyLengths = `TIMESTAMP,ContextTokens,GeneratedTokens
+2023-11-16 18:15:46.6805900,374,44
+2023-11-16 18:15:50.9951690,96,109
+2023-11-16 18:15:51.0000000,1200,7
+`
+
+var tinyPairs = map[[2]int64]bool{{374, 44}: true, {96, 109}: true, {1200, 7}: true}
+
+func writeTiny(t *testing.T, dir string) string {
+	t.Helper()
+	in := filepath.Join(dir, "tiny.csv")
+	if err := os.WriteFile(in, []byte(tinyLengths), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// readSim reads a simulated file and checks it holds one run of n
+// requests whose lengths are all from pairs.
+func readSim(t *testing.T, path string, n int, pairs map[[2]int64]bool) (trace.Run, []*trace.Request) {
+	t.Helper()
+	runs, reqs, err := trace.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || len(reqs) != n {
+		t.Fatalf("%s: %d runs, %d requests; want 1 run of %d", path, len(runs), len(reqs), n)
+	}
+	for _, r := range reqs {
+		if p := [2]int64{r.InputTokens.V, r.OutputTokens.V}; !pairs[p] {
+			t.Fatalf("request %s has lengths %v, not from the input", r.RequestID, p)
+		}
+	}
+	return runs[0], reqs
+}
+
+func arrivals(reqs []*trace.Request) map[string]trace.Time {
+	m := make(map[string]trace.Time, len(reqs))
+	for _, r := range reqs {
+		m[r.RequestID] = r.Arrival.V
+	}
+	return m
+}
+
+// TestReplaySampledTiny samples 400 requests from a three-request input:
+// every length is one of its pairs, the run says what was sent, the same
+// seed writes the same bytes and another seed other arrivals.
+func TestReplaySampledTiny(t *testing.T) {
+	dir := t.TempDir()
+	in := writeTiny(t, dir)
+	args := []string{"--sample", "400", "--sample-rate", "20", "--workers", "2", "--seed", "3", "--run", "tiny", in}
+	a, b := replayTwice(t, dir, "s", args...)
+	if !bytes.Equal(a, b) {
+		t.Error("two sampled replays with the same seed wrote different files")
+	}
+	run, reqs := readSim(t, filepath.Join(dir, "sa.parquet"), 400, tinyPairs)
+	want := "sampled: 400 requests at 20 req/s, lengths from 3 requests of " + in
+	if run.Name != "tiny" || run.Extra["workload"] != want {
+		t.Errorf("run %q, workload %q; want tiny, %q", run.Name, run.Extra["workload"], want)
+	}
+	seen := map[[2]int64]bool{}
+	for _, r := range reqs {
+		seen[[2]int64{r.InputTokens.V, r.OutputTokens.V}] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("400 draws used %d of the 3 pairs", len(seen))
+	}
+	// 400 arrivals at 20/s span about 20 s.
+	last := trace.Time(0)
+	for _, r := range reqs {
+		last = max(last, r.Arrival.V)
+	}
+	if s := last.Seconds(); s < 15 || s > 25 {
+		t.Errorf("last arrival at %.1f s; 400 requests at 20/s should end near 20 s", s)
+	}
+
+	other := filepath.Join(dir, "other.parquet")
+	args[7] = "4" // --seed
+	if _, stderr, err := opaltrace(t, append([]string{"replay", "-o", other}, args...)...); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	_, reqs2 := readSim(t, other, 400, tinyPairs)
+	a1, a2 := arrivals(reqs), arrivals(reqs2)
+	differ := 0
+	for id, at := range a1 {
+		if a2[id] != at {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Error("seeds 3 and 4 gave the same arrivals")
+	}
+}
+
+// TestReplaySampledAzure draws 3,000 requests from the Azure conversation
+// trace: lengths come from its 19,366 requests only.
+func TestReplaySampledAzure(t *testing.T) {
+	in := shareddata.Path(t, "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
+	_, reqs, err := trace.ReadFile(ingestTo(t, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := map[[2]int64]bool{}
+	for _, r := range reqs {
+		pairs[[2]int64{r.InputTokens.V, r.OutputTokens.V}] = true
+	}
+	out := filepath.Join(t.TempDir(), "az.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--sample", "3000", "--sample-rate", "45", "--workers", "8", "-o", out, in)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	run, _ := readSim(t, out, 3000, pairs)
+	if w := run.Extra["workload"]; !strings.Contains(w, "lengths from 19366 requests of") {
+		t.Errorf("workload %q does not count the Azure requests", w)
+	}
+}
+
+// ingestTo ingests in into a scratch Parquet file.
+func ingestTo(t *testing.T, in string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "in.parquet")
+	if _, stderr, err := opaltrace(t, "ingest", "-o", out, in); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, stderr)
+	}
+	return out
+}
+
+// TestReplaySampledFromParquet draws from an opaltrace Parquet input too,
+// and from several inputs in order.
+func TestReplaySampledFromParquet(t *testing.T) {
+	dir := t.TempDir()
+	in := writeTiny(t, dir)
+	pq := ingestTo(t, in)
+	out := filepath.Join(dir, "pq.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--sample", "50", "--sample-rate", "5", "-o", out, pq, in); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	run, _ := readSim(t, out, 50, tinyPairs)
+	if w := run.Extra["workload"]; !strings.Contains(w, "lengths from 6 requests of "+pq+", "+in) {
+		t.Errorf("workload %q", w)
+	}
+}
+
+// TestReplaySampledErrors: bad sample arguments or no usable pair fail
+// with a message naming the problem, and write nothing.
+func TestReplaySampledErrors(t *testing.T) {
+	dir := t.TempDir()
+	in := writeTiny(t, dir)
+	empty := filepath.Join(dir, "empty.csv")
+	if err := os.WriteFile(empty, []byte("TIMESTAMP,ContextTokens,GeneratedTokens\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "x.parquet")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sample", "10", in}, "--sample needs --sample-rate"},
+		{[]string{"--sample-rate", "10", in}, "--sample-rate needs --sample"},
+		{[]string{"--sample", "0", "--sample-rate", "10", in}, "--sample 0"},
+		{[]string{"--sample", "-5", "--sample-rate", "10", in}, "--sample -5"},
+		{[]string{"--sample", "10", "--sample-rate", "0", in}, "--sample-rate 0"},
+		{[]string{"--sample", "10", "--sample-rate", "-1", in}, "--sample-rate -1"},
+		{[]string{"--sample", "10", "--sample-rate", "NaN", in}, "--sample-rate NaN"},
+		{[]string{"--sample", "10", "--sample-rate", "Inf", in}, "--sample-rate +Inf"},
+		{[]string{"--sample", "10", "--sample-rate", "1"}, "give at least one"},
+		{[]string{"--sample", "10", "--sample-rate", "1", empty}, "no successful request"},
+		{[]string{"--sample", "10", "--sample-rate", "1", "--mode", "closed", in}, "open loop"},
+		{[]string{"--sample", "10", "--sample-rate", "1", "--time-scale", "2", in}, "time scale"},
+		{[]string{"--sample", "10", "--sample-rate", "1", "--opal-workload", "sim_config.json"}, "give one"},
+	} {
+		_, _, err := opaltrace(t, append([]string{"replay", "-o", out}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one saying %q", c.args, err, c.want)
+		}
+		assertNoFile(t, out)
+	}
+}
+
+// distLines are the latency lines of a printed summary (Mean, Median,
+// Std, P99 of TTFT, TPOT, ITL and E2EL), which the in-memory and the
+// multi-pass summaries print alike.
+func distLines(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		for _, p := range []string{"Mean ", "Median ", "Std ", "P99 "} {
+			if strings.HasPrefix(l, p) && strings.Contains(l, " (ms):") {
+				lines = append(lines, l)
+			}
+		}
+	}
+	return lines
+}
+
+// TestReplayLowMemoryEqualsInMemory replays the same sampled workload
+// with and without --low-memory: the files are the same, the multi-pass
+// summary prints the in-memory summary's latency lines, and, computed
+// again from the file, equals its values to the last bit.
+func TestReplayLowMemoryEqualsInMemory(t *testing.T) {
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 300)
+	mem, low := filepath.Join(dir, "mem.parquet"), filepath.Join(dir, "low.parquet")
+	args := []string{"--sample", "1500", "--sample-rate", "6", "--workers", "4", "--stream-interval", "3", in}
+	outMem, stderr, err := opaltrace(t, append([]string{"replay", "-o", mem}, args...)...)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	outLow, stderr, err := opaltrace(t, append([]string{"replay", "--low-memory", "-o", low}, args...)...)
+	if err != nil {
+		t.Fatalf("replay --low-memory: %v\n%s", err, stderr)
+	}
+	a, _ := os.ReadFile(mem)
+	b, _ := os.ReadFile(low)
+	if !bytes.Equal(a, b) {
+		t.Error("--low-memory changed the simulated file")
+	}
+	if !strings.Contains(outLow, "Exact summary in") || strings.Contains(outMem, "Exact summary in") {
+		t.Fatalf("summaries not printed the expected ways:\n%s\n%s", outMem, outLow)
+	}
+	lm, ll := distLines(outMem), distLines(outLow)
+	if len(lm) != 16 || strings.Join(lm, "\n") != strings.Join(ll, "\n") {
+		t.Errorf("latency lines differ:\nin memory:\n%s\nlow memory:\n%s", strings.Join(lm, "\n"), strings.Join(ll, "\n"))
+	}
+
+	runs, reqs, err := trace.ReadFile(low)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := analyze.Summarize(runs[0], reqs)
+	got, err := analyze.SummarizeStream(runSource(low, runs[0].Name, true), []float64{50, 90, 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Completed != int64(want.Completed) || got.TotalOutputTokens != want.TotalOutputTokens {
+		t.Errorf("counts: stream %d completed, %d tokens; memory %d, %d", got.Completed, got.TotalOutputTokens, want.Completed, want.TotalOutputTokens)
+	}
+	for i, d := range []struct {
+		name string
+		mem  analyze.Dist
+		st   analyze.StreamDist
+	}{{"TTFT", want.TTFT, got.TTFT}, {"TPOT", want.TPOT, got.TPOT}, {"ITL", want.ITL, got.ITL}, {"E2E", want.E2E, got.E2E}} {
+		if d.st.N == 0 || int64(d.mem.N()) != d.st.N || d.mem.Mean != d.st.Mean || d.mem.Std != d.st.Std || d.mem.Median() != d.st.Median {
+			t.Errorf("%d %s: memory n=%d mean=%v std=%v median=%v; stream %+v", i, d.name, d.mem.N(), d.mem.Mean, d.mem.Std, d.mem.Median(), d.st)
+		}
+		for k, p := range got.Pcts {
+			if d.mem.Percentile(p) != d.st.Percentiles[k] {
+				t.Errorf("%s P%v: memory %v, stream %v", d.name, p, d.mem.Percentile(p), d.st.Percentiles[k])
+			}
+		}
+	}
+}
+
+// TestRunSourceFiltersRuns: in a file of several runs the multi-pass
+// summary of one run sees that run's requests only.
+func TestRunSourceFiltersRuns(t *testing.T) {
+	dir := t.TempDir()
+	two := filepath.Join(dir, "two.parquet")
+	if _, stderr, err := opaltrace(t, "ingest", "-o", two, sampleSlice(t, dir, 200), writeTiny(t, dir)); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, stderr)
+	}
+	out := filepath.Join(dir, "sim.parquet")
+	stdout, stderr, err := opaltrace(t, "replay", "--low-memory", "--workers", "2", "-o", out, two)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	runs, reqs, err := trace.ReadFile(out)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("%v: %d runs, want 2", err, len(runs))
+	}
+	printed := map[string]bool{}
+	for _, l := range strings.Split(stdout, "\n") {
+		if name, ok := strings.CutPrefix(l, "Dataset:"); ok {
+			printed[strings.TrimSpace(name)] = true
+		}
+	}
+	for _, run := range runs {
+		var mine []*trace.Request
+		for _, r := range reqs {
+			if r.Run == run.Name {
+				mine = append(mine, r)
+			}
+		}
+		want := analyze.Summarize(run, mine)
+		got, err := analyze.SummarizeStream(runSource(out, run.Name, true), []float64{99})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Requests != int64(want.Requests) || got.TTFT.Mean != want.TTFT.Mean || got.ITL.Percentiles[0] != want.ITL.Percentile(99) {
+			t.Errorf("run %s: stream %d requests, mean TTFT %v; memory %d, %v", run.Name, got.Requests, got.TTFT.Mean, want.Requests, want.TTFT.Mean)
+		}
+		if !printed[run.Name] {
+			t.Errorf("no summary printed for run %s:\n%s", run.Name, stdout)
+		}
+	}
+	if n := len(reqs); n != 203 {
+		t.Errorf("%d simulated requests, want 200 + 3", n)
+	}
+}
+
+// TestReplayRunsThreshold: a run of more than streamAbove requests is
+// summarised from the file, one of at most streamAbove in memory, with
+// the same latency values.
+func TestReplayRunsThreshold(t *testing.T) {
+	dir := t.TempDir()
+	_, reqs, err := trace.ReadFile(ingestTo(t, sampleSlice(t, dir, 300)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := defaultCluster()
+	cl.Workers = 2
+	var errb bytes.Buffer
+	at, err := replayRuns(cl, traceJob(cl, reqs, "r"), filepath.Join(dir, "at.parquet"), &errb, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	above, err := replayRuns(cl, traceJob(cl, reqs, "r"), filepath.Join(dir, "above.parquet"), &errb, 299)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at[0].mem == nil || at[0].stream != nil || above[0].mem != nil || above[0].stream == nil {
+		t.Fatalf("300 requests at threshold 300: %+v; at 299: %+v", at[0], above[0])
+	}
+	if m, s := at[0].mem, above[0].stream; m.ITL.Mean != s.ITL.Mean || m.E2E.Percentile(99) != s.E2E.Percentiles[0] {
+		t.Errorf("ITL mean %v vs %v, E2E p99 %v vs %v", m.ITL.Mean, s.ITL.Mean, m.E2E.Percentile(99), s.E2E.Percentiles[0])
+	}
+}
