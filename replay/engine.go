@@ -102,6 +102,10 @@ type Inputs interface {
 // allocates nothing.
 type shaper interface {
 	shape(i int) (prompt, out int64, arrival trace.Time)
+	// ident sets on o what base copies from Request(i) besides the
+	// lengths: so a replay of a generated workload builds one record per
+	// request, not two.
+	ident(i int, o *trace.Request)
 }
 
 // Requests is a slice of requests as Inputs.
@@ -491,8 +495,14 @@ func (e *engine) sendNext(at trace.Time, i int32) {
 }
 
 func (e *engine) arrive(now trace.Time, i int32) error {
-	in := e.reqs.Request(int(i))
-	prompt, out := in.InputTokens.V, in.OutputTokens.V
+	var in *trace.Request // nil: a shaper's request, not built (see base)
+	var prompt, out int64
+	if sh, ok := e.reqs.(shaper); ok {
+		prompt, out, _ = sh.shape(int(i))
+	} else {
+		in = e.reqs.Request(int(i))
+		prompt, out = in.InputTokens.V, in.OutputTokens.V
+	}
 	sent := now.Add(-e.lat)
 	if e.sec != nil {
 		e.sec.at(now).Arrivals++
@@ -502,7 +512,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		if e.sec != nil {
 			e.sec.at(now).Rejected++
 		}
-		o := e.base(in, i, sent, now)
+		o := e.base(in, i, prompt, out, sent, now)
 		o.Status = trace.StatusRejected
 		o.Error = reason
 		o.DoneAtRouter = trace.Some(now)
@@ -511,7 +521,10 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	}
 	r := e.alloc()
 	r.in, r.idx, r.prompt, r.maxOut = in, i, prompt, out
-	r.shared = len(in.HashIDs)
+	r.shared = 0
+	if in != nil {
+		r.shared = len(in.HashIDs)
+	}
 	if e.shared != nil {
 		r.shared = int(e.shared[i])
 	}
@@ -810,7 +823,7 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	if e.sec != nil {
 		e.sec.at(now).TimedOut++
 	}
-	o := e.base(r.in, r.idx, r.sent, r.arrival)
+	o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
 	o.Status = trace.StatusTimeout
 	o.Error = fmt.Sprintf("client gave up after %g s", e.timeout.Seconds())
 	o.Worker = e.workers[r.worker].name

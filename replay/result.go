@@ -11,21 +11,15 @@ import (
 const SourceSimulated = "simulated"
 
 // base returns the output record's identity and shape fields, shared by
-// completed and rejected requests.
-// sent is when the client sent it, arrival when it reached the router.
-func (e *engine) base(in *trace.Request, i int32, sent, arrival trace.Time) *trace.Request {
+// completed and rejected requests. in is the input record (nil for a
+// shaper's request, whose identity the shaper sets); prompt and out are
+// its lengths; sent is when the client sent it, arrival when it reached
+// the router.
+func (e *engine) base(in *trace.Request, i int32, prompt, out int64, sent, arrival trace.Time) *trace.Request {
 	o := &trace.Request{
-		RequestID:     in.RequestID,
-		Run:           in.Run,
-		Stage:         in.Stage,
 		Source:        SourceSimulated,
-		Model:         in.Model,
-		LoRA:          in.LoRA,
-		Session:       in.Session,
-		InputTokens:   in.InputTokens,
-		OutputTokens:  in.OutputTokens,
-		BlockSize:     in.BlockSize,
-		HashIDs:       slices.Clone(in.HashIDs),
+		InputTokens:   trace.Some(prompt),
+		OutputTokens:  trace.Some(out),
 		Arrival:       trace.Some(sent),
 		Created:       trace.Some(sent),
 		RouterArrival: trace.Some(arrival),
@@ -35,13 +29,21 @@ func (e *engine) base(in *trace.Request, i int32, sent, arrival trace.Time) *tra
 		TTFTBasis:          trace.TTFTFirstChunk,
 		OutputTokensSource: trace.OutputRequested,
 	}
+	if in != nil {
+		o.RequestID, o.Run, o.Stage = in.RequestID, in.Run, in.Stage
+		o.Model, o.LoRA, o.Session = in.Model, in.LoRA, in.Session
+		o.InputTokens, o.OutputTokens = in.InputTokens, in.OutputTokens
+		o.BlockSize, o.HashIDs = in.BlockSize, slices.Clone(in.HashIDs)
+		o.SetPos(in.Pos())
+	} else {
+		e.reqs.(shaper).ident(int(i), o)
+	}
 	if o.RequestID == "" {
-		o.RequestID = in.Run + "/" + strconv.Itoa(int(i))
+		o.RequestID = o.Run + "/" + strconv.Itoa(int(i))
 	}
 	if e.cfg.Workload.Mode == ModeOpen {
 		o.IntendedArrival = o.Arrival
 	}
-	o.SetPos(in.Pos())
 	return o
 }
 
@@ -55,7 +57,7 @@ func (e *engine) base(in *trace.Request, i int32, sent, arrival trace.Time) *tra
 // one client latency after the server sent it, at the end of the step that
 // produced its last token.
 func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
-	o := e.base(r.in, r.idx, r.sent, r.arrival)
+	o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
 	o.Status = trace.StatusOK
 	o.FinishReason = "length"
 	o.Worker = e.workers[r.worker].name

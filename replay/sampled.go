@@ -70,3 +70,7 @@ func (s *Sampled) shape(i int) (prompt, out int64, arrival trace.Time) {
 	l := s.lengths[s.pick[i]]
 	return l[0], l[1], s.at[i]
 }
+
+func (s *Sampled) ident(i int, o *trace.Request) {
+	o.RequestID, o.Run = s.run+"/"+strconv.Itoa(i), s.run
+}

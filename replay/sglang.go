@@ -145,10 +145,14 @@ func newSGLang(s SchedulerConfig, tokens int64) *sglang {
 func (g *sglang) keys(r *reqState) []kvcache.Run {
 	if len(r.sg.keys) == 0 {
 		var tb int64
-		if bs, ok := r.in.BlockSize.Get(); ok {
-			tb = bs
+		var ids []int64
+		if r.in != nil { // nil: a shaper's request, without hash ids
+			ids = r.in.HashIDs
+			if bs, ok := r.in.BlockSize.Get(); ok {
+				tb = bs
+			}
 		}
-		r.sg.keys = kvcache.TokenKeys(nil, r.in.HashIDs, tb, r.prompt, r.maxOut, uint64(r.idx)+1)
+		r.sg.keys = kvcache.TokenKeys(nil, ids, tb, r.prompt, r.maxOut, uint64(r.idx)+1)
 	}
 	return r.sg.keys
 }

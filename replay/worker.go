@@ -94,6 +94,9 @@ func (w *worker) hasher(r *reqState) kvcache.BlockHasher {
 		Unique:       uint64(r.idx) + 1,
 		SharedIDs:    r.shared,
 	}
+	if r.in == nil {
+		return h // a shaper's request: no hash ids
+	}
 	if bs, ok := r.in.BlockSize.Get(); ok && len(r.in.HashIDs) > 0 {
 		h.HashIDs, h.TraceBlock = r.in.HashIDs, bs
 	}
