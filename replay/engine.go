@@ -868,6 +868,11 @@ func (e *engine) release(r *reqState) {
 // show it changes nothing.
 var indexAll = false
 
+// eagerPrivate records every private block's hash when the block fills,
+// as before MarkPrivate, so that a test can show the lazy way changes
+// nothing.
+var eagerPrivate = false
+
 // noFastForward makes every step an event of its own, so that a test can
 // show fast-forward changes nothing.
 var noFastForward = false

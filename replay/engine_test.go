@@ -170,6 +170,14 @@ func TestPrivateBlocksSameResults(t *testing.T) {
 	if dump(a) != dump(b) || !reflect.DeepEqual(sa, sb) {
 		t.Errorf("results differ: %+v vs %+v", sa, sb)
 	}
+	// Recording private hashes only at preemption (MarkPrivate) changes
+	// nothing either.
+	indexAll, eagerPrivate = false, true
+	defer func() { eagerPrivate = false }()
+	_, c, sc := replay(t, cfg, cost, 100, reqs)
+	if dump(a) != dump(c) || !reflect.DeepEqual(sa, sc) {
+		t.Errorf("results differ with private hashes recorded eagerly: %+v vs %+v", sa, sc)
+	}
 	multi := 0
 	for _, r := range a {
 		if r.Preemptions.V > 1 {

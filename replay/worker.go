@@ -223,6 +223,14 @@ func (w *worker) grow(r *reqState, n int64) bool {
 		if r.hashed < full {
 			h := w.hasher(r)
 			for k := r.hashed; k < full; k++ {
+				if r.preemptions == 0 && h.Private(k) && !eagerPrivate {
+					// Its hash is recorded only if r is
+					// preempted (preempt), the one case it is
+					// asked for; and a private block's hash
+					// does not depend on the chain.
+					w.kv.MarkPrivate(r.blocks[k])
+					continue
+				}
 				var private bool
 				r.lastHash, private = h.Hash(r.lastHash, k)
 				if private && r.preemptions == 0 {
@@ -255,6 +263,17 @@ func (w *worker) add(r *reqState, n int64, now trace.Time) {
 // preempt frees r's blocks and puts it at the front of the waiting queue
 // to be recomputed; its generated tokens stay generated.
 func (w *worker) preempt(r *reqState) {
+	if r.preemptions == 0 && w.prefix {
+		// Record the hashes of its private blocks, so that it can hit
+		// them again (match) while they stay cached.
+		h := w.hasher(r)
+		for k := range r.hashed {
+			if h.Private(k) {
+				x, _ := h.Hash(kvcache.Root, k)
+				w.kv.CommitPrivate(r.blocks[k], x)
+			}
+		}
+	}
 	w.kv.Release(r.blocks)
 	if r.preemptions == 0 {
 		// Keep the table of privately committed blocks; blocks

@@ -29,11 +29,11 @@ var rowGroupListValues = 1 << 20
 
 // WriterOptions are the options of NewWriterWith.
 type WriterOptions struct {
-	// Concurrent encodes and compresses on another goroutine, so that a
-	// producer (the replay engine) and the encoder each keep a core
-	// busy. Write then keeps the Request it is given until it is
-	// encoded: the caller must not change it after Write. Errors of the
-	// encoder are returned by a later Write or by Close.
+	// Concurrent writes row groups (column encoding and compression, most
+	// of the work) on another goroutine while the caller fills the next
+	// one, so that a producer (the replay engine) and the encoder each
+	// keep a core busy. Write copies what it needs, as without the option.
+	// Errors of the encoder are returned by a later Write or by Close.
 	Concurrent bool
 }
 
@@ -47,17 +47,14 @@ type Writer struct {
 	keys  []string // metadata keys in the order set, for deterministic files
 	total int64
 
-	// Concurrent mode: requests not yet handed to the encoder, the
-	// hand-over channel, the encoder's result.
-	batch []*Request
-	ch    chan []*Request
-	done  chan struct{}
-	mu    sync.Mutex
-	err   error // the encoder's first error (under mu)
+	// Concurrent mode: full row groups go to the encoder goroutine on
+	// full, and come back emptied on free; done closes when it is gone.
+	full chan *rowGroup
+	free chan *rowGroup
+	done chan struct{}
+	mu   sync.Mutex
+	err  error // the encoder's first error (under mu)
 }
-
-// concurrentBatch is the number of requests handed to the encoder at once.
-const concurrentBatch = 1024
 
 // NewWriter starts a Parquet file on w.
 func NewWriter(w io.Writer) (*Writer, error) { return NewWriterWith(w, WriterOptions{}) }
@@ -70,7 +67,9 @@ func NewWriterWith(w io.Writer, o WriterOptions) (*Writer, error) {
 	}
 	wr := &Writer{enc: enc, meta: map[string]string{}}
 	if o.Concurrent {
-		wr.ch = make(chan []*Request, 4)
+		// Two row groups: one filling, one being written.
+		wr.full, wr.free = make(chan *rowGroup, 1), make(chan *rowGroup, 1)
+		wr.free <- newRowGroup()
 		wr.done = make(chan struct{})
 		go wr.encodeAll()
 	}
@@ -81,16 +80,14 @@ func NewWriterWith(w io.Writer, o WriterOptions) (*Writer, error) {
 // error it keeps draining, so that Write never blocks forever.
 func (w *Writer) encodeAll() {
 	defer close(w.done)
-	for batch := range w.ch {
-		if w.failed() != nil {
-			continue
-		}
-		for _, r := range batch {
-			if err := w.enc.add(r); err != nil {
+	for rg := range w.full {
+		if w.failed() == nil {
+			if err := w.enc.write(rg); err != nil {
 				w.fail(err)
-				break
 			}
 		}
+		rg.reset()
+		w.free <- rg
 	}
 }
 
@@ -111,20 +108,27 @@ func (w *Writer) failed() error {
 // Write appends one request.
 func (w *Writer) Write(r *Request) error {
 	w.total++
-	if w.ch == nil {
-		return w.enc.add(r)
+	rg := w.enc.cur
+	rg.add(r)
+	if !rg.isFull() {
+		return nil
 	}
-	if w.batch == nil {
-		w.batch = make([]*Request, 0, concurrentBatch)
+	return w.ship()
+}
+
+// ship writes the row group being filled: at once, or, concurrently, by
+// handing it to the encoder goroutine and taking the other one back.
+func (w *Writer) ship() error {
+	if w.full == nil {
+		err := w.enc.write(w.enc.cur)
+		w.enc.cur.reset()
+		return err
 	}
-	w.batch = append(w.batch, r)
-	if len(w.batch) == concurrentBatch {
-		if err := w.failed(); err != nil {
-			return err
-		}
-		w.ch <- w.batch
-		w.batch = nil
+	if err := w.failed(); err != nil {
+		return err
 	}
+	w.full <- w.enc.cur
+	w.enc.cur = <-w.free
 	return nil
 }
 
@@ -145,19 +149,19 @@ func (w *Writer) SetMeta(key, value string) {
 // Close flushes the last row group, writes the metadata and the footer.
 // It does not close the underlying io.Writer.
 func (w *Writer) Close() error {
-	if w.ch != nil {
-		if len(w.batch) > 0 {
-			w.ch <- w.batch
-			w.batch = nil
-		}
-		close(w.ch)
+	var err error
+	if w.enc.cur.rows > 0 {
+		err = w.ship()
+	}
+	if w.full != nil {
+		close(w.full)
 		<-w.done
-		w.ch = nil
-		if err := w.failed(); err != nil {
-			return err
+		w.full = nil
+		if err == nil {
+			err = w.failed()
 		}
 	}
-	if err := w.enc.flush(); err != nil {
+	if err != nil {
 		return err
 	}
 	runs, err := json.Marshal(w.runs)
@@ -179,12 +183,44 @@ func (w *Writer) Close() error {
 	return fw.Close()
 }
 
-// An encoder turns requests into row groups, one sink per column.
+// An encoder writes row groups to a Parquet file.
 type encoder struct {
-	fw     *file.Writer
+	fw  *file.Writer
+	cur *rowGroup // being filled
+}
+
+// A rowGroup buffers the rows of one row group, one sink per column.
+type rowGroup struct {
 	sinks  []colSink
 	rows   int
 	values int // list values buffered
+}
+
+func newRowGroup() *rowGroup {
+	rg := &rowGroup{sinks: make([]colSink, len(columns))}
+	for i, c := range columns {
+		rg.sinks[i] = c.newSink()
+	}
+	return rg
+}
+
+func (rg *rowGroup) add(r *Request) {
+	for _, s := range rg.sinks {
+		rg.values += s.add(r)
+	}
+	rg.rows++
+}
+
+// isFull reports whether the row group has reached its bounds.
+func (rg *rowGroup) isFull() bool {
+	return rg.rows >= RowGroupRows || rg.values >= rowGroupListValues
+}
+
+func (rg *rowGroup) reset() {
+	for _, s := range rg.sinks {
+		s.reset()
+	}
+	rg.rows, rg.values = 0, 0
 }
 
 func newEncoder(w io.Writer) (*encoder, error) {
@@ -250,36 +286,20 @@ func newEncoder(w io.Writer) (*encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &encoder{fw: fw, sinks: make([]colSink, len(columns))}
-	for i, c := range columns {
-		e.sinks[i] = c.newSink()
-	}
-	return e, nil
+	return &encoder{fw: fw, cur: newRowGroup()}, nil
 }
 
-// add appends one request, flushing a row group when it is full.
-func (e *encoder) add(r *Request) error {
-	for _, s := range e.sinks {
-		e.values += s.add(r)
-	}
-	e.rows++
-	if e.rows >= RowGroupRows || e.values >= rowGroupListValues {
-		return e.flush()
-	}
-	return nil
-}
-
-// flush writes the buffered rows as one row group.
-func (e *encoder) flush() error {
-	if e.rows == 0 {
+// write writes rg's rows as one row group of the file.
+func (e *encoder) write(rg *rowGroup) error {
+	if rg.rows == 0 {
 		return nil
 	}
-	rg, err := e.fw.AppendRowGroupChecked()
+	w, err := e.fw.AppendRowGroupChecked()
 	if err != nil {
 		return err
 	}
-	for i, s := range e.sinks {
-		cw, err := rg.NextColumn()
+	for i, s := range rg.sinks {
+		cw, err := w.NextColumn()
 		if err != nil {
 			return err
 		}
@@ -289,8 +309,6 @@ func (e *encoder) flush() error {
 		if err := cw.Close(); err != nil {
 			return err
 		}
-		s.reset()
 	}
-	e.rows, e.values = 0, 0
-	return rg.Close()
+	return w.Close()
 }

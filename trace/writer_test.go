@@ -127,3 +127,43 @@ func TestConcurrentWriterError(t *testing.T) {
 		}
 	}
 }
+
+// Write copies what it needs, with or without Concurrent: a caller may
+// reuse one Request (and its lists) for every row.
+func TestWriterCallerReusesRequest(t *testing.T) {
+	defer func(n int) { rowGroupListValues = n }(rowGroupListValues)
+	rowGroupListValues = 50_000
+	reqs := listHeavy(3000)
+	want := writeAll(t, reqs, WriterOptions{})
+	for _, o := range []WriterOptions{{}, {Concurrent: true}} {
+		var buf bytes.Buffer
+		w, err := NewWriterWith(&buf, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Request
+		itl := make([]float64, 0, 300)
+		for _, q := range reqs {
+			r = *q
+			if q.ITLSec != nil {
+				itl = append(itl[:0], q.ITLSec...)
+				r.ITLSec = itl
+			}
+			if err := w.Write(&r); err != nil {
+				t.Fatal(err)
+			}
+			// Scribble over what was written.
+			r.RequestID, r.InputTokens = "scribbled", Some[int64](-1)
+			for k := range itl {
+				itl[k] = -1
+			}
+		}
+		w.SetRuns([]Run{{Name: "r", Source: "simulated"}})
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), want) {
+			t.Errorf("concurrent %v: the file changed when the caller reused its Request", o.Concurrent)
+		}
+	}
+}

@@ -193,6 +193,21 @@ func (c *Cache) CommitPrivate(b int32, h uint64) {
 	c.flags[b] = uint8((hashed | privately) >> flagShift)
 }
 
+// MarkPrivate records that block b holds private content (as
+// CommitPrivate does) without recording its hash. Only its owner could
+// hit it again, and only after a preemption, so the owner records the
+// hash with CommitPrivate when it is preempted; a block whose owner
+// completes never needs it. It is evicted like any cached block.
+//
+// Note: the hashes are a second array beside the blocks' records; every
+// private block's hash written there was a cache miss, for a value
+// almost never read.
+func (c *Cache) MarkPrivate(b int32) {
+	if c.flags[b] == 0 {
+		c.flags[b] = uint8((hashed | privately) >> flagShift)
+	}
+}
+
 // Holds reports whether block b still holds content with hash h.
 func (c *Cache) Holds(b int32, h uint64) bool { return c.hashes[b] == h }
 
@@ -286,10 +301,8 @@ func (c *Cache) Check() error {
 		if inQueue[b] {
 			return fmt.Errorf("kvcache: block %d twice in the free queue", b)
 		}
-		h, private := c.hashes[b], entry(c.flags[b])<<flagShift&privately != 0
-		if (e&hashed != 0) != (h != 0) || (e&privately != 0) != (h != 0 && private) {
-			return fmt.Errorf("kvcache: free-queue entry of block %d says hashed %v private %v; the block has hash %#x private %v",
-				b, e&hashed != 0, e&privately != 0, h, private)
+		if f := entry(c.flags[b]) << flagShift; e&^idMask != f {
+			return fmt.Errorf("kvcache: free-queue entry of block %d has flags %#x; the block %#x", b, uint32(e&^idMask), uint32(f))
 		}
 		inQueue[b] = true
 		n++
@@ -298,7 +311,8 @@ func (c *Cache) Check() error {
 		if p := c.blocks[b].pos; p != none && !inQueue[b] {
 			return fmt.Errorf("kvcache: block %d claims free-queue position %d it does not hold", b, p)
 		}
-		if f := entry(c.flags[b]) << flagShift; (f&hashed != 0) != (c.hashes[b] != 0) || f&^(hashed|privately) != 0 {
+		// A private block's hash may be unrecorded (MarkPrivate).
+		if f := entry(c.flags[b]) << flagShift; (f&hashed != 0) != (c.hashes[b] != 0) && f != hashed|privately || f&^(hashed|privately) != 0 {
 			return fmt.Errorf("kvcache: block %d has flags %#x and hash %#x", b, uint32(f), c.hashes[b])
 		}
 	}

@@ -44,7 +44,7 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	first := k * h.EngineBlock
 	last := first + h.EngineBlock - 1
 	var x uint64
-	if h.TraceBlock > 0 && last < h.PromptTokens && last/h.TraceBlock < int64(min(len(h.HashIDs), h.SharedIDs)) {
+	if !h.Private(k) {
 		x = prev
 		for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
 			x = mix(x, uint64(h.HashIDs[j]), 1)
@@ -61,6 +61,14 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 		x = 1
 	}
 	return x, private
+}
+
+// Private reports whether engine block k is private to the request: its
+// hash, which Hash returns with private true, depends on Unique and k
+// alone.
+func (h *BlockHasher) Private(k int64) bool {
+	last := (k+1)*h.EngineBlock - 1
+	return !(h.TraceBlock > 0 && last < h.PromptTokens && last/h.TraceBlock < int64(min(len(h.HashIDs), h.SharedIDs)))
 }
 
 // mix folds v into the running hash x (a splitmix64 finaliser over the
