@@ -56,9 +56,14 @@ type SchedulerConfig struct {
 	// MaxPrefillTokens caps the prompt tokens admitted by one step
 	// (default 16384).
 	MaxPrefillTokens int64 `yaml:"max_prefill_tokens,omitempty"`
-	// MaxRunningRequests caps the running requests (default: max_num_seqs;
-	// SGLang derives its own from the memory pool).
+	// MaxRunningRequests caps the running requests (default: derived
+	// from the KV pool as SGLang derives it; see sgMaxRunning).
 	MaxRunningRequests int `yaml:"max_running_requests,omitempty"`
+	// ContextLength is the model's context length (SGLang's
+	// --context-length; opaltrace replay takes the model's
+	// max_position_embeddings), from which SGLang sizes its request pool;
+	// 0: unknown.
+	ContextLength int64 `yaml:"context_length,omitempty"`
 	// EnableMixedChunk runs the decodes in the prefill step instead of
 	// stalling them.
 	EnableMixedChunk bool `yaml:"enable_mixed_chunk,omitempty"`

@@ -79,9 +79,10 @@ func medianOf(x []float64) float64 {
 // from its recorded workload, replays it on one simulated H200 ×4 (TP4)
 // worker with the default, uncalibrated roofline cost model, and records
 // observed against simulated median TTFT, median ITL and mean E2E with the
-// relative error. The simulated worker runs vLLM's scheduler (SGLang's is
-// not built yet) with prefix caching off, as the runs had
-// --disable-radix-cache; ShareGPT runs cannot be regenerated from their
+// relative error. The simulated worker runs SGLang's scheduler with the
+// radix cache off, as the runs had --disable-radix-cache, and SGLang's
+// defaults otherwise (max_running_requests from the pool and the model's
+// context length); ShareGPT runs cannot be regenerated from their
 // arguments and are listed as such.
 func TestDataCrunchGolden(t *testing.T) {
 	files := []string{
@@ -126,7 +127,9 @@ func TestDataCrunchGolden(t *testing.T) {
 			if err := json.Unmarshal(run.Reported, &rep); err != nil {
 				t.Fatalf("%s: reported summary: %v", name, err)
 			}
-			cfg := Config{Workload: mode, Scheduler: SchedulerConfig{EnablePrefixCaching: &off}}
+			cfg := Config{Workload: mode, Scheduler: SchedulerConfig{
+				Engine: EngineSGLang, DisableRadixCache: true, EnablePrefixCaching: &off, ContextLength: llm.MaxPositionEmbeddings,
+			}}
 			var ttft, itl []float64
 			var e2e float64
 			st, err := Run(cfg, dep, kv/16, reqs, func(o *trace.Request) error {

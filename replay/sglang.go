@@ -61,9 +61,8 @@ const (
 // The rules follow SGLang v0.4's scheduler (schedule_policy.py,
 // schedule_batch.py, scheduler.py); later versions add features (priority
 // scheduling, hierarchical cache, speculative decoding, overlap
-// scheduling) not modelled here. Departures: the page size is 1 token;
-// max_running_requests defaults to max_num_seqs instead of being derived
-// from the pool; when no request runs and the head of the queue can never
+// scheduling) not modelled here. Departures: the page size is 1 token
+// (SGLang's default); when no request runs and the head of the queue can never
 // pass the new-token estimate (a request as large as the whole pool), it
 // is admitted anyway rather than stalling the worker forever; a chunk of
 // the chunked request that the pool cannot hold shrinks to what it can
@@ -94,6 +93,21 @@ type sglang struct {
 	batch  []*reqState // scratch: decode batch
 	admit  []sgAdmit   // scratch: requests admitted by a prefill
 	retire []*reqState // scratch
+}
+
+// sgMaxRunning is SGLang's default max_running_requests for a KV pool of
+// tokens and a model context length (v0.4, model_runner.init_memory_pool
+// and tp_worker): the request-to-token pool holds
+// min(max(⌊tokens/context_len·512⌋, 2048), 4096) + 1 requests, and the
+// scheduler runs at most that many, and at most tokens/2. An unknown
+// context length (0) is taken as at least a quarter of the pool, which
+// gives the pool's floor of 2,048 requests.
+func sgMaxRunning(tokens, contextLen int64) int {
+	reqs := int64(2048)
+	if contextLen > 0 {
+		reqs = min(max(int64(float64(tokens)/float64(contextLen)*512), 2048), 4096)
+	}
+	return int(min(tokens/2, reqs+1))
 }
 
 // sgReq is a request's SGLang state while it is on a worker.
@@ -129,7 +143,7 @@ func newSGLang(s SchedulerConfig, tokens int64) *sglang {
 		g.maxPrefill = 16384
 	}
 	if g.maxRun == 0 {
-		g.maxRun = s.MaxNumSeqs
+		g.maxRun = sgMaxRunning(tokens, s.ContextLength)
 	}
 	c := s.ScheduleConservativeness
 	if c == 0 {

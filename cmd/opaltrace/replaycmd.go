@@ -214,6 +214,7 @@ func schedulerFor(cfg replay.Config, run trace.Run) (replay.Config, error) {
 	opt("enable_mixed_chunk", flag(&s.EnableMixedChunk))
 	opt("chunked_prefill_size", count(&s.ChunkedPrefillSize))
 	opt("max_prefill_tokens", count(&s.MaxPrefillTokens))
+	opt("context_length", count(&s.ContextLength))
 	opt("schedule_policy", func(v string) error {
 		if s.SchedulePolicy == "" {
 			s.SchedulePolicy = v

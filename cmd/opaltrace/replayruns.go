@@ -167,6 +167,10 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 	var done []replayed
 	for _, job := range jobs {
 		cfg := job.cfg
+		if cfg.Scheduler.ContextLength == 0 {
+			// SGLang sizes its request pool by it.
+			cfg.Scheduler.ContextLength = dep.LLM.MaxPositionEmbeddings
+		}
 		block := cfg.Scheduler.BlockSize
 		if block == 0 {
 			block = replay.DefaultConfig().Scheduler.BlockSize
