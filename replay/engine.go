@@ -270,8 +270,8 @@ type engine struct {
 	timeout time.Duration // client timeout; 0: none
 	live    []*reqState   // with a timeout: the state of each request in flight, by index
 
-	tabs [maxTabN + 1][]stepPrice // decode prices by batch size and context sum (decodePrice)
-	one  [1]int64                 // scratch: a lone decode's batch
+	tabs [maxTabN + 1][][]stepPrice // decode prices by batch size and context sum, in pages (decodePrice)
+	one  [1]int64                   // scratch: a lone decode's batch
 	// sum is the step model when it prices decode batches by their
 	// contexts' sum (steadySteps); nil otherwise.
 	sum model.DecodeSumModel
@@ -669,14 +669,17 @@ type stepPrice struct {
 // same sums recur, so after warming up a step costs a lookup. The table
 // of lone decodes (n = 1) serves every step model; larger batches need
 // the sum form (e.sum), which prices a batch by its size and sum alone.
+//
+// Note: a table is paged, its pages allocated when first used: a batch of
+// 16 long requests sums to millions, but the sums a replay meets are a few
+// ranges, and fresh memory costs a page fault per 4 KiB.
 func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 	tab := &e.tabs[n]
-	if ctx < int64(len(*tab)) {
-		if p := (*tab)[ctx]; p.d != 0 {
+	pg, off := ctx>>tabPageBits, ctx&(1<<tabPageBits-1)
+	if pg < int64(len(*tab)) && (*tab)[pg] != nil {
+		if p := (*tab)[pg][off]; p.d != 0 {
 			return p
 		}
-	} else if ctx < maxTab(n) {
-		*tab = slices.Grow(*tab, int(ctx+1)-len(*tab))[:ctx+1]
 	}
 	var d time.Duration
 	if n == 1 {
@@ -686,20 +689,24 @@ func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 		d, _ = e.sum.DecodeStepTime(n, ctx)
 	}
 	p := stepPrice{d, d.Seconds()}
-	if ctx < int64(len(*tab)) {
-		(*tab)[ctx] = p
+	if pg < maxTabPages {
+		if pg >= int64(len(*tab)) {
+			*tab = append(*tab, make([][]stepPrice, pg+1-int64(len(*tab)))...)
+		}
+		if (*tab)[pg] == nil {
+			(*tab)[pg] = make([]stepPrice, 1<<tabPageBits)
+		}
+		(*tab)[pg][off] = p
 	}
 	return p
 }
 
-// maxTab bounds the price table of n decodes (16 bytes an entry): 16 MiB
-// for lone decodes, 4 MiB for each larger batch size.
-func maxTab(n int) int64 {
-	if n == 1 {
-		return 1 << 20
-	}
-	return 1 << 18
-}
+// Price table pages hold 4,096 context sums (64 KiB); sums below 2^24 are
+// kept.
+const (
+	tabPageBits = 12
+	maxTabPages = 1 << (24 - tabPageBits)
+)
 
 // maxTabN is the largest batch size with a price table.
 const maxTabN = 16
