@@ -12,6 +12,9 @@ type column struct {
 	newSink func() colSink
 	list    bool
 	get     func(a arrow.Array, i int, r *Request)
+	// ptr returns a pointer to the field in r (*string, *Opt[int64],
+	// *Opt[float64], *Opt[Time] or a *[]T), for ScanColumns.
+	ptr func(r *Request) any
 }
 
 // columns is the Parquet schema, in design.md's field-group order. Adding a
@@ -96,6 +99,7 @@ func strCol(name string, f func(*Request) *string) column {
 	return column{
 		field:   arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true},
 		newSink: func() colSink { return &strSink{field: f} },
+		ptr:     func(r *Request) any { return f(r) },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
 				*f(r) = a.(*array.String).Value(i)
@@ -110,6 +114,7 @@ func i64Col(name string, f func(*Request) *Opt[int64]) column {
 		newSink: func() colSink {
 			return &optSink[int64]{value: func(r *Request) (int64, bool) { v := *f(r); return v.V, v.OK }}
 		},
+		ptr: func(r *Request) any { return f(r) },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
 				*f(r) = Some(a.(*array.Int64).Value(i))
@@ -124,6 +129,7 @@ func f64Col(name string, f func(*Request) *Opt[float64]) column {
 		newSink: func() colSink {
 			return &optSink[float64]{value: func(r *Request) (float64, bool) { v := *f(r); return v.V, v.OK }}
 		},
+		ptr: func(r *Request) any { return f(r) },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
 				*f(r) = Some(a.(*array.Float64).Value(i))
@@ -140,6 +146,7 @@ func timeCol(name string, f func(*Request) *Opt[Time]) column {
 		newSink: func() colSink {
 			return &optSink[float64]{value: func(r *Request) (float64, bool) { v := *f(r); return v.V.Seconds(), v.OK }}
 		},
+		ptr: func(r *Request) any { return f(r) },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
 				*f(r) = Some(TimeFromSeconds(a.(*array.Float64).Value(i)))
@@ -155,6 +162,7 @@ func listCol[T int64 | int32 | float64](name string, elem arrow.DataType, f func
 	return column{
 		field:   arrow.Field{Name: name, Type: arrow.ListOfField(arrow.Field{Name: "element", Type: elem, Nullable: true}), Nullable: true},
 		newSink: func() colSink { return &listSink[T]{field: f} },
+		ptr:     func(r *Request) any { return f(r) },
 		list:    true,
 		get: func(a arrow.Array, i int, r *Request) {
 			if !a.IsValid(i) {

@@ -233,26 +233,20 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 }
 
 // runSource scans the summary columns of the simulated file at path, and,
-// when the file holds several runs (filter), only the requests of run.
+// when the file holds several runs (filter), only the requests of run. As
+// parquetSource, it hands out one reused request, valid during the call.
 func runSource(path, run string, filter bool) analyze.Source {
 	if !filter {
 		return parquetSource(path)
 	}
 	cols := append([]string{"run"}, summaryColumns...)
 	return func(yield func(*trace.Request) error) error {
-		r, err := trace.OpenFileColumns(path, cols...)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		for r.Scan() {
-			if req := r.Request(); req.Run == run {
-				if err := yield(req); err != nil {
-					return err
-				}
+		return trace.ScanColumns(path, cols, func(r *trace.Request) error {
+			if r.Run != run {
+				return nil
 			}
-		}
-		return r.Err()
+			return yield(r)
+		})
 	}
 }
 
