@@ -63,7 +63,8 @@ func maxRSS() int64 {
 // streams every simulated request, ITL list included, into a Parquet file
 // through trace.Writer; "parquet-concurrent" does so with the writer
 // encoding on a second core, as opaltrace replay does; "discard" drops
-// them, to show the engine's own speed. OPALTRACE_BENCH_REQUESTS replays fewer (to profile);
+// them, to show the engine's own speed. Records are transient (the
+// writer copies them), as in opaltrace replay's large runs. OPALTRACE_BENCH_REQUESTS replays fewer (to profile);
 // OPALTRACE_BENCH_STREAM_INTERVAL sets the stream interval (default 1).
 func BenchmarkReplayAzureMillion(b *testing.B) {
 	lengths := readAzureLengths(b, shareddata.Path(b, "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
@@ -89,7 +90,7 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 			cpu0 := cpuTime()
 			for b.Loop() {
 				if out == "discard" {
-					st, err = RunInputs(cfg, cost, blocks, in, func(*trace.Request) error { return nil }, Options{})
+					st, err = RunInputs(cfg, cost, blocks, in, func(*trace.Request) error { return nil }, Options{Transient: true})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -104,7 +105,7 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				st, err = RunInputs(cfg, cost, blocks, in, w.Write, Options{})
+				st, err = RunInputs(cfg, cost, blocks, in, w.Write, Options{Transient: true})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -43,6 +43,10 @@ type Options struct {
 	Observe func(*Step) error
 	// PerSecond collects Stats.Seconds.
 	PerSecond bool
+	// Transient says that emit does not keep a record, or its lists,
+	// after it returns (it copies what it needs, as trace.Writer does):
+	// the engine then reuses their memory for the next records.
+	Transient bool
 }
 
 // A Step describes one forward pass of one worker, as built. Run passes it
@@ -155,6 +159,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		emit:     emit,
 		observe:  opts.Observe,
 		kvBlocks: kvBlocks,
+		reuse:    opts.Transient,
 	}
 	e.stats.Requests = reqs.Len()
 	if m, ok := cost.(model.DecodeSumModel); ok {
@@ -277,8 +282,12 @@ type engine struct {
 	sum model.DecodeSumModel
 
 	free []*reqState // recycled request states
-	done []*reqState // scratch: requests completed by a step
-	step Step
+	// reuse (Options.Transient): every record is rec, and request
+	// states keep their ITL lists' memory when recycled.
+	reuse bool
+	rec   trace.Request
+	done  []*reqState // scratch: requests completed by a step
+	step  Step
 }
 
 func (e *engine) NumWorkers() int { return len(e.workers) }
@@ -864,11 +873,24 @@ func (e *engine) alloc() *reqState {
 	return &reqState{}
 }
 
-// release recycles r, keeping its block table's capacity.
+// release recycles r, keeping its block table's capacity (and its ITL
+// list's, when records are transient).
 func (e *engine) release(r *reqState) {
 	blocks, ghost := r.blocks[:0], r.ghost[:0]
-	*r = reqState{blocks: blocks, ghost: ghost}
+	var itl []float64
+	if e.reuse {
+		itl = r.itl[:0]
+	}
+	*r = reqState{blocks: blocks, ghost: ghost, itl: itl}
 	e.free = append(e.free, r)
+}
+
+// record returns the record to fill: rec when records are transient.
+func (e *engine) record() *trace.Request {
+	if e.reuse {
+		return &e.rec
+	}
+	return new(trace.Request)
 }
 
 // indexAll turns off the private-block optimisation, so that a test can

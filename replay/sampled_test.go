@@ -52,3 +52,45 @@ func TestSampledEqualsItsRequests(t *testing.T) {
 		}
 	}
 }
+
+// With Options.Transient the engine reuses each record's memory after
+// emit returns; a consumer that copies what it needs sees the same
+// records as without it, whatever the scheduler, stream interval or
+// timeouts.
+func TestTransientRecords(t *testing.T) {
+	reqs := randomTrace(5, 300, 60)
+	cost := linearCost{Base: 2 * ms, PerToken: 20e3, PerContext: 7}
+	for i, cfg := range []Config{
+		{Workers: 2},
+		{Workers: 2, Scheduler: SchedulerConfig{StreamInterval: 4}},
+		{Workers: 3, Scheduler: SchedulerConfig{Engine: EngineSGLang, MaxNumSeqs: 8}},
+		{Workers: 2, Scheduler: SchedulerConfig{MaxNumSeqs: 4}, Client: ClientConfig{TimeoutSec: 0.1, LatencySec: 0.002}},
+	} {
+		var kept, copied []*trace.Request
+		if _, err := RunInputs(cfg, cost, 100, Requests(reqs), func(r *trace.Request) error {
+			kept = append(kept, r)
+			return nil
+		}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[*trace.Request]bool{}
+		if _, err := RunInputs(cfg, cost, 100, Requests(reqs), func(r *trace.Request) error {
+			seen[r] = true
+			c := *r
+			c.ITLSec = append([]float64(nil), r.ITLSec...)
+			if r.ITLSec != nil && c.ITLSec == nil {
+				c.ITLSec = []float64{}
+			}
+			copied = append(copied, &c)
+			return nil
+		}, Options{Transient: true}); err != nil {
+			t.Fatal(err)
+		}
+		if dump(kept) != dump(copied) {
+			t.Errorf("config %d: transient records differ", i)
+		}
+		if len(seen) != 1 {
+			t.Errorf("config %d: %d distinct records emitted; transient records reuse one", i, len(seen))
+		}
+	}
+}

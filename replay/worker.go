@@ -379,7 +379,11 @@ func (w *worker) emitTokens(now trace.Time) {
 		case r.out == 1:
 			r.firstTok, r.lastChunk = now, now
 			if r.maxOut > 1 {
-				r.itl = make([]float64, 0, numChunks(r.maxOut, w.stream)-1)
+				if n := numChunks(r.maxOut, w.stream) - 1; int64(cap(r.itl)) >= n {
+					r.itl = r.itl[:0] // a recycled state's (Options.Transient)
+				} else {
+					r.itl = make([]float64, 0, n)
+				}
 			}
 		case w.stream == 1 || (r.out-1)%w.stream == 0 || r.out == r.maxOut:
 			r.itl = append(r.itl, now.Sub(r.lastChunk).Seconds())

@@ -32,7 +32,8 @@ type WriterOptions struct {
 	// Concurrent writes row groups (column encoding and compression, most
 	// of the work) on another goroutine while the caller fills the next
 	// one, so that a producer (the replay engine) and the encoder each
-	// keep a core busy. Write copies what it needs, as without the option.
+	// keep a core busy. Write copies what it needs, as without the option
+	// (the record and its lists; strings are shared, being immutable).
 	// Errors of the encoder are returned by a later Write or by Close.
 	Concurrent bool
 }
@@ -82,6 +83,7 @@ func (w *Writer) encodeAll() {
 	defer close(w.done)
 	for rg := range w.full {
 		if w.failed() == nil {
+			rg.fill()
 			if err := w.enc.write(rg); err != nil {
 				w.fail(err)
 			}
@@ -109,7 +111,11 @@ func (w *Writer) failed() error {
 func (w *Writer) Write(r *Request) error {
 	w.total++
 	rg := w.enc.cur
-	rg.add(r)
+	if w.full != nil {
+		rg.addLists(r)
+	} else {
+		rg.add(r)
+	}
 	if !rg.isFull() {
 		return nil
 	}
@@ -194,6 +200,9 @@ type rowGroup struct {
 	sinks  []colSink
 	rows   int
 	values int // list values buffered
+	// Concurrent mode: copies of the rows, whose scalar columns the
+	// encoder goroutine fills (fill); the lists are copied at add.
+	reqs []Request
 }
 
 func newRowGroup() *rowGroup {
@@ -204,11 +213,43 @@ func newRowGroup() *rowGroup {
 	return rg
 }
 
+// add appends r to every column.
 func (rg *rowGroup) add(r *Request) {
 	for _, s := range rg.sinks {
 		rg.values += s.add(r)
 	}
 	rg.rows++
+}
+
+// addLists appends a copy of r, and r's lists to their columns; fill
+// does the scalar columns later, on the encoder goroutine.
+//
+// Note: this splits the work between the producer (the replay engine),
+// whose core has room, and the encoder, whose compression is most of
+// the writing: copying the record and its lists is all a caller that
+// reuses its Request needs. Strings are immutable, so the copy may share
+// them.
+func (rg *rowGroup) addLists(r *Request) {
+	rg.reqs = append(rg.reqs, *r)
+	for i, s := range rg.sinks {
+		if columns[i].list {
+			rg.values += s.add(r)
+		}
+	}
+	rg.rows++
+}
+
+// fill appends the copied rows' scalar columns, row by row (a record
+// is 1 KB: column by column, each pass over the rows missed the cache).
+func (rg *rowGroup) fill() {
+	for j := range rg.reqs {
+		r := &rg.reqs[j]
+		for i, s := range rg.sinks {
+			if !columns[i].list {
+				s.add(r)
+			}
+		}
+	}
 }
 
 // isFull reports whether the row group has reached its bounds.
@@ -220,6 +261,8 @@ func (rg *rowGroup) reset() {
 	for _, s := range rg.sinks {
 		s.reset()
 	}
+	clear(rg.reqs) // let the strings go
+	rg.reqs = rg.reqs[:0]
 	rg.rows, rg.values = 0, 0
 }
 

@@ -194,7 +194,7 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 				sim = append(sim, r)
 			}
 			return w.Write(r)
-		}, replay.Options{PerSecond: cl.perSecond != ""})
+		}, replay.Options{PerSecond: cl.perSecond != "", Transient: !keep}) // the writer copies what it needs
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}
