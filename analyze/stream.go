@@ -57,28 +57,57 @@ var collectLimit int64 = 1 << 20
 // order (np.mean/np.std of a contiguous float64 array: one pairwise sum
 // over the whole array), not merely to the true mean rounded once.
 func SummarizeStream(src Source, pcts []float64) (*StreamSummary, error) {
-	s := &StreamSummary{Pcts: pcts}
-	var ms [4]*metricStream
-	for i := range ms {
-		ms[i] = &metricStream{hist: make([]int64, 1<<16)}
-	}
+	z := NewStreamSummarizer(pcts)
 	// Pass 1: counts and top-level histograms.
 	err := src(func(r *trace.Request) error {
-		s.Requests++
-		if !r.OK() {
-			s.Failed++
-			return nil
-		}
-		s.Completed++
-		s.TotalInputTokens += r.InputTokens.Or(0)
-		s.TotalOutputTokens += r.OutputTokens.Or(0)
-		eachMetric(r, func(m int, v float64) { ms[m].count(v) })
+		z.Add(r)
 		return nil
 	})
-	s.Passes++
+	z.s.Passes++
 	if err != nil {
 		return nil, err
 	}
+	return z.Finish(src)
+}
+
+// A StreamSummarizer is SummarizeStream with its first pass fed by the
+// caller: Add every request of the dataset (in any order: the first pass
+// only counts), then Finish makes the other passes over src, which must
+// yield the same requests. A replay that writes its records to a file
+// adds them as it writes, and reads the file only twice.
+type StreamSummarizer struct {
+	s    *StreamSummary
+	ms   [4]*metricStream
+	pcts []float64
+}
+
+// NewStreamSummarizer starts a summary with percentiles pcts.
+func NewStreamSummarizer(pcts []float64) *StreamSummarizer {
+	z := &StreamSummarizer{s: &StreamSummary{Pcts: pcts}, pcts: pcts}
+	for i := range z.ms {
+		z.ms[i] = &metricStream{hist: make([]int64, 1<<16)}
+	}
+	return z
+}
+
+// Add counts request r (the first pass). It keeps nothing of r.
+func (z *StreamSummarizer) Add(r *trace.Request) {
+	s := z.s
+	s.Requests++
+	if !r.OK() {
+		s.Failed++
+		return
+	}
+	s.Completed++
+	s.TotalInputTokens += r.InputTokens.Or(0)
+	s.TotalOutputTokens += r.OutputTokens.Or(0)
+	eachMetric(r, func(m int, v float64) { z.ms[m].count(v) })
+}
+
+// Finish makes the passes over src that the summary still needs; Passes
+// counts them (and the first, when SummarizeStream made it).
+func (z *StreamSummarizer) Finish(src Source) (*StreamSummary, error) {
+	s, ms, pcts := z.s, z.ms, z.pcts
 	for _, m := range ms {
 		m.plan(pcts)
 	}

@@ -3,6 +3,7 @@ package analyze
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -104,5 +105,32 @@ func TestFloatKeyOrder(t *testing.T) {
 		if math.Float64bits(keyFloat(floatKey(v))) != math.Float64bits(v) {
 			t.Errorf("keyFloat(floatKey(%v)) = %v", v, keyFloat(floatKey(v)))
 		}
+	}
+}
+
+// A StreamSummarizer whose first pass is fed by Add, in another order,
+// gives SummarizeStream's summary with one pass fewer over the source.
+func TestStreamSummarizerAddThenFinish(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	reqs := randomRequests(rng, 5000)
+	pcts := []float64{1, 50, 99}
+	want, err := SummarizeStream(sliceSource(reqs), pcts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := NewStreamSummarizer(pcts)
+	for i := len(reqs) - 1; i >= 0; i-- {
+		z.Add(reqs[i])
+	}
+	got, err := z.Finish(sliceSource(reqs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Passes != want.Passes-1 {
+		t.Errorf("%d passes over the source, want %d", got.Passes, want.Passes-1)
+	}
+	got.Passes = want.Passes
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("summaries differ:\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -683,13 +683,13 @@ func streamDists(s *analyze.StreamSummary) []analyze.StreamDist {
 }
 
 // WriteStreamSummary prints a summary computed in passes over a file
-// (analyze.SummarizeStream): counts, tokens and the latency blocks, pooled
-// over the file's runs.
-func WriteStreamSummary(w io.Writer, name string, s *analyze.StreamSummary) error {
+// (analyze.SummarizeStream): counts, tokens and the latency blocks, of
+// what scope says it covers ("all runs pooled", "run X").
+func WriteStreamSummary(w io.Writer, name, scope string, s *analyze.StreamSummary) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", center(" Serving Benchmark Result ", 50, '='))
 	row(&b, "Dataset:", name)
-	fmt.Fprintf(&b, "Exact summary in %d passes over the file, all runs pooled.\n", s.Passes)
+	fmt.Fprintf(&b, "Exact summary in %d passes over the file, %s.\n", s.Passes, scope)
 	row(&b, "Successful requests:", s.Completed)
 	row(&b, "Failed requests:", s.Failed)
 	row(&b, "Total input tokens:", s.TotalInputTokens)

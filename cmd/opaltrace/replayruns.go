@@ -127,6 +127,7 @@ type replayed struct {
 	run    trace.Run
 	mem    *analyze.Summary
 	stream *analyze.StreamSummary
+	sum    *analyze.StreamSummarizer // stream's first pass, made as the records were written
 }
 
 // replayRuns replays each job through the cluster and writes every
@@ -185,6 +186,10 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 		}
 		keep := job.in.Len() <= streamAbove
 		var sim []*trace.Request
+		var sum *analyze.StreamSummarizer // the streamed summary's first pass, as records are written
+		if !keep {
+			sum = analyze.NewStreamSummarizer(report.DefaultPercentiles)
+		}
 		st, err := replay.RunInputs(cfg, step, kvTokens/block, job.in, func(r *trace.Request) error {
 			r.Run = job.name
 			if r.Model == "" {
@@ -192,6 +197,8 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 			}
 			if keep {
 				sim = append(sim, r)
+			} else {
+				sum.Add(r)
 			}
 			return w.Write(r)
 		}, replay.Options{PerSecond: cl.perSecond != "", Transient: !keep}) // the writer copies what it needs
@@ -206,7 +213,7 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 		fmt.Fprintf(stderr, "%s: %d simulated requests (%s; %d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %d workers\n",
 			job.name, st.Requests, job.how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers)
 		runs = append(runs, run)
-		d := replayed{run: run}
+		d := replayed{run: run, sum: sum}
 		if keep {
 			d.mem = analyze.Summarize(run, sim)
 		}
@@ -225,7 +232,7 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 			continue
 		}
 		src := runSource(out, done[i].run.Name, len(runs) > 1)
-		if done[i].stream, err = analyze.SummarizeStream(src, report.DefaultPercentiles); err != nil {
+		if done[i].stream, err = done[i].sum.Finish(src); err != nil {
 			return nil, fmt.Errorf("%s: run %s: summary: %w", out, done[i].run.Name, err)
 		}
 	}
@@ -264,7 +271,8 @@ func writeReplayed(w io.Writer, done []replayed) error {
 		if d.mem != nil {
 			err = report.WriteStats(w, []*analyze.Summary{d.mem}, report.StatsOptions{})
 		} else {
-			err = report.WriteStreamSummary(w, d.run.Name, d.stream)
+			// The first pass was made as the records were written.
+			err = report.WriteStreamSummary(w, d.run.Name, "run "+d.run.Name+" (a first pass made while writing)", d.stream)
 		}
 		if err != nil {
 			return err

@@ -50,7 +50,7 @@ func statsLowMemory(c *cli.Command, opts report.StatsOptions) error {
 			}
 			continue
 		}
-		if err := report.WriteStreamSummary(c.Writer, label, s); err != nil {
+		if err := report.WriteStreamSummary(c.Writer, label, "all runs pooled", s); err != nil {
 			return err
 		}
 	}
