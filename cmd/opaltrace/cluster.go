@@ -111,6 +111,19 @@ func (c cluster) stepModel(dep *model.Deployment) (model.StepModel, error) {
 	return cm.StepModel(dep)
 }
 
+// costModelText says what priced the steps, for the outputs' metadata:
+// the cost model file as written by calibrate, or the roofline with its
+// coefficients.
+func (c cluster) costModelText(dep *model.Deployment) (string, error) {
+	if c.CostModel != "" {
+		data, err := os.ReadFile(c.CostModel)
+		return string(data), err
+	}
+	return fmt.Sprintf("roofline: %s on %d × %s (%.4g FLOP/s, %.4g B/s); mfu %g, attention_mfu %g, bandwidth_efficiency %g, link_efficiency %g, step_overhead %v\n",
+		dep.LLM.Name, dep.TP, dep.Hardware.Name, dep.Hardware.PeakFLOPS, dep.Hardware.MemBandwidth,
+		dep.MFU, dep.AttentionMFU, dep.BandwidthEfficiency, dep.LinkEfficiency, dep.StepOverhead), nil
+}
+
 // loadLLM resolves a shipped model name or a config.json path.
 func loadLLM(name string) (model.LLM, error) {
 	if _, err := os.Stat(name); err == nil {

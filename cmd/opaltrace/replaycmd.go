@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -151,13 +150,9 @@ func applyReplayFlags(c *cli.Command, cl *cluster) error {
 }
 
 func writeSeconds(cl cluster, dep *model.Deployment, rows []replay.Second) error {
-	cost := fmt.Sprintf("roofline: %s on %d × %s", dep.LLM.Name, cl.TP, dep.Hardware.Name)
-	if cl.CostModel != "" {
-		data, err := os.ReadFile(cl.CostModel)
-		if err != nil {
-			return err
-		}
-		cost = string(data)
+	cost, err := cl.costModelText(dep)
+	if err != nil {
+		return err
 	}
 	f, err := atomicfile.Create(cl.perSecond)
 	if err != nil {

@@ -164,6 +164,10 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 	if err != nil {
 		return nil, err
 	}
+	costText, err := cl.costModelText(dep)
+	if err != nil {
+		return nil, err
+	}
 	var runs []trace.Run
 	var done []replayed
 	for _, job := range jobs {
@@ -179,7 +183,7 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 		run := trace.Run{
 			Name: job.name, Source: "simulated", Model: dep.LLM.Name, Engine: engineName(cfg),
 			Hardware: dep.Hardware.Name, TP: cl.TP,
-			Extra: map[string]string{"config": cl.yaml(), "workload": job.how},
+			Extra: map[string]string{"config": cl.yaml(), "cost_model": costText, "workload": job.how},
 		}
 		if job.of != "" {
 			run.Extra["replay_of"] = job.of

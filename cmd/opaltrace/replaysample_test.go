@@ -75,6 +75,10 @@ func TestReplaySampledTiny(t *testing.T) {
 	if run.Name != "tiny" || run.Extra["workload"] != want {
 		t.Errorf("run %q, workload %q; want tiny, %q", run.Name, run.Extra["workload"], want)
 	}
+	// The run says what priced its steps.
+	if c := run.Extra["cost_model"]; !strings.Contains(c, "roofline: llama-3.1-8b on 1 × h100") || !strings.Contains(c, "mfu 0.5") {
+		t.Errorf("cost_model metadata %q, want the roofline and its coefficients", c)
+	}
 	seen := map[[2]int64]bool{}
 	for _, r := range reqs {
 		seen[[2]int64{r.InputTokens.V, r.OutputTokens.V}] = true
