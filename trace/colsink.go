@@ -114,6 +114,12 @@ func appendRun(dst []int16, run []int16, n int) []int16 {
 
 func (s *listSink[T]) add(r *Request) int {
 	l := *s.field(r)
+	if len(l) > 0 && s.vals == nil {
+		// A row group's worth at once: growing by doubling copied
+		// and faulted in twice that much fresh memory.
+		n := rowGroupListValues + 1<<16
+		s.vals, s.def, s.rep = make([]T, 0, n), make([]int16, 0, n), make([]int16, 0, n)
+	}
 	switch {
 	case l == nil:
 		s.def, s.rep = append(s.def, 0), append(s.rep, 0)
