@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -118,7 +119,9 @@ func (s *listSink[T]) add(r *Request) int {
 		// A row group's worth at once: growing by doubling copied
 		// and faulted in twice that much fresh memory.
 		n := rowGroupListValues + 1<<16
-		s.vals, s.def, s.rep = make([]T, 0, n), make([]int16, 0, n), make([]int16, 0, n)
+		s.vals = make([]T, 0, n)
+		s.def, s.rep = slices.Grow(s.def, n), slices.Grow(s.rep, n) // keeping the rows before
+
 	}
 	switch {
 	case l == nil:
