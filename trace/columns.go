@@ -98,7 +98,7 @@ func Schema() *arrow.Schema {
 func strCol(name string, f func(*Request) *string) column {
 	return column{
 		field:   arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true},
-		newSink: func() colSink { return &strSink{field: f} },
+		newSink: func() colSink { return &strSink{off: fieldOffset(f)} },
 		ptr:     func(r *Request) any { return f(r) },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
@@ -110,11 +110,9 @@ func strCol(name string, f func(*Request) *string) column {
 
 func i64Col(name string, f func(*Request) *Opt[int64]) column {
 	return column{
-		field: arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-		newSink: func() colSink {
-			return &optSink[int64]{value: func(r *Request) (int64, bool) { v := *f(r); return v.V, v.OK }}
-		},
-		ptr: func(r *Request) any { return f(r) },
+		field:   arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		newSink: func() colSink { return &optSink[int64]{off: fieldOffset(f)} },
+		ptr:     func(r *Request) any { return f(r) },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
 				*f(r) = Some(a.(*array.Int64).Value(i))
@@ -125,11 +123,9 @@ func i64Col(name string, f func(*Request) *Opt[int64]) column {
 
 func f64Col(name string, f func(*Request) *Opt[float64]) column {
 	return column{
-		field: arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		newSink: func() colSink {
-			return &optSink[float64]{value: func(r *Request) (float64, bool) { v := *f(r); return v.V, v.OK }}
-		},
-		ptr: func(r *Request) any { return f(r) },
+		field:   arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		newSink: func() colSink { return &optSink[float64]{off: fieldOffset(f)} },
+		ptr:     func(r *Request) any { return f(r) },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
 				*f(r) = Some(a.(*array.Float64).Value(i))
@@ -142,11 +138,9 @@ func f64Col(name string, f func(*Request) *Opt[float64]) column {
 // place where trace time becomes the Parquet unit and back.
 func timeCol(name string, f func(*Request) *Opt[Time]) column {
 	return column{
-		field: arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-		newSink: func() colSink {
-			return &optSink[float64]{value: func(r *Request) (float64, bool) { v := *f(r); return v.V.Seconds(), v.OK }}
-		},
-		ptr: func(r *Request) any { return f(r) },
+		field:   arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		newSink: func() colSink { return &timeSink{off: fieldOffset(f)} },
+		ptr:     func(r *Request) any { return f(r) },
 		get: func(a arrow.Array, i int, r *Request) {
 			if a.IsValid(i) {
 				*f(r) = Some(TimeFromSeconds(a.(*array.Float64).Value(i)))

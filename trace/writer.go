@@ -197,22 +197,55 @@ type encoder struct {
 
 // A rowGroup buffers the rows of one row group, one sink per column.
 type rowGroup struct {
-	sinks  []colSink
+	sinks  []colSink // in column order, for writing
 	rows   int
 	values int // list values buffered
+
+	// The same sinks by kind, so that add calls them directly (a row
+	// has some sixty columns; an interface call each was measurable).
+	i64   []*optSink[int64]
+	f64   []*optSink[float64]
+	times []*timeSink
+	strs  []*strSink
+	lists []colSink
 }
 
 func newRowGroup() *rowGroup {
 	rg := &rowGroup{sinks: make([]colSink, len(columns))}
 	for i, c := range columns {
-		rg.sinks[i] = c.newSink()
+		s := c.newSink()
+		rg.sinks[i] = s
+		switch s := s.(type) {
+		case *optSink[int64]:
+			rg.i64 = append(rg.i64, s)
+		case *optSink[float64]:
+			rg.f64 = append(rg.f64, s)
+		case *timeSink:
+			rg.times = append(rg.times, s)
+		case *strSink:
+			rg.strs = append(rg.strs, s)
+		default:
+			rg.lists = append(rg.lists, s)
+		}
 	}
 	return rg
 }
 
 // add appends r to every column.
 func (rg *rowGroup) add(r *Request) {
-	for _, s := range rg.sinks {
+	for _, s := range rg.strs {
+		s.add(r)
+	}
+	for _, s := range rg.i64 {
+		s.add(r)
+	}
+	for _, s := range rg.f64 {
+		s.add(r)
+	}
+	for _, s := range rg.times {
+		s.add(r)
+	}
+	for _, s := range rg.lists {
 		rg.values += s.add(r)
 	}
 	rg.rows++
