@@ -53,6 +53,12 @@ type Writer struct {
 	keys  []string // metadata keys in the order set, for deterministic files
 	total int64
 
+	// shift halves the bounds of the next row groups: the first row
+	// groups are small, so that a concurrent writer's encoder goroutine
+	// starts early (it waited half a second for the first of a
+	// million-request replay), and each doubles until the bounds.
+	shift int
+
 	// Concurrent mode: full row groups go to the encoder goroutine on
 	// full, and come back emptied on free; done closes when it is gone.
 	full chan *rowGroup
@@ -71,7 +77,8 @@ func NewWriterWith(w io.Writer, o WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	wr := &Writer{enc: enc, meta: map[string]string{}}
+	// Both modes ramp alike, so that they write the same bytes.
+	wr := &Writer{enc: enc, meta: map[string]string{}, shift: 5}
 	if o.Concurrent {
 		// Two row groups: one filling, one being written.
 		wr.full, wr.free = make(chan *rowGroup, 1), make(chan *rowGroup, 1)
@@ -116,8 +123,11 @@ func (w *Writer) Write(r *Request) error {
 	w.total++
 	rg := w.enc.cur
 	rg.add(r)
-	if !rg.isFull() {
+	if !rg.isFull(w.shift) {
 		return nil
+	}
+	if w.shift > 0 {
+		w.shift--
 	}
 	return w.ship()
 }
@@ -251,9 +261,10 @@ func (rg *rowGroup) add(r *Request) {
 	rg.rows++
 }
 
-// isFull reports whether the row group has reached its bounds.
-func (rg *rowGroup) isFull() bool {
-	return rg.rows >= RowGroupRows || rg.values >= rowGroupListValues
+// isFull reports whether the row group has reached its bounds, divided
+// by 2^shift.
+func (rg *rowGroup) isFull(shift int) bool {
+	return rg.rows >= RowGroupRows>>shift || rg.values >= rowGroupListValues>>shift
 }
 
 func (rg *rowGroup) reset() {

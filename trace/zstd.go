@@ -23,7 +23,7 @@ type fastZstd struct {
 }
 
 var fastZstdEncoders = sync.Pool{New: func() any {
-	enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithNoEntropyCompression(true))
 	if err != nil {
 		panic(err) // only on invalid options
 	}
