@@ -8,13 +8,13 @@ import (
 )
 
 // fastZstd is arrow-go's zstd codec with one change: at zstd's fastest
-// level, which Writer uses, it leaves literals without entropy coding
-// when that does not pay, as zstd does by default.
+// level, which Writer uses, literals are not entropy coded.
 //
-// Note: arrow-go's encoders force entropy coding of all literals
+// Note: arrow-go's encoders force Huffman coding of all literals
 // (WithAllLitEntropyCompression). For a simulated trace, whose ITL lists
-// are most of the bytes, Huffman-coding their literals was a third of the
-// compression time for a few percent of size. The frames are standard
+// are most of the bytes, that was a third of the compression time for a
+// few percent of size (a million simulated requests: 202 MiB with it,
+// 208 MiB without; matches, not literals, do the work). The frames are standard
 // zstd; reading is arrow-go's own codec, unchanged. Registering replaces
 // the codec for the whole process: other levels go to arrow-go's codec as
 // before.
