@@ -399,24 +399,38 @@ func (c *optScan[P, F]) load(cr file.ColumnChunkReader, levels int64) error {
 }
 
 func (c *optScan[P, F]) next() error {
-	if c.li >= len(c.def) {
-		return errors.New("fewer values than the row group has rows")
-	}
-	d := c.def[c.li]
-	c.li++
+	present, err := nextLevel(c.def, len(c.vals), c.maxDef, &c.li, &c.vi)
 	switch {
-	case c.maxDef == 0 || d == c.maxDef: // a required column has no levels
-		if c.vi >= len(c.vals) {
-			return errors.New("fewer values than definition levels")
-		}
-		*c.field = Some(c.conv(c.vals[c.vi]))
-		c.vi++
-	case d >= 0 && d < c.maxDef:
-		*c.field = Opt[F]{}
+	case err != nil:
+		return err
+	case present:
+		*c.field = Some(c.conv(c.vals[c.vi-1]))
 	default:
-		return fmt.Errorf("definition level %d above %d", d, c.maxDef)
+		*c.field = Opt[F]{}
 	}
 	return nil
+}
+
+// nextLevel reads the definition level of the next row of an optional
+// scalar column: present says whether the row has a value (the one before
+// *vi, which it advances past); li is the next level.
+func nextLevel(def []int16, values int, maxDef int16, li, vi *int) (present bool, err error) {
+	if *li >= len(def) {
+		return false, errors.New("fewer values than the row group has rows")
+	}
+	d := def[*li]
+	*li++
+	switch {
+	case maxDef == 0 || d == maxDef: // a required column has no levels
+		if *vi >= values {
+			return false, errors.New("fewer values than definition levels")
+		}
+		*vi++
+		return true, nil
+	case d >= 0 && d < maxDef:
+		return false, nil
+	}
+	return false, fmt.Errorf("definition level %d above %d", d, maxDef)
 }
 
 func (c *optScan[P, F]) left() int { return len(c.def) - c.li }
@@ -472,22 +486,14 @@ func (c *strScan) load(cr file.ColumnChunkReader, levels int64) error {
 }
 
 func (c *strScan) next() error {
-	if c.li >= len(c.def) {
-		return errors.New("fewer values than the row group has rows")
-	}
-	d := c.def[c.li]
-	c.li++
+	present, err := nextLevel(c.def, len(c.vals), c.maxDef, &c.li, &c.vi)
 	switch {
-	case c.maxDef == 0 || d == c.maxDef: // a required column has no levels
-		if c.vi >= len(c.vals) {
-			return errors.New("fewer values than definition levels")
-		}
-		*c.field = c.vals[c.vi]
-		c.vi++
-	case d >= 0 && d < c.maxDef:
-		*c.field = ""
+	case err != nil:
+		return err
+	case present:
+		*c.field = c.vals[c.vi-1]
 	default:
-		return fmt.Errorf("definition level %d above %d", d, c.maxDef)
+		*c.field = ""
 	}
 	return nil
 }

@@ -57,22 +57,39 @@ func loadDataset(arg string, opts ingest.Options, allowErrors bool, stderr io.Wr
 		return &dataset{Name: label, Runs: runs, Requests: reqs}, nil
 	}
 	ds := &dataset{Name: label}
-	var bad int
+	bad := badRecords{stderr: stderr}
 	runs, _, err := ingest.Files([]string{path}, opts,
 		func(r *trace.Request) error {
 			ds.Requests = append(ds.Requests, r.Clone())
 			return nil
 		},
-		func(e *ingest.SyntaxError) {
-			bad++
-			fmt.Fprintf(stderr, "opaltrace: %v\n", e)
-		})
+		bad.report)
 	if err != nil {
 		return nil, err
 	}
-	if bad > 0 && !allowErrors {
-		return nil, fmt.Errorf("%s: %d bad records (use --allow-errors to go on without them)", path, bad)
+	if err := bad.check(path, allowErrors); err != nil {
+		return nil, err
 	}
 	ds.Runs = runs
 	return ds, nil
+}
+
+// badRecords reports each bad record of an input on stderr and counts
+// them, for commands that read inputs to use rather than to convert.
+type badRecords struct {
+	n      int
+	stderr io.Writer
+}
+
+func (b *badRecords) report(e *ingest.SyntaxError) {
+	b.n++
+	fmt.Fprintf(b.stderr, "opaltrace: %v\n", e)
+}
+
+// check fails when path had bad records and they are not allowed.
+func (b *badRecords) check(path string, allowErrors bool) error {
+	if b.n > 0 && !allowErrors {
+		return fmt.Errorf("%s: %d bad records (use --allow-errors to go on without them)", path, b.n)
+	}
+	return nil
 }

@@ -117,16 +117,12 @@ func samplePairs(args []string, opts ingest.Options, allowErrors bool, stderr io
 			}
 			continue
 		}
-		bad := 0
-		_, _, err := ingest.Files([]string{path}, opts, add, func(e *ingest.SyntaxError) {
-			bad++
-			fmt.Fprintf(stderr, "opaltrace: %v\n", e)
-		})
-		if err != nil {
+		bad := badRecords{stderr: stderr}
+		if _, _, err := ingest.Files([]string{path}, opts, add, bad.report); err != nil {
 			return nil, err
 		}
-		if bad > 0 && !allowErrors {
-			return nil, fmt.Errorf("%s: %d bad records (use --allow-errors to go on without them)", path, bad)
+		if err := bad.check(path, allowErrors); err != nil {
+			return nil, err
 		}
 	}
 	if len(pairs) == 0 {
