@@ -3,8 +3,10 @@ package trace
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -95,7 +97,7 @@ func (w *Writer) encodeAll() {
 	defer close(w.done)
 	for rg := range w.full {
 		if w.failed() == nil {
-			if err := w.enc.write(rg); err != nil {
+			if err := w.enc.write(rg, true); err != nil {
 				w.fail(err)
 			}
 		}
@@ -136,7 +138,7 @@ func (w *Writer) Write(r *Request) error {
 // handing it to the encoder goroutine and taking the other one back.
 func (w *Writer) ship() error {
 	if w.full == nil {
-		err := w.enc.write(w.enc.cur)
+		err := w.enc.write(w.enc.cur, false)
 		w.enc.cur.reset()
 		return err
 	}
@@ -340,26 +342,56 @@ func newEncoder(w io.Writer) (*encoder, error) {
 	return &encoder{fw: fw, cur: newRowGroup()}, nil
 }
 
-// write writes rg's rows as one row group of the file.
-func (e *encoder) write(rg *rowGroup) error {
+// write writes rg's rows as one row group of the file. With parallel,
+// the ITL list, most of a simulated trace's bytes, is encoded on a
+// goroutine of its own while this one encodes the other columns.
+//
+// Note: the row group is buffered: every column writer keeps its pages in
+// memory until Close writes them out in column order, so columns can be
+// encoded in any order, and on different goroutines (each column writer
+// touches only its own state), and the file is the same. With two cores
+// shared by the replay and the writer, the second encoding goroutine runs
+// when the replay waits for the writer.
+func (e *encoder) write(rg *rowGroup, parallel bool) error {
 	if rg.rows == 0 {
 		return nil
 	}
-	w, err := e.fw.AppendRowGroupChecked()
+	w, err := e.fw.AppendBufferedRowGroupChecked()
 	if err != nil {
 		return err
 	}
-	for i, s := range rg.sinks {
-		cw, err := w.NextColumn()
+	one := func(i int) error {
+		cw, err := w.Column(i)
 		if err != nil {
 			return err
 		}
-		if err := s.write(cw); err != nil {
+		if err := rg.sinks[i].write(cw); err != nil {
 			return fmt.Errorf("writing column %s: %w", columns[i].field.Name, err)
 		}
-		if err := cw.Close(); err != nil {
-			return err
+		return nil
+	}
+	heavy := -1
+	var heavyErr error
+	var wg sync.WaitGroup
+	if parallel {
+		heavy = itlColumn
+		wg.Go(func() { heavyErr = one(heavy) })
+	}
+	var errs []error
+	for i := range rg.sinks {
+		if i != heavy {
+			if err := one(i); err != nil {
+				errs = append(errs, err)
+				break
+			}
 		}
+	}
+	wg.Wait()
+	if err := errors.Join(append(errs, heavyErr)...); err != nil {
+		return err
 	}
 	return w.Close()
 }
+
+// itlColumn is the index of itl_s in columns.
+var itlColumn = slices.IndexFunc(columns, func(c column) bool { return c.field.Name == "itl_s" })
