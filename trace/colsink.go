@@ -2,7 +2,6 @@ package trace
 
 import (
 	"fmt"
-	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -129,10 +128,16 @@ func (s *strSink) reset() {
 // repeated group, optional element): a null list has definition level 0,
 // an empty one 1, each element 3; the first element of a row repeats at
 // level 0, the others at 1.
+//
+// Note: add keeps the values and each row's length, and write makes the
+// levels: a concurrent Writer adds on the producer's goroutine and writes
+// on the encoder's, and the ITL list's levels (two per value) were a
+// tenth of the producer's share.
 type listSink[T int64 | int32 | float64] struct {
 	field    func(*Request) *[]T
 	vals     []T
-	def, rep []int16
+	lens     []int32 // per row: −1 for null, else the list's length
+	def, rep []int16 // made by write
 }
 
 // Levels are copied from these runs rather than appended one by one.
@@ -157,32 +162,37 @@ func appendRun(dst []int16, run []int16, n int) []int16 {
 
 func (s *listSink[T]) add(r *Request) int {
 	l := *s.field(r)
+	if l == nil {
+		s.lens = append(s.lens, -1)
+		return 0
+	}
 	if len(l) > 0 && s.vals == nil {
 		// A row group's worth at once: growing by doubling copied
 		// and faulted in twice that much fresh memory.
-		n := rowGroupListValues + 1<<16
-		s.vals = make([]T, 0, n)
-		s.def, s.rep = slices.Grow(s.def, n), slices.Grow(s.rep, n) // keeping the rows before
-
+		s.vals = make([]T, 0, rowGroupListValues+1<<16)
 	}
-	switch {
-	case l == nil:
-		s.def, s.rep = append(s.def, 0), append(s.rep, 0)
-	case len(l) == 0:
-		s.def, s.rep = append(s.def, 1), append(s.rep, 0)
-	default:
-		s.vals = append(s.vals, l...)
-		s.def = appendRun(s.def, threes, len(l))
-		s.rep = appendRun(append(s.rep, 0), ones, len(l)-1)
-	}
+	s.vals = append(s.vals, l...)
+	s.lens = append(s.lens, int32(len(l)))
 	return len(l)
 }
 
 func (s *listSink[T]) write(w file.ColumnChunkWriter) error {
+	s.def, s.rep = s.def[:0], s.rep[:0]
+	for _, n := range s.lens {
+		switch {
+		case n < 0:
+			s.def, s.rep = append(s.def, 0), append(s.rep, 0)
+		case n == 0:
+			s.def, s.rep = append(s.def, 1), append(s.rep, 0)
+		default:
+			s.def = appendRun(s.def, threes, int(n))
+			s.rep = appendRun(append(s.rep, 0), ones, int(n)-1)
+		}
+	}
 	return writeBatch(w, s.vals, s.def, s.rep)
 }
 
-func (s *listSink[T]) reset() { s.vals, s.def, s.rep = s.vals[:0], s.def[:0], s.rep[:0] }
+func (s *listSink[T]) reset() { s.vals, s.lens = s.vals[:0], s.lens[:0] }
 
 // writeBatch writes numbers to the typed column chunk writer w.
 func writeBatch[T int64 | int32 | float64](w file.ColumnChunkWriter, vals []T, def, rep []int16) error {
