@@ -162,6 +162,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		reuse:    opts.Transient,
 	}
 	e.stats.Requests = reqs.Len()
+	e.sh, _ = reqs.(shaper)
 	if m, ok := cost.(model.DecodeSumModel); ok {
 		if _, ok := m.DecodeStepTime(1, 0); ok {
 			e.sum = m
@@ -249,7 +250,8 @@ type engine struct {
 	workers  []*worker
 	q        eventQueue
 	reqs     Inputs
-	n        int // requests
+	sh       shaper // reqs, when it is one; nil otherwise
+	n        int    // requests
 	kvBlocks int64
 	emit     func(*trace.Request) error
 	observe  func(*Step) error
@@ -336,7 +338,7 @@ func (e *engine) prepare() {
 	}
 	var ids [][]int64 // hash ids, when prefixes matter
 	var bs []int64    // trace block size (0: none)
-	sh, _ := e.reqs.(shaper)
+	sh := e.sh
 	for i := range n {
 		if sh != nil {
 			prompt, out, at := sh.shape(i)
@@ -506,8 +508,8 @@ func (e *engine) sendNext(at trace.Time, i int32) {
 func (e *engine) arrive(now trace.Time, i int32) error {
 	var in *trace.Request // nil: a shaper's request, not built (see base)
 	var prompt, out int64
-	if sh, ok := e.reqs.(shaper); ok {
-		prompt, out, _ = sh.shape(int(i))
+	if e.sh != nil {
+		prompt, out, _ = e.sh.shape(int(i))
 	} else {
 		in = e.reqs.Request(int(i))
 		prompt, out = in.InputTokens.V, in.OutputTokens.V
@@ -677,12 +679,17 @@ type stepPrice struct {
 // a steady batch advances its sum by n a step, and across a replay the
 // same sums recur, so after warming up a step costs a lookup. The table
 // of lone decodes (n = 1) serves every step model; larger batches need
-// the sum form (e.sum), which prices a batch by its size and sum alone.
+// the sum form (e.sum), which prices a batch by its size and sum alone;
+// batches above maxTabN are priced each time.
 //
 // Note: a table is paged, its pages allocated when first used: a batch of
 // 16 long requests sums to millions, but the sums a replay meets are a few
 // ranges, and fresh memory costs a page fault per 4 KiB.
 func (e *engine) decodePrice(n int, ctx int64) stepPrice {
+	if n > maxTabN {
+		d, _ := e.sum.DecodeStepTime(n, ctx)
+		return stepPrice{d, d.Seconds()}
+	}
 	tab := &e.tabs[n]
 	pg, off := ctx>>tabPageBits, ctx&(1<<tabPageBits-1)
 	if pg < int64(len(*tab)) && (*tab)[pg] != nil {

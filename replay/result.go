@@ -37,7 +37,7 @@ func (e *engine) base(in *trace.Request, i int32, prompt, out int64, sent, arriv
 		o.BlockSize, o.HashIDs = in.BlockSize, slices.Clone(in.HashIDs)
 		o.SetPos(in.Pos())
 	} else {
-		e.reqs.(shaper).ident(int(i), o)
+		e.sh.ident(int(i), o)
 	}
 	if o.RequestID == "" {
 		o.RequestID = o.Run + "/" + strconv.Itoa(int(i))

@@ -83,18 +83,17 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 			}
 			grow = w.nextGrow(j)
 		}
-		var d time.Duration
-		switch {
-		case e.sum != nil && n <= maxTabN:
-			d = e.decodePrice(int(n), ctx+n*j).d
-		case e.sum != nil:
-			d, _ = e.sum.DecodeStepTime(int(n), ctx+n*j)
-		default:
+		var p stepPrice
+		if e.sum != nil {
+			p = e.decodePrice(int(n), ctx+n*j)
+		} else {
 			for i, r := range w.running {
 				w.batch.Decode[i] = r.computed + j
 			}
-			d = e.price(&w.batch)
+			d := e.price(&w.batch)
+			p = stepPrice{d, d.Seconds()}
 		}
+		d := p.d
 		j++
 		if d <= 0 {
 			return now, false, fmt.Errorf("replay: step model returned a non-positive step time %v", d)
@@ -107,7 +106,7 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 		}
 		durs = append(durs, d)
 		if w.stream == 1 {
-			secs = append(secs, d.Seconds())
+			secs = append(secs, p.s)
 		}
 		now = end
 	}
