@@ -134,7 +134,7 @@ func (s *strSink) reset() {
 // on the encoder's, and the ITL list's levels (two per value) were a
 // tenth of the producer's share.
 type listSink[T int64 | int32 | float64] struct {
-	field    func(*Request) *[]T
+	off      uintptr // of the []T field
 	vals     []T
 	lens     []int32 // per row: −1 for null, else the list's length
 	def, rep []int16 // made by write
@@ -161,7 +161,7 @@ func appendRun(dst []int16, run []int16, n int) []int16 {
 }
 
 func (s *listSink[T]) add(r *Request) int {
-	l := *s.field(r)
+	l := *(*[]T)(unsafe.Add(unsafe.Pointer(r), s.off))
 	if l == nil {
 		s.lens = append(s.lens, -1)
 		return 0

@@ -155,7 +155,7 @@ func timeCol(name string, f func(*Request) *Opt[Time]) column {
 func listCol[T int64 | int32 | float64](name string, elem arrow.DataType, f func(*Request) *[]T) column {
 	return column{
 		field:   arrow.Field{Name: name, Type: arrow.ListOfField(arrow.Field{Name: "element", Type: elem, Nullable: true}), Nullable: true},
-		newSink: func() colSink { return &listSink[T]{field: f} },
+		newSink: func() colSink { return &listSink[T]{off: fieldOffset(f)} },
 		ptr:     func(r *Request) any { return f(r) },
 		list:    true,
 		get: func(a arrow.Array, i int, r *Request) {
