@@ -110,11 +110,11 @@ func replayToParquet(cl cluster, jobs []replayJob, out string, stderr io.Writer)
 // is summarised by passes over the written file instead of in memory: a
 // simulated request keeps one ITL gap per output token, and the in-memory
 // summary pools and sorts them, so with the Azure conversation lengths
-// (211 output tokens on average) it costs about 7 KB per request on top
-// of the engine's and writer's ≈0.6 GB (measured peak RSS: 50,000
-// requests 0.86 GB in memory, 0.63 GB streamed; 100,000 requests 1.2 GB
-// in memory). Below it the in-memory summary is cheap and says more
-// (duration, throughput, goodput, semantics).
+// (211 output tokens on average) it costs about 9 KB per request
+// (measured with replay --sample, 64 workers: 50,000 requests 705 MiB
+// peak RSS in memory, 274 MiB streamed; 100,000 streamed 290 MiB). Below
+// it the in-memory summary is affordable and says more (duration,
+// throughput, goodput, semantics).
 const lowMemoryRequests = 50_000
 
 // neverStream, as replayRuns' streamAbove, keeps every summary in memory.
@@ -133,9 +133,11 @@ type replayed struct {
 // replayRuns replays each job through the cluster and writes every
 // simulated request atomically to out, one run per job. The records are
 // handed to a concurrent Parquet writer and, for runs of at most
-// streamAbove requests, kept for the in-memory summary; the summaries of
-// larger runs are computed by analyze.SummarizeStream over the committed
-// file, so memory does not grow with the run.
+// streamAbove requests, kept for the in-memory summary; larger runs keep
+// none (the engine reuses them, Options.Transient): their summaries are
+// counted as records are written and finished by passes over the
+// committed file (analyze.StreamSummarizer), so memory does not grow with
+// the run.
 func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, streamAbove int) ([]replayed, error) {
 	if cl.perSecond != "" && len(jobs) > 1 {
 		return nil, fmt.Errorf("--per-second: the input has %d runs to replay; per-second statistics are written for one run at a time", len(jobs))
@@ -157,9 +159,9 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 		return nil, err
 	}
 	defer f.Abort()
-	// Concurrent: the encoder keeps each record until it is encoded, so
-	// emit below finishes a record (Run, Model) before Write and nothing
-	// touches it afterwards.
+	// Concurrent: the file is encoded and compressed on a second core
+	// while the engine runs; Write copies each record, so the engine may
+	// reuse it once emit returns.
 	w, err := trace.NewWriterWith(f, trace.WriterOptions{Concurrent: true})
 	if err != nil {
 		return nil, err
