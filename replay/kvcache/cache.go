@@ -244,38 +244,35 @@ func (c *Cache) pushBack(b int32) {
 // twice as many entries as blocks, so at least half of a full ring is
 // tombstones and compaction costs O(1) per push, amortised.
 func (c *Cache) compact() {
-	mask := int64(len(c.ring) - 1)
-	t := c.head
-	for p := c.head; p < c.tail; p++ {
-		e := c.ring[p&mask]
-		if e == tombstone {
-			continue
-		}
-		c.ring[t&mask] = e
-		c.blocks[e&idMask].pos = int32(t)
-		t++
-	}
-	c.tail = t
+	c.tail = c.pack(c.ring, c.head)
 	c.compactions++
 }
 
 // rebase renumbers the queue from position 0, so that positions fit the
 // blocks' int32s: once every 2³¹ releases.
 func (c *Cache) rebase() {
-	mask := int64(len(c.ring) - 1)
 	ring := make([]entry, len(c.ring))
-	t := int64(0)
+	c.tail = c.pack(ring, 0)
+	c.ring, c.head = ring, 0
+	c.compactions++
+}
+
+// pack copies the live entries of the queue, in order, into dst from
+// position at on (modulo its length, which is the ring's), records their
+// new positions in their blocks, and returns the position after the last.
+// dst may be the ring itself when at is the head: writes never pass reads.
+func (c *Cache) pack(dst []entry, at int64) int64 {
+	mask := int64(len(c.ring) - 1)
 	for p := c.head; p < c.tail; p++ {
 		e := c.ring[p&mask]
 		if e == tombstone {
 			continue
 		}
-		ring[t] = e
-		c.blocks[e&idMask].pos = int32(t)
-		t++
+		dst[at&mask] = e
+		c.blocks[e&idMask].pos = int32(at)
+		at++
 	}
-	c.ring, c.head, c.tail = ring, 0, t
-	c.compactions++
+	return at
 }
 
 // Check recounts the cache's invariants from scratch: every block is either
