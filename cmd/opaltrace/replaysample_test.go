@@ -345,3 +345,28 @@ func TestReplayRunsThreshold(t *testing.T) {
 		t.Errorf("ITL mean %v vs %v, E2E p99 %v vs %v", m.ITL.Mean, s.ITL.Mean, m.E2E.Percentile(99), s.E2E.Percentiles[0])
 	}
 }
+
+// A bad record in a --sample input is reported as FILE:LINE, fails the
+// replay with nothing written, and with --allow-errors the good pairs are
+// still used.
+func TestReplaySampledBadInput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "bad.csv")
+	bad := tinyLengths + "2023-11-16 18:15:52.0000000,lots,7\n"
+	if err := os.WriteFile(in, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "sim.parquet")
+	args := []string{"replay", "--sample", "50", "--sample-rate", "10", "--workers", "1", "-o", out, in}
+	_, stderr, err := opaltrace(t, args...)
+	if err == nil || !strings.Contains(stderr, in+":5:") || !strings.Contains(err.Error(), "1 bad records") {
+		t.Fatalf("err %v, stderr %q; want the bad line named and the replay failed", err, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("%s written after a failed input (stat: %v)", out, err)
+	}
+	if _, stderr, err := opaltrace(t, append([]string{args[0], "--allow-errors"}, args[1:]...)...); err != nil {
+		t.Fatalf("--allow-errors: %v\n%s", err, stderr)
+	}
+	readSim(t, out, 50, tinyPairs)
+}
