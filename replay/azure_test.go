@@ -154,3 +154,54 @@ func TestAzureLoad(t *testing.T) {
 		t.Errorf("busy fraction %.3f, want about 0.7", busy)
 	}
 }
+
+// BenchmarkWriteAzure writes the simulated records of the first 100,000
+// requests of the million (kept in memory) through trace.Writer on one
+// goroutine: the writer's own cost per request, apart from the engine's.
+func BenchmarkWriteAzure(b *testing.B) {
+	lengths := readAzureLengths(b, shareddata.Path(b, "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
+	cost, blocks := llama8BOnH100(b)
+	const n = 100_000
+	in, err := NewSampled("azure", n, azureRate, lengths, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var recs []*trace.Request
+	if _, err := RunInputs(Config{Workers: 64}, cost, blocks, in, func(r *trace.Request) error {
+		recs = append(recs, r)
+		return nil
+	}, Options{}); err != nil {
+		b.Fatal(err)
+	}
+	path := b.TempDir() + "/sim.parquet"
+	var size int64
+	cpu0 := cpuTime()
+	for b.Loop() {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := bufio.NewWriterSize(f, 1<<20)
+		w, err := trace.NewWriter(buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range recs {
+			if err := w.Write(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := buf.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		fi, _ := f.Stat()
+		size = fi.Size()
+		f.Close()
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/req")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/req")
+	b.ReportMetric(float64(size)/(1<<20), "file-MiB")
+}

@@ -1,11 +1,9 @@
 package trace
 
 import (
-	"fmt"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
 // A colSink buffers one column of the row group being written, as the
@@ -15,14 +13,14 @@ import (
 // of every list value from the Arrow arrays and grew fresh, zeroed
 // buffers for each row group: for a simulated trace, whose ITL lists are
 // nearly all of its values, that was most of the writing time. Sinks keep
-// their slices from one row group to the next and hand them to the column
-// writer in one call.
+// their slices from one row group to the next and are encoded in one
+// call (pqchunk.go).
 type colSink interface {
 	// add appends r's value; it returns the list values it added (0
 	// for a scalar).
 	add(r *Request) int
-	// write writes the buffered rows to the column chunk writer w.
-	write(w file.ColumnChunkWriter) error
+	// encode encodes the buffered rows into c's pages.
+	encode(c *chunk)
 	// reset forgets the rows and keeps the memory.
 	reset()
 }
@@ -50,9 +48,7 @@ func (s *optSink[T]) add(r *Request) int {
 	return 0
 }
 
-func (s *optSink[T]) write(w file.ColumnChunkWriter) error {
-	return writeBatch(w, s.vals, s.def, nil)
-}
+func (s *optSink[T]) encode(c *chunk) { encodeOptional(c, s.vals, s.def) }
 
 func (s *optSink[T]) reset() { s.vals, s.def = s.vals[:0], s.def[:0] }
 
@@ -74,9 +70,7 @@ func (s *timeSink) add(r *Request) int {
 	return 0
 }
 
-func (s *timeSink) write(w file.ColumnChunkWriter) error {
-	return writeBatch(w, s.vals, s.def, nil)
-}
+func (s *timeSink) encode(c *chunk) { encodeOptional(c, s.vals, s.def) }
 
 func (s *timeSink) reset() { s.vals, s.def = s.vals[:0], s.def[:0] }
 
@@ -110,14 +104,7 @@ func (s *strSink) add(r *Request) int {
 	return 0
 }
 
-func (s *strSink) write(w file.ColumnChunkWriter) error {
-	cw, ok := w.(*file.ByteArrayColumnChunkWriter)
-	if !ok {
-		return fmt.Errorf("trace: column %s: writer %T for strings", w.Descr().Name(), w)
-	}
-	_, err := cw.WriteBatch(s.vals, s.def, nil)
-	return err
-}
+func (s *strSink) encode(c *chunk) { encodeStrings(c, s.vals, s.def) }
 
 func (s *strSink) reset() {
 	clear(s.vals) // let the strings go
@@ -125,39 +112,12 @@ func (s *strSink) reset() {
 }
 
 // A listSink holds a list in Parquet's three-level layout (optional list,
-// repeated group, optional element): a null list has definition level 0,
-// an empty one 1, each element 3; the first element of a row repeats at
-// level 0, the others at 1.
-//
-// Note: add keeps the values and each row's length, and write makes the
-// levels: a concurrent Writer adds on the producer's goroutine and writes
-// on the encoder's, and the ITL list's levels (two per value) were a
-// tenth of the producer's share.
+// repeated group, optional element): the values and each row's length;
+// encodeList makes the levels.
 type listSink[T int64 | int32 | float64] struct {
-	off      uintptr // of the []T field
-	vals     []T
-	lens     []int32 // per row: −1 for null, else the list's length
-	def, rep []int16 // made by write
-}
-
-// Levels are copied from these runs rather than appended one by one.
-var threes, ones = levelRun(3), levelRun(1)
-
-func levelRun(v int16) []int16 {
-	s := make([]int16, 4096)
-	for i := range s {
-		s[i] = v
-	}
-	return s
-}
-
-func appendRun(dst []int16, run []int16, n int) []int16 {
-	for n > 0 {
-		k := min(n, len(run))
-		dst = append(dst, run[:k]...)
-		n -= k
-	}
-	return dst
+	off  uintptr // of the []T field
+	vals []T
+	lens []int32 // per row: −1 for null, else the list's length
 }
 
 func (s *listSink[T]) add(r *Request) int {
@@ -176,43 +136,6 @@ func (s *listSink[T]) add(r *Request) int {
 	return len(l)
 }
 
-func (s *listSink[T]) write(w file.ColumnChunkWriter) error {
-	s.def, s.rep = s.def[:0], s.rep[:0]
-	for _, n := range s.lens {
-		switch {
-		case n < 0:
-			s.def, s.rep = append(s.def, 0), append(s.rep, 0)
-		case n == 0:
-			s.def, s.rep = append(s.def, 1), append(s.rep, 0)
-		default:
-			s.def = appendRun(s.def, threes, int(n))
-			s.rep = appendRun(append(s.rep, 0), ones, int(n)-1)
-		}
-	}
-	return writeBatch(w, s.vals, s.def, s.rep)
-}
+func (s *listSink[T]) encode(c *chunk) { encodeList(c, s.vals, s.lens) }
 
 func (s *listSink[T]) reset() { s.vals, s.lens = s.vals[:0], s.lens[:0] }
-
-// writeBatch writes numbers to the typed column chunk writer w.
-func writeBatch[T int64 | int32 | float64](w file.ColumnChunkWriter, vals []T, def, rep []int16) error {
-	var err error
-	switch v := any(vals).(type) {
-	case []int64:
-		if cw, ok := w.(*file.Int64ColumnChunkWriter); ok {
-			_, err = cw.WriteBatch(v, def, rep)
-			return err
-		}
-	case []int32:
-		if cw, ok := w.(*file.Int32ColumnChunkWriter); ok {
-			_, err = cw.WriteBatch(v, def, rep)
-			return err
-		}
-	case []float64:
-		if cw, ok := w.(*file.Float64ColumnChunkWriter); ok {
-			_, err = cw.WriteBatch(v, def, rep)
-			return err
-		}
-	}
-	return fmt.Errorf("trace: column %s: writer %T for %T", w.Descr().Name(), w, vals)
-}

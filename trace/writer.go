@@ -1,9 +1,10 @@
 package trace
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -14,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -39,8 +39,8 @@ type WriterOptions struct {
 	//
 	// Note: copying records whole at Write and filling the scalar
 	// columns on the encoder's goroutine measured slower (median of five
-	// million-request runs 7.0 s against 5.9 s): the encoder has the more
-	// work of the two.
+	// million-request runs 7.0 s against 5.9 s) when the encoder had the
+	// more work of the two, writing through arrow-go's column writers.
 	// Errors of the encoder are returned by a later Write or by Close.
 	Concurrent bool
 }
@@ -96,14 +96,20 @@ func NewWriterWith(w io.Writer, o WriterOptions) (*Writer, error) {
 func (w *Writer) encodeAll() {
 	defer close(w.done)
 	for rg := range w.full {
-		if w.failed() == nil {
-			if err := w.enc.write(rg, true); err != nil {
-				w.fail(err)
-			}
+		if w.failed() != nil {
+			w.recycle(rg)
+			continue
 		}
-		rg.reset()
-		w.free <- rg
+		if err := w.enc.write(rg, true, w.recycle); err != nil {
+			w.fail(err)
+		}
 	}
+}
+
+// recycle hands an emptied row group back to the producer.
+func (w *Writer) recycle(rg *rowGroup) {
+	rg.reset()
+	w.free <- rg
 }
 
 func (w *Writer) fail(err error) {
@@ -138,9 +144,7 @@ func (w *Writer) Write(r *Request) error {
 // handing it to the encoder goroutine and taking the other one back.
 func (w *Writer) ship() error {
 	if w.full == nil {
-		err := w.enc.write(w.enc.cur, false)
-		w.enc.cur.reset()
-		return err
+		return w.enc.write(w.enc.cur, false, (*rowGroup).reset)
 	}
 	if err := w.failed(); err != nil {
 		return err
@@ -186,25 +190,31 @@ func (w *Writer) Close() error {
 	if err != nil {
 		return err
 	}
-	fw := w.enc.fw
-	if err := fw.AppendKeyValueMetadata(MetaSchemaVersion, SchemaVersion); err != nil {
+	meta := w.enc.meta
+	if err := meta.AppendKeyValueMetadata(MetaSchemaVersion, SchemaVersion); err != nil {
 		return err
 	}
-	if err := fw.AppendKeyValueMetadata(MetaRuns, string(runs)); err != nil {
+	if err := meta.AppendKeyValueMetadata(MetaRuns, string(runs)); err != nil {
 		return err
 	}
 	for _, k := range w.keys {
-		if err := fw.AppendKeyValueMetadata(k, w.meta[k]); err != nil {
+		if err := meta.AppendKeyValueMetadata(k, w.meta[k]); err != nil {
 			return err
 		}
 	}
-	return fw.Close()
+	return w.enc.close()
 }
 
-// An encoder writes row groups to a Parquet file.
+// An encoder writes row groups to a Parquet file: it encodes each column
+// chunk itself (pqchunk.go) and builds the footer with arrow-go's metadata
+// builders.
 type encoder struct {
-	fw  *file.Writer
-	cur *rowGroup // being filled
+	w       io.Writer
+	pos     int64 // bytes written
+	meta    *metadata.FileMetaDataBuilder
+	chunks  []*chunk  // per column, reused across row groups
+	ordinal int16     // of the next row group
+	cur     *rowGroup // being filled
 }
 
 // A rowGroup buffers the rows of one row group, one sink per column.
@@ -279,24 +289,19 @@ func (rg *rowGroup) reset() {
 func newEncoder(w io.Writer) (*encoder, error) {
 	schema := Schema()
 	opts := []parquet.WriterProperty{
-		// zstd's fastest level: a tenth faster than its default for
-		// the same size on simulated traces, whose ITL lists are most
-		// of the bytes and repeat so much that level 1 finds it all.
+		// The codec the footer names; pages are compressed by
+		// zstdCompress at zstd's fastest level: a tenth faster than its
+		// default for the same size on simulated traces, whose ITL lists
+		// are most of the bytes and repeat so much that level 1 finds it
+		// all.
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(RowGroupRows),
 		parquet.WithCreatedBy("opaltrace"),
 		parquet.WithStats(true),
-		// Dictionary encoding pays for the few distinct strings (run,
-		// status, model, semantics) but not for floats and token counts,
-		// whose hashing dominated the time of writing simulated traces.
+		// The footer lists these encodings (chunk.encodingStats counts
+		// the pages): dictionaries for the few distinct strings (run,
+		// status, model, semantics) but not for numbers.
 		parquet.WithDictionaryDefault(false),
-		// Larger pages compress the long ITL lists better (zstd sees
-		// more of their repetition): a million simulated requests take
-		// 230 MiB with 1 MiB pages, 192 MiB with 2, 170 MiB with 4;
-		// but the column writers grow each page's buffer from 1 KiB and
-		// zero it on reuse, so 4 MiB pages wrote them 25 % slower.
-		parquet.WithDataPageSize(2 << 20),
 	}
 	for _, c := range columns {
 		switch {
@@ -317,80 +322,124 @@ func newEncoder(w io.Writer) (*encoder, error) {
 	if pq.NumColumns() != len(columns) {
 		return nil, fmt.Errorf("trace: %d Parquet columns for %d fields", pq.NumColumns(), len(columns))
 	}
+	chunks := make([]*chunk, len(columns))
 	for i, c := range columns {
-		// The levels the sinks write (colsink.go).
+		// The levels the sinks write (pqchunk.go).
 		def, rep := int16(1), int16(0)
 		if c.list {
 			def, rep = 3, 1
 		}
-		if d := pq.Column(i); d.MaxDefinitionLevel() != def || d.MaxRepetitionLevel() != rep {
+		d := pq.Column(i)
+		if d.MaxDefinitionLevel() != def || d.MaxRepetitionLevel() != rep {
 			return nil, fmt.Errorf("trace: column %s has levels %d/%d, the writer writes %d/%d",
 				c.field.Name, d.MaxDefinitionLevel(), d.MaxRepetitionLevel(), def, rep)
 		}
+		path := d.Path()
+		chunks[i] = &chunk{descr: d, stats: props.StatisticsEnabledFor(path), dict: props.DictionaryEnabledFor(path),
+			maxStats: int(props.MaxStatsSizeFor(path))}
 	}
 	// The Arrow schema, stored as pqarrow stores it, lets Arrow readers
 	// restore the exact types.
 	meta := metadata.KeyValueMetadata{}
 	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(flight.SerializeSchema(schema, memory.DefaultAllocator)))
-	// Hide any Close method: the Parquet writer closes a sink that has
-	// one, and the caller (an atomic file, say) must decide when its
-	// file is done.
-	fw, err := file.NewParquetWriterWithError(struct{ io.Writer }{w}, pq.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
-	if err != nil {
+	e := &encoder{w: w, meta: metadata.NewFileMetadataBuilder(pq, props, meta), chunks: chunks, cur: newRowGroup()}
+	if err := e.out(magic); err != nil {
 		return nil, err
 	}
-	return &encoder{fw: fw, cur: newRowGroup()}, nil
+	return e, nil
 }
 
-// write writes rg's rows as one row group of the file. With parallel,
+// magic begins and ends a Parquet file.
+var magic = []byte("PAR1")
+
+func (e *encoder) out(b []byte) error {
+	n, err := e.w.Write(b)
+	e.pos += int64(n)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	return err
+}
+
+// write writes rg's rows as one row group of the file, and calls done
+// with rg once its columns are encoded, before they are written out: a
+// concurrent Writer's producer fills rg again meanwhile. With parallel,
 // the ITL list, most of a simulated trace's bytes, is encoded on a
 // goroutine of its own while this one encodes the other columns.
-//
-// Note: the row group is buffered: every column writer keeps its pages in
-// memory until Close writes them out in column order, so columns can be
-// encoded in any order, and on different goroutines (each column writer
-// touches only its own state), and the file is the same. With two cores
-// shared by the replay and the writer, the second encoding goroutine runs
-// when the replay waits for the writer.
-func (e *encoder) write(rg *rowGroup, parallel bool) error {
+func (e *encoder) write(rg *rowGroup, parallel bool, done func(*rowGroup)) error {
 	if rg.rows == 0 {
+		done(rg)
 		return nil
 	}
-	w, err := e.fw.AppendBufferedRowGroupChecked()
-	if err != nil {
-		return err
-	}
-	one := func(i int) error {
-		cw, err := w.Column(i)
-		if err != nil {
-			return err
-		}
-		if err := rg.sinks[i].write(cw); err != nil {
-			return fmt.Errorf("writing column %s: %w", columns[i].field.Name, err)
-		}
-		return nil
+	one := func(i int) {
+		c := e.chunks[i]
+		c.reset()
+		rg.sinks[i].encode(c)
 	}
 	heavy := -1
-	var heavyErr error
 	var wg sync.WaitGroup
 	if parallel {
 		heavy = itlColumn
-		wg.Go(func() { heavyErr = one(heavy) })
+		wg.Go(func() { one(heavy) })
 	}
-	var errs []error
 	for i := range rg.sinks {
 		if i != heavy {
-			if err := one(i); err != nil {
-				errs = append(errs, err)
-				break
-			}
+			one(i)
 		}
 	}
 	wg.Wait()
-	if err := errors.Join(append(errs, heavyErr)...); err != nil {
+	rows := rg.rows
+	done(rg)
+
+	rgm := e.meta.AppendRowGroup()
+	for _, c := range e.chunks {
+		cm := rgm.NextColumnChunk()
+		st, ok, err := c.statistics()
+		if err != nil {
+			return fmt.Errorf("trace: statistics of column %s: %w", c.descr.Name(), err)
+		}
+		if ok {
+			cm.SetStats(st)
+		}
+		info := metadata.ChunkMetaInfo{
+			NumValues:        c.levels,
+			IndexPageOffset:  -1,
+			DataPageOffset:   e.pos + int64(c.dictLen),
+			CompressedSize:   int64(len(c.buf)),
+			UncompressedSize: c.uncompressed,
+		}
+		if c.dictLen > 0 {
+			info.DictPageOffset = e.pos
+		}
+		if err := cm.Finish(info, c.dictLen > 0, false, c.encodingStats()); err != nil {
+			return err
+		}
+		if err := e.out(c.buf); err != nil {
+			return err
+		}
+	}
+	rgm.SetNumRows(rows)
+	if err := rgm.Finish(0, e.ordinal); err != nil {
 		return err
 	}
-	return w.Close()
+	e.ordinal++
+	return nil
+}
+
+// close writes the footer: the file's metadata, its length, the magic.
+func (e *encoder) close() error {
+	fm, err := e.meta.Finish()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if _, err := fm.WriteTo(&buf, nil); err != nil {
+		return err
+	}
+	n := buf.Len()
+	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(n)))
+	buf.Write(magic)
+	return e.out(buf.Bytes())
 }
 
 // itlColumn is the index of itl_s in columns.
