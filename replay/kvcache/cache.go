@@ -24,14 +24,15 @@ import (
 // the previous one. A block taken out of the middle of the queue (a prefix
 // hit on a free block) leaves a tombstone in its slot, and compaction drops
 // tombstones when the ring is full. An entry also says whether its block
-// holds a hash, and whether that hash is private, so that Allocate writes a
-// block's record without reading it. The hash index is a fixed-size
+// holds a hash, whether that hash is private, and whether it is recorded,
+// so that Allocate writes a block's record without reading it, and clears
+// a hash only where one was written. The hash index is a fixed-size
 // open-addressing table. The cache allocates nothing per step; memory is
 // O(blocks), not O(requests).
 type Cache struct {
 	blocks []block
 	hashes []uint64 // per block; 0: not cached
-	flags  []uint8  // per block: the hashed and privately bits of its ring entry, shifted down (flagShift)
+	flags  []uint8  // per block: the hashed, privately and recorded bits of its ring entry, shifted down (flagShift)
 	// ring holds the free queue: entries head..tail-1, taken modulo
 	// its power-of-two length; positions fit an int32 (see rebase).
 	ring       []entry
@@ -59,7 +60,8 @@ type entry uint32
 const (
 	hashed    entry = 1 << 31
 	privately entry = 1 << 30
-	idMask    entry = privately - 1
+	recorded  entry = 1 << 29 // hashes[b] holds the hash (MarkPrivate does not record it)
+	idMask    entry = recorded - 1
 	tombstone entry = idMask
 
 	// MaxBlocks is the most blocks a Cache holds.
@@ -149,7 +151,12 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 			if e&privately == 0 {
 				c.index.del(c.hashes[b], b)
 			}
-			c.hashes[b] = 0
+			if e&recorded != 0 {
+				// A write to the hashes, another array, only
+				// where one was made: most private blocks are
+				// never recorded (MarkPrivate).
+				c.hashes[b] = 0
+			}
 			c.flags[b] = 0
 			c.Evictions++
 		}
@@ -171,7 +178,7 @@ func (c *Cache) Commit(b int32, h uint64) {
 		return
 	}
 	c.hashes[b] = h
-	c.flags[b] = uint8(hashed >> flagShift)
+	c.flags[b] = uint8((hashed | recorded) >> flagShift)
 	c.index.add(h, b)
 }
 
@@ -190,7 +197,7 @@ func (c *Cache) CommitPrivate(b int32, h uint64) {
 		return
 	}
 	c.hashes[b] = h
-	c.flags[b] = uint8((hashed | privately) >> flagShift)
+	c.flags[b] = uint8((hashed | privately | recorded) >> flagShift)
 }
 
 // MarkPrivate records that block b holds private content (as
@@ -309,7 +316,7 @@ func (c *Cache) Check() error {
 			return fmt.Errorf("kvcache: block %d claims free-queue position %d it does not hold", b, p)
 		}
 		// A private block's hash may be unrecorded (MarkPrivate).
-		if f := entry(c.flags[b]) << flagShift; (f&hashed != 0) != (c.hashes[b] != 0) && f != hashed|privately || f&^(hashed|privately) != 0 {
+		if f := entry(c.flags[b]) << flagShift; (f&recorded != 0) != (c.hashes[b] != 0) || f != 0 && f != hashed|recorded && f != hashed|privately && f != hashed|privately|recorded {
 			return fmt.Errorf("kvcache: block %d has flags %#x and hash %#x", b, uint32(f), c.hashes[b])
 		}
 	}
