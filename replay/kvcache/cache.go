@@ -32,7 +32,6 @@ import (
 type Cache struct {
 	blocks []block
 	hashes []uint64 // per block; 0: not cached
-	flags  []uint8  // per block: the hashed, privately and recorded bits of its ring entry, shifted down (flagShift)
 	// ring holds the free queue: entries head..tail-1, taken modulo
 	// its power-of-two length; positions fit an int32 (see rebase).
 	ring       []entry
@@ -48,10 +47,23 @@ type Cache struct {
 
 // A block is the record of one KV block that allocation and release
 // touch.
+//
+// Note: a free block's flags are in its ring entry, and a referenced
+// block's in its pos, which it does not need then: a separate array of
+// flags was one more cache miss per block in Allocate and in Release.
 type block struct {
 	ref int32
-	pos int32 // free: its position in the ring; referenced: none
+	// pos is, for a free block, its position in the ring (≥ 0); for a
+	// referenced one, the complement of the flag bits its ring entry will
+	// carry, shifted down by flagShift (< 0; none: no flags).
+	pos int32
 }
+
+// flags returns a referenced block's flag bits, as in a ring entry.
+func (k block) flags() entry { return entry(uint8(^k.pos)) << flagShift }
+
+// withFlags returns the pos of a referenced block with flag bits f.
+func withFlags(f entry) int32 { return ^int32(uint8(f >> flagShift)) }
 
 // An entry is a ring slot: a block id and its hash state when it was
 // freed (a free block's hash does not change), or a tombstone.
@@ -68,7 +80,7 @@ const (
 	MaxBlocks = int64(idMask)
 )
 
-const none = -1
+const none = -1 // a referenced block without flags
 
 // flagShift moves an entry's flags into a byte and back.
 const flagShift = 24
@@ -89,11 +101,11 @@ func New(n int64) *Cache {
 	c := &Cache{
 		blocks: make([]block, n),
 		hashes: make([]uint64, n),
-		flags:  make([]uint8, n),
 		ring:   make([]entry, size),
 		index:  newIndex(n),
 	}
 	for b := range int32(n) {
+		c.blocks[b].pos = none
 		c.pushBack(b)
 	}
 	return c
@@ -125,8 +137,9 @@ func (c *Cache) Ref(b int32) int32 { return c.blocks[b].ref }
 // free queue when it was free.
 func (c *Cache) Acquire(b int32) {
 	if c.blocks[b].ref == 0 {
-		c.ring[int64(c.blocks[b].pos)&int64(len(c.ring)-1)] = tombstone
-		c.blocks[b].pos = none
+		slot := &c.ring[int64(c.blocks[b].pos)&int64(len(c.ring)-1)]
+		c.blocks[b].pos = withFlags(*slot &^ idMask)
+		*slot = tombstone
 		c.nfree--
 	}
 	c.blocks[b].ref++
@@ -157,10 +170,10 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 				// never recorded (MarkPrivate).
 				c.hashes[b] = 0
 			}
-			c.flags[b] = 0
 			c.Evictions++
 		}
-		// A store only: the block's record need not be read.
+		// A store only: the block's record need not be read;
+		// it holds no hash now.
 		c.blocks[b] = block{ref: 1, pos: none}
 		dst = append(dst, b)
 		taken++
@@ -174,11 +187,11 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 // (two requests computed the same prefix at once), as in vLLM; Lookup
 // returns the earliest committed that is still cached.
 func (c *Cache) Commit(b int32, h uint64) {
-	if c.hashes[b] != 0 {
+	if c.blocks[b].flags()&recorded != 0 {
 		return
 	}
 	c.hashes[b] = h
-	c.flags[b] = uint8((hashed | recorded) >> flagShift)
+	c.blocks[b].pos = withFlags(hashed | recorded)
 	c.index.add(h, b)
 }
 
@@ -193,11 +206,11 @@ func (c *Cache) Commit(b int32, h uint64) {
 // delete is a cache miss once several workers' tables outgrow the CPU
 // caches.
 func (c *Cache) CommitPrivate(b int32, h uint64) {
-	if c.hashes[b] != 0 {
+	if c.blocks[b].flags()&recorded != 0 {
 		return
 	}
 	c.hashes[b] = h
-	c.flags[b] = uint8((hashed | privately | recorded) >> flagShift)
+	c.blocks[b].pos = withFlags(hashed | privately | recorded)
 }
 
 // MarkPrivate records that block b holds private content (as
@@ -210,8 +223,8 @@ func (c *Cache) CommitPrivate(b int32, h uint64) {
 // private block's hash written there was a cache miss, for a value
 // almost never read.
 func (c *Cache) MarkPrivate(b int32) {
-	if c.flags[b] == 0 {
-		c.flags[b] = uint8((hashed | privately) >> flagShift)
+	if c.blocks[b].pos == none {
+		c.blocks[b].pos = withFlags(hashed | privately)
 	}
 }
 
@@ -241,7 +254,7 @@ func (c *Cache) pushBack(b int32) {
 	if c.tail >= maxPos {
 		c.rebase()
 	}
-	c.ring[c.tail&int64(len(c.ring)-1)] = entry(b) | entry(c.flags[b])<<flagShift
+	c.ring[c.tail&int64(len(c.ring)-1)] = entry(b) | c.blocks[b].flags()
 	c.blocks[b].pos = int32(c.tail)
 	c.tail++
 	c.nfree++
@@ -288,6 +301,7 @@ func (c *Cache) pack(dst []entry, at int64) int64 {
 // and validators.
 func (c *Cache) Check() error {
 	inQueue := make([]bool, len(c.blocks))
+	flags := make([]entry, len(c.blocks))
 	var n int64
 	mask := int64(len(c.ring) - 1)
 	if c.tail-c.head > int64(len(c.ring)) || c.head > c.tail || c.tail > maxPos {
@@ -305,18 +319,23 @@ func (c *Cache) Check() error {
 		if inQueue[b] {
 			return fmt.Errorf("kvcache: block %d twice in the free queue", b)
 		}
-		if f := entry(c.flags[b]) << flagShift; e&^idMask != f {
-			return fmt.Errorf("kvcache: free-queue entry of block %d has flags %#x; the block %#x", b, uint32(e&^idMask), uint32(f))
-		}
 		inQueue[b] = true
+		flags[b] = e &^ idMask
 		n++
 	}
 	for b := range c.blocks {
-		if p := c.blocks[b].pos; p != none && !inQueue[b] {
-			return fmt.Errorf("kvcache: block %d claims free-queue position %d it does not hold", b, p)
+		k := c.blocks[b]
+		if k.pos >= 0 && !inQueue[b] {
+			return fmt.Errorf("kvcache: block %d claims free-queue position %d it does not hold", b, k.pos)
+		}
+		if k.pos < 0 {
+			if k.pos < withFlags(hashed|privately|recorded) {
+				return fmt.Errorf("kvcache: referenced block %d has pos %d", b, k.pos)
+			}
+			flags[b] = k.flags()
 		}
 		// A private block's hash may be unrecorded (MarkPrivate).
-		if f := entry(c.flags[b]) << flagShift; (f&recorded != 0) != (c.hashes[b] != 0) || f != 0 && f != hashed|recorded && f != hashed|privately && f != hashed|privately|recorded {
+		if f := flags[b]; (f&recorded != 0) != (c.hashes[b] != 0) || f != 0 && f != hashed|recorded && f != hashed|privately && f != hashed|privately|recorded {
 			return fmt.Errorf("kvcache: block %d has flags %#x and hash %#x", b, uint32(f), c.hashes[b])
 		}
 	}
@@ -337,7 +356,7 @@ func (c *Cache) Check() error {
 		case r > 0:
 			used++
 		}
-		if h := c.hashes[b]; h != 0 && entry(c.flags[b])<<flagShift&privately == 0 {
+		if h := c.hashes[b]; h != 0 && flags[b]&privately == 0 {
 			if _, ok := c.index.get(h, c.hashes); !ok {
 				return fmt.Errorf("kvcache: block %d hash %#x not indexed", b, h)
 			}
@@ -351,7 +370,7 @@ func (c *Cache) Check() error {
 		return fmt.Errorf("kvcache: %d hashed blocks, %d index entries", cached, c.index.n)
 	}
 	for _, s := range c.index.slots {
-		if fp, b := unpack(s); s != 0 && (c.hashes[b] == 0 || entry(c.flags[b])<<flagShift&privately != 0 || fingerprint(c.hashes[b]) != fp) {
+		if fp, b := unpack(s); s != 0 && (c.hashes[b] == 0 || flags[b]&privately != 0 || fingerprint(c.hashes[b]) != fp) {
 			return fmt.Errorf("kvcache: index entry %#x for block %d holding %#x", fp, b, c.hashes[b])
 		}
 	}
