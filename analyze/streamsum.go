@@ -57,9 +57,28 @@ func (s *pairwiseStream) Add(v float64) {
 		panic("analyze: pairwiseStream: more values than announced")
 	}
 	s.leaf = append(s.leaf, v)
-	if len(s.leaf) < s.leafN {
-		return
+	if len(s.leaf) == s.leafN {
+		s.closeLeaf()
 	}
+}
+
+// AddSlice feeds the next values, as Add does one by one.
+func (s *pairwiseStream) AddSlice(vs []float64) {
+	for len(vs) > 0 {
+		if s.done {
+			panic("analyze: pairwiseStream: more values than announced")
+		}
+		k := min(len(vs), s.leafN-len(s.leaf))
+		s.leaf = append(s.leaf, vs[:k]...)
+		vs = vs[k:]
+		if len(s.leaf) == s.leafN {
+			s.closeLeaf()
+		}
+	}
+}
+
+// closeLeaf sums the full leaf into the tree and moves to the next leaf.
+func (s *pairwiseStream) closeLeaf() {
 	sum := pairwiseSum(s.leaf)
 	for {
 		if len(s.frames) == 0 {

@@ -26,8 +26,24 @@ func TestPairwiseStreamEqualsPairwiseSum(t *testing.T) {
 		if !ok {
 			t.Fatalf("n=%d: sum not done after n values", n)
 		}
-		if want := pairwiseSum(x); got != want {
+		want := pairwiseSum(x)
+		if got != want {
 			t.Errorf("n=%d: streamed %v, pairwiseSum %v", n, got, want)
+		}
+		// The same values in slices of random lengths (0 to 300),
+		// mixed with single values.
+		s = newPairwiseStream(n)
+		for rest := x; len(rest) > 0; {
+			k := min(len(rest), rng.IntN(301))
+			if k == 1 {
+				s.Add(rest[0])
+			} else {
+				s.AddSlice(rest[:k])
+			}
+			rest = rest[k:]
+		}
+		if got, ok := s.Sum(); !ok || got != want {
+			t.Errorf("n=%d: streamed in slices %v (done %v), pairwiseSum %v", n, got, ok, want)
 		}
 		if n > 300 {
 			naive := 0.0
