@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/duckdbtest"
 )
 
 // sampleRequests covers every column with present, absent and empty values.
@@ -140,33 +140,7 @@ func TestOpenRejectsForeignFiles(t *testing.T) {
 	}
 }
 
-// duckdb runs sql with DuckDB (testtools/duckdb-query.mjs) and returns the
-// rows. DuckDB is an independent reader: if it sees our names, types and
-// counts, so will pandas and Spark. Missing node or DuckDB skips, except
-// under CI=true.
-func duckdb(t *testing.T, sql string) []map[string]any {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	tools := filepath.Join(filepath.Dir(file), "..", "testtools")
-	script := filepath.Join(tools, "duckdb-query.mjs")
-	_, errMod := os.Stat(filepath.Join(tools, "node_modules", "@duckdb", "node-api"))
-	node, errNode := exec.LookPath("node")
-	if errMod != nil || errNode != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("DuckDB not installed (run `npm ci` in testtools): %v %v", errMod, errNode)
-		}
-		t.Skipf("DuckDB not installed (run `npm ci --prefix testtools`): %v %v", errMod, errNode)
-	}
-	out, err := exec.Command(node, script, sql).CombinedOutput()
-	if err != nil {
-		t.Fatalf("duckdb %q: %v\n%s", sql, err, out)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil {
-		t.Fatalf("duckdb output %q: %v", out, err)
-	}
-	return rows
-}
+func duckdb(t *testing.T, sql string) []map[string]any { return duckdbtest.Query(t, sql) }
 
 func TestDuckDBReadsOurParquet(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.parquet")
@@ -212,17 +186,7 @@ func TestDuckDBReadsOurParquet(t *testing.T) {
 	}
 }
 
-func jsonNumber(v any) float64 {
-	switch x := v.(type) {
-	case float64:
-		return x
-	case string:
-		var f float64
-		json.Unmarshal([]byte(x), &f)
-		return f
-	}
-	return math.NaN()
-}
+func jsonNumber(v any) float64 { return duckdbtest.Number(v) }
 
 func TestOpenFileColumns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.parquet")
