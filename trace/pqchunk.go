@@ -168,18 +168,32 @@ func encodeOptional[T int64 | int32 | float64](c *chunk, vals []T, def []int16) 
 	c.page(pageData, len(def), encPlain)
 }
 
-// encodeStrings encodes an optional string column as one data page,
-// dictionary-encoded (after a dictionary page) when allowed and the
-// distinct strings fit dictPageLimit.
+// encodeStrings encodes an optional string column: dictionary-encoded (a
+// dictionary page, then one data page of indices) when allowed and the
+// distinct strings fit dictPageLimit, else PLAIN in pages of about
+// dataPageSize bytes.
 func encodeStrings(c *chunk, vals []parquet.ByteArray, def []int16) {
 	nulls := len(def) - len(vals)
 	if !c.dict || !c.buildDict(vals) {
 		if c.st != nil {
 			c.st.(*metadata.ByteArrayStatistics).Update(vals, int64(nulls))
 		}
-		c.body = appendDefLevels(c.body[:0], def)
-		c.body = appendPlainBytes(c.body, vals)
-		c.page(pageData, len(def), encPlain)
+		// Pages of about dataPageSize bytes: strings may be long (an
+		// error message, say) and a row group has up to 64K rows.
+		for row, val := 0, 0; row < len(def); {
+			end, nv, size := row, 0, 0
+			for end < len(def) && (end == row || size < dataPageSize) {
+				if def[end] == 1 {
+					size += 4 + len(vals[val+nv])
+					nv++
+				}
+				end++
+			}
+			c.body = appendDefLevels(c.body[:0], def[row:end])
+			c.body = appendPlainBytes(c.body, vals[val:val+nv])
+			c.page(pageData, end-row, encPlain)
+			row, val = end, val+nv
+		}
 		return
 	}
 	if c.st != nil {

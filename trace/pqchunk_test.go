@@ -18,6 +18,7 @@ import (
 // pagesRequests returns n requests whose ITL lists fill several pages of
 // one row group, with null and empty lists among them; whose sessions
 // are long and unique (more distinct bytes than a dictionary takes);
+// whose errors, on every other row, are longer still (pages of strings);
 // whose TTFTs are null on every third row; and whose workers are one of
 // five.
 func pagesRequests(n int) []*Request {
@@ -30,6 +31,10 @@ func pagesRequests(n int) []*Request {
 		}
 		if i%3 != 0 {
 			r.TTFTSec = Some(0.001 * float64(i))
+		}
+		if i%2 == 1 {
+			// Long, distinct: several pages of PLAIN strings.
+			r.Error = fmt.Sprintf("error %d: %s", i, strings.Repeat("e", 3000))
 		}
 		switch {
 		case i%13 == 5:
@@ -119,8 +124,30 @@ func TestWriterPagesAndDictionaries(t *testing.T) {
 	if itl.NumValues() < int64(rgValues) {
 		t.Errorf("itl_s: %d levels for %d values", itl.NumValues(), rgValues)
 	}
-	if _, s := col("session"); s.HasDictionaryPage() {
+	si, s := col("session")
+	if s.HasDictionaryPage() {
 		t.Error("session: dictionary-encoded past the dictionary limit")
+	}
+	pages = 0
+	if pr, err = rg.GetColumnPageReader(si); err != nil {
+		t.Fatal(err)
+	}
+	for pr.Next() {
+		pages++
+	}
+	if pages != 1 {
+		t.Errorf("session: %d pages of 1.3 MB of strings, want 1", pages)
+	}
+	ei, _ := col("error")
+	pages = 0
+	if pr, err = rg.GetColumnPageReader(ei); err != nil {
+		t.Fatal(err)
+	}
+	for pr.Next() {
+		pages++
+	}
+	if pages < 2 {
+		t.Errorf("error: %d pages of 3 MB of strings, want 2", pages)
 	}
 	_, worker := col("worker")
 	if !worker.HasDictionaryPage() {
@@ -148,16 +175,19 @@ func TestWriterPagesAndDictionaries(t *testing.T) {
 	q := "'" + path + "'"
 	rows := duckdb(t, "SELECT count(*) AS n, count(itl_s) AS lists, sum(len(itl_s)) AS gaps, "+
 		"count(DISTINCT session) AS sessions, count(DISTINCT worker) AS workers, count(ttft_s) AS ttfts, "+
+		"count(error) AS errors, sum(length(error)) AS error_bytes, "+
 		"sum(list_sum(itl_s)) AS itl_sum FROM "+q)
 	r := rows[0]
 	var itlSum float64
+	var errorBytes int
 	for _, q := range reqs {
 		for _, v := range q.ITLSec {
 			itlSum += v
 		}
+		errorBytes += len(q.Error)
 	}
 	for k, want := range map[string]float64{"n": 4000, "lists": float64(lists), "gaps": float64(values),
-		"sessions": 4000, "workers": 5, "ttfts": 4000 - 1334} {
+		"sessions": 4000, "workers": 5, "ttfts": 4000 - 1334, "errors": 2000, "error_bytes": float64(errorBytes)} {
 		if got := jsonNumber(r[k]); got != want {
 			t.Errorf("DuckDB %s = %v, want %v", k, r[k], want)
 		}
