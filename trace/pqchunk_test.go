@@ -109,16 +109,19 @@ func TestWriterPagesAndDictionaries(t *testing.T) {
 	for _, r := range reqs[:md.NumRows()] {
 		rgValues += len(r.ITLSec)
 	}
+	pagesOf := func(i int) int {
+		pr, err := rg.GetColumnPageReader(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for pr.Next() {
+			n++
+		}
+		return n
+	}
 	i, itl := col("itl_s.list.element")
-	pages := 0
-	pr, err := rg.GetColumnPageReader(i)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for pr.Next() {
-		pages++
-	}
-	if want := rgValues * 8 / dataPageSize; pages < want || pages < 2 {
+	if pages, want := pagesOf(i), rgValues*8/dataPageSize; pages < want || pages < 2 {
 		t.Errorf("itl_s: %d pages for %d values, want at least %d", pages, rgValues, max(want, 2))
 	}
 	if itl.NumValues() < int64(rgValues) {
@@ -128,26 +131,11 @@ func TestWriterPagesAndDictionaries(t *testing.T) {
 	if s.HasDictionaryPage() {
 		t.Error("session: dictionary-encoded past the dictionary limit")
 	}
-	pages = 0
-	if pr, err = rg.GetColumnPageReader(si); err != nil {
-		t.Fatal(err)
-	}
-	for pr.Next() {
-		pages++
-	}
-	if pages != 1 {
+	if pages := pagesOf(si); pages != 1 {
 		t.Errorf("session: %d pages of 1.3 MB of strings, want 1", pages)
 	}
-	ei, _ := col("error")
-	pages = 0
-	if pr, err = rg.GetColumnPageReader(ei); err != nil {
-		t.Fatal(err)
-	}
-	for pr.Next() {
-		pages++
-	}
-	if pages < 2 {
-		t.Errorf("error: %d pages of 3 MB of strings, want 2", pages)
+	if ei, _ := col("error"); pagesOf(ei) < 2 {
+		t.Errorf("error: %d pages of 3 MB of strings, want 2 or more", pagesOf(ei))
 	}
 	_, worker := col("worker")
 	if !worker.HasDictionaryPage() {
