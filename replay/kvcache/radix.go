@@ -58,6 +58,7 @@ type RadixNode struct {
 	lock     int32  // requests holding this node (and so its ancestors)
 	access   uint64 // logical time of the last match or insert through it
 	id       uint64 // creation order: breaks access ties
+	heapPos  int32  // 1 + its index in the tree's heap of evictable leaves; 0: not there
 }
 
 // A Radix is SGLang's RadixCache over a pool of KV token slots: a radix
@@ -79,7 +80,16 @@ type Radix struct {
 	ids       uint64
 	// Evictions counts tokens evicted from the tree.
 	Evictions int64
-	leaves    leafHeap // scratch for Evict
+	// leaves holds the evictable leaves (unlocked, childless, not the
+	// root), least recently used first.
+	//
+	// Note: SGLang's evict collects the leaves by walking the whole tree
+	// on every call, and so did Evict: with the pool full, every
+	// allocation evicts a little, and a replay of SGLang's scheduler on
+	// 64 workers spent four fifths of its time walking trees. The heap is
+	// kept as nodes change, and its order is total (access, then
+	// creation), so eviction takes the same leaves in the same order.
+	leaves leafHeap
 }
 
 // NewRadix returns an empty tree over a pool of capacity token slots.
@@ -146,7 +156,7 @@ func (t *Radix) Match(key []Run, limit int64) (int64, *RadixNode) {
 		if child == nil {
 			break
 		}
-		child.access = t.clock
+		t.touch(child)
 		m := cur.common(child.key)
 		if m < child.n {
 			if m == 0 {
@@ -186,9 +196,11 @@ func (t *Radix) Insert(key []Run, held, limit int64) *RadixNode {
 			t.tree += c.n
 			t.private -= c.n
 			t.evictable += c.n // unlocked when created
+			t.leafCheck(node)
+			t.leafCheck(c)
 			return c
 		}
-		child.access = t.clock
+		t.touch(child)
 		m := cur.common(child.key)
 		if m < child.n {
 			child = t.split(child, m)
@@ -225,6 +237,9 @@ func (t *Radix) Lock(node *RadixNode) {
 			t.evictable -= x.n
 		}
 		x.lock++
+		if x.heapPos != 0 {
+			heap.Remove(&t.leaves, int(x.heapPos-1))
+		}
 	}
 }
 
@@ -237,6 +252,7 @@ func (t *Radix) Unlock(node *RadixNode) {
 		x.lock--
 		if x.lock == 0 {
 			t.evictable += x.n
+			t.leafCheck(x)
 		}
 	}
 }
@@ -245,24 +261,9 @@ func (t *Radix) Unlock(node *RadixNode) {
 // least recently used first; a parent left a leaf joins the candidates
 // (SGLang's evict). It returns the tokens freed.
 func (t *Radix) Evict(n int64) int64 {
-	h := t.leaves[:0]
-	var collect func(x *RadixNode)
-	collect = func(x *RadixNode) {
-		if len(x.children) == 0 {
-			if x != t.root && x.lock == 0 {
-				h = append(h, x)
-			}
-			return
-		}
-		for _, c := range x.children {
-			collect(c)
-		}
-	}
-	collect(t.root)
-	heap.Init(&h)
 	var freed int64
-	for freed < n && h.Len() > 0 {
-		x := heap.Pop(&h).(*RadixNode)
+	for freed < n && t.leaves.Len() > 0 {
+		x := heap.Pop(&t.leaves).(*RadixNode)
 		p := x.parent
 		delete(p.children, x.key[0].Key)
 		freed += x.n
@@ -270,13 +271,29 @@ func (t *Radix) Evict(n int64) int64 {
 		t.evictable -= x.n
 		t.Evictions += x.n
 		x.parent = nil
-		if p != t.root && len(p.children) == 0 && p.lock == 0 {
-			heap.Push(&h, p)
-		}
+		t.leafCheck(p)
 	}
-	clear(h)
-	t.leaves = h[:0]
 	return freed
+}
+
+// leafCheck puts x in the heap of evictable leaves, or takes it out,
+// as it now is one or not.
+func (t *Radix) leafCheck(x *RadixNode) {
+	evictable := x != t.root && x.parent != nil && x.lock == 0 && len(x.children) == 0
+	switch {
+	case evictable && x.heapPos == 0:
+		heap.Push(&t.leaves, x)
+	case !evictable && x.heapPos != 0:
+		heap.Remove(&t.leaves, int(x.heapPos-1))
+	}
+}
+
+// touch records an access to x now, moving it in the heap if it is there.
+func (t *Radix) touch(x *RadixNode) {
+	x.access = t.clock
+	if x.heapPos != 0 {
+		heap.Fix(&t.leaves, int(x.heapPos-1))
+	}
 }
 
 // Check verifies the tree's accounting: edge lengths, lock counts (a
@@ -284,6 +301,7 @@ func (t *Radix) Evict(n int64) int64 {
 // and free slots add up to the capacity.
 func (t *Radix) Check() error {
 	var tree, evictable int64
+	leaves := 0
 	var walk func(x *RadixNode) error
 	walk = func(x *RadixNode) error {
 		for k, c := range x.children {
@@ -304,6 +322,11 @@ func (t *Radix) Check() error {
 			if c.lock == 0 {
 				evictable += c.n
 			}
+			if leaf := c.lock == 0 && len(c.children) == 0; leaf != (c.heapPos != 0) {
+				return fmt.Errorf("radix: node %d (lock %d, %d children) in the heap of evictable leaves: %v", c.id, c.lock, len(c.children), c.heapPos != 0)
+			} else if leaf {
+				leaves++
+			}
 			if err := walk(c); err != nil {
 				return err
 			}
@@ -320,6 +343,16 @@ func (t *Radix) Check() error {
 		return fmt.Errorf("radix: %d evictable tokens, accounted %d", evictable, t.evictable)
 	case t.private < 0 || t.Free() < 0:
 		return fmt.Errorf("radix: tree %d + private %d tokens over capacity %d", t.tree, t.private, t.capacity)
+	case leaves != t.leaves.Len():
+		return fmt.Errorf("radix: %d evictable leaves, %d in the heap", leaves, t.leaves.Len())
+	}
+	for i, x := range t.leaves {
+		if int(x.heapPos) != i+1 {
+			return fmt.Errorf("radix: heap entry %d says it is at %d", i, x.heapPos-1)
+		}
+		if i > 0 && t.leaves.Less(i, (i-1)/2) {
+			return fmt.Errorf("radix: heap entry %d comes before its parent", i)
+		}
 	}
 	return nil
 }
@@ -420,11 +453,20 @@ func (h leafHeap) Less(i, j int) bool {
 	}
 	return h[i].id < h[j].id
 }
-func (h leafHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *leafHeap) Push(x any)   { *h = append(*h, x.(*RadixNode)) }
+func (h leafHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapPos, h[j].heapPos = int32(i+1), int32(j+1)
+}
+func (h *leafHeap) Push(x any) {
+	n := x.(*RadixNode)
+	n.heapPos = int32(len(*h) + 1)
+	*h = append(*h, n)
+}
 func (h *leafHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
+	old[len(old)-1] = nil
+	x.heapPos = 0
 	*h = old[:len(old)-1]
 	return x
 }
