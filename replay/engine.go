@@ -602,8 +602,9 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 	}
 	bound := e.window(now, w)
 	// The per-step hooks need every step; fast-forward's inner loop
-	// serves the vLLM scheduler without them.
-	inner := e.observe == nil && e.sec == nil && w.sg == nil && !noSteadySteps
+	// serves both schedulers without them (SGLang's steps are then built
+	// by build, steady or not).
+	inner := e.observe == nil && e.sec == nil && !noSteadySteps
 	for steady := false; ; {
 		if steady && inner {
 			end, inFlight, err := e.steadySteps(w, now, bound)
@@ -612,7 +613,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			}
 			now = end
 		}
-		if !steady || !w.decodeStep(now) {
+		if !steady || w.sg != nil || !w.decodeStep(now) {
 			w.build(now)
 			steady = w.steady()
 		}

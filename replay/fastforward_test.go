@@ -62,6 +62,14 @@ func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs
 	checks := 0
 	checkSteady = func(w *worker, grownAhead bool) {
 		checks++
+		if w.sg != nil {
+			if checks%50 == 0 {
+				if err := w.sg.tree.Check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return
+		}
 		for _, r := range w.running {
 			// Exactly the blocks its computed tokens fill, and the
 			// hashes of its full blocks committed.
@@ -134,6 +142,14 @@ func TestFastForwardSameResults(t *testing.T) {
 		// The roofline prices decode batches by their contexts' sum.
 		{Config{Workers: 2, Scheduler: SchedulerConfig{MaxNumSeqs: 6}}, roofline, 100},
 		{Config{Workers: 1, Scheduler: SchedulerConfig{StreamInterval: 3}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 12}}, roofline, 200},
+		// SGLang's scheduler: a pool that fills (evictions), one so small
+		// that decodes retract, the FCFS queue, mixed chunks, no radix
+		// cache, both loops, timeouts, and the roofline's sum pricing.
+		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 6000}}, cost, 1},
+		{Config{Workers: 1, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1500, ChunkedPrefillSize: 256}}, cost, 1},
+		{Config{Workers: 3, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 4000, SchedulePolicy: PolicyFCFS, EnableMixedChunk: true}}, tie, 1},
+		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 5000, DisableRadixCache: true}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 9}}, cost, 1},
+		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 8000, StreamInterval: 2}, Client: ClientConfig{TimeoutSec: 0.3, LatencySec: 0.001}}, roofline, 1},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)
@@ -159,7 +175,7 @@ func TestFastForwardSameResults(t *testing.T) {
 				t.Errorf("config %d: worker %d's steps differ", i, w)
 			}
 		}
-		t.Logf("config %d: %d steps, %d events stepping, %d with fast-forward", i, sa.Steps, stepping, events)
+		t.Logf("config %d: %d steps, %d events stepping, %d with fast-forward; %d preemptions, %d evictions, %d timed out, %d cached tokens", i, sa.Steps, stepping, events, sa.Preemptions, sa.Evictions, sa.TimedOut, sa.CachedTokens)
 		if events >= stepping {
 			t.Errorf("config %d: fast-forward saved no events", i)
 		}
@@ -168,6 +184,9 @@ func TestFastForwardSameResults(t *testing.T) {
 		}
 		if i == 1 && (sa.Preemptions == 0 || sa.CachedTokens == 0) {
 			t.Errorf("config %d should preempt and hit: %+v", i, sa)
+		}
+		if i == 16 && (sa.Evictions == 0 || sa.CachedTokens == 0) || i == 17 && sa.Preemptions == 0 || i == 20 && (sa.TimedOut == 0 || sa.Completed == 0) {
+			t.Errorf("config %d (SGLang) should evict and hit, retract, or time some requests out and complete others: %+v", i, sa)
 		}
 	}
 }

@@ -419,6 +419,30 @@ func (g *sglang) orderQueue(w *worker) {
 	}
 }
 
+// steady reports whether the step just built is a steady decode step of
+// w (see worker.steady): every running request decodes, nothing was
+// retracted, no request is chunked, and the next build will admit nothing
+// (the queue is empty, or the batch is full, which only a request leaving
+// clears). Until a request completes or arrives, the next steps are the
+// same decode one token further, each one as decodeAlloc builds it.
+func (g *sglang) steady(w *worker) bool {
+	return !g.extend && g.chunked == nil && !g.shrunk && w.preempted == 0 && len(w.running) > 0 &&
+		len(w.sched) == len(w.running) && (g.full || w.waiting.Len() == 0)
+}
+
+// decodeAlloc does what decode does for a steady batch of n requests,
+// when the pool has their n tokens free: new_token_ratio decays and each
+// takes a slot. It reports false, changing nothing, when the pool lacks
+// them (decode must evict, or retract).
+func (g *sglang) decodeAlloc(n int64) bool {
+	if g.tree.Free() < n {
+		return false
+	}
+	g.ratio = max(g.ratio-g.decay, g.minRatio)
+	g.tree.Alloc(n)
+	return true
+}
+
 // decode builds a decode step of the running batch, retracting first if
 // its tokens do not fit (update_running_batch).
 func (g *sglang) decode(w *worker, now trace.Time) {

@@ -37,12 +37,20 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	n := int64(len(w.running))
 	var busy time.Duration
 	var j int64 // steps run
-	grow := w.nextGrow(0)
+	g := w.sg   // SGLang: each step takes n pool slots (decodeAlloc); vLLM: blocks as they fill
+	grow := int64(1) << 62
+	if g == nil {
+		grow = w.nextGrow(0)
+	}
 	if n == 1 && w.stream == 1 && !noLoneMemo {
 		// The commonest case at moderate load: one request alone.
 		r := w.running[0]
 		for j < limit {
-			if j >= grow {
+			if g != nil {
+				if !g.decodeAlloc(1) {
+					break // decode must evict
+				}
+			} else if j >= grow {
 				if !w.grow(r, j+1) {
 					break // a lone request was not grown ahead
 				}
@@ -71,7 +79,11 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	defer func() { w.durs, w.secs = durs[:0], secs[:0] }()
 	grownAhead := false
 	for j < limit {
-		if j >= grow {
+		if g != nil {
+			if !g.decodeAlloc(n) {
+				break // decode must evict, or retract
+			}
+		} else if j >= grow {
 			for _, r := range w.running {
 				if !w.growFor(r, j) {
 					grownAhead = true

@@ -295,7 +295,10 @@ func (w *worker) preempt(r *reqState) {
 // between, is the same batch one token further, which decodeStep builds
 // without the general path.
 func (w *worker) steady() bool {
-	return w.sg == nil && len(w.batch.Prefill) == 0 && len(w.sched) == len(w.running) && w.preempted == 0 &&
+	if w.sg != nil {
+		return w.sg.steady(w)
+	}
+	return len(w.batch.Prefill) == 0 && len(w.sched) == len(w.running) && w.preempted == 0 &&
 		(w.waiting.Len() == 0 || len(w.running) >= w.maxSeq)
 }
 
