@@ -12,9 +12,10 @@ import (
 
 // dataPageSize is the uncompressed size at which a list's values start a
 // new page (at a row boundary): larger pages compress the long ITL lists
-// better (a million simulated requests: 230 MiB with 1 MiB pages, 208
-// MiB with 2).
-const dataPageSize = 2 << 20
+// better. A million simulated requests: 230 MiB with 1 MiB pages, 210 MiB
+// with 2, 185 MiB with 4 (writing 3 % slower), 175 MiB with 8 (15 %
+// slower; BenchmarkWriteAzure).
+const dataPageSize = 4 << 20
 
 // dictPageLimit is the most bytes of distinct strings a column chunk
 // dictionary-encodes (arrow-go's default); beyond, its strings are PLAIN.

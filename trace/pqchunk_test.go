@@ -34,7 +34,7 @@ func pagesRequests(n int) []*Request {
 		}
 		if i%2 == 1 {
 			// Long, distinct: several pages of PLAIN strings.
-			r.Error = fmt.Sprintf("error %d: %s", i, strings.Repeat("e", 3000))
+			r.Error = fmt.Sprintf("error %d: %s", i, strings.Repeat("e", 6000))
 		}
 		switch {
 		case i%13 == 5:
@@ -135,7 +135,7 @@ func TestWriterPagesAndDictionaries(t *testing.T) {
 		t.Errorf("session: %d pages of 1.3 MB of strings, want 1", pages)
 	}
 	if ei, _ := col("error"); pagesOf(ei) < 2 {
-		t.Errorf("error: %d pages of 3 MB of strings, want 2 or more", pagesOf(ei))
+		t.Errorf("error: %d pages of 6 MB of strings, want 2 or more", pagesOf(ei))
 	}
 	_, worker := col("worker")
 	if !worker.HasDictionaryPage() {
