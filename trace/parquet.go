@@ -209,15 +209,22 @@ func (r *Reader) Close() error {
 }
 
 // ReadFile reads a whole Parquet file: its runs and every request.
+//
+// Note: the requests are scanned (ScanColumns) and cloned rather than read
+// through Reader, whose Arrow record batches grew their list buffers by
+// reallocation: loading 100,000 simulated requests (2·10⁷ ITL gaps) took
+// 3.4 s that way.
 func ReadFile(path string) ([]Run, []*Request, error) {
-	r, err := OpenFile(path)
+	r, err := OpenFile(path) // the metadata: schema version and runs
 	if err != nil {
 		return nil, nil, err
 	}
-	defer r.Close()
-	reqs := make([]*Request, 0, r.NumRows())
-	for r.Scan() {
-		reqs = append(reqs, r.Request())
-	}
-	return r.Runs(), reqs, r.Err()
+	runs, n := r.Runs(), r.NumRows()
+	r.Close()
+	reqs := make([]*Request, 0, n)
+	err = ScanColumns(path, nil, func(q *Request) error {
+		reqs = append(reqs, q.Clone())
+		return nil
+	})
+	return runs, reqs, err
 }
