@@ -203,6 +203,7 @@ type azureReader struct {
 	csvRun
 	origin  int64
 	started bool
+	layout  int // the index in azureLayouts of the form the last timestamp had
 }
 
 func newAzureReader(r io.Reader, file, run string, opts Options) Reader {
@@ -212,9 +213,17 @@ func newAzureReader(r io.Reader, file, run string, opts Options) Reader {
 // azureLayouts are the timestamp forms of the 2023 and 2024 traces.
 var azureLayouts = []string{"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999"}
 
-func parseAzureTime(s string) (time.Time, bool) {
-	for _, l := range azureLayouts {
-		if t, err := time.Parse(l, s); err == nil {
+// parseAzureTime parses s in one of azureLayouts, trying first the one at
+// *last (the form of the previous row) and recording the one that parsed.
+//
+// Note: a trace keeps one form throughout; trying the zoned form first on
+// the 2023 traces' zoneless rows made every row two parses, a fifth of
+// ingesting them.
+func parseAzureTime(s string, last *int) (time.Time, bool) {
+	for k := range azureLayouts {
+		i := (*last + k) % len(azureLayouts)
+		if t, err := time.Parse(azureLayouts[i], s); err == nil {
+			*last = i
 			return t, true
 		}
 	}
@@ -229,7 +238,7 @@ func (r *azureReader) Scan() bool {
 	c := r.rows
 	req.OutputTokensSource = trace.OutputServerUsage
 	ts, _ := c.field("TIMESTAMP")
-	t, ok := parseAzureTime(ts)
+	t, ok := parseAzureTime(ts, &r.layout)
 	if !ok {
 		r.cur = badAt(c.file, c.line, "TIMESTAMP: %q is not a time", ts)
 		return true
