@@ -420,20 +420,7 @@ func TestScanCorruptedParquet(t *testing.T) {
 // FuzzScanColumns feeds corrupted Parquet files to ScanColumns: it must
 // return an error, never panic, and whatever it hands out must validate.
 func FuzzScanColumns(f *testing.F) {
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf)
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, r := range sampleRequests() {
-		w.Write(r)
-	}
-	w.SetRuns(sampleRuns())
-	w.Close()
-	good := buf.Bytes()
-	f.Add(good)
-	f.Add(good[:len(good)/2])
-	f.Add([]byte("PAR1"))
+	addParquetSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "f.parquet")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
