@@ -112,6 +112,24 @@ type shaper interface {
 	ident(i int, o *trace.Request)
 }
 
+// A peeker is Inputs that can set a Request the caller reuses to its i-th
+// request, so that the engine's passes over all requests before the
+// replay (checks, arrival order, shared prefixes, sessions) do not build
+// one request each (Columns).
+type peeker interface {
+	peek(i int, r *trace.Request)
+}
+
+// peek returns request i of reqs: scratch, set to it, when reqs is a
+// peeker (valid until the next peek), else reqs.Request(i).
+func peek(reqs Inputs, i int, scratch *trace.Request) *trace.Request {
+	if p, ok := reqs.(peeker); ok {
+		p.peek(i, scratch)
+		return scratch
+	}
+	return reqs.Request(i)
+}
+
 // Requests is a slice of requests as Inputs.
 type Requests []*trace.Request
 
@@ -202,8 +220,9 @@ func checkInputs(reqs Inputs, open bool) error {
 		return nil // valid by construction
 	}
 	var errs []error
+	var scratch trace.Request
 	for i := range reqs.Len() {
-		r := reqs.Request(i)
+		r := peek(reqs, i, &scratch)
 		bad := func(field, msg string) {
 			pos := "request " + strconv.Itoa(i)
 			if file, line := r.Pos(); line > 0 {
@@ -338,6 +357,7 @@ func (e *engine) prepare() {
 	}
 	var ids [][]int64 // hash ids, when prefixes matter
 	var bs []int64    // trace block size (0: none)
+	var scratch trace.Request
 	sh := e.sh
 	for i := range n {
 		if sh != nil {
@@ -350,7 +370,7 @@ func (e *engine) prepare() {
 			}
 			continue
 		}
-		r := e.reqs.Request(i)
+		r := peek(e.reqs, i, &scratch)
 		if open {
 			e.at[i] = e.arrivalTime(r.Arrival.V)
 		}
@@ -426,8 +446,9 @@ func (e *engine) run() error {
 				e.starts = e.starts[1:]
 			}
 		} else {
+			var scratch trace.Request
 			for _, i := range e.starts {
-				r := e.reqs.Request(int(i))
+				r := peek(e.reqs, int(i), &scratch)
 				e.q.push(e.arrivalTime(r.Arrival.V).Add(e.lat), evArrival, i)
 			}
 			e.starts = nil

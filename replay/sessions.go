@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // prepareSessions groups the requests into sessions for the sessions
@@ -20,8 +22,9 @@ func (e *engine) prepareSessions() {
 	var sessions [][]int32
 	turn := make([]int64, n)
 	arrival := make([]int64, n)
+	var scratch trace.Request
 	for i := range n {
-		r := e.reqs.Request(i)
+		r := peek(e.reqs, i, &scratch)
 		turn[i] = math.MaxInt64
 		if r.Turn.OK {
 			turn[i] = r.Turn.V

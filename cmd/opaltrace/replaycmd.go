@@ -65,11 +65,11 @@ func replayCommand() *cli.Command {
 			if err := applyReplayFlags(c, &cl); err != nil {
 				return err
 			}
-			ds, err := loadDataset(c.Args().First(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+			in, err := loadReplayInputs(c.Args().First(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 			if err != nil {
 				return err
 			}
-			jobs, err := replayJobs(cl, ds.Runs, ds.Requests, c.String("run"), c.ErrWriter)
+			jobs, err := replayJobs(cl, in, c.String("run"), c.ErrWriter)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
@@ -25,43 +26,109 @@ type replayJob struct {
 	how  string        // "trace" or "regenerated"
 }
 
+// replayInputs holds a trace's requests for replay, by run, column-wise
+// (replay.Columns: about a tenth of the memory of the requests): add
+// takes them as a reader yields them, so a large trace is never held
+// whole.
+type replayInputs struct {
+	runs    []trace.Run // the dataset's, then those only requests name, in order of appearance
+	known   map[string]bool
+	byRun   map[string]*replay.Columns
+	seen    map[string]int // requests per run, dropped ones included
+	dropped map[string]int // failed requests whose lengths the source did not record
+}
+
+func newReplayInputs(runs []trace.Run) *replayInputs {
+	x := &replayInputs{runs: append([]trace.Run(nil), runs...), known: map[string]bool{},
+		byRun: map[string]*replay.Columns{}, seen: map[string]int{}, dropped: map[string]int{}}
+	for _, r := range runs {
+		x.known[r.Name] = true
+	}
+	return x
+}
+
+// add takes r (which the caller may reuse). A failed request that lacks a
+// prompt or output length is only counted: the source recorded its
+// failure, not its shape (AIPerf's error records), so it cannot be sent
+// again. Successful requests are kept whatever they lack, and the engine
+// names what is missing.
+func (x *replayInputs) add(r *trace.Request) error {
+	if !x.known[r.Run] {
+		x.known[r.Run] = true
+		x.runs = append(x.runs, trace.Run{Name: r.Run})
+	}
+	x.seen[r.Run]++
+	if !r.OK() && (!r.InputTokens.OK || !r.OutputTokens.OK) {
+		x.dropped[r.Run]++
+		return nil
+	}
+	c := x.byRun[r.Run]
+	if c == nil {
+		c = &replay.Columns{}
+		x.byRun[r.Run] = c
+	}
+	c.Add(r)
+	return nil
+}
+
+// loadReplayInputs reads the trace at arg (opaltrace Parquet, or any
+// format ingest reads) into replayInputs.
+func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr io.Writer) (*replayInputs, error) {
+	_, path := splitLabel(arg)
+	if path != "-" && isParquet(path) {
+		r, err := trace.OpenFile(path) // the runs
+		if err != nil {
+			return nil, err
+		}
+		x := newReplayInputs(r.Runs())
+		r.Close()
+		return x, trace.ScanColumns(path, nil, x.add)
+	}
+	x := newReplayInputs(nil)
+	bad := badRecords{stderr: stderr}
+	runs, _, err := ingest.Files([]string{path}, opts, x.add, bad.report)
+	if err != nil {
+		return nil, err
+	}
+	if err := bad.check(path, allowErrors); err != nil {
+		return nil, err
+	}
+	// The runs ingest reports come first, as in the dataset they make.
+	y := newReplayInputs(runs)
+	for _, r := range x.runs {
+		if !y.known[r.Name] {
+			y.known[r.Name] = true
+			y.runs = append(y.runs, r)
+		}
+	}
+	y.byRun, y.seen, y.dropped = x.byRun, x.seen, x.dropped
+	return y, nil
+}
+
 // replayJobs makes one job per input run, in order. A run without
 // requests is regenerated from its recorded workload (vLLM's and SGLang's
 // random datasets); one that cannot be is listed on stderr and passed over.
 // With one job the simulated run is called runName; with several,
 // runName/INPUT-RUN, so each is reported on its own.
-func replayJobs(cl cluster, runs []trace.Run, reqs []*trace.Request, runName string, stderr io.Writer) ([]replayJob, error) {
-	byRun := map[string][]*trace.Request{}
-	known := map[string]bool{}
-	for _, r := range runs {
-		known[r.Name] = true
-	}
-	all := append([]trace.Run(nil), runs...)
-	for _, r := range reqs {
-		if !known[r.Run] {
-			known[r.Run] = true
-			all = append(all, trace.Run{Name: r.Run})
-		}
-		byRun[r.Run] = append(byRun[r.Run], r)
-	}
+func replayJobs(cl cluster, x *replayInputs, runName string, stderr io.Writer) ([]replayJob, error) {
 	var jobs []replayJob
 	var passed []string
-	for _, run := range all {
+	for _, run := range x.runs {
 		cfg, err := schedulerFor(cl.Config, run)
 		if err != nil {
 			return nil, err
 		}
-		if rs := byRun[run.Name]; len(rs) > 0 {
-			rs, dropped := replayable(rs)
-			if dropped > 0 {
-				fmt.Fprintf(stderr, "run %s: passing over %d failed requests whose lengths the source did not record\n", run.Name, dropped)
+		if x.seen[run.Name] > 0 {
+			if d := x.dropped[run.Name]; d > 0 {
+				fmt.Fprintf(stderr, "run %s: passing over %d failed requests whose lengths the source did not record\n", run.Name, d)
 			}
-			if len(rs) == 0 {
+			in := x.byRun[run.Name]
+			if in == nil {
 				passed = append(passed, fmt.Sprintf("run %s: no request with its lengths", run.Name))
 				continue
 			}
-			cfg, how := sendLikeTheBenchmark(cfg, run, rs)
-			jobs = append(jobs, replayJob{of: run.Name, in: replay.Requests(rs), cfg: cfg, how: how})
+			cfg, how := sendLikeTheBenchmark(cfg, run, in.Len(), in.Arrivals())
+			jobs = append(jobs, replayJob{of: run.Name, in: in, cfg: cfg, how: how})
 			continue
 		}
 		gen, mode, err := replay.Regenerate(run, cl.Seed)
@@ -297,41 +364,21 @@ func writeReplayed(w io.Writer, done []replayed) error {
 	return nil
 }
 
-// replayable drops the failed requests that lack a prompt or output
-// length: the source recorded their failure, not their shape (AIPerf's
-// error records), so they cannot be sent again. Successful requests are
-// kept whatever they lack, and the engine names what is missing.
-func replayable(rs []*trace.Request) ([]*trace.Request, int) {
-	out := rs[:0:0]
-	for _, r := range rs {
-		if !r.OK() && (!r.InputTokens.OK || !r.OutputTokens.OK) {
-			continue
-		}
-		out = append(out, r)
-	}
-	return out, len(rs) - len(out)
-}
-
 // sendLikeTheBenchmark handles requests that carry no arrival times, which
 // the open loop cannot replay: a benchmark run at an infinite rate sent
 // everything at once (vLLM's and SGLang's "inf"), or kept max_concurrency
 // requests in flight, so the run is replayed as that closed loop. In every
 // other case the configuration stands (and the engine explains what is
 // missing).
-func sendLikeTheBenchmark(cfg replay.Config, run trace.Run, rs []*trace.Request) (replay.Config, string) {
-	if cfg.Workload.Mode != "" && cfg.Workload.Mode != replay.ModeOpen {
+func sendLikeTheBenchmark(cfg replay.Config, run trace.Run, n int, arrivals bool) (replay.Config, string) {
+	if cfg.Workload.Mode != "" && cfg.Workload.Mode != replay.ModeOpen || arrivals {
 		return cfg, "trace"
-	}
-	for _, r := range rs {
-		if r.Arrival.OK {
-			return cfg, "trace"
-		}
 	}
 	w := run.Workload
 	if w == nil || !math.IsInf(float64(w.RequestRate), 1) {
 		return cfg, "trace"
 	}
-	clients := len(rs)
+	clients := n
 	if w.Concurrency > 0 && w.Concurrency < clients {
 		clients = w.Concurrency
 	}
