@@ -80,23 +80,10 @@ func newReader(src parquet.ReaderAtSeeker, name string, only []string) (r *Reade
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a Parquet file: %w", name, err)
 	}
-	r = &Reader{pf: pf, meta: map[string]string{}, name: name}
-	kv := pf.MetaData().KeyValueMetadata()
-	for i, k := range kv.Keys() {
-		r.meta[k] = kv.Values()[i]
-	}
-	if v, ok := r.meta[MetaSchemaVersion]; !ok {
+	r = &Reader{pf: pf, name: name}
+	if r.meta, r.runs, err = fileMeta(pf, name); err != nil {
 		pf.Close()
-		return nil, fmt.Errorf("%s: not an opaltrace Parquet file (no %s metadata)", name, MetaSchemaVersion)
-	} else if v != SchemaVersion {
-		pf.Close()
-		return nil, fmt.Errorf("%s: opaltrace schema version %s, this build reads %s", name, v, SchemaVersion)
-	}
-	if s := r.meta[MetaRuns]; s != "" {
-		if err := json.Unmarshal([]byte(s), &r.runs); err != nil {
-			pf.Close()
-			return nil, fmt.Errorf("%s: %s metadata: %w", name, MetaRuns, err)
-		}
+		return nil, err
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: RowGroupRows}, memory.DefaultAllocator)
 	if err != nil {
@@ -138,6 +125,41 @@ func newReader(src parquet.ReaderAtSeeker, name string, only []string) (r *Reade
 		r.cols = append(r.cols, i)
 	}
 	return r, nil
+}
+
+// fileMeta returns the key/value metadata of an opaltrace Parquet file and
+// its runs, or an error when the file is not one this build reads.
+func fileMeta(pf *file.Reader, name string) (map[string]string, []Run, error) {
+	meta := map[string]string{}
+	kv := pf.MetaData().KeyValueMetadata()
+	for i, k := range kv.Keys() {
+		meta[k] = kv.Values()[i]
+	}
+	if v, ok := meta[MetaSchemaVersion]; !ok {
+		return nil, nil, fmt.Errorf("%s: not an opaltrace Parquet file (no %s metadata)", name, MetaSchemaVersion)
+	} else if v != SchemaVersion {
+		return nil, nil, fmt.Errorf("%s: opaltrace schema version %s, this build reads %s", name, v, SchemaVersion)
+	}
+	var runs []Run
+	if s := meta[MetaRuns]; s != "" {
+		if err := json.Unmarshal([]byte(s), &runs); err != nil {
+			return nil, nil, fmt.Errorf("%s: %s metadata: %w", name, MetaRuns, err)
+		}
+	}
+	return meta, runs, nil
+}
+
+// ReadRuns returns the runs an opaltrace Parquet file stores and its
+// number of requests, reading its footer only.
+func ReadRuns(path string) (runs []Run, rows int64, err error) {
+	defer corrupt(path, &err)
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: not a Parquet file: %w", path, err)
+	}
+	defer pf.Close()
+	_, runs, err = fileMeta(pf, path)
+	return runs, pf.NumRows(), err
 }
 
 // Runs returns the runs stored in the file.
@@ -215,13 +237,11 @@ func (r *Reader) Close() error {
 // reallocation: loading 100,000 simulated requests (2·10⁷ ITL gaps) took
 // 3.4 s that way.
 func ReadFile(path string) ([]Run, []*Request, error) {
-	r, err := OpenFile(path) // the metadata: schema version and runs
+	runs, n, err := ReadRuns(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	runs, n := r.Runs(), r.NumRows()
-	r.Close()
-	reqs := make([]*Request, 0, n)
+	reqs := make([]*Request, 0, min(n, 1<<20)) // the footer may lie
 	err = ScanColumns(path, nil, func(q *Request) error {
 		reqs = append(reqs, q.Clone())
 		return nil

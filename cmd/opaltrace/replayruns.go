@@ -76,12 +76,11 @@ func (x *replayInputs) add(r *trace.Request) error {
 func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr io.Writer) (*replayInputs, error) {
 	_, path := splitLabel(arg)
 	if path != "-" && isParquet(path) {
-		r, err := trace.OpenFile(path) // the runs
+		runs, _, err := trace.ReadRuns(path)
 		if err != nil {
 			return nil, err
 		}
-		x := newReplayInputs(r.Runs())
-		r.Close()
+		x := newReplayInputs(runs)
 		return x, trace.ScanColumns(path, nil, x.add)
 	}
 	x := newReplayInputs(nil)
