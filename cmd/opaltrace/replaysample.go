@@ -132,19 +132,10 @@ func samplePairs(args []string, opts ingest.Options, allowErrors bool, stderr io
 }
 
 // scanParquet calls f with every request of an opaltrace Parquet file,
-// reading only the columns the length table needs.
+// reading only the columns the length table needs (one reused request:
+// f keeps the lengths, not the request).
 func scanParquet(path string, f func(*trace.Request) error) error {
-	r, err := trace.OpenFileColumns(path, "status", "input_tokens", "output_tokens")
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for r.Scan() {
-		if err := f(r.Request()); err != nil {
-			return err
-		}
-	}
-	return r.Err()
+	return trace.ScanColumns(path, []string{"status", "input_tokens", "output_tokens"}, f)
 }
 
 // sampledJob is the one open-loop job of a sampled workload; its
