@@ -22,13 +22,20 @@ type StreamDist struct {
 }
 
 // A StreamSummary is the part of Summary that SummarizeStream computes in
-// bounded memory: counts, token totals and the four latency distributions.
+// bounded memory: counts, token totals, the duration and throughputs, and
+// the four latency distributions.
 type StreamSummary struct {
 	Requests, Completed, Failed         int64
 	TotalInputTokens, TotalOutputTokens int64
-	Pcts                                []float64
-	TTFT, TPOT, ITL, E2E                StreamDist
-	Passes                              int // passes made over the source
+	// DurationSec is measured from the first arrival to the last end, as
+	// Summary's is when the source reported none; 0 without arrivals.
+	// The throughputs divide by it, as Summary's do.
+	DurationSec                                          float64
+	RequestThroughput, InputThroughput, OutputThroughput float64
+	TotalTokenThroughput                                 float64
+	Pcts                                                 []float64
+	TTFT, TPOT, ITL, E2E                                 StreamDist
+	Passes                                               int // passes made over the source
 }
 
 // collectLimit (a variable so tests can force refinement) bounds the values one selection target keeps in memory
@@ -76,14 +83,15 @@ func SummarizeStream(src Source, pcts []float64) (*StreamSummary, error) {
 // yield the same requests. A replay that writes its records to a file
 // adds them as it writes, and reads the file only twice.
 type StreamSummarizer struct {
-	s    *StreamSummary
-	ms   [4]*metricStream
-	pcts []float64
+	s           *StreamSummary
+	ms          [4]*metricStream
+	pcts        []float64
+	first, last float64 // first arrival, last end (seconds)
 }
 
 // NewStreamSummarizer starts a summary with percentiles pcts.
 func NewStreamSummarizer(pcts []float64) *StreamSummarizer {
-	z := &StreamSummarizer{s: &StreamSummary{Pcts: pcts}, pcts: pcts}
+	z := &StreamSummarizer{s: &StreamSummary{Pcts: pcts}, pcts: pcts, first: math.Inf(1), last: math.Inf(-1)}
 	for i := range z.ms {
 		z.ms[i] = &metricStream{hist: make([]int64, 1<<16)}
 	}
@@ -94,6 +102,14 @@ func NewStreamSummarizer(pcts []float64) *StreamSummarizer {
 func (z *StreamSummarizer) Add(r *trace.Request) {
 	s := z.s
 	s.Requests++
+	if a, ok := r.Arrival.Get(); ok { // as SummarizeWith measures the duration
+		z.first = math.Min(z.first, a.Seconds())
+		end := a.Seconds()
+		if r.E2ESec.OK {
+			end += r.E2ESec.V
+		}
+		z.last = math.Max(z.last, end)
+	}
 	if !r.OK() {
 		s.Failed++
 		return
@@ -151,6 +167,14 @@ func (z *StreamSummarizer) Finish(src Source) (*StreamSummary, error) {
 		}
 	}
 	s.TTFT, s.TPOT, s.ITL, s.E2E = ms[0].result(pcts), ms[1].result(pcts), ms[2].result(pcts), ms[3].result(pcts)
+	if z.last > z.first {
+		d := z.last - z.first
+		s.DurationSec = d
+		s.RequestThroughput = float64(s.Completed) / d
+		s.InputThroughput = float64(s.TotalInputTokens) / d
+		s.OutputThroughput = float64(s.TotalOutputTokens) / d
+		s.TotalTokenThroughput = float64(s.TotalInputTokens+s.TotalOutputTokens) / d
+	}
 	return s, nil
 }
 

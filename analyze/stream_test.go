@@ -27,6 +27,10 @@ func randomRequests(rng *rand.Rand, n int) []*trace.Request {
 		if rng.IntN(20) == 0 {
 			r.Status = trace.StatusFailed
 		}
+		r.InputTokens = trace.Some(int64(1 + rng.IntN(3000)))
+		if rng.IntN(50) > 0 { // a few without an arrival
+			r.Arrival = trace.Some(trace.Time(rng.Int64N(600e9)))
+		}
 		// Quantized values repeat, so ranks fall inside runs of equal values.
 		r.TTFTSec = trace.Some(math.Round(rng.ExpFloat64()*1e4) / 1e5)
 		if rng.IntN(10) > 0 {
@@ -54,6 +58,16 @@ func checkStreamEqualsSummary(t *testing.T, reqs []*trace.Request, pcts []float6
 	if got.Completed != int64(want.Completed) || got.Failed != int64(want.Failed) ||
 		got.TotalInputTokens != want.TotalInputTokens || got.TotalOutputTokens != want.TotalOutputTokens {
 		t.Errorf("counts differ: %+v vs %+v", got, want)
+	}
+	if got.DurationSec != want.DurationSec || got.RequestThroughput != want.RequestThroughput ||
+		got.InputThroughput != want.InputThroughput || got.OutputThroughput != want.OutputThroughput ||
+		got.TotalTokenThroughput != want.TotalTokenThroughput {
+		t.Errorf("duration and throughputs differ: stream %v s, %v req/s, %v/%v/%v tok/s; in memory %v s, %v req/s, %v/%v/%v tok/s",
+			got.DurationSec, got.RequestThroughput, got.InputThroughput, got.OutputThroughput, got.TotalTokenThroughput,
+			want.DurationSec, want.RequestThroughput, want.InputThroughput, want.OutputThroughput, want.TotalTokenThroughput)
+	}
+	if len(reqs) > 0 && got.DurationSec == 0 {
+		t.Error("no duration measured")
 	}
 	for _, m := range []struct {
 		name string

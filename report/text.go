@@ -689,11 +689,19 @@ func WriteStreamSummary(w io.Writer, name, scope string, s *analyze.StreamSummar
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", center(" Serving Benchmark Result ", 50, '='))
 	row(&b, "Dataset:", name)
-	fmt.Fprintf(&b, "Exact summary in %d passes over the file, %s.\n", s.Passes, scope)
+	fmt.Fprintf(&b, "Exact summary in %s over the file, %s.\n", passes(s.Passes), scope)
 	row(&b, "Successful requests:", s.Completed)
 	row(&b, "Failed requests:", s.Failed)
+	if s.DurationSec > 0 {
+		fmt.Fprintf(&b, "%-40s %-10.2f (%s)\n", "Benchmark duration (s):", s.DurationSec, "measured: first arrival to last end")
+	}
 	row(&b, "Total input tokens:", s.TotalInputTokens)
 	row(&b, "Total generated tokens:", s.TotalOutputTokens)
+	if s.DurationSec > 0 {
+		rowf(&b, "Request throughput (req/s):", s.RequestThroughput)
+		rowf(&b, "Output token throughput (tok/s):", s.OutputThroughput)
+		rowf(&b, "Total Token throughput (tok/s):", s.TotalTokenThroughput)
+	}
 	for i, d := range streamDists(s) {
 		if d.N == 0 {
 			continue
@@ -713,6 +721,14 @@ func WriteStreamSummary(w io.Writer, name, scope string, s *analyze.StreamSummar
 	return err
 }
 
+// passes says "1 pass" or "n passes".
+func passes(n int) string {
+	if n == 1 {
+		return "1 pass"
+	}
+	return strconv.Itoa(n) + " passes"
+}
+
 // StreamSummaryJSON returns a streamed summary in the stats JSON vocabulary.
 func StreamSummaryJSON(name string, s *analyze.StreamSummary) ([]byte, error) {
 	o := orderedJSON{}
@@ -723,6 +739,14 @@ func StreamSummaryJSON(name string, s *analyze.StreamSummary) ([]byte, error) {
 	o.add("failed", s.Failed)
 	o.add("total_input_tokens", s.TotalInputTokens)
 	o.add("total_output_tokens", s.TotalOutputTokens)
+	if s.DurationSec > 0 {
+		o.add("duration", s.DurationSec)
+		o.add("duration_basis", "measured")
+		o.add("request_throughput", s.RequestThroughput)
+		o.add("input_throughput", s.InputThroughput)
+		o.add("output_throughput", s.OutputThroughput)
+		o.add("total_token_throughput", s.TotalTokenThroughput)
+	}
 	for i, d := range streamDists(s) {
 		if d.N == 0 {
 			continue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -315,8 +316,12 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 		if done[i].stream, err = done[i].sum.Finish(src); err != nil {
 			return nil, fmt.Errorf("%s: run %s: summary: %w", out, done[i].run.Name, err)
 		}
-		fmt.Fprintf(stderr, "%s: exact summary of run %s: %d passes over the file in %.2f s\n",
-			out, done[i].run.Name, done[i].stream.Passes, time.Since(start).Seconds())
+		n := strconv.Itoa(done[i].stream.Passes) + " passes"
+		if done[i].stream.Passes == 1 {
+			n = "1 pass"
+		}
+		fmt.Fprintf(stderr, "%s: exact summary of run %s: %s over the file in %.2f s\n",
+			out, done[i].run.Name, n, time.Since(start).Seconds())
 	}
 	return done, nil
 }

@@ -198,12 +198,18 @@ func TestReplaySampledErrors(t *testing.T) {
 	}
 }
 
-// distLines are the latency lines of a printed summary (Mean, Median,
-// Std, P99 of TTFT, TPOT, ITL and E2EL), which the in-memory and the
-// multi-pass summaries print alike.
+// distLines are the lines of a printed summary that the in-memory and the
+// multi-pass summaries print alike: the duration, the throughputs (but the
+// peak), and the latency lines (Mean, Median, Std, P99 of TTFT, TPOT, ITL
+// and E2EL).
 func distLines(out string) []string {
 	var lines []string
 	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Benchmark duration"), strings.HasPrefix(l, "Request throughput"),
+			strings.HasPrefix(l, "Output token throughput"), strings.HasPrefix(l, "Total Token throughput"):
+			lines = append(lines, l)
+		}
 		for _, p := range []string{"Mean ", "Median ", "Std ", "P99 "} {
 			if strings.HasPrefix(l, p) && strings.Contains(l, " (ms):") {
 				lines = append(lines, l)
@@ -215,8 +221,9 @@ func distLines(out string) []string {
 
 // TestReplayLowMemoryEqualsInMemory replays the same sampled workload
 // with and without --low-memory: the files are the same, the multi-pass
-// summary prints the in-memory summary's latency lines, and, computed
-// again from the file, equals its values to the last bit.
+// summary prints the in-memory summary's duration, throughput and latency
+// lines, and, computed again from the file, equals its values to the last
+// bit.
 func TestReplayLowMemoryEqualsInMemory(t *testing.T) {
 	dir := t.TempDir()
 	in := sampleSlice(t, dir, 300)
@@ -239,8 +246,8 @@ func TestReplayLowMemoryEqualsInMemory(t *testing.T) {
 		t.Fatalf("summaries not printed the expected ways:\n%s\n%s", outMem, outLow)
 	}
 	lm, ll := distLines(outMem), distLines(outLow)
-	if len(lm) != 16 || strings.Join(lm, "\n") != strings.Join(ll, "\n") {
-		t.Errorf("latency lines differ:\nin memory:\n%s\nlow memory:\n%s", strings.Join(lm, "\n"), strings.Join(ll, "\n"))
+	if len(lm) != 20 || strings.Join(lm, "\n") != strings.Join(ll, "\n") {
+		t.Errorf("duration, throughput and latency lines differ:\nin memory:\n%s\nlow memory:\n%s", strings.Join(lm, "\n"), strings.Join(ll, "\n"))
 	}
 
 	runs, reqs, err := trace.ReadFile(low)
@@ -254,6 +261,9 @@ func TestReplayLowMemoryEqualsInMemory(t *testing.T) {
 	}
 	if got.Completed != int64(want.Completed) || got.TotalOutputTokens != want.TotalOutputTokens {
 		t.Errorf("counts: stream %d completed, %d tokens; memory %d, %d", got.Completed, got.TotalOutputTokens, want.Completed, want.TotalOutputTokens)
+	}
+	if got.DurationSec == 0 || got.DurationSec != want.DurationSec || got.OutputThroughput != want.OutputThroughput {
+		t.Errorf("duration: stream %v s, %v tok/s; memory %v s, %v tok/s", got.DurationSec, got.OutputThroughput, want.DurationSec, want.OutputThroughput)
 	}
 	for i, d := range []struct {
 		name string

@@ -13,7 +13,7 @@ import (
 // summaryColumns are the columns analyze.SummarizeStream reads; reading
 // only them makes each pass over a large file several times faster
 // (trace's BenchmarkReadParquetColumns).
-var summaryColumns = []string{"status", "input_tokens", "output_tokens", "ttft_s", "e2e_s", "itl_s"}
+var summaryColumns = []string{"status", "input_tokens", "output_tokens", "arrival_s", "ttft_s", "e2e_s", "itl_s"}
 
 // parquetSource scans an opaltrace Parquet file once per call.
 //
