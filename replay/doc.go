@@ -12,10 +12,11 @@
 //     once or each starting at its trace arrival. Regenerate rebuilds a
 //     summary-only benchmark run from its recorded arguments with its
 //     client's generator (vLLM or SGLang random datasets). Inputs come
-//     from a slice (Requests) or a generator that
-//     builds each request when asked (Sampled: Poisson arrivals, lengths
-//     drawn from observed pairs), so a million-request replay does not
-//     hold its input.
+//     from a slice (Requests), from columns that keep only what a replay
+//     reads (Columns: about a tenth of the memory, for large traces), or
+//     from a generator that builds each request when asked (Sampled:
+//     Poisson arrivals, lengths drawn from observed pairs), so a
+//     million-request replay does not hold its input.
 //  2. Client. The simulated client is ClientConfig.LatencySec away from
 //     the router, both ways, and gives up after ClientConfig.TimeoutSec.
 //  3. Router. A Router picks a worker per request (round-robin, random).
@@ -54,18 +55,17 @@
 // step of such a window: the Mooncake conversation trace's 3.7 million
 // steps take some 42,000 events. A steady decode batch (every running
 // request decoding, no admission possible) is advanced by an inner loop
-// (steadySteps) that allocates blocks as the general scheduler would and
-// prices each step from a table per batch size indexed by the contexts'
-// sum (the step model being a pure function of the batch, and the
-// roofline pricing a decode batch by its size and sum alone), at a few
-// nanoseconds a step. Inline steps are built and priced
-// as queued ones would be, at the same times, so results are identical to
-// stepping one event at a time (TestFastForwardSameResults); load-blind
-// routers are run before the replay, which tells each worker when its
-// next request arrives and which prefix blocks another request on it can
-// hit (only those are indexed). SGLang workers are not advanced without
-// the general scheduler (no steady-batch shortcut): every step is built in
-// full, inline within a window as above.
+// (steadySteps) that allocates blocks as the general scheduler would (under
+// SGLang's scheduler: a pool slot per request and step, new_token_ratio
+// decaying) and prices each step from a table per batch size indexed by
+// the contexts' sum (the step model being a pure function of the batch,
+// and the roofline pricing a decode batch by its size and sum alone), at
+// a few nanoseconds a step. Inline steps are built and priced as queued
+// ones would be, at the same times, so results are identical to stepping
+// one event at a time (TestFastForwardSameResults, with both schedulers);
+// load-blind routers are run before the replay, which tells each worker
+// when its next request arrives and which prefix blocks another request
+// on it can hit (only those are indexed).
 //
 // Per-request state lives only while the request is in flight and is
 // recycled, so memory grows with the requests in flight plus what the
