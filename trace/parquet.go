@@ -27,11 +27,9 @@ const SchemaVersion = "1"
 // A Reader streams Requests out of a Parquet file written by Writer, one
 // row group at a time.
 type Reader struct {
-	f    *os.File
-	pf   *file.Reader
-	rr   pqarrow.RecordReader
-	runs []Run
-	meta map[string]string
+	f  *os.File
+	pf *file.Reader
+	rr pqarrow.RecordReader
 
 	rec  arrow.RecordBatch
 	cols []int // index into columns for each record column, -1 if unknown
@@ -81,7 +79,7 @@ func newReader(src parquet.ReaderAtSeeker, name string, only []string) (r *Reade
 		return nil, fmt.Errorf("%s: not a Parquet file: %w", name, err)
 	}
 	r = &Reader{pf: pf, name: name}
-	if r.meta, r.runs, err = fileMeta(pf, name); err != nil {
+	if _, err = fileRuns(pf, name); err != nil { // the version, and runs metadata that parses
 		pf.Close()
 		return nil, err
 	}
@@ -127,26 +125,30 @@ func newReader(src parquet.ReaderAtSeeker, name string, only []string) (r *Reade
 	return r, nil
 }
 
-// fileMeta returns the key/value metadata of an opaltrace Parquet file and
-// its runs, or an error when the file is not one this build reads.
-func fileMeta(pf *file.Reader, name string) (map[string]string, []Run, error) {
-	meta := map[string]string{}
-	kv := pf.MetaData().KeyValueMetadata()
-	for i, k := range kv.Keys() {
-		meta[k] = kv.Values()[i]
+// checkVersion reports an error unless pf is an opaltrace Parquet file of
+// the layout this build reads.
+func checkVersion(pf *file.Reader, name string) error {
+	if v := pf.MetaData().KeyValueMetadata().FindValue(MetaSchemaVersion); v == nil {
+		return fmt.Errorf("%s: not an opaltrace Parquet file (no %s metadata)", name, MetaSchemaVersion)
+	} else if *v != SchemaVersion {
+		return fmt.Errorf("%s: opaltrace schema version %s, this build reads %s", name, *v, SchemaVersion)
 	}
-	if v, ok := meta[MetaSchemaVersion]; !ok {
-		return nil, nil, fmt.Errorf("%s: not an opaltrace Parquet file (no %s metadata)", name, MetaSchemaVersion)
-	} else if v != SchemaVersion {
-		return nil, nil, fmt.Errorf("%s: opaltrace schema version %s, this build reads %s", name, v, SchemaVersion)
+	return nil
+}
+
+// fileRuns returns the runs of an opaltrace Parquet file, or an error when
+// the file is not one this build reads.
+func fileRuns(pf *file.Reader, name string) ([]Run, error) {
+	if err := checkVersion(pf, name); err != nil {
+		return nil, err
 	}
 	var runs []Run
-	if s := meta[MetaRuns]; s != "" {
-		if err := json.Unmarshal([]byte(s), &runs); err != nil {
-			return nil, nil, fmt.Errorf("%s: %s metadata: %w", name, MetaRuns, err)
+	if s := pf.MetaData().KeyValueMetadata().FindValue(MetaRuns); s != nil && *s != "" {
+		if err := json.Unmarshal([]byte(*s), &runs); err != nil {
+			return nil, fmt.Errorf("%s: %s metadata: %w", name, MetaRuns, err)
 		}
 	}
-	return meta, runs, nil
+	return runs, nil
 }
 
 // ReadRuns returns the runs an opaltrace Parquet file stores and its
@@ -158,15 +160,9 @@ func ReadRuns(path string) (runs []Run, rows int64, err error) {
 		return nil, 0, fmt.Errorf("%s: not a Parquet file: %w", path, err)
 	}
 	defer pf.Close()
-	_, runs, err = fileMeta(pf, path)
+	runs, err = fileRuns(pf, path)
 	return runs, pf.NumRows(), err
 }
-
-// Runs returns the runs stored in the file.
-func (r *Reader) Runs() []Run { return r.runs }
-
-// Meta returns a file metadata value ("" when absent).
-func (r *Reader) Meta(key string) string { return r.meta[key] }
 
 // NumRows returns the number of requests in the file.
 func (r *Reader) NumRows() int64 { return r.pf.NumRows() }

@@ -115,11 +115,8 @@ func newScanner(src parquet.ReaderAtSeeker, name string, names []string) (s *sca
 			pf.Close()
 		}
 	}()
-	kv := pf.MetaData().KeyValueMetadata()
-	if v := kv.FindValue(MetaSchemaVersion); v == nil {
-		return nil, fmt.Errorf("%s: not an opaltrace Parquet file (no %s metadata)", name, MetaSchemaVersion)
-	} else if *v != SchemaVersion {
-		return nil, fmt.Errorf("%s: opaltrace schema version %s, this build reads %s", name, *v, SchemaVersion)
+	if err := checkVersion(pf, name); err != nil {
+		return nil, err
 	}
 
 	byName := make(map[string]int, len(columns))
