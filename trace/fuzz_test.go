@@ -7,20 +7,30 @@ import (
 	"testing"
 )
 
-// addParquetSeeds seeds f with a good file of the sample requests, its
-// first half, and the bare magic.
-func addParquetSeeds(f *testing.F) {
+// sampleFile returns the bytes of a file of the sample requests and runs.
+func sampleFile(tb testing.TB) []byte {
+	tb.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf)
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	for _, r := range sampleRequests() {
-		w.Write(r)
+		if err := w.Write(r); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	w.SetRuns(sampleRuns())
-	w.Close()
-	good := buf.Bytes()
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// addParquetSeeds seeds f with a good file of the sample requests, its
+// first half, and the bare magic.
+func addParquetSeeds(f *testing.F) {
+	good := sampleFile(f)
 	f.Add(good)
 	f.Add(good[:len(good)/2])
 	f.Add([]byte("PAR1"))
@@ -50,13 +60,7 @@ func FuzzReadParquet(f *testing.F) {
 // TestReadCorruptedParquet flips bytes all over a good file: every result
 // is an error or valid requests, never a panic.
 func TestReadCorruptedParquet(t *testing.T) {
-	var buf bytes.Buffer
-	w, _ := NewWriter(&buf)
-	for _, r := range sampleRequests() {
-		w.Write(r)
-	}
-	w.Close()
-	good := buf.Bytes()
+	good := sampleFile(t)
 	dir := t.TempDir()
 	for i := 0; i < len(good); i += 61 {
 		bad := append([]byte(nil), good...)

@@ -392,13 +392,7 @@ func TestColumnPointers(t *testing.T) {
 // TestScanCorruptedParquet flips bytes all over a good file: every result
 // is an error or what Reader reads, never a panic.
 func TestScanCorruptedParquet(t *testing.T) {
-	var buf bytes.Buffer
-	w, _ := NewWriter(&buf)
-	for _, r := range sampleRequests() {
-		w.Write(r)
-	}
-	w.Close()
-	good := buf.Bytes()
+	good := sampleFile(t)
 	dir := t.TempDir()
 	for i := 0; i < len(good); i += 61 {
 		bad := append([]byte(nil), good...)
