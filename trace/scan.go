@@ -51,7 +51,7 @@ type scanner struct {
 	pf       *file.Reader
 	alloc    *reuseAllocator
 	cols     []scanned // the projected columns' decoders
-	next     []scanned // the same columns' second decoders: run loads a row group into one set while the rows of the other are handed out
+	next     []scanned // the same columns' second decoders (files of several row groups): run loads a row group into one set while the rows of the other are handed out
 	req      Request   // the reused request; both sets hold pointers into it
 	validate bool      // all columns read, so a request must be valid
 	row      int64     // rows handed to fn so far
@@ -94,8 +94,10 @@ var allocPool sync.Pool
 // close releases the file and gives the buffers back to the pools.
 func (s *scanner) close() {
 	s.pf.Close()
-	for _, c := range append(s.cols, s.next...) {
-		colPools[c.ci].Put(c.col.bufs())
+	for _, set := range [][]scanned{s.cols, s.next} {
+		for _, c := range set {
+			colPools[c.ci].Put(c.col.bufs())
+		}
 	}
 	allocPool.Put(s.alloc)
 }
@@ -157,7 +159,11 @@ func newScanner(src parquet.ReaderAtSeeker, name string, names []string) (s *sca
 		}
 	}
 	s = &scanner{name: name, pf: pf, alloc: alloc, validate: len(names) == 0}
-	for _, set := range []*[]scanned{&s.cols, &s.next} {
+	sets := []*[]scanned{&s.cols}
+	if pf.NumRowGroups() > 1 { // a second set only to decode ahead
+		sets = append(sets, &s.next)
+	}
+	for _, set := range sets {
 		for _, n := range want {
 			leaf, ci := leaves[n], byName[n]
 			col, err := newScanCol(sc.Column(leaf), columns[ci].ptr(&s.req), colPools[ci].Get())
@@ -191,7 +197,9 @@ func (s *scanner) run(fn func(*Request) error) error {
 	stop := make(chan struct{})     // closed when run returns
 	done := make(chan struct{})     // closed when the loader is gone
 	free <- s.cols
-	free <- s.next
+	if s.next != nil {
+		free <- s.next
+	}
 	go func() {
 		defer close(done)
 		for g := range n {
