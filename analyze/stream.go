@@ -83,15 +83,15 @@ func SummarizeStream(src Source, pcts []float64) (*StreamSummary, error) {
 // yield the same requests. A replay that writes its records to a file
 // adds them as it writes, and reads the file only twice.
 type StreamSummarizer struct {
-	s           *StreamSummary
-	ms          [4]*metricStream
-	pcts        []float64
-	first, last float64 // first arrival, last end (seconds)
+	s    *StreamSummary
+	ms   [4]*metricStream
+	pcts []float64
+	span span // first arrival to last end
 }
 
 // NewStreamSummarizer starts a summary with percentiles pcts.
 func NewStreamSummarizer(pcts []float64) *StreamSummarizer {
-	z := &StreamSummarizer{s: &StreamSummary{Pcts: pcts}, pcts: pcts, first: math.Inf(1), last: math.Inf(-1)}
+	z := &StreamSummarizer{s: &StreamSummary{Pcts: pcts}, pcts: pcts, span: newSpan()}
 	for i := range z.ms {
 		z.ms[i] = &metricStream{hist: make([]int64, 1<<16)}
 	}
@@ -102,14 +102,7 @@ func NewStreamSummarizer(pcts []float64) *StreamSummarizer {
 func (z *StreamSummarizer) Add(r *trace.Request) {
 	s := z.s
 	s.Requests++
-	if a, ok := r.Arrival.Get(); ok { // as SummarizeWith measures the duration
-		z.first = math.Min(z.first, a.Seconds())
-		end := a.Seconds()
-		if r.E2ESec.OK {
-			end += r.E2ESec.V
-		}
-		z.last = math.Max(z.last, end)
-	}
+	z.span.add(r)
 	if !r.OK() {
 		s.Failed++
 		return
@@ -167,13 +160,10 @@ func (z *StreamSummarizer) Finish(src Source) (*StreamSummary, error) {
 		}
 	}
 	s.TTFT, s.TPOT, s.ITL, s.E2E = ms[0].result(pcts), ms[1].result(pcts), ms[2].result(pcts), ms[3].result(pcts)
-	if z.last > z.first {
-		d := z.last - z.first
-		s.DurationSec = d
-		s.RequestThroughput = float64(s.Completed) / d
-		s.InputThroughput = float64(s.TotalInputTokens) / d
-		s.OutputThroughput = float64(s.TotalOutputTokens) / d
-		s.TotalTokenThroughput = float64(s.TotalInputTokens+s.TotalOutputTokens) / d
+	if z.span.measured() {
+		s.DurationSec = z.span.duration()
+		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
+			throughputs(s.Completed, s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
 	}
 	return s, nil
 }

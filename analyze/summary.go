@@ -137,19 +137,12 @@ func SummarizeWith(run trace.Run, reqs []*trace.Request, opts Options) *Summary 
 	tpot := make([]float64, 0, len(reqs))
 	itl := make([]float64, 0, gaps)
 	var chunks, chunkTokens int64
-	first, last := math.Inf(1), math.Inf(-1)
+	sp := newSpan()
 	status := map[trace.Status]int{}
 	sem := semanticsSet{}
 	for _, r := range reqs {
 		status[r.Status]++
-		if a, ok := r.Arrival.Get(); ok {
-			first = math.Min(first, a.Seconds())
-			end := a.Seconds()
-			if r.E2ESec.OK {
-				end += r.E2ESec.V
-			}
-			last = math.Max(last, end)
-		}
+		sp.add(r)
 		if !r.OK() {
 			s.Failed++
 			continue
@@ -191,21 +184,43 @@ func SummarizeWith(run trace.Run, reqs []*trace.Request, opts Options) *Summary 
 		s.DurationSec, s.DurationMeasured = s.Trim.End-s.Trim.Start, true
 	case run.DurationSec.OK:
 		s.DurationSec = run.DurationSec.V
-	case last > first:
-		s.DurationSec, s.DurationMeasured = last-first, true
+	case sp.measured():
+		s.DurationSec, s.DurationMeasured = sp.duration(), true
 	}
 	if s.DurationSec > 0 {
-		d := s.DurationSec
-		s.RequestThroughput = float64(s.Completed) / d
-		s.InputThroughput = float64(s.TotalInputTokens) / d
-		s.OutputThroughput = float64(s.TotalOutputTokens) / d
-		s.TotalTokenThroughput = float64(s.TotalInputTokens+s.TotalOutputTokens) / d
+		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
+			throughputs(int64(s.Completed), s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
 	}
 	s.Peak, s.PeakMissing = PeakMetrics(reqs)
 	if !opts.Goodput.Empty() {
 		s.Goodput = ComputeGoodput(reqs, opts.Goodput, s.DurationSec)
 	}
 	return s
+}
+
+// A span is the time a run's requests cover, from the first arrival to the
+// last end (arrival plus E2E): the duration a summary measures when the
+// source reported none.
+type span struct{ first, last float64 }
+
+func newSpan() span { return span{math.Inf(1), math.Inf(-1)} }
+
+func (p *span) add(r *trace.Request) {
+	if r.Arrival.OK {
+		p.first = math.Min(p.first, r.Arrival.V.Seconds())
+		p.last = math.Max(p.last, requestEnd(r))
+	}
+}
+
+// measured reports whether the span has a positive length.
+func (p span) measured() bool { return p.last > p.first }
+
+func (p span) duration() float64 { return p.last - p.first }
+
+// throughputs divides a run's completed requests, input tokens, output
+// tokens and all tokens by its duration d.
+func throughputs(completed, in, out int64, d float64) (req, input, output, total float64) {
+	return float64(completed) / d, float64(in) / d, float64(out) / d, float64(in+out) / d
 }
 
 // semanticsSet collects the distinct semantics of a run's requests.
