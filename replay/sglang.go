@@ -430,10 +430,11 @@ func (g *sglang) steady(w *worker) bool {
 		len(w.sched) == len(w.running) && (g.full || w.waiting.Len() == 0)
 }
 
-// decodeAlloc does what decode does for a steady batch of n requests,
+// decodeAlloc is a decode step's allocation for a batch of n requests
 // when the pool has their n tokens free: new_token_ratio decays and each
 // takes a slot. It reports false, changing nothing, when the pool lacks
-// them (decode must evict, or retract).
+// them (decode must retract; fast-forward's inner loop must first let
+// decode evict).
 func (g *sglang) decodeAlloc(n int64) bool {
 	if g.tree.Free() < n {
 		return false
@@ -457,16 +458,15 @@ func (g *sglang) decode(w *worker, now trace.Time) {
 	if g.tree.Free() < need {
 		g.tree.Evict(need) // check_decode_mem evicts the batch's whole need
 	}
-	if g.tree.Free() < need {
+	allocated := g.decodeAlloc(need)
+	if !allocated {
 		batch = g.retract(w, batch)
-	} else {
-		g.ratio = max(g.ratio-g.decay, g.minRatio)
 	}
 	for _, r := range batch {
 		if r.computed != r.numTokens()-1 {
 			panic("replay: sglang: a running request is not ready to decode")
 		}
-		if !g.tree.Alloc(1) {
+		if !allocated && !g.tree.Alloc(1) {
 			continue // no memory even for the last request: it waits
 		}
 		w.add(r, 1, now)
