@@ -32,20 +32,31 @@ type replayJob struct {
 // takes them as a reader yields them, so a large trace is never held
 // whole.
 type replayInputs struct {
-	runs    []trace.Run // the dataset's, then those only requests name, in order of appearance
-	known   map[string]bool
+	runs    []trace.Run // the dataset's
+	named   []string    // runs in order of their first request
 	byRun   map[string]*replay.Columns
 	seen    map[string]int // requests per run, dropped ones included
 	dropped map[string]int // failed requests whose lengths the source did not record
 }
 
-func newReplayInputs(runs []trace.Run) *replayInputs {
-	x := &replayInputs{runs: append([]trace.Run(nil), runs...), known: map[string]bool{},
-		byRun: map[string]*replay.Columns{}, seen: map[string]int{}, dropped: map[string]int{}}
-	for _, r := range runs {
-		x.known[r.Name] = true
+func newReplayInputs() *replayInputs {
+	return &replayInputs{byRun: map[string]*replay.Columns{}, seen: map[string]int{}, dropped: map[string]int{}}
+}
+
+// allRuns returns the dataset's runs, then those only requests name, in
+// order of appearance.
+func (x *replayInputs) allRuns() []trace.Run {
+	all := append([]trace.Run(nil), x.runs...)
+	known := map[string]bool{}
+	for _, r := range x.runs {
+		known[r.Name] = true
 	}
-	return x
+	for _, name := range x.named {
+		if !known[name] {
+			all = append(all, trace.Run{Name: name})
+		}
+	}
+	return all
 }
 
 // add takes r (which the caller may reuse). A failed request that lacks a
@@ -54,9 +65,8 @@ func newReplayInputs(runs []trace.Run) *replayInputs {
 // again. Successful requests are kept whatever they lack, and the engine
 // names what is missing.
 func (x *replayInputs) add(r *trace.Request) error {
-	if !x.known[r.Run] {
-		x.known[r.Run] = true
-		x.runs = append(x.runs, trace.Run{Name: r.Run})
+	if x.seen[r.Run] == 0 {
+		x.named = append(x.named, r.Run)
 	}
 	x.seen[r.Run]++
 	if !r.OK() && (!r.InputTokens.OK || !r.OutputTokens.OK) {
@@ -77,14 +87,14 @@ func (x *replayInputs) add(r *trace.Request) error {
 func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr io.Writer) (*replayInputs, error) {
 	_, path := splitLabel(arg)
 	if path != "-" && isParquet(path) {
-		runs, _, err := trace.ReadRuns(path)
-		if err != nil {
+		x := newReplayInputs()
+		var err error
+		if x.runs, _, err = trace.ReadRuns(path); err != nil {
 			return nil, err
 		}
-		x := newReplayInputs(runs)
 		return x, trace.ScanColumns(path, nil, x.add)
 	}
-	x := newReplayInputs(nil)
+	x := newReplayInputs()
 	bad := badRecords{stderr: stderr}
 	runs, _, err := ingest.Files([]string{path}, opts, x.add, bad.report)
 	if err != nil {
@@ -93,16 +103,8 @@ func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr 
 	if err := bad.check(path, allowErrors); err != nil {
 		return nil, err
 	}
-	// The runs ingest reports come first, as in the dataset they make.
-	y := newReplayInputs(runs)
-	for _, r := range x.runs {
-		if !y.known[r.Name] {
-			y.known[r.Name] = true
-			y.runs = append(y.runs, r)
-		}
-	}
-	y.byRun, y.seen, y.dropped = x.byRun, x.seen, x.dropped
-	return y, nil
+	x.runs = runs
+	return x, nil
 }
 
 // replayJobs makes one job per input run, in order. A run without
@@ -113,7 +115,7 @@ func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr 
 func replayJobs(cl cluster, x *replayInputs, runName string, stderr io.Writer) ([]replayJob, error) {
 	var jobs []replayJob
 	var passed []string
-	for _, run := range x.runs {
+	for _, run := range x.allRuns() {
 		cfg, err := schedulerFor(cl.Config, run)
 		if err != nil {
 			return nil, err
