@@ -49,29 +49,41 @@ func isParquet(path string) bool {
 // allowErrors.
 func loadDataset(arg string, opts ingest.Options, allowErrors bool, stderr io.Writer) (*dataset, error) {
 	label, path := splitLabel(arg)
+	ds := &dataset{Name: label}
+	runs, err := eachRequest(path, nil, opts, allowErrors, stderr, func(r *trace.Request) error {
+		ds.Requests = append(ds.Requests, r.Clone())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ds.Runs = runs
+	return ds, nil
+}
+
+// eachRequest streams the requests of the input at path (an opaltrace
+// Parquet file, of which only the columns cols are read, all when nil;
+// or any ingestible file or directory) to add, which must copy what it
+// keeps: the request may be reused. It returns the input's runs. Bad
+// records of an ingestible input are printed to stderr and fail the read,
+// unless allowErrors.
+func eachRequest(path string, cols []string, opts ingest.Options, allowErrors bool, stderr io.Writer, add func(*trace.Request) error) ([]trace.Run, error) {
 	if path != "-" && isParquet(path) {
-		runs, reqs, err := trace.ReadFile(path)
+		runs, _, err := trace.ReadRuns(path)
 		if err != nil {
 			return nil, err
 		}
-		return &dataset{Name: label, Runs: runs, Requests: reqs}, nil
+		return runs, trace.ScanColumns(path, cols, add)
 	}
-	ds := &dataset{Name: label}
 	bad := badRecords{stderr: stderr}
-	runs, _, err := ingest.Files([]string{path}, opts,
-		func(r *trace.Request) error {
-			ds.Requests = append(ds.Requests, r.Clone())
-			return nil
-		},
-		bad.report)
+	runs, _, err := ingest.Files([]string{path}, opts, add, bad.report)
 	if err != nil {
 		return nil, err
 	}
 	if err := bad.check(path, allowErrors); err != nil {
 		return nil, err
 	}
-	ds.Runs = runs
-	return ds, nil
+	return runs, nil
 }
 
 // badRecords reports each bad record of an input on stderr and counts

@@ -86,25 +86,10 @@ func (x *replayInputs) add(r *trace.Request) error {
 // format ingest reads) into replayInputs.
 func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr io.Writer) (*replayInputs, error) {
 	_, path := splitLabel(arg)
-	if path != "-" && isParquet(path) {
-		x := newReplayInputs()
-		var err error
-		if x.runs, _, err = trace.ReadRuns(path); err != nil {
-			return nil, err
-		}
-		return x, trace.ScanColumns(path, nil, x.add)
-	}
 	x := newReplayInputs()
-	bad := badRecords{stderr: stderr}
-	runs, _, err := ingest.Files([]string{path}, opts, x.add, bad.report)
-	if err != nil {
-		return nil, err
-	}
-	if err := bad.check(path, allowErrors); err != nil {
-		return nil, err
-	}
-	x.runs = runs
-	return x, nil
+	var err error
+	x.runs, err = eachRequest(path, nil, opts, allowErrors, stderr, x.add)
+	return x, err
 }
 
 // replayJobs makes one job per input run, in order. A run without

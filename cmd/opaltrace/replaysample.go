@@ -111,17 +111,8 @@ func samplePairs(args []string, opts ingest.Options, allowErrors bool, stderr io
 	}
 	for _, arg := range args {
 		_, path := splitLabel(arg)
-		if path != "-" && isParquet(path) {
-			if err := scanParquet(path, add); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		bad := badRecords{stderr: stderr}
-		if _, _, err := ingest.Files([]string{path}, opts, add, bad.report); err != nil {
-			return nil, err
-		}
-		if err := bad.check(path, allowErrors); err != nil {
+		// Of a Parquet file, only the columns the length table needs.
+		if _, err := eachRequest(path, []string{"status", "input_tokens", "output_tokens"}, opts, allowErrors, stderr, add); err != nil {
 			return nil, err
 		}
 	}
@@ -129,13 +120,6 @@ func samplePairs(args []string, opts ingest.Options, allowErrors bool, stderr io
 		return nil, fmt.Errorf("replay: --sample: no successful request with both input and output token counts in %s", strings.Join(args, ", "))
 	}
 	return pairs, nil
-}
-
-// scanParquet calls f with every request of an opaltrace Parquet file,
-// reading only the columns the length table needs (one reused request:
-// f keeps the lengths, not the request).
-func scanParquet(path string, f func(*trace.Request) error) error {
-	return trace.ScanColumns(path, []string{"status", "input_tokens", "output_tokens"}, f)
 }
 
 // sampledJob is the one open-loop job of a sampled workload; its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -356,9 +357,9 @@ func TestReplayRunsThreshold(t *testing.T) {
 	}
 }
 
-// A bad record in a --sample input is reported as FILE:LINE, fails the
-// replay with nothing written, and with --allow-errors the good pairs are
-// still used.
+// A bad record in a replay's input, sampled or replayed as it is, is
+// reported as FILE:LINE, fails the replay with nothing written, and with
+// --allow-errors the good records are still used.
 func TestReplaySampledBadInput(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "bad.csv")
@@ -366,17 +367,27 @@ func TestReplaySampledBadInput(t *testing.T) {
 	if err := os.WriteFile(in, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "sim.parquet")
-	args := []string{"replay", "--sample", "50", "--sample-rate", "10", "--workers", "1", "-o", out, in}
-	_, stderr, err := opaltrace(t, args...)
-	if err == nil || !strings.Contains(stderr, in+":5:") || !strings.Contains(err.Error(), "1 bad records") {
-		t.Fatalf("err %v, stderr %q; want the bad line named and the replay failed", err, stderr)
+	// A sampled replay, and a replay of the trace itself (its three good
+	// requests).
+	for _, c := range []struct {
+		args []string
+		n    int
+	}{
+		{[]string{"--sample", "50", "--sample-rate", "10"}, 50},
+		{nil, 3},
+	} {
+		out := filepath.Join(dir, "sim"+strconv.Itoa(c.n)+".parquet")
+		args := append(append([]string{"replay"}, c.args...), "--workers", "1", "-o", out, in)
+		_, stderr, err := opaltrace(t, args...)
+		if err == nil || !strings.Contains(stderr, in+":5:") || !strings.Contains(err.Error(), "1 bad records") {
+			t.Fatalf("%v: err %v, stderr %q; want the bad line named and the replay failed", c.args, err, stderr)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Fatalf("%s written after a failed input (stat: %v)", out, err)
+		}
+		if _, stderr, err := opaltrace(t, append([]string{args[0], "--allow-errors"}, args[1:]...)...); err != nil {
+			t.Fatalf("%v --allow-errors: %v\n%s", c.args, err, stderr)
+		}
+		readSim(t, out, c.n, tinyPairs)
 	}
-	if _, err := os.Stat(out); !os.IsNotExist(err) {
-		t.Fatalf("%s written after a failed input (stat: %v)", out, err)
-	}
-	if _, stderr, err := opaltrace(t, append([]string{args[0], "--allow-errors"}, args[1:]...)...); err != nil {
-		t.Fatalf("--allow-errors: %v\n%s", err, stderr)
-	}
-	readSim(t, out, 50, tinyPairs)
 }
