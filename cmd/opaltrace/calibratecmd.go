@@ -38,6 +38,7 @@ func calibrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset"},
 			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
+			runFlag(),
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
@@ -82,7 +83,7 @@ func calibrateCommand() *cli.Command {
 			} else {
 				var reqs []*trace.Request
 				for _, arg := range c.Args().Slice() {
-					ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+					ds, err := loadSelected(c, arg)
 					if err != nil {
 						return err
 					}

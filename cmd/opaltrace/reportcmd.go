@@ -19,6 +19,7 @@ func reportCommand() *cli.Command {
 		ArgsUsage: "[LABEL=]FILE...",
 		Flags: append(ingestFlags(),
 			&cli.StringFlag{Name: "html", Required: true, Usage: "HTML file to write"},
+			runFlag(),
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
@@ -26,7 +27,7 @@ func reportCommand() *cli.Command {
 			}
 			var sets []report.Dataset
 			for _, arg := range c.Args().Slice() {
-				ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+				ds, err := loadSelected(c, arg)
 				if err != nil {
 					return err
 				}

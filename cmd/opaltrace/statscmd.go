@@ -33,6 +33,7 @@ func statsCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the comparison bootstrap"},
 			&cli.BoolFlag{Name: "as-source", Usage: "reproduce the summary the source tool printed, with its names and rules (aiperf, guidellm)"},
 			&cli.BoolFlag{Name: "low-memory", Usage: "for Parquet inputs: exact latency summary in several passes over the file, without loading it"},
+			runFlag(),
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
@@ -57,6 +58,9 @@ func statsCommand() *cli.Command {
 				CacheCurve: c.Bool("cache-curve"),
 			}
 			if c.Bool("low-memory") {
+				if c.IsSet("run") {
+					return errors.New("stats: --run is not supported with --low-memory yet")
+				}
 				return statsLowMemory(c, opts)
 			}
 			if other := c.String("compare"); other != "" {
@@ -67,7 +71,7 @@ func statsCommand() *cli.Command {
 			}
 			var as []*analyze.Analysis
 			for _, arg := range c.Args().Slice() {
-				ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+				ds, err := loadSelected(c, arg)
 				if err != nil {
 					return err
 				}
@@ -103,7 +107,7 @@ func statsCompare(c *cli.Command, other string, sopts analyze.Options) error {
 	var sums [2]*analyze.Summary
 	var names [2]string
 	for i, arg := range []string{c.Args().First(), other} {
-		ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+		ds, err := loadSelected(c, arg)
 		if err != nil {
 			return err
 		}
@@ -129,7 +133,7 @@ func statsAsSource(c *cli.Command) error {
 	var names []string
 	var views []*analyze.SourceView
 	for _, arg := range c.Args().Slice() {
-		ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+		ds, err := loadSelected(c, arg)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// runFlag selects runs of the inputs (trace.RunSelector): an index, a
+// name or glob, or fields such as rate=8; repeated, the union.
+func runFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "run", Usage: "only the runs `SEL` picks: index (3, 2-4), name or glob, or fields such as rate=8 or file=*qps_16*&rate=16 (repeatable: the union)"}
+}
+
+// loadSelected loads the input at arg (loadDataset) and keeps the runs
+// --run picks, with their requests.
+func loadSelected(c *cli.Command, arg string) (*dataset, error) {
+	ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+	if err != nil {
+		return nil, err
+	}
+	sels, err := trace.ParseRunSelectors(c.StringSlice("run"))
+	if err != nil {
+		return nil, err
+	}
+	return ds, selectDataset(ds, sels)
+}
+
+// selectDataset keeps the runs of ds that sels pick, and their requests.
+func selectDataset(ds *dataset, sels []trace.RunSelector) error {
+	if len(sels) == 0 {
+		return nil
+	}
+	idx, err := trace.SelectRuns(ds.Runs, sels)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ds.Name, err)
+	}
+	keep := map[string]bool{}
+	runs := make([]trace.Run, 0, len(idx))
+	for _, i := range idx {
+		keep[ds.Runs[i].Name] = true
+		runs = append(runs, ds.Runs[i])
+	}
+	reqs := ds.Requests[:0]
+	for _, r := range ds.Requests {
+		if keep[r.Run] {
+			reqs = append(reqs, r)
+		}
+	}
+	clear(ds.Requests[len(reqs):])
+	ds.Runs, ds.Requests = runs, reqs
+	return nil
+}

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+)
+
+// TestStatsRunSelector picks one run of the surajssd sweep by its rate,
+// and names the runs by what distinguishes them when nothing matches.
+func TestStatsRunSelector(t *testing.T) {
+	dir := shareddata.Path(t, "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8")
+	out, stderr, err := opaltrace(t, "stats", "--json", "--run", "rate=16", dir)
+	if err != nil {
+		t.Fatalf("stats --run rate=16: %v\n%s", err, stderr)
+	}
+	if n := strings.Count(out, `"completed"`); n != 1 || !strings.Contains(out, "qps_16") {
+		t.Errorf("stats --run rate=16 printed %d runs, want the qps_16 one:\n%.600s", n, out)
+	}
+	_, stderr, err = opaltrace(t, "stats", "--run", "rate=3", dir)
+	if err == nil || !strings.Contains(err.Error(), "no run matches") || !strings.Contains(err.Error(), "#4 file=serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_inf.json rate=inf") {
+		t.Errorf("a selector that matches nothing: err %v, stderr:\n%s", err, stderr)
+	}
+}
