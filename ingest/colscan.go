@@ -250,11 +250,3 @@ func elemString(e []byte) (string, string) {
 	}
 	return s, ""
 }
-
-// lineOf returns the 1-based line of offset off in b.
-func lineOf(b []byte, off int) int {
-	if off > len(b) {
-		off = len(b)
-	}
-	return 1 + bytes.Count(b[:off], []byte{'\n'})
-}

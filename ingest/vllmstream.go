@@ -171,7 +171,7 @@ func checkColumn(key string, raw []byte) (n int, typeOK, strict bool) {
 // common case is checked without converting it.
 func checkNum(e []byte) (strict, ok bool) {
 	if validNumber(e) {
-		if len(e) < 300 && bytes.IndexAny(e, "eE") < 0 {
+		if len(e) < 300 && !bytes.ContainsAny(e, "eE") {
 			return true, true
 		}
 		_, ok = parseJnum(e)

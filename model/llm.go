@@ -129,9 +129,6 @@ func (m *LLM) denseMLPParts(w int64, bias bool) (matmul, small int64) {
 	return matmul, small
 }
 
-// isMoELayer reports whether decoder layer i has routed experts.
-func (m *LLM) isMoELayer(i int64) bool { return m.IsMoE() && i >= m.FirstDenseLayers }
-
 func (m *LLM) numMoELayers() int64 {
 	if !m.IsMoE() {
 		return 0
@@ -228,20 +225,6 @@ func (m *LLM) expertBytes() float64 {
 	return m.linearBytes()
 }
 
-// attnMatmulPerLayer is the attention matmul weights of one layer.
-func (m *LLM) attnMatmulPerLayer() int64 {
-	am, _ := m.attnParts()
-	return am
-}
-
-// layerMatmulParams counts the matmul weights of all layers that every
-// token multiplies, divided by the layer count: attention, dense MLPs,
-// shared experts, routers and the token's ExpertsPerToken routed experts.
-// Norms and biases cost negligible FLOPs.
-func (m *LLM) layerMatmulParams() int64 {
-	return m.activeMatmulParams() / m.NumLayers
-}
-
 func (m *LLM) activeMatmulParams() int64 {
 	c := m.layerCounts()
 	p := c.linear
@@ -261,11 +244,6 @@ func (m *LLM) attnFLOPsPerPairLayer() float64 {
 		return 2 * float64(m.NumHeads) * float64(m.QKNopeHeadDim+m.QKRopeHeadDim+m.VHeadDim)
 	}
 	return 4 * float64(m.NumHeads) * float64(m.HeadDim)
-}
-
-// attnFLOPsPerPair is attnFLOPsPerPairLayer summed over all layers.
-func (m *LLM) attnFLOPsPerPair() float64 {
-	return float64(m.NumLayers) * m.attnFLOPsPerPairLayer()
 }
 
 // numSlidingLayers counts the layers with a sliding window.

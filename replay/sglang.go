@@ -89,10 +89,9 @@ type sglang struct {
 	extend  bool        // the step built last is an extend (prefill) step
 	pending []*reqState // extended in the step in flight: inserted into the tree when it ends
 
-	order  []*reqState // scratch: the waiting queue in policy order
-	batch  []*reqState // scratch: decode batch
-	admit  []sgAdmit   // scratch: requests admitted by a prefill
-	retire []*reqState // scratch
+	order []*reqState // scratch: the waiting queue in policy order
+	batch []*reqState // scratch: decode batch
+	admit []sgAdmit   // scratch: requests admitted by a prefill
 }
 
 // sgMaxRunning is SGLang's default max_running_requests for a KV pool of

@@ -40,7 +40,7 @@ func newScanCol(d *schema.Column, f any, old any) (scanCol, error) {
 		return nil, fmt.Errorf("no decoder for a field of type %T", f)
 	}
 	if d.PhysicalType() != phys {
-		return nil, fmt.Errorf("Parquet type %s, want %s", d.PhysicalType(), phys)
+		return nil, fmt.Errorf("physical type %s, want %s", d.PhysicalType(), phys)
 	}
 	want := int16(0)
 	if list {
