@@ -47,20 +47,11 @@ func calibrateCommand() *cli.Command {
 			if c.Bool("server-side") == c.Bool("table") {
 				return errors.New("calibrate: give exactly one of --server-side or --table (fitting by replay in the loop is not implemented)")
 			}
-			cl, err := loadCluster(c.String("config"))
+			cl, err := clusterFor(c)
 			if err != nil {
 				return err
 			}
-			if c.IsSet("hardware") {
-				cl.Hardware = c.String("hardware")
-			}
-			if c.IsSet("model") {
-				cl.Model = c.String("model")
-			}
-			if c.IsSet("tp") {
-				cl.TP = c.Int("tp")
-			}
-			dep, err := cl.deployment()
+			dep, err := cl.Deployment()
 			if err != nil {
 				return err
 			}

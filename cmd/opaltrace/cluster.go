@@ -1,146 +1,116 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/urfave/cli/v3"
 
 	"github.com/opaltrace/opaltrace/calibrate"
-	"github.com/opaltrace/opaltrace/model"
-	"github.com/opaltrace/opaltrace/replay"
-	"github.com/opaltrace/opaltrace/samples"
+	"github.com/opaltrace/opaltrace/deploy"
 )
 
-// A cluster is the file form of `replay --config`: the deployment (GPU,
-// model, parallelism, memory) and the replay settings (workers, router,
-// scheduler, workload), in one YAML document.
-type cluster struct {
-	// Hardware is a GPU preset name (h100, h200, a100-80gb, l40s, b200).
-	Hardware string `yaml:"hardware"`
-	// Model is a model name shipped in samples/models (llama-3.1-8b,
-	// llama-3.1-70b) or a path to a Hugging Face config.json or its folder.
-	Model string `yaml:"model"`
-	// TP is the tensor-parallel degree of each worker.
-	TP int `yaml:"tp"`
-	// GPUMemoryUtilization is vLLM's --gpu-memory-utilization.
-	GPUMemoryUtilization float64 `yaml:"gpu_memory_utilization"`
-	// HardwareOverride changes the preset's figures; with hardware
-	// "custom" it describes the GPU (see model.HardwareSpec).
-	HardwareOverride *model.HardwareSpec `yaml:"hardware_override,omitempty"`
-	// PP, DP and EP are the pipeline, data and expert parallel sizes of
-	// each worker (0: 1). EP is 1 or TP·DP.
-	PP int `yaml:"pp,omitempty"`
-	DP int `yaml:"dp,omitempty"`
-	EP int `yaml:"ep,omitempty"`
-	// KVCacheDType is vLLM's --kv-cache-dtype (auto, fp8, ...).
-	KVCacheDType string `yaml:"kv_cache_dtype,omitempty"`
-	// CostModel is a costmodel.yaml written by `opaltrace calibrate`
-	// whose coefficients (and form) price the steps.
-	CostModel string `yaml:"cost_model,omitempty"`
-
-	replay.Config `yaml:",inline"`
-
-	// perSecond, when set, is where replay writes its per-second
-	// statistics (replay --per-second); not part of the file form.
-	perSecond string
+// A replayFlag maps a replay flag to the cluster key it overrides.
+type replayFlag struct {
+	flag, key string
 }
 
-func defaultCluster() cluster {
-	return cluster{Hardware: "h100", Model: "llama-3.1-8b", TP: 1, GPUMemoryUtilization: 0.9, Config: replay.DefaultConfig()}
+// replayFlags are the flags that override a cluster key, in the order
+// they apply.
+var replayFlags = []replayFlag{
+	{"workers", "workers"},
+	{"hardware", "hardware"},
+	{"tp", "tp"},
+	{"max-num-batched-tokens", "scheduler.max_num_batched_tokens"},
+	{"max-num-seqs", "scheduler.max_num_seqs"},
+	{"scheduler", "scheduler.engine"},
+	{"mode", "workload.mode"},
+	{"sessions", "workload.sessions"},
+	{"clients", "workload.clients"},
+	{"time-scale", "workload.time_scale"},
+	{"stream-interval", "scheduler.stream_interval"},
+	{"client-latency", "client.latency_s"},
+	{"client-timeout", "client.timeout_s"},
 }
 
-// loadCluster reads a cluster file over the defaults. Unknown keys are
-// errors: a typo must not silently leave a default in place.
-func loadCluster(path string) (cluster, error) {
-	c := defaultCluster()
-	if path == "" {
-		return c, nil
+// maxHashBlock bounds --block-size, the tokens per hash_ids entry of
+// formats that do not record it (Mooncake's 512).
+const maxHashBlock = 1 << 20
+
+// checkBlockSizeFlag bounds --block-size where the command has it.
+func checkBlockSizeFlag(c *cli.Command) error {
+	if !hasFlag(c, "block-size") {
+		return nil
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return c, err
+	if b := c.Int64("block-size"); b < 1 || b > maxHashBlock {
+		return fmt.Errorf("--block-size %d: want a number of tokens per hash_ids entry from 1 to %d", b, maxHashBlock)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("%s: %v", path, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if err := c.Config.Validate(); err != nil {
-		return c, fmt.Errorf("%s: %v", path, err)
-	}
-	return c, nil
+	return nil
 }
 
-// deployment builds the cost model of one worker.
-func (c cluster) deployment() (*model.Deployment, error) {
-	hw, err := model.ResolveHardware(c.Hardware, c.HardwareOverride)
+// clusterFor reads --config and applies the command's override flags
+// (those of replayFlags it has, --model and --seed) over it, each checked
+// and named in errors, as deploy.Cluster.With does.
+func clusterFor(c *cli.Command) (deploy.Cluster, error) {
+	if err := checkBlockSizeFlag(c); err != nil {
+		return deploy.Cluster{}, err
+	}
+	cl, err := deploy.LoadCluster(c.String("config"))
 	if err != nil {
-		return nil, err
+		return cl, err
 	}
-	llm, err := loadLLM(c.Model)
-	if err != nil {
-		return nil, err
+	var set []deploy.Setting
+	for _, f := range replayFlags {
+		if !hasFlag(c, f.flag) || !c.IsSet(f.flag) {
+			continue
+		}
+		set = append(set, deploy.Setting{Key: f.key, Value: c.Value(f.flag), From: "--" + f.flag})
 	}
-	if llm, err = llm.WithKVCacheDType(c.KVCacheDType); err != nil {
-		return nil, err
+	if c.IsSet("model") {
+		key := "model"
+		if m := c.String("model"); strings.HasSuffix(m, ".yaml") || strings.HasSuffix(m, ".yml") {
+			key = "cost_model"
+		}
+		set = append(set, deploy.Setting{Key: key, Value: c.String("model"), From: "--model"})
 	}
-	return model.NewParallelDeployment(hw, llm, model.Parallelism{TP: c.TP, PP: c.PP, DP: c.DP, EP: c.EP})
+	if hasFlag(c, "seed") && c.IsSet("seed") {
+		s, err := strconv.ParseUint(c.String("seed"), 10, 64)
+		if err != nil {
+			return cl, fmt.Errorf("--seed: %v", err)
+		}
+		set = append(set, deploy.Setting{Key: "seed", Value: s, From: "--seed"})
+	}
+	return cl.With(set...)
 }
 
-// stepModel returns what prices the steps: the deployment's roofline,
-// or the cost model file's coefficients and form applied to it.
-func (c cluster) stepModel(dep *model.Deployment) (model.StepModel, error) {
-	if c.CostModel == "" {
-		return dep, nil
+// hasFlag reports whether the command defines the flag name.
+func hasFlag(c *cli.Command, name string) bool {
+	for _, f := range c.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
 	}
-	data, err := os.ReadFile(c.CostModel)
-	if err != nil {
-		return nil, err
-	}
-	cm, err := calibrate.ParseCostModel(c.CostModel, data)
-	if err != nil {
-		return nil, err
-	}
-	if err := cm.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {
-		return nil, fmt.Errorf("%s: %v", c.CostModel, err)
-	}
-	return cm.StepModel(dep)
+	return false
 }
 
-// costModelText says what priced the steps, for the outputs' metadata:
-// the cost model file as written by calibrate, or the roofline with its
-// coefficients.
-func (c cluster) costModelText(dep *model.Deployment) (string, error) {
-	if c.CostModel != "" {
-		data, err := os.ReadFile(c.CostModel)
-		return string(data), err
+// overridesFor loads the cost model the cluster names, if any.
+func overridesFor(cl deploy.Cluster) (deploy.Overrides, error) {
+	var o deploy.Overrides
+	if cl.CostModel == "" {
+		return o, nil
 	}
-	return fmt.Sprintf("roofline: %s on %d × %s (%.4g FLOP/s, %.4g B/s); mfu %g, attention_mfu %g, bandwidth_efficiency %g, link_efficiency %g, step_overhead %v\n",
-		dep.LLM.Name, dep.TP, dep.Hardware.Name, dep.Hardware.PeakFLOPS, dep.Hardware.MemBandwidth,
-		dep.MFU, dep.AttentionMFU, dep.BandwidthEfficiency, dep.LinkEfficiency, dep.StepOverhead), nil
-}
-
-// loadLLM resolves a shipped model name or a config.json path.
-func loadLLM(name string) (model.LLM, error) {
-	if _, err := os.Stat(name); err == nil {
-		return model.LoadConfig(name)
-	}
-	sub, err := fs.Sub(samples.FS, samples.Models)
+	data, err := os.ReadFile(cl.CostModel)
 	if err != nil {
-		return model.LLM{}, err
+		return o, err
 	}
-	return model.LLMByName(sub, name)
-}
-
-// yaml returns the effective configuration, for the output's metadata.
-func (c cluster) yaml() string {
-	b, err := yaml.Marshal(c)
+	cm, err := calibrate.ParseCostModel(cl.CostModel, data)
 	if err != nil {
-		return ""
+		return o, err
 	}
-	return string(b)
+	o.CostModel, o.CostModelText = cm, string(data)
+	return o, nil
 }

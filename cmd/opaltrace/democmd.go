@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/report"
 	"github.com/opaltrace/opaltrace/samples"
@@ -79,12 +80,18 @@ func runDemo(dir string, stdout, stderr io.Writer) (*demoResult, error) {
 	// 3. replay on two cluster variants.
 	sets := make([]report.Dataset, 0, len(demoWorkers))
 	for _, n := range demoWorkers {
-		cl := defaultCluster()
-		cl.Workers = n
+		cl, err := deploy.DefaultCluster().With(deploy.Setting{Key: "workers", Value: n, From: "demo"})
+		if err != nil {
+			return nil, err
+		}
 		name := fmt.Sprintf("sim-%dw", n)
 		out := filepath.Join(dir, name+".parquet")
 		fmt.Fprintf(stdout, "\n== 3. replay on %d workers (%s, %s, TP%d, vLLM scheduler) → %s\n", n, cl.Hardware, cl.Model, cl.TP, out)
-		sums, err := replayToParquet(cl, traceJob(cl, reqs, name), out, stdout)
+		jobs, err := traceJob(cl, reqs, name)
+		if err != nil {
+			return nil, err
+		}
+		sums, err := replayToParquet(jobs, out, "", stdout)
 		if err != nil {
 			return nil, err
 		}

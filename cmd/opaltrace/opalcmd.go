@@ -6,8 +6,10 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // opalWorkloadFlag makes replay generate its workload from an Opal
@@ -22,11 +24,12 @@ func opalReplay(_ context.Context, c *cli.Command) error {
 	if c.NArg() != 0 {
 		return errors.New("replay: --opal-workload takes the workload from the Opal config: give no TRACE")
 	}
-	cl, err := loadCluster(c.String("config"))
+	cl, err := clusterFor(c)
 	if err != nil {
 		return err
 	}
-	if err := applyReplayFlags(c, &cl); err != nil {
+	over, err := overridesFor(cl)
+	if err != nil {
 		return err
 	}
 	w, err := replay.LoadOpalWorkload(c.String("opal-workload"))
@@ -37,11 +40,11 @@ func opalReplay(_ context.Context, c *cli.Command) error {
 	if c.IsSet("seed") {
 		seed = cl.Seed
 	}
-	jobs, err := opalJobs(cl, w, seed, c.String("run"))
+	jobs, err := opalJobs(cl, over, w, seed, c.String("run"))
 	if err != nil {
 		return err
 	}
-	sums, err := replayToParquet(cl, jobs, c.String("output"), c.ErrWriter)
+	sums, err := replayToParquet(jobs, c.String("output"), c.String("per-second"), c.ErrWriter)
 	if err != nil {
 		return err
 	}
@@ -49,7 +52,7 @@ func opalReplay(_ context.Context, c *cli.Command) error {
 }
 
 // opalJobs makes one open-loop job per stage of w.
-func opalJobs(cl cluster, w *replay.OpalWorkload, seed uint64, runName string) ([]replayJob, error) {
+func opalJobs(cl deploy.Cluster, over deploy.Overrides, w *replay.OpalWorkload, seed uint64, runName string) ([]replayJob, error) {
 	var jobs []replayJob
 	for _, s := range w.Stages {
 		name := runName
@@ -60,10 +63,13 @@ func opalJobs(cl cluster, w *replay.OpalWorkload, seed uint64, runName string) (
 		if err != nil {
 			return nil, err
 		}
-		cfg := cl.Config
-		cfg.Workload.Mode = replay.ModeOpen // Opal's stages are open loop; --time-scale still applies
+		setup, err := deploy.Resolve(cl, trace.Run{}, over)
+		if err != nil {
+			return nil, err
+		}
+		setup.Config.Workload.Mode = replay.ModeOpen // Opal's stages are open loop; --time-scale still applies
 		how := "opal " + s.Type
-		jobs = append(jobs, replayJob{name: name, of: s.StageName(), in: reqs, cfg: cfg, how: how})
+		jobs = append(jobs, replayJob{name: name, of: s.StageName(), in: reqs, setup: setup, how: how})
 	}
 	return jobs, nil
 }

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/replay"
@@ -23,8 +25,10 @@ type replayJob struct {
 	name string        // simulated run name
 	of   string        // the input run it replays
 	in   replay.Inputs // requests to send
-	cfg  replay.Config // the cluster's, with the workload mode the run needs
-	how  string        // "trace" or "regenerated"
+	// setup is the run's deployment and configuration; its Config has
+	// the workload mode the run needs.
+	setup *deploy.Setup
+	how   string // "trace" or "regenerated"
 }
 
 // replayInputs holds a trace's requests for replay, by run, column-wise
@@ -97,11 +101,11 @@ func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr 
 // random datasets); one that cannot be is listed on stderr and passed over.
 // With one job the simulated run is called runName; with several,
 // runName/INPUT-RUN, so each is reported on its own.
-func replayJobs(cl cluster, x *replayInputs, runName string, stderr io.Writer) ([]replayJob, error) {
+func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runName string, stderr io.Writer) ([]replayJob, error) {
 	var jobs []replayJob
 	var passed []string
 	for _, run := range x.allRuns() {
-		cfg, err := schedulerFor(cl.Config, run)
+		setup, err := deploy.Resolve(cl, run, over)
 		if err != nil {
 			return nil, err
 		}
@@ -114,8 +118,9 @@ func replayJobs(cl cluster, x *replayInputs, runName string, stderr io.Writer) (
 				passed = append(passed, fmt.Sprintf("run %s: no request with its lengths", run.Name))
 				continue
 			}
-			cfg, how := sendLikeTheBenchmark(cfg, run, in.Len(), in.Arrivals())
-			jobs = append(jobs, replayJob{of: run.Name, in: in, cfg: cfg, how: how})
+			var how string
+			setup.Config, how = sendLikeTheBenchmark(setup.Config, run, in.Len(), in.Arrivals())
+			jobs = append(jobs, replayJob{of: run.Name, in: in, setup: setup, how: how})
 			continue
 		}
 		gen, mode, err := replay.Regenerate(run, cl.Seed)
@@ -123,8 +128,9 @@ func replayJobs(cl cluster, x *replayInputs, runName string, stderr io.Writer) (
 			passed = append(passed, err.Error())
 			continue
 		}
-		cfg.Workload.Mode, cfg.Workload.Clients, cfg.Workload.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
-		jobs = append(jobs, replayJob{of: run.Name, in: gen, cfg: cfg, how: "regenerated"})
+		w := &setup.Config.Workload
+		w.Mode, w.Clients, w.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
+		jobs = append(jobs, replayJob{of: run.Name, in: gen, setup: setup, how: "regenerated"})
 	}
 	if len(passed) > 0 {
 		fmt.Fprintf(stderr, "not replayed (%d runs): %s\n", len(passed), strings.Join(passed, "; "))
@@ -141,16 +147,20 @@ func replayJobs(cl cluster, x *replayInputs, runName string, stderr io.Writer) (
 	return jobs, nil
 }
 
-// traceJob is the job of replaying reqs as they are.
-func traceJob(cl cluster, reqs []*trace.Request, name string) []replayJob {
-	return []replayJob{{name: name, in: replay.Requests(reqs), cfg: cl.Config, how: "trace"}}
+// traceJob is the job of replaying reqs as they are on cl.
+func traceJob(cl deploy.Cluster, reqs []*trace.Request, name string) ([]replayJob, error) {
+	setup, err := deploy.Resolve(cl, trace.Run{}, deploy.Overrides{})
+	if err != nil {
+		return nil, err
+	}
+	return []replayJob{{name: name, in: replay.Requests(reqs), setup: setup, how: "trace"}}, nil
 }
 
 // replayToParquet replays each job through the cluster and writes every
 // simulated request atomically to out, one run per job, returning their
 // in-memory summaries (the demo and --opal-workload, whose runs are small).
-func replayToParquet(cl cluster, jobs []replayJob, out string, stderr io.Writer) ([]*analyze.Summary, error) {
-	done, err := replayRuns(cl, jobs, out, stderr, neverStream)
+func replayToParquet(jobs []replayJob, out, perSecond string, stderr io.Writer) ([]*analyze.Summary, error) {
+	done, err := replayRuns(jobs, out, perSecond, stderr, neverStream)
 	if err != nil {
 		return nil, err
 	}
@@ -185,29 +195,18 @@ type replayed struct {
 	sum    *analyze.StreamSummarizer // stream's first pass, made as the records were written
 }
 
-// replayRuns replays each job through the cluster and writes every
-// simulated request atomically to out, one run per job. The records are
+// replayRuns replays each job through its setup and writes every
+// simulated request atomically to out, one run per job, and the
+// per-second statistics to perSecond when it is not "". The records are
 // handed to a concurrent Parquet writer and, for runs of at most
 // streamAbove requests, kept for the in-memory summary; larger runs keep
 // none (the engine reuses them, Options.Transient): their summaries are
 // counted as records are written and finished by passes over the
 // committed file (analyze.StreamSummarizer), so memory does not grow with
 // the run.
-func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, streamAbove int) ([]replayed, error) {
-	if cl.perSecond != "" && len(jobs) > 1 {
+func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, streamAbove int) ([]replayed, error) {
+	if perSecond != "" && len(jobs) > 1 {
 		return nil, fmt.Errorf("--per-second: the input has %d runs to replay; per-second statistics are written for one run at a time", len(jobs))
-	}
-	dep, err := cl.deployment()
-	if err != nil {
-		return nil, err
-	}
-	kvTokens, err := dep.KVCacheTokens(cl.GPUMemoryUtilization)
-	if err != nil {
-		return nil, err
-	}
-	step, err := cl.stepModel(dep)
-	if err != nil {
-		return nil, err
 	}
 	f, err := atomicfile.Create(out)
 	if err != nil {
@@ -221,27 +220,14 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 	if err != nil {
 		return nil, err
 	}
-	costText, err := cl.costModelText(dep)
-	if err != nil {
-		return nil, err
-	}
 	var runs []trace.Run
 	var done []replayed
 	for _, job := range jobs {
-		cfg := job.cfg
-		if cfg.Scheduler.ContextLength == 0 {
-			// SGLang sizes its request pool by it.
-			cfg.Scheduler.ContextLength = dep.LLM.MaxPositionEmbeddings
-		}
-		block := cfg.Scheduler.BlockSize
-		if block == 0 {
-			block = replay.DefaultConfig().Scheduler.BlockSize
-		}
-		run := trace.Run{
-			Name: job.name, Source: "simulated", Model: dep.LLM.Name, Engine: engineName(cfg),
-			Hardware: dep.Hardware.Name, TP: cl.TP,
-			Extra: map[string]string{"config": cl.yaml(), "cost_model": costText, "workload": job.how},
-		}
+		cfg := job.setup.Config
+		run := job.setup.Run
+		run.Name = job.name
+		run.Extra = maps.Clone(run.Extra)
+		run.Extra["workload"] = job.how
 		if job.of != "" {
 			run.Extra["replay_of"] = job.of
 		}
@@ -252,7 +238,7 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 			sum = analyze.NewStreamSummarizer(report.DefaultPercentiles)
 		}
 		start := time.Now()
-		st, err := replay.RunInputs(cfg, step, kvTokens/block, job.in, func(r *trace.Request) error {
+		st, err := replay.RunInputs(cfg, job.setup.Step, job.setup.KVBlocks, job.in, func(r *trace.Request) error {
 			r.Run = job.name
 			if r.Model == "" {
 				r.Model = run.Model
@@ -263,12 +249,12 @@ func replayRuns(cl cluster, jobs []replayJob, out string, stderr io.Writer, stre
 				sum.Add(r)
 			}
 			return w.Write(r)
-		}, replay.Options{PerSecond: cl.perSecond != "", Transient: !keep}) // the writer copies what it needs
+		}, replay.Options{PerSecond: perSecond != "", Transient: !keep}) // the writer copies what it needs
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}
-		if cl.perSecond != "" {
-			if err := writeSeconds(cl, dep, st.Seconds); err != nil {
+		if perSecond != "" {
+			if err := writeSeconds(perSecond, job.setup, st.Seconds); err != nil {
 				return nil, err
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
@@ -38,11 +39,8 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 	if c.NArg() == 0 {
 		return errors.New("replay: --sample draws lengths from INPUT files: give at least one")
 	}
-	cl, err := loadCluster(c.String("config"))
+	cl, err := clusterFor(c)
 	if err != nil {
-		return err
-	}
-	if err := applyReplayFlags(c, &cl); err != nil {
 		return err
 	}
 	if err := sampledWorkloadFits(cl.Config); err != nil {
@@ -52,11 +50,15 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	job, err := sampledJob(cl, pairs, n, rate, c.Args().Slice(), c.String("run"))
+	over, err := overridesFor(cl)
 	if err != nil {
 		return err
 	}
-	done, err := replayRuns(cl, []replayJob{job}, c.String("output"), c.ErrWriter, streamAbove(c))
+	job, err := sampledJob(cl, over, pairs, n, rate, c.Args().Slice(), c.String("run"))
+	if err != nil {
+		return err
+	}
+	done, err := replayRuns([]replayJob{job}, c.String("output"), c.String("per-second"), c.ErrWriter, streamAbove(c))
 	if err != nil {
 		return err
 	}
@@ -76,11 +78,22 @@ func sampleArgs(c *cli.Command) (n int, rate float64, err error) {
 	switch {
 	case n <= 0 || n > math.MaxInt32:
 		return 0, 0, fmt.Errorf("replay: --sample %d: want a number of requests from 1 to %d", n, math.MaxInt32)
-	case !(rate > 0) || math.IsInf(rate, 1) || rate > 1e12:
-		return 0, 0, fmt.Errorf("replay: --sample-rate %v: want a finite number of requests per second > 0", rate)
+	case !(rate >= minSampleRate && rate <= maxSampleRate):
+		return 0, 0, fmt.Errorf("replay: --sample-rate %v: want a number of requests per second from %g to %g", rate, minSampleRate, maxSampleRate)
+	case float64(n)/rate > maxSampleSpan:
+		return 0, 0, fmt.Errorf("replay: --sample %d at --sample-rate %v: arrivals would span %.3g s; want at most %g s (lower --sample or raise the rate)", n, rate, float64(n)/rate, maxSampleSpan)
 	}
 	return n, rate, nil
 }
+
+// Bounds of a sampled workload: its mean arrival span (requests / rate)
+// stays within 10⁹ s, 32 years, far inside the int64 nanoseconds of the
+// engine's clock (292 years) whatever the exponential gaps draw.
+const (
+	minSampleRate = 1e-6
+	maxSampleRate = 1e9
+	maxSampleSpan = 1e9
+)
 
 // sampledWorkloadFits refuses a cluster whose workload settings would
 // change the sampled arrivals behind the user's back: the run is open
@@ -125,14 +138,17 @@ func samplePairs(args []string, opts ingest.Options, allowErrors bool, stderr io
 // sampledJob is the one open-loop job of a sampled workload; its
 // workload description, kept in Run.Extra["workload"], says what was
 // sent and where the lengths came from.
-func sampledJob(cl cluster, pairs [][2]int64, n int, rate float64, files []string, runName string) (replayJob, error) {
+func sampledJob(cl deploy.Cluster, over deploy.Overrides, pairs [][2]int64, n int, rate float64, files []string, runName string) (replayJob, error) {
 	in, err := replay.NewSampled(runName, n, rate, pairs, cl.Seed)
 	if err != nil {
 		return replayJob{}, err
 	}
-	cfg := cl.Config
-	cfg.Workload.Mode, cfg.Workload.TimeScale = replay.ModeOpen, 1
+	setup, err := deploy.Resolve(cl, trace.Run{}, over)
+	if err != nil {
+		return replayJob{}, err
+	}
+	setup.Config.Workload.Mode, setup.Config.Workload.TimeScale = replay.ModeOpen, 1
 	how := fmt.Sprintf("sampled: %d requests at %s req/s, lengths from %d requests of %s",
 		n, strconv.FormatFloat(rate, 'g', -1, 64), len(pairs), strings.Join(files, ", "))
-	return replayJob{name: runName, in: in, cfg: cfg, how: how}, nil
+	return replayJob{name: runName, in: in, setup: setup, how: how}, nil
 }

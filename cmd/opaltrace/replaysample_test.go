@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -190,6 +191,13 @@ func TestReplaySampledErrors(t *testing.T) {
 		{[]string{"--sample", "10", "--sample-rate", "1", "--mode", "closed", in}, "open loop"},
 		{[]string{"--sample", "10", "--sample-rate", "1", "--time-scale", "2", in}, "time scale"},
 		{[]string{"--sample", "10", "--sample-rate", "1", "--opal-workload", "sim_config.json"}, "give one"},
+		{[]string{"--sample", "10", "--sample-rate", "1e-300", in}, "replay: --sample-rate 1e-300: want a number of requests per second from 1e-06 to 1e+09"},
+		{[]string{"--sample", "2000", "--sample-rate", "1e-6", in}, "replay: --sample 2000 at --sample-rate 1e-06: arrivals would span 2e+09 s; want at most 1e+09 s (lower --sample or raise the rate)"},
+		{[]string{"--sample", "10", "--sample-rate", "1", "--workers", "0", in}, "--workers 0: want a number of workers from 1 to 4096"},
+		{[]string{"--sample", "10", "--sample-rate", "1", "--workers", "5000000", in}, "--workers 5000000: want a number of workers from 1 to 4096"},
+		{[]string{"--sample", "10", "--sample-rate", "1", "--tp", "0", in}, "--tp 0: want a tensor-parallel degree from 1 to 1024"},
+		{[]string{"--sample", "10", "--sample-rate", "1", "--max-num-seqs", "0", in}, "--max-num-seqs 0: want a number of running sequences from 1 to 1048576"},
+		{[]string{"--sample", "10", "--sample-rate", "1", "--block-size", "-1", in}, "--block-size -1: want a number of tokens per hash_ids entry from 1 to 1048576"},
 	} {
 		_, _, err := opaltrace(t, append([]string{"replay", "-o", out}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -338,14 +346,20 @@ func TestReplayRunsThreshold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := defaultCluster()
-	cl.Workers = 2
-	var errb bytes.Buffer
-	at, err := replayRuns(cl, traceJob(cl, reqs, "r"), filepath.Join(dir, "at.parquet"), &errb, 300)
+	cl, err := deploy.DefaultCluster().With(deploy.Setting{Key: "workers", Value: 2, From: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	above, err := replayRuns(cl, traceJob(cl, reqs, "r"), filepath.Join(dir, "above.parquet"), &errb, 299)
+	jobs, err := traceJob(cl, reqs, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	at, err := replayRuns(jobs, filepath.Join(dir, "at.parquet"), "", &errb, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	above, err := replayRuns(jobs, filepath.Join(dir, "above.parquet"), "", &errb, 299)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,60 +3,11 @@ package main
 import (
 	"bytes"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
-	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
-
-// A run an SGLang server served is replayed through SGLang's scheduler
-// unless the cluster names one; the simulated run says which.
-func TestSchedulerFor(t *testing.T) {
-	pick := func(cfg replay.Config, run trace.Run) replay.Config {
-		t.Helper()
-		c, err := schedulerFor(cfg, run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	sg := trace.Run{Engine: "sglang"}
-	if c := pick(replay.Config{}, sg); c.Scheduler.Engine != replay.EngineSGLang || engineName(c) != "sglang" {
-		t.Errorf("sglang run: engine %q", c.Scheduler.Engine)
-	}
-	if c := pick(replay.Config{}, trace.Run{Engine: "vllm"}); engineName(c) != "vllm" {
-		t.Errorf("vllm run: engine %q", engineName(c))
-	}
-	var cfg replay.Config
-	cfg.Scheduler.Engine = replay.EngineVLLM
-	if c := pick(cfg, sg); c.Scheduler.Engine != replay.EngineVLLM {
-		t.Errorf("the cluster's choice was overridden: %q", c.Scheduler.Engine)
-	}
-	// Server options recorded at ingest fill the defaults, not what the
-	// cluster set.
-	opts := trace.Run{Name: "r", Engine: "sglang", Extra: map[string]string{
-		"engine_opt.disable_radix_cache": "true", "engine_opt.chunked_prefill_size": "4096",
-		"engine_opt.max_prefill_tokens": "2048", "engine_opt.schedule_policy": "fcfs", "engine_opt.tp": "2",
-	}}
-	cfg = replay.Config{}
-	cfg.Scheduler.MaxPrefillTokens = 1000
-	c := pick(cfg, opts).Scheduler
-	if !c.DisableRadixCache || c.ChunkedPrefillSize != 4096 || c.MaxPrefillTokens != 1000 || c.SchedulePolicy != "fcfs" {
-		t.Errorf("options not applied: %+v", c)
-	}
-	opts.Extra["engine_opt.chunked_prefill_size"] = "many"
-	opts.Extra["engine_opt.schedule_policy"] = "lof"
-	if _, err := schedulerFor(replay.Config{}, opts); err == nil ||
-		!strings.Contains(err.Error(), `run r: engine_opt.chunked_prefill_size: "many"`) {
-		t.Errorf("bad option: %v", err)
-	}
-	delete(opts.Extra, "engine_opt.chunked_prefill_size")
-	if _, err := schedulerFor(replay.Config{}, opts); err == nil || !strings.Contains(err.Error(), "schedule_policy") {
-		t.Errorf("bad policy: %v", err)
-	}
-}
 
 // The SGLang PD benchmark (its runs say sglang) replays through the SGLang
 // scheduler without being told; --scheduler sglang replays a Mooncake
@@ -83,5 +34,32 @@ func TestReplaySGLang(t *testing.T) {
 	}
 	if _, _, err := opaltrace(t, "replay", "--scheduler", "trt", "-o", filepath.Join(dir, "x.parquet"), in); err == nil {
 		t.Error("an unknown scheduler was accepted")
+	}
+}
+
+// The replay flags that feed the deployment are bounded, and the message
+// gives the bound (a trace replay and a sampled one check alike).
+func TestReplayFlagBounds(t *testing.T) {
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 10)
+	out := filepath.Join(dir, "x.parquet")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "0"}, "--workers 0: want a number of workers from 1 to 4096"},
+		{[]string{"--workers", "5000000"}, "--workers 5000000: want a number of workers from 1 to 4096"},
+		{[]string{"--tp", "-2"}, "--tp -2: want a tensor-parallel degree from 1 to 1024"},
+		{[]string{"--time-scale", "1e9"}, "--time-scale 1e+09: want an arrival time multiplier from 1e-06 to 10000"},
+		{[]string{"--time-scale", "0"}, "--time-scale 0: want an arrival time multiplier from 1e-06 to 10000"},
+		{[]string{"--block-size", "-1"}, "--block-size -1: want a number of tokens per hash_ids entry from 1 to 1048576"},
+		{[]string{"--max-num-batched-tokens", "0"}, "--max-num-batched-tokens 0: want a token budget per step from 1 to 16777216"},
+		{[]string{"--max-num-seqs", "0", "--workers", "0"}, "--workers 0: want a number of workers from 1 to 4096\n--max-num-seqs 0: want a number of running sequences from 1 to 1048576"},
+	} {
+		_, _, err := opaltrace(t, append(append([]string{"replay", "-o", out}, c.args...), in)...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+		assertNoFile(t, out)
 	}
 }

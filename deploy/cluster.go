@@ -1,0 +1,80 @@
+package deploy
+
+import (
+	"go.yaml.in/yaml/v3"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+)
+
+// A Cluster is the file form of `replay --config`: the deployment (GPU,
+// model, parallelism, memory) and the replay settings (workers, router,
+// scheduler, workload), in one YAML document. ParseCluster reads it over
+// DefaultCluster and remembers which keys the file gave, and on which
+// line, so that Resolve can tell a chosen value from a default and errors
+// can point at the line.
+type Cluster struct {
+	// Hardware is a GPU preset name (model.HardwareNames).
+	Hardware string `yaml:"hardware"`
+	// Model is a model name shipped in samples/models (llama-3.1-8b,
+	// llama-3.1-70b, ...), a Hugging Face id of one of them
+	// (meta-llama/Llama-3.3-70B-Instruct), or a path to a Hugging Face
+	// config.json or its folder.
+	Model string `yaml:"model"`
+	// TP is the tensor-parallel degree of each worker.
+	TP int `yaml:"tp"`
+	// GPUMemoryUtilization is vLLM's --gpu-memory-utilization.
+	GPUMemoryUtilization float64 `yaml:"gpu_memory_utilization"`
+	// HardwareOverride changes the preset's figures; with hardware
+	// "custom" it describes the GPU (see model.HardwareSpec).
+	HardwareOverride *model.HardwareSpec `yaml:"hardware_override,omitempty"`
+	// PP, DP and EP are the pipeline, data and expert parallel sizes of
+	// each worker (0: 1). EP is 1 or TP·DP.
+	PP int `yaml:"pp,omitempty"`
+	DP int `yaml:"dp,omitempty"`
+	EP int `yaml:"ep,omitempty"`
+	// KVCacheDType is vLLM's --kv-cache-dtype (auto, fp8, ...).
+	KVCacheDType string `yaml:"kv_cache_dtype,omitempty"`
+	// CostModel is a costmodel.yaml written by `opaltrace calibrate`
+	// whose coefficients (and form) price the steps. Resolve does not
+	// read it (package calibrate does): the caller passes it parsed, as
+	// Overrides.CostModel.
+	CostModel string `yaml:"cost_model,omitempty"`
+
+	replay.Config `yaml:",inline"`
+
+	// given maps each key set by the file or an override (dotted path,
+	// "scheduler.max_num_seqs") to where: "FILE:LINE" or the flag.
+	given map[string]string
+}
+
+// DefaultCluster returns the cluster every absent key defaults to: one
+// H100 serving Llama-3.1-8B at TP1, vLLM's 0.9 memory utilization, and
+// replay.DefaultConfig.
+func DefaultCluster() Cluster {
+	return Cluster{Hardware: "h100", Model: "llama-3.1-8b", TP: 1, GPUMemoryUtilization: 0.9, Config: replay.DefaultConfig()}
+}
+
+// YAML returns c as a cluster file, for the outputs' metadata.
+func (c Cluster) YAML() string {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// Given reports whether key (a dotted path such as
+// "scheduler.max_num_seqs") was set by the cluster file or an override
+// rather than left at its default, and where: "FILE:LINE" or the flag.
+func (c Cluster) Given(key string) (from string, ok bool) {
+	from, ok = c.given[key]
+	return from, ok
+}
+
+func (c *Cluster) mark(key, from string) {
+	if c.given == nil {
+		c.given = map[string]string{}
+	}
+	c.given[key] = from
+}

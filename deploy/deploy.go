@@ -1,0 +1,166 @@
+package deploy
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/samples"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A CostModel prices steps with fitted coefficients instead of the
+// roofline's defaults: calibrate.CostModel, read from a costmodel.yaml,
+// or a calibration's candidate. (An interface, so that calibrate, which
+// replays through this package, is not imported by it.)
+type CostModel interface {
+	// Check returns an error when the coefficients were fitted for
+	// another deployment.
+	Check(hardware, modelName string, tp int) error
+	// StepModel returns what prices the steps of d.
+	StepModel(d *model.Deployment) (model.StepModel, error)
+}
+
+// Overrides are what a caller sets over the cluster file and the run's
+// record.
+type Overrides struct {
+	// Settings are applied over the cluster file (Cluster.With).
+	Settings []Setting
+	// CostModel prices the steps instead of the roofline; it is required
+	// when the cluster names a cost_model file. CostModelText is what the
+	// output records of it (the file as written).
+	CostModel     CostModel
+	CostModelText string
+}
+
+// A Setup is a ready replay of one run: what replay.RunInputs takes, and
+// what the simulated run records.
+type Setup struct {
+	// Cluster is the effective cluster: the file's, the run's record and
+	// the overrides merged.
+	Cluster Cluster
+	// Config is the workers' configuration, with the engine's options
+	// from the run's record.
+	Config replay.Config
+	// Deployment is the roofline of one worker; Step prices its steps
+	// (Deployment itself, or a cost model's form of it).
+	Deployment *model.Deployment
+	Step       model.StepModel
+	// KVTokens is one worker's KV capacity in tokens as the engine sizes
+	// it, and KVBlocks the same in blocks of Config.Scheduler.BlockSize,
+	// which replay.RunInputs takes.
+	KVTokens, KVBlocks int64
+	// CostModelText says what priced the steps, for the outputs' metadata.
+	CostModelText string
+	// Run is the simulated run's metadata but its name: source, model,
+	// engine, hardware, TP, and Extra "config" (the effective cluster)
+	// and "cost_model"; the caller adds the name and the workload.
+	Run trace.Run
+}
+
+// Resolve returns the ready replay of run (the input's run whose
+// requests are replayed; the zero Run when there is none, as for
+// synthetic workloads) on cluster c with the overrides o applied.
+//
+// Today the run's record chooses the scheduler when neither the file nor
+// an override does (an SGLang server's trace is replayed through SGLang's
+// scheduler) and fills SGLang's options from the engine options recorded
+// at ingest; see engineOptions.
+func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
+	c, err := c.With(o.Settings...)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := engineOptions(c.Config, run)
+	if err != nil {
+		return nil, err
+	}
+	dep, err := c.Deployment()
+	if err != nil {
+		return nil, err
+	}
+	kvTokens, err := dep.KVCacheTokens(c.GPUMemoryUtilization)
+	if err != nil {
+		return nil, err
+	}
+	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens}
+	switch {
+	case o.CostModel != nil:
+		if err := o.CostModel.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {
+			return nil, fmt.Errorf("%s: %v", c.CostModel, err)
+		}
+		if s.Step, err = o.CostModel.StepModel(dep); err != nil {
+			return nil, err
+		}
+		s.CostModelText = o.CostModelText
+	case c.CostModel != "":
+		return nil, fmt.Errorf("cost_model %s: not loaded (Overrides.CostModel is nil)", c.CostModel)
+	default:
+		s.Step = dep
+		s.CostModelText = rooflineText(dep)
+	}
+	if cfg.Scheduler.ContextLength == 0 {
+		// SGLang sizes its request pool by it.
+		cfg.Scheduler.ContextLength = dep.LLM.MaxPositionEmbeddings
+	}
+	block := cfg.Scheduler.BlockSize
+	if block == 0 {
+		block = replay.DefaultConfig().Scheduler.BlockSize
+	}
+	s.KVBlocks = kvTokens / block
+	s.Config = cfg
+	s.Run = trace.Run{
+		Source: "simulated", Model: dep.LLM.Name, Engine: EngineName(cfg),
+		Hardware: dep.Hardware.Name, TP: c.TP,
+		Extra: map[string]string{"config": c.YAML(), "cost_model": s.CostModelText},
+	}
+	return s, nil
+}
+
+// Deployment builds the roofline of one worker of c: its GPU, model and
+// parallel sizes, with the default coefficients.
+func (c Cluster) Deployment() (*model.Deployment, error) {
+	hw, err := model.ResolveHardware(c.Hardware, c.HardwareOverride)
+	if err != nil {
+		return nil, err
+	}
+	llm, err := LoadLLM(c.Model)
+	if err != nil {
+		return nil, err
+	}
+	if llm, err = llm.WithKVCacheDType(c.KVCacheDType); err != nil {
+		return nil, err
+	}
+	return model.NewParallelDeployment(hw, llm, model.Parallelism{TP: c.TP, PP: c.PP, DP: c.DP, EP: c.EP})
+}
+
+// rooflineText says what priced the steps when no cost model did: the
+// roofline with its coefficients.
+func rooflineText(dep *model.Deployment) string {
+	return fmt.Sprintf("roofline: %s on %d × %s (%.4g FLOP/s, %.4g B/s); mfu %g, attention_mfu %g, bandwidth_efficiency %g, link_efficiency %g, step_overhead %v\n",
+		dep.LLM.Name, dep.TP, dep.Hardware.Name, dep.Hardware.PeakFLOPS, dep.Hardware.MemBandwidth,
+		dep.MFU, dep.AttentionMFU, dep.BandwidthEfficiency, dep.LinkEfficiency, dep.StepOverhead)
+}
+
+// LoadLLM resolves a model: a path to a config.json (or its folder), or
+// a name shipped in samples/models.
+func LoadLLM(name string) (model.LLM, error) {
+	if _, err := os.Stat(name); err == nil {
+		return model.LoadConfig(name)
+	}
+	sub, err := fs.Sub(samples.FS, samples.Models)
+	if err != nil {
+		return model.LLM{}, err
+	}
+	return model.LLMByName(sub, name)
+}
+
+// EngineName is the engine a configuration's workers run.
+func EngineName(cfg replay.Config) string {
+	if cfg.Scheduler.Engine == "" {
+		return replay.EngineVLLM
+	}
+	return cfg.Scheduler.Engine
+}

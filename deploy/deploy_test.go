@@ -1,0 +1,193 @@
+package deploy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/ingest"
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+func TestEngineOptPrefix(t *testing.T) {
+	if engineOptPrefix != ingest.EngineOptPrefix {
+		t.Errorf("engineOptPrefix %q, ingest writes %q", engineOptPrefix, ingest.EngineOptPrefix)
+	}
+}
+
+// The default cluster resolves to a replay of Llama-3.1-8B on one H100
+// whose KV capacity is the roofline's and whose record says so.
+func TestResolveDefault(t *testing.T) {
+	s, err := Resolve(DefaultCluster(), trace.Run{}, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep, err := DefaultCluster().Deployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := dep.KVCacheTokens(0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.KVTokens != want || s.KVBlocks != want/16 || s.Step != model.StepModel(s.Deployment) {
+		t.Errorf("KV %d tokens, %d blocks; want %d, %d", s.KVTokens, s.KVBlocks, want, want/16)
+	}
+	r := s.Run
+	if r.Source != "simulated" || r.Model != "llama-3.1-8b" || r.Hardware != "h100" || r.TP != 1 || r.Engine != "vllm" ||
+		r.Extra["config"] != DefaultCluster().YAML() || !strings.HasPrefix(r.Extra["cost_model"], "roofline: llama-3.1-8b on 1 × h100") {
+		t.Errorf("run %+v", r)
+	}
+	if s.Config.Scheduler.ContextLength != int64(s.Deployment.LLM.MaxPositionEmbeddings) {
+		t.Errorf("context length %d", s.Config.Scheduler.ContextLength)
+	}
+	// The effective configuration reads back as a cluster file.
+	back, err := ParseCluster("config", []byte(r.Extra["config"]))
+	if err != nil || back.YAML() != r.Extra["config"] {
+		t.Errorf("config does not read back: %v", err)
+	}
+}
+
+// A run an SGLang server served is replayed through SGLang's scheduler
+// unless the cluster names one; the simulated run says which. Its
+// recorded server options fill SGLang's defaults, not what the cluster set.
+func TestEngineOptions(t *testing.T) {
+	pick := func(cfg replay.Config, run trace.Run) replay.Config {
+		t.Helper()
+		c, err := engineOptions(cfg, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	sg := trace.Run{Engine: "sglang"}
+	if c := pick(replay.Config{}, sg); c.Scheduler.Engine != replay.EngineSGLang || EngineName(c) != "sglang" {
+		t.Errorf("sglang run: engine %q", c.Scheduler.Engine)
+	}
+	if c := pick(replay.Config{}, trace.Run{Engine: "vllm"}); EngineName(c) != "vllm" {
+		t.Errorf("vllm run: engine %q", EngineName(c))
+	}
+	var cfg replay.Config
+	cfg.Scheduler.Engine = replay.EngineVLLM
+	if c := pick(cfg, sg); c.Scheduler.Engine != replay.EngineVLLM {
+		t.Errorf("the cluster's choice was overridden: %q", c.Scheduler.Engine)
+	}
+	opts := trace.Run{Name: "r", Engine: "sglang", Extra: map[string]string{
+		"engine_opt.disable_radix_cache": "true", "engine_opt.chunked_prefill_size": "4096",
+		"engine_opt.max_prefill_tokens": "2048", "engine_opt.schedule_policy": "fcfs", "engine_opt.tp": "2",
+	}}
+	cfg = replay.Config{}
+	cfg.Scheduler.MaxPrefillTokens = 1000
+	c := pick(cfg, opts).Scheduler
+	if !c.DisableRadixCache || c.ChunkedPrefillSize != 4096 || c.MaxPrefillTokens != 1000 || c.SchedulePolicy != "fcfs" {
+		t.Errorf("options not applied: %+v", c)
+	}
+	opts.Extra["engine_opt.chunked_prefill_size"] = "many"
+	opts.Extra["engine_opt.schedule_policy"] = "lof"
+	if _, err := engineOptions(replay.Config{}, opts); err == nil ||
+		!strings.Contains(err.Error(), `run r: engine_opt.chunked_prefill_size: "many"`) {
+		t.Errorf("bad option: %v", err)
+	}
+	delete(opts.Extra, "engine_opt.chunked_prefill_size")
+	if _, err := engineOptions(replay.Config{}, opts); err == nil || !strings.Contains(err.Error(), "schedule_policy") {
+		t.Errorf("bad policy: %v", err)
+	}
+	// Through Resolve: the run's engine shows in the setup and its record.
+	s, err := Resolve(DefaultCluster(), trace.Run{Name: "r", Engine: "sglang"}, Overrides{})
+	if err != nil || s.Config.Scheduler.Engine != "sglang" || s.Run.Engine != "sglang" {
+		t.Errorf("sglang run resolved to %+v, %v", s, err)
+	}
+}
+
+// A cluster file can describe a custom GPU, other parallel sizes and an
+// fp8 KV cache.
+func TestClusterHardwareOverride(t *testing.T) {
+	c, err := ParseCluster("c.yaml", []byte(`hardware: custom
+hardware_override:
+  peak_bf16_tflops: 500
+  mem_mib: 49152
+  mem_bandwidth_tbps: 2
+  link_gbps: 100
+model: llama-3.1-70b
+tp: 4
+pp: 2
+kv_cache_dtype: fp8
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Deployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 40 layers per stage · 2 KV heads per rank · 2 · 128 · 1 B.
+	if d.Hardware.PeakFLOPS != 500e12 || d.Hardware.MemBytes != 49152<<20 || d.PP != 2 || d.KVBytesPerTokenPerRank() != 40*2*2*128 {
+		t.Errorf("deployment: %+v, KV/token/rank %d", d.Hardware, d.KVBytesPerTokenPerRank())
+	}
+	c, err = ParseCluster("c.yaml", []byte("hardware: custom\nhardware_override: {peak_bf16_tflops: 500}\n"))
+	if err == nil {
+		_, err = Resolve(c, trace.Run{}, Overrides{})
+	}
+	if err == nil || !strings.Contains(err.Error(), "must give peak_bf16_tflops, mem_mib and mem_bandwidth_tbps") {
+		t.Errorf("incomplete custom hardware: %v", err)
+	}
+}
+
+// A fixedCost is a cost model of one coefficient, as a calibration's
+// candidate would be.
+type fixedCost struct {
+	overhead float64
+	fitted   string
+}
+
+func (f fixedCost) Check(hw, m string, tp int) error {
+	if f.fitted != "" && f.fitted != hw {
+		return errors.New("fitted for " + f.fitted)
+	}
+	return nil
+}
+
+func (f fixedCost) StepModel(d *model.Deployment) (model.StepModel, error) {
+	d.MFU = f.overhead
+	return d, nil
+}
+
+// A cost model given as an override prices the steps and is recorded;
+// one fitted for other hardware is refused; a cluster naming a cost model
+// file that the caller did not load is an error, not a silent roofline.
+func TestResolveCostModel(t *testing.T) {
+	s, err := Resolve(DefaultCluster(), trace.Run{}, Overrides{CostModel: fixedCost{overhead: 0.25}, CostModelText: "fixed\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Deployment.MFU != 0.25 || s.CostModelText != "fixed\n" || s.Run.Extra["cost_model"] != "fixed\n" {
+		t.Errorf("cost model not applied: mfu %v, text %q", s.Deployment.MFU, s.CostModelText)
+	}
+	c := DefaultCluster()
+	c.CostModel = "cm.yaml"
+	if _, err := Resolve(c, trace.Run{}, Overrides{CostModel: fixedCost{fitted: "h200"}}); err == nil || err.Error() != "cm.yaml: fitted for h200" {
+		t.Errorf("mismatched cost model: %v", err)
+	}
+	if _, err := Resolve(c, trace.Run{}, Overrides{}); err == nil || !strings.Contains(err.Error(), "not loaded") {
+		t.Errorf("unloaded cost model: %v", err)
+	}
+}
+
+// Overrides' settings apply over the file and are checked.
+func TestResolveSettings(t *testing.T) {
+	s, err := Resolve(DefaultCluster(), trace.Run{}, Overrides{Settings: []Setting{
+		{"workers", 4, "--workers"}, {"scheduler.block_size", 32, "--kv-block-size"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Config.Workers != 4 || s.KVBlocks != s.KVTokens/32 || s.Cluster.Workers != 4 {
+		t.Errorf("settings: workers %d, %d blocks of %d tokens", s.Config.Workers, s.KVBlocks, s.KVTokens)
+	}
+	if _, err := Resolve(DefaultCluster(), trace.Run{}, Overrides{Settings: []Setting{{"workers", 0, "--workers"}}}); err == nil ||
+		err.Error() != "--workers 0: want a number of workers from 1 to 4096" {
+		t.Errorf("zero workers: %v", err)
+	}
+}

@@ -1,0 +1,81 @@
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// engineOptPrefix prefixes the Run.Extra keys of the server options
+// recorded at ingest (ingest.EngineOptPrefix; a test keeps them equal).
+const engineOptPrefix = "engine_opt."
+
+// engineOptions returns cfg with the scheduler of the engine that served
+// run when the cluster names none: a trace of an SGLang server is
+// replayed through SGLang's scheduler, any other through vLLM's. An
+// SGLang run's server options recorded at ingest (Run.Extra
+// "engine_opt.KEY") fill the SGLang settings the cluster leaves at their
+// defaults.
+func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
+	s := &cfg.Scheduler
+	if s.Engine == "" && strings.EqualFold(run.Engine, replay.EngineSGLang) {
+		s.Engine = replay.EngineSGLang
+	}
+	if s.Engine != replay.EngineSGLang {
+		return cfg, nil
+	}
+	var errs []error
+	opt := func(key string, set func(v string) error) {
+		v, ok := run.Extra[engineOptPrefix+key]
+		if !ok {
+			return
+		}
+		if err := set(v); err != nil {
+			errs = append(errs, fmt.Errorf("run %s: %s%s: %q: %v", run.Name, engineOptPrefix, key, v, err))
+		}
+	}
+	flag := func(dst *bool) func(string) error {
+		return func(v string) error {
+			b, err := strconv.ParseBool(v)
+			*dst = *dst || b
+			return err
+		}
+	}
+	count := func(dst *int64) func(string) error {
+		return func(v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil && *dst == 0 {
+				*dst = n
+			}
+			return err
+		}
+	}
+	opt("disable_radix_cache", flag(&s.DisableRadixCache))
+	opt("enable_mixed_chunk", flag(&s.EnableMixedChunk))
+	opt("chunked_prefill_size", count(&s.ChunkedPrefillSize))
+	opt("max_prefill_tokens", count(&s.MaxPrefillTokens))
+	opt("context_length", count(&s.ContextLength))
+	opt("schedule_policy", func(v string) error {
+		if s.SchedulePolicy == "" {
+			s.SchedulePolicy = v
+		}
+		return nil
+	})
+	opt("max_running_requests", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err == nil && s.MaxRunningRequests == 0 {
+			s.MaxRunningRequests = n
+		}
+		return err
+	})
+	if len(errs) == 0 {
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("run %s: engine options: %v", run.Name, err))
+		}
+	}
+	return cfg, errors.Join(errs...)
+}

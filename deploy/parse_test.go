@@ -1,0 +1,159 @@
+package deploy
+
+import (
+	"strings"
+	"testing"
+)
+
+// Every bad cluster file is an error naming the key and its line, with
+// the bound or the reason; each message is pinned exactly.
+func TestParseClusterErrors(t *testing.T) {
+	for _, c := range []struct{ name, file, want string }{
+		{"empty", "", "c.yaml:1: the cluster file is empty: want a YAML mapping of settings, such as \"workers: 4\""},
+		{"comments only", "# nothing\n", "c.yaml:1: the cluster file is empty: want a YAML mapping of settings, such as \"workers: 4\""},
+		{"zero workers", "model: llama-3.1-8b\nworkers: 0\n", "c.yaml:2: workers: 0: want a number of workers from 1 to 4096"},
+		{"fractional workers", "workers: 2.5\n", "c.yaml:1: workers: 2.5 is not a whole number"},
+		{"text workers", "workers: many\n", "c.yaml:1: workers: \"many\" is not a whole number"},
+		{"too many workers", "workers: 5000000\n", "c.yaml:1: workers: 5000000: want a number of workers from 1 to 4096"},
+		{"second document", "workers: 2\n---\nworkers: 3\n", "c.yaml:3: a second YAML document: a cluster file holds one"},
+		{"unknown key", "workers: 2\nwrokers: 3\n", "c.yaml:2: wrokers: unknown key (known here: client, cost_model, dp, ep, gpu_memory_utilization, hardware, hardware_override, kv_cache_dtype, model, pp, router, scheduler, seed, tp, workers, workload)"},
+		{"unknown nested key", "scheduler:\n  max_num_seq: 3\n", "c.yaml:2: scheduler.max_num_seq: unknown key (known here: block_size, chunked_prefill_size, context_length, disable_radix_cache, enable_mixed_chunk, enable_prefix_caching, engine, kv_cache_tokens, max_num_batched_tokens, max_num_seqs, max_prefill_tokens, max_running_requests, schedule_conservativeness, schedule_policy, stream_interval)"},
+		{"zero max_num_seqs", "scheduler:\n  max_num_seqs: 0\n", "c.yaml:2: scheduler.max_num_seqs: 0: want a number of running sequences from 1 to 1048576"},
+		{"negative max_num_seqs", "scheduler:\n  max_num_seqs: -4\n", "c.yaml:2: scheduler.max_num_seqs: -4: want a number of running sequences from 1 to 1048576"},
+		{"zero block_size", "scheduler:\n  block_size: 0\n", "c.yaml:2: scheduler.block_size: 0: want a number of tokens per KV block from 1 to 1024"},
+		{"huge block_size", "scheduler:\n  block_size: 1e9\n", "c.yaml:2: scheduler.block_size: 1000000000: want a number of tokens per KV block from 1 to 1024"},
+		{"zero max_num_batched_tokens", "scheduler: {max_num_batched_tokens: 0}\n", "c.yaml:1: scheduler.max_num_batched_tokens: 0: want a token budget per step from 1 to 16777216"},
+		{"negative max_num_batched_tokens", "scheduler:\n\n  max_num_batched_tokens: -1\n", "c.yaml:3: scheduler.max_num_batched_tokens: -1: want a token budget per step from 1 to 16777216"},
+		{"zero tp", "tp: 0\n", "c.yaml:1: tp: 0: want a tensor-parallel degree from 1 to 1024"},
+		{"negative tp", "tp: -2\n", "c.yaml:1: tp: -2: want a tensor-parallel degree from 1 to 1024"},
+		{"zero pp", "pp: 0\n", "c.yaml:1: pp: 0: want a number of pipeline stages from 1 to 1024"},
+		{"time scale", "workload:\n  time_scale: 1e12\n", "c.yaml:2: workload.time_scale: 1e+12: want an arrival time multiplier from 1e-06 to 10000"},
+		{"zero time scale", "workload:\n  time_scale: 0\n", "c.yaml:2: workload.time_scale: 0: want an arrival time multiplier from 1e-06 to 10000"},
+		{"nan", "gpu_memory_utilization: .nan\n", "c.yaml:1: gpu_memory_utilization: \".nan\" is not a finite number"},
+		{"memory utilization", "gpu_memory_utilization: 1.5\n", "c.yaml:1: gpu_memory_utilization: 1.5: want a fraction of GPU memory above 0 to 1"},
+		{"negative kv tokens", "scheduler:\n  kv_cache_tokens: -1\n", "c.yaml:2: scheduler.kv_cache_tokens: -1: want a KV capacity in tokens (0: derived from the model) from 1 to 1099511627776"},
+		{"bool", "scheduler:\n  enable_prefix_caching: yes please\n", "c.yaml:2: scheduler.enable_prefix_caching: \"yes please\" is not true or false"},
+		{"null", "workers:\n", "c.yaml:1: workers: no value (leave the key out for the default)"},
+		{"list", "workers: [1, 2]\n", "c.yaml:1: workers: want a single value, not a list"},
+		{"not a mapping", "- workers\n", "c.yaml:1: want a mapping of settings (key: value), not a list"},
+		{"twice", "workers: 2\nworkers: 3\n", "c.yaml:2: workers: given twice"},
+		{"syntax", "workers: 2\n  tp: [\n", "c.yaml:2: mapping values are not allowed in this context"},
+		{"negative seed", "seed: -1\n", "c.yaml:1: seed: -1 is not a non-negative whole number"},
+		{"unknown router", "workers: 2\nrouter: best\n", "c.yaml:2: router: unknown router \"best\" (want round_robin or random)"},
+		{"two errors", "workers: 0\ntp: 0\n", "c.yaml:1: workers: 0: want a number of workers from 1 to 4096\nc.yaml:2: tp: 0: want a tensor-parallel degree from 1 to 1024"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseCluster("c.yaml", []byte(c.file))
+			if err == nil || err.Error() != c.want {
+				t.Errorf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+}
+
+// A good file is read over the defaults, and the keys it gave are known
+// with their lines.
+func TestParseCluster(t *testing.T) {
+	c, err := ParseCluster("c.yaml", []byte(`# a comment
+hardware: h200
+model: llama-3.3-70b
+tp: 4
+workers: 2
+seed: 18446744073709551615
+scheduler:
+  max_num_seqs: 128
+  block_size: 1e1
+  enable_prefix_caching: false
+workload:
+  time_scale: 0.5
+hardware_override:
+  mem_mib: 140000
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := DefaultCluster()
+	if c.Hardware != "h200" || c.Model != "llama-3.3-70b" || c.TP != 4 || c.Workers != 2 || c.Seed != 1<<64-1 ||
+		c.Scheduler.MaxNumSeqs != 128 || c.Scheduler.BlockSize != 10 || *c.Scheduler.EnablePrefixCaching ||
+		c.Workload.TimeScale != 0.5 || c.HardwareOverride.MemMiB != 140000 ||
+		c.Scheduler.MaxNumBatchedTokens != d.Scheduler.MaxNumBatchedTokens || c.GPUMemoryUtilization != 0.9 {
+		t.Errorf("parsed %+v", c)
+	}
+	if from, ok := c.Given("scheduler.max_num_seqs"); !ok || from != "c.yaml:8" {
+		t.Errorf("max_num_seqs given at %q, %v", from, ok)
+	}
+	if _, ok := c.Given("scheduler.max_num_batched_tokens"); ok {
+		t.Error("a default counted as given")
+	}
+	if !strings.Contains(c.YAML(), "max_num_seqs: 128") {
+		t.Errorf("YAML:\n%s", c.YAML())
+	}
+	// The defaults parse back to themselves.
+	back, err := ParseCluster("d.yaml", []byte(DefaultCluster().YAML()))
+	if err != nil || back.YAML() != DefaultCluster().YAML() {
+		t.Errorf("defaults round trip: %v\n%s", err, back.YAML())
+	}
+}
+
+// Settings are checked as the file's values are, and errors name the
+// flag with its bound.
+func TestWithSettings(t *testing.T) {
+	base := DefaultCluster()
+	for _, c := range []struct {
+		set  Setting
+		want string
+	}{
+		{Setting{"workers", 0, "--workers"}, "--workers 0: want a number of workers from 1 to 4096"},
+		{Setting{"workers", 5000000, "--workers"}, "--workers 5000000: want a number of workers from 1 to 4096"},
+		{Setting{"tp", -1, "--tp"}, "--tp -1: want a tensor-parallel degree from 1 to 1024"},
+		{Setting{"scheduler.block_size", int64(0), "--block-size"}, "--block-size 0: want a number of tokens per KV block from 1 to 1024"},
+		{Setting{"workload.time_scale", 1e9, "--time-scale"}, "--time-scale 1e+09: want an arrival time multiplier from 1e-06 to 10000"},
+		{Setting{"scheduler.engine", "trt", "--scheduler"}, "--scheduler: unknown engine \"trt\" (want vllm or sglang)"},
+		{Setting{"workers", "two", "--workers"}, "--workers: cluster key workers: a string is not a int"},
+		{Setting{"wrokers", 2, "--workers"}, "--workers: unknown cluster key \"wrokers\""},
+		{Setting{"workers", 2.5, "x"}, "x: cluster key workers: a float64 is not a int"},
+	} {
+		if _, err := base.With(c.set); err == nil || err.Error() != c.want {
+			t.Errorf("%+v: %v, want %s", c.set, err, c.want)
+		}
+	}
+	c, err := base.With(Setting{"workers", 8, "--workers"}, Setting{"scheduler.enable_prefix_caching", false, "--no-cache"},
+		Setting{"scheduler.max_num_batched_tokens", 2048, "--max-num-batched-tokens"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workers != 8 || *c.Scheduler.EnablePrefixCaching || c.Scheduler.MaxNumBatchedTokens != 2048 {
+		t.Errorf("settings not applied: %+v", c)
+	}
+	if from, _ := c.Given("workers"); from != "--workers" {
+		t.Errorf("workers given by %q", from)
+	}
+	// With copies: the base is unchanged.
+	if base.Workers != 1 || !*base.Scheduler.EnablePrefixCaching {
+		t.Errorf("With changed its receiver: %+v", base)
+	}
+	if _, ok := base.Given("workers"); ok {
+		t.Error("With marked its receiver")
+	}
+}
+
+// FuzzParseCluster: no panic, and a file that parses passes the checks
+// again and marshals to a file that parses to the same YAML.
+func FuzzParseCluster(f *testing.F) {
+	for _, s := range []string{"workers: 2\n", "scheduler:\n  max_num_seqs: 4\n", "hardware_override: {mem_mib: 4}\n", DefaultCluster().YAML(), "workers: 1e3\n", "---\n", "a: &x 1\nb: *x\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseCluster("f.yaml", data)
+		if err != nil {
+			return
+		}
+		if err := c.check(); err != nil {
+			t.Fatalf("parsed but fails its checks: %v", err)
+		}
+		back, err := ParseCluster("back.yaml", []byte(c.YAML()))
+		if err != nil || back.YAML() != c.YAML() {
+			t.Fatalf("round trip: %v\n%s\n%s", err, c.YAML(), back.YAML())
+		}
+	})
+}
