@@ -50,10 +50,14 @@
 //
 // # Links
 //
-// A Link is a latency plus bytes over bandwidth. A Node holds a server's
-// paths: PCIe per GPU and direction, host DRAM, local NVMe and the
-// network to remote storage shared by its workers, with GPUDirect Storage
-// as an option; Path and PathTime price a transfer alone on a path.
+// A Link is a latency plus bytes over bandwidth (an NVMe link also bounds
+// IOPS). A Node holds a server's paths: PCIe per GPU and direction, host
+// DRAM, local NVMe and the network to remote storage shared by its
+// workers, with GPUDirect Storage as an option, and its GPU count, host
+// memory and NVMe capacity; Path and PathTime price a transfer alone on a
+// path. NodeByName resolves the presets (hgx-h100, hgx-h200, sources in
+// node.go), NodeFor a GPU's node, and NodeSpec is a cluster file's
+// node_override.
 //
 // Not modelled: pipeline micro-batching (PP prices one batch in flight),
 // MLA weight absorption in decode, and the sliding layers' per-request

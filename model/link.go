@@ -14,14 +14,27 @@ type Link struct {
 	Name      string
 	Bandwidth float64       // bytes/s
 	Latency   time.Duration // per transfer, before the first byte
+	// IOPS bounds the I/O operations per second (an NVMe drive's random
+	// read IOPS); 0: no bound. A transfer moved in I/Os of s bytes then
+	// gets at most IOPS·s bytes/s (EffectiveBandwidth).
+	IOPS float64
 }
 
 // Validate reports a link that cannot carry data.
 func (l Link) Validate() error {
-	if !(l.Bandwidth > 0) || math.IsInf(l.Bandwidth, 0) || l.Latency < 0 {
-		return fmt.Errorf("link %q: bandwidth %g B/s and latency %v: want a positive bandwidth and a non-negative latency", l.Name, l.Bandwidth, l.Latency)
+	if !(l.Bandwidth > 0) || math.IsInf(l.Bandwidth, 0) || l.Latency < 0 || !(l.IOPS >= 0) || math.IsInf(l.IOPS, 0) {
+		return fmt.Errorf("link %q: bandwidth %g B/s, latency %v and %g IOPS: want a positive bandwidth, a non-negative latency and IOPS", l.Name, l.Bandwidth, l.Latency, l.IOPS)
 	}
 	return nil
+}
+
+// EffectiveBandwidth is the bandwidth of the link for transfers made of
+// I/Os of ioBytes each: the bandwidth, or IOPS·ioBytes when that is less.
+func (l Link) EffectiveBandwidth(ioBytes int64) float64 {
+	if l.IOPS > 0 && ioBytes > 0 {
+		return min(l.Bandwidth, l.IOPS*float64(ioBytes))
+	}
+	return l.Bandwidth
 }
 
 // TransferTime is the time of a transfer of n bytes alone on the link.
@@ -42,6 +55,11 @@ const (
 // PCIe to the GPU, unless GPUDirectStorage is set, in which case it goes
 // straight over PCIe into GPU memory.
 type Node struct {
+	Name         string
+	GPUs         int   // GPUs in the node: the workers that share its links
+	HostMemBytes int64 // system memory: the bound of the host tiers of its workers
+	NVMeBytes    int64 // local NVMe capacity: the bound of its NVMe tiers
+
 	PCIe             Link
 	HostDRAM         Link
 	NVMe             Link
