@@ -1,0 +1,242 @@
+package kvcache
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A Fabric carries concurrent KV transfers over paths of shared links: a
+// node's PCIe links (one per GPU and direction), its host memory, its
+// NVMe and its NIC. A transfer first waits the sum of its path's link
+// latencies, using no bandwidth, then moves its bytes at a rate that
+// max-min fair sharing gives it: every link's bandwidth is split equally
+// among the transfers crossing it, except that a transfer held back
+// elsewhere (at a slower or busier link) leaves its unused share to the
+// others (progressive filling). Alone, a transfer of n bytes takes
+// model.PathTime: the latencies plus n over the slowest link's bandwidth.
+// On a path of one link it is SharedLink.
+//
+// It is driven by the replay's event loop as SharedLink is: Start adds a
+// transfer, Next says when the fabric's state next changes, Advance moves
+// the clock and returns what completed. Time is trace.Time (ns); bytes
+// are float64, completion times are rounded to the nanosecond.
+//
+// Note: max-min fairness is the flow-level model of network and DMA
+// sharing (each DMA engine or queue pair gets its turn on every link it
+// crosses); with one link it is the equal split of Opal's AbstractDevice
+// (opal-notes §1). Data forwarded as it arrives (cut-through in chunks) is
+// why a transfer's rate is its bottleneck's, not the sum of per-hop times.
+type Fabric struct {
+	links   []fabricLink
+	now     float64      // ns
+	waiting []fabricFlow // in latency, by (ready, id)
+	moving  []fabricFlow // receiving bandwidth, by id
+	rated   bool         // moving's rates are current
+
+	// scratch of rate
+	left  []float64
+	count []int32
+}
+
+type fabricLink struct {
+	link  model.Link
+	bw    float64 // bytes per ns
+	moved float64 // bytes carried since the start
+}
+
+type fabricFlow struct {
+	id        int64
+	ready     float64 // ns when the latency ends
+	remaining float64 // bytes
+	rate      float64 // bytes per ns while moving
+	path      []int32
+}
+
+// NewFabric returns a fabric without links at time 0.
+func NewFabric() *Fabric { return &Fabric{} }
+
+// AddLink adds a link and returns its index, for paths. Its bandwidth is
+// l.Bandwidth; a caller that moves data in I/Os of a known size passes a
+// link with model.Link.EffectiveBandwidth already applied.
+func (f *Fabric) AddLink(l model.Link) (int, error) {
+	if err := l.Validate(); err != nil {
+		return 0, err
+	}
+	f.links = append(f.links, fabricLink{link: l, bw: l.Bandwidth / 1e9})
+	return len(f.links) - 1, nil
+}
+
+// Link returns link i as added.
+func (f *Fabric) Link(i int) model.Link { return f.links[i].link }
+
+// Moved returns the bytes link i has carried since time 0, up to the
+// fabric's clock: a per-second sampler takes differences for the link's
+// utilisation.
+func (f *Fabric) Moved(i int) float64 { return f.links[i].moved }
+
+// Active is the number of transfers in flight (in latency or moving).
+func (f *Fabric) Active() int { return len(f.waiting) + len(f.moving) }
+
+// Start begins a transfer of n bytes over the links of path (indices from
+// AddLink) at now, which must not be before the fabric's clock; ids must
+// be unique among transfers in flight. It first advances the fabric to
+// now and returns what completed by then, as Advance does. The path is
+// copied.
+func (f *Fabric) Start(now trace.Time, id int64, n int64, path []int) ([]Done, error) {
+	if n < 0 || len(path) == 0 {
+		return nil, fmt.Errorf("kvcache: transfer %d of %d bytes over %d links", id, n, len(path))
+	}
+	if float64(now) < f.now {
+		return nil, fmt.Errorf("kvcache: transfer %d starts at %d ns, before the fabric's clock %.0f ns", id, now, f.now)
+	}
+	p := make([]int32, len(path))
+	var lat float64
+	for i, l := range path {
+		if l < 0 || l >= len(f.links) || slices.Contains(p[:i], int32(l)) {
+			return nil, fmt.Errorf("kvcache: transfer %d: bad path %v", id, path)
+		}
+		p[i] = int32(l)
+		lat += float64(f.links[l].link.Latency)
+	}
+	done := f.Advance(now)
+	fl := fabricFlow{id: id, ready: float64(now) + lat, remaining: float64(n), path: p}
+	i, _ := slices.BinarySearchFunc(f.waiting, fl, cmpFlowReady)
+	f.waiting = slices.Insert(f.waiting, i, fl)
+	return done, nil
+}
+
+func cmpFlowReady(a, b fabricFlow) int {
+	if a.ready != b.ready {
+		if a.ready < b.ready {
+			return -1
+		}
+		return 1
+	}
+	return int(a.id - b.id)
+}
+
+// rate gives every moving transfer its max-min fair rate.
+func (f *Fabric) rate() {
+	if f.rated {
+		return
+	}
+	f.rated = true
+	f.left = f.left[:0]
+	f.count = f.count[:0]
+	for _, l := range f.links {
+		f.left = append(f.left, l.bw)
+		f.count = append(f.count, 0)
+	}
+	for i := range f.moving {
+		f.moving[i].rate = -1
+		for _, l := range f.moving[i].path {
+			f.count[l]++
+		}
+	}
+	for unrated := len(f.moving); unrated > 0; {
+		// The link with the least bandwidth per unrated transfer
+		// bottlenecks every unrated transfer crossing it.
+		best, share := -1, math.Inf(1)
+		for l, c := range f.count {
+			if c > 0 && f.left[l]/float64(c) < share {
+				best, share = l, f.left[l]/float64(c)
+			}
+		}
+		for i := range f.moving {
+			fl := &f.moving[i]
+			if fl.rate >= 0 || !slices.Contains(fl.path, int32(best)) {
+				continue
+			}
+			fl.rate = share
+			unrated--
+			for _, l := range fl.path {
+				f.left[l] = max(f.left[l]-share, 0)
+				f.count[l]--
+			}
+		}
+	}
+}
+
+// next is the time of the next state change, or +Inf.
+func (f *Fabric) next() float64 {
+	t := math.Inf(1)
+	if len(f.waiting) > 0 {
+		t = f.waiting[0].ready
+	}
+	f.rate()
+	for _, fl := range f.moving {
+		t = min(t, f.now+fl.remaining/fl.rate)
+	}
+	return t
+}
+
+// Next returns when the fabric's state next changes if no transfer starts
+// before then, and false when it is idle.
+func (f *Fabric) Next() (trace.Time, bool) {
+	t := f.next()
+	if math.IsInf(t, 1) {
+		return 0, false
+	}
+	return trace.Time(math.Ceil(t)), true
+}
+
+// Advance moves the fabric's clock to to and returns the transfers that
+// completed by then, in completion order (ties by id). An earlier to than
+// the clock does nothing.
+func (f *Fabric) Advance(to trace.Time) []Done {
+	var done []Done
+	end := float64(to)
+	for {
+		t := f.next()
+		if t > end {
+			break
+		}
+		f.drain(t)
+		for len(f.waiting) > 0 && f.waiting[0].ready <= t {
+			f.moving = append(f.moving, f.waiting[0])
+			f.waiting = f.waiting[1:]
+			f.rated = false
+		}
+		slices.SortFunc(f.moving, func(a, b fabricFlow) int { return int(a.id - b.id) })
+		// A millionth of a byte absorbs float rounding between shares.
+		kept := f.moving[:0]
+		for _, fl := range f.moving {
+			if fl.remaining <= 1e-6 {
+				done = append(done, Done{ID: fl.id, At: trace.Time(math.Round(t))})
+				f.rated = false
+			} else {
+				kept = append(kept, fl)
+			}
+		}
+		clear(f.moving[len(kept):])
+		f.moving = kept
+	}
+	if end > f.now {
+		f.drain(end)
+	}
+	return done
+}
+
+// drain moves the clock to t, taking from each moving transfer the bytes
+// its rate sent meanwhile and counting them on its links.
+func (f *Fabric) drain(t float64) {
+	if dt := t - f.now; dt > 0 && len(f.moving) > 0 {
+		f.rate()
+		for i := range f.moving {
+			fl := &f.moving[i]
+			sent := min(dt*fl.rate, fl.remaining)
+			fl.remaining -= sent
+			if fl.remaining < 1e-6 {
+				fl.remaining = 0
+			}
+			for _, l := range fl.path {
+				f.links[l].moved += sent
+			}
+		}
+	}
+	f.now = max(f.now, t)
+}

@@ -1,0 +1,183 @@
+package kvcache
+
+import (
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// llama8BBytes is the KV of a 4,096-token prefix of Llama-3.1-8B: 32
+// layers × 8 KV heads × 128 dims × K and V × 2 bytes = 131,072 B a token.
+const llama8BBytes = 4096 * 131_072 // 536,870,912
+
+// node is a two-GPU node whose links are the HGX H100 preset's but for
+// an 8 GB/s NVMe, so the hand computations stay in whole nanoseconds.
+type testNode struct {
+	f                           *Fabric
+	dram, nvme, net, h2d0, h2d1 int
+}
+
+func newTestNode(t *testing.T) testNode {
+	t.Helper()
+	n, err := model.NodeByName("hgx-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.NVMe.Bandwidth = 8e9
+	f := NewFabric()
+	var tn testNode
+	tn.f = f
+	for _, x := range []struct {
+		l   model.Link
+		dst *int
+	}{{n.HostDRAM, &tn.dram}, {n.NVMe, &tn.nvme}, {n.Network, &tn.net}, {n.PCIe, &tn.h2d0}, {n.PCIe, &tn.h2d1}} {
+		i, err := f.AddLink(x.l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*x.dst = i
+	}
+	return tn
+}
+
+// run starts transfers (at, id, bytes, path) and returns each one's
+// completion time.
+func run(t *testing.T, f *Fabric, starts []start) map[int64]trace.Time {
+	t.Helper()
+	got := map[int64]trace.Time{}
+	for _, s := range starts {
+		done, err := f.Start(s.at, s.id, s.bytes, s.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range done {
+			got[d.ID] = d.At
+		}
+	}
+	for {
+		at, ok := f.Next()
+		if !ok {
+			break
+		}
+		for _, d := range f.Advance(at) {
+			got[d.ID] = d.At
+		}
+	}
+	return got
+}
+
+type start struct {
+	at    trace.Time
+	id    int64
+	bytes int64
+	path  []int
+}
+
+// The physics of one load, to the nanosecond, from each tier to GPU 0.
+func TestFabricLoadAlone(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		path func(n testNode) []int
+		want trace.Time
+	}{
+		// Host DRAM (1 µs, 614.4 GB/s) then PCIe H2D (2 µs, 64 GB/s):
+		// 3 µs + 536,870,912 B / 64 B/ns = 3,000 + 8,388,608 ns.
+		{"host", func(n testNode) []int { return []int{n.dram, n.h2d0} }, 8_391_608},
+		// NVMe (80 µs, 8 GB/s) through host memory: 83 µs + 67,108,864 ns.
+		{"nvme", func(n testNode) []int { return []int{n.nvme, n.dram, n.h2d0} }, 67_191_864},
+		// Remote over RDMA (400 µs, 80 % of 50 GB/s = 40 GB/s) through
+		// host memory: 403 µs + 13,421,772.8 ns, rounded.
+		{"remote", func(n testNode) []int { return []int{n.net, n.dram, n.h2d0} }, 13_824_773},
+	} {
+		n := newTestNode(t)
+		got := run(t, n.f, []start{{0, 1, llama8BBytes, c.path(n)}})
+		if got[1] != c.want {
+			t.Errorf("%s: load done at %d ns, want %d", c.name, got[1], c.want)
+		}
+		// The same as the static price of the path.
+		var links []model.Link
+		for _, l := range c.path(n) {
+			links = append(links, n.f.Link(l))
+		}
+		if p := model.PathTime(links, llama8BBytes); trace.Time(p) != c.want {
+			t.Errorf("%s: PathTime %v, fabric %d ns", c.name, p, c.want)
+		}
+		if m := n.f.Moved(c.path(n)[0]); m != llama8BBytes {
+			t.Errorf("%s: first link moved %g bytes", c.name, m)
+		}
+	}
+}
+
+// Two loads into one GPU share its PCIe H2D link; into two GPUs they do
+// not, but two loads from NVMe share the drive.
+func TestFabricSharing(t *testing.T) {
+	n := newTestNode(t)
+	host0 := []int{n.dram, n.h2d0}
+	// Together from time 0: 32 B/ns each, 3 µs + 16,777,216 ns.
+	got := run(t, n.f, []start{{0, 1, llama8BBytes, host0}, {0, 2, llama8BBytes, host0}})
+	if got[1] != 16_780_216 || got[2] != 16_780_216 {
+		t.Errorf("simultaneous host loads done at %v, want 16,780,216 ns each", got)
+	}
+
+	// B starts 1 ms after A. A alone until B's latency ends at 1,003,000
+	// ns (64,000,000 B sent), then 32 B/ns each: A's other 472,870,912 B
+	// end at 15,780,216; B then has 64,000,000 B left at 64 B/ns.
+	n = newTestNode(t)
+	got = run(t, n.f, []start{{0, 1, llama8BBytes, host0}, {1_000_000, 2, llama8BBytes, host0}})
+	if got[1] != 15_780_216 || got[2] != 16_780_216 {
+		t.Errorf("staggered host loads done at %v, want 15,780,216 and 16,780,216 ns", got)
+	}
+
+	// Two GPUs, each its own PCIe link: no sharing (DRAM has 614 GB/s).
+	n = newTestNode(t)
+	got = run(t, n.f, []start{{0, 1, llama8BBytes, host0}, {0, 2, llama8BBytes, []int{n.dram, n.h2d1}}})
+	if got[1] != 8_391_608 || got[2] != 8_391_608 {
+		t.Errorf("host loads into two GPUs done at %v, want 8,391,608 ns each", got)
+	}
+
+	// Two GPUs from NVMe: the 8 GB/s drive is shared, 4 B/ns each.
+	n = newTestNode(t)
+	got = run(t, n.f, []start{{0, 1, llama8BBytes, []int{n.nvme, n.dram, n.h2d0}}, {0, 2, llama8BBytes, []int{n.nvme, n.dram, n.h2d1}}})
+	if want := trace.Time(83_000 + 134_217_728); got[1] != want || got[2] != want {
+		t.Errorf("NVMe loads into two GPUs done at %v, want %d ns each", got, want)
+	}
+}
+
+// Max-min fairness: an NVMe load A (bottleneck: the 8 GB/s drive) and a
+// host load B share GPU 0's PCIe link; A cannot use its 32 B/ns half, so
+// B gets the other 56. B alone from 3 µs to 83 µs sends 5,120,000 B, then
+// 56,000,000 B more at 56 B/ns by 1,083,000 ns; A has then sent 8,000,000
+// B and sends its last 80,000,000 alone at 8 B/ns, by 11,083,000 ns.
+func TestFabricMaxMin(t *testing.T) {
+	n := newTestNode(t)
+	got := run(t, n.f, []start{
+		{0, 1, 88_000_000, []int{n.nvme, n.dram, n.h2d0}},
+		{0, 2, 61_120_000, []int{n.dram, n.h2d0}},
+	})
+	if got[1] != 11_083_000 || got[2] != 1_083_000 {
+		t.Errorf("done at %v, want A 11,083,000 and B 1,083,000 ns", got)
+	}
+	if m := n.f.Moved(n.h2d0); m != 88_000_000+61_120_000 {
+		t.Errorf("PCIe moved %g bytes", m)
+	}
+}
+
+func TestFabricBadInput(t *testing.T) {
+	f := NewFabric()
+	if _, err := f.AddLink(model.Link{Name: "dead", Bandwidth: 0}); err == nil {
+		t.Error("a link of zero bandwidth accepted")
+	}
+	l, _ := f.AddLink(model.Link{Name: "ok", Bandwidth: 1e9, Latency: time.Microsecond})
+	if _, err := f.Start(0, 1, 10, []int{l, l}); err == nil {
+		t.Error("a path crossing a link twice accepted")
+	}
+	if _, err := f.Start(0, 1, 10, []int{7}); err == nil {
+		t.Error("an unknown link accepted")
+	}
+	f.Advance(100)
+	if _, err := f.Start(50, 2, 10, []int{l}); err == nil {
+		t.Error("a start in the past accepted")
+	}
+}

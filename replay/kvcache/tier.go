@@ -1,0 +1,195 @@
+package kvcache
+
+import "fmt"
+
+// A Tier is one level of KV storage below the GPU (host DRAM, local NVMe,
+// a remote store) as one worker's or node's connector manages it: a set of
+// blocks keyed by the chained hash of their content, a capacity in blocks,
+// and least-recently-used eviction.
+//
+// An entry is first pending (Insert: space reserved, the store in
+// flight), then ready (Complete): only ready entries hit (Contains), as
+// vLLM's CPUOffloadingManager and LMCache answer a lookup only for stored
+// data. Loads pin the entries they read (Pin, Unpin); pending and pinned
+// entries are never evicted, so an insert into a tier full of them fails
+// and the store is dropped, as vLLM's prepare_store returns None.
+//
+// Note: eviction is what Opal's tiers lack (opal-notes.md Q9): there a
+// full tier takes nothing more, for ever. Here a full tier evicts its
+// least recently used ready, unpinned block; Touch (a lookup that hits,
+// a store of a block already held) makes a block most recently used, as
+// vLLM's LRU policy and LMCache's LRU backends do.
+type Tier struct {
+	name  string
+	cap   int64
+	slots []tierSlot
+	index map[uint64]int32
+	free  []int32
+	// The LRU list: head is the least recently used entry; -1: empty.
+	head, tail int32
+
+	// Counters since the tier was made.
+	Stores    int64 // entries inserted
+	Evictions int64 // ready entries evicted to make room
+	Dropped   int64 // inserts refused: every entry pending or pinned
+}
+
+type tierSlot struct {
+	hash       uint64
+	prev, next int32
+	pins       int32
+	ready      bool
+}
+
+// NewTier returns an empty tier of capacity blocks.
+func NewTier(name string, capacity int64) *Tier {
+	if capacity < 0 || capacity > 1<<31-1 {
+		panic(fmt.Sprintf("kvcache: tier %s of %d blocks", name, capacity))
+	}
+	return &Tier{name: name, cap: capacity, index: make(map[uint64]int32), head: -1, tail: -1}
+}
+
+// Name returns the tier's name.
+func (t *Tier) Name() string { return t.name }
+
+// Capacity returns the tier's capacity in blocks.
+func (t *Tier) Capacity() int64 { return t.cap }
+
+// Len returns the number of entries, pending or ready.
+func (t *Tier) Len() int64 { return int64(len(t.index)) }
+
+// Contains reports whether the tier holds block h, stored and ready.
+func (t *Tier) Contains(h uint64) bool {
+	s, ok := t.index[h]
+	return ok && t.slots[s].ready
+}
+
+// Has reports whether the tier holds block h or is storing it.
+func (t *Tier) Has(h uint64) bool {
+	_, ok := t.index[h]
+	return ok
+}
+
+// Touch makes block h, if held, the most recently used.
+func (t *Tier) Touch(h uint64) {
+	if s, ok := t.index[h]; ok {
+		t.unlink(s)
+		t.pushBack(s)
+	}
+}
+
+// Insert reserves room for block h, pending until Complete, and makes it
+// the most recently used. A block already held is only touched. When the
+// tier is full it evicts its least recently used ready, unpinned block and
+// returns it (victim, true) so that a write-back policy can store it
+// below. It reports ok false, changing nothing, when no block can be
+// evicted.
+func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
+	if _, held := t.index[h]; held {
+		t.Touch(h)
+		return 0, false, true
+	}
+	if t.cap == 0 {
+		t.Dropped++
+		return 0, false, false
+	}
+	var s int32
+	if int64(len(t.index)) >= t.cap {
+		s = t.head
+		for s >= 0 && (!t.slots[s].ready || t.slots[s].pins > 0) {
+			s = t.slots[s].next
+		}
+		if s < 0 {
+			t.Dropped++
+			return 0, false, false
+		}
+		victim, evicted = t.slots[s].hash, true
+		delete(t.index, victim)
+		t.unlink(s)
+		t.Evictions++
+	} else if n := len(t.free); n > 0 {
+		s = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		s = int32(len(t.slots))
+		t.slots = append(t.slots, tierSlot{})
+	}
+	t.slots[s] = tierSlot{hash: h, prev: -1, next: -1}
+	t.index[h] = s
+	t.pushBack(s)
+	t.Stores++
+	return victim, evicted, true
+}
+
+// Complete marks block h stored: it hits from now on. A block no longer
+// held (its store was dropped) is ignored.
+func (t *Tier) Complete(h uint64) {
+	if s, ok := t.index[h]; ok {
+		t.slots[s].ready = true
+	}
+}
+
+// Pin protects block h from eviction while a load reads it.
+func (t *Tier) Pin(h uint64) {
+	s, ok := t.index[h]
+	if !ok {
+		panic(fmt.Sprintf("kvcache: tier %s: pin of block %#x it does not hold", t.name, h))
+	}
+	t.slots[s].pins++
+}
+
+// Unpin ends one Pin of block h.
+func (t *Tier) Unpin(h uint64) {
+	s, ok := t.index[h]
+	if !ok || t.slots[s].pins == 0 {
+		panic(fmt.Sprintf("kvcache: tier %s: unpin of block %#x not pinned", t.name, h))
+	}
+	t.slots[s].pins--
+}
+
+// Remove drops block h if it is held and not pinned (a store that
+// failed, or a move to another tier), and reports whether it did.
+func (t *Tier) Remove(h uint64) bool {
+	s, ok := t.index[h]
+	if !ok || t.slots[s].pins > 0 {
+		return false
+	}
+	delete(t.index, h)
+	t.unlink(s)
+	t.free = append(t.free, s)
+	return true
+}
+
+func (t *Tier) unlink(s int32) {
+	p, n := t.slots[s].prev, t.slots[s].next
+	if p >= 0 {
+		t.slots[p].next = n
+	} else {
+		t.head = n
+	}
+	if n >= 0 {
+		t.slots[n].prev = p
+	} else {
+		t.tail = p
+	}
+	t.slots[s].prev, t.slots[s].next = -1, -1
+}
+
+func (t *Tier) pushBack(s int32) {
+	t.slots[s].prev, t.slots[s].next = t.tail, -1
+	if t.tail >= 0 {
+		t.slots[t.tail].next = s
+	} else {
+		t.head = s
+	}
+	t.tail = s
+}
+
+// LRU returns the held blocks, least recently used first (for tests).
+func (t *Tier) LRU() []uint64 {
+	var hs []uint64
+	for s := t.head; s >= 0; s = t.slots[s].next {
+		hs = append(hs, t.slots[s].hash)
+	}
+	return hs
+}
