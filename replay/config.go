@@ -44,43 +44,14 @@ type SchedulerConfig struct {
 	StreamInterval int64 `yaml:"stream_interval"`
 
 	// Engine names the scheduler each worker runs: "vllm" (default: vLLM
-	// v1) or "sglang" (see sglang.go). The fields below are SGLang's
-	// server arguments, under its names; vLLM ignores them, and 0 or
-	// absent takes SGLang's default.
+	// v1, vllm.go) or "sglang" (sglang.go); the schedulers table lists
+	// them. The settings above are vLLM's, under its names (SGLang
+	// ignores all but BlockSize, KVCacheTokens and StreamInterval); each
+	// other engine's own settings are a struct of its file, inline here.
 	Engine string `yaml:"engine,omitempty"`
-	// SchedulePolicy orders SGLang's waiting queue: "lpm" (default:
-	// longest prefix match first) or "fcfs".
-	SchedulePolicy string `yaml:"schedule_policy,omitempty"`
-	// ChunkedPrefillSize caps the prefill tokens of one step (default 8192).
-	ChunkedPrefillSize int64 `yaml:"chunked_prefill_size,omitempty"`
-	// MaxPrefillTokens caps the prompt tokens admitted by one step
-	// (default 16384).
-	MaxPrefillTokens int64 `yaml:"max_prefill_tokens,omitempty"`
-	// MaxRunningRequests caps the running requests (default: derived
-	// from the KV pool as SGLang derives it; see sgMaxRunning).
-	MaxRunningRequests int `yaml:"max_running_requests,omitempty"`
-	// ContextLength is the model's context length (SGLang's
-	// --context-length; opaltrace replay takes the model's
-	// max_position_embeddings), from which SGLang sizes its request pool;
-	// 0: unknown.
-	ContextLength int64 `yaml:"context_length,omitempty"`
-	// EnableMixedChunk runs the decodes in the prefill step instead of
-	// stalling them.
-	EnableMixedChunk bool `yaml:"enable_mixed_chunk,omitempty"`
-	// DisableRadixCache turns SGLang's prefix cache off.
-	DisableRadixCache bool `yaml:"disable_radix_cache,omitempty"`
-	// ScheduleConservativeness scales the initial new_token_ratio
-	// (default 1: 0.7).
-	ScheduleConservativeness float64 `yaml:"schedule_conservativeness,omitempty"`
-}
 
-// Scheduler names (SchedulerConfig.Engine) and SGLang schedule policies.
-const (
-	EngineVLLM   = "vllm"
-	EngineSGLang = "sglang"
-	PolicyLPM    = "lpm"
-	PolicyFCFS   = "fcfs"
-)
+	SGLangConfig `yaml:",inline"`
+}
 
 // A ClientConfig describes the simulated benchmark client.
 type ClientConfig struct {
@@ -136,9 +107,9 @@ func DefaultConfig() Config {
 		Workers: 1,
 		Router:  RouterRoundRobin,
 		Scheduler: SchedulerConfig{
-			MaxNumBatchedTokens: 8192,
-			MaxNumSeqs:          256,
-			BlockSize:           16,
+			MaxNumBatchedTokens: vllmMaxNumBatchedTokens,
+			MaxNumSeqs:          vllmMaxNumSeqs,
+			BlockSize:           vllmBlockSize,
 			EnablePrefixCaching: &on,
 			StreamInterval:      1,
 		},
@@ -184,6 +155,35 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Effective returns c as a replay runs it when the model gives each worker
+// kvBlocks KV blocks: every default filled in, the engine named, the KV
+// capacity in tokens (kv_cache_tokens, when set, overriding kvBlocks, and
+// rounded down to whole blocks) and the engine's own settings with their
+// defaults, some of which depend on that capacity. An output records it,
+// so that a replay from the record runs the same: c.Effective(k) gives
+// itself back for any k. c must be valid (Validate).
+func (c Config) Effective(kvBlocks int64) Config {
+	c = c.withDefaults()
+	s := &c.Scheduler
+	if s.KVCacheTokens > 0 {
+		kvBlocks = s.KVCacheTokens / s.BlockSize
+	}
+	s.KVCacheTokens = kvBlocks * s.BlockSize
+	if spec, ok := schedulerFor(s.Engine); ok {
+		s.Engine = spec.name
+		spec.defaults(s)
+	}
+	return c
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // A fieldError is a configuration value that is out of range; field is the
 // dotted yaml path, so LoadConfig can add the line it came from.
 type fieldError struct {
@@ -223,27 +223,10 @@ func (c Config) Validate() error {
 	if s.StreamInterval < 0 {
 		bad("scheduler.stream_interval", "negative (%d)", s.StreamInterval)
 	}
-	switch s.Engine {
-	case "", EngineVLLM, EngineSGLang:
-	default:
-		bad("scheduler.engine", "unknown engine %q (want %s or %s)", s.Engine, EngineVLLM, EngineSGLang)
-	}
-	switch s.SchedulePolicy {
-	case "", PolicyLPM, PolicyFCFS:
-	default:
-		bad("scheduler.schedule_policy", "unknown policy %q (want %s or %s)", s.SchedulePolicy, PolicyLPM, PolicyFCFS)
-	}
-	if s.ChunkedPrefillSize < 0 {
-		bad("scheduler.chunked_prefill_size", "negative (%d)", s.ChunkedPrefillSize)
-	}
-	if s.MaxPrefillTokens < 0 {
-		bad("scheduler.max_prefill_tokens", "negative (%d)", s.MaxPrefillTokens)
-	}
-	if s.MaxRunningRequests < 0 {
-		bad("scheduler.max_running_requests", "negative (%d)", s.MaxRunningRequests)
-	}
-	if sc := s.ScheduleConservativeness; !(sc >= 0) || sc > 100 {
-		bad("scheduler.schedule_conservativeness", "%v is not a number in [0, 100]", sc)
+	if spec, ok := schedulerFor(s.Engine); !ok {
+		bad("scheduler.engine", "unknown engine %q (want %s)", s.Engine, orList(engineNames()))
+	} else if spec.validate != nil {
+		spec.validate(s, bad)
 	}
 	if l := c.Client.LatencySec; !(l >= 0) || l > 3600 {
 		bad("client.latency_s", "%v is not a number of seconds in [0, 3600]", l)

@@ -2,8 +2,10 @@ package replay
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -73,4 +75,49 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("defaults not filled: %+v", c)
 		}
 	})
+}
+
+// The effective configuration is a fixed point, names the engine and its
+// own settings, and replays exactly as the configuration it came from,
+// for every engine of the schedulers table.
+func TestEffectiveConfig(t *testing.T) {
+	t.Parallel()
+	reqs := randomTrace(31, 200, 40)
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	for _, spec := range schedulers {
+		cfg := Config{Workers: 2, Scheduler: SchedulerConfig{Engine: spec.name, MaxNumSeqs: 16}}
+		blocks := int64(300)
+		switch spec.name {
+		case EngineVLLM:
+			cfg.Scheduler.Engine = "" // the default engine, unnamed
+		case EngineSGLang:
+			cfg.Scheduler.BlockSize, blocks = 1, 300*16 // token-granular (the validator counts blocks)
+		}
+		eff := cfg.Effective(blocks)
+		if again := eff.Effective(7); !reflect.DeepEqual(again, eff) {
+			t.Errorf("%s: Effective is not a fixed point:\n%+v\n%+v", spec.name, eff, again)
+		}
+		s := eff.Scheduler
+		if s.Engine != spec.name || s.KVCacheTokens != blocks*s.BlockSize || s.MaxNumSeqs != 16 {
+			t.Errorf("%s: effective scheduler %+v", spec.name, s)
+		}
+		if spec.name == EngineSGLang && (s.ChunkedPrefillSize == 0 || s.MaxPrefillTokens == 0 || s.MaxRunningRequests == 0 ||
+			s.SchedulePolicy == "" || s.ScheduleConservativeness == 0) {
+			t.Errorf("sglang: defaults left unset: %+v", s.SGLangConfig)
+		}
+		if err := eff.Validate(); err != nil {
+			t.Errorf("%s: effective configuration invalid: %v", spec.name, err)
+		}
+		_, a, sa := replay(t, cfg, cost, blocks, reqs)
+		_, b, sb := replay(t, eff, cost, 1, reqs) // kv_cache_tokens overrides the model's capacity
+		if dump(a) != dump(b) || !reflect.DeepEqual(sa, sb) {
+			t.Errorf("%s: replaying the effective configuration differs", spec.name)
+		}
+	}
+	// A kv_cache_tokens that is not a whole number of blocks is recorded
+	// as what ran.
+	c := Config{Scheduler: SchedulerConfig{KVCacheTokens: 1000, BlockSize: 16}}.Effective(5)
+	if c.Scheduler.KVCacheTokens != 992 {
+		t.Errorf("kv_cache_tokens 1000 in 16-token blocks: effective %d, want 992", c.Scheduler.KVCacheTokens)
+	}
 }

@@ -128,7 +128,8 @@ func TestDataCrunchGolden(t *testing.T) {
 				t.Fatalf("%s: reported summary: %v", name, err)
 			}
 			cfg := Config{Workload: mode, Scheduler: SchedulerConfig{
-				Engine: EngineSGLang, DisableRadixCache: true, EnablePrefixCaching: &off, ContextLength: llm.MaxPositionEmbeddings,
+				Engine: EngineSGLang, EnablePrefixCaching: &off,
+				SGLangConfig: SGLangConfig{DisableRadixCache: true, ContextLength: llm.MaxPositionEmbeddings},
 			}}
 			var ttft, itl []float64
 			var e2e float64

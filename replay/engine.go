@@ -47,6 +47,8 @@ type Options struct {
 	// after it returns (it copies what it needs, as trace.Writer does):
 	// the engine then reuses their memory for the next records.
 	Transient bool
+
+	test testSwitches // set by tests only
 }
 
 // A Step describes one forward pass of one worker, as built. Run passes it
@@ -147,10 +149,8 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if cost == nil || emit == nil {
 		return Stats{}, errors.New("replay: no step model or no emit function")
 	}
-	cfg = cfg.withDefaults()
-	if cfg.Scheduler.KVCacheTokens > 0 {
-		kvBlocks = cfg.Scheduler.KVCacheTokens / cfg.Scheduler.BlockSize
-	}
+	cfg = cfg.Effective(kvBlocks)
+	kvBlocks = cfg.Scheduler.KVCacheTokens / cfg.Scheduler.BlockSize
 	if kvBlocks <= 0 {
 		return Stats{}, errors.New("replay: no KV cache capacity (kv_cache_tokens is 0 and the model gave none)")
 	}
@@ -178,6 +178,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		observe:  opts.Observe,
 		kvBlocks: kvBlocks,
 		reuse:    opts.Transient,
+		test:     opts.test,
 	}
 	e.stats.Requests = reqs.Len()
 	e.sh, _ = reqs.(shaper)
@@ -192,7 +193,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		e.live = make([]*reqState, reqs.Len())
 	}
 	for i := range cfg.Workers {
-		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks))
+		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks, &e.test))
 	}
 	if opts.PerSecond {
 		e.sec = &seconds{workers: cfg.Workers, block: cfg.Scheduler.BlockSize}
@@ -205,10 +206,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		e.stats.Seconds = e.sec.done(e.stats.End)
 	}
 	for _, w := range e.workers {
-		e.stats.Evictions += w.kv.Evictions
-		if w.sg != nil {
-			e.stats.Evictions += ceilDiv(w.sg.tree.Evictions, cfg.Scheduler.BlockSize)
-		}
+		e.stats.Evictions += w.s.evictions()
 	}
 	return e.stats, nil
 }
@@ -309,17 +307,15 @@ type engine struct {
 	rec   trace.Request
 	done  []*reqState // scratch: requests completed by a step
 	step  Step
+
+	test testSwitches
 }
 
 func (e *engine) NumWorkers() int { return len(e.workers) }
 
 func (e *engine) Load(i int) WorkerLoad {
 	w := e.workers[i]
-	free := w.kv.NumFree()
-	if w.sg != nil {
-		free = w.sg.tree.Free() / w.bs // SGLang: free token slots, in whole blocks
-	}
-	return WorkerLoad{Running: len(w.running), Waiting: w.waiting.Len(), FreeBlocks: free}
+	return WorkerLoad{Running: len(w.running), Waiting: w.waiting.Len(), FreeBlocks: w.s.freeBlocks()}
 }
 
 // arrivalTime is the open-loop arrival of a request sent at a in the
@@ -340,11 +336,11 @@ func (e *engine) prepare() {
 	e.n = n
 	e.nextArrival = never
 	open := e.cfg.Workload.Mode == ModeOpen
-	prefix := *e.cfg.Scheduler.EnablePrefixCaching && !indexAll
+	prefix := *e.cfg.Scheduler.EnablePrefixCaching && !e.test.indexAll
 	_, blind := e.router.(loadBlind)
 	// In the sessions mode arrivals follow completions, so their order
 	// is only known as the replay runs.
-	blind = blind && !noPreRoute && e.cfg.Workload.Mode != ModeSessions
+	blind = blind && !e.test.noPreRoute && e.cfg.Workload.Mode != ModeSessions
 	if e.cfg.Workload.Mode == ModeSessions {
 		e.prepareSessions()
 	}
@@ -625,7 +621,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 	// The per-step hooks need every step; fast-forward's inner loop
 	// serves both schedulers without them (SGLang's steps are then built
 	// by build, steady or not).
-	inner := e.observe == nil && e.sec == nil && !noSteadySteps
+	inner := e.observe == nil && e.sec == nil && !e.test.noSteadySteps
 	for steady := false; ; {
 		if steady && inner {
 			end, inFlight, err := e.steadySteps(w, now, bound)
@@ -634,9 +630,9 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			}
 			now = end
 		}
-		if !steady || w.sg != nil || !w.decodeStep(now) {
+		if !steady || !w.s.decodeStep(w, now) {
 			w.build(now)
-			steady = w.steady()
+			steady = w.s.steady(w)
 		}
 		if len(w.sched) == 0 {
 			return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
@@ -653,11 +649,9 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 		if e.observe != nil || e.sec != nil {
 			e.step = Step{
 				Worker: w.id, Start: now, End: end, Batch: &w.batch,
-				Running: len(w.running), Waiting: w.waiting.Len(), Preempted: w.preempted, KV: w.kv,
+				Running: len(w.running), Waiting: w.waiting.Len(), Preempted: w.preempted,
 			}
-			if w.sg != nil {
-				e.step.Radix = w.sg.tree
-			}
+			w.s.describe(&e.step)
 			if e.sec != nil {
 				e.sec.step(&e.step)
 			}
@@ -683,7 +677,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 // step model's contract (a pure function of the batch) makes the kept
 // value exact. A lookup costs a few nanoseconds, a roofline step some 50.
 func (e *engine) price(b *model.Batch) time.Duration {
-	if len(b.Prefill) != 0 || len(b.Decode) != 1 || noLoneMemo {
+	if len(b.Prefill) != 0 || len(b.Decode) != 1 || e.test.noLoneMemo {
 		return e.cost.StepTime(b)
 	}
 	return e.decodePrice(1, b.Decode[0]).d
@@ -758,7 +752,7 @@ const maxTabN = 16
 // elsewhere, so it is the next queued event of any kind. A client timeout
 // of a request on w bounds it as well.
 func (e *engine) window(now trace.Time, w *worker) trace.Time {
-	if noFastForward {
+	if e.test.noFastForward {
 		return now
 	}
 	bound := e.arrivalBound(w)
@@ -833,10 +827,7 @@ func (e *engine) abort(now trace.Time, i int32) error {
 	}
 	w := e.workers[r.worker]
 	if w.waiting.remove(r) {
-		if len(r.blocks) > 0 {
-			w.kv.Release(r.blocks)
-			r.blocks = r.blocks[:0]
-		}
+		w.s.leave(w, r, leaveWaiting)
 		return e.timedOut(r, now)
 	}
 	if w.busy {
@@ -848,11 +839,7 @@ func (e *engine) abort(now trace.Time, i int32) error {
 		return fmt.Errorf("replay: internal error: timed-out request %d is neither waiting nor running", i)
 	}
 	w.running = slices.Delete(w.running, j, j+1)
-	if w.sg != nil {
-		w.sg.leave(r, false)
-	}
-	w.kv.Release(r.blocks)
-	r.blocks = r.blocks[:0]
+	w.s.leave(w, r, leaveRunning)
 	if err := e.timedOut(r, now); err != nil {
 		return err
 	}
@@ -922,27 +909,29 @@ func (e *engine) record() *trace.Request {
 	return new(trace.Request)
 }
 
-// indexAll turns off the private-block optimisation, so that a test can
-// show it changes nothing.
-var indexAll = false
-
-// eagerPrivate records every private block's hash when the block fills,
-// as before MarkPrivate, so that a test can show the lazy way changes
-// nothing.
-var eagerPrivate = false
-
-// noFastForward makes every step an event of its own, so that a test can
-// show fast-forward changes nothing.
-var noFastForward = false
-
-// noSteadySteps turns off fast-forward's inner loop (steadySteps), so
-// that a test can show it changes nothing.
-var noSteadySteps = false
-
-// noLoneMemo turns off the price table of lone decodes, so that a test
-// can show it changes nothing.
-var noLoneMemo = false
-
-// noPreRoute turns off routing in advance, so that a test can show it
-// changes nothing.
-var noPreRoute = false
+// testSwitches turn the engine's optimisations off (or a check on), so
+// that a test can show they change nothing; the zero value is what a
+// replay runs. They are per replay (Options.test), so tests that set them
+// run in parallel.
+type testSwitches struct {
+	// indexAll indexes private blocks too.
+	indexAll bool
+	// eagerPrivate records every private block's hash when the block
+	// fills, as before MarkPrivate.
+	eagerPrivate bool
+	// noFastForward makes every step an event of its own.
+	noFastForward bool
+	// noSteadySteps turns off fast-forward's inner loop (steadySteps).
+	noSteadySteps bool
+	// noLoneMemo turns off the price table of lone decodes.
+	noLoneMemo bool
+	// noPreRoute turns off routing in advance.
+	noPreRoute bool
+	// checkSteady, when set, is called at the end of every run of
+	// steadySteps with the worker's state, whose block tables must be
+	// what stepping one at a time leaves; grownAhead says that the run
+	// stopped because a step's allocation failed, after the requests
+	// before the one that failed may have been given their blocks for
+	// that step (as decodeStep leaves them).
+	checkSteady func(w *worker, grownAhead bool)
+}

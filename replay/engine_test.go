@@ -164,17 +164,13 @@ func TestPrivateBlocksSameResults(t *testing.T) {
 	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
 	cfg := Config{Workers: 1, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}}
 	_, a, sa := replay(t, cfg, cost, 100, reqs)
-	indexAll = true
-	defer func() { indexAll = false }()
-	_, b, sb := replay(t, cfg, cost, 100, reqs)
+	_, b, sb := replayWith(t, cfg, cost, 100, reqs, testSwitches{indexAll: true})
 	if dump(a) != dump(b) || !reflect.DeepEqual(sa, sb) {
 		t.Errorf("results differ: %+v vs %+v", sa, sb)
 	}
 	// Recording private hashes only at preemption (MarkPrivate) changes
 	// nothing either.
-	indexAll, eagerPrivate = false, true
-	defer func() { eagerPrivate = false }()
-	_, c, sc := replay(t, cfg, cost, 100, reqs)
+	_, c, sc := replayWith(t, cfg, cost, 100, reqs, testSwitches{eagerPrivate: true})
 	if dump(a) != dump(c) || !reflect.DeepEqual(sa, sc) {
 		t.Errorf("results differ with private hashes recorded eagerly: %+v vs %+v", sa, sc)
 	}

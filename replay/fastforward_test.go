@@ -34,15 +34,13 @@ func (l stepLog) observe(s *Step) error {
 // every worker's steps.
 func runWith(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs []*trace.Request, fast bool) (string, Stats, stepLog) {
 	t.Helper()
-	noFastForward, noPreRoute, noLoneMemo = !fast, !fast, !fast
-	defer func() { noFastForward, noPreRoute, noLoneMemo = false, false, false }()
 	steps := make(stepLog, max(cfg.Workers, 1))
 	var all []*trace.Request
 	v := newValidator(t, cfg, reqs)
 	st, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(r *trace.Request) error {
 		all = append(all, r)
 		return v.output(r)
-	}, Options{PerSecond: true, Observe: func(s *Step) error {
+	}, Options{PerSecond: true, test: testSwitches{noFastForward: !fast, noPreRoute: !fast, noLoneMemo: !fast}, Observe: func(s *Step) error {
 		if err := v.step(s); err != nil {
 			return err
 		}
@@ -60,11 +58,12 @@ func runWith(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs 
 func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs []*trace.Request) (string, Stats) {
 	t.Helper()
 	checks := 0
-	checkSteady = func(w *worker, grownAhead bool) {
+	checkSteady := func(w *worker, grownAhead bool) {
 		checks++
-		if w.sg != nil {
+		v, ok := w.s.(*vllm)
+		if !ok {
 			if checks%50 == 0 {
-				if err := w.sg.tree.Check(); err != nil {
+				if err := w.s.(*sglang).tree.Check(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -73,29 +72,28 @@ func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs
 		for _, r := range w.running {
 			// Exactly the blocks its computed tokens fill, and the
 			// hashes of its full blocks committed.
-			want := ceilDiv(r.computed, w.bs)
-			if grownAhead && int64(len(r.blocks)) == ceilDiv(r.computed+1, w.bs) {
+			want := ceilDiv(r.computed, v.bs)
+			if grownAhead && int64(len(r.blocks)) == ceilDiv(r.computed+1, v.bs) {
 				want = int64(len(r.blocks))
 			}
 			if int64(len(r.blocks)) != want {
 				t.Fatalf("worker %d: request %d has %d blocks for %d computed tokens, want %d", w.id, r.idx, len(r.blocks), r.computed, want)
 			}
-			if w.prefix && r.hashed != r.computed/w.bs && !grownAhead {
+			if v.prefix && r.hashed != r.computed/v.bs && !grownAhead {
 				t.Fatalf("worker %d: request %d has %d hashed blocks for %d computed tokens", w.id, r.idx, r.hashed, r.computed)
 			}
 		}
 		if checks%50 == 0 {
-			if err := w.kv.Check(); err != nil {
+			if err := v.kv.Check(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	defer func() { checkSteady = nil }()
 	var all []*trace.Request
 	st, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(r *trace.Request) error {
 		all = append(all, r)
 		return nil
-	}, Options{})
+	}, Options{test: testSwitches{checkSteady: checkSteady}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +144,9 @@ func TestFastForwardSameResults(t *testing.T) {
 		// that decodes retract, the FCFS queue, mixed chunks, no radix
 		// cache, both loops, timeouts, and the roofline's sum pricing.
 		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 6000}}, cost, 1},
-		{Config{Workers: 1, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1500, ChunkedPrefillSize: 256}}, cost, 1},
-		{Config{Workers: 3, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 4000, SchedulePolicy: PolicyFCFS, EnableMixedChunk: true}}, tie, 1},
-		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 5000, DisableRadixCache: true}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 9}}, cost, 1},
+		{Config{Workers: 1, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1500, SGLangConfig: SGLangConfig{ChunkedPrefillSize: 256}}}, cost, 1},
+		{Config{Workers: 3, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 4000, SGLangConfig: SGLangConfig{SchedulePolicy: PolicyFCFS, EnableMixedChunk: true}}}, tie, 1},
+		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 5000, SGLangConfig: SGLangConfig{DisableRadixCache: true}}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 9}}, cost, 1},
 		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 8000, StreamInterval: 2}, Client: ClientConfig{TimeoutSec: 0.3, LatencySec: 0.001}}, roofline, 1},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)

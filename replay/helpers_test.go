@@ -57,14 +57,20 @@ func withHashes(r *trace.Request, bs int64, ids ...int64) *trace.Request {
 // emission order.
 func replay(t *testing.T, cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace.Request) (map[string]*trace.Request, []*trace.Request, Stats) {
 	t.Helper()
+	return replayWith(t, cfg, cost, kvBlocks, reqs, testSwitches{})
+}
+
+// replayWith is replay with the engine's test switches set.
+func replayWith(t *testing.T, cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace.Request, sw testSwitches) (map[string]*trace.Request, []*trace.Request, Stats) {
+	t.Helper()
 	var all []*trace.Request
 	byID := map[string]*trace.Request{}
 	v := newValidator(t, cfg, reqs)
-	st, err := RunObserved(cfg, cost, kvBlocks, reqs, func(r *trace.Request) error {
+	st, err := RunInputs(cfg, cost, kvBlocks, Requests(reqs), func(r *trace.Request) error {
 		all = append(all, r)
 		byID[r.RequestID] = r
 		return v.output(r)
-	}, v.step)
+	}, Options{Observe: v.step, test: sw})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,8 @@ const (
 // get a token even after retraction waits a step (SGLang fails).
 type sglang struct {
 	tree       *kvcache.Radix
+	empty      *kvcache.Cache // Step.KV: SGLang has no block cache
+	bs         int64          // tokens per block, the unit of freeBlocks and evictions
 	radix      bool // radix cache on (else every token is private)
 	lpm        bool
 	chunk      int64 // chunked_prefill_size
@@ -125,9 +127,105 @@ type sgAdmit struct {
 	n      int64 // tokens to compute
 }
 
-func newSGLang(s SchedulerConfig, tokens int64) *sglang {
+// EngineSGLang names SGLang's scheduler (SchedulerConfig.Engine), and
+// PolicyLPM and PolicyFCFS its schedule policies (SGLangConfig.
+// SchedulePolicy).
+const (
+	EngineSGLang = "sglang"
+	PolicyLPM    = "lpm"
+	PolicyFCFS   = "fcfs"
+)
+
+// SGLang's defaults of its server arguments (server_args.py).
+const (
+	sgChunkedPrefillSize = 8192
+	sgMaxPrefillTokens   = 16384
+)
+
+// An SGLangConfig holds SGLang's server arguments, under its names; it is
+// part of SchedulerConfig, and other engines ignore it. In a configuration
+// as written 0 or absent takes SGLang's default; the effective
+// configuration (Config.Effective) has every default filled in.
+type SGLangConfig struct {
+	// SchedulePolicy orders SGLang's waiting queue: "lpm" (default:
+	// longest prefix match first) or "fcfs".
+	SchedulePolicy string `yaml:"schedule_policy,omitempty"`
+	// ChunkedPrefillSize caps the prefill tokens of one step (default 8192).
+	ChunkedPrefillSize int64 `yaml:"chunked_prefill_size,omitempty"`
+	// MaxPrefillTokens caps the prompt tokens admitted by one step
+	// (default 16384).
+	MaxPrefillTokens int64 `yaml:"max_prefill_tokens,omitempty"`
+	// MaxRunningRequests caps the running requests (default: derived
+	// from the KV pool as SGLang derives it; see sgMaxRunning).
+	MaxRunningRequests int `yaml:"max_running_requests,omitempty"`
+	// ContextLength is the model's context length (SGLang's
+	// --context-length; opaltrace replay takes the model's
+	// max_position_embeddings), from which SGLang sizes its request pool;
+	// 0: unknown.
+	ContextLength int64 `yaml:"context_length,omitempty"`
+	// EnableMixedChunk runs the decodes in the prefill step instead of
+	// stalling them.
+	EnableMixedChunk bool `yaml:"enable_mixed_chunk,omitempty"`
+	// DisableRadixCache turns SGLang's prefix cache off.
+	DisableRadixCache bool `yaml:"disable_radix_cache,omitempty"`
+	// ScheduleConservativeness scales the initial new_token_ratio
+	// (default 1: 0.7).
+	ScheduleConservativeness float64 `yaml:"schedule_conservativeness,omitempty"`
+}
+
+// sglangDefaults fills SGLang's settings left at 0; the request cap
+// depends on the KV pool, s.KVCacheTokens.
+func sglangDefaults(s *SchedulerConfig) {
+	g := &s.SGLangConfig
+	if g.SchedulePolicy == "" {
+		g.SchedulePolicy = PolicyLPM
+	}
+	if g.ChunkedPrefillSize == 0 {
+		g.ChunkedPrefillSize = sgChunkedPrefillSize
+	}
+	if g.MaxPrefillTokens == 0 {
+		g.MaxPrefillTokens = sgMaxPrefillTokens
+	}
+	if g.MaxRunningRequests == 0 {
+		g.MaxRunningRequests = sgMaxRunning(s.KVCacheTokens, g.ContextLength)
+	}
+	if g.ScheduleConservativeness == 0 {
+		g.ScheduleConservativeness = 1
+	}
+}
+
+// sglangValidate checks SGLang's settings.
+func sglangValidate(s SchedulerConfig, bad func(field, format string, args ...any)) {
+	g := s.SGLangConfig
+	switch g.SchedulePolicy {
+	case "", PolicyLPM, PolicyFCFS:
+	default:
+		bad("scheduler.schedule_policy", "unknown policy %q (want %s or %s)", g.SchedulePolicy, PolicyLPM, PolicyFCFS)
+	}
+	if g.ChunkedPrefillSize < 0 {
+		bad("scheduler.chunked_prefill_size", "negative (%d)", g.ChunkedPrefillSize)
+	}
+	if g.MaxPrefillTokens < 0 {
+		bad("scheduler.max_prefill_tokens", "negative (%d)", g.MaxPrefillTokens)
+	}
+	if g.MaxRunningRequests < 0 {
+		bad("scheduler.max_running_requests", "negative (%d)", g.MaxRunningRequests)
+	}
+	if g.ContextLength < 0 {
+		bad("scheduler.context_length", "negative (%d)", g.ContextLength)
+	}
+	if sc := g.ScheduleConservativeness; !(sc >= 0) || sc > 100 {
+		bad("scheduler.schedule_conservativeness", "%v is not a number in [0, 100]", sc)
+	}
+}
+
+// newSGLangScheduler returns a worker's SGLang scheduler over a pool of
+// blocks·BlockSize tokens; s has its defaults (sglangDefaults).
+func newSGLangScheduler(s SchedulerConfig, blocks int64, _ *testSwitches) scheduler {
 	g := &sglang{
-		tree:       kvcache.NewRadix(tokens),
+		tree:       kvcache.NewRadix(blocks * s.BlockSize),
+		empty:      kvcache.New(0),
+		bs:         s.BlockSize,
 		radix:      !s.DisableRadixCache,
 		lpm:        s.SchedulePolicy != PolicyFCFS,
 		chunk:      s.ChunkedPrefillSize,
@@ -135,20 +233,7 @@ func newSGLang(s SchedulerConfig, tokens int64) *sglang {
 		maxRun:     s.MaxRunningRequests,
 		mixed:      s.EnableMixedChunk,
 	}
-	if g.chunk == 0 {
-		g.chunk = 8192
-	}
-	if g.maxPrefill == 0 {
-		g.maxPrefill = 16384
-	}
-	if g.maxRun == 0 {
-		g.maxRun = sgMaxRunning(tokens, s.ContextLength)
-	}
-	c := s.ScheduleConservativeness
-	if c == 0 {
-		c = 1
-	}
-	init := min(sgInitNewTokenRatio*c, 1)
+	init := min(sgInitNewTokenRatio*s.ScheduleConservativeness, 1)
 	g.ratio = init
 	g.minRatio = min(init*sgMinNewTokenRatioFact, 1)
 	g.decay = (init - g.minRatio) / sgNewTokenRatioSteps
@@ -206,10 +291,18 @@ func (g *sglang) release(r *reqState, insert bool) {
 	r.sg.node, r.sg.held = nil, 0
 }
 
-// leave releases a request that finished or was aborted
+// leave implements scheduler: a request leaving a waiting queue holds
+// nothing (retraction released it).
+func (g *sglang) leave(_ *worker, r *reqState, from leaving) {
+	if from != leaveWaiting {
+		g.finished(r, from == leaveAtStepEnd)
+	}
+}
+
+// finished releases a request that finished or was aborted
 // (cache_finished_req). atStepEnd says it leaves as the step in flight
 // ends (else between steps: a client abort).
-func (g *sglang) leave(r *reqState, atStepEnd bool) {
+func (g *sglang) finished(r *reqState, atStepEnd bool) {
 	g.flush()
 	g.release(r, true)
 	if g.chunked == r {
@@ -442,6 +535,31 @@ func (g *sglang) decodeAlloc(n int64) bool {
 	g.tree.Alloc(n)
 	return true
 }
+
+// decodeStep implements scheduler: SGLang's steps are all built by build.
+func (g *sglang) decodeStep(*worker, trace.Time) bool { return false }
+
+// steadyStart and steadyAlloc implement scheduler: every steady step
+// takes a pool slot per request (decodeAlloc).
+func (g *sglang) steadyStart(*worker) int64 { return 0 }
+
+func (g *sglang) steadyAlloc(w *worker, j int64) (next int64, ok bool) {
+	return j + 1, g.decodeAlloc(int64(len(w.running)))
+}
+
+// stepEnded implements scheduler: what the step extended goes into the
+// tree.
+func (g *sglang) stepEnded(*worker) { g.flush() }
+
+// freeBlocks implements scheduler: free token slots, in whole blocks.
+func (g *sglang) freeBlocks() int64 { return g.tree.Free() / g.bs }
+
+// evictions implements scheduler: tokens evicted from the tree, in
+// blocks, rounded up.
+func (g *sglang) evictions() int64 { return ceilDiv(g.tree.Evictions, g.bs) }
+
+// describe implements scheduler: the KV is the radix cache.
+func (g *sglang) describe(st *Step) { st.KV, st.Radix = g.empty, g.tree }
 
 // decode builds a decode step of the running batch, retracting first if
 // its tokens do not fit (update_running_batch).

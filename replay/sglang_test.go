@@ -258,7 +258,7 @@ func TestSGLangMooncake(t *testing.T) {
 // SGLang workers as stepping one event at a time.
 func TestSGLangFastForwardSameResults(t *testing.T) {
 	reqs := randomTrace(7, 300, 150)
-	cfg := Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1500, ScheduleConservativeness: 0.05}}
+	cfg := Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1500, SGLangConfig: SGLangConfig{ScheduleConservativeness: 0.05}}}
 	cost := linearCost{Base: ms, PerToken: time.Microsecond, PerContext: time.Nanosecond}
 	a, sa, la := runWith(t, cfg, cost, 1, reqs, true)
 	b, sb, lb := runWith(t, cfg, cost, 1, reqs, false)

@@ -37,24 +37,17 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	n := int64(len(w.running))
 	var busy time.Duration
 	var j int64 // steps run
-	g := w.sg   // SGLang: each step takes n pool slots (decodeAlloc); vLLM: blocks as they fill
-	grow := int64(1) << 62
-	if g == nil {
-		grow = w.nextGrow(0)
-	}
-	if n == 1 && w.stream == 1 && !noLoneMemo {
+	s := w.s
+	grow := s.steadyStart(w) // the next step that allocates
+	if n == 1 && w.stream == 1 && !e.test.noLoneMemo {
 		// The commonest case at moderate load: one request alone.
 		r := w.running[0]
 		for j < limit {
-			if g != nil {
-				if !g.decodeAlloc(1) {
-					break // decode must evict
+			if j >= grow {
+				var ok bool
+				if grow, ok = s.steadyAlloc(w, j); !ok {
+					break // build must evict or preempt
 				}
-			} else if j >= grow {
-				if !w.grow(r, j+1) {
-					break // a lone request was not grown ahead
-				}
-				grow = w.nextGrow(j)
 			}
 			p := e.decodePrice(1, ctx+j)
 			j++
@@ -70,8 +63,8 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 			now = end
 		}
 		e.ran(w, start, now, busy, j)
-		if checkSteady != nil {
-			checkSteady(w, false)
+		if e.test.checkSteady != nil {
+			e.test.checkSteady(w, false)
 		}
 		return now, false, nil
 	}
@@ -79,21 +72,12 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	defer func() { w.durs, w.secs = durs[:0], secs[:0] }()
 	grownAhead := false
 	for j < limit {
-		if g != nil {
-			if !g.decodeAlloc(n) {
-				break // decode must evict, or retract
+		if j >= grow {
+			var ok bool
+			if grow, ok = s.steadyAlloc(w, j); !ok {
+				grownAhead = true
+				break // build must evict, preempt or retract
 			}
-		} else if j >= grow {
-			for _, r := range w.running {
-				if !w.growFor(r, j) {
-					grownAhead = true
-					break
-				}
-			}
-			if grownAhead {
-				break
-			}
-			grow = w.nextGrow(j)
 		}
 		var p stepPrice
 		if e.sum != nil {
@@ -124,40 +108,10 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	}
 	e.emitSteps(w, start, durs, secs)
 	e.ran(w, start, now, busy, j)
-	if checkSteady != nil {
-		checkSteady(w, grownAhead)
+	if e.test.checkSteady != nil {
+		e.test.checkSteady(w, grownAhead)
 	}
 	return now, false, nil
-}
-
-// nextGrow returns the first step, counted from the start of steadySteps
-// and not before j, at which some running request needs grow: its next
-// token opens a block, or fills one whose hash it commits. Requests'
-// computed counts stay as they were at the start of steadySteps.
-func (w *worker) nextGrow(j int64) int64 {
-	next := int64(1) << 62
-	for _, r := range w.running {
-		next = min(next, w.growAt(r))
-	}
-	return max(next, j)
-}
-
-// growAt returns the step (counted as in nextGrow) at which r needs grow.
-func (w *worker) growAt(r *reqState) int64 {
-	at := int64(len(r.blocks))*w.bs - r.computed
-	if w.prefix {
-		at = min(at, (r.hashed+1)*w.bs-r.computed-1)
-	}
-	return at
-}
-
-// growFor does, at step j of steadySteps, what decodeStep does for r:
-// grow its blocks for its next token when that needs it.
-func (w *worker) growFor(r *reqState, j int64) bool {
-	if w.growAt(r) > j {
-		return true
-	}
-	return w.grow(r, j+1)
 }
 
 // ran records k steps run by steadySteps from start to now, each giving
@@ -178,14 +132,6 @@ func (e *engine) ran(w *worker, start, now trace.Time, busy time.Duration, k int
 	}
 }
 
-// checkSteady, when set (by tests), is called at the end of every run of
-// steadySteps with the worker's state, whose block tables must be what
-// stepping one at a time leaves; grownAhead says that the run stopped
-// because a step's allocation failed, after the requests before the one
-// that failed were given their blocks for that step (as decodeStep leaves
-// them).
-var checkSteady func(w *worker, grownAhead bool)
-
 // inFlight records the steps of steadySteps, the last of which (the kth,
 // from now to end) runs past the window: it is left in flight as schedule
 // leaves a step, with its end queued.
@@ -199,8 +145,8 @@ func (e *engine) inFlight(w *worker, start, now, end trace.Time, busy time.Durat
 	w.stepStart = now
 	w.busy = true
 	e.q.push(end, evStepEnd, int32(w.id))
-	if checkSteady != nil {
-		checkSteady(w, false)
+	if e.test.checkSteady != nil {
+		e.test.checkSteady(w, false)
 	}
 	return end, true, nil
 }

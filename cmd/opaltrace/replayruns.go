@@ -223,10 +223,15 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 	var runs []trace.Run
 	var done []replayed
 	for _, job := range jobs {
-		cfg := job.setup.Config
-		run := job.setup.Run
+		// The run records the configuration that ran: every default,
+		// every override and the engine's own settings.
+		ran := *job.setup
+		cfg := ran.Config.Effective(ran.KVBlocks)
+		ran.Cluster.Config = cfg
+		run := ran.Run
 		run.Name = job.name
 		run.Extra = maps.Clone(run.Extra)
+		run.Extra["config"] = ran.Cluster.YAML()
 		run.Extra["workload"] = job.how
 		if job.of != "" {
 			run.Extra["replay_of"] = job.of
@@ -254,7 +259,7 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}
 		if perSecond != "" {
-			if err := writeSeconds(perSecond, job.setup, st.Seconds); err != nil {
+			if err := writeSeconds(perSecond, &ran, st.Seconds); err != nil {
 				return nil, err
 			}
 		}

@@ -1,0 +1,332 @@
+package replay
+
+import (
+	"github.com/opaltrace/opaltrace/replay/kvcache"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// EngineVLLM names vLLM v1's scheduler (SchedulerConfig.Engine), the
+// default.
+const EngineVLLM = "vllm"
+
+// vLLM's defaults of its engine arguments (vllm/config.py).
+const (
+	vllmMaxNumBatchedTokens = 8192
+	vllmMaxNumSeqs          = 256
+	vllmBlockSize           = 16
+)
+
+// vllmDefaults fills vLLM's own settings. They are the worker settings
+// every configuration carries (DefaultConfig), so withDefaults sets them
+// for every engine already and there is nothing left here; the entry
+// stays so that the table says where an engine's defaults go.
+func vllmDefaults(*SchedulerConfig) {}
+
+// A vllm is one worker's vLLM v1 scheduler over a block KV cache.
+//
+// Note: the step follows vLLM v1's Scheduler.schedule. Running requests
+// go first, in order, each taking min(its remaining tokens, the budget
+// left), which covers unfinished chunked prefills and one-token decodes
+// alike, until the token budget is spent. A spent budget leaves the rest
+// of the running requests unscheduled for this step; it never preempts.
+// Preemption happens only when KV blocks cannot be allocated: the last
+// running request loses its blocks and goes to the front of the waiting
+// queue, to be recomputed; if the request being scheduled is itself the
+// last, it is the one preempted. Then, only if nothing was preempted,
+// waiting requests are admitted FCFS while the budget, max_num_seqs and
+// the free blocks allow; a request first takes its prefix-cache hit (full
+// blocks, at most numTokens−1 tokens) and then a chunk of the rest. The
+// first waiting request that does not fit stops admission (no
+// overtaking). Hashes of full blocks are committed when the block is
+// scheduled, as vLLM's allocate_slots does, so a request admitted later in
+// the same step can hit them.
+type vllm struct {
+	kv     *kvcache.Cache
+	bs     int64 // tokens per KV block
+	budget int64 // max_num_batched_tokens
+	maxSeq int   // max_num_seqs
+	prefix bool  // prefix caching on
+	// eager records every private block's hash when it fills
+	// (testSwitches.eagerPrivate).
+	eager bool
+
+	hits []int32 // scratch: prefix-hit blocks
+}
+
+func newVLLM(s SchedulerConfig, blocks int64, t *testSwitches) scheduler {
+	return &vllm{
+		kv:     kvcache.New(blocks),
+		bs:     s.BlockSize,
+		budget: s.MaxNumBatchedTokens,
+		maxSeq: s.MaxNumSeqs,
+		prefix: *s.EnablePrefixCaching,
+		eager:  t.eagerPrivate,
+	}
+}
+
+func (v *vllm) hasher(r *reqState) kvcache.BlockHasher {
+	h := kvcache.BlockHasher{
+		PromptTokens: r.prompt,
+		EngineBlock:  v.bs,
+		Unique:       uint64(r.idx) + 1,
+		SharedIDs:    r.shared,
+	}
+	if r.in == nil {
+		return h // a shaper's request: no hash ids
+	}
+	if bs, ok := r.in.BlockSize.Get(); ok && len(r.in.HashIDs) > 0 {
+		h.HashIDs, h.TraceBlock = r.in.HashIDs, bs
+	}
+	return h
+}
+
+func (v *vllm) build(w *worker, now trace.Time) {
+	budget := v.budget
+
+	// Running requests, in order.
+	for i := 0; i < len(w.running) && budget > 0; {
+		r := w.running[i]
+		n := min(r.numTokens()-r.computed, budget)
+		ok := true
+		for !v.grow(r, n) {
+			victim := w.running[len(w.running)-1]
+			w.running = w.running[:len(w.running)-1]
+			v.preempt(w, victim)
+			if victim == r {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			break
+		}
+		w.add(r, n, now)
+		budget -= n
+		i++
+	}
+
+	// Waiting requests, FCFS, unless this step preempted.
+	for w.preempted == 0 && w.waiting.Len() > 0 && budget > 0 && len(w.running) < v.maxSeq {
+		r := w.waiting.front()
+		hits := v.hits[:0]
+		if v.prefix {
+			hits = v.match(r, hits)
+		}
+		v.hits = hits
+		done := int64(len(hits)) * v.bs
+		n := min(r.numTokens()-done, budget)
+		need := ceilDiv(done+n, v.bs) - int64(len(hits))
+		for _, b := range hits {
+			if v.kv.Ref(b) == 0 {
+				need++ // a free cached block leaves the free queue too
+			}
+		}
+		if need > v.kv.NumFree() {
+			break
+		}
+		w.waiting.popFront()
+		for _, b := range hits {
+			v.kv.Acquire(b)
+		}
+		r.blocks = append(r.blocks, hits...)
+		r.computed = done
+		if !r.scheduled {
+			r.cached = done
+		}
+		if !v.grow(r, n) {
+			panic("replay: allocation failed after the free-block check")
+		}
+		w.running = append(w.running, r)
+		w.add(r, n, now)
+		budget -= n
+	}
+}
+
+// match returns in hits the blocks of r's longest cached prefix: full
+// blocks only, at most numTokens−1 tokens, so at least one token is
+// computed to produce the next output. It leaves r's hash chain at the
+// last hit.
+func (v *vllm) match(r *reqState, hits []int32) []int32 {
+	h := v.hasher(r)
+	prev := kvcache.Root
+	maxBlocks := (r.numTokens() - 1) / v.bs
+	for k := range maxBlocks {
+		x, private := h.Hash(prev, k)
+		var b int32
+		var ok bool
+		if private && k < int64(len(r.ghost)) && v.kv.Holds(r.ghost[k], x) {
+			// Only r itself can have computed this block. Before
+			// its first preemption it committed it privately, and
+			// that is the earliest copy, the one an index would
+			// return.
+			b, ok = r.ghost[k], true
+		} else if !private || r.preemptions > 0 {
+			b, ok = v.kv.Lookup(x)
+		}
+		if !ok {
+			break
+		}
+		hits = append(hits, b)
+		prev = x
+	}
+	r.hashed, r.lastHash = int64(len(hits)), prev
+	return hits
+}
+
+// grow allocates the blocks r needs to compute n more tokens and commits
+// the hashes of the blocks those tokens fill. It reports false, changing
+// nothing, when there are not enough free blocks.
+func (v *vllm) grow(r *reqState, n int64) bool {
+	total := r.computed + n
+	need := ceilDiv(total, v.bs) - int64(len(r.blocks))
+	if need > 0 {
+		var ok bool
+		if r.blocks, ok = v.kv.Allocate(r.blocks, need); !ok {
+			return false
+		}
+	}
+	if v.prefix {
+		full := total / v.bs
+		if r.hashed < full {
+			h := v.hasher(r)
+			for k := r.hashed; k < full; k++ {
+				if r.preemptions == 0 && h.Private(k) && !v.eager {
+					// Its hash is recorded only if r is
+					// preempted (preempt), the one case it is
+					// asked for; and a private block's hash
+					// does not depend on the chain.
+					v.kv.MarkPrivate(r.blocks[k])
+					continue
+				}
+				var private bool
+				r.lastHash, private = h.Hash(r.lastHash, k)
+				if private && r.preemptions == 0 {
+					v.kv.CommitPrivate(r.blocks[k], r.lastHash)
+				} else {
+					v.kv.Commit(r.blocks[k], r.lastHash)
+				}
+			}
+			r.hashed = full
+		}
+	}
+	return true
+}
+
+// preempt frees r's blocks and puts it at the front of the waiting queue
+// to be recomputed; its generated tokens stay generated.
+func (v *vllm) preempt(w *worker, r *reqState) {
+	if r.preemptions == 0 && v.prefix {
+		// Record the hashes of its private blocks, so that it can hit
+		// them again (match) while they stay cached.
+		h := v.hasher(r)
+		for k := range r.hashed {
+			if h.Private(k) {
+				x, _ := h.Hash(kvcache.Root, k)
+				v.kv.CommitPrivate(r.blocks[k], x)
+			}
+		}
+	}
+	v.kv.Release(r.blocks)
+	if r.preemptions == 0 {
+		// Keep the table of privately committed blocks; blocks
+		// computed after this are indexed like shared ones.
+		r.blocks, r.ghost = r.ghost[:0], r.blocks
+	} else {
+		r.blocks = r.blocks[:0]
+	}
+	r.computed, r.hashed, r.lastHash = 0, 0, kvcache.Root
+	r.preemptions++
+	w.preempted++
+	w.waiting.pushFront(r)
+}
+
+// steady: no waiting request can be admitted either (there is none, or
+// max_num_seqs are running).
+func (v *vllm) steady(w *worker) bool {
+	return len(w.batch.Prefill) == 0 && len(w.sched) == len(w.running) && w.preempted == 0 &&
+		(w.waiting.Len() == 0 || len(w.running) >= v.maxSeq)
+}
+
+// decodeStep: when a request cannot get the block it needs, build must
+// preempt: it reports false, and the blocks it gave the requests before
+// that one are the ones build would give them first, so build, called
+// next, finds them there and continues identically.
+func (v *vllm) decodeStep(w *worker, now trace.Time) bool {
+	for _, r := range w.running {
+		// grow has work only when the token opens a block or fills
+		// one (whose hash it commits); multiplications spare it the
+		// divisions on every other token.
+		total := r.computed + 1
+		if total <= int64(len(r.blocks))*v.bs && (!v.prefix || total < (r.hashed+1)*v.bs) {
+			continue
+		}
+		if !v.grow(r, 1) {
+			return false
+		}
+	}
+	w.preempted = 0
+	w.stepStart = now
+	for i, r := range w.running {
+		w.batch.Decode[i] = r.computed
+		r.computed++
+	}
+	return true
+}
+
+// steadyStart: blocks are allocated, and hashes committed, only at the
+// steps whose token opens or fills a block.
+func (v *vllm) steadyStart(w *worker) int64 { return v.nextGrow(w, 0) }
+
+func (v *vllm) steadyAlloc(w *worker, j int64) (next int64, ok bool) {
+	for _, r := range w.running {
+		if !v.growFor(r, j) {
+			return 0, false
+		}
+	}
+	return v.nextGrow(w, j), true
+}
+
+// nextGrow returns the first step, counted from the start of steadySteps
+// and not before j, at which some running request needs grow: its next
+// token opens a block, or fills one whose hash it commits. Requests'
+// computed counts stay as they were at the start of steadySteps.
+func (v *vllm) nextGrow(w *worker, j int64) int64 {
+	next := int64(1) << 62
+	for _, r := range w.running {
+		next = min(next, v.growAt(r))
+	}
+	return max(next, j)
+}
+
+// growAt returns the step (counted as in nextGrow) at which r needs grow.
+func (v *vllm) growAt(r *reqState) int64 {
+	at := int64(len(r.blocks))*v.bs - r.computed
+	if v.prefix {
+		at = min(at, (r.hashed+1)*v.bs-r.computed-1)
+	}
+	return at
+}
+
+// growFor does, at step j of steadySteps, what decodeStep does for r:
+// grow its blocks for its next token when that needs it.
+func (v *vllm) growFor(r *reqState, j int64) bool {
+	if v.growAt(r) > j {
+		return true
+	}
+	return v.grow(r, j+1)
+}
+
+func (v *vllm) stepEnded(*worker) {}
+
+func (v *vllm) leave(_ *worker, r *reqState, _ leaving) {
+	if len(r.blocks) > 0 {
+		v.kv.Release(r.blocks)
+		r.blocks = r.blocks[:0]
+	}
+}
+
+func (v *vllm) freeBlocks() int64 { return v.kv.NumFree() }
+
+func (v *vllm) evictions() int64 { return v.kv.Evictions }
+
+func (v *vllm) describe(st *Step) { st.KV = v.kv }
