@@ -72,7 +72,7 @@ type sglang struct {
 	tree       *kvcache.Radix
 	empty      *kvcache.Cache // Step.KV: SGLang has no block cache
 	bs         int64          // tokens per block, the unit of freeBlocks and evictions
-	radix      bool // radix cache on (else every token is private)
+	radix      bool           // radix cache on (else every token is private)
 	lpm        bool
 	chunk      int64 // chunked_prefill_size
 	maxPrefill int64 // max_prefill_tokens
