@@ -57,6 +57,36 @@ const mib = 1 << 20
 //     sparse per GPU → 2.25 dense, FP8 9 → 4.5 dense; HBM3e at 8 TB/s;
 //     NVLink 5 1.8 TB/s (900 GB/s each way); PCIe Gen5 x16 to the host
 //     (64 GB/s each way). Driver total 183,359 MiB.
+//   - A100 SXM4 40GB (NVIDIA A100 datasheet): as the 80 GB part but 40 GB
+//     HBM2 at 1,555 GB/s. Driver total 40,960 MiB.
+//   - H800 SXM5 80GB (NVIDIA H800 datasheet, the export variant of the
+//     H100 SXM): the H100's compute and HBM3 (3.35 TB/s), NVLink 400 GB/s
+//     (200 each way). Driver total 81,559 MiB (the H100 board; the
+//     Mooncake H800 runs in ../shared/data say 81 GB).
+//   - H20 (NVIDIA HGX H20 product brief): BF16 148 TFLOPS dense (296
+//     sparse), FP8 296 dense; 96 GB HBM3 at 4.0 TB/s; NVLink 900 GB/s
+//     (450 each way); PCIe Gen5 x16. Driver total 97,871 MiB. Its ridge
+//     point (37 FLOP/B) is far below other data-centre parts': decode is
+//     cheap, prefill dear.
+//   - H20-3e: the H20 with 141 GB HBM3e at 4.8 TB/s (the H200's memory;
+//     the Mooncake SGLang runs in ../shared/data say 143 GB); driver
+//     total as the H200's, 143,771 MiB. Compute as the H20.
+//   - A10 (NVIDIA A10 datasheet): BF16 125 TFLOPS dense (250 sparse), no
+//     FP8; 24 GB GDDR6 at 600 GB/s; no NVLink, PCIe Gen4 x16 (32 GB/s each
+//     way). Driver total 23,028 MiB. (AWS's A10G is a different clock and
+//     has no NVIDIA datasheet: not a preset.)
+//   - GeForce RTX 4090 (NVIDIA Ada Lovelace architecture whitepaper,
+//     appendix table): BF16 tensor with FP32 accumulate 165.2 TFLOPS dense
+//     (330.4 sparse), FP8 with FP32 accumulate 330.3 dense; 24 GB GDDR6X
+//     at 1,008 GB/s; no NVLink, PCIe Gen4 x16 (32 GB/s each way). Memory
+//     25,250,627,584 B, the device total torch reported (and vLLM
+//     multiplied) in the LLMServingSim RTX 4090 run in ../shared/data
+//     (nvidia-smi prints 24,564 MiB, which includes the driver's reserve).
+//   - RTX PRO 6000 Blackwell (NVIDIA RTX PRO 6000 Blackwell datasheet and
+//     RTX Blackwell whitepaper): BF16 tensor with FP32 accumulate 503.8
+//     TFLOPS dense, FP8 1,007.6 dense (4,000 "AI TOPS" is FP4 sparse); 96
+//     GB GDDR7 at 1,792 GB/s; no NVLink, PCIe Gen5 x16 (64 GB/s each way).
+//     Driver total 97,887 MiB.
 //
 // Driver totals are the nvidia-smi "Total" values seen in public logs of
 // each part; the A800's is the A100's (same board).
@@ -67,17 +97,60 @@ var hardwarePresets = []Hardware{
 	{Name: "a800-80gb", PeakFLOPS: 312e12, MemBandwidth: 2.039e12, MemBytes: 81920 * mib, LinkBandwidth: 200e9, PCIeBandwidth: 32e9},
 	{Name: "l40s", PeakFLOPS: 362.05e12, PeakFP8FLOPS: 733e12, MemBandwidth: 864e9, MemBytes: 46068 * mib, LinkBandwidth: 32e9, PCIeBandwidth: 32e9},
 	{Name: "b200", PeakFLOPS: 2250e12, PeakFP8FLOPS: 4500e12, MemBandwidth: 8e12, MemBytes: 183359 * mib, LinkBandwidth: 900e9, PCIeBandwidth: 64e9},
+	{Name: "a100-40gb", PeakFLOPS: 312e12, MemBandwidth: 1.555e12, MemBytes: 40960 * mib, LinkBandwidth: 300e9, PCIeBandwidth: 32e9},
+	{Name: "h800", PeakFLOPS: 989.5e12, PeakFP8FLOPS: 1979e12, MemBandwidth: 3.35e12, MemBytes: 81559 * mib, LinkBandwidth: 200e9, PCIeBandwidth: 64e9},
+	{Name: "h20", PeakFLOPS: 148e12, PeakFP8FLOPS: 296e12, MemBandwidth: 4.0e12, MemBytes: 97871 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9},
+	{Name: "h20-3e", PeakFLOPS: 148e12, PeakFP8FLOPS: 296e12, MemBandwidth: 4.8e12, MemBytes: 143771 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9},
+	{Name: "a10", PeakFLOPS: 125e12, MemBandwidth: 600e9, MemBytes: 23028 * mib, LinkBandwidth: 32e9, PCIeBandwidth: 32e9},
+	{Name: "rtx-4090", PeakFLOPS: 165.2e12, PeakFP8FLOPS: 330.3e12, MemBandwidth: 1.008e12, MemBytes: 25_250_627_584, LinkBandwidth: 32e9, PCIeBandwidth: 32e9},
+	{Name: "rtx-pro-6000", PeakFLOPS: 503.8e12, PeakFP8FLOPS: 1007.6e12, MemBandwidth: 1.792e12, MemBytes: 97887 * mib, LinkBandwidth: 64e9, PCIeBandwidth: 64e9},
 }
 
-// hardwareAliases maps other common spellings to preset names.
+// hardwareAliases maps other common spellings to preset names, after
+// normalisation (lower case, "nvidia" and "geforce" dropped, spaces and
+// underscores as dashes: "NVIDIA GeForce RTX 4090" is "rtx-4090", torch's
+// and nvidia-smi's device names are found as they print them).
 var hardwareAliases = map[string]string{
-	"h100-sxm":      "h100",
-	"h100-80gb":     "h100",
-	"h100-sxm5":     "h100",
-	"h200-sxm":      "h200",
-	"a100":          "a100-80gb",
-	"a100-sxm-80gb": "a100-80gb",
-	"a800":          "a800-80gb",
+	"h100-sxm":                              "h100",
+	"h100-80gb":                             "h100",
+	"h100-sxm5":                             "h100",
+	"h100-sxm5-80gb":                        "h100",
+	"h100-80gb-hbm3":                        "h100",
+	"h200-sxm":                              "h200",
+	"h200-141gb":                            "h200",
+	"a100":                                  "a100-80gb",
+	"a100-sxm-80gb":                         "a100-80gb",
+	"a100-sxm4-80gb":                        "a100-80gb",
+	"a100-40g":                              "a100-40gb",
+	"a100-sxm4-40gb":                        "a100-40gb",
+	"a100-sxm-40gb":                         "a100-40gb",
+	"a800":                                  "a800-80gb",
+	"a800-sxm4-80gb":                        "a800-80gb",
+	"h800-sxm":                              "h800",
+	"h800-80gb":                             "h800",
+	"h800-sxm5":                             "h800",
+	"h20-96gb":                              "h20",
+	"h20-141gb":                             "h20-3e",
+	"rtx4090":                               "rtx-4090",
+	"4090":                                  "rtx-4090",
+	"rtxpro6000":                            "rtx-pro-6000",
+	"rtx-pro-6000-blackwell":                "rtx-pro-6000",
+	"rtx-pro-6000-blackwell-server":         "rtx-pro-6000",
+	"rtx-pro-6000-blackwell-server-edition": "rtx-pro-6000",
+	"rtx-pro-6000-blackwell-workstation-edition": "rtx-pro-6000",
+}
+
+// normalHardwareName lower-cases name, drops the vendor and product line
+// words and joins the rest with dashes.
+func normalHardwareName(name string) string {
+	f := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == ' ' || r == '_' || r == '-' })
+	out := f[:0]
+	for _, w := range f {
+		if w != "nvidia" && w != "geforce" && w != "tesla" {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, "-")
 }
 
 // HardwareNames returns the preset names in a fixed order.
@@ -92,7 +165,7 @@ func HardwareNames() []string {
 // HardwareByName returns the preset called name (case-insensitive; "a100"
 // and "h100-sxm" style aliases are accepted). The error lists valid names.
 func HardwareByName(name string) (Hardware, error) {
-	key := strings.ToLower(strings.TrimSpace(name))
+	key := normalHardwareName(name)
 	if a, ok := hardwareAliases[key]; ok {
 		key = a
 	}

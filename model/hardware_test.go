@@ -21,6 +21,14 @@ func TestHardwareByName(t *testing.T) {
 	if a, err := HardwareByName("a100"); err != nil || a.Name != "a100-80gb" {
 		t.Errorf("alias a100 = %+v, %v", a, err)
 	}
+	for name, want := range map[string]string{
+		"NVIDIA GeForce RTX 4090": "rtx-4090", "A100-SXM4-40GB": "a100-40gb", "NVIDIA-A100-SXM4-80GB": "a100-80gb",
+		"RTX PRO 6000": "rtx-pro-6000", "RTXPRO6000": "rtx-pro-6000", "H800": "h800", "h20": "h20", "NVIDIA H100 80GB HBM3": "h100",
+	} {
+		if h, err := HardwareByName(name); err != nil || h.Name != want {
+			t.Errorf("%q = %q, %v; want %s", name, h.Name, err, want)
+		}
+	}
 	_, err = HardwareByName("tpu-v5")
 	if err == nil || !strings.Contains(err.Error(), "h100, h200, a100-80gb, a800-80gb, l40s, b200") {
 		t.Errorf("unknown name error = %v, want the list of valid names", err)
@@ -31,9 +39,15 @@ func TestHardwarePresetsSane(t *testing.T) {
 	for _, h := range hardwarePresets {
 		// Every preset is roofline-shaped: a ridge point (FLOPs per byte
 		// where compute and memory take equal time) between 100 and 600,
-		// as for every data-centre GPU since Volta.
+		// as for every data-centre GPU since Volta, but the H20s, whose
+		// compute export rules cut (37 and 31 FLOP/B). The smallest parts
+		// (A10, RTX 4090) have 24 GB.
 		ridge := h.PeakFLOPS / h.MemBandwidth
-		if ridge < 100 || ridge > 600 || h.LinkBandwidth <= 0 || h.MemBytes < 40<<30 {
+		low := 100.0
+		if strings.HasPrefix(h.Name, "h20") {
+			low = 30
+		}
+		if ridge < low || ridge > 600 || h.LinkBandwidth <= 0 || h.MemBytes < 22<<30 {
 			t.Errorf("%s: ridge %.0f FLOP/B, link %g, mem %d", h.Name, ridge, h.LinkBandwidth, h.MemBytes)
 		}
 	}
