@@ -139,25 +139,29 @@ var intRules = []intRule{
 	{"scheduler.max_prefill_tokens", func(c *Cluster) int64 { return c.Scheduler.MaxPrefillTokens }, 1, MaxBatchTokens, "a number of prompt tokens per step", true, false},
 	{"scheduler.max_running_requests", func(c *Cluster) int64 { return int64(c.Scheduler.MaxRunningRequests) }, 1, MaxSeqs, "a number of running requests", true, false},
 	{"scheduler.context_length", func(c *Cluster) int64 { return c.Scheduler.ContextLength }, 1, MaxBatchTokens, "a context length in tokens", true, false},
+	{"num_gpu_blocks_override", func(c *Cluster) int64 { return c.NumGPUBlocksOverride }, 1, MaxKVTokens, "a number of KV blocks per worker", true, false},
 	{"workload.clients", func(c *Cluster) int64 { return int64(c.Workload.Clients) }, 1, MaxSeqs, "a number of clients", false, false},
 	{"workload.sessions", func(c *Cluster) int64 { return int64(c.Workload.Sessions) }, 0, MaxSeqs, "a number of concurrent sessions (0: each at its arrival)", false, false},
 }
 
-// A floatRule bounds a real key to [min, max], or (min, max] when open.
+// A floatRule bounds a real key to [min, max], or (min, max] when open;
+// an optional one may be 0 when not given.
 type floatRule struct {
 	key      string
 	get      func(*Cluster) float64
 	min, max float64
 	open     bool
 	what     string
+	optional bool
 }
 
 var floatRules = []floatRule{
-	{"gpu_memory_utilization", func(c *Cluster) float64 { return c.GPUMemoryUtilization }, 0, 1, true, "a fraction of GPU memory"},
-	{"workload.time_scale", func(c *Cluster) float64 { return c.Workload.TimeScale }, MinTimeScale, MaxTimeScale, false, "an arrival time multiplier"},
-	{"scheduler.schedule_conservativeness", func(c *Cluster) float64 { return c.Scheduler.ScheduleConservativeness }, 0, 100, false, "a conservativeness"},
-	{"client.latency_s", func(c *Cluster) float64 { return c.Client.LatencySec }, 0, 3600, false, "a number of seconds"},
-	{"client.timeout_s", func(c *Cluster) float64 { return c.Client.TimeoutSec }, 0, 1e7, false, "a number of seconds (0: no timeout)"},
+	{"gpu_memory_utilization", func(c *Cluster) float64 { return c.GPUMemoryUtilization }, 0, 1, true, "a fraction of GPU memory", false},
+	{"mem_fraction_static", func(c *Cluster) float64 { return c.MemFractionStatic }, 0, 1, true, "a fraction of GPU memory", true},
+	{"workload.time_scale", func(c *Cluster) float64 { return c.Workload.TimeScale }, MinTimeScale, MaxTimeScale, false, "an arrival time multiplier", false},
+	{"scheduler.schedule_conservativeness", func(c *Cluster) float64 { return c.Scheduler.ScheduleConservativeness }, 0, 100, false, "a conservativeness", false},
+	{"client.latency_s", func(c *Cluster) float64 { return c.Client.LatencySec }, 0, 3600, false, "a number of seconds", false},
+	{"client.timeout_s", func(c *Cluster) float64 { return c.Client.TimeoutSec }, 0, 1e7, false, "a number of seconds (0: no timeout)", false},
 }
 
 // check bounds every number of c. A key left at 0 that its rule allows
@@ -177,7 +181,10 @@ func (c *Cluster) check() error {
 	}
 	for _, r := range floatRules {
 		v := r.get(c)
-		from := c.given[r.key]
+		from, given := c.given[r.key]
+		if v == 0 && r.optional && !given {
+			continue
+		}
 		low := v < r.min || r.open && v == r.min
 		if low || v > r.max || v != v {
 			lo := "from"
@@ -224,4 +231,29 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// value returns the value at the dotted key path (a *bool dereferenced;
+// nil when absent).
+func (c *Cluster) value(key string) any {
+	f := reflect.ValueOf(c).Elem()
+	for k := range strings.SplitSeq(key, ".") {
+		if f.Kind() == reflect.Pointer {
+			if f.IsNil() {
+				return nil
+			}
+			f = f.Elem()
+		}
+		var ok bool
+		if f, ok = fieldByKey(f, k); !ok {
+			return nil
+		}
+	}
+	if f.Kind() == reflect.Pointer {
+		if f.IsNil() {
+			return nil
+		}
+		return f.Elem().Interface()
+	}
+	return f.Interface()
 }

@@ -40,6 +40,14 @@ type Cluster struct {
 	// read it (package calibrate does): the caller passes it parsed, as
 	// Overrides.CostModel.
 	CostModel string `yaml:"cost_model,omitempty"`
+	// NumGPUBlocksOverride is vLLM's --num-gpu-blocks-override: each
+	// worker's KV capacity in blocks of scheduler.block_size tokens,
+	// instead of the capacity derived from memory (0: derived).
+	NumGPUBlocksOverride int64 `yaml:"num_gpu_blocks_override,omitempty"`
+	// MemFractionStatic is SGLang's --mem-fraction-static: the fraction
+	// of each GPU's memory for weights and KV pool (0: SGLang's default
+	// for the TP size).
+	MemFractionStatic float64 `yaml:"mem_fraction_static,omitempty"`
 
 	replay.Config `yaml:",inline"`
 

@@ -33,6 +33,13 @@ type Overrides struct {
 	// output records of it (the file as written).
 	CostModel     CostModel
 	CostModelText string
+	// Measured says the run's requests carry measured latencies, so that
+	// its replay is meant to be compared with them: if the run records no
+	// usable model or hardware and the cluster file and the settings name
+	// none either, Resolve refuses it unless AssumeDeployment, rather
+	// than replay it on a default deployment nobody chose.
+	Measured         bool
+	AssumeDeployment bool
 }
 
 // A Setup is a ready replay of one run: what replay.RunInputs takes, and
@@ -50,26 +57,58 @@ type Setup struct {
 	Step       model.StepModel
 	// KVTokens is one worker's KV capacity in tokens as the engine sizes
 	// it, and KVBlocks the same in blocks of Config.Scheduler.BlockSize,
-	// which replay.RunInputs takes.
+	// which replay.RunInputs takes. KVHow says how it was derived.
 	KVTokens, KVBlocks int64
+	KVHow              string
 	// CostModelText says what priced the steps, for the outputs' metadata.
 	CostModelText string
 	// Run is the simulated run's metadata but its name: source, model,
-	// engine, hardware, TP, and Extra "config" (the effective cluster)
-	// and "cost_model"; the caller adds the name and the workload.
+	// engine, hardware, TP, PP, DP, and Extra "config" (the effective
+	// cluster) and "cost_model"; the caller adds the name and the workload.
 	Run trace.Run
+	// Notes say, for the user, where the deployment came from: what the
+	// run recorded, what the cluster file or a flag changed of it, what
+	// was assumed. The caller prints them; Resolve prints nothing.
+	Notes []string
+}
+
+// Header is the deployment in one line, for summaries: "llama-3.3-70b
+// on 4×h200 (TP4), sglang, 2 workers".
+func (s *Setup) Header() string {
+	d := s.Deployment
+	par := fmt.Sprintf("TP%d", d.TP)
+	if d.PP > 1 {
+		par += fmt.Sprintf(" PP%d", d.PP)
+	}
+	if d.DP > 1 {
+		par += fmt.Sprintf(" DP%d", d.DP)
+	}
+	gpus := d.TP * max(d.PP, 1) * max(d.DP, 1)
+	w := "1 worker"
+	if s.Config.Workers != 1 {
+		w = fmt.Sprintf("%d workers", s.Config.Workers)
+	}
+	return fmt.Sprintf("%s on %d×%s (%s), %s, %s", d.LLM.Name, gpus, d.Hardware.Name, par, EngineName(s.Config), w)
 }
 
 // Resolve returns the ready replay of run (the input's run whose
 // requests are replayed; the zero Run when there is none, as for
 // synthetic workloads) on cluster c with the overrides o applied.
 //
-// Today the run's record chooses the scheduler when neither the file nor
-// an override does (an SGLang server's trace is replayed through SGLang's
-// scheduler) and fills SGLang's options from the engine options recorded
-// at ingest; see engineOptions.
+// The run's recorded deployment drives it: its model (a shipped name, a
+// Hugging Face id of one, or a config.json path; see ModelName), its
+// hardware ("4xH200": the GPU and, when the run records no parallel
+// sizes, the TP degree), its TP, PP and DP, its engine, and the engine
+// options recorded at ingest (Run.Extra "engine_opt.KEY", see
+// engineOptions). A key the cluster file or a setting gives wins over
+// the record, with a note when they differ. The KV capacity is sized as
+// the engine sizes it (kvCapacity).
 func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	c, err := c.With(o.Settings...)
+	if err != nil {
+		return nil, err
+	}
+	notes, err := applyRecord(&c, run, o)
 	if err != nil {
 		return nil, err
 	}
@@ -77,15 +116,16 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Config = cfg // the effective cluster has the engine's options
 	dep, err := c.Deployment()
 	if err != nil {
 		return nil, err
 	}
-	kvTokens, err := dep.KVCacheTokens(c.GPUMemoryUtilization)
+	kvTokens, kvHow, err := kvCapacity(c, cfg, dep)
 	if err != nil {
 		return nil, err
 	}
-	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens}
+	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens, KVHow: kvHow, Notes: notes}
 	switch {
 	case o.CostModel != nil:
 		if err := o.CostModel.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {
@@ -113,8 +153,8 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	s.Config = cfg
 	s.Run = trace.Run{
 		Source: "simulated", Model: dep.LLM.Name, Engine: EngineName(cfg),
-		Hardware: dep.Hardware.Name, TP: c.TP,
-		Extra: map[string]string{"config": c.YAML(), "cost_model": s.CostModelText},
+		Hardware: dep.Hardware.Name, TP: c.TP, PP: c.PP, DP: c.DP,
+		Extra: map[string]string{"config": c.YAML(), "cost_model": s.CostModelText, "deployment": s.Header()},
 	}
 	return s, nil
 }

@@ -191,3 +191,100 @@ func TestResolveSettings(t *testing.T) {
 		t.Errorf("zero workers: %v", err)
 	}
 }
+
+func TestModelName(t *testing.T) {
+	for in, want := range map[string]string{
+		"meta-llama/Llama-3.3-70B-Instruct":      "llama-3.3-70b",
+		"meta-llama/Meta-Llama-3.1-8B-Instruct":  "llama-3.1-8b",
+		"meta-llama/Llama-3.1-8B":                "llama-3.1-8b",
+		"Qwen/Qwen3-32B":                         "qwen3-32b",
+		"deepseek-ai/DeepSeek-V3":                "deepseek-v3",
+		"ibm-granite/granite-3.3-8b-instruct":    "granite-3.3-8b-instruct",
+		"openai/gpt-oss-20b":                     "gpt-oss-20b",
+		"llama-3.1-8b":                           "llama-3.1-8b",
+		"meta-llama/Meta-Llama-3-8B-Instruct":    "",
+		"meta-llama/Llama-3.1-405B-Instruct-FP8": "",
+		"Qwen/Qwen2.5-3B-Instruct":               "",
+	} {
+		if got, ok := ModelName(in); got != want || ok != (want != "") {
+			t.Errorf("ModelName(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+func TestSplitGPUCount(t *testing.T) {
+	for in, want := range map[string]struct {
+		name string
+		n    int
+	}{
+		"4xH200": {"H200", 4}, "8 x A100-40GB": {"A100-40GB", 8}, "H200 × 4": {"H200", 4}, "h100": {"h100", 0},
+		"2 RTX PRO 6000": {"RTX PRO 6000", 2}, "Standard_ND96asr_v4 x 1": {"Standard_ND96asr_v4", 1},
+	} {
+		if name, n := splitGPUCount(in); name != want.name || n != want.n {
+			t.Errorf("splitGPUCount(%q) = %q, %d; want %q, %d", in, name, n, want.name, want.n)
+		}
+	}
+}
+
+// The run's record fills what the file leaves at its defaults; the
+// file's keys win, with a note; engine options recorded at ingest apply;
+// an unusable record of a measured run is refused unless assumed.
+func TestResolveRecord(t *testing.T) {
+	run := trace.Run{Name: "r", Model: "meta-llama/Llama-3.3-70B-Instruct", Hardware: "8xA100-SXM4-40GB", Engine: "vllm",
+		Extra: map[string]string{"engine_opt.max_num_seqs": "128", "engine_opt.enable_prefix_caching": "false"}}
+	s, err := Resolve(DefaultCluster(), run, Overrides{Measured: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Cluster.Model != "llama-3.3-70b" || s.Cluster.Hardware != "a100-40gb" || s.Cluster.TP != 8 ||
+		s.Config.Scheduler.MaxNumSeqs != 128 || *s.Config.Scheduler.EnablePrefixCaching || s.Header() != "llama-3.3-70b on 8×a100-40gb (TP8), vllm, 1 worker" {
+		t.Errorf("resolved %s; %+v", s.Header(), s.Config.Scheduler)
+	}
+	c, err := ParseCluster("c.yaml", []byte("hardware: h100\nworkers: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = Resolve(c, run, Overrides{Measured: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Cluster.Hardware != "h100" || !strings.Contains(strings.Join(s.Notes, "\n"), `run r: records hardware "8xA100-SXM4-40GB"; replayed with h100 (c.yaml:1)`) {
+		t.Errorf("file over record: %s; notes %q", s.Cluster.Hardware, s.Notes)
+	}
+	bad := trace.Run{Name: "u", Model: "Qwen/Qwen2.5-3B-Instruct"}
+	if _, err := Resolve(DefaultCluster(), bad, Overrides{Measured: true}); err == nil ||
+		err.Error() != `run u: its deployment is not known (records model "Qwen/Qwen2.5-3B-Instruct", which is neither a shipped model nor a config.json path): give --model and --hardware (or a cluster file) for it, or --assume-deployment to replay it on model llama-3.1-8b, hardware h100` {
+		t.Errorf("unknown deployment: %v", err)
+	}
+	s, err = Resolve(DefaultCluster(), bad, Overrides{Measured: true, AssumeDeployment: true})
+	if err != nil || !strings.Contains(strings.Join(s.Notes, "\n"), "no model and hardware recorded: replayed on model llama-3.1-8b, hardware h100") {
+		t.Errorf("assumed: %v, setup %+v", err, s)
+	}
+	opt := trace.Run{Name: "o", Model: "llama-3.1-8b", Hardware: "h100", Extra: map[string]string{"engine_opt.max_num_seqs": "lots"}}
+	if _, err := Resolve(DefaultCluster(), opt, Overrides{}); err == nil || !strings.Contains(err.Error(), `run o: engine_opt.max_num_seqs: "lots"`) {
+		t.Errorf("bad option: %v", err)
+	}
+}
+
+// KV capacity as the engines size it: SGLang's mem_fraction_static (its
+// default by TP size), vLLM's num_gpu_blocks_override.
+func TestKVCapacity(t *testing.T) {
+	run := trace.Run{Name: "dc", Model: "llama-3.3-70b", Hardware: "4xH200", Engine: "sglang"}
+	s, err := Resolve(DefaultCluster(), run, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Deployment
+	want := (int64(float64(d.Hardware.MemBytes)*0.85) - d.WeightBytesPerRank()) / d.KVBytesPerTokenPerRank()
+	if s.KVTokens != want || !strings.Contains(s.KVHow, "mem_fraction_static for TP4 0.85") {
+		t.Errorf("SGLang KV %d (%s), want %d", s.KVTokens, s.KVHow, want)
+	}
+	s, err = Resolve(DefaultCluster(), run, Overrides{Settings: []Setting{{"mem_fraction_static", 0.5, "--x"}}})
+	if err != nil || s.KVTokens >= want {
+		t.Errorf("mem_fraction_static 0.5: %v, %d tokens", err, s.KVTokens)
+	}
+	s, err = Resolve(DefaultCluster(), trace.Run{}, Overrides{Settings: []Setting{{"num_gpu_blocks_override", 2588, "--num-gpu-blocks-override"}}})
+	if err != nil || s.KVTokens != 2588*16 || s.KVBlocks != 2588 {
+		t.Errorf("override: %v, %d tokens, %d blocks", err, s.KVTokens, s.KVBlocks)
+	}
+}

@@ -16,6 +16,20 @@
 // errors, each "FILE:LINE: KEY: what is wrong". Settings (Cluster.With)
 // apply the same checks to values given by flags, and name the flag.
 //
+// # The run's record
+//
+// A run's recorded deployment drives its replay (Resolve, applyRecord):
+// its model (a Hugging Face id such as meta-llama/Llama-3.3-70B-Instruct
+// resolves to the shipped llama-3.3-70b, see ModelName), its hardware
+// ("4xH200": the GPU preset and, without recorded parallel sizes, TP4),
+// TP, PP, DP, engine and the engine options kept at ingest. The cluster
+// file and the settings override it, and every difference is a note. A
+// measured run (Overrides.Measured) whose model or hardware is unknown is
+// refused unless Overrides.AssumeDeployment. The KV capacity is sized as
+// the engine sizes it (kvCapacity: SGLang's mem_fraction_static, vLLM's
+// gpu_memory_utilization, num_gpu_blocks_override) and said in
+// Setup.KVHow; Setup.Header names the deployment.
+//
 // # What it does not do
 //
 // It reads no trace and runs no replay (package replay does); it does

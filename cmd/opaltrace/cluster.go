@@ -25,6 +25,7 @@ var replayFlags = []replayFlag{
 	{"tp", "tp"},
 	{"max-num-batched-tokens", "scheduler.max_num_batched_tokens"},
 	{"max-num-seqs", "scheduler.max_num_seqs"},
+	{"num-gpu-blocks-override", "num_gpu_blocks_override"},
 	{"scheduler", "scheduler.engine"},
 	{"mode", "workload.mode"},
 	{"sessions", "workload.sessions"},

@@ -360,11 +360,13 @@ func TestReplayRegeneratesSummaryOnlyRuns(t *testing.T) {
 // carry no arrival times (vLLM v0.5.4 recorded none; its run says rate
 // "inf") and error records without lengths (AIPerf): the first is sent as
 // the benchmark sent it, all at once; the failed records are passed over
-// with a message.
+// with a message. Neither file records a usable deployment (the vLLM
+// file names Meta-Llama-3-8B-Instruct, whose config is not shipped; its
+// folder says one H100), so both are given one.
 func TestReplaySendsLikeTheBenchmark(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "ll.parquet")
-	_, stderr, err := opaltrace(t, "replay", "-o", out, shareddata.Path(t, lambdaLabs))
+	_, stderr, err := opaltrace(t, "replay", "--model", "llama-3.1-8b", "--hardware", "h100", "-o", out, shareddata.Path(t, lambdaLabs))
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr)
 	}
@@ -375,7 +377,7 @@ func TestReplaySendsLikeTheBenchmark(t *testing.T) {
 		t.Errorf("simulated %d requests (%v), want 10", len(reqs), err)
 	}
 	out = filepath.Join(dir, "ai.parquet")
-	_, stderr, err = opaltrace(t, "replay", "--model", "gpt-oss-20b", "-o", out, shareddata.Path(t, "formats/aiperf/ai-dynamo_aiperf_examples_artifacts_run1_profile_export.jsonl"))
+	_, stderr, err = opaltrace(t, "replay", "--model", "gpt-oss-20b", "--hardware", "h100", "-o", out, shareddata.Path(t, "formats/aiperf/ai-dynamo_aiperf_examples_artifacts_run1_profile_export.jsonl"))
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr)
 	}

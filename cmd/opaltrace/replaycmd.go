@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 )
 
@@ -22,11 +24,13 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "simulated Parquet file to write"},
 			&cli.StringFlag{Name: "run", Value: "simulated", Usage: "name of the simulated run"},
 			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
-			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset"},
+			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + strings.Join(model.HardwareNames(), ", ") + ")"},
 			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
+			&cli.Int64Flag{Name: "num-gpu-blocks-override", Usage: "override: each worker's KV capacity in blocks (vLLM's --num-gpu-blocks-override), instead of the capacity derived from memory"},
+			&cli.BoolFlag{Name: "assume-deployment", Usage: "replay measured runs that record no model or hardware on the cluster's (default) deployment anyway"},
 			&cli.StringFlag{Name: "scheduler", Usage: "override: the workers' scheduler, vllm or sglang (default: the input run's engine, else vllm)"},
 			&cli.StringFlag{Name: "mode", Usage: "override: open, closed or sessions"},
 			&cli.IntFlag{Name: "sessions", Usage: "override: sessions mode: concurrent sessions (0: each starts at its trace arrival)"},
@@ -62,6 +66,7 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			over.AssumeDeployment = c.Bool("assume-deployment")
 			in, err := loadReplayInputs(c.Args().First(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 			if err != nil {
 				return err

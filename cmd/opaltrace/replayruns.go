@@ -41,10 +41,13 @@ type replayInputs struct {
 	byRun   map[string]*replay.Columns
 	seen    map[string]int // requests per run, dropped ones included
 	dropped map[string]int // failed requests whose lengths the source did not record
+	// measured counts the requests per run with a measured TTFT or E2E:
+	// such a run is replayed to be compared with what was measured.
+	measured map[string]int
 }
 
 func newReplayInputs() *replayInputs {
-	return &replayInputs{byRun: map[string]*replay.Columns{}, seen: map[string]int{}, dropped: map[string]int{}}
+	return &replayInputs{byRun: map[string]*replay.Columns{}, seen: map[string]int{}, dropped: map[string]int{}, measured: map[string]int{}}
 }
 
 // allRuns returns the dataset's runs, then those only requests name, in
@@ -73,6 +76,9 @@ func (x *replayInputs) add(r *trace.Request) error {
 		x.named = append(x.named, r.Run)
 	}
 	x.seen[r.Run]++
+	if r.TTFTSec.OK || r.E2ESec.OK {
+		x.measured[r.Run]++
+	}
 	if !r.OK() && (!r.InputTokens.OK || !r.OutputTokens.OK) {
 		x.dropped[r.Run]++
 		return nil
@@ -105,9 +111,15 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 	var jobs []replayJob
 	var passed []string
 	for _, run := range x.allRuns() {
+		// A run is measured when its requests or its own summary
+		// (summary-only benchmark runs) carry latencies.
+		over.Measured = x.measured[run.Name] > 0 || len(run.Reported) > 0
 		setup, err := deploy.Resolve(cl, run, over)
 		if err != nil {
 			return nil, err
+		}
+		for _, n := range setup.Notes {
+			fmt.Fprintln(stderr, n)
 		}
 		if x.seen[run.Name] > 0 {
 			if d := x.dropped[run.Name]; d > 0 {
@@ -270,6 +282,7 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 		fmt.Fprintf(stderr, "%s: %d simulated requests (%s; %d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %d workers, in %.2f s (%.0f requests/s)\n",
 			job.name, st.Requests, job.how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers,
 			wall, float64(st.Requests)/wall)
+		fmt.Fprintf(stderr, "%s: %s; KV cache %s per worker\n", job.name, job.setup.Header(), job.setup.KVHow)
 		runs = append(runs, run)
 		d := replayed{run: run, sum: sum}
 		if keep {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
@@ -16,7 +17,13 @@ func TestReplaySGLang(t *testing.T) {
 	dir := t.TempDir()
 	pd := shareddata.Path(t, "formats/sglang_bench_serving/TonyLi15_sglang-benchmark_pd_1p2d_n100_in512_out128_c64.jsonl")
 	out := filepath.Join(dir, "pd.parquet")
-	if _, stderr, err := opaltrace(t, "replay", "-o", out, pd); err != nil {
+	// It records its model (Qwen2.5-3B, not shipped) but no GPU: a
+	// measured run of an unknown deployment is replayed only when asked.
+	if _, _, err := opaltrace(t, "replay", "-o", out, pd); err == nil || !strings.Contains(err.Error(), "its deployment is not known") {
+		t.Fatalf("replay of an unknown deployment: %v", err)
+	}
+	assertNoFile(t, out)
+	if _, stderr, err := opaltrace(t, "replay", "--assume-deployment", "-o", out, pd); err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr)
 	}
 	runs, reqs, err := trace.ReadFile(out)

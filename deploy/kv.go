@@ -1,0 +1,80 @@
+package deploy
+
+import (
+	"fmt"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+)
+
+// kvCapacity returns one worker's KV capacity in tokens, sized as its
+// engine sizes it, and a line saying how:
+//
+//   - kv_cache_tokens, when the cluster gives it, is the capacity;
+//   - num_gpu_blocks_override (vLLM's --num-gpu-blocks-override) is a
+//     number of blocks of block_size tokens;
+//   - SGLang: the pool is what mem_fraction_static of each GPU's memory
+//     leaves after the weights (model_runner's profile_max_num_token:
+//     free memory after loading, minus total·(1 − mem_fraction_static)),
+//     over the KV bytes one token takes on a rank; mem_fraction_static
+//     defaults by tensor-parallel size as server_args does (0.88 at TP1,
+//     0.87 at 2, 0.85 at 4, 0.81 at 8, 0.79 at 16 or more);
+//   - vLLM: gpu_memory_utilization of each GPU's memory, minus the
+//     weights, minus model.Deployment.ActivationReserve (a fixed 2 GiB
+//     for the profiling forward pass's activations and non-torch memory;
+//     it does not yet grow with max_num_batched_tokens), in whole blocks.
+func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment) (int64, string, error) {
+	s := cfg.Scheduler
+	block := s.BlockSize
+	if block <= 0 {
+		block = replay.DefaultConfig().Scheduler.BlockSize
+	}
+	const gib = 1 << 30
+	switch {
+	case s.KVCacheTokens > 0:
+		return s.KVCacheTokens, fmt.Sprintf("%d tokens (kv_cache_tokens)", s.KVCacheTokens), nil
+	case c.NumGPUBlocksOverride > 0:
+		n := c.NumGPUBlocksOverride * block
+		return n, fmt.Sprintf("%d tokens (num_gpu_blocks_override %d × %d-token blocks)", n, c.NumGPUBlocksOverride, block), nil
+	case EngineName(cfg) == replay.EngineSGLang:
+		frac := c.MemFractionStatic
+		how := "mem_fraction_static"
+		if frac == 0 {
+			frac = sglangMemFraction(dep.TP * max(dep.PP, 1))
+			how = "SGLang's default mem_fraction_static for TP" + fmt.Sprint(dep.TP)
+		}
+		weights := dep.WeightBytesPerRank()
+		pool := int64(float64(dep.Hardware.MemBytes)*frac) - weights
+		tokens := int64(0)
+		if pool > 0 {
+			tokens = pool / dep.KVBytesPerTokenPerRank()
+		}
+		if tokens < block {
+			return 0, "", fmt.Errorf("%s on %d×%s does not fit at mem_fraction_static %v: %.2f GiB of weights per GPU of %.2f GiB allowed", dep.LLM.Name, dep.TP, dep.Hardware.Name, frac, float64(weights)/gib, float64(dep.Hardware.MemBytes)*frac/gib)
+		}
+		return tokens, fmt.Sprintf("%d tokens (SGLang: %s %g × %.2f GiB − %.2f GiB weights per GPU)", tokens, how, frac, float64(dep.Hardware.MemBytes)/gib, float64(weights)/gib), nil
+	}
+	dep.BlockSize = block
+	tokens, err := dep.KVCacheTokens(c.GPUMemoryUtilization)
+	if err != nil {
+		return 0, "", err
+	}
+	return tokens, fmt.Sprintf("%d tokens (vLLM: gpu_memory_utilization %g × %.2f GiB − %.2f GiB weights − %.2f GiB reserved for activations per GPU)",
+		tokens, c.GPUMemoryUtilization, float64(dep.Hardware.MemBytes)/gib, float64(dep.WeightBytesPerRank())/gib, float64(dep.ActivationReserve)/gib), nil
+}
+
+// sglangMemFraction is SGLang's default mem_fraction_static for a
+// server of tp GPUs (server_args.py, v0.3 to v0.4).
+func sglangMemFraction(tp int) float64 {
+	switch {
+	case tp >= 16:
+		return 0.79
+	case tp >= 8:
+		return 0.81
+	case tp >= 4:
+		return 0.85
+	case tp >= 2:
+		return 0.87
+	}
+	return 0.88
+}
