@@ -69,7 +69,10 @@
 // and stage summaries as summary-only runs. azure (azure.go) and burstgpt
 // (burstgpt.go): production CSVs, streamed. agentic (agentic.go):
 // per-session JSON with namespaced hash ids and think times. opal
-// (opal.go): Opal's per-stage opal_stats.json. Formats whose time origin
+// (opal.go): Opal's per-stage opal_stats.json. vllm-engine
+// (vllmengine.go): vLLM's engine-side RequestStateStats per request
+// (queue, prefill, decode), with the run's meta.json and per-second
+// timeseries.csv beside it. Formats whose time origin
 // is only known at the end (epoch or perf_counter clocks in completion
 // order) and JSON documents load one input at a time (clientutil.go).
 //

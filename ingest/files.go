@@ -30,6 +30,8 @@ type Stats struct {
 var companions = []struct{ suffix, mainSuffix string }{
 	{"_aiperf.json", ".jsonl"},                      // AIPerf aggregate beside profile_export.jsonl
 	{"_summary.json", "_individual_responses.json"}, // llmperf summary beside the per-request file
+	{"meta.json", "requests.jsonl"},                 // vLLM engine-side run's arguments (vllm-engine)
+	{"timeseries.csv", "requests.jsonl"},            // ... and its per-second stat-logger samples
 }
 
 // companionOf reports whether path is a companion whose main file exists,

@@ -45,7 +45,8 @@ const (
 //
 //	compute = linear FLOPs/TP / (peak · MFU) + attention FLOPs/TP / (PeakFLOPS · AttentionMFU)
 //	memory  = (weights/TP read + KV read + KV written) / (MemBandwidth · BandwidthEfficiency)
-//	comm    = all-reduces (TP) + all-to-alls (EP) + stage sends (PP), over LinkBandwidth · LinkEfficiency
+//	comm    = all-reduces (TP) + all-to-alls (EP) + stage sends (PP), over LinkBandwidth · LinkEfficiency,
+//	          plus CollectiveLatency for each of them
 //	step    = max(compute, memory) + comm + StepOverhead
 //
 // Linear FLOPs = 2·(active matmul weights)·tokens + 2·(LM head)·sequences;
@@ -81,7 +82,7 @@ const (
 // Note: Hardware, LLM and the parallel sizes are fixed by NewDeployment,
 // which precomputes the per-step constants from them; build a new
 // Deployment to change them. The coefficients (MFU, AttentionMFU,
-// BandwidthEfficiency, LinkEfficiency, StepOverhead, ActivationReserve,
+// BandwidthEfficiency, LinkEfficiency, StepOverhead, CollectiveLatency, ActivationReserve,
 // BlockSize) may be changed at any time, which is what calibration does.
 type Deployment struct {
 	Hardware Hardware
@@ -99,6 +100,11 @@ type Deployment struct {
 	BandwidthEfficiency float64
 	LinkEfficiency      float64
 	StepOverhead        time.Duration
+	// CollectiveLatency is the fixed cost of one collective operation
+	// (NCCL's α: launch and synchronisation, whatever its size), paid
+	// by every all-reduce, all-to-all and stage send of a step besides
+	// its bytes over the link (default 0: the bytes alone).
+	CollectiveLatency time.Duration
 	// ActivationReserve is per-GPU bytes kept out of the KV cache besides
 	// the weights (see DefaultActivationReserve).
 	ActivationReserve int64
@@ -132,6 +138,7 @@ type stepConsts struct {
 	kvFullPerToken      float64 // KV bytes per token per rank, full layers
 	kvSlidingPerToken   float64 // the same, sliding layers
 	commBytesPerToken   float64 // all-reduce + all-to-all bytes each rank sends per token
+	collectives         float64 // collective operations per step (all-reduces, all-to-alls, stage sends)
 	ppBytesPerToken     float64 // activation bytes sent between stages per token
 }
 
@@ -350,13 +357,16 @@ func (d *Deployment) consts() stepConsts {
 		allReduces -= float64(nMoE)
 		ep := float64(d.EP)
 		k.commBytesPerToken += 2 * float64(nMoE) * float64(m.ExpertsPerToken) * act * (ep - 1) / ep
+		k.collectives += 2 * float64(nMoE) // a dispatch and a combine
 	}
 	if d.tp() > 1 {
 		// After attention o_proj and after the MLP down projection.
 		k.commBytesPerToken += allReduces * ring * act
+		k.collectives += allReduces
 	}
 	if d.pp() > 1 {
 		k.ppBytesPerToken = float64(d.pp()-1) * act
+		k.collectives += float64(d.pp() - 1)
 	}
 	return k
 }
@@ -370,6 +380,10 @@ type StepTerms struct {
 	WeightSec    float64 // weight bytes read at MemBandwidth
 	KVSec        float64 // KV bytes read and written at MemBandwidth
 	CommSec      float64 // collective bytes at LinkBandwidth
+	// Collectives is the number of collective operations (all-reduces,
+	// all-to-alls, stage sends) the step makes, each of which costs
+	// CollectiveLatency besides its bytes.
+	Collectives float64
 }
 
 // Terms returns the step terms of b; an empty batch has none.
@@ -436,6 +450,7 @@ func (d *Deployment) terms(k *stepConsts, tokens, seqs, ctxFull, ctxSliding, pai
 	if comm := k.commBytesPerToken + k.ppBytesPerToken; comm > 0 {
 		t.CommSec = comm * tokens / d.Hardware.LinkBandwidth
 	}
+	t.Collectives = k.collectives
 	return t
 }
 
@@ -460,6 +475,9 @@ func (d *Deployment) timeOf(t StepTerms) time.Duration {
 	sec := max(compute, memory)
 	if t.CommSec > 0 {
 		sec += t.CommSec / d.LinkEfficiency
+	}
+	if d.CollectiveLatency > 0 {
+		sec += t.Collectives * d.CollectiveLatency.Seconds()
 	}
 	return time.Duration(math.Round(sec*1e9)) + d.StepOverhead
 }

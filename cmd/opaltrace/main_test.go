@@ -243,17 +243,18 @@ func TestDemo(t *testing.T) {
 // counted: new data never breaks this test, and a format that starts
 // reading a directory adds its line here.
 var sharedDataRequests = map[string]int{
-	"formats/aiperf":               100,
-	"formats/guidellm":             30,
-	"formats/inference_perf":       0,
-	"formats/llmperf":              112,
-	"formats/opal":                 110 + 2,
-	"formats/otel":                 2,
-	"formats/sglang_bench_serving": 0,
-	"formats/vllm_bench_serve":     10 + 4*200,
-	"traces/azure_llm_2023":        8819 + 19366,
-	"traces/mooncake":              12031 + 3993,
-	"traces/weka_agentic_coding":   280,
+	"formats/aiperf":                              100,
+	"formats/guidellm":                            30,
+	"formats/inference_perf":                      0,
+	"formats/llmperf":                             112,
+	"formats/opal":                                110 + 2,
+	"formats/otel":                                2,
+	"formats/sglang_bench_serving":                0,
+	"formats/vllm_bench_serve":                    10 + 4*200,
+	"measurements/llmservingsim_vllm_engine_side": 4 * 300,
+	"traces/azure_llm_2023":                       8819 + 19366,
+	"traces/mooncake":                             12031 + 3993,
+	"traces/weka_agentic_coding":                  280,
 }
 
 // TestIngestAllSharedData ingests the whole ../shared/data tree — every
