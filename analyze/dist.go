@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"math"
-	"slices"
 )
 
 // A Dist is an exact distribution of values (seconds, for latencies): every
@@ -20,7 +19,7 @@ type Dist struct {
 func NewDist(values []float64) Dist {
 	d := Dist{}
 	d.Mean, d.Std = meanStd(values)
-	slices.Sort(values)
+	sortFloats(values)
 	d.Values = values
 	return d
 }
