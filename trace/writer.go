@@ -10,11 +10,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -288,39 +285,16 @@ func (rg *rowGroup) reset() {
 
 func newEncoder(w io.Writer) (*encoder, error) {
 	schema := Schema()
-	opts := []parquet.WriterProperty{
-		// The codec the footer names; pages are compressed by
-		// zstdCompress at zstd's fastest level: a tenth faster than its
-		// default for the same size on simulated traces, whose ITL lists
-		// are most of the bytes and repeat so much that level 1 finds it
-		// all.
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(1),
-		parquet.WithCreatedBy("opaltrace"),
-		parquet.WithStats(true),
-		// The footer lists these encodings (chunk.encodingStats counts
-		// the pages): dictionaries for the few distinct strings (run,
-		// status, model, semantics) but not for numbers.
-		parquet.WithDictionaryDefault(false),
-	}
-	for _, c := range columns {
-		switch {
-		case c.field.Type.ID() == arrow.STRING && c.field.Name != "request_id": // ids are unique
-			opts = append(opts, parquet.WithDictionaryFor(c.field.Name, true))
-		case c.list:
-			// A list holds up to one value per output token: the
-			// bulk of a simulated file; min/max statistics of list
-			// elements prune nothing.
-			opts = append(opts, parquet.WithStatsFor(c.field.Name+".list.element", false))
-		}
-	}
-	props := parquet.NewWriterProperties(opts...)
+	props := writerProperties()
 	pq, err := pqarrow.ToParquet(schema, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		return nil, err
 	}
 	if pq.NumColumns() != len(columns) {
 		return nil, fmt.Errorf("trace: %d Parquet columns for %d fields", pq.NumColumns(), len(columns))
+	}
+	if err := checkWriterProperties(props, pq); err != nil {
+		return nil, err
 	}
 	chunks := make([]*chunk, len(columns))
 	for i, c := range columns {
