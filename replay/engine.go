@@ -47,6 +47,9 @@ type Options struct {
 	// after it returns (it copies what it needs, as trace.Writer does):
 	// the engine then reuses their memory for the next records.
 	Transient bool
+	// Offload, when not nil, gives every worker KV tiers below its GPU
+	// (offload.go); vLLM's scheduler only, for now.
+	Offload *Offload
 
 	test testSwitches // set by tests only
 }
@@ -195,6 +198,17 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	for i := range cfg.Workers {
 		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks, &e.test))
 	}
+	if opts.Offload != nil {
+		if cfg.Scheduler.Engine == EngineSGLang {
+			return Stats{}, errors.New("replay: KV tiers are not modelled under SGLang's scheduler yet")
+		}
+		if err := opts.Offload.Validate(cfg.Scheduler.BlockSize); err != nil {
+			return Stats{}, err
+		}
+		if e.off, err = newOffload(e, *opts.Offload, cfg.Scheduler.BlockSize, e.workers); err != nil {
+			return Stats{}, err
+		}
+	}
 	if opts.PerSecond {
 		e.sec = &seconds{workers: cfg.Workers, block: cfg.Scheduler.BlockSize}
 	}
@@ -274,6 +288,7 @@ type engine struct {
 	observe  func(*Step) error
 	sec      *seconds // per-second statistics; nil: not collected
 	stats    Stats
+	off      *offload // KV tiers; nil: none
 
 	shared []int32 // per request: leading hash ids another request (on its worker, when known) also has
 	route  []int32 // per request: its worker, when the router is load-blind (-1: rejected); nil otherwise
@@ -417,7 +432,9 @@ func (e *engine) prepare() {
 		}
 	}
 	if ids != nil {
-		if e.route != nil {
+		// A block of a request routed elsewhere can hit in the shared
+		// remote tier.
+		if e.route != nil && (e.off == nil || e.off.remote == nil) {
 			e.shared = sharedOnWorkers(ids, bs, e.route, len(e.workers))
 		} else {
 			e.shared = sharedPrefixes(ids)
@@ -470,15 +487,20 @@ func (e *engine) run() error {
 			err = e.schedule(ev.at, e.workers[ev.arg])
 		case evStepEnd:
 			err = e.stepEnd(ev.at, e.workers[ev.arg])
+		case evTransfer:
+			err = e.off.transfer(e, ev.at, int(ev.arg))
 		case evTimeout:
 			err = e.abort(ev.at, ev.arg)
+		}
+		if err == nil && e.off != nil {
+			err = e.off.err
 		}
 		if err != nil {
 			return err
 		}
 	}
 	for _, w := range e.workers {
-		if w.hasWork() {
+		if w.hasWork() || w.off != nil && w.off.loading > 0 {
 			return fmt.Errorf("replay: internal error: worker %s stopped with %d running and %d waiting", w.name, len(w.running), w.waiting.Len())
 		}
 	}
@@ -622,7 +644,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 	// serves both schedulers without them (SGLang's steps are then built
 	// by build, steady or not).
 	inner := e.observe == nil && e.sec == nil && !e.test.noSteadySteps
-	for steady := false; ; {
+	for steady, first := false, true; ; first = false {
 		if steady && inner {
 			end, inFlight, err := e.steadySteps(w, now, bound)
 			if err != nil || inFlight {
@@ -631,8 +653,24 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			now = end
 		}
 		if !steady || !w.s.decodeStep(w, now) {
+			if e.off != nil && !first && w.waiting.Len() > 0 {
+				// Admission looks the tiers up, and starts
+				// loads: at an event's time only, when every
+				// transfer that ended before is accounted for.
+				w.queued = true
+				e.q.push(now, evSchedule, int32(w.id))
+				return nil
+			}
 			w.build(now)
 			steady = w.s.steady(w)
+			if w.off != nil && w.off.loading > 0 {
+				bound = now // see window
+			}
+		}
+		if len(w.sched) == 0 && w.off != nil && (w.off.loading > 0 || w.waiting.Len() > 0 && w.waiting.front().holding) {
+			// Every request waits for a load (or for the blocks
+			// loads hold): the loads' ends wake w.
+			return nil
 		}
 		if len(w.sched) == 0 {
 			return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
@@ -661,7 +699,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 				}
 			}
 		}
-		if end >= bound || w.completes() {
+		if end >= bound || w.completes() || e.off != nil && e.off.stores(w) {
 			w.busy = true
 			e.q.push(end, evStepEnd, int32(w.id))
 			return nil
@@ -756,6 +794,11 @@ func (e *engine) window(now trace.Time, w *worker) trace.Time {
 		return now
 	}
 	bound := e.arrivalBound(w)
+	if w.off != nil && w.off.loading > 0 {
+		// A load's end changes w's course, and other transfers
+		// starting meanwhile move it (either way: max-min sharing).
+		return now
+	}
 	if e.timeout > 0 {
 		// A request's timeout changes w's course too.
 		for _, r := range w.running {
@@ -784,6 +827,14 @@ func (e *engine) arrivalBound(w *worker) trace.Time {
 }
 
 func (e *engine) stepEnd(now trace.Time, w *worker) error {
+	if e.off != nil {
+		// Blocks computed by the step are offloaded as it ends.
+		for _, s := range w.sched {
+			if err := e.off.store(e, w, s.r, now); err != nil {
+				return err
+			}
+		}
+	}
 	e.done = w.finish(now, e.done[:0])
 	for _, r := range e.done {
 		// A request the client gave up on, or whose last chunk would
@@ -824,6 +875,10 @@ func (e *engine) abort(now trace.Time, i int32) error {
 	r := e.live[i]
 	if r == nil {
 		return nil // completed before its deadline
+	}
+	if r.loadLeft > 0 {
+		r.aborted = true // leaves when its load ends (loaded)
+		return nil
 	}
 	w := e.workers[r.worker]
 	if w.waiting.remove(r) {
@@ -893,11 +948,12 @@ func (e *engine) alloc() *reqState {
 // list's, when records are transient).
 func (e *engine) release(r *reqState) {
 	blocks, ghost := r.blocks[:0], r.ghost[:0]
+	keys, from := r.tierKeys[:0], r.loadFrom[:0]
 	var itl []float64
 	if e.reuse {
 		itl = r.itl[:0]
 	}
-	*r = reqState{blocks: blocks, ghost: ghost, itl: itl}
+	*r = reqState{blocks: blocks, ghost: ghost, itl: itl, tierKeys: keys, loadFrom: from}
 	e.free = append(e.free, r)
 }
 

@@ -3,7 +3,9 @@ package replay
 import "github.com/opaltrace/opaltrace/trace"
 
 // An eventKind orders simultaneous events. At one instant the engine first
-// ends the steps that finish then (their tokens, completions, and the next
+// completes the KV transfers that end then (so that a transfer started at
+// that instant finds the links as they are), then ends the steps that
+// finish then (their tokens, completions, and the next
 // requests of closed-loop clients; a request that completes at its
 // client's deadline is not timed out), then aborts timed-out requests,
 // then delivers arrivals, and only then
@@ -12,7 +14,8 @@ import "github.com/opaltrace/opaltrace/trace"
 type eventKind uint8
 
 const (
-	evStepEnd  eventKind = iota // a worker's forward pass ends
+	evTransfer eventKind = iota // KV transfers of a node complete (offload.go)
+	evStepEnd                   // a worker's forward pass ends
 	evTimeout                   // a client gave up on a request: the server aborts it
 	evArrival                   // a request reaches the router
 	evSchedule                  // a worker builds its next batch
@@ -41,7 +44,7 @@ func (a *event) before(b *event) bool {
 	if a.kind != b.kind {
 		return a.kind < b.kind
 	}
-	if a.kind == evStepEnd && a.arg != b.arg {
+	if (a.kind == evStepEnd || a.kind == evTransfer) && a.arg != b.arg {
 		return a.arg < b.arg
 	}
 	return a.seq < b.seq

@@ -1,6 +1,10 @@
 package replay
 
-import "github.com/opaltrace/opaltrace/trace"
+import (
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
 
 // A reqState is the engine's private working state of one request while
 // it is in flight; the observed input stays untouched. It is recycled
@@ -21,6 +25,18 @@ type reqState struct {
 	hashed   int64   // leading blocks of blocks whose hashes are committed
 	lastHash uint64  // hash of block hashed−1 (kvcache.Root when hashed is 0)
 	sg       sgReq   // SGLang worker's state (sglang.go)
+
+	// KV offloading (offload.go); untouched without tiers.
+	tierKeys  []uint64        // keys of the prompt's full tier blocks, once computed
+	stored    int64           // leading tier blocks offered to the tiers
+	loadFrom  []int8          // tier of each block of the load being started
+	loadLeft  int             // transfers of its load in flight
+	loadTo    int64           // computed tokens once its load completes
+	holding   bool            // its load completed: it holds its blocks while waiting
+	tierHit   [numTiers]int64 // prompt tokens loaded from each tier before its first schedule
+	kvWait    time.Duration   // time spent waiting for loads
+	loadStart trace.Time
+	loadEnd   trace.Time
 
 	deadline    trace.Time // when the server learns the client gave up; never without a timeout
 	aborted     bool       // timed out during a step: leaves when the step ends

@@ -88,5 +88,8 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 	o.PrefillDone = trace.Some(r.firstTok)
 	o.DecodeDone = trace.Some(r.lastTok)
 	o.DoneAtRouter = trace.Some(now)
+	if e.off != nil {
+		e.off.result(r, o)
+	}
 	return o
 }

@@ -64,10 +64,13 @@ func newVLLM(s SchedulerConfig, blocks int64, t *testSwitches) scheduler {
 	}
 }
 
-func (v *vllm) hasher(r *reqState) kvcache.BlockHasher {
+func (v *vllm) hasher(r *reqState) kvcache.BlockHasher { return blockHasher(r, v.bs) }
+
+// blockHasher returns the hasher of r's blocks of bs tokens.
+func blockHasher(r *reqState, bs int64) kvcache.BlockHasher {
 	h := kvcache.BlockHasher{
 		PromptTokens: r.prompt,
-		EngineBlock:  v.bs,
+		EngineBlock:  bs,
 		Unique:       uint64(r.idx) + 1,
 		SharedIDs:    r.shared,
 	}
@@ -108,12 +111,43 @@ func (v *vllm) build(w *worker, now trace.Time) {
 	// Waiting requests, FCFS, unless this step preempted.
 	for w.preempted == 0 && w.waiting.Len() > 0 && budget > 0 && len(w.running) < v.maxSeq {
 		r := w.waiting.front()
+		if r.holding {
+			// Its load completed: it holds the blocks of its
+			// computed tokens (offload.go).
+			n := min(r.numTokens()-r.computed, budget)
+			if ceilDiv(r.computed+n, v.bs)-int64(len(r.blocks)) > v.kv.NumFree() {
+				break
+			}
+			w.waiting.popFront()
+			r.holding = false
+			if !r.scheduled {
+				r.cached = r.computed
+			}
+			if !v.grow(r, n) {
+				panic("replay: allocation failed after the free-block check")
+			}
+			w.running = append(w.running, r)
+			w.add(r, n, now)
+			budget -= n
+			continue
+		}
 		hits := v.hits[:0]
 		if v.prefix {
 			hits = v.match(r, hits)
 		}
 		v.hits = hits
 		done := int64(len(hits)) * v.bs
+		if w.off != nil {
+			switch v.admitLoad(w, r, hits, done, now) {
+			case loadNoRoom:
+				goto unskip
+			case loadDelayed:
+				w.off.skipped = append(w.off.skipped, w.waiting.popFront())
+				continue
+			case loadStarted:
+				continue
+			}
+		}
 		n := min(r.numTokens()-done, budget)
 		need := ceilDiv(done+n, v.bs) - int64(len(hits))
 		for _, b := range hits {
@@ -139,6 +173,10 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		w.running = append(w.running, r)
 		w.add(r, n, now)
 		budget -= n
+	}
+unskip:
+	if w.off != nil {
+		w.off.unskip(w)
 	}
 }
 

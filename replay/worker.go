@@ -14,7 +14,8 @@ type worker struct {
 	id     int
 	name   string
 	s      scheduler
-	stream int64 // stream interval (tokens per chunk after the first)
+	stream int64      // stream interval (tokens per chunk after the first)
+	off    *offWorker // its KV tiers (offload.go); nil: none
 
 	running []*reqState
 	waiting deque

@@ -202,10 +202,9 @@ func (f *Fabric) Advance(to trace.Time) []Done {
 			f.rated = false
 		}
 		slices.SortFunc(f.moving, func(a, b fabricFlow) int { return int(a.id - b.id) })
-		// A millionth of a byte absorbs float rounding between shares.
 		kept := f.moving[:0]
 		for _, fl := range f.moving {
-			if fl.remaining <= 1e-6 {
+			if fl.remaining == 0 {
 				done = append(done, Done{ID: fl.id, At: trace.Time(math.Round(t))})
 				f.rated = false
 			} else {
@@ -222,17 +221,20 @@ func (f *Fabric) Advance(to trace.Time) []Done {
 }
 
 // drain moves the clock to t, taking from each moving transfer the bytes
-// its rate sent meanwhile and counting them on its links.
+// its rate sent meanwhile and counting them on its links. A transfer
+// whose end, as next computes it, is not after t has sent everything:
+// so the transfer that set t ends exactly then, however coarse float
+// time is late in a long replay.
 func (f *Fabric) drain(t float64) {
-	if dt := t - f.now; dt > 0 && len(f.moving) > 0 {
+	if dt := t - f.now; dt >= 0 && len(f.moving) > 0 {
 		f.rate()
 		for i := range f.moving {
 			fl := &f.moving[i]
 			sent := min(dt*fl.rate, fl.remaining)
-			fl.remaining -= sent
-			if fl.remaining < 1e-6 {
-				fl.remaining = 0
+			if f.now+fl.remaining/fl.rate <= t || fl.remaining-sent < 1e-6 {
+				sent = fl.remaining
 			}
+			fl.remaining -= sent
 			for _, l := range fl.path {
 				f.links[l].moved += sent
 			}

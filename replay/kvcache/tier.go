@@ -193,3 +193,9 @@ func (t *Tier) LRU() []uint64 {
 	}
 	return hs
 }
+
+// Pinned reports whether a load is reading block h.
+func (t *Tier) Pinned(h uint64) bool {
+	s, ok := t.index[h]
+	return ok && t.slots[s].pins > 0
+}

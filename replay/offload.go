@@ -1,0 +1,560 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay/kvcache"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// Tiers below the GPU, fastest first, as an Offload names them and as a
+// request's hit tokens count them (trace.Request's host, storage and
+// remote hit tokens).
+const (
+	tierHost = iota
+	tierDisk
+	tierRemote
+	numTiers
+)
+
+// Write policies (SGLang's --hicache-write-policy names).
+const (
+	WriteThrough = "write_through" // every computed block goes to every tier
+	WriteBack    = "write_back"    // to the host tier; lower tiers take what it evicts
+)
+
+// An Offload is a replay's KV offloading, resolved to physical figures:
+// the node the workers run on, the size of a token's KV, the tier
+// capacities and the write policy. The engines' own keys (vLLM's
+// kv_offloading_size, LMCache's chunk_size and max_local_cpu_size,
+// SGLang's hicache_*) are turned into one by package deploy.
+//
+// Workers fill nodes in order: Node.GPUs / GPUsPerWorker workers a node.
+// Each worker has its own host and disk tiers (vLLM's CPU pool, LMCache's
+// local CPU and disk backends, SGLang's L2 are per instance) and a PCIe
+// link per direction and GPU; the remote tier is one store shared by the
+// whole cluster over each node's NIC.
+type Offload struct {
+	Node            model.Node
+	GPUsPerWorker   int   // GPUs of one worker (TP×PP): its PCIe links, used in parallel
+	KVBytesPerToken int64 // one worker's KV bytes per token, all its GPUs
+	// BlockTokens is the tier block: the offloaded block of vLLM (a
+	// multiple of its block_size), LMCache's chunk_size, SGLang's
+	// page size. A multiple of the scheduler's block size.
+	BlockTokens int64
+	// Tier capacities in tier blocks: per worker (host, disk) and for
+	// the cluster (remote); 0: no such tier.
+	HostBlocks, DiskBlocks, RemoteBlocks int64
+	// DiskRemote says the disk tier is reached over the network (a
+	// shared file system), not the node's NVMe. (Unused for now: false.)
+	WritePolicy string // WriteThrough (default) or WriteBack
+}
+
+// Validate reports an Offload the replay cannot run.
+func (o *Offload) Validate(blockSize int64) error {
+	switch {
+	case o.GPUsPerWorker <= 0:
+		return fmt.Errorf("offload: %d GPUs per worker", o.GPUsPerWorker)
+	case o.Node.GPUs < o.GPUsPerWorker:
+		return fmt.Errorf("offload: node %q has %d GPUs, a worker needs %d", o.Node.Name, o.Node.GPUs, o.GPUsPerWorker)
+	case o.KVBytesPerToken <= 0:
+		return fmt.Errorf("offload: %d KV bytes per token", o.KVBytesPerToken)
+	case o.BlockTokens <= 0 || o.BlockTokens%blockSize != 0:
+		return fmt.Errorf("offload: a tier block of %d tokens is not a multiple of the %d-token KV block", o.BlockTokens, blockSize)
+	case o.HostBlocks < 0 || o.DiskBlocks < 0 || o.RemoteBlocks < 0:
+		return fmt.Errorf("offload: negative tier capacity")
+	case o.WritePolicy != "" && o.WritePolicy != WriteThrough && o.WritePolicy != WriteBack:
+		return fmt.Errorf("offload: write policy %q (want %s or %s)", o.WritePolicy, WriteThrough, WriteBack)
+	}
+	return o.Node.Validate()
+}
+
+// offload is the engine's state of the tiers and their transfers.
+type offload struct {
+	e          *engine
+	bs         int64 // tokens per KV block
+	err        error // an internal error met where none can be returned
+	spec       Offload
+	blockBytes int64 // bytes of one tier block
+	nodes      []*offNode
+	remote     *kvcache.Tier
+	xfers      map[int64]*xfer
+	nextID     int64
+}
+
+// An offNode is one node's links and the transfers on them.
+type offNode struct {
+	f               *kvcache.Fabric
+	dram, nvme, net int
+	queued          trace.Time // the time of its queued evTransfer; never: none
+}
+
+// An offWorker is one worker's tiers and PCIe links.
+type offWorker struct {
+	o          *offload
+	node       int
+	h2d, d2h   int
+	tiers      [numTiers]*kvcache.Tier // nil: none
+	loading    int                     // requests whose load is in flight
+	skipped    []*reqState             // scratch of build: requests admission skipped
+	storeTiers []int                   // tiers a computed block is written to
+}
+
+// An xfer is a transfer in flight: a load of blocks into a request's GPU
+// blocks, or a store of blocks into a tier.
+type xfer struct {
+	w    *worker
+	r    *reqState // load: the request; nil for a store
+	tier int
+	keys []uint64
+}
+
+func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload, error) {
+	o := &offload{e: e, bs: bs, spec: spec, blockBytes: spec.BlockTokens * spec.KVBytesPerToken, xfers: map[int64]*xfer{}}
+	if o.spec.WritePolicy == "" {
+		o.spec.WritePolicy = WriteThrough
+	}
+	if spec.RemoteBlocks > 0 {
+		o.remote = kvcache.NewTier("remote", spec.RemoteBlocks)
+	}
+	perNode := spec.Node.GPUs / spec.GPUsPerWorker
+	n := spec.Node
+	// A worker's GPUs move their KV shards in parallel, each over its
+	// own PCIe link: one link of that many times the bandwidth.
+	pcie := n.PCIe
+	pcie.Bandwidth *= float64(spec.GPUsPerWorker)
+	nvme := n.NVMe
+	nvme.Bandwidth = nvme.EffectiveBandwidth(o.blockBytes)
+	var node *offNode
+	for i, w := range workers {
+		if i%perNode == 0 {
+			node = &offNode{f: kvcache.NewFabric(), queued: never}
+			var err error
+			for _, x := range []struct {
+				l   model.Link
+				dst *int
+			}{{n.HostDRAM, &node.dram}, {nvme, &node.nvme}, {n.Network, &node.net}} {
+				if *x.dst, err = node.f.AddLink(x.l); err != nil {
+					return nil, err
+				}
+			}
+			o.nodes = append(o.nodes, node)
+		}
+		ow := &offWorker{o: o, node: len(o.nodes) - 1}
+		h2d, d2h := pcie, pcie
+		h2d.Name, d2h.Name = w.name+"-h2d", w.name+"-d2h"
+		var err error
+		if ow.h2d, err = node.f.AddLink(h2d); err != nil {
+			return nil, err
+		}
+		if ow.d2h, err = node.f.AddLink(d2h); err != nil {
+			return nil, err
+		}
+		if spec.HostBlocks > 0 {
+			ow.tiers[tierHost] = kvcache.NewTier(w.name+"-host", spec.HostBlocks)
+		}
+		if spec.DiskBlocks > 0 {
+			ow.tiers[tierDisk] = kvcache.NewTier(w.name+"-disk", spec.DiskBlocks)
+		}
+		ow.tiers[tierRemote] = o.remote
+		for t, tr := range ow.tiers {
+			if tr != nil && (o.spec.WritePolicy == WriteThrough || len(ow.storeTiers) == 0) {
+				ow.storeTiers = append(ow.storeTiers, t)
+			}
+		}
+		w.off = ow
+	}
+	return o, nil
+}
+
+// path returns the links a transfer between worker ow's GPUs and tier t
+// crosses. Data from NVMe or the network lands in host memory and crosses
+// PCIe, unless GPUDirect Storage is set; a store to a lower tier when
+// the worker has a host tier is written from host memory (the host copy
+// crossed PCIe once, with its own store).
+func (o *offload) path(ow *offWorker, t int, load bool) []int {
+	n := o.nodes[ow.node]
+	pcie := ow.d2h
+	if load {
+		pcie = ow.h2d
+	}
+	var dev int
+	switch t {
+	case tierHost:
+		return []int{n.dram, pcie}
+	case tierDisk:
+		dev = n.nvme
+	default:
+		dev = n.net
+	}
+	if !load && ow.tiers[tierHost] != nil {
+		return []int{n.dram, dev}
+	}
+	if o.spec.Node.GPUDirectStorage {
+		return []int{dev, pcie}
+	}
+	return []int{dev, n.dram, pcie}
+}
+
+// tierKeys returns the keys of r's full prompt tier blocks: the chained
+// hash of each tier block's last KV block, so that equal prefixes have
+// equal keys (vLLM's offloaded block hashes are every block_size_factor-th
+// request block hash the same way).
+func (o *offload) tierKeys(r *reqState) []uint64 {
+	n := r.prompt / o.spec.BlockTokens
+	if int64(len(r.tierKeys)) == n {
+		return r.tierKeys
+	}
+	h := blockHasher(r, o.bs)
+	f := o.spec.BlockTokens / o.bs
+	keys := r.tierKeys[:0]
+	prev := kvcache.Root
+	for k := range n * f {
+		if h.Private(k) && (k+1)%f != 0 {
+			continue // private hashes do not chain
+		}
+		x, _ := h.Hash(prev, k)
+		prev = x
+		if (k+1)%f == 0 {
+			keys = append(keys, x)
+		}
+	}
+	r.tierKeys = keys
+	return keys
+}
+
+// lookup returns how many prompt tokens past the first done tokens r can
+// load from w's tiers, and fills r.loadFrom with the tier of each tier
+// block from the first one past done: each block comes from the fastest
+// tier that holds it, and the hit ends at the first block none holds.
+// The hit leaves at least one prompt token to compute, and a hit that
+// does not reach past done by a whole tier block loads nothing (vLLM's
+// get_num_new_matched_tokens).
+func (o *offload) lookup(w *worker, r *reqState, done int64) int64 {
+	ow := w.off
+	T := o.spec.BlockTokens
+	keys := o.tierKeys(r)
+	maxBlocks := min(int64(len(keys)), (r.numTokens()-1)/T)
+	start := done / T
+	r.loadFrom = r.loadFrom[:0]
+	for b := start; b < maxBlocks; b++ {
+		t := -1
+		for i, tr := range ow.tiers {
+			if tr != nil && tr.Contains(keys[b]) {
+				t = i
+				break
+			}
+		}
+		if t < 0 {
+			break
+		}
+		r.loadFrom = append(r.loadFrom, int8(t))
+	}
+	got := (start+int64(len(r.loadFrom)))*T - done
+	if got < T {
+		r.loadFrom = r.loadFrom[:0]
+		return 0
+	}
+	// Touch every held block of the prompt, as vLLM's lookup does.
+	for b := start; b < start+int64(len(r.loadFrom)); b++ {
+		ow.tiers[r.loadFrom[b-start]].Touch(keys[b])
+	}
+	return got
+}
+
+// startLoad starts the loads of r's tier blocks found by lookup, at now,
+// one transfer per tier, and records its hit tokens by tier.
+func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now trace.Time) error {
+	T := o.spec.BlockTokens
+	keys := o.tierKeys(r)
+	start := done / T
+	var per [numTiers][]uint64
+	for i, t := range r.loadFrom {
+		per[t] = append(per[t], keys[start+int64(i)])
+	}
+	first := true
+	for t := range per {
+		if len(per[t]) == 0 {
+			continue
+		}
+		tokens := int64(len(per[t])) * T
+		if first {
+			// The first block may be partly in GPU memory already.
+			tokens -= done - start*T
+			first = false
+		}
+		if !r.scheduled {
+			r.tierHit[t] += tokens
+		}
+		for _, k := range per[t] {
+			w.off.tiers[t].Pin(k)
+		}
+		if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: per[t]}, int64(len(per[t]))*o.blockBytes, o.path(w.off, t, true)); err != nil {
+			return err
+		}
+		r.loadLeft++
+	}
+	r.loadStart = now
+	w.off.loading++
+	return nil
+}
+
+// start starts transfer x of n bytes over path and queues the node's next
+// transfer event.
+func (o *offload) start(e *engine, w *worker, now trace.Time, x *xfer, n int64, path []int) error {
+	node := o.nodes[w.off.node]
+	o.nextID++
+	o.xfers[o.nextID] = x
+	done, err := node.f.Start(now, o.nextID, n, path)
+	if err != nil {
+		return err
+	}
+	if len(done) > 0 {
+		return fmt.Errorf("replay: internal error: transfers completed at %v before their event", done[0].At)
+	}
+	o.arm(e, w.off.node)
+	return nil
+}
+
+// arm queues node i's next transfer event when it comes before the one
+// queued.
+func (o *offload) arm(e *engine, i int) {
+	n := o.nodes[i]
+	if at, ok := n.f.Next(); ok && at < n.queued {
+		n.queued = at
+		e.q.push(at, evTransfer, int32(i))
+	}
+}
+
+// store writes the prompt tier blocks that r's computed tokens have
+// filled since its last store to w's tiers, by the write policy, at now.
+func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error {
+	T := o.spec.BlockTokens
+	full := min(r.computed, r.prompt) / T
+	if full <= r.stored {
+		return nil
+	}
+	keys := o.tierKeys(r)[r.stored:full]
+	r.stored = full
+	for _, t := range w.off.storeTiers {
+		if err := o.storeTo(e, w, t, keys, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeTo reserves keys in tier t of w and starts their transfer; blocks
+// the tier holds already are only touched, and blocks it has no room for
+// are dropped. Under write-back, the host tier's evictions go to the next
+// tier down.
+func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.Time) error {
+	tr := w.off.tiers[t]
+	var put, down []uint64
+	for _, k := range keys {
+		if tr.Has(k) {
+			tr.Touch(k)
+			continue
+		}
+		victim, evicted, ok := tr.Insert(k)
+		if !ok {
+			continue
+		}
+		put = append(put, k)
+		if evicted && o.spec.WritePolicy == WriteBack {
+			down = append(down, victim)
+		}
+	}
+	if len(put) > 0 {
+		if err := o.start(e, w, now, &xfer{w: w, tier: t, keys: put}, int64(len(put))*o.blockBytes, o.path(w.off, t, false)); err != nil {
+			return err
+		}
+	}
+	if len(down) > 0 {
+		for next := t + 1; next < numTiers; next++ {
+			if w.off.tiers[next] != nil {
+				return o.storeTo(e, w, next, down, now)
+			}
+		}
+	}
+	return nil
+}
+
+// transfer handles node i's transfer event at now: completed stores make
+// their blocks hit, completed loads make their requests schedulable.
+func (o *offload) transfer(e *engine, now trace.Time, i int) error {
+	n := o.nodes[i]
+	if now != n.queued {
+		return nil // superseded by an earlier event
+	}
+	n.queued = never
+	for _, d := range n.f.Advance(now) {
+		x := o.xfers[d.ID]
+		delete(o.xfers, d.ID)
+		tr := x.w.off.tiers[x.tier]
+		if x.r == nil {
+			for _, k := range x.keys {
+				tr.Complete(k)
+			}
+			continue
+		}
+		for _, k := range x.keys {
+			tr.Unpin(k)
+		}
+		r := x.r
+		r.loadLeft--
+		if r.loadLeft > 0 {
+			continue
+		}
+		x.w.off.loading--
+		if err := e.loaded(x.w, r, d.At, now); err != nil {
+			return err
+		}
+	}
+	o.arm(e, i)
+	return nil
+}
+
+// admitLoad is vLLM's admission of waiting request r, at the front of
+// w's queue, whose GPU prefix hit is hits (done tokens): when r's prompt
+// continues in w's tiers it takes r out of the queue, gives it its hit
+// blocks and fresh blocks for the tokens it will load, and starts the
+// load; r waits, outside the queue, while other requests run, and comes
+// back to its front when the load completes (engine.loaded), as vLLM's
+// WAITING_FOR_REMOTE_KVS requests do.
+func (v *vllm) admitLoad(w *worker, r *reqState, hits []int32, done int64, now trace.Time) loadState {
+	ow := w.off
+	o := ow.o
+	load := o.lookup(w, r, done)
+	if load == 0 {
+		return loadNone
+	}
+	keys := o.tierKeys(r)[done/o.spec.BlockTokens:]
+	for i, t := range r.loadFrom {
+		if ow.tiers[t].Pinned(keys[i]) {
+			// Another request is loading these blocks: r waits for
+			// them to reach GPU memory, skipped for this step, as
+			// vLLM delays a request whose hit blocks are being
+			// loaded.
+			return loadDelayed
+		}
+	}
+	fresh := ceilDiv(done+load, v.bs) - int64(len(hits))
+	need := fresh
+	for _, b := range hits {
+		if v.kv.Ref(b) == 0 {
+			need++ // a free cached block leaves the free queue too
+		}
+	}
+	if need > v.kv.NumFree() {
+		return loadNoRoom
+	}
+	w.waiting.popFront()
+	for _, b := range hits {
+		v.kv.Acquire(b)
+	}
+	r.blocks = append(r.blocks, hits...)
+	var allocated bool
+	if r.blocks, allocated = v.kv.Allocate(r.blocks, fresh); !allocated {
+		panic("replay: allocation failed after the free-block check")
+	}
+	r.computed = done
+	r.loadTo = done + load
+	if err := o.startLoad(o.e, w, r, done, now); err != nil {
+		// Start fails only on an internal inconsistency (a time
+		// before the fabric's clock); the engine reports it.
+		o.err = err
+	}
+	return loadStarted
+}
+
+// What admitLoad did with a waiting request.
+type loadState uint8
+
+const (
+	loadNone    loadState = iota // nothing to load: admit it as usual
+	loadStarted                  // its load started: it left the queue
+	loadDelayed                  // its blocks are being loaded by another: skip it
+	loadNoRoom                   // its blocks do not fit: stop admission
+)
+
+// unskip puts the requests admission skipped back at the front of w's
+// queue, in their order.
+func (ow *offWorker) unskip(w *worker) {
+	for i := len(ow.skipped) - 1; i >= 0; i-- {
+		w.waiting.pushFront(ow.skipped[i])
+		ow.skipped[i] = nil
+	}
+	ow.skipped = ow.skipped[:0]
+}
+
+// stores reports whether the step w built fills a prompt tier block, which
+// its end offloads: such a step's end must be an event.
+func (o *offload) stores(w *worker) bool {
+	T := o.spec.BlockTokens
+	for _, s := range w.sched {
+		if r := s.r; min(r.computed, r.prompt)/T > r.stored {
+			return true
+		}
+	}
+	return false
+}
+
+// loaded ends r's load at at (the event's time now, rounded up): r's
+// loaded tokens are computed, their blocks' hashes committed so that
+// other requests hit them, and r goes back to the front of w's queue. A
+// request whose client gave up meanwhile leaves.
+func (e *engine) loaded(w *worker, r *reqState, at, now trace.Time) error {
+	r.loadEnd = at
+	r.kvWait += at.Sub(r.loadStart)
+	r.computed = r.loadTo
+	if !w.s.(*vllm).grow(r, 0) {
+		return fmt.Errorf("replay: internal error: loaded blocks of request %d missing", r.idx)
+	}
+	if r.aborted {
+		w.s.leave(w, r, leaveWaiting)
+		return e.timedOut(r, now)
+	}
+	r.holding = true
+	w.waiting.pushFront(r)
+	e.wake(now, w)
+	return nil
+}
+
+// result adds r's tier figures to its record o: hit tokens per tier at
+// its first schedule (SGLang's device, host and storage hits; the GPU's
+// are those not loaded), the time it waited for loads (kv_fetch_s), and
+// when its KV was ready.
+func (o *offload) result(r *reqState, out *trace.Request) {
+	var loaded int64
+	for t, n := range r.tierHit {
+		loaded += n
+		if o.spec.has(t) {
+			switch t {
+			case tierHost:
+				out.HostHitTokens = trace.Some(n)
+			case tierDisk:
+				out.StorageHitTokens = trace.Some(n)
+			case tierRemote:
+				out.RemoteHitTokens = trace.Some(n)
+			}
+		}
+	}
+	out.DeviceHitTokens = trace.Some(r.cached - loaded)
+	out.KVFetchSec = trace.Some(r.kvWait.Seconds())
+	if r.loadEnd > 0 {
+		out.Ready = trace.Some(r.loadEnd)
+	}
+}
+
+// has reports whether the offload has tier t.
+func (o *Offload) has(t int) bool {
+	switch t {
+	case tierHost:
+		return o.HostBlocks > 0
+	case tierDisk:
+		return o.DiskBlocks > 0
+	}
+	return o.RemoteBlocks > 0
+}
