@@ -2,14 +2,25 @@ package analyze
 
 import (
 	"math"
+	"strconv"
 )
 
-// A Dist is an exact distribution of values (seconds, for latencies): every
-// value kept, sorted, so quantiles are exact, never sketched.
+// A Dist is an exact distribution of values (seconds, for latencies), in
+// one of two forms with the same numbers to the last bit:
+//
+//   - in memory (NewDist): every value kept, sorted, so any quantile is
+//     exact;
+//   - by passes (SummarizeStream): the count, mean and std, and the order
+//     statistics the summary asked for (median, percentiles, CDF
+//     quantiles) selected exactly, never sketched; Values is nil, and
+//     asking for a quantile that was not selected panics.
 type Dist struct {
-	Values []float64 // ascending
+	Values []float64 // ascending; nil for a distribution summarized by passes
 	Mean   float64
 	Std    float64 // population standard deviation (numpy's default, ddof=0)
+
+	n     int64             // values, when summarized by passes
+	ranks map[int64]float64 // selected order statistics (0-based rank → value), when summarized by passes
 }
 
 // NewDist returns the distribution of values. It sorts values in place and
@@ -25,13 +36,34 @@ func NewDist(values []float64) Dist {
 }
 
 // N returns the number of values.
-func (d Dist) N() int { return len(d.Values) }
+func (d Dist) N() int {
+	if d.ranks != nil {
+		return int(d.n)
+	}
+	return len(d.Values)
+}
+
+// Streamed reports whether d was summarized by passes (it holds selected
+// order statistics, not its values).
+func (d Dist) Streamed() bool { return d.ranks != nil }
+
+// at returns the value of 0-based rank i.
+func (d Dist) at(i int64) float64 {
+	if d.ranks == nil {
+		return d.Values[i]
+	}
+	v, ok := d.ranks[i]
+	if !ok {
+		panic("analyze: Dist: quantile of rank " + strconv.FormatInt(i, 10) + " was not selected by the passes (add it to StreamOptions)")
+	}
+	return v
+}
 
 // Median is numpy's median: the middle value, or the mean of the two
 // middle values, (a+b)/2 — which can differ in the last bit from the 50th
 // percentile's interpolation.
 func (d Dist) Median() float64 {
-	return medianOf(int64(len(d.Values)), func(i int64) float64 { return d.Values[i] })
+	return medianOf(int64(d.N()), d.at)
 }
 
 // Percentile returns the p-th percentile (0 ≤ p ≤ 100) with linear
@@ -39,7 +71,7 @@ func (d Dist) Median() float64 {
 // h = (n−1)·p/100, value x[⌊h⌋] + (h−⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋]).
 // An empty distribution gives 0, as vLLM's summary does.
 func (d Dist) Percentile(p float64) float64 {
-	return percentileOf(len(d.Values), p, func(i int64) float64 { return d.Values[i] })
+	return percentileOf(d.N(), p, d.at)
 }
 
 // percentileRanks returns the sorted positions percentileOf(n, p) reads.
@@ -104,14 +136,15 @@ func medianOf(n int64, at func(int64) float64) float64 {
 // value and cumulative probability. With n or fewer values it returns every
 // value; otherwise n points evenly spaced in probability, plus min and max.
 func (d Dist) Quantiles(n int) (values, probs []float64) {
-	m := len(d.Values)
+	m := d.N()
 	if m == 0 || n <= 0 {
 		return nil, nil
 	}
 	if m <= n {
-		values = append([]float64(nil), d.Values...)
+		values = make([]float64, m)
 		probs = make([]float64, m)
 		for i := range probs {
+			values[i] = d.at(int64(i))
 			probs[i] = float64(i+1) / float64(m)
 		}
 		return values, probs
@@ -119,9 +152,28 @@ func (d Dist) Quantiles(n int) (values, probs []float64) {
 	values = make([]float64, 0, n+1)
 	probs = make([]float64, 0, n+1)
 	for k := 0; k <= n; k++ {
-		p := float64(k) / float64(n)
+		p := quantileProb(k, n)
 		values = append(values, d.Percentile(100*p))
 		probs = append(probs, p)
 	}
 	return values, probs
+}
+
+// quantileProb is the probability of Quantiles' k-th point of n.
+func quantileProb(k, n int) float64 { return float64(k) / float64(n) }
+
+// quantileRanks returns the ranks Quantiles(n) reads from m values.
+func quantileRanks(m int64, n int) []int64 {
+	if m <= int64(n) {
+		ranks := make([]int64, m)
+		for i := range ranks {
+			ranks[i] = int64(i)
+		}
+		return ranks
+	}
+	var ranks []int64
+	for k := 0; k <= n; k++ {
+		ranks = append(ranks, percentileRanks(m, 100*quantileProb(k, n))...)
+	}
+	return ranks
 }

@@ -79,49 +79,66 @@ type Goodput struct {
 // for requests with at most one output token, as vLLM counts it.
 func ComputeGoodput(reqs []*trace.Request, slo SLO, durationSec float64) *Goodput {
 	g := &Goodput{SLO: slo}
-	sec := func(o trace.Opt[float64]) float64 { return o.V / 1000 }
 	for _, r := range reqs {
-		if !r.OK() {
-			continue
+		if g.Missing != "" {
+			break
 		}
-		good := true
-		if slo.TTFTms.OK {
-			if !r.TTFTSec.OK {
-				g.Missing = missingMetric(r, "ttft")
-				break
-			}
-			good = good && sec(slo.TTFTms) >= r.TTFTSec.V
-		}
-		if slo.TPOTms.OK {
-			tpot := 0.0
-			if n := r.OutputTokens.Or(0); n > 1 {
-				if !r.E2ESec.OK || !r.TTFTSec.OK {
-					g.Missing = missingMetric(r, "tpot (needs e2e and ttft)")
-					break
-				}
-				tpot = (r.E2ESec.V - r.TTFTSec.V) / float64(n-1)
-			}
-			good = good && sec(slo.TPOTms) >= tpot
-		}
-		if slo.E2ELms.OK {
-			if !r.E2ESec.OK {
-				g.Missing = missingMetric(r, "e2el")
-				break
-			}
-			good = good && sec(slo.E2ELms) >= r.E2ESec.V
-		}
-		if good {
-			g.Good++
-		}
+		judgeGoodput(g, r)
 	}
+	finishGoodput(g, durationSec)
+	return g
+}
+
+// judgeGoodput counts request r if it is completed and good, or sets
+// g.Missing when it lacks a metric an SLO names. The summary made by
+// passes calls it request by request, as ComputeGoodput does.
+func judgeGoodput(g *Goodput, r *trace.Request) {
+	if !r.OK() {
+		return
+	}
+	slo := g.SLO
+	sec := func(o trace.Opt[float64]) float64 { return o.V / 1000 }
+	good := true
+	if slo.TTFTms.OK {
+		if !r.TTFTSec.OK {
+			g.Missing = missingMetric(r, "ttft")
+			return
+		}
+		good = good && sec(slo.TTFTms) >= r.TTFTSec.V
+	}
+	if slo.TPOTms.OK {
+		tpot := 0.0
+		if n := r.OutputTokens.Or(0); n > 1 {
+			if !r.E2ESec.OK || !r.TTFTSec.OK {
+				g.Missing = missingMetric(r, "tpot (needs e2e and ttft)")
+				return
+			}
+			tpot = (r.E2ESec.V - r.TTFTSec.V) / float64(n-1)
+		}
+		good = good && sec(slo.TPOTms) >= tpot
+	}
+	if slo.E2ELms.OK {
+		if !r.E2ESec.OK {
+			g.Missing = missingMetric(r, "e2el")
+			return
+		}
+		good = good && sec(slo.E2ELms) >= r.E2ESec.V
+	}
+	if good {
+		g.Good++
+	}
+}
+
+// finishGoodput divides by the duration, or zeroes a goodput that could
+// not be computed.
+func finishGoodput(g *Goodput, durationSec float64) {
 	if g.Missing != "" {
 		g.Good = 0
-		return g
+		return
 	}
 	if durationSec > 0 {
 		g.Throughput = float64(g.Good) / durationSec
 	}
-	return g
 }
 
 func missingMetric(r *trace.Request, metric string) string {

@@ -17,24 +17,7 @@ type Group struct {
 // run is not listed get a run of their own, in order of first appearance.
 // Every listed run gets a group, even without requests (a summary-only run).
 func GroupByRun(runs []trace.Run, reqs []*trace.Request) []Group {
-	idx := make(map[string]int, len(runs))
-	groups := make([]Group, 0, len(runs))
-	for _, r := range runs {
-		if _, dup := idx[r.Name]; dup {
-			continue
-		}
-		idx[r.Name] = len(groups)
-		groups = append(groups, Group{Run: r})
-	}
-	for _, r := range reqs {
-		i, ok := idx[r.Run]
-		if !ok {
-			i = len(groups)
-			idx[r.Run] = i
-			groups = append(groups, Group{Run: trace.Run{Name: r.Run, Source: r.Source}})
-		}
-		groups[i].Requests = append(groups[i].Requests, r)
-	}
+	groups, _ := GroupBy("run", runs, reqs)
 	return groups
 }
 
@@ -47,46 +30,109 @@ var GroupKeys = []string{"run", "stage", "worker", "model"}
 // source-measured duration: their throughputs use the measured span.
 // Stages are keyed by run and stage, since stage names repeat across runs.
 func GroupBy(key string, runs []trace.Run, reqs []*trace.Request) ([]Group, error) {
-	var label func(r *trace.Request) string
-	switch key {
-	case "run", "":
-		return GroupByRun(runs, reqs), nil
-	case "stage":
-		label = func(r *trace.Request) string { return r.Run + "/" + r.Stage }
-	case "worker":
-		label = func(r *trace.Request) string { return r.Worker }
-	case "model":
-		label = func(r *trace.Request) string { return r.Model }
-	default:
-		return nil, fmt.Errorf("group by %q: want one of run, stage, worker, model", key)
-	}
-	byName := map[string]int{}
-	runOf := map[string]trace.Run{}
-	for _, r := range runs {
-		runOf[r.Name] = r
+	g, err := newGrouper(key, runs)
+	if err != nil {
+		return nil, err
 	}
 	var groups []Group
+	for _, run := range g.runs {
+		groups = append(groups, Group{Run: run})
+	}
 	for _, r := range reqs {
-		v := label(r)
-		i, ok := byName[v]
-		if !ok {
-			i = len(groups)
-			byName[v] = i
-			name := key + "=" + v
-			if v == "" {
-				name = key + "=(none)"
-			}
-			run := trace.Run{Name: name, Source: r.Source, Model: r.Model}
-			if key == "stage" {
-				base := runOf[r.Run]
-				run = trace.Run{Name: r.Run, Stage: r.Stage, Source: base.Source, Model: base.Model, File: base.File}
-				if run.Source == "" {
-					run.Source = r.Source
-				}
-			}
-			groups = append(groups, Group{Run: run})
+		i := g.index(r)
+		if i == len(groups) {
+			groups = append(groups, Group{Run: g.runs[i]})
 		}
 		groups[i].Requests = append(groups[i].Requests, r)
 	}
 	return groups, nil
+}
+
+// A grouper assigns requests to groups, creating a group (and its run) at
+// a key's first appearance: GroupBy's rule, shared by the in-memory
+// grouping and the summaries made by passes (SummarizeStreamGroups), so
+// both list the same groups in the same order.
+type grouper struct {
+	key   string
+	label func(r *trace.Request) string // nil: by run
+	idx   map[string]int
+	runOf map[string]trace.Run
+	runs  []trace.Run // the groups' runs, in group order
+}
+
+func newGrouper(key string, runs []trace.Run) (*grouper, error) {
+	g := &grouper{key: key, idx: map[string]int{}, runOf: map[string]trace.Run{}}
+	switch key {
+	case "run", "":
+		g.key = "run"
+		// Every listed run is a group, even without requests.
+		for _, r := range runs {
+			if _, dup := g.idx[r.Name]; dup {
+				continue
+			}
+			g.idx[r.Name] = len(g.runs)
+			g.runs = append(g.runs, r)
+		}
+		return g, nil
+	case "stage":
+		g.label = func(r *trace.Request) string { return r.Run + "/" + r.Stage }
+	case "worker":
+		g.label = func(r *trace.Request) string { return r.Worker }
+	case "model":
+		g.label = func(r *trace.Request) string { return r.Model }
+	default:
+		return nil, fmt.Errorf("group by %q: want one of run, stage, worker, model", key)
+	}
+	for _, r := range runs {
+		g.runOf[r.Name] = r
+	}
+	return g, nil
+}
+
+// index returns r's group, len(g.runs)−1 after adding it when r is the
+// first of a new group.
+func (g *grouper) index(r *trace.Request) int {
+	if g.label == nil {
+		i, ok := g.idx[r.Run]
+		if !ok {
+			i = len(g.runs)
+			g.idx[r.Run] = i
+			g.runs = append(g.runs, trace.Run{Name: r.Run, Source: r.Source})
+		}
+		return i
+	}
+	v := g.label(r)
+	if i, ok := g.idx[v]; ok {
+		return i
+	}
+	i := len(g.runs)
+	g.idx[v] = i
+	name := g.key + "=" + v
+	if v == "" {
+		name = g.key + "=(none)"
+	}
+	run := trace.Run{Name: name, Source: r.Source, Model: r.Model}
+	if g.key == "stage" {
+		base := g.runOf[r.Run]
+		run = trace.Run{Name: r.Run, Stage: r.Stage, Source: base.Source, Model: base.Model, File: base.File}
+		if run.Source == "" {
+			run.Source = r.Source
+		}
+	}
+	g.runs = append(g.runs, run)
+	return i
+}
+
+// GroupColumns are the request fields (Parquet columns) a grouping by key
+// reads, beyond what a summary reads.
+func GroupColumns(key string) []string {
+	switch key {
+	case "stage":
+		return []string{"run", "stage", "source"}
+	case "worker":
+		return []string{"worker", "source", "model"}
+	case "model":
+		return []string{"model", "source"}
+	}
+	return []string{"run", "source"}
 }

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"errors"
 	"math"
 	"slices"
 
@@ -9,163 +8,41 @@ import (
 )
 
 // A Source yields the requests of a dataset, in the same order on every
-// call; each call is one pass (e.g. one read of a Parquet file).
+// call; each call is one pass (e.g. one read of a Parquet file). The
+// request handed to yield may be reused after yield returns.
+//
+// The passes after the first read only a request's status, output tokens,
+// arrival, TTFT, E2E and ITL gaps (and the fields it is grouped by), so a
+// source may leave the others absent from its second call on.
 type Source func(yield func(*trace.Request) error) error
 
-// A StreamDist is a distribution summarized without keeping its values:
-// count, numpy-exact mean and population std, median and percentiles.
-type StreamDist struct {
-	N           int64
-	Mean, Std   float64
-	Median      float64
-	Percentiles []float64 // at StreamSummary.Pcts
-}
-
-// A StreamSummary is the part of Summary that SummarizeStream computes in
-// bounded memory: counts, token totals, the duration and throughputs, and
-// the four latency distributions.
-type StreamSummary struct {
-	Requests, Completed, Failed         int64
-	TotalInputTokens, TotalOutputTokens int64
-	// DurationSec is measured from the first arrival to the last end, as
-	// Summary's is when the source reported none; 0 without arrivals.
-	// The throughputs divide by it, as Summary's do.
-	DurationSec                                          float64
-	RequestThroughput, InputThroughput, OutputThroughput float64
-	TotalTokenThroughput                                 float64
-	Pcts                                                 []float64
-	TTFT, TPOT, ITL, E2E                                 StreamDist
-	Passes                                               int // passes made over the source
-}
-
-// collectLimit (a variable so tests can force refinement) bounds the values one selection target keeps in memory
-// (8 MiB of float64); a bucket holding more is split by the next 16 bits
-// of its values in one more pass.
+// collectLimit (a variable so tests can force refinement) bounds the
+// values one bucket's selection keeps in memory (8 MiB of float64); a
+// bucket holding more is split by the next 16 bits of its values in one
+// more pass.
 var collectLimit int64 = 1 << 20
 
-// SummarizeStream computes the latency distributions of Summarize —
-// the same numbers to the last bit — in a few passes over src, without
-// holding the values: what pooled ITL needs when it has 10⁸ values.
-//
-//  1. Count the values of each metric and histogram the top 16 bits of
-//     an order-preserving integer key of each float64.
-//  2. Sum the values in numpy's pairwise order (pairwiseStream, which
-//     needs n from pass 1) for the mean; for each rank a median or
-//     percentile reads, keep the values of its bucket when at most
-//     collectLimit, else histogram the next 16 bits within the bucket.
-//  3. Sum the squared deviations from the mean pairwise for the std
-//     (numpy computes x − mean first, so the mean must be final); go on
-//     refining or collecting the buckets still open.
-//
-// Further passes run only while a bucket is still too full (at most four
-// levels of 16 bits; a 64-bit prefix is a single value).
-//
-// Note: exact means equal to numpy applied to the pooled array in request
-// order (np.mean/np.std of a contiguous float64 array: one pairwise sum
-// over the whole array), not merely to the true mean rounded once.
-func SummarizeStream(src Source, pcts []float64) (*StreamSummary, error) {
-	z := NewStreamSummarizer(pcts)
-	// Pass 1: counts and top-level histograms.
-	err := src(func(r *trace.Request) error {
-		z.Add(r)
-		return nil
-	})
-	z.s.Passes++
-	if err != nil {
-		return nil, err
-	}
-	return z.Finish(src)
+// passBudget bounds, in float64 values, what the selection of one pass
+// holds over every metric of every summary made together: collected
+// bucket values, and 65,536 per histogram of a bucket's next 16 bits. A
+// job that does not fit waits for a later pass, so a CDF of thousands of
+// quantiles, or a summary per worker, costs passes rather than memory.
+var passBudget int64 = 16 << 20
+
+// A budget is what is left of passBudget in the current pass.
+type budget struct {
+	left int64
+	used bool // some job was admitted: one that does not fit waits
 }
 
-// A StreamSummarizer is SummarizeStream with its first pass fed by the
-// caller: Add every request of the dataset (in any order: the first pass
-// only counts), then Finish makes the other passes over src, which must
-// yield the same requests. A replay that writes its records to a file
-// adds them as it writes, and reads the file only twice.
-type StreamSummarizer struct {
-	s    *StreamSummary
-	ms   [4]*metricStream
-	pcts []float64
-	span span // first arrival to last end
-}
-
-// NewStreamSummarizer starts a summary with percentiles pcts.
-func NewStreamSummarizer(pcts []float64) *StreamSummarizer {
-	z := &StreamSummarizer{s: &StreamSummary{Pcts: pcts}, pcts: pcts, span: newSpan()}
-	for i := range z.ms {
-		z.ms[i] = &metricStream{hist: make([]int64, 1<<16)}
+// take admits a job of cost values, always the pass's first one.
+func (b *budget) take(cost int64) bool {
+	if b.used && cost > b.left {
+		return false
 	}
-	return z
-}
-
-// Add counts request r (the first pass). It keeps nothing of r.
-func (z *StreamSummarizer) Add(r *trace.Request) {
-	s := z.s
-	s.Requests++
-	z.span.add(r)
-	if !r.OK() {
-		s.Failed++
-		return
-	}
-	s.Completed++
-	s.TotalInputTokens += r.InputTokens.Or(0)
-	s.TotalOutputTokens += r.OutputTokens.Or(0)
-	eachMetric(r, z.count, z.countSlice)
-}
-
-func (z *StreamSummarizer) count(m int, v float64) { z.ms[m].count(v) }
-
-func (z *StreamSummarizer) countSlice(m int, vs []float64) {
-	ms := z.ms[m]
-	ms.n += int64(len(vs))
-	for _, v := range vs {
-		ms.hist[floatKey(v)>>48]++
-	}
-}
-
-func (z *StreamSummarizer) visit(m int, v float64) { z.ms[m].visit(v) }
-
-func (z *StreamSummarizer) visitSlice(m int, vs []float64) { z.ms[m].visitSlice(vs) }
-
-// Finish makes the passes over src that the summary still needs; Passes
-// counts them (and the first, when SummarizeStream made it).
-func (z *StreamSummarizer) Finish(src Source) (*StreamSummary, error) {
-	s, ms, pcts := z.s, z.ms, z.pcts
-	for _, m := range ms {
-		m.plan(pcts)
-	}
-	for pass := 2; ; pass++ {
-		work := false
-		for _, m := range ms {
-			work = m.startPass(pass) || work
-		}
-		if !work {
-			break
-		}
-		if pass > 8 {
-			return nil, errors.New("analyze: stream summary did not converge") // cannot happen: 4 levels of 16 bits
-		}
-		err := src(func(r *trace.Request) error {
-			if r.OK() {
-				eachMetric(r, z.visit, z.visitSlice)
-			}
-			return nil
-		})
-		s.Passes++
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range ms {
-			m.endPass()
-		}
-	}
-	s.TTFT, s.TPOT, s.ITL, s.E2E = ms[0].result(pcts), ms[1].result(pcts), ms[2].result(pcts), ms[3].result(pcts)
-	if z.span.measured() {
-		s.DurationSec = z.span.duration()
-		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
-			throughputs(s.Completed, s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
-	}
-	return s, nil
+	b.left -= cost
+	b.used = true
+	return true
 }
 
 // A metricStream per metric: TTFT (0), TPOT (1), ITL (2) and E2E (3).
@@ -225,20 +102,45 @@ type target struct {
 }
 
 // A bucketJob is the work of one pass on one open prefix: collect its
-// values, or histogram their next 16 bits.
+// values, or histogram their next 16 bits, for its targets.
 type bucketJob struct {
 	prefix  uint64
 	bits    uint
 	collect bool
 	values  []float64
 	hist    []int64
+	targets []*target // ascending rank
 }
 
+func (j *bucketJob) top() uint64 { return j.prefix >> (j.bits - 16) }
+
+// A metricStream selects the order statistics of one metric in passes
+// and sums it for the mean and std.
+//
+//  1. Count the values and histogram the top 16 bits of an
+//     order-preserving integer key of each float64 (count).
+//  2. Sum the values in numpy's pairwise order (pairwiseStream, which
+//     needs n from pass 1) for the mean; for each bucket holding a rank
+//     to select, keep its values when at most collectLimit, else
+//     histogram the next 16 bits within the bucket.
+//  3. Sum the squared deviations from the mean pairwise for the std
+//     (numpy computes x − mean first, so the mean must be final); go on
+//     refining or collecting the buckets still open.
+//
+// Further passes run while a bucket is still open (at most four levels of
+// 16 bits: a 64-bit prefix is a single value) or waits for the budget.
 type metricStream struct {
 	n       int64
 	hist    []int64
-	targets []*target
+	targets []*target // ascending rank
 	jobs    []*bucketJob
+	// The jobs' buckets are disjoint key ranges [los[i], his[i]], in
+	// ascending order; with many jobs, byTop holds 1 + the index of the
+	// first job of each top-16-bit bucket (0: none), where a binary
+	// search for a value's job starts.
+	los, his []uint64
+	byTop    []int32
+	last     int // the job of the previous value: neighbouring gaps of a request are often in one bucket
 
 	sum, sq  *pairwiseStream
 	mean     float64
@@ -247,31 +149,31 @@ type metricStream struct {
 	std      float64
 }
 
+func newMetricStream() *metricStream { return &metricStream{hist: make([]int64, 1<<16)} }
+
 func (m *metricStream) count(v float64) {
 	m.n++
 	m.hist[floatKey(v)>>48]++
 }
 
-// plan turns the ranks the median and percentiles read into targets in the
-// top-level buckets.
-func (m *metricStream) plan(pcts []float64) {
-	ranks := medianRanks(m.n)
-	for _, p := range pcts {
-		ranks = append(ranks, percentileRanks(m.n, p)...)
+func (m *metricStream) countSlice(vs []float64) {
+	m.n += int64(len(vs))
+	for _, v := range vs {
+		m.hist[floatKey(v)>>48]++
 	}
+}
+
+// plan turns ranks into targets in the top-level buckets.
+func (m *metricStream) plan(ranks []int64) {
 	slices.Sort(ranks)
 	ranks = slices.Compact(ranks)
+	cum, b := int64(0), 0
 	for _, r := range ranks {
-		t := &target{rank: r, bits: 16}
-		cum := int64(0)
-		for b, c := range m.hist {
-			if r < cum+c {
-				t.prefix, t.within, t.count = uint64(b), r-cum, c
-				break
-			}
-			cum += c
+		for b < len(m.hist) && r >= cum+m.hist[b] {
+			cum += m.hist[b]
+			b++
 		}
-		m.targets = append(m.targets, t)
+		m.targets = append(m.targets, &target{rank: r, bits: 16, prefix: uint64(b), within: r - cum, count: m.hist[b]})
 	}
 	m.hist = nil
 	if m.n > 0 {
@@ -281,35 +183,60 @@ func (m *metricStream) plan(pcts []float64) {
 	}
 }
 
-// startPass sets up the pass's jobs; it reports whether the metric needs
-// this pass at all.
-func (m *metricStream) startPass(pass int) bool {
+// startPass sets up the pass's jobs within the budget; it reports whether
+// the metric needs this pass at all.
+func (m *metricStream) startPass(b *budget) bool {
 	m.jobs = m.jobs[:0]
+	var last *bucketJob
+	waiting := false
 	for _, t := range m.targets {
-		if t.done || m.job(t.prefix, t.bits) != nil {
+		if t.done {
 			continue
 		}
-		j := &bucketJob{prefix: t.prefix, bits: t.bits, collect: t.count <= collectLimit}
+		// Targets are in rank order, so those of one bucket are adjacent.
+		if last != nil && last.prefix == t.prefix && last.bits == t.bits {
+			last.targets = append(last.targets, t)
+			continue
+		}
+		last = nil
+		if waiting {
+			continue
+		}
+		j := &bucketJob{prefix: t.prefix, bits: t.bits, collect: t.count <= collectLimit, targets: []*target{t}}
+		cost := int64(1 << 16)
+		if j.collect {
+			cost = t.count
+		}
+		if !b.take(cost) {
+			waiting = true // the rest waits for the next pass
+			continue
+		}
 		if j.collect {
 			j.values = make([]float64, 0, t.count)
 		} else {
 			j.hist = make([]int64, 1<<16)
 		}
 		m.jobs = append(m.jobs, j)
+		last = j
+	}
+	// Jobs are in rank order, hence in key order; a target's bucket
+	// moves down a level with every other target in it, so buckets are
+	// disjoint.
+	m.los, m.his, m.byTop = m.los[:0], m.his[:0], nil
+	for _, j := range m.jobs {
+		lo := j.prefix << (64 - j.bits)
+		m.los, m.his = append(m.los, lo), append(m.his, lo|(1<<(64-j.bits)-1))
+	}
+	if len(m.jobs) > 8 {
+		m.byTop = make([]int32, 1<<16)
+		for i := len(m.jobs) - 1; i >= 0; i-- {
+			m.byTop[m.jobs[i].top()] = int32(i + 1)
+		}
 	}
 	if m.meanDone && !m.stdDone && m.sq == nil {
 		m.sq = newPairwiseStream(int(m.n))
 	}
-	return len(m.jobs) > 0 || !m.meanDone || !m.stdDone
-}
-
-func (m *metricStream) job(prefix uint64, bits uint) *bucketJob {
-	for _, j := range m.jobs {
-		if j.prefix == prefix && j.bits == bits {
-			return j
-		}
-	}
-	return nil
+	return len(m.jobs) > 0 || waiting || !m.meanDone || !m.stdDone
 }
 
 func (m *metricStream) visit(v float64) {
@@ -319,24 +246,51 @@ func (m *metricStream) visit(v float64) {
 		d := v - m.mean
 		m.sq.Add(d * d)
 	}
-	if len(m.jobs) == 0 {
-		return
+	if len(m.jobs) > 0 {
+		m.select1(v)
 	}
-	m.select1(v)
 }
 
 // select1 gives v to the pass's job on its bucket, if any.
 func (m *metricStream) select1(v float64) {
 	k := floatKey(v)
-	for _, j := range m.jobs {
-		if k>>(64-j.bits) != j.prefix {
-			continue
+	var j *bucketJob
+	if l := m.last; l < len(m.los) && m.los[l] <= k && k <= m.his[l] {
+		j = m.jobs[l]
+	} else if m.byTop == nil {
+		for i, lo := range m.los {
+			if lo <= k && k <= m.his[i] {
+				j, m.last = m.jobs[i], i
+				break
+			}
 		}
-		if j.collect {
-			j.values = append(j.values, v)
-		} else {
-			j.hist[(k<<j.bits)>>48]++
+	} else {
+		start := int(m.byTop[k>>48]) - 1
+		if start < 0 {
+			return
 		}
+		// The last job starting at or below k.
+		los := m.los[start:]
+		lo, hi := 0, len(los)
+		for lo < hi {
+			mid := int(uint(lo+hi) >> 1)
+			if los[mid] <= k {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		if i := start + lo - 1; lo > 0 && k <= m.his[i] {
+			j, m.last = m.jobs[i], i
+		}
+	}
+	if j == nil {
+		return
+	}
+	if j.collect {
+		j.values = append(j.values, v)
+	} else {
+		j.hist[(k<<j.bits)>>48]++
 	}
 }
 
@@ -373,47 +327,38 @@ func (m *metricStream) endPass() {
 		sq, _ := m.sq.Sum()
 		m.std, m.stdDone = math.Sqrt(sq/float64(m.n)), true
 	}
-	for _, t := range m.targets {
-		if t.done {
-			continue
-		}
-		j := m.job(t.prefix, t.bits)
+	for _, j := range m.jobs {
 		if j.collect {
 			slices.Sort(j.values)
-			t.value, t.done = j.values[t.within], true
+			for _, t := range j.targets {
+				t.value, t.done = j.values[t.within], true
+			}
 			continue
 		}
-		cum := int64(0)
-		for b, c := range j.hist {
-			if t.within < cum+c {
-				t.prefix = t.prefix<<16 | uint64(b)
-				t.bits += 16
-				t.within -= cum
-				t.count = c
-				break
+		cum, b := int64(0), 0
+		for _, t := range j.targets { // ascending within
+			for b < len(j.hist) && t.within >= cum+j.hist[b] {
+				cum += j.hist[b]
+				b++
 			}
-			cum += c
-		}
-		if t.bits == 64 { // every value with this key is this value
-			t.value, t.done = keyFloat(t.prefix), true
+			t.prefix = t.prefix<<16 | uint64(b)
+			t.bits += 16
+			t.within -= cum
+			t.count = j.hist[b]
+			if t.bits == 64 { // every value with this key is this value
+				t.value, t.done = keyFloat(t.prefix), true
+			}
 		}
 	}
-	m.jobs = m.jobs[:0]
+	m.jobs, m.byTop = m.jobs[:0], nil
 }
 
-func (m *metricStream) at(rank int64) float64 {
+// dist returns the finished distribution: its count, mean, std and the
+// selected order statistics.
+func (m *metricStream) dist() Dist {
+	d := Dist{Mean: m.mean, Std: m.std, n: m.n, ranks: make(map[int64]float64, len(m.targets))}
 	for _, t := range m.targets {
-		if t.rank == rank {
-			return t.value
-		}
-	}
-	panic("analyze: rank not selected")
-}
-
-func (m *metricStream) result(pcts []float64) StreamDist {
-	d := StreamDist{N: m.n, Mean: m.mean, Std: m.std, Median: medianOf(m.n, m.at)}
-	for _, p := range pcts {
-		d.Percentiles = append(d.Percentiles, percentileOf(m.n, p, m.at))
+		d.ranks[t.rank] = t.value
 	}
 	return d
 }

@@ -81,18 +81,18 @@ func BenchmarkSummarizeStreamParquet(b *testing.B) {
 	if st, err := os.Stat(path); err == nil {
 		b.Logf("%s: %d requests, %.0f MB", path, *streamBenchRequests, float64(st.Size())/1e6)
 	}
-	pcts := []float64{50, 90, 99, 99.9}
+	opts := StreamOptions{Percentiles: []float64{50, 90, 99, 99.9}}
 	b.ResetTimer()
 	for b.Loop() {
-		s, err := SummarizeStream(parquetSource(path), pcts)
+		s, err := SummarizeStream(parquetSource(path), trace.Run{}, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if s.ITL.N != int64(*streamBenchRequests)*20 {
-			b.Fatalf("pooled ITL has %d values, want %d", s.ITL.N, *streamBenchRequests*20)
+		if s.ITL.N() != *streamBenchRequests*20 {
+			b.Fatalf("pooled ITL has %d values, want %d", s.ITL.N(), *streamBenchRequests*20)
 		}
 		b.ReportMetric(float64(s.Passes), "passes")
-		b.ReportMetric(s.ITL.Percentiles[2]*1000, "p99_itl_ms")
+		b.ReportMetric(s.ITL.Percentile(99)*1000, "p99_itl_ms")
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -108,11 +108,11 @@ func TestStreamSummaryParquetRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := checkStreamEqualsSummary(t, reqs, []float64{50, 90, 99, 99.9})
-	if s.ITL.N != 60000 {
-		t.Errorf("ITL n = %d", s.ITL.N)
+	s := checkStreamEqualsSummary(t, reqs, StreamOptions{Percentiles: []float64{50, 90, 99, 99.9}})
+	if s.ITL.N() != 60000 {
+		t.Errorf("ITL n = %d", s.ITL.N())
 	}
-	got, err := SummarizeStream(parquetSource(path), []float64{99})
+	got, err := SummarizeStream(parquetSource(path), trace.Run{}, StreamOptions{Percentiles: []float64{99}})
 	if err != nil || got.ITL.Mean != s.ITL.Mean {
 		t.Errorf("Parquet source: %v, mean %v vs %v", err, got.ITL.Mean, s.ITL.Mean)
 	}

@@ -48,64 +48,194 @@ func randomRequests(rng *rand.Rand, n int) []*trace.Request {
 	return reqs
 }
 
-func checkStreamEqualsSummary(t *testing.T, reqs []*trace.Request, pcts []float64) *StreamSummary {
+// checkStreamEqualsSummary summarizes reqs by passes and in memory and
+// checks that every field of the two summaries is the same to the bit
+// (the distributions on every rank the passes selected, which must cover
+// the median, pcts and the CDF's quantiles), but Passes.
+func checkStreamEqualsSummary(t *testing.T, reqs []*trace.Request, opts StreamOptions) *Summary {
 	t.Helper()
-	got, err := SummarizeStream(sliceSource(reqs), pcts)
+	run := trace.Run{Name: "r", Source: "test"}
+	got, err := SummarizeStream(sliceSource(reqs), run, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Summarize(trace.Run{}, reqs)
-	if got.Completed != int64(want.Completed) || got.Failed != int64(want.Failed) ||
-		got.TotalInputTokens != want.TotalInputTokens || got.TotalOutputTokens != want.TotalOutputTokens {
-		t.Errorf("counts differ: %+v vs %+v", got, want)
-	}
-	if got.DurationSec != want.DurationSec || got.RequestThroughput != want.RequestThroughput ||
-		got.InputThroughput != want.InputThroughput || got.OutputThroughput != want.OutputThroughput ||
-		got.TotalTokenThroughput != want.TotalTokenThroughput {
-		t.Errorf("duration and throughputs differ: stream %v s, %v req/s, %v/%v/%v tok/s; in memory %v s, %v req/s, %v/%v/%v tok/s",
-			got.DurationSec, got.RequestThroughput, got.InputThroughput, got.OutputThroughput, got.TotalTokenThroughput,
-			want.DurationSec, want.RequestThroughput, want.InputThroughput, want.OutputThroughput, want.TotalTokenThroughput)
-	}
+	want := SummarizeWith(run, reqs, Options{Goodput: opts.Goodput})
 	if len(reqs) > 0 && got.DurationSec == 0 {
 		t.Error("no duration measured")
 	}
-	for _, m := range []struct {
-		name string
-		s    StreamDist
-		d    Dist
-	}{{"ttft", got.TTFT, want.TTFT}, {"tpot", got.TPOT, want.TPOT}, {"itl", got.ITL, want.ITL}, {"e2e", got.E2E, want.E2E}} {
-		if m.s.N != int64(m.d.N()) || m.s.Mean != m.d.Mean || m.s.Std != m.d.Std || m.s.Median != m.d.Median() {
-			t.Errorf("%s: stream n=%d mean=%v std=%v median=%v; in memory n=%d mean=%v std=%v median=%v",
-				m.name, m.s.N, m.s.Mean, m.s.Std, m.s.Median, m.d.N(), m.d.Mean, m.d.Std, m.d.Median())
-		}
-		for i, p := range pcts {
-			if m.s.Percentiles[i] != m.d.Percentile(p) {
-				t.Errorf("%s p%v: stream %v, in memory %v", m.name, p, m.s.Percentiles[i], m.d.Percentile(p))
-			}
-		}
-	}
+	checkSameSummary(t, got, want, opts)
 	return got
 }
 
+// checkSameSummary compares a summary made by passes with one made in
+// memory, field by field, floats by their bits.
+func checkSameSummary(t *testing.T, got, want *Summary, opts StreamOptions) {
+	t.Helper()
+	if got.Passes == 0 || want.Passes != 0 {
+		t.Errorf("passes: by passes %d, in memory %d", got.Passes, want.Passes)
+	}
+	g, w := *got, *want
+	g.Passes = 0
+	dists := []struct {
+		name      string
+		got, want *Dist
+	}{{"ttft", &g.TTFT, &w.TTFT}, {"tpot", &g.TPOT, &w.TPOT}, {"itl", &g.ITL, &w.ITL}, {"e2e", &g.E2E, &w.E2E}}
+	for _, d := range dists {
+		if !d.got.Streamed() {
+			t.Fatalf("%s: the summary by passes holds its values", d.name)
+		}
+		// Every quantile the renderers ask for reads selected ranks only
+		// (a missing one panics), and equals the in-memory value.
+		vals := func(x Dist) []float64 {
+			out := []float64{x.Median()}
+			for _, p := range opts.Percentiles {
+				out = append(out, x.Percentile(p))
+			}
+			q, _ := x.Quantiles(opts.CDFPoints)
+			return append(out, q...)
+		}
+		if gv, wv := vals(*d.got), vals(*d.want); !sameBits(reflect.ValueOf(gv), reflect.ValueOf(wv)) {
+			t.Errorf("%s: quantiles by passes %v, in memory %v", d.name, gv, wv)
+		}
+		// The rest of the comparison sees the in-memory distribution
+		// reduced to what the passes selected.
+		red := Dist{Mean: d.want.Mean, Std: d.want.Std, n: int64(d.want.N()), ranks: map[int64]float64{}}
+		for r := range d.got.ranks {
+			red.ranks[r] = d.want.Values[r]
+		}
+		*d.want = red
+	}
+	if !sameBits(reflect.ValueOf(g), reflect.ValueOf(w)) {
+		t.Errorf("summaries differ:\nby passes %+v\nin memory %+v", g, w)
+	}
+}
+
+// sameBits is reflect.DeepEqual with floats compared by their bits (so
+// −0 differs from 0, and NaN equals the same NaN).
+func sameBits(a, b reflect.Value) bool {
+	if a.Kind() != b.Kind() {
+		return false
+	}
+	switch a.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return math.Float64bits(a.Float()) == math.Float64bits(b.Float())
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return sameBits(a.Elem(), b.Elem())
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if !sameBits(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Slice, reflect.Array:
+		if a.Len() != b.Len() {
+			return false
+		}
+		for i := range a.Len() {
+			if !sameBits(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		if a.Len() != b.Len() {
+			return false
+		}
+		for _, k := range a.MapKeys() {
+			bv := b.MapIndex(k)
+			if !bv.IsValid() || !sameBits(a.MapIndex(k), bv) {
+				return false
+			}
+		}
+		return true
+	case reflect.String:
+		return a.String() == b.String()
+	case reflect.Bool:
+		return a.Bool() == b.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return a.Int() == b.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return a.Uint() == b.Uint()
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
 // TestStreamSummaryEqualsInMemory checks the multi-pass summary against
-// Summarize to the last bit, once with buckets small enough to collect and
-// once with a collect limit of 3 values, which forces every level of
-// refinement down to single 64-bit keys.
+// Summarize to the last bit, on every field: with buckets small enough to
+// collect, with a collect limit of 3 values (which forces every level of
+// refinement down to single 64-bit keys), with a pass budget so small
+// that jobs wait, and with peaks, goodput and mixed semantics.
 func TestStreamSummaryEqualsInMemory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	reqs := randomRequests(rng, 20000)
-	pcts := []float64{0, 1, 25, 50, 90, 99, 99.9, 100}
-	s := checkStreamEqualsSummary(t, reqs, pcts)
+	opts := StreamOptions{Percentiles: []float64{0, 1, 25, 50, 90, 99, 99.9, 100}}
+	s := checkStreamEqualsSummary(t, reqs, opts)
 	if s.Passes != 3 {
 		t.Errorf("%d passes, want 3 when every bucket fits", s.Passes)
 	}
+	if s.Peak != nil || s.PeakMissing == "" {
+		t.Errorf("peak computed though some requests lack arrivals: %+v", s.Peak)
+	}
+	withCDF := opts
+	withCDF.CDFPoints = 500
+	checkStreamEqualsSummary(t, reqs, withCDF)
+	withCDF.CDFPoints = 50000 // more points than values: every value
+	checkStreamEqualsSummary(t, reqs[:3000], withCDF)
+
 	defer func(old int64) { collectLimit = old }(collectLimit)
 	collectLimit = 3
-	s = checkStreamEqualsSummary(t, reqs, pcts)
+	s = checkStreamEqualsSummary(t, reqs, opts)
 	if s.Passes < 4 { // 16-bit levels: top, 32, 48 and 64 bits
 		t.Errorf("%d passes with a collect limit of 3; refinement did not happen", s.Passes)
 	}
-	checkStreamEqualsSummary(t, nil, pcts)
+	collectLimit = 1 << 20
+	defer func(old int64) { passBudget = old }(passBudget)
+	passBudget = 100
+	withCDF.CDFPoints = 300
+	s = checkStreamEqualsSummary(t, reqs, withCDF)
+	if s.Passes < 6 {
+		t.Errorf("%d passes with a budget of 100 values; no job waited", s.Passes)
+	}
+	passBudget = 16 << 20
+	checkStreamEqualsSummary(t, nil, opts)
+
+	// Peaks need every successful request's arrival, TTFT and E2E.
+	var full []*trace.Request
+	for _, r := range reqs {
+		if r.Arrival.OK && r.E2ESec.OK {
+			full = append(full, r)
+		}
+	}
+	full[3].Status, full[4].Status, full[5].Status = trace.StatusTimeout, trace.StatusAborted, "weird"
+	full[7].ITLUnit, full[8].ITLUnit, full[8].E2EBasis = trace.ITLChunk, trace.ITLToken, "last_token"
+	full[8].OutputTokensSource = "server_usage"
+	withSLO := opts
+	withSLO.Goodput = SLO{TTFTms: trace.Some(200.0), TPOTms: trace.Some(100.0)}
+	s = checkStreamEqualsSummary(t, full, withSLO)
+	if s.Peak == nil || s.Peak.ConcurrentRequests == 0 || s.Goodput == nil || s.Goodput.Good == 0 || !s.Semantics.Mixed || s.TokensPerChunk == 0 {
+		t.Errorf("a section is missing: peak %+v, goodput %+v, semantics %+v, tokens per chunk %v", s.Peak, s.Goodput, s.Semantics, s.TokensPerChunk)
+	}
+	// Far-apart arrivals: the peak bins go sparse.
+	far := append([]*trace.Request(nil), full[:200]...)
+	for i, r := range far {
+		c := *r
+		c.Arrival = trace.Some(trace.Time(int64(i) * int64(i) * 3e12))
+		far[i] = &c
+	}
+	checkStreamEqualsSummary(t, far, withSLO)
+	// A goodput SLO on a metric some request lacks.
+	noTTFT := append([]*trace.Request(nil), full[:100]...)
+	c := *noTTFT[40]
+	c.TTFTSec = trace.Opt[float64]{}
+	noTTFT[40] = &c
+	s = checkStreamEqualsSummary(t, noTTFT, withSLO)
+	if s.Goodput.Missing == "" || s.PeakMissing == "" {
+		t.Errorf("goodput %+v, peak missing %q", s.Goodput, s.PeakMissing)
+	}
 }
 
 func TestFloatKeyOrder(t *testing.T) {
@@ -122,19 +252,20 @@ func TestFloatKeyOrder(t *testing.T) {
 	}
 }
 
-// A StreamSummarizer whose first pass is fed by Add, in another order,
-// gives SummarizeStream's summary with one pass fewer over the source.
+// A StreamSummarizer whose first pass is fed by Add gives
+// SummarizeStream's summary with one pass fewer over the source.
 func TestStreamSummarizerAddThenFinish(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	reqs := randomRequests(rng, 5000)
-	pcts := []float64{1, 50, 99}
-	want, err := SummarizeStream(sliceSource(reqs), pcts)
+	opts := StreamOptions{Percentiles: []float64{1, 50, 99}}
+	run := trace.Run{Name: "x"}
+	want, err := SummarizeStream(sliceSource(reqs), run, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	z := NewStreamSummarizer(pcts)
-	for i := len(reqs) - 1; i >= 0; i-- {
-		z.Add(reqs[i])
+	z := NewStreamSummarizer(run, opts)
+	for _, r := range reqs {
+		z.Add(r)
 	}
 	got, err := z.Finish(sliceSource(reqs))
 	if err != nil {
@@ -146,5 +277,38 @@ func TestStreamSummarizerAddThenFinish(t *testing.T) {
 	got.Passes = want.Passes
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("summaries differ:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// SummarizeStreamGroups gives, per group, what SummarizeStream gives for
+// the group's requests, in GroupBy's order, and the pooled summary.
+func TestSummarizeStreamGroups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	reqs := randomRequests(rng, 6000)
+	for i, r := range reqs {
+		c := *r
+		c.Worker = []string{"w2", "w0", "", "w1"}[i%4]
+		c.Run = []string{"b", "a"}[i%2]
+		reqs[i] = &c
+	}
+	runs := []trace.Run{{Name: "empty"}, {Name: "a", Source: "x"}}
+	opts := StreamOptions{Percentiles: []float64{50, 90, 99}}
+	pool := StreamOptions{Percentiles: []float64{90}, CDFPoints: 100}
+	for _, key := range GroupKeys {
+		groups, err := GroupBy(key, runs, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums, err := SummarizeStreamGroups(sliceSource(reqs), key, runs, opts, trace.Run{Name: "all"}, &pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sums) != len(groups)+1 {
+			t.Fatalf("by %s: %d summaries for %d groups", key, len(sums), len(groups))
+		}
+		for i, g := range groups {
+			checkSameSummary(t, sums[i], Summarize(g.Run, g.Requests), opts)
+		}
+		checkSameSummary(t, sums[len(groups)], Summarize(trace.Run{Name: "all"}, reqs), pool)
 	}
 }

@@ -65,7 +65,15 @@ type Summary struct {
 	// Warnings are statistical or semantic caveats (mixed semantics, too
 	// few values for a percentile), to be shown with the summary.
 	Warnings []string
+
+	// Passes is the number of passes over the file a summary made by
+	// passes took (SummarizeStream); 0 for a summary made in memory.
+	// It is the only field in which the two differ.
+	Passes int
 }
+
+// mixedWarning is the warning of a summary whose requests mix semantics.
+const mixedWarning = "the requests mix measurement semantics; distributions pool values measured differently"
 
 // A StatusCount is the number of requests with one status.
 type StatusCount struct {
@@ -173,20 +181,13 @@ func SummarizeWith(run trace.Run, reqs []*trace.Request, opts Options) *Summary 
 	}
 	s.Semantics = sem.semantics()
 	if s.Semantics.Mixed {
-		s.Warnings = append(s.Warnings, "the requests mix measurement semantics; distributions pool values measured differently")
+		s.Warnings = append(s.Warnings, mixedWarning)
 	}
 	if chunks > 0 {
 		s.TokensPerChunk = float64(chunkTokens) / float64(chunks)
 	}
 	s.TTFT, s.TPOT, s.ITL, s.E2E = NewDist(ttft), NewDist(tpot), NewDist(itl), NewDist(e2e)
-	switch {
-	case s.Trim != nil:
-		s.DurationSec, s.DurationMeasured = s.Trim.End-s.Trim.Start, true
-	case run.DurationSec.OK:
-		s.DurationSec = run.DurationSec.V
-	case sp.measured():
-		s.DurationSec, s.DurationMeasured = sp.duration(), true
-	}
+	s.DurationSec, s.DurationMeasured = duration(run, s.Trim, sp)
 	if s.DurationSec > 0 {
 		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
 			throughputs(int64(s.Completed), s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
@@ -196,6 +197,21 @@ func SummarizeWith(run trace.Run, reqs []*trace.Request, opts Options) *Summary 
 		s.Goodput = ComputeGoodput(reqs, opts.Goodput, s.DurationSec)
 	}
 	return s
+}
+
+// duration is a summary's duration and whether it was measured: the
+// trimmed window, else the source's own measurement, else the span of the
+// requests (0 without arrivals).
+func duration(run trace.Run, trim *TrimWindow, sp span) (float64, bool) {
+	switch {
+	case trim != nil:
+		return trim.End - trim.Start, true
+	case run.DurationSec.OK:
+		return run.DurationSec.V, false
+	case sp.measured():
+		return sp.duration(), true
+	}
+	return 0, false
 }
 
 // A span is the time a run's requests cover, from the first arrival to the

@@ -1,8 +1,18 @@
 // Package report formats what package analyze computes: the vLLM-style text
 // summary and its JSON (WriteStats, StatsJSON), and an offline HTML report
 // comparing datasets (WriteHTML). It computes no metric itself: every
-// number comes from analyze.Summarize, so the text, the JSON and the HTML
-// agree with each other and with vLLM's benchmark.
+// number comes from an analyze.Summary, made in memory or by passes over a
+// file (the same numbers), so the text, the JSON and the HTML agree with
+// each other and with vLLM's benchmark.
+//
+// # One table model
+//
+// A summary is turned into rows once (table.go: label, JSON key, value,
+// unit, as x/perf's benchtab builds what texttab prints): the text block
+// prints the rows with a label, the JSON object holds those with a key, in
+// the same order, and the HTML tables take their cells from the rows by
+// key. A row the text or the JSON lacks (the JSON's status_counts object,
+// the text's "mixed (…)" semantics) says so by an empty label or key.
 //
 // # HTML
 //

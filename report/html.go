@@ -15,10 +15,24 @@ import (
 
 // A Dataset is one labelled set of requests to report on: an observed trace
 // or a simulated replay, with the runs its requests belong to.
+//
+// A dataset too large for memory comes summarized instead (Summaries and
+// Pooled set, Runs and Requests unused): analyze.SummarizeStreamGroups by
+// run with HTMLStreamOptions, whose pooled summary is Pooled. The report
+// is the same, byte for byte.
 type Dataset struct {
 	Name     string // legend and heading label; unique within a report
 	Runs     []trace.Run
 	Requests []*trace.Request
+
+	Summaries []*analyze.Summary // per run, in analyze.GroupByRun's order
+	Pooled    *analyze.Summary   // all requests: the charts' distributions
+}
+
+// HTMLStreamOptions are the quantiles the report reads from a summary
+// made by passes: the tables' p90 and p99, and the charts' CDF points.
+func HTMLStreamOptions() analyze.StreamOptions {
+	return analyze.StreamOptions{Percentiles: []float64{90, 99}, CDFPoints: maxCDFPoints}
 }
 
 //go:embed assets/echarts.min.js
@@ -27,23 +41,22 @@ var echartsJS string
 //go:embed assets/report.html.tmpl
 var pageTemplate string
 
-var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
-	"ms":   formatMS,
-	"num":  formatNum,
-	"rate": formatRate,
-}).Parse(pageTemplate))
+var htmlPage = template.Must(template.New("report").Parse(pageTemplate))
 
 // htmlMetrics are the latency metrics of the report, in table and chart
-// order.
+// order, with their key in the summary's table model (statMetrics).
 var htmlMetrics = []struct {
-	ID, Title string
-	dist      func(*analyze.Summary) analyze.Dist
+	ID, Title, key string
+	dist           func(*analyze.Summary) analyze.Dist
 }{
-	{"ttft", "TTFT", func(s *analyze.Summary) analyze.Dist { return s.TTFT }},
-	{"tpot", "TPOT", func(s *analyze.Summary) analyze.Dist { return s.TPOT }},
-	{"itl", "ITL", func(s *analyze.Summary) analyze.Dist { return s.ITL }},
-	{"e2e", "E2E", func(s *analyze.Summary) analyze.Dist { return s.E2E }},
+	{"ttft", "TTFT", "ttft", func(s *analyze.Summary) analyze.Dist { return s.TTFT }},
+	{"tpot", "TPOT", "tpot", func(s *analyze.Summary) analyze.Dist { return s.TPOT }},
+	{"itl", "ITL", "itl", func(s *analyze.Summary) analyze.Dist { return s.ITL }},
+	{"e2e", "E2E", "e2el", func(s *analyze.Summary) analyze.Dist { return s.E2E }},
 }
+
+// htmlPercentiles are the percentiles of the latency table.
+var htmlPercentiles = []float64{90, 99}
 
 // pageData is what the template renders.
 type pageData struct {
@@ -59,21 +72,23 @@ type datasetView struct {
 	Measured bool // some run's duration was measured from request times
 }
 
-// A runView is one row group of a dataset's tables. Pooled marks the
-// all-runs row of a dataset with several runs: its latencies pool the runs,
-// but it has no duration, since runs are separate spans of time.
+// A runView is one row group of a dataset's tables, its cells taken from
+// the summary's table model (summaryTable) by JSON key. Pooled marks the
+// all-runs row of a dataset with several runs: its latencies pool the
+// runs, but it has no duration, since runs are separate spans of time.
 type runView struct {
-	Label   string
-	Run     trace.Run
-	Pooled  bool
-	Sum     *analyze.Summary
-	Latency []latencyRow
+	Label, Source, Model       string
+	Pooled                     bool
+	OK, Failed                 string
+	Duration, ReqRate, OutRate string // "–" when the duration is unknown; the duration marked "*" when measured
+	Measured                   bool
+	Latency                    []latencyRow
 }
 
 type latencyRow struct {
-	Metric string
-	N      int
-	Dist   analyze.Dist
+	Metric                 string
+	N                      string
+	Mean, Median, P90, P99 string // ms
 }
 
 type chartView struct {
@@ -136,30 +151,73 @@ func WriteHTML(w io.Writer, datasets []Dataset) error {
 // row when there are several runs, and the pooled summary the charts draw.
 func datasetSummary(ds Dataset) (datasetView, *analyze.Summary) {
 	view := datasetView{Name: ds.Name}
-	sums := analyze.SummarizeRuns(ds.Runs, ds.Requests)
+	sums, all := ds.Summaries, ds.Pooled
+	if all == nil {
+		sums = analyze.SummarizeRuns(ds.Runs, ds.Requests)
+	}
 	if len(sums) == 0 {
 		// Neither runs nor requests: still one (empty) row.
 		sums = []*analyze.Summary{analyze.Summarize(trace.Run{Name: ds.Name}, nil)}
 	}
 	for _, s := range sums {
-		view.Runs = append(view.Runs, runView{Label: runLabel(s.Run), Run: s.Run, Sum: s, Latency: latencyRows(s)})
-		view.Measured = view.Measured || s.DurationMeasured
+		rv := newRunView(runLabel(s.Run), s)
+		view.Runs = append(view.Runs, rv)
+		view.Measured = view.Measured || rv.Measured
 	}
 	if len(sums) == 1 {
+		if all != nil {
+			return view, all // the same distributions, with the CDF's quantiles
+		}
 		return view, sums[0]
 	}
-	all := analyze.Summarize(trace.Run{Name: ds.Name}, ds.Requests)
-	view.Runs = append(view.Runs, runView{Label: "all runs", Pooled: true, Sum: all, Latency: latencyRows(all)})
+	if all == nil {
+		all = analyze.Summarize(trace.Run{Name: ds.Name}, ds.Requests)
+	}
+	rv := newRunView("all runs", all)
+	rv.Pooled = true
+	view.Runs = append(view.Runs, rv)
 	return view, all
 }
 
-func latencyRows(s *analyze.Summary) []latencyRow {
-	rows := make([]latencyRow, len(htmlMetrics))
-	for i, m := range htmlMetrics {
-		d := m.dist(s)
-		rows[i] = latencyRow{Metric: m.Title, N: d.N(), Dist: d}
+// newRunView takes a run's cells from the table model of its summary.
+func newRunView(label string, s *analyze.Summary) runView {
+	t := summaryTable(s, htmlPercentiles)
+	str := func(key string) string {
+		v, _ := t.lookup(key)
+		if v == nil {
+			return ""
+		}
+		return fmt.Sprint(v)
 	}
-	return rows
+	fixed := func(key string) string {
+		if _, ok := t.lookup(key); !ok {
+			return "–" // no duration, hence no throughput
+		}
+		return fmt.Sprintf("%.2f", t.float(key))
+	}
+	basis := str("duration_basis")
+	rv := runView{Label: label, Source: str("source"), Model: str("model"), OK: str("completed"), Failed: str("failed"),
+		Duration: fixed("duration"), ReqRate: fixed("request_throughput"), OutRate: fixed("output_throughput"),
+		Measured: basis == "measured" || basis == "trimmed"}
+	if rv.Measured {
+		rv.Duration += "*"
+	}
+	for _, m := range htmlMetrics {
+		row := latencyRow{Metric: m.Title, N: "0"}
+		ms := func(stat string) string { return fmt.Sprintf("%.2f", t.float(stat+"_"+m.key+"_ms")) }
+		if str(m.key+"_basis") == "per_request" {
+			row.N = str(m.key + "_count")
+		}
+		// Values the source reported stand in the text and the JSON, not
+		// in these tables of per-request data.
+		if row.N != "0" {
+			row.Mean, row.Median, row.P90, row.P99 = ms("mean"), ms("median"), ms("p90"), ms("p99")
+		} else {
+			row.Mean, row.Median, row.P90, row.P99 = "0.00", "0.00", "0.00", "0.00"
+		}
+		rv.Latency = append(rv.Latency, row)
+	}
+	return rv
 }
 
 func runLabel(r trace.Run) string {
@@ -171,25 +229,4 @@ func runLabel(r trace.Run) string {
 		label += " / " + r.Stage
 	}
 	return label
-}
-
-// formatMS formats seconds as milliseconds with two decimals, as vLLM's
-// summary prints them.
-func formatMS(sec float64) string { return fmt.Sprintf("%.2f", sec*1000) }
-
-// formatNum formats a duration or throughput with two decimals, or "–" when
-// unknown (0).
-func formatNum(v float64) string {
-	if v == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", v)
-}
-
-// formatRate is formatNum for a throughput whose duration is unknown.
-func formatRate(v, durationSec float64) string {
-	if durationSec == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", v)
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/opaltrace/opaltrace/analyze"
-	"github.com/opaltrace/opaltrace/trace"
 )
 
 // StatsOptions chooses what the vLLM-style summary prints.
@@ -94,127 +93,8 @@ func WriteAnalyses(w io.Writer, as []*analyze.Analysis, opts StatsOptions) error
 	return err
 }
 
-func row(b *strings.Builder, label string, v any) { fmt.Fprintf(b, "%-40s %-10v\n", label, v) }
-func rowf(b *strings.Builder, label string, v float64) {
-	fmt.Fprintf(b, "%-40s %-10.2f\n", label, v)
-}
-
 func writeSummary(b *strings.Builder, s *analyze.Summary, pcts []float64) {
-	rep := decodeReported(s)
-	fmt.Fprintf(b, "%s\n", center(" Serving Benchmark Result ", 50, '='))
-	row(b, "Run:", s.Run.Name)
-	if s.Run.Stage != "" {
-		row(b, "Stage:", s.Run.Stage)
-	}
-	if s.Run.Source != "" {
-		row(b, "Source:", s.Run.Source)
-	}
-	if s.Run.Model != "" {
-		row(b, "Model:", s.Run.Model)
-	}
-	if s.Requests == 0 && len(rep) > 0 {
-		b.WriteString("No per-request data: every value below is reported by source.\n")
-		for _, k := range []string{"completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
-			"request_throughput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests"} {
-			if v, ok := rep[k]; ok {
-				row(b, k+":", v)
-			}
-		}
-	} else {
-		row(b, "Successful requests:", s.Completed)
-		row(b, "Failed requests:", s.Failed)
-		// Break failures down when any is other than "failed".
-		split := false
-		for _, c := range s.ByStatus {
-			split = split || (c.Status != trace.StatusOK && c.Status != trace.StatusFailed)
-		}
-		for _, c := range s.ByStatus {
-			if split && c.Status != trace.StatusOK {
-				row(b, "  "+string(c.Status)+":", c.N)
-			}
-		}
-		if s.DurationSec > 0 {
-			basis := "reported by source"
-			switch {
-			case s.Trim != nil:
-				basis = "trimmed window"
-			case s.DurationMeasured:
-				basis = "measured: first arrival to last end"
-			}
-			fmt.Fprintf(b, "%-40s %-10.2f (%s)\n", "Benchmark duration (s):", s.DurationSec, basis)
-		}
-		row(b, "Total input tokens:", s.TotalInputTokens)
-		row(b, "Total generated tokens:", s.TotalOutputTokens)
-		if s.DurationSec > 0 {
-			rowf(b, "Request throughput (req/s):", s.RequestThroughput)
-		}
-		if g := s.Goodput; g != nil {
-			if g.Missing != "" {
-				row(b, "Request goodput (req/s):", "not computed: "+g.Missing)
-			} else if s.DurationSec > 0 {
-				fmt.Fprintf(b, "%-40s %-10.2f (%d good of %d, SLO %s)\n", "Request goodput (req/s):", g.Throughput, g.Good, s.Completed, g.SLO)
-			}
-		}
-		if s.DurationSec > 0 {
-			rowf(b, "Output token throughput (tok/s):", s.OutputThroughput)
-		}
-		if s.Peak != nil {
-			if s.Peak.TokensMissing == "" {
-				rowf(b, "Peak output token throughput (tok/s):", s.Peak.OutputTokensPerSec)
-			}
-			rowf(b, "Peak concurrent requests:", float64(s.Peak.ConcurrentRequests))
-		}
-		if s.DurationSec > 0 {
-			rowf(b, "Total Token throughput (tok/s):", s.TotalTokenThroughput)
-		}
-	}
-	for _, m := range statMetrics {
-		d := m.dist(s)
-		fromData := d.N() > 0
-		if !fromData {
-			if _, ok := reportedValue(rep, "mean", m.key); !ok {
-				if _, ok := reportedValue(rep, "median", m.key); !ok {
-					continue
-				}
-			}
-		}
-		header := m.header
-		if !fromData {
-			header += " (reported by source)"
-		}
-		fmt.Fprintf(b, "%s\n", center(header, 50, '-'))
-		stat := func(name, key string, v float64) {
-			label := fmt.Sprintf("%s %s (ms):", name, m.title)
-			if fromData {
-				rowf(b, label, v*1000)
-			} else if rv, ok := reportedValue(rep, key, m.key); ok {
-				rowf(b, label, rv)
-			}
-		}
-		stat("Mean", "mean", d.Mean)
-		stat("Median", "median", d.Median())
-		stat("Std", "std", d.Std)
-		for _, p := range pcts {
-			stat("P"+strconv.FormatFloat(p, 'f', -1, 64), percentileKey(p), d.Percentile(p))
-		}
-	}
-	if sem := s.Semantics; sem != (analyze.Semantics{}) || s.TokensPerChunk > 0 {
-		fmt.Fprintf(b, "%s\n", center("Semantics", 50, '-'))
-		for _, kv := range [][2]string{{"ITL unit:", sem.ITLUnit}, {"E2E basis:", sem.E2EBasis}, {"TTFT basis:", sem.TTFTBasis}, {"Output tokens:", sem.OutputTokens}} {
-			if kv[1] != "" {
-				v := kv[1]
-				if strings.Contains(v, ",") {
-					v = "mixed (" + v + ")"
-				}
-				row(b, kv[0], v)
-			}
-		}
-		if s.TokensPerChunk > 0 {
-			rowf(b, "Mean tokens per chunk:", s.TokensPerChunk)
-		}
-	}
-	b.WriteString(strings.Repeat("=", 50))
-	b.WriteByte('\n')
+	summaryTable(s, pcts).writeText(b)
 }
 
 // writeNotes prints what was not computed, trimming and the steady state,
@@ -371,96 +251,8 @@ func analysisJSON(a *analyze.Analysis, opts StatsOptions) orderedJSON {
 		pcts = DefaultPercentiles
 	}
 	s := a.Summary
-	rep := decodeReported(s)
 	o := orderedJSON{}
-	o.add("run", s.Run.Name)
-	if s.Run.Stage != "" {
-		o.add("stage", s.Run.Stage)
-	}
-	o.add("source", s.Run.Source)
-	o.add("requests", s.Requests)
-	o.add("completed", s.Completed)
-	o.add("failed", s.Failed)
-	if len(s.ByStatus) > 0 {
-		st := orderedJSON{}
-		for _, c := range s.ByStatus {
-			st.add(string(c.Status), c.N)
-		}
-		o.add("status_counts", st)
-	}
-	if s.DurationSec > 0 {
-		o.add("duration", s.DurationSec)
-		basis := "reported"
-		switch {
-		case s.Trim != nil:
-			basis = "trimmed"
-		case s.DurationMeasured:
-			basis = "measured"
-		}
-		o.add("duration_basis", basis)
-		o.add("request_throughput", s.RequestThroughput)
-		o.add("input_throughput", s.InputThroughput)
-		o.add("output_throughput", s.OutputThroughput)
-		o.add("total_token_throughput", s.TotalTokenThroughput)
-	}
-	o.add("total_input_tokens", s.TotalInputTokens)
-	o.add("total_output_tokens", s.TotalOutputTokens)
-	if g := s.Goodput; g != nil {
-		o.add("goodput_slo", g.SLO.String())
-		if g.Missing != "" {
-			o.add("request_goodput", nil)
-			o.add("goodput_missing", g.Missing)
-		} else {
-			o.add("good_requests", g.Good)
-			o.add("request_goodput", g.Throughput)
-		}
-	}
-	if s.Peak != nil {
-		if s.Peak.TokensMissing == "" {
-			o.add("max_output_tokens_per_s", s.Peak.OutputTokensPerSec)
-		} else {
-			o.add("max_output_tokens_per_s_missing", s.Peak.TokensMissing)
-		}
-		o.add("max_concurrent_requests", s.Peak.ConcurrentRequests)
-	} else if s.Requests > 0 {
-		o.add("peak_missing", s.PeakMissing)
-	}
-	for _, m := range statMetrics {
-		d := m.dist(s)
-		if d.N() > 0 {
-			o.add(m.key+"_basis", "per_request")
-			o.add(m.key+"_count", d.N())
-			o.add("mean_"+m.key+"_ms", d.Mean*1000)
-			o.add("median_"+m.key+"_ms", d.Median()*1000)
-			o.add("std_"+m.key+"_ms", d.Std*1000)
-			for _, p := range pcts {
-				o.add(percentileKey(p)+"_"+m.key+"_ms", d.Percentile(p)*1000)
-			}
-			continue
-		}
-		added := false
-		for _, stat := range append([]string{"mean", "median", "std"}, pctKeys(pcts)...) {
-			if v, ok := reportedValue(rep, stat, m.key); ok {
-				if !added {
-					o.add(m.key+"_basis", "reported")
-					added = true
-				}
-				o.add(stat+"_"+m.key+"_ms", v)
-			}
-		}
-	}
-	if sem := s.Semantics; sem != (analyze.Semantics{}) {
-		sj := orderedJSON{}
-		sj.add("itl_unit", sem.ITLUnit)
-		sj.add("e2e_basis", sem.E2EBasis)
-		sj.add("ttft_basis", sem.TTFTBasis)
-		sj.add("output_tokens_source", sem.OutputTokens)
-		sj.add("mixed", sem.Mixed)
-		o.add("semantics", sj)
-	}
-	if s.TokensPerChunk > 0 {
-		o.add("mean_tokens_per_chunk", s.TokensPerChunk)
-	}
+	summaryTable(s, pcts).addJSON(&o)
 	if t := s.Trim; t != nil {
 		tj := orderedJSON{}
 		tj.add("warmup_s", t.WarmupSec)
@@ -678,49 +470,6 @@ func ComparisonJSON(c *analyze.Comparison) ([]byte, error) {
 	return json.MarshalIndent(o, "", "  ")
 }
 
-func streamDists(s *analyze.StreamSummary) []analyze.StreamDist {
-	return []analyze.StreamDist{s.TTFT, s.TPOT, s.ITL, s.E2E}
-}
-
-// WriteStreamSummary prints a summary computed in passes over a file
-// (analyze.SummarizeStream): counts, tokens and the latency blocks, of
-// what scope says it covers ("all runs pooled", "run X").
-func WriteStreamSummary(w io.Writer, name, scope string, s *analyze.StreamSummary) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", center(" Serving Benchmark Result ", 50, '='))
-	row(&b, "Dataset:", name)
-	fmt.Fprintf(&b, "Exact summary in %s over the file, %s.\n", passes(s.Passes), scope)
-	row(&b, "Successful requests:", s.Completed)
-	row(&b, "Failed requests:", s.Failed)
-	if s.DurationSec > 0 {
-		fmt.Fprintf(&b, "%-40s %-10.2f (%s)\n", "Benchmark duration (s):", s.DurationSec, "measured: first arrival to last end")
-	}
-	row(&b, "Total input tokens:", s.TotalInputTokens)
-	row(&b, "Total generated tokens:", s.TotalOutputTokens)
-	if s.DurationSec > 0 {
-		rowf(&b, "Request throughput (req/s):", s.RequestThroughput)
-		rowf(&b, "Output token throughput (tok/s):", s.OutputThroughput)
-		rowf(&b, "Total Token throughput (tok/s):", s.TotalTokenThroughput)
-	}
-	for i, d := range streamDists(s) {
-		if d.N == 0 {
-			continue
-		}
-		m := statMetrics[i]
-		fmt.Fprintf(&b, "%s\n", center(m.header, 50, '-'))
-		rowf(&b, "Mean "+m.title+" (ms):", d.Mean*1000)
-		rowf(&b, "Median "+m.title+" (ms):", d.Median*1000)
-		rowf(&b, "Std "+m.title+" (ms):", d.Std*1000)
-		for k, p := range s.Pcts {
-			rowf(&b, "P"+strconv.FormatFloat(p, 'f', -1, 64)+" "+m.title+" (ms):", d.Percentiles[k]*1000)
-		}
-	}
-	b.WriteString(strings.Repeat("=", 50))
-	b.WriteByte('\n')
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
 // passes says "1 pass" or "n passes".
 func passes(n int) string {
 	if n == 1 {
@@ -729,39 +478,8 @@ func passes(n int) string {
 	return strconv.Itoa(n) + " passes"
 }
 
-// StreamSummaryJSON returns a streamed summary in the stats JSON vocabulary.
-func StreamSummaryJSON(name string, s *analyze.StreamSummary) ([]byte, error) {
-	o := orderedJSON{}
-	o.add("dataset", name)
-	o.add("passes", s.Passes)
-	o.add("requests", s.Requests)
-	o.add("completed", s.Completed)
-	o.add("failed", s.Failed)
-	o.add("total_input_tokens", s.TotalInputTokens)
-	o.add("total_output_tokens", s.TotalOutputTokens)
-	if s.DurationSec > 0 {
-		o.add("duration", s.DurationSec)
-		o.add("duration_basis", "measured")
-		o.add("request_throughput", s.RequestThroughput)
-		o.add("input_throughput", s.InputThroughput)
-		o.add("output_throughput", s.OutputThroughput)
-		o.add("total_token_throughput", s.TotalTokenThroughput)
-	}
-	for i, d := range streamDists(s) {
-		if d.N == 0 {
-			continue
-		}
-		k := statMetrics[i].key
-		o.add(k+"_count", d.N)
-		o.add("mean_"+k+"_ms", d.Mean*1000)
-		o.add("median_"+k+"_ms", d.Median*1000)
-		o.add("std_"+k+"_ms", d.Std*1000)
-		for j, p := range s.Pcts {
-			o.add(percentileKey(p)+"_"+k+"_ms", d.Percentiles[j]*1000)
-		}
-	}
-	return json.MarshalIndent(o, "", "  ")
-}
+// kvLine prints a label and a value as the summary block does.
+func kvLine(b *strings.Builder, label string, v any) { fmt.Fprintf(b, "%-40s %-10v\n", label, v) }
 
 // WriteSourceViews prints each run as its source tool summarized it, with
 // the tool's metric names, units and rules.
@@ -772,18 +490,18 @@ func WriteSourceViews(w io.Writer, runs []string, views []*analyze.SourceView) e
 			b.WriteByte('\n')
 		}
 		fmt.Fprintf(&b, "%s\n", center(" As "+v.Source+" computes it ", 50, '='))
-		row(&b, "Run:", runs[i])
+		kvLine(&b, "Run:", runs[i])
 		fmt.Fprintf(&b, "Rule: %s.\n", v.Rule)
 		if v.Window != "" {
 			fmt.Fprintf(&b, "Window: %s.\n", v.Window)
 		}
-		row(&b, "Requests counted:", v.N)
+		kvLine(&b, "Requests counted:", v.N)
 		for _, s := range v.Values {
 			fmt.Fprintf(&b, "%-40s %.6f\n", s.Name+":", s.Value)
 		}
 		for _, m := range v.Metrics {
 			fmt.Fprintf(&b, "%s\n", center(" "+m.Name+" ("+m.Unit+", our "+m.Ours+") ", 50, '-'))
-			row(&b, "count:", m.Count)
+			kvLine(&b, "count:", m.Count)
 			for _, kv := range []struct {
 				k string
 				v float64

@@ -203,7 +203,7 @@ const neverStream = math.MaxInt
 type replayed struct {
 	run    trace.Run
 	mem    *analyze.Summary
-	stream *analyze.StreamSummary
+	stream *analyze.Summary          // the same summary, by passes over the file
 	sum    *analyze.StreamSummarizer // stream's first pass, made as the records were written
 }
 
@@ -252,7 +252,7 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 		var sim []*trace.Request
 		var sum *analyze.StreamSummarizer // the streamed summary's first pass, as records are written
 		if !keep {
-			sum = analyze.NewStreamSummarizer(report.DefaultPercentiles)
+			sum = analyze.NewStreamSummarizer(run, analyze.StreamOptions{Percentiles: report.DefaultPercentiles})
 		}
 		start := time.Now()
 		st, err := replay.RunInputs(cfg, job.setup.Step, job.setup.KVBlocks, job.in, func(r *trace.Request) error {
@@ -322,7 +322,7 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 // parquetSource, it hands out one reused request, valid during the call.
 func runSource(path, run string, filter bool) analyze.Source {
 	if !filter {
-		return parquetSource(path)
+		return parquetSource(path, summaryColumns, summaryColumns) // the first pass was made while writing
 	}
 	cols := append([]string{"run"}, summaryColumns...)
 	return func(yield func(*trace.Request) error) error {
@@ -335,9 +335,8 @@ func runSource(path, run string, filter bool) analyze.Source {
 	}
 }
 
-// writeReplayed prints each run's summary: the vLLM-style block of an
-// in-memory summary, or the exact multi-pass summary stats --low-memory
-// prints, labelled by the run's name.
+// writeReplayed prints each run's summary, made in memory or by passes
+// over the file: the same vLLM-style block with the same numbers.
 func writeReplayed(w io.Writer, done []replayed) error {
 	for i, d := range done {
 		if i > 0 {
@@ -345,14 +344,11 @@ func writeReplayed(w io.Writer, done []replayed) error {
 				return err
 			}
 		}
-		var err error
-		if d.mem != nil {
-			err = report.WriteStats(w, []*analyze.Summary{d.mem}, report.StatsOptions{})
-		} else {
-			// The first pass was made as the records were written.
-			err = report.WriteStreamSummary(w, d.run.Name, "run "+d.run.Name+" (a first pass made while writing)", d.stream)
+		s := d.mem
+		if s == nil {
+			s = d.stream
 		}
-		if err != nil {
+		if err := report.WriteStats(w, []*analyze.Summary{s}, report.StatsOptions{}); err != nil {
 			return err
 		}
 	}

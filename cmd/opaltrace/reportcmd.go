@@ -8,8 +8,10 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/report"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 func reportCommand() *cli.Command {
@@ -27,6 +29,19 @@ func reportCommand() *cli.Command {
 			}
 			var sets []report.Dataset
 			for _, arg := range c.Args().Slice() {
+				label, path := splitLabel(arg)
+				passes, err := byPasses(path, false, false)
+				if err != nil {
+					return err
+				}
+				if passes {
+					ds, err := reportByPasses(label, path, c.StringSlice("run"))
+					if err != nil {
+						return err
+					}
+					sets = append(sets, ds)
+					continue
+				}
 				ds, err := loadSelected(c, arg)
 				if err != nil {
 					return err
@@ -40,6 +55,24 @@ func reportCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// reportByPasses summarizes the runs of the Parquet file at path, and all
+// of them pooled, by passes over it: a report of a million simulated
+// requests in bounded memory.
+func reportByPasses(label, path string, sel []string) (report.Dataset, error) {
+	runs, src, err := selectedSource(path, "run", false, sel)
+	if err != nil {
+		return report.Dataset{}, err
+	}
+	opts := report.HTMLStreamOptions()
+	sums, err := analyze.SummarizeStreamGroups(src, "run", runs,
+		analyze.StreamOptions{Percentiles: opts.Percentiles}, trace.Run{Name: label}, &opts)
+	if err != nil {
+		return report.Dataset{}, err
+	}
+	n := len(sums) - 1
+	return report.Dataset{Name: label, Summaries: sums[:n], Pooled: sums[n]}, nil
 }
 
 // writeReport renders the report in memory, then writes it atomically.

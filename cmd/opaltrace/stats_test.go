@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -213,22 +215,52 @@ func TestStatsCompare(t *testing.T) {
 	}
 }
 
-// TestStatsLowMemoryEqualsInMemory runs the multi-pass summary through the
-// command line and checks it prints the in-memory summary's values.
+// TestStatsLowMemoryEqualsInMemory runs the summary by passes through the
+// command line, by run and by worker, with goodput: every key it prints
+// has the in-memory summary's value, and it prints every key but the
+// sections that need the requests in memory.
 func TestStatsLowMemoryEqualsInMemory(t *testing.T) {
 	path := simulatedParquet(t, 1)
-	mem := statsJSON(t, path)
-	out, stderr, err := opaltrace(t, "stats", "--json", "--low-memory", "--percentiles", "99", path)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr)
-	}
-	var low map[string]any
-	if err := json.Unmarshal([]byte(out), &low); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"completed", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "p99_itl_ms", "std_e2el_ms", "p99_tpot_ms"} {
-		if low[k] != mem[k] {
-			t.Errorf("%s: low-memory %v, in memory %v", k, low[k], mem[k])
+	for _, by := range []string{"run", "worker"} {
+		args := []string{"stats", "--json", "--by", by, "--goodput", "ttft:30", "--percentiles", "50,99", path}
+		outMem, stderr, err := opaltrace(t, args...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		outLow, stderr, err := opaltrace(t, append([]string{"stats", "--low-memory"}, args[1:]...)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var mem, low []map[string]any
+		if err := json.Unmarshal([]byte(outMem), &mem); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(outLow), &low); err != nil {
+			t.Fatal(err)
+		}
+		if len(low) != len(mem) || len(mem) != map[string]int{"run": 1, "worker": 2}[by] {
+			t.Fatalf("by %s: %d summaries by passes, %d in memory", by, len(low), len(mem))
+		}
+		for i := range mem {
+			if low[i]["passes"] == nil {
+				t.Errorf("by %s: no passes counted", by)
+			}
+			delete(low[i], "passes")
+			for k, v := range low[i] {
+				if !reflect.DeepEqual(v, mem[i][k]) {
+					t.Errorf("by %s: %s: by passes %v, in memory %v", by, k, v, mem[i][k])
+				}
+			}
+			var missing []string
+			for k := range mem[i] {
+				if _, ok := low[i][k]; !ok {
+					missing = append(missing, k)
+				}
+			}
+			slices.Sort(missing)
+			if want := []string{"kv_cache", "steady_state", "ttft_decomposition"}; !slices.Equal(missing, want) {
+				t.Errorf("by %s: by passes lacks %v, want %v", by, missing, want)
+			}
 		}
 	}
 }

@@ -32,7 +32,7 @@ func statsCommand() *cli.Command {
 			&cli.IntFlag{Name: "resamples", Value: 1000, Usage: "bootstrap resamples of the comparison"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the comparison bootstrap"},
 			&cli.BoolFlag{Name: "as-source", Usage: "reproduce the summary the source tool printed, with its names and rules (aiperf, guidellm)"},
-			&cli.BoolFlag{Name: "low-memory", Usage: "for Parquet inputs: exact latency summary in several passes over the file, without loading it"},
+			&cli.BoolFlag{Name: "low-memory", Usage: fmt.Sprintf("for Parquet inputs: the exact summary in passes over the file, without loading it (automatic above %d requests)", lowMemoryRequests)},
 			runFlag(),
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
@@ -57,11 +57,8 @@ func statsCommand() *cli.Command {
 				Series:     c.Bool("series"),
 				CacheCurve: c.Bool("cache-curve"),
 			}
-			if c.Bool("low-memory") {
-				if c.IsSet("run") {
-					return errors.New("stats: --run is not supported with --low-memory yet")
-				}
-				return statsLowMemory(c, opts)
+			if c.Bool("low-memory") && (c.String("compare") != "" || c.Bool("as-source")) {
+				return errors.New("--low-memory: --compare and --as-source need the requests in memory")
 			}
 			if other := c.String("compare"); other != "" {
 				return statsCompare(c, other, aopts.Summary)
@@ -69,8 +66,22 @@ func statsCommand() *cli.Command {
 			if c.Bool("as-source") {
 				return statsAsSource(c)
 			}
+			needsMemory := aopts.Series || aopts.CacheCurve || aopts.Summary.TrimWarmupSec != 0 || aopts.Summary.TrimCooldownSec != 0
 			var as []*analyze.Analysis
 			for _, arg := range c.Args().Slice() {
+				_, path := splitLabel(arg)
+				passes, err := byPasses(path, c.Bool("low-memory"), needsMemory)
+				if err != nil {
+					return err
+				}
+				if passes {
+					sums, err := statsByPasses(c, path, pcts, slo)
+					if err != nil {
+						return err
+					}
+					as = append(as, sums...)
+					continue
+				}
 				ds, err := loadSelected(c, arg)
 				if err != nil {
 					return err

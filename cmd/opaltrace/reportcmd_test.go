@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/ingest"
+	"github.com/opaltrace/opaltrace/report"
+)
+
+// TestReportByPassesEqualsInMemory: the HTML report of a file summarized
+// by passes (as files of more than lowMemoryRequests requests are) is the
+// in-memory report, byte for byte, for a file of one run and of several.
+func TestReportByPassesEqualsInMemory(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.parquet")
+	in := sampleSlice(t, dir, 300)
+	if _, stderr, err := opaltrace(t, "replay", "-o", one, "--sample", "2500", "--sample-rate", "8", "--workers", "4", in); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	two := filepath.Join(dir, "two.parquet")
+	if _, stderr, err := opaltrace(t, "ingest", "-o", two, sampleSlice(t, dir, 200), writeTiny(t, dir)); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, stderr)
+	}
+	for _, path := range []string{one, two} {
+		mem, err := loadDataset("x="+path, ingest.Options{}, false, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		passes, err := reportByPasses("x", path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b bytes.Buffer
+		if err := report.WriteHTML(&a, []report.Dataset{{Name: mem.Name, Runs: mem.Runs, Requests: mem.Requests}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := report.WriteHTML(&b, []report.Dataset{passes}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			t.Errorf("%s: the report by passes differs from the one in memory (%d vs %d bytes)", path, b.Len(), a.Len())
+		}
+		if passes.Pooled.Passes == 0 {
+			t.Errorf("%s: no passes made", path)
+		}
+	}
+}
