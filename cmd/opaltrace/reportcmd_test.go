@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/ingest"
@@ -45,6 +46,40 @@ func TestReportByPassesEqualsInMemory(t *testing.T) {
 		}
 		if passes.Pooled.Passes == 0 {
 			t.Errorf("%s: no passes made", path)
+		}
+	}
+}
+
+// --run picks the same runs when the summary is made by passes.
+func TestStatsLowMemoryRunSelector(t *testing.T) {
+	dir := t.TempDir()
+	two := filepath.Join(dir, "two.parquet")
+	if _, stderr, err := opaltrace(t, "ingest", "-o", two, sampleSlice(t, dir, 200), writeTiny(t, dir)); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, stderr)
+	}
+	for _, sel := range []string{"1", "2"} {
+		mem, stderr, err := opaltrace(t, "stats", "--run", sel, two)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		low, stderr, err := opaltrace(t, "stats", "--low-memory", "--run", sel, two)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		if strings.Count(low, "Serving Benchmark Result") != 1 || !strings.Contains(low, "Exact summary in") {
+			t.Fatalf("--run %s by passes:\n%s", sel, low)
+		}
+		// The same block; the sections that need memory are not printed.
+		block := strings.SplitAfter(mem, strings.Repeat("=", 50)+"\n")[0]
+		lowBlock := strings.SplitAfter(low, strings.Repeat("=", 50)+"\n")[0]
+		var kept []string
+		for _, l := range strings.SplitAfter(lowBlock, "\n") {
+			if !strings.HasPrefix(l, "Exact summary in") {
+				kept = append(kept, l)
+			}
+		}
+		if strings.Join(kept, "") != block {
+			t.Errorf("--run %s: by passes\n%s\nin memory\n%s", sel, lowBlock, block)
 		}
 	}
 }
