@@ -88,3 +88,39 @@ func TestReplaySurajssdDeployment(t *testing.T) {
 		t.Errorf("run %+v", r)
 	}
 }
+
+// The surajssd run at 4 requests/s stored no arrival times: they are
+// regenerated as vLLM's benchmark_serving drew them (numpy seeded with 0,
+// exponential gaps of mean 1/4 s), so request 1 is sent 0.79587451/4 s
+// after request 0, numpy's first exponential draw after seed 0.
+func TestReplaySurajssdArrivals(t *testing.T) {
+	dir := t.TempDir()
+	in := shareddata.Path(t, "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8/serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_04.json")
+	out := filepath.Join(dir, "sim.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--hardware", "a100-40gb", "--tp", "8", "-o", out, in)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "arrivals as vLLM's benchmark_serving drew them: Poisson at 4 req/s, numpy seed 0") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	_, reqs, err := trace.ReadFile(out)
+	if err != nil || len(reqs) != 200 {
+		t.Fatalf("%v: %d requests", err, len(reqs))
+	}
+	var first, last float64 = 1e9, 0
+	for _, r := range reqs {
+		a := r.Arrival.V.Seconds()
+		if a > 0 && a < first {
+			first = a
+		}
+		last = max(last, a)
+	}
+	if d := first - 0.79587451/4; d > 1e-8 || d < -1e-8 {
+		t.Errorf("second arrival at %.9f s, want %.9f", first, 0.79587451/4)
+	}
+	// 199 gaps of mean 0.25 s.
+	if last < 35 || last > 65 {
+		t.Errorf("last arrival at %.1f s, want about 50", last)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/internal/numpyrand"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
 	"github.com/opaltrace/opaltrace/trace"
@@ -131,8 +132,9 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 				continue
 			}
 			var how string
-			setup.Config, how = sendLikeTheBenchmark(setup.Config, run, in.Len(), in.Arrivals())
-			jobs = append(jobs, replayJob{of: run.Name, in: in, setup: setup, how: how})
+			var send replay.Inputs
+			setup.Config, send, how = sendLikeTheBenchmark(setup.Config, run, in, in.Arrivals())
+			jobs = append(jobs, replayJob{of: run.Name, in: send, setup: setup, how: how})
 			continue
 		}
 		gen, mode, err := replay.Regenerate(run, cl.Seed)
@@ -358,21 +360,73 @@ func writeReplayed(w io.Writer, done []replayed) error {
 // sendLikeTheBenchmark handles requests that carry no arrival times, which
 // the open loop cannot replay: a benchmark run at an infinite rate sent
 // everything at once (vLLM's and SGLang's "inf"), or kept max_concurrency
-// requests in flight, so the run is replayed as that closed loop. In every
-// other case the configuration stands (and the engine explains what is
-// missing).
-func sendLikeTheBenchmark(cfg replay.Config, run trace.Run, n int, arrivals bool) (replay.Config, string) {
+// requests in flight, so the run is replayed as that closed loop; a vLLM
+// benchmark_serving run at a finite Poisson rate gets the arrivals its
+// client drew (vllmArrivals). In every other case the configuration and
+// inputs stand (and the engine explains what is missing).
+func sendLikeTheBenchmark(cfg replay.Config, run trace.Run, in replay.Inputs, arrivals bool) (replay.Config, replay.Inputs, string) {
 	if cfg.Workload.Mode != "" && cfg.Workload.Mode != replay.ModeOpen || arrivals {
-		return cfg, "trace"
+		return cfg, in, "trace"
 	}
 	w := run.Workload
-	if w == nil || !math.IsInf(float64(w.RequestRate), 1) {
-		return cfg, "trace"
+	if w == nil {
+		return cfg, in, "trace"
+	}
+	n := in.Len()
+	if !math.IsInf(float64(w.RequestRate), 1) {
+		if at, how, ok := vllmArrivals(run, n); ok {
+			return cfg, arrivalsAt{in, at}, how
+		}
+		return cfg, in, "trace"
 	}
 	clients := n
 	if w.Concurrency > 0 && w.Concurrency < clients {
 		clients = w.Concurrency
 	}
 	cfg.Workload.Mode, cfg.Workload.Clients = replay.ModeClosed, clients
-	return cfg, fmt.Sprintf("trace sent as the benchmark did: infinite rate, %d in flight", clients)
+	return cfg, in, fmt.Sprintf("trace sent as the benchmark did: infinite rate, %d in flight", clients)
+}
+
+// vllmArrivals regenerates the send times of the n requests of a vLLM
+// benchmark_serving run that recorded a finite rate but no arrival times,
+// as its client drew them: main seeds numpy's global generator with
+// --seed (not saved in the result; its default is 0), the ShareGPT
+// sampler shuffles with Python's random module and leaves numpy's stream
+// untouched, and get_request sends request 0 at once and sleeps
+// numpy.random.gamma(shape=burstiness, scale=1/(rate·burstiness)) after
+// each (benchmarks/benchmark_serving.py and benchmark_dataset.py of vLLM
+// 0.8). Only Poisson runs (burstiness 1: the gamma is numpy's legacy
+// exponential, internal/numpyrand) of a dataset that draws nothing from
+// numpy (sharegpt, the default) without a concurrency cap qualify. The
+// times are when the client meant to send, not when asyncio woke it.
+func vllmArrivals(run trace.Run, n int) ([]trace.Time, string, bool) {
+	w := run.Workload
+	rate := float64(w.RequestRate)
+	switch {
+	case run.Source != "vllm-bench", !(rate > 0), w.Burstiness != 0 && w.Burstiness != 1,
+		w.Dataset != "" && w.Dataset != "sharegpt", w.Concurrency > 0 && w.Concurrency < n:
+		return nil, "", false
+	}
+	g := numpyrand.NewLegacy(0)
+	at := make([]trace.Time, n)
+	var t float64
+	for i := range at {
+		at[i] = trace.TimeFromSeconds(t)
+		t += g.Exponential(1 / rate)
+	}
+	return at, fmt.Sprintf("trace, arrivals as vLLM's benchmark_serving drew them: Poisson at %s req/s, numpy seed 0", strconv.FormatFloat(rate, 'g', -1, 64)), true
+}
+
+// arrivalsAt is Inputs with request i sent at at[i].
+type arrivalsAt struct {
+	replay.Inputs
+	at []trace.Time
+}
+
+// Request returns request i of the inputs with its arrival set.
+func (a arrivalsAt) Request(i int) *trace.Request {
+	r := a.Inputs.Request(i)
+	r.Arrival = trace.Some(a.at[i])
+	r.IntendedArrival = trace.Some(a.at[i])
+	return r
 }

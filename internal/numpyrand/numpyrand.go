@@ -1,0 +1,79 @@
+// Package numpyrand draws the numbers numpy's legacy global generator
+// (numpy.random.seed, numpy.random.gamma, numpy.random.exponential) draws,
+// bit for bit, so that workloads a Python benchmark generated from a
+// recorded seed can be generated again: vLLM's benchmark_serving.py seeds
+// numpy with --seed and draws each gap between requests from it.
+//
+// It implements the Mersenne Twister MT19937 (Matsumoto and Nishimura,
+// 1998) with numpy's integer seeding (init_genrand), numpy's 53-bit
+// doubles from two 32-bit outputs, and the legacy standard exponential
+// −log(1 − U), which numpy's legacy gamma with shape 1 and exponential
+// both use.
+package numpyrand
+
+import "math"
+
+const (
+	n         = 624
+	m         = 397
+	matrixA   = 0x9908b0df
+	upperMask = 0x80000000
+	lowerMask = 0x7fffffff
+)
+
+// A Legacy is numpy's legacy RandomState: numpy.random.seed(seed) and the
+// draws after it.
+type Legacy struct {
+	mt  [n]uint32
+	pos int
+}
+
+// NewLegacy returns the state numpy.random.seed(seed) sets.
+func NewLegacy(seed uint32) *Legacy {
+	g := &Legacy{}
+	g.mt[0] = seed
+	for i := 1; i < n; i++ {
+		g.mt[i] = 1812433253*(g.mt[i-1]^(g.mt[i-1]>>30)) + uint32(i)
+	}
+	g.pos = n
+	return g
+}
+
+// Uint32 returns the next 32-bit output.
+func (g *Legacy) Uint32() uint32 {
+	if g.pos >= n {
+		for i := range n {
+			y := g.mt[i]&upperMask | g.mt[(i+1)%n]&lowerMask
+			v := g.mt[(i+m)%n] ^ y>>1
+			if y&1 != 0 {
+				v ^= matrixA
+			}
+			g.mt[i] = v
+		}
+		g.pos = 0
+	}
+	y := g.mt[g.pos]
+	g.pos++
+	y ^= y >> 11
+	y ^= y << 7 & 0x9d2c5680
+	y ^= y << 15 & 0xefc60000
+	y ^= y >> 18
+	return y
+}
+
+// Float64 returns numpy.random.random_sample(): a 53-bit double in [0, 1).
+func (g *Legacy) Float64() float64 {
+	a, b := g.Uint32()>>5, g.Uint32()>>6
+	return (float64(a)*67108864 + float64(b)) / 9007199254740992
+}
+
+// StandardExponential returns numpy's legacy standard_exponential().
+func (g *Legacy) StandardExponential() float64 {
+	return -math.Log(1 - g.Float64())
+}
+
+// Exponential returns numpy.random.exponential(scale), which is also
+// numpy.random.gamma(shape=1, scale=scale).
+func (g *Legacy) Exponential(scale float64) float64 {
+	return scale * g.StandardExponential()
+}
