@@ -18,6 +18,9 @@ type Analysis struct {
 	// have hash_ids; CacheCurveErr says why not otherwise.
 	CacheCurve    *CacheCurve
 	CacheCurveErr string
+	// Seconds is the run's part of a replay's per-second file, when one
+	// was given (stats --per-second).
+	Seconds *SecondsSummary
 }
 
 // AnalysisOptions choose the sections of an Analysis.

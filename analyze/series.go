@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math"
+	"slices"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -77,4 +78,61 @@ func PerSecond(reqs []*trace.Request) (*Series, bool) {
 		}
 	}
 	return s, true
+}
+
+// A SecondsSummary is what a replay's per-second file says of one run
+// (trace.SecondsRun): per-second means and peaks of the running and
+// waiting requests, of the workers' busy fraction and of the KV cache
+// usage as a fraction of its capacity, and totals.
+type SecondsSummary struct {
+	Run     string
+	Seconds int
+	// Means over the seconds and the largest second.
+	Running, Waiting, Busy MeanMax
+	// KVUsage is KV blocks in use over the capacity; KVKnown is false
+	// when the file has no capacity (then KVUsage is zero).
+	KVUsage             MeanMax
+	KVKnown             bool
+	TokensPerStep       float64 // Σ tokens / Σ steps
+	Steps, Preemptions  int64
+	TimedOut, Rejected  int64
+	Arrivals, Completed int64
+}
+
+// A MeanMax is the mean over seconds (numpy's pairwise mean) and the
+// largest second's value.
+type MeanMax struct{ Mean, Max float64 }
+
+func meanMax(x []float64) MeanMax {
+	if len(x) == 0 {
+		return MeanMax{}
+	}
+	m, _ := meanStd(x)
+	return MeanMax{Mean: m, Max: slices.Max(x)}
+}
+
+// SummarizeSeconds summarizes one run of a per-second file.
+func SummarizeSeconds(r trace.SecondsRun) SecondsSummary {
+	s := SecondsSummary{Run: r.Run, Seconds: len(r.Seconds), KVKnown: r.KVBlocks > 0}
+	n := len(r.Seconds)
+	running, waiting, busy, kv := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	var tokens int64
+	for i, x := range r.Seconds {
+		running[i], waiting[i], busy[i], kv[i] = x.Running, x.Waiting, x.Busy, r.KVUsage(x)
+		tokens += x.Tokens
+		s.Steps += x.Steps
+		s.Preemptions += x.Preemptions
+		s.TimedOut += x.TimedOut
+		s.Rejected += x.Rejected
+		s.Arrivals += x.Arrivals
+		s.Completed += x.Completions
+	}
+	s.Running, s.Waiting, s.Busy = meanMax(running), meanMax(waiting), meanMax(busy)
+	if s.KVKnown {
+		s.KVUsage = meanMax(kv)
+	}
+	if s.Steps > 0 {
+		s.TokensPerStep = float64(tokens) / float64(s.Steps)
+	}
+	return s
 }

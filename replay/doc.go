@@ -82,7 +82,7 @@
 // (whose windows end at the next event anywhere) are later work; see the
 // design document.
 //
-// Per-second statistics (Options.PerSecond, WriteSeconds) give, for each
+// Per-second statistics (Options.PerSecond, trace.WriteSeconds) give, for each
 // simulated second, arrivals, completions, timeouts, rejections, running
 // and waiting requests, GPU busy fraction, KV blocks used, steps and
 // tokens per step.

@@ -6,40 +6,9 @@ import (
 	"github.com/opaltrace/opaltrace/trace"
 )
 
-// A Second holds the statistics of one simulated second, [Second,
-// Second+1) s, over all workers.
-//
-// Counts (arrivals, completions, timeouts, rejections) are of events in
-// that second; steps, tokens and preemptions belong to the second their
-// step started in. Running, Waiting and KVBlocksUsed are time-weighted
-// means over the second, summed over workers, of each worker's values as
-// of its latest step start (an idle worker holds no request and, as free
-// blocks count as unused even when they keep cached content, no block).
-// Busy is the fraction of the second the workers spent in steps, summed
-// over workers and divided by their number.
-type Second struct {
-	Second       int64
-	Arrivals     int64
-	Completions  int64
-	TimedOut     int64
-	Rejected     int64
-	Steps        int64
-	Tokens       int64 // tokens computed: prefill chunk tokens plus one per decode
-	Preemptions  int64
-	Running      float64
-	Waiting      float64
-	KVBlocksUsed float64
-	Busy         float64
-}
-
-// TokensPerStep is the mean number of tokens a step of this second
-// computed (0 without steps).
-func (s *Second) TokensPerStep() float64 {
-	if s.Steps == 0 {
-		return 0
-	}
-	return float64(s.Tokens) / float64(s.Steps)
-}
+// A Second holds the statistics of one simulated second over all workers
+// (trace.Second, which trace.WriteSeconds writes).
+type Second = trace.Second
 
 // seconds accumulates Seconds as the replay runs.
 //

@@ -1,16 +1,9 @@
 package replay
 
 import (
-	"bytes"
-	"context"
 	"math"
 	"testing"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -77,63 +70,5 @@ func TestLittlesLaw(t *testing.T) {
 	if done != int64(st.Completed) || steps != st.Steps ||
 		math.Abs(busy*float64(cfg.Workers)-st.BusyTime.Seconds()) > 1e-6 {
 		t.Errorf("totals: %d completions, %d steps, busy %g s; stats %+v", done, steps, busy, st)
-	}
-}
-
-// The per-second file holds every row and column, with its metadata, and
-// is the same bytes when written twice.
-func TestWriteSeconds(t *testing.T) {
-	reqs := randomTrace(3, 200, 40)
-	st, err := RunInputs(Config{Workers: 2}, linearCost{Base: ms, PerToken: 10 * time.Microsecond}, 200, Requests(reqs),
-		func(*trace.Request) error { return nil }, Options{PerSecond: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := [][2]string{{MetaConfig, "workers: 2\n"}, {MetaCostModel, "linear"}}
-	var a, b bytes.Buffer
-	if err := WriteSeconds(&a, st.Seconds, meta); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteSeconds(&b, st.Seconds, meta); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a.Bytes(), b.Bytes()) {
-		t.Error("two writes differ")
-	}
-	rdr, err := file.NewParquetReader(bytes.NewReader(a.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tbl.Release()
-	if tbl.NumRows() != int64(len(st.Seconds)) || int(tbl.NumCols()) != len(secondsColumns) {
-		t.Fatalf("%d rows, %d columns; want %d, %d", tbl.NumRows(), tbl.NumCols(), len(st.Seconds), len(secondsColumns))
-	}
-	busy := tbl.Column(7).Data().Chunk(0).(*array.Float64)
-	done := tbl.Column(2).Data().Chunk(0).(*array.Int64)
-	var n int64
-	for i := range len(st.Seconds) {
-		if busy.Value(i) != st.Seconds[i].Busy {
-			t.Errorf("second %d: busy %g, want %g", i, busy.Value(i), st.Seconds[i].Busy)
-		}
-		n += done.Value(i)
-	}
-	if tbl.Schema().Field(7).Name != "busy" || n != int64(st.Completed) {
-		t.Errorf("busy column %q, %d completions", tbl.Schema().Field(7).Name, n)
-	}
-	kv := rdr.MetaData().KeyValueMetadata()
-	got := map[string]string{}
-	for i, k := range kv.Keys() {
-		got[k] = kv.Values()[i]
-	}
-	if got[MetaConfig] != "workers: 2\n" || got[MetaCostModel] != "linear" || got[MetaSecondsVersion] != SecondsVersion {
-		t.Errorf("metadata %v", got)
 	}
 }

@@ -63,7 +63,12 @@ type pageData struct {
 	Title    string
 	Datasets []datasetView
 	Charts   []chartView
-	Script   template.JS // echarts.min.js, inlined so the page works offline
+	// Seconds and SecondsCharts show a replay's per-second file, when
+	// one is given; AllCharts are Charts and SecondsCharts, for the script.
+	Seconds       []secondsView
+	SecondsCharts []chartView
+	AllCharts     []chartView
+	Script        template.JS // echarts.min.js, inlined so the page works offline
 }
 
 type datasetView struct {
@@ -107,6 +112,19 @@ type chartView struct {
 // its series names and point counts, plus any script errors. Browser tests
 // read it; users never see it.
 func WriteHTML(w io.Writer, datasets []Dataset) error {
+	return WriteHTMLWith(w, datasets, HTMLOptions{})
+}
+
+// HTMLOptions add to the report.
+type HTMLOptions struct {
+	// Seconds are the runs of a replay's per-second file: a table per
+	// run and charts of KV cache usage (of its capacity) and of running
+	// and waiting requests over time.
+	Seconds []trace.SecondsRun
+}
+
+// WriteHTMLWith is WriteHTML with options.
+func WriteHTMLWith(w io.Writer, datasets []Dataset, o HTMLOptions) error {
 	if len(datasets) == 0 {
 		return errors.New("report: no datasets")
 	}
@@ -137,6 +155,13 @@ func WriteHTML(w io.Writer, datasets []Dataset) error {
 		}
 		data.Charts = append(data.Charts, chartView{ID: id, Option: template.JS(opt)})
 	}
+	if len(o.Seconds) > 0 {
+		var err error
+		if data.Seconds, data.SecondsCharts, err = secondsViews(o.Seconds); err != nil {
+			return err
+		}
+	}
+	data.AllCharts = append(append([]chartView(nil), data.Charts...), data.SecondsCharts...)
 	// Render to memory first so a template error leaves w untouched.
 	var buf bytes.Buffer
 	if err := htmlPage.Execute(&buf, data); err != nil {

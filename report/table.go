@@ -312,3 +312,34 @@ func pctNames(pcts []float64) []string {
 	}
 	return names
 }
+
+// secondsTable is the table model of a run's per-second file.
+func secondsTable(s *analyze.SecondsSummary) table {
+	var t table
+	t.line("")
+	t.header(" Per second (replay's --per-second file) ", '-')
+	t.both("Seconds:", "seconds", s.Seconds)
+	mm := func(label, key string, v analyze.MeanMax, unit string) {
+		t.fixed("Mean "+label, "mean_"+key, unit, v.Mean)
+		t.fixed("Peak "+label, "max_"+key, unit, v.Max)
+	}
+	mm("running requests:", "running", s.Running, "")
+	mm("waiting requests:", "waiting", s.Waiting, "")
+	t.add(row{label: "Mean busy workers (%):", key: "mean_busy", value: s.Busy.Mean, fixed: true, shown: pct(s.Busy.Mean)})
+	t.add(row{label: "Peak busy workers (%):", key: "max_busy", value: s.Busy.Max, fixed: true, shown: pct(s.Busy.Max)})
+	if s.KVKnown {
+		t.add(row{label: "Mean KV cache usage (%):", key: "mean_kv_usage", value: s.KVUsage.Mean, fixed: true, shown: pct(s.KVUsage.Mean)})
+		t.add(row{label: "Peak KV cache usage (%):", key: "max_kv_usage", value: s.KVUsage.Max, fixed: true, shown: pct(s.KVUsage.Max)})
+	} else {
+		t.add(row{label: "KV cache usage:", key: "kv_usage_missing", value: "the file records no KV capacity"})
+	}
+	t.fixed("Tokens per step:", "tokens_per_step", "", s.TokensPerStep)
+	t.both("Steps:", "steps", s.Steps)
+	t.both("Preemptions:", "preemptions", s.Preemptions)
+	t.both("Timed out:", "timed_out", s.TimedOut)
+	t.both("Rejected:", "rejected", s.Rejected)
+	return t
+}
+
+// pct prints a fraction as a percentage with two decimals.
+func pct(f float64) string { return fmt.Sprintf("%.2f", f*100) }

@@ -88,6 +88,9 @@ func WriteAnalyses(w io.Writer, as []*analyze.Analysis, opts StatsOptions) error
 		writeKV(&b, a.KV)
 		writeSeries(&b, a.Series)
 		writeCacheCurve(&b, a)
+		if a.Seconds != nil {
+			secondsTable(a.Seconds).writeText(&b)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -350,6 +353,11 @@ func analysisJSON(a *analyze.Analysis, opts StatsOptions) orderedJSON {
 		o.add("cache_curve", cj)
 	} else if a.CacheCurveErr != "" {
 		o.add("cache_curve_missing", a.CacheCurveErr)
+	}
+	if a.Seconds != nil {
+		sj := orderedJSON{}
+		secondsTable(a.Seconds).addJSON(&sj)
+		o.add("per_second_file", sj)
 	}
 	return o
 }

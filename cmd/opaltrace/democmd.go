@@ -109,7 +109,7 @@ func runDemo(dir string, stdout, stderr io.Writer) (*demoResult, error) {
 
 	// 4. report comparing the variants.
 	res.Report = filepath.Join(dir, "report.html")
-	if err := writeReport(res.Report, sets); err != nil {
+	if err := writeReport(res.Report, sets, report.HTMLOptions{}); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(stdout, "\n== 4. report: %s\n", res.Report)

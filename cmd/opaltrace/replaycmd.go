@@ -12,6 +12,7 @@ import (
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 func replayCommand() *cli.Command {
@@ -93,15 +94,17 @@ func streamAbove(c *cli.Command) int {
 	return lowMemoryRequests
 }
 
-// writeSeconds writes the per-second statistics of a replay to path,
-// with the setup's cluster and cost model in the file's metadata.
-func writeSeconds(path string, s *deploy.Setup, rows []replay.Second) error {
+// writeSeconds writes the per-second statistics of a replayed run to
+// path, with the run's KV capacity (all workers) and the setup's cluster
+// and cost model in the file's metadata.
+func writeSeconds(path string, s *deploy.Setup, run string, rows []replay.Second) error {
 	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Abort()
-	if err := replay.WriteSeconds(f, rows, [][2]string{{replay.MetaConfig, s.Cluster.YAML()}, {replay.MetaCostModel, s.CostModelText}}); err != nil {
+	sec := []trace.SecondsRun{{Run: run, KVBlocks: s.KVBlocks * int64(s.Config.Workers), Seconds: rows}}
+	if err := trace.WriteSeconds(f, sec, [][2]string{{trace.MetaReplayConfig, s.Cluster.YAML()}, {trace.MetaCostModel, s.CostModelText}}); err != nil {
 		return err
 	}
 	return f.Commit()

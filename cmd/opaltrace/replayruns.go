@@ -273,7 +273,7 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}
 		if perSecond != "" {
-			if err := writeSeconds(perSecond, &ran, st.Seconds); err != nil {
+			if err := writeSeconds(perSecond, &ran, job.name, st.Seconds); err != nil {
 				return nil, err
 			}
 		}

@@ -21,6 +21,7 @@ func reportCommand() *cli.Command {
 		ArgsUsage: "[LABEL=]FILE...",
 		Flags: append(ingestFlags(),
 			&cli.StringFlag{Name: "html", Required: true, Usage: "HTML file to write"},
+			&cli.StringFlag{Name: "per-second", Usage: "add a replay's per-second `FILE` (replay --per-second): KV cache usage of its capacity, running and waiting requests over time"},
 			runFlag(),
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
@@ -48,7 +49,14 @@ func reportCommand() *cli.Command {
 				}
 				sets = append(sets, report.Dataset{Name: ds.Name, Runs: ds.Runs, Requests: ds.Requests})
 			}
-			if err := writeReport(c.String("html"), sets); err != nil {
+			var o report.HTMLOptions
+			if p := c.String("per-second"); p != "" {
+				var err error
+				if o.Seconds, _, err = trace.ReadSeconds(p); err != nil {
+					return fmt.Errorf("--per-second: %w", err)
+				}
+			}
+			if err := writeReport(c.String("html"), sets, o); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.ErrWriter, "wrote %s\n", c.String("html"))
@@ -76,9 +84,9 @@ func reportByPasses(label, path string, sel []string) (report.Dataset, error) {
 }
 
 // writeReport renders the report in memory, then writes it atomically.
-func writeReport(path string, sets []report.Dataset) error {
+func writeReport(path string, sets []report.Dataset, o report.HTMLOptions) error {
 	var buf bytes.Buffer
-	if err := report.WriteHTML(&buf, sets); err != nil {
+	if err := report.WriteHTMLWith(&buf, sets, o); err != nil {
 		return err
 	}
 	return atomicfile.WriteFile(path, buf.Bytes())

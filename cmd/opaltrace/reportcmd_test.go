@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/report"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // TestReportByPassesEqualsInMemory: the HTML report of a file summarized
@@ -81,5 +84,56 @@ func TestStatsLowMemoryRunSelector(t *testing.T) {
 		if strings.Join(kept, "") != block {
 			t.Errorf("--run %s: by passes\n%s\nin memory\n%s", sel, lowBlock, block)
 		}
+	}
+}
+
+// The replay's per-second file names its run and holds the KV capacity of
+// all workers; stats and report read it and show the usage as a fraction.
+func TestPerSecondFileReadByStatsAndReport(t *testing.T) {
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 300)
+	out, sec := filepath.Join(dir, "sim.parquet"), filepath.Join(dir, "sec.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "-o", out, "--per-second", sec, "--run", "r1", "--workers", "3", in); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	runs, meta, err := trace.ReadSeconds(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].Run != "r1" || runs[0].KVBlocks <= 0 || runs[0].KVBlocks%3 != 0 || meta[trace.MetaReplayConfig] == "" {
+		t.Fatalf("per-second runs %+v, metadata %v", runs, meta)
+	}
+	peak := 0.0
+	for _, s := range runs[0].Seconds {
+		peak = max(peak, runs[0].KVUsage(s))
+	}
+	if peak <= 0 || peak > 1 {
+		t.Errorf("peak KV usage %v of capacity", peak)
+	}
+	js, stderr, err := opaltrace(t, "stats", "--json", "--per-second", sec, out)
+	if err != nil {
+		t.Fatalf("stats: %v\n%s", err, stderr)
+	}
+	var got []struct {
+		Sec map[string]any `json:"per_second_file"`
+	}
+	if err := json.Unmarshal([]byte(js), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Sec["max_kv_usage"] != peak || got[0].Sec["seconds"] != float64(len(runs[0].Seconds)) {
+		t.Errorf("stats --per-second: %v, want peak KV usage %v", got, peak)
+	}
+	html := filepath.Join(dir, "r.html")
+	if _, stderr, err := opaltrace(t, "report", "--html", html, "--per-second", sec, out); err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr)
+	}
+	page, _ := os.ReadFile(html)
+	for _, want := range []string{`id="sec-kv"`, `id="sec-running"`, `<h3>r1</h3>`, "Peak KV cache usage (%):"} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("the report lacks %s", want)
+		}
+	}
+	if _, _, err := opaltrace(t, "stats", "--per-second", out, out); err == nil {
+		t.Error("a requests' file was read as a per-second file")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/report"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 func statsCommand() *cli.Command {
@@ -34,6 +35,7 @@ func statsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "as-source", Usage: "reproduce the summary the source tool printed, with its names and rules (aiperf, guidellm)"},
 			&cli.BoolFlag{Name: "low-memory", Usage: fmt.Sprintf("for Parquet inputs: the exact summary in passes over the file, without loading it (automatic above %d requests)", lowMemoryRequests)},
 			runFlag(),
+			&cli.StringFlag{Name: "per-second", Usage: "with each run, what the replay's per-second `FILE` (replay --per-second) says of it: running, waiting, busy workers, KV cache usage of its capacity"},
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
@@ -92,6 +94,9 @@ func statsCommand() *cli.Command {
 				}
 				as = append(as, analyze.AnalyzeGroups(groups, aopts)...)
 			}
+			if err := attachSeconds(as, c.String("per-second")); err != nil {
+				return err
+			}
 			if c.Bool("json") {
 				b, err := report.AnalysesJSON(as, opts)
 				if err != nil {
@@ -103,6 +108,31 @@ func statsCommand() *cli.Command {
 			return report.WriteAnalyses(c.Writer, as, opts)
 		},
 	}
+}
+
+// attachSeconds gives each analysis of a run its part of the per-second
+// file at path (none when path is empty).
+func attachSeconds(as []*analyze.Analysis, path string) error {
+	if path == "" {
+		return nil
+	}
+	runs, _, err := trace.ReadSeconds(path)
+	if err != nil {
+		return fmt.Errorf("--per-second: %w", err)
+	}
+	for _, r := range runs {
+		found := false
+		for _, a := range as {
+			if a.Summary.Run.Name == r.Run && a.Summary.Run.Stage == "" {
+				s := analyze.SummarizeSeconds(r)
+				a.Seconds, found = &s, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--per-second: %s: run %q is not among the inputs' runs", path, r.Run)
+		}
+	}
+	return nil
 }
 
 // statsCompare compares the first input with other, each pooled over its

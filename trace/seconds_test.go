@@ -1,0 +1,73 @@
+package trace
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// The per-second file holds every run, row and column, with its
+// metadata, is the same bytes when written twice, and reads back.
+func TestWriteReadSeconds(t *testing.T) {
+	runs := []SecondsRun{
+		{Run: "a", KVBlocks: 4096, Seconds: []Second{
+			{Second: 0, Arrivals: 3, Steps: 10, Tokens: 512, Running: 2.5, Waiting: 0.5, KVBlocksUsed: 100.25, Busy: 0.75},
+			{Second: 1, Completions: 3, TimedOut: 1, Rejected: 2, Preemptions: 1, Steps: 4, Tokens: 4, Running: 1, KVBlocksUsed: 2048, Busy: 0.1},
+		}},
+		{Run: "b", Seconds: []Second{{Second: 0, Arrivals: 1}}},
+	}
+	meta := [][2]string{{MetaReplayConfig, "workers: 2\n"}, {MetaCostModel, "linear"}}
+	var a, b bytes.Buffer
+	if err := WriteSeconds(&a, runs, meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSeconds(&b, runs, meta); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Error("two writes differ")
+	}
+	path := filepath.Join(t.TempDir(), "sec.parquet")
+	if err := os.WriteFile(path, a.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, gotMeta, err := ReadSeconds(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, runs) {
+		t.Errorf("read back\n%+v\nwant\n%+v", got, runs)
+	}
+	if gotMeta[MetaReplayConfig] != "workers: 2\n" || gotMeta[MetaCostModel] != "linear" || gotMeta[MetaSecondsVersion] != SecondsVersion {
+		t.Errorf("metadata %v", gotMeta)
+	}
+	if u := got[0].KVUsage(got[0].Seconds[1]); u != 0.5 {
+		t.Errorf("KV usage %v, want 0.5", u)
+	}
+	// A requests' file is not a per-second file.
+	if _, _, err := ReadSeconds(writeSmallRequests(t)); err == nil {
+		t.Error("a requests' file read as a per-second file")
+	}
+}
+
+func writeSmallRequests(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "req.parquet")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(&Request{RequestID: "x", Status: StatusOK}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return path
+}
