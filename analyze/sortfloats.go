@@ -18,7 +18,7 @@ const radixBits = 8
 
 // sortFloats sorts values (no NaN) in ascending order, as slices.Sort
 // does: the same values in the same order, but for the relative order of
-// −0 and +0, which compare equal. A summary's pooled inter-token gaps run to
+// −0 and +0, which compare equal (sortFloats puts −0 first). A summary's pooled inter-token gaps run to
 // millions of values, where a least-significant-digit radix sort on the
 // values' bits takes a third of slices.Sort's CPU time (a replay of the
 // Mooncake conversation trace pools 3.6 million gaps). It needs a scratch

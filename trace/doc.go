@@ -12,5 +12,12 @@
 // Absent is never zero: optional values are Opt, lists are nil when absent,
 // and both become Parquet nulls.
 //
+// The writer encodes its pages itself (pqpage.go, pqchunk.go) and lets
+// arrow-go build the footer; its guards are tests against arrow-go's own
+// writer (pqarrow) on random records, reads by three independent readers
+// (arrow-go, DuckDB, hyparquet), writer properties checked against the
+// pages when a writer starts (writerprops.go), and a created_by that
+// parquet-java parses (writerversion.go).
+//
 // Package trace imports nothing else from opaltrace.
 package trace
