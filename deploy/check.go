@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/opaltrace/opaltrace/replay"
 )
 
 // A Setting is one value given besides the cluster file: a command-line
@@ -109,6 +111,7 @@ const (
 	MaxTimeScale    = 1e4
 	MinTimeScale    = 1e-6
 	MaxStreamTokens = 1 << 20
+	MaxTierGiB      = 1 << 30 // a KV tier or store, GiB (an exbibyte)
 )
 
 // An intRule bounds an integer key. An optional key may be 0 when not
@@ -142,6 +145,15 @@ var intRules = []intRule{
 	{"num_gpu_blocks_override", func(c *Cluster) int64 { return c.NumGPUBlocksOverride }, 1, MaxKVTokens, "a number of KV blocks per worker", true, false},
 	{"workload.clients", func(c *Cluster) int64 { return int64(c.Workload.Clients) }, 1, MaxSeqs, "a number of clients", false, false},
 	{"workload.sessions", func(c *Cluster) int64 { return int64(c.Workload.Sessions) }, 0, MaxSeqs, "a number of concurrent sessions (0: each at its arrival)", false, false},
+	{"scheduler.lmcache.chunk_size", func(c *Cluster) int64 { return lmcache(c).ChunkSize }, 1, MaxBatchTokens, "a number of tokens per chunk", true, false},
+}
+
+// lmcache returns c's LMCache settings, or none.
+func lmcache(c *Cluster) *replay.LMCacheConfig {
+	if l := c.Scheduler.LMCache; l != nil {
+		return l
+	}
+	return &replay.LMCacheConfig{}
 }
 
 // A floatRule bounds a real key to [min, max], or (min, max] when open;
@@ -162,6 +174,10 @@ var floatRules = []floatRule{
 	{"scheduler.schedule_conservativeness", func(c *Cluster) float64 { return c.Scheduler.ScheduleConservativeness }, 0, 100, false, "a conservativeness", false},
 	{"client.latency_s", func(c *Cluster) float64 { return c.Client.LatencySec }, 0, 3600, false, "a number of seconds", false},
 	{"client.timeout_s", func(c *Cluster) float64 { return c.Client.TimeoutSec }, 0, 1e7, false, "a number of seconds (0: no timeout)", false},
+	{"scheduler.kv_offloading_size", func(c *Cluster) float64 { return c.Scheduler.KVOffloadingSize }, 0, MaxTierGiB, true, "a CPU tier size in GiB", true},
+	{"scheduler.lmcache.max_local_cpu_size", func(c *Cluster) float64 { return lmcache(c).MaxLocalCPUSize }, 0, MaxTierGiB, true, "a CPU tier size in GiB", true},
+	{"scheduler.lmcache.max_local_disk_size", func(c *Cluster) float64 { return lmcache(c).MaxLocalDiskSize }, 0, MaxTierGiB, true, "a disk tier size in GiB", true},
+	{"kv_store_gib", func(c *Cluster) float64 { return c.KVStoreGiB }, 0, MaxTierGiB, true, "a KV store size in GiB", true},
 }
 
 // check bounds every number of c. A key left at 0 that its rule allows

@@ -48,6 +48,15 @@ type Cluster struct {
 	// of each GPU's memory for weights and KV pool (0: SGLang's default
 	// for the TP size).
 	MemFractionStatic float64 `yaml:"mem_fraction_static,omitempty"`
+	// Node is the server the workers run on, a preset of model.NodeNames
+	// (default: the GPU's node, hgx-h100 for h100), whose links, host
+	// memory and NVMe the KV tiers use; NodeOverride changes its figures
+	// (model.NodeSpec).
+	Node         string          `yaml:"node,omitempty"`
+	NodeOverride *model.NodeSpec `yaml:"node_override,omitempty"`
+	// KVStoreGiB is the capacity of the remote KV store all workers
+	// share (LMCache's remote_url, a Mooncake store's pool), in GiB.
+	KVStoreGiB float64 `yaml:"kv_store_gib,omitempty"`
 
 	replay.Config `yaml:",inline"`
 

@@ -62,6 +62,8 @@ type Setup struct {
 	KVHow              string
 	// CostModelText says what priced the steps, for the outputs' metadata.
 	CostModelText string
+	// Offload is the workers' KV tiers, for replay.Options; nil: none.
+	Offload *replay.Offload
 	// Run is the simulated run's metadata but its name: source, model,
 	// engine, hardware, TP, PP, DP, and Extra "config" (the effective
 	// cluster) and "cost_model"; the caller adds the name and the workload.
@@ -126,6 +128,9 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		return nil, err
 	}
 	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens, KVHow: kvHow, Notes: notes}
+	if s.Offload, err = offloadOf(c, dep); err != nil {
+		return nil, err
+	}
 	switch {
 	case o.CostModel != nil:
 		if err := o.CostModel.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {

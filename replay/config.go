@@ -51,6 +51,8 @@ type SchedulerConfig struct {
 	Engine string `yaml:"engine,omitempty"`
 
 	SGLangConfig `yaml:",inline"`
+	// OffloadConfig holds the KV offloading settings (offload.go).
+	OffloadConfig `yaml:",inline"`
 }
 
 // A ClientConfig describes the simulated benchmark client.
@@ -222,6 +224,11 @@ func (c Config) Validate() error {
 	}
 	if s.StreamInterval < 0 {
 		bad("scheduler.stream_interval", "negative (%d)", s.StreamInterval)
+	}
+	switch s.KVOffloadingBackend {
+	case "", OffloadNative, OffloadLMCache:
+	default:
+		bad("scheduler.kv_offloading_backend", "unknown backend %q (want %s or %s)", s.KVOffloadingBackend, OffloadNative, OffloadLMCache)
 	}
 	if spec, ok := schedulerFor(s.Engine); !ok {
 		bad("scheduler.engine", "unknown engine %q (want %s)", s.Engine, orList(engineNames()))

@@ -24,6 +24,40 @@ const (
 	WriteBack    = "write_back"    // to the host tier; lower tiers take what it evicts
 )
 
+// An OffloadConfig holds the KV offloading settings of a worker's engine,
+// under the engines' own names; it is part of SchedulerConfig, and
+// package deploy turns it into an Offload (the tiers' capacities on the
+// node's links). Zero values are absent: no offloading.
+type OffloadConfig struct {
+	// KVOffloadingSize is vLLM's --kv-offloading-size: each worker's CPU
+	// tier in GiB (0: none).
+	KVOffloadingSize float64 `yaml:"kv_offloading_size,omitempty"`
+	// KVOffloadingBackend is vLLM's --kv-offloading-backend: "native"
+	// (default: vLLM's OffloadingConnector) or "lmcache" (LMCache's
+	// tiers; see LMCache).
+	KVOffloadingBackend string `yaml:"kv_offloading_backend,omitempty"`
+	// LMCache holds LMCache's own settings (its tiers turn on with it).
+	LMCache *LMCacheConfig `yaml:"lmcache,omitempty"`
+}
+
+// Offloading backends (OffloadConfig.KVOffloadingBackend).
+const (
+	OffloadNative  = "native"
+	OffloadLMCache = "lmcache"
+)
+
+// An LMCacheConfig holds LMCache's settings under its configuration
+// file's names (its LMCACHE_* environment variables): a chunk of
+// ChunkSize tokens is the unit it stores, looks up and loads; local_cpu,
+// local_disk and remote backends are its tiers.
+type LMCacheConfig struct {
+	ChunkSize        int64   `yaml:"chunk_size,omitempty"`          // tokens per chunk (default 256)
+	MaxLocalCPUSize  float64 `yaml:"max_local_cpu_size,omitempty"`  // CPU tier, GiB (default 5; vLLM's kv_offloading_size sets it)
+	LocalDisk        string  `yaml:"local_disk,omitempty"`          // a path ("file:///...") turns the disk tier on
+	MaxLocalDiskSize float64 `yaml:"max_local_disk_size,omitempty"` // disk tier, GiB
+	RemoteURL        string  `yaml:"remote_url,omitempty"`          // a URL turns the remote tier on (its size: the cluster's kv_store_gib)
+}
+
 // An Offload is a replay's KV offloading, resolved to physical figures:
 // the node the workers run on, the size of a token's KV, the tier
 // capacities and the write policy. The engines' own keys (vLLM's

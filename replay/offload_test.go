@@ -2,11 +2,13 @@ package replay
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -222,4 +224,42 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return fmt.Sprintf("%d lines vs %d", len(al), len(bl))
+}
+
+// BenchmarkReplayMooncakeTiers replays the whole Mooncake conversation
+// trace on 4 workers (Llama-3.1-8B, H100 of an HGX node) with a 64 GiB
+// CPU tier and a 1 TiB NVMe tier per worker in LMCache's 256-token
+// chunks.
+func BenchmarkReplayMooncakeTiers(b *testing.B) {
+	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
+	cost, blocks := llama8BOnH100(b)
+	cfg := Config{Workers: 4}
+	n, err := model.NodeByName("hgx-h100")
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := int64(256 * 131_072)
+	off := &Offload{Node: n, GPUsPerWorker: 1, KVBytesPerToken: 131_072, BlockTokens: 256,
+		HostBlocks: 64 << 30 / chunk, DiskBlocks: 1 << 40 / chunk}
+	if os.Getenv("OPALTRACE_BENCH_NO_TIERS") != "" {
+		off = nil // the same replay without tiers, for comparison
+	}
+	var st Stats
+	var loaded int64
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		loaded = 0
+		st, err = RunInputs(cfg, cost, blocks, Requests(reqs), func(r *trace.Request) error {
+			loaded += r.HostHitTokens.V + r.StorageHitTokens.V
+			return nil
+		}, Options{Offload: off})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(st.Events), "events/op")
+	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
+	b.ReportMetric(float64(loaded)/float64(st.PromptTokens), "tier-hit-rate")
 }

@@ -268,7 +268,7 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 				sum.Add(r)
 			}
 			return w.Write(r)
-		}, replay.Options{PerSecond: perSecond != "", Transient: !keep}) // the writer copies what it needs
+		}, replay.Options{PerSecond: perSecond != "", Transient: !keep, Offload: job.setup.Offload}) // the writer copies what it needs
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}

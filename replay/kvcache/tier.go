@@ -19,12 +19,18 @@ import "fmt"
 // least recently used ready, unpinned block; Touch (a lookup that hits,
 // a store of a block already held) makes a block most recently used, as
 // vLLM's LRU policy and LMCache's LRU backends do.
+//
+// The hash index is Cache's open-addressing table, sized for the
+// capacity: a Go map's probes grew long under the insert-evict churn of
+// a full tier, a third of a replay's time.
 type Tier struct {
-	name  string
-	cap   int64
-	slots []tierSlot
-	index map[uint64]int32
-	free  []int32
+	name   string
+	cap    int64
+	slots  []tierSlot
+	hashes []uint64 // per slot, for the index
+	index  index    // hash → slot, as Cache's (a Go map degrades under the churn)
+	n      int64    // entries
+	free   []int32
 	// The LRU list: head is the least recently used entry; -1: empty.
 	head, tail int32
 
@@ -35,7 +41,6 @@ type Tier struct {
 }
 
 type tierSlot struct {
-	hash       uint64
 	prev, next int32
 	pins       int32
 	ready      bool
@@ -46,8 +51,10 @@ func NewTier(name string, capacity int64) *Tier {
 	if capacity < 0 || capacity > 1<<31-1 {
 		panic(fmt.Sprintf("kvcache: tier %s of %d blocks", name, capacity))
 	}
-	return &Tier{name: name, cap: capacity, index: make(map[uint64]int32), head: -1, tail: -1}
+	return &Tier{name: name, cap: capacity, index: newIndex(capacity), head: -1, tail: -1}
 }
+
+func (t *Tier) lookup(h uint64) (int32, bool) { return t.index.get(h, t.hashes) }
 
 // Name returns the tier's name.
 func (t *Tier) Name() string { return t.name }
@@ -56,23 +63,23 @@ func (t *Tier) Name() string { return t.name }
 func (t *Tier) Capacity() int64 { return t.cap }
 
 // Len returns the number of entries, pending or ready.
-func (t *Tier) Len() int64 { return int64(len(t.index)) }
+func (t *Tier) Len() int64 { return t.n }
 
 // Contains reports whether the tier holds block h, stored and ready.
 func (t *Tier) Contains(h uint64) bool {
-	s, ok := t.index[h]
+	s, ok := t.lookup(h)
 	return ok && t.slots[s].ready
 }
 
 // Has reports whether the tier holds block h or is storing it.
 func (t *Tier) Has(h uint64) bool {
-	_, ok := t.index[h]
+	_, ok := t.lookup(h)
 	return ok
 }
 
 // Touch makes block h, if held, the most recently used.
 func (t *Tier) Touch(h uint64) {
-	if s, ok := t.index[h]; ok {
+	if s, ok := t.lookup(h); ok {
 		t.unlink(s)
 		t.pushBack(s)
 	}
@@ -85,7 +92,7 @@ func (t *Tier) Touch(h uint64) {
 // below. It reports ok false, changing nothing, when no block can be
 // evicted.
 func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
-	if _, held := t.index[h]; held {
+	if _, held := t.lookup(h); held {
 		t.Touch(h)
 		return 0, false, true
 	}
@@ -94,7 +101,7 @@ func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
 		return 0, false, false
 	}
 	var s int32
-	if int64(len(t.index)) >= t.cap {
+	if t.n >= t.cap {
 		s = t.head
 		for s >= 0 && (!t.slots[s].ready || t.slots[s].pins > 0) {
 			s = t.slots[s].next
@@ -103,9 +110,10 @@ func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
 			t.Dropped++
 			return 0, false, false
 		}
-		victim, evicted = t.slots[s].hash, true
-		delete(t.index, victim)
+		victim, evicted = t.hashes[s], true
+		t.index.del(victim, s)
 		t.unlink(s)
+		t.n--
 		t.Evictions++
 	} else if n := len(t.free); n > 0 {
 		s = t.free[n-1]
@@ -113,9 +121,12 @@ func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
 	} else {
 		s = int32(len(t.slots))
 		t.slots = append(t.slots, tierSlot{})
+		t.hashes = append(t.hashes, 0)
 	}
-	t.slots[s] = tierSlot{hash: h, prev: -1, next: -1}
-	t.index[h] = s
+	t.slots[s] = tierSlot{prev: -1, next: -1}
+	t.hashes[s] = h
+	t.index.add(h, s)
+	t.n++
 	t.pushBack(s)
 	t.Stores++
 	return victim, evicted, true
@@ -124,14 +135,14 @@ func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
 // Complete marks block h stored: it hits from now on. A block no longer
 // held (its store was dropped) is ignored.
 func (t *Tier) Complete(h uint64) {
-	if s, ok := t.index[h]; ok {
+	if s, ok := t.lookup(h); ok {
 		t.slots[s].ready = true
 	}
 }
 
 // Pin protects block h from eviction while a load reads it.
 func (t *Tier) Pin(h uint64) {
-	s, ok := t.index[h]
+	s, ok := t.lookup(h)
 	if !ok {
 		panic(fmt.Sprintf("kvcache: tier %s: pin of block %#x it does not hold", t.name, h))
 	}
@@ -140,7 +151,7 @@ func (t *Tier) Pin(h uint64) {
 
 // Unpin ends one Pin of block h.
 func (t *Tier) Unpin(h uint64) {
-	s, ok := t.index[h]
+	s, ok := t.lookup(h)
 	if !ok || t.slots[s].pins == 0 {
 		panic(fmt.Sprintf("kvcache: tier %s: unpin of block %#x not pinned", t.name, h))
 	}
@@ -150,12 +161,13 @@ func (t *Tier) Unpin(h uint64) {
 // Remove drops block h if it is held and not pinned (a store that
 // failed, or a move to another tier), and reports whether it did.
 func (t *Tier) Remove(h uint64) bool {
-	s, ok := t.index[h]
+	s, ok := t.lookup(h)
 	if !ok || t.slots[s].pins > 0 {
 		return false
 	}
-	delete(t.index, h)
+	t.index.del(h, s)
 	t.unlink(s)
+	t.n--
 	t.free = append(t.free, s)
 	return true
 }
@@ -189,13 +201,13 @@ func (t *Tier) pushBack(s int32) {
 func (t *Tier) LRU() []uint64 {
 	var hs []uint64
 	for s := t.head; s >= 0; s = t.slots[s].next {
-		hs = append(hs, t.slots[s].hash)
+		hs = append(hs, t.hashes[s])
 	}
 	return hs
 }
 
 // Pinned reports whether a load is reading block h.
 func (t *Tier) Pinned(h uint64) bool {
-	s, ok := t.index[h]
+	s, ok := t.lookup(h)
 	return ok && t.slots[s].pins > 0
 }
