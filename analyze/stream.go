@@ -140,6 +140,13 @@ type metricStream struct {
 	// search for a value's job starts.
 	los, his []uint64
 	byTop    []int32
+	// A top bucket with many jobs (a CDF's thousands of quantiles fall
+	// in few of them) gets a table of its next 16 bits: subOf holds
+	// 1 + its index in subs, and subs[i][next 16 bits] 1 + the index of
+	// the first job in that 32-bit bucket, so a value finds its job in
+	// one step rather than by a binary search.
+	subOf []int32
+	subs  [][]int32
 	last     int // the job of the previous value: neighbouring gaps of a request are often in one bucket
 
 	sum, sq  *pairwiseStream
@@ -227,10 +234,35 @@ func (m *metricStream) startPass(b *budget) bool {
 		lo := j.prefix << (64 - j.bits)
 		m.los, m.his = append(m.los, lo), append(m.his, lo|(1<<(64-j.bits)-1))
 	}
+	m.subOf, m.subs = nil, nil
 	if len(m.jobs) > 8 {
 		m.byTop = make([]int32, 1<<16)
 		for i := len(m.jobs) - 1; i >= 0; i-- {
 			m.byTop[m.jobs[i].top()] = int32(i + 1)
+		}
+		for i := 0; i < len(m.jobs); {
+			top := m.jobs[i].top()
+			e := i
+			for e < len(m.jobs) && m.jobs[e].top() == top {
+				e++
+			}
+			if e-i >= 16 {
+				if m.subOf == nil {
+					m.subOf = make([]int32, 1<<16)
+				}
+				tbl := make([]int32, 1<<16)
+				for x := e - 1; x >= i; x-- { // the first job of each entry wins
+					for b := (m.los[x] >> 32) & 0xffff; ; b++ {
+						tbl[b] = int32(x + 1)
+						if b == (m.his[x]>>32)&0xffff {
+							break
+						}
+					}
+				}
+				m.subs = append(m.subs, tbl)
+				m.subOf[top] = int32(len(m.subs))
+			}
+			i = e
 		}
 	}
 	if m.meanDone && !m.stdDone && m.sq == nil {
@@ -260,6 +292,13 @@ func (m *metricStream) select1(v float64) {
 	} else if m.byTop == nil {
 		for i, lo := range m.los {
 			if lo <= k && k <= m.his[i] {
+				j, m.last = m.jobs[i], i
+				break
+			}
+		}
+	} else if s := m.subOf; s != nil && s[k>>48] > 0 {
+		for i := int(m.subs[s[k>>48]-1][(k>>32)&0xffff]) - 1; i >= 0 && i < len(m.los) && m.los[i] <= k; i++ {
+			if k <= m.his[i] {
 				j, m.last = m.jobs[i], i
 				break
 			}
@@ -350,7 +389,7 @@ func (m *metricStream) endPass() {
 			}
 		}
 	}
-	m.jobs, m.byTop = m.jobs[:0], nil
+	m.jobs, m.byTop, m.subOf, m.subs = m.jobs[:0], nil, nil, nil
 }
 
 // dist returns the finished distribution: its count, mean, std and the

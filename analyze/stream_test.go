@@ -192,6 +192,10 @@ func TestStreamSummaryEqualsInMemory(t *testing.T) {
 	if s.Passes < 4 { // 16-bit levels: top, 32, 48 and 64 bits
 		t.Errorf("%d passes with a collect limit of 3; refinement did not happen", s.Passes)
 	}
+	// A CDF's ranks, refined: many jobs in one top bucket (its table of
+	// the next 16 bits).
+	withCDF.CDFPoints = 2000
+	checkStreamEqualsSummary(t, reqs, withCDF)
 	collectLimit = 1 << 20
 	defer func(old int64) { passBudget = old }(passBudget)
 	passBudget = 100

@@ -77,7 +77,13 @@ func SummarizeStreamGroups(src Source, key string, runs []trace.Run, opts Stream
 		return nil, err
 	}
 	set := zs
-	if all != nil {
+	switch {
+	case all != nil && len(zs) == 1 && zs[0].s.Requests == all.s.Requests:
+		// One group of every request (a file of one run): its
+		// distributions and peaks are the pooled ones; only the
+		// pooled summary makes the passes.
+		zs[0].same, set = all, []*StreamSummarizer{all}
+	case all != nil:
 		set = append(slices0(zs), all)
 	}
 	for _, z := range set {
@@ -94,7 +100,9 @@ func SummarizeStreamGroups(src Source, key string, runs []trace.Run, opts Stream
 			break
 		}
 		err := src(func(r *trace.Request) error {
-			zs[route(r)].visit(r)
+			if z := zs[route(r)]; z.same == nil {
+				z.visit(r)
+			}
 			if all != nil {
 				all.visit(r)
 			}
@@ -108,9 +116,12 @@ func SummarizeStreamGroups(src Source, key string, runs []trace.Run, opts Stream
 			z.endPass()
 		}
 	}
-	out := make([]*Summary, len(set))
-	for i, z := range set {
-		out[i] = z.result()
+	var out []*Summary
+	for _, z := range zs {
+		out = append(out, z.result())
+	}
+	if all != nil {
+		out = append(out, all.result())
 	}
 	return out, nil
 }
@@ -136,6 +147,9 @@ type StreamSummarizer struct {
 	chunks, chunkTokens int64
 	good                *Goodput // nil without SLOs
 	peak                peakStream
+	// same, when set, summarizes the same requests: z makes no passes
+	// and takes its distributions and peaks (SummarizeStreamGroups).
+	same *StreamSummarizer
 }
 
 // NewStreamSummarizer starts the summary of run.
@@ -244,7 +258,11 @@ func (z *StreamSummarizer) Finish(src Source) (*Summary, error) {
 // result fills the summary as SummarizeWith does.
 func (z *StreamSummarizer) result() *Summary {
 	s := z.s
-	s.Passes = z.passes
+	ms, peak, passes := z.ms, &z.peak, z.passes
+	if z.same != nil {
+		ms, peak, passes = z.same.ms, &z.same.peak, z.same.passes
+	}
+	s.Passes = passes
 	for _, st := range Statuses {
 		if n := z.status[st]; n > 0 {
 			s.ByStatus = append(s.ByStatus, StatusCount{st, n})
@@ -257,13 +275,13 @@ func (z *StreamSummarizer) result() *Summary {
 	if z.chunks > 0 {
 		s.TokensPerChunk = float64(z.chunkTokens) / float64(z.chunks)
 	}
-	s.TTFT, s.TPOT, s.ITL, s.E2E = z.ms[mTTFT].dist(), z.ms[mTPOT].dist(), z.ms[mITL].dist(), z.ms[mE2E].dist()
+	s.TTFT, s.TPOT, s.ITL, s.E2E = ms[mTTFT].dist(), ms[mTPOT].dist(), ms[mITL].dist(), ms[mE2E].dist()
 	s.DurationSec, s.DurationMeasured = duration(s.Run, nil, z.span)
 	if s.DurationSec > 0 {
 		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
 			throughputs(int64(s.Completed), s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
 	}
-	s.Peak, s.PeakMissing = z.peak.result()
+	s.Peak, s.PeakMissing = peak.result()
 	if z.good != nil {
 		finishGoodput(z.good, s.DurationSec)
 		s.Goodput = z.good
