@@ -76,7 +76,8 @@
 //
 // # Not yet
 //
-// KV tiers below the GPU, ShareGPT-style regenerated workloads, a request
+// KV tiers under SGLang's scheduler (HiCache; Options.Offload serves
+// vLLM's, see offload.go), ShareGPT-style regenerated workloads, a request
 // rate capped by a max concurrency, SGLang's page sizes above 1, and
 // fast-forward across workers in the closed loop and the sessions mode
 // (whose windows end at the next event anywhere) are later work; see the

@@ -20,7 +20,13 @@
 // leaf-first LRU eviction of unlocked nodes; TokenKeys derives token-level
 // keys from a trace's hash_ids.
 //
-// It does not own scheduling (which request gets blocks when: package
-// replay) nor the lower tiers (CPU DRAM, NVMe, remote), which later issues
-// add here.
+// Below the GPU, a Tier is one level of KV storage (host DRAM, NVMe, a
+// remote store): blocks by chained hash, a capacity, LRU eviction, entries
+// pending while stored and pinned while loaded. A Fabric carries the
+// transfers between tiers and GPUs over a node's shared links (PCIe per
+// GPU and direction, host memory, NVMe, NIC) with max-min fair rates;
+// SharedLink is the one-link case.
+//
+// It does not own scheduling (which request gets blocks when, what is
+// stored and loaded when: package replay).
 package kvcache
