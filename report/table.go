@@ -139,6 +139,11 @@ func summaryTable(s *analyze.Summary, pcts []float64) table {
 	if s.Run.Model != "" {
 		t.both("Model:", "model", s.Run.Model)
 	}
+	// A simulated run names the deployment it replayed on (package
+	// deploy: model on GPU×count, parallelism, engine, workers).
+	if d := s.Run.Extra["deployment"]; d != "" {
+		t.both("Deployment:", "deployment", d)
+	}
 	if s.Passes > 0 {
 		t.line(fmt.Sprintf("Exact summary in %s over the file.", passes(s.Passes)))
 		t.json("passes", s.Passes)

@@ -73,12 +73,15 @@ func TestReplaySurajssdDeployment(t *testing.T) {
 		t.Fatalf("a run without hardware: %v", err)
 	}
 	assertNoFile(t, out)
-	_, stderr, err := opaltrace(t, "replay", "--hardware", "a100-40gb", "--tp", "8", "-o", out, in)
+	stdout, stderr, err := opaltrace(t, "replay", "--hardware", "a100-40gb", "--tp", "8", "-o", out, in)
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr)
 	}
 	if !strings.Contains(stderr, "llama-3.3-70b on 8×a100-40gb (TP8), vllm, 1 worker") || !strings.Contains(stderr, "infinite rate, 200 in flight") {
 		t.Errorf("stderr:\n%s", stderr)
+	}
+	if !strings.Contains(stdout, "Deployment:                              llama-3.3-70b on 8×a100-40gb (TP8), vllm, 1 worker\n") {
+		t.Errorf("the summary does not name the deployment:\n%s", stdout)
 	}
 	runs, reqs, err := trace.ReadFile(out)
 	if err != nil || len(runs) != 1 || len(reqs) != 200 {
