@@ -21,7 +21,15 @@ type Analysis struct {
 	// Seconds is the run's part of a replay's per-second file, when one
 	// was given (stats --per-second).
 	Seconds *SecondsSummary
+	// NotComputed names the sections left out, and why (a summary by
+	// passes over a file has no steady state, TTFT decomposition or KV
+	// cache section yet).
+	NotComputed []string
 }
+
+// ByPassesOmits are the sections of an Analysis that a summary by passes
+// does not compute.
+var ByPassesOmits = []string{"steady state", "TTFT decomposition", "KV cache"}
 
 // AnalysisOptions choose the sections of an Analysis.
 type AnalysisOptions struct {

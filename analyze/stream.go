@@ -147,7 +147,7 @@ type metricStream struct {
 	// one step rather than by a binary search.
 	subOf []int32
 	subs  [][]int32
-	last     int // the job of the previous value: neighbouring gaps of a request are often in one bucket
+	last  int // the job of the previous value: neighbouring gaps of a request are often in one bucket
 
 	sum, sq  *pairwiseStream
 	mean     float64

@@ -121,6 +121,9 @@ func writeNotes(b *strings.Builder, a *analyze.Analysis) {
 	for _, w := range s.Warnings {
 		fmt.Fprintf(b, "Warning: %s.\n", w)
 	}
+	if len(a.NotComputed) > 0 {
+		fmt.Fprintf(b, "Not computed by passes over the file: %s (they need the requests in memory).\n", strings.Join(a.NotComputed, ", "))
+	}
 }
 
 func bandLabel(lo, hi float64) string {
@@ -275,6 +278,9 @@ func analysisJSON(a *analyze.Analysis, opts StatsOptions) orderedJSON {
 	}
 	if len(s.Warnings) > 0 {
 		o.add("warnings", s.Warnings)
+	}
+	if len(a.NotComputed) > 0 {
+		o.add("not_computed", a.NotComputed)
 	}
 	if d := a.Decomp; d != nil {
 		dj := orderedJSON{}

@@ -123,7 +123,7 @@ func statsByPasses(c *cli.Command, path string, pcts []float64, slo analyze.SLO)
 	}
 	as := make([]*analyze.Analysis, len(sums))
 	for i, s := range sums {
-		as[i] = &analyze.Analysis{Summary: s}
+		as[i] = &analyze.Analysis{Summary: s, NotComputed: analyze.ByPassesOmits}
 	}
 	return as, nil
 }
