@@ -189,11 +189,14 @@ func rooflineText(dep *model.Deployment) string {
 		dep.MFU, dep.AttentionMFU, dep.BandwidthEfficiency, dep.LinkEfficiency, dep.StepOverhead)
 }
 
-// LoadLLM resolves a model: a path to a config.json (or its folder), or
-// a name shipped in samples/models.
+// LoadLLM resolves a model: a path to a config.json (or its folder), a
+// name shipped in samples/models, or a Hugging Face id of one (ModelName).
 func LoadLLM(name string) (model.LLM, error) {
 	if _, err := os.Stat(name); err == nil {
 		return model.LoadConfig(name)
+	}
+	if shipped, ok := ModelName(name); ok {
+		name = shipped
 	}
 	sub, err := fs.Sub(samples.FS, samples.Models)
 	if err != nil {

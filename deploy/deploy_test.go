@@ -288,3 +288,15 @@ func TestKVCapacity(t *testing.T) {
 		t.Errorf("override: %v, %d tokens, %d blocks", err, s.KVTokens, s.KVBlocks)
 	}
 }
+
+// A Hugging Face id given by the cluster file or a flag loads the
+// shipped config, as a recorded one does.
+func TestLoadLLMHuggingFaceID(t *testing.T) {
+	m, err := LoadLLM("meta-llama/Llama-3.3-70B-Instruct")
+	if err != nil || m.Name != "llama-3.3-70b" {
+		t.Errorf("%q, %v", m.Name, err)
+	}
+	if _, err := LoadLLM("Qwen/Qwen2.5-3B-Instruct"); err == nil {
+		t.Error("an unshipped model loaded")
+	}
+}
