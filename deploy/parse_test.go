@@ -16,7 +16,7 @@ func TestParseClusterErrors(t *testing.T) {
 		{"text workers", "workers: many\n", "c.yaml:1: workers: \"many\" is not a whole number"},
 		{"too many workers", "workers: 5000000\n", "c.yaml:1: workers: 5000000: want a number of workers from 1 to 4096"},
 		{"second document", "workers: 2\n---\nworkers: 3\n", "c.yaml:3: a second YAML document: a cluster file holds one"},
-		{"unknown key", "workers: 2\nwrokers: 3\n", "c.yaml:2: wrokers: unknown key (known here: client, cost_model, dp, ep, gpu_memory_utilization, hardware, hardware_override, kv_cache_dtype, kv_store_gib, mem_fraction_static, model, node, node_override, num_gpu_blocks_override, pp, router, scheduler, seed, tp, workers, workload)"},
+		{"unknown key", "workers: 2\nwrokers: 3\n", "c.yaml:2: wrokers: unknown key (known here: client, cost_model, dp, ep, gpu_memory_utilization, hardware, hardware_override, kv_cache_dtype, kv_store_gib, mem_fraction_static, model, node, node_override, num_gpu_blocks_override, pp, router, router_config, scheduler, seed, tp, workers, workload)"},
 		{"unknown nested key", "scheduler:\n  max_num_seq: 3\n", "c.yaml:2: scheduler.max_num_seq: unknown key (known here: block_size, chunked_prefill_size, context_length, disable_radix_cache, enable_mixed_chunk, enable_prefix_caching, engine, kv_cache_tokens, kv_offloading_backend, kv_offloading_size, lmcache, max_num_batched_tokens, max_num_seqs, max_prefill_tokens, max_running_requests, schedule_conservativeness, schedule_policy, stream_interval)"},
 		{"zero max_num_seqs", "scheduler:\n  max_num_seqs: 0\n", "c.yaml:2: scheduler.max_num_seqs: 0: want a number of running sequences from 1 to 1048576"},
 		{"negative max_num_seqs", "scheduler:\n  max_num_seqs: -4\n", "c.yaml:2: scheduler.max_num_seqs: -4: want a number of running sequences from 1 to 1048576"},
@@ -39,7 +39,7 @@ func TestParseClusterErrors(t *testing.T) {
 		{"twice", "workers: 2\nworkers: 3\n", "c.yaml:2: workers: given twice"},
 		{"syntax", "workers: 2\n  tp: [\n", "c.yaml:2: mapping values are not allowed in this context"},
 		{"negative seed", "seed: -1\n", "c.yaml:1: seed: -1 is not a non-negative whole number"},
-		{"unknown router", "workers: 2\nrouter: best\n", "c.yaml:2: router: unknown router \"best\" (want round_robin or random)"},
+		{"unknown router", "workers: 2\nrouter: best\n", "c.yaml:2: router: unknown router \"best\" (want round_robin, random, least_requests, least_tokens, power_of_two, session_affinity, sglang_cache_aware, llm_d, dynamo_kv or max_prefix)"},
 		{"two errors", "workers: 0\ntp: 0\n", "c.yaml:1: workers: 0: want a number of workers from 1 to 4096\nc.yaml:2: tp: 0: want a tensor-parallel degree from 1 to 1024"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

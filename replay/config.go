@@ -16,12 +16,14 @@ import (
 type Config struct {
 	// Workers is the number of identical serving instances (default 1).
 	Workers int `yaml:"workers"`
-	// Router names the routing policy: "round_robin" (default) or
-	// "random" (uniform, from Seed).
-	Router    string          `yaml:"router"`
-	Scheduler SchedulerConfig `yaml:"scheduler"`
-	Workload  WorkloadConfig  `yaml:"workload"`
-	Client    ClientConfig    `yaml:"client"`
+	// Router names the routing policy: "round_robin" (default),
+	// "random" (uniform, from Seed) or another of the routers table
+	// (router.go); RouterConfig holds their settings.
+	Router       string          `yaml:"router"`
+	RouterConfig RouterConfig    `yaml:"router_config,omitempty"`
+	Scheduler    SchedulerConfig `yaml:"scheduler"`
+	Workload     WorkloadConfig  `yaml:"workload"`
+	Client       ClientConfig    `yaml:"client"`
 	// Seed seeds every random choice of the replay (math/rand/v2 PCG).
 	Seed uint64 `yaml:"seed"`
 }
@@ -90,13 +92,11 @@ type WorkloadConfig struct {
 	TimeScale float64 `yaml:"time_scale"` // open loop: arrival time multiplier (0 or absent: 1; 0.5 = twice the rate)
 }
 
-// Router and workload mode names.
+// Workload mode names.
 const (
-	RouterRoundRobin = "round_robin"
-	RouterRandom     = "random"
-	ModeOpen         = "open"
-	ModeClosed       = "closed"
-	ModeSessions     = "sessions"
+	ModeOpen     = "open"
+	ModeClosed   = "closed"
+	ModeSessions = "sessions"
 )
 
 // DefaultConfig returns the configuration every absent field defaults to:
@@ -171,6 +171,7 @@ func (c Config) Effective(kvBlocks int64) Config {
 		kvBlocks = s.KVCacheTokens / s.BlockSize
 	}
 	s.KVCacheTokens = kvBlocks * s.BlockSize
+	c.RouterConfig = c.RouterConfig.withDefaults(c.Router)
 	if spec, ok := schedulerFor(s.Engine); ok {
 		s.Engine = spec.name
 		spec.defaults(s)
@@ -204,11 +205,10 @@ func (c Config) Validate() error {
 	if c.Workers < 0 {
 		bad("workers", "negative (%d)", c.Workers)
 	}
-	switch c.Router {
-	case RouterRoundRobin, RouterRandom:
-	default:
-		bad("router", "unknown router %q (want %s or %s)", c.Router, RouterRoundRobin, RouterRandom)
+	if _, ok := routerFor(c.Router); !ok {
+		bad("router", "unknown router %q (want %s)", c.Router, orList(routerNames()))
 	}
+	c.RouterConfig.validate(bad)
 	s := c.Scheduler
 	if s.MaxNumBatchedTokens < 0 {
 		bad("scheduler.max_num_batched_tokens", "negative (%d)", s.MaxNumBatchedTokens)

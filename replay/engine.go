@@ -168,7 +168,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		return Stats{}, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	router, err := newRouter(cfg.Router, rng)
+	router, err := newRouter(&cfg, cfg.Scheduler.KVCacheTokens, rng)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -209,6 +209,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			return Stats{}, err
 		}
 	}
+	e.view.init(e, router)
 	if opts.PerSecond {
 		e.sec = &seconds{workers: cfg.Workers, block: cfg.Scheduler.BlockSize}
 	}
@@ -278,6 +279,8 @@ type engine struct {
 	cfg      Config
 	cost     model.StepModel
 	router   Router
+	view     routerView // the router's view of the workers
+	routed   Routed     // scratch: the request being routed
 	workers  []*worker
 	q        eventQueue
 	reqs     Inputs
@@ -324,13 +327,6 @@ type engine struct {
 	step  Step
 
 	test testSwitches
-}
-
-func (e *engine) NumWorkers() int { return len(e.workers) }
-
-func (e *engine) Load(i int) WorkerLoad {
-	w := e.workers[i]
-	return WorkerLoad{Running: len(w.running), Waiting: w.waiting.Len(), FreeBlocks: w.s.freeBlocks()}
 }
 
 // arrivalTime is the open-loop arrival of a request sent at a in the
@@ -413,7 +409,8 @@ func (e *engine) prepare() {
 		each := func(i int32) {
 			e.route[i] = -1
 			if ok[i] {
-				wi := e.router.Route(int(i), e)
+				e.routed = Routed{Index: int(i)}
+				wi := e.router.Route(&e.routed, &e.view)
 				e.route[i] = int32(wi)
 				if open && wi >= 0 && wi < len(e.workers) {
 					w := e.workers[wi]
@@ -589,7 +586,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	if e.route != nil {
 		wi = int(e.route[i])
 	} else {
-		wi = e.router.Route(int(i), e)
+		wi = e.routeNow(now, r)
 	}
 	if wi < 0 || wi >= len(e.workers) {
 		return fmt.Errorf("replay: router chose worker %d of %d", wi, len(e.workers))
@@ -599,6 +596,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		w.arrived++
 	}
 	r.worker = int32(wi)
+	e.view.sent(r)
 	w.waiting.pushBack(r)
 	e.wake(now, w)
 	return nil
@@ -914,6 +912,9 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	o.Status = trace.StatusTimeout
 	o.Error = fmt.Sprintf("client gave up after %g s", e.timeout.Seconds())
 	o.Worker = e.workers[r.worker].name
+	if r.scored {
+		o.RouterScore = trace.Some(r.score)
+	}
 	o.OutputTokens = trace.Some(r.out)
 	o.OutputTokensSource = trace.OutputServerUsage
 	if r.out > 0 {
@@ -947,6 +948,7 @@ func (e *engine) alloc() *reqState {
 // release recycles r, keeping its block table's capacity (and its ITL
 // list's, when records are transient).
 func (e *engine) release(r *reqState) {
+	e.view.left(r)
 	blocks, ghost := r.blocks[:0], r.ghost[:0]
 	keys, from := r.tierKeys[:0], r.loadFrom[:0]
 	var itl []float64

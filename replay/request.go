@@ -42,6 +42,8 @@ type reqState struct {
 	aborted     bool       // timed out during a step: leaves when the step ends
 	scheduled   bool       // has been scheduled at least once
 	cached      int64      // prefix-hit tokens at the first schedule
+	score       float64    // the router's score of its worker, when scored
+	scored      bool
 	preemptions int64
 
 	// sent is when the client sent the request; arrival when it reached

@@ -62,6 +62,9 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 	o.Status = trace.StatusOK
 	o.FinishReason = "length"
 	o.Worker = e.workers[r.worker].name
+	if r.scored {
+		o.RouterScore = trace.Some(r.score)
+	}
 	o.OutputTokens = trace.Some(r.out)
 	o.CachedTokens = trace.Some(r.cached)
 	o.DeviceHitTokens = trace.Some(r.cached)

@@ -3,39 +3,145 @@ package replay
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/opaltrace/opaltrace/trace"
 )
 
-// A WorkerLoad is what a router may know about one worker when it routes.
+// A WorkerLoad is what a worker exposes to a router that scrapes it (its
+// Prometheus metrics: vllm:num_requests_running, num_requests_waiting,
+// kv_cache_usage_perc), as of the router's last scrape.
 type WorkerLoad struct {
-	Running    int   // requests in the running batch
-	Waiting    int   // requests queued
-	FreeBlocks int64 // unreferenced KV blocks
+	Running     int   // requests in the running batch
+	Waiting     int   // requests queued
+	FreeBlocks  int64 // unreferenced KV blocks
+	TotalBlocks int64 // KV capacity in blocks
+}
+
+// KVUsage is the fraction of the KV cache in use, as vLLM's
+// kv_cache_usage_perc counts it (cached but unreferenced blocks are free).
+func (l WorkerLoad) KVUsage() float64 {
+	if l.TotalBlocks == 0 {
+		return 0
+	}
+	return 1 - float64(l.FreeBlocks)/float64(l.TotalBlocks)
+}
+
+// An Outstanding is what the router itself knows of a worker without
+// asking it: the requests it sent there that have not completed, their
+// tokens (prompt plus requested output) and their KV blocks at the
+// engine's block size (Dynamo's "active blocks"). A proxy counts these
+// exactly, so they are never stale.
+type Outstanding struct {
+	Requests int
+	Tokens   int64
+	Blocks   int64
 }
 
 // A Cluster is the router's view of the workers.
 type Cluster interface {
 	NumWorkers() int
+	// Load is the worker's state as of the router's last scrape
+	// (RouterConfig.ViewIntervalSec; live when 0).
 	Load(worker int) WorkerLoad
+	// Outstanding is the router's own count for the worker.
+	Outstanding(worker int) Outstanding
+}
+
+// A Routed is the request a router places: what a gateway can read from
+// it (lengths, prefix blocks, session), and the score the router gave the
+// worker it chose, which the output records (trace.Request.RouterScore).
+type Routed struct {
+	Index     int        // position in the replayed trace
+	At        trace.Time // when it reaches the router
+	Prompt    int64      // prompt tokens
+	Out       int64      // requested output tokens
+	HashIDs   []int64    // prefix block ids (trace.Request.HashIDs); nil: none
+	BlockSize int64      // tokens per HashIDs entry
+	Session   string     // session or user id, when the trace has one
+
+	Score  float64 // set by the router: its score of the chosen worker
+	Scored bool    // Score is set
 }
 
 // A Router picks the worker for each request. Implementations may keep
-// state (a cursor, an RNG seeded from Config.Seed) but must be
-// deterministic given it.
+// state (a cursor, an RNG seeded from Config.Seed, a prefix index) but
+// must be deterministic given it.
 type Router interface {
-	// Route returns the index of the worker that serves request index
-	// (its position in the replayed trace).
-	Route(index int, c Cluster) int
+	// Route returns the index of the worker that serves q.
+	Route(q *Routed, c Cluster) int
 }
 
-// newRouter builds the router named in the configuration.
-func newRouter(name string, rng *rand.Rand) (Router, error) {
-	switch name {
-	case RouterRoundRobin:
-		return &roundRobin{}, nil
-	case RouterRandom:
-		return &random{rng: rng}, nil
+// A kvObserver is a router fed by the workers' KV events (Dynamo's
+// KvIndexer, Opal's KVBM events): the engine tells it, one view tick
+// after the fact, which prefix blocks a worker has computed.
+type kvObserver interface {
+	Router
+	kvStored(worker int, ids []int64, blockSize int64)
+}
+
+// A routerSpec is one entry of the routers table: its name, what it is,
+// and how to build it.
+type routerSpec struct {
+	name, doc string
+	new       func(cfg *Config, kvTokens int64, rng *rand.Rand) Router
+}
+
+// routers lists the routing policies, in the order errors name them.
+var routers = []routerSpec{
+	{RouterRoundRobin, "workers in turn", func(*Config, int64, *rand.Rand) Router { return &roundRobin{} }},
+	{RouterRandom, "uniform from the seed", func(_ *Config, _ int64, rng *rand.Rand) Router { return &random{rng: rng} }},
+	{RouterLeastRequests, "fewest outstanding requests", func(*Config, int64, *rand.Rand) Router { return &leastRequests{} }},
+	{RouterLeastTokens, "fewest outstanding tokens", func(*Config, int64, *rand.Rand) Router { return &leastTokens{} }},
+	{RouterPowerOfTwo, "the less loaded of two sampled", func(_ *Config, _ int64, rng *rand.Rand) Router { return &powerOfTwo{rng: rng} }},
+	{RouterSession, "sticky by session, bounded load", newSessionAffinity},
+	{RouterSGLang, "SGLang router's cache_aware", newSGLangCacheAware},
+	{RouterLLMD, "llm-d's weighted scorers", newLLMD},
+	{RouterDynamo, "Dynamo's KV router", newDynamoKV},
+	{RouterMaxPrefix, "Opal's MaxPrefix, matching", newMaxPrefix},
+}
+
+// Router names.
+const (
+	RouterRoundRobin    = "round_robin"
+	RouterRandom        = "random"
+	RouterLeastRequests = "least_requests"
+	RouterLeastTokens   = "least_tokens"
+	RouterPowerOfTwo    = "power_of_two"
+	RouterSession       = "session_affinity"
+	RouterSGLang        = "sglang_cache_aware"
+	RouterLLMD          = "llm_d"
+	RouterDynamo        = "dynamo_kv"
+	RouterMaxPrefix     = "max_prefix"
+)
+
+func routerFor(name string) (routerSpec, bool) {
+	for _, s := range routers {
+		if s.name == name {
+			return s, true
+		}
 	}
-	return nil, fmt.Errorf("router: unknown router %q", name)
+	return routerSpec{}, false
+}
+
+func routerNames() []string {
+	var names []string
+	for _, s := range routers {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// RouterNames returns the routing policies' names, for flags' help.
+func RouterNames() []string { return routerNames() }
+
+// newRouter builds the router named in the configuration; kvTokens is a
+// worker's KV capacity in tokens (what event-fed indexes mirror).
+func newRouter(cfg *Config, kvTokens int64, rng *rand.Rand) (Router, error) {
+	s, ok := routerFor(cfg.Router)
+	if !ok {
+		return nil, fmt.Errorf("router: unknown router %q", cfg.Router)
+	}
+	return s.new(cfg, kvTokens, rng), nil
 }
 
 // A loadBlind router's choices depend only on the order in which requests
@@ -52,7 +158,7 @@ type loadBlind interface {
 // roundRobin sends requests to workers 0, 1, …, N−1, 0, … in arrival order.
 type roundRobin struct{ next int }
 
-func (r *roundRobin) Route(_ int, c Cluster) int {
+func (r *roundRobin) Route(_ *Routed, c Cluster) int {
 	w := r.next % c.NumWorkers()
 	r.next = w + 1
 	return w
@@ -63,6 +169,6 @@ func (*roundRobin) loadBlind() {}
 // random picks a worker uniformly from the seeded RNG.
 type random struct{ rng *rand.Rand }
 
-func (r *random) Route(_ int, c Cluster) int { return r.rng.IntN(c.NumWorkers()) }
+func (r *random) Route(_ *Routed, c Cluster) int { return r.rng.IntN(c.NumWorkers()) }
 
 func (*random) loadBlind() {}

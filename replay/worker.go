@@ -36,6 +36,11 @@ type worker struct {
 	// requests routed here, in order, and how many have arrived.
 	arrivals []trace.Time
 	arrived  int
+
+	// onPrefilled, when set, is told of each request whose prompt is
+	// computed (its first token): the KV event a cache-aware router is
+	// fed by (routerView.prefilled).
+	onPrefilled func(w *worker, r *reqState, at trace.Time)
 }
 
 // A scheduled entry is one request's share of a step.
@@ -125,6 +130,9 @@ func (w *worker) emitTokens(now trace.Time) {
 		switch {
 		case r.out == 1:
 			r.firstTok, r.lastChunk = now, now
+			if w.onPrefilled != nil {
+				w.onPrefilled(w, r, now)
+			}
 			if r.maxOut > 1 {
 				if n := numChunks(r.maxOut, w.stream) - 1; int64(cap(r.itl)) >= n {
 					r.itl = r.itl[:0] // a recycled state's (Options.Transient)

@@ -83,6 +83,9 @@ var columns = []column{
 	strCol("ttft_basis", func(r *Request) *string { return &r.TTFTBasis }),
 	strCol("output_tokens_source", func(r *Request) *string { return &r.OutputTokensSource }),
 	strCol("prefill_basis", func(r *Request) *string { return &r.PrefillBasis }),
+	// Added after schema version 1's first files: older files lack the
+	// column and read it as absent.
+	f64Col("router_score", func(r *Request) *Opt[float64] { return &r.RouterScore }),
 }
 
 // Schema returns the Arrow schema of opaltrace's Parquet files.

@@ -58,9 +58,13 @@ type Request struct {
 	Source    string // input format name, or "simulated"
 	Model     string
 	LoRA      string
-	Worker    string     // serving instance that handled it, when known
-	Session   string     // conversation or agent session, when known
-	Turn      Opt[int64] // index of the request within its session (0-based)
+	Worker    string // serving instance that handled it, when known
+	// RouterScore is the score the router gave the chosen worker, in
+	// the router's own units (a simulated replay's cache-aware routers;
+	// see replay's router files); absent when the router scores nothing.
+	RouterScore Opt[float64]
+	Session     string     // conversation or agent session, when known
+	Turn        Opt[int64] // index of the request within its session (0-based)
 
 	// Outcome.
 	Status       Status
@@ -191,7 +195,7 @@ func (r *Request) Validate() error {
 		{"ttft_s", r.TTFTSec}, {"e2e_s", r.E2ESec}, {"last_token_s", r.LastTokenSec}, {"think_s", r.ThinkSec}, {"client_queue_s", r.ClientQueueSec},
 		{"idle_in_queue_s", r.IdleInQueueSec}, {"budget_wait_s", r.BudgetWaitSec}, {"storage_prefetch_s", r.StoragePrefetchSec},
 		{"queue_s", r.QueueSec}, {"schedule_s", r.ScheduleSec}, {"prefill_s", r.PrefillSec},
-		{"decode_s", r.DecodeSec}, {"kv_fetch_s", r.KVFetchSec},
+		{"decode_s", r.DecodeSec}, {"kv_fetch_s", r.KVFetchSec}, {"router_score", r.RouterScore},
 		{"storage_prefetch_io_s", r.StoragePrefetchIOSec},
 	} {
 		if !f.v.OK {
@@ -315,5 +319,6 @@ func (r *Request) String() string {
 	str("ttft_basis", r.TTFTBasis)
 	str("output_tokens_source", r.OutputTokensSource)
 	str("prefill_basis", r.PrefillBasis)
+	f64("router_score", r.RouterScore)
 	return b.String()
 }

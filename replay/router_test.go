@@ -1,0 +1,201 @@
+package replay
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// fakeCluster is a Cluster whose state a test sets.
+type fakeCluster struct {
+	loads []WorkerLoad
+	out   []Outstanding
+}
+
+func (f *fakeCluster) NumWorkers() int               { return len(f.out) }
+func (f *fakeCluster) Load(i int) WorkerLoad         { return f.loads[i] }
+func (f *fakeCluster) Outstanding(i int) Outstanding { return f.out[i] }
+
+func newFake(n int) *fakeCluster {
+	f := &fakeCluster{loads: make([]WorkerLoad, n), out: make([]Outstanding, n)}
+	for i := range f.loads {
+		f.loads[i].TotalBlocks = 100
+		f.loads[i].FreeBlocks = 100
+	}
+	return f
+}
+
+func build(t *testing.T, name string, workers int, rc RouterConfig) Router {
+	t.Helper()
+	cfg := Config{Workers: workers, Router: name, RouterConfig: rc}.Effective(1000)
+	r, err := newRouter(&cfg, 1000*16, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestLoadRouters(t *testing.T) {
+	f := newFake(4)
+	f.out[0].Requests, f.out[1].Requests, f.out[2].Requests, f.out[3].Requests = 3, 1, 2, 1
+	f.out[0].Tokens, f.out[1].Tokens, f.out[2].Tokens, f.out[3].Tokens = 10, 500, 20, 400
+	if w := build(t, RouterLeastRequests, 4, RouterConfig{}).Route(&Routed{}, f); w != 1 {
+		t.Errorf("least_requests chose %d, want 1 (first of the least loaded after the last)", w)
+	}
+	q := &Routed{}
+	if w := build(t, RouterLeastTokens, 4, RouterConfig{}).Route(q, f); w != 0 || q.Score != 10 {
+		t.Errorf("least_tokens chose %d (score %v), want 0 (10)", w, q.Score)
+	}
+	p2 := build(t, RouterPowerOfTwo, 4, RouterConfig{})
+	for range 100 {
+		if w := p2.Route(&Routed{}, f); w == 0 {
+			t.Fatal("power_of_two chose the most loaded worker, which loses every pair")
+		}
+	}
+}
+
+func TestSessionAffinity(t *testing.T) {
+	f := newFake(4)
+	r := build(t, RouterSession, 4, RouterConfig{})
+	home := r.Route(&Routed{Session: "s1"}, f)
+	for range 5 {
+		if w := r.Route(&Routed{Session: "s1"}, f); w != home {
+			t.Fatalf("session s1 moved from %d to %d", home, w)
+		}
+	}
+	// Overload the home worker: ⌈1.25·(10+1)/4⌉ = 4 outstanding is the bound.
+	f.out[home].Requests = 10
+	q := &Routed{Session: "s1"}
+	if w := r.Route(q, f); w != (home+1)%4 || q.Score != 1 {
+		t.Errorf("overloaded home %d: chose %d (spilled %v), want %d (1)", home, w, q.Score, (home+1)%4)
+	}
+}
+
+func TestSGLangCacheAware(t *testing.T) {
+	f := newFake(3)
+	r := build(t, RouterSGLang, 3, RouterConfig{})
+	a := &Routed{HashIDs: []int64{1, 2, 3, 4}, BlockSize: 16}
+	first := r.Route(a, f)
+	// The same conversation, grown: more than 0.3 matched goes where its
+	// prefix went.
+	b := &Routed{HashIDs: []int64{1, 2, 3, 4, 5}, BlockSize: 16}
+	if w := r.Route(b, f); w != first || b.Score != 0.8 {
+		t.Errorf("grown prompt went to %d (match %v), want %d (0.8)", w, b.Score, first)
+	}
+	// Unrelated: to the smallest tree, not the one that holds blocks.
+	if w := r.Route(&Routed{HashIDs: []int64{9}, BlockSize: 16}, f); w == first {
+		t.Errorf("an unmatched request went to the largest tree")
+	}
+	// Imbalanced (spread > 64 and max > 1.5·min): the least loaded wins
+	// whatever it holds.
+	f.out[first].Requests = 100
+	f.out[(first+1)%3].Requests = 20
+	f.out[(first+2)%3].Requests = 30
+	if w := r.Route(&Routed{HashIDs: []int64{1, 2, 3, 4, 5, 6}, BlockSize: 16}, f); w != (first+1)%3 {
+		t.Errorf("imbalanced cluster: chose %d, want the least loaded %d", w, (first+1)%3)
+	}
+}
+
+func TestLLMD(t *testing.T) {
+	f := newFake(3)
+	r := build(t, RouterLLMD, 3, RouterConfig{})
+	first := r.Route(&Routed{HashIDs: []int64{1, 2}, BlockSize: 16}, f)
+	q := &Routed{HashIDs: []int64{1, 2}, BlockSize: 16}
+	if w := r.Route(q, f); w != first || q.Score != 3+2+2 {
+		t.Errorf("repeat went to %d (score %v), want %d (7)", w, q.Score, first)
+	}
+	// A long queue and a full KV cache there outweigh the prefix:
+	// 3·1 + 2·0 + 2·0 = 3 against 3·0 + 2·1 + 2·1 = 4 elsewhere.
+	f.loads[first].Waiting = 10
+	f.loads[first].FreeBlocks = 0
+	if w := r.Route(&Routed{HashIDs: []int64{1, 2}, BlockSize: 16}, f); w == first {
+		t.Errorf("a full, queued worker still won on its prefix")
+	}
+}
+
+func TestDynamoKV(t *testing.T) {
+	f := newFake(2)
+	r := build(t, RouterDynamo, 2, RouterConfig{}).(*dynamoKV)
+	r.kvStored(1, []int64{1, 2, 3, 4}, 16) // worker 1 holds 64 tokens of the prefix
+	q := &Routed{Prompt: 80, Out: 16, HashIDs: []int64{1, 2, 3, 4, 5}, BlockSize: 16}
+	// Costs: worker 0: 80/16 prefill + 6 active = 11; worker 1: 16/16 + 6 = 7.
+	if w := r.Route(q, f); w != 1 || q.Score != 7 {
+		t.Errorf("chose %d (cost %v), want 1 (7)", w, q.Score)
+	}
+	f.out[1].Blocks = 5 // 12 > 11
+	if w := r.Route(q, f); w != 0 {
+		t.Errorf("with 5 active blocks on worker 1: chose %d, want 0", w)
+	}
+}
+
+func TestMaxPrefix(t *testing.T) {
+	f := newFake(3)
+	r := build(t, RouterMaxPrefix, 3, RouterConfig{}).(*maxPrefix)
+	r.kvStored(2, []int64{7, 8}, 16)
+	q := &Routed{HashIDs: []int64{7, 8, 9, 10}, BlockSize: 16}
+	if w := r.Route(q, f); w != 2 || q.Score != 0.5 {
+		t.Errorf("chose %d (score %v), want 2 (0.5)", w, q.Score)
+	}
+	seen := map[int]bool{}
+	for range 50 {
+		seen[r.Route(&Routed{HashIDs: []int64{99}, BlockSize: 16}, f)] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("unmatched requests went to %v, want a random worker", seen)
+	}
+}
+
+func TestPrefixIndexEvictsDeepestFirst(t *testing.T) {
+	x := newPrefixIndex(1, 3*16)
+	x.insert(0, []int64{1, 2, 3}, 16)
+	x.insert(0, []int64{1, 2, 4}, 16) // 4 blocks: 3, the deepest of the older prefix, goes
+	n := make([]int, 1)
+	if x.matchAll([]int64{1, 2, 3}, n); n[0] != 2 {
+		t.Errorf("after eviction, prefix 1,2,3 matches %d blocks, want 2", n[0])
+	}
+	if x.matchAll([]int64{1, 2, 4}, n); n[0] != 3 {
+		t.Errorf("the newer prefix matches %d blocks, want 3", n[0])
+	}
+}
+
+// Every router replays a small trace to completion, deterministically,
+// under the validator, with a stale view too; prefix routers record a
+// score per request.
+func TestRoutersReplay(t *testing.T) {
+	reqs := randomTrace(7, 300, 40)
+	for i, r := range reqs {
+		r.Session = []string{"a", "b", "c", ""}[i%4]
+	}
+	for _, s := range routers {
+		for _, view := range []float64{0, 0.5} {
+			cfg := Config{Workers: 3, Router: s.name, RouterConfig: RouterConfig{ViewIntervalSec: view}}
+			_, all, st := replay(t, cfg, linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}, 400, reqs)
+			_, again, _ := replay(t, cfg, linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}, 400, reqs)
+			if dump(all) != dump(again) {
+				t.Errorf("%s view %g: two replays differ", s.name, view)
+			}
+			if st.Completed != len(reqs) {
+				t.Errorf("%s: %d of %d completed", s.name, st.Completed, len(reqs))
+			}
+			eff := cfg.Effective(400)
+			_, blind := must(newRouter(&eff, 0, rand.New(rand.NewPCG(0, 0)))).(loadBlind)
+			for _, r := range all {
+				if r.RouterScore.OK == blind {
+					t.Errorf("%s: request %s has router score %v", s.name, r.RequestID, r.RouterScore)
+					break
+				}
+				if err := r.Validate(); err != nil {
+					t.Errorf("%s: %v", s.name, err)
+					break
+				}
+			}
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

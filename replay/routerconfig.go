@@ -1,0 +1,142 @@
+package replay
+
+import "math"
+
+// A RouterConfig holds the routers' settings, each named as its project
+// names it (Config.Router picks the router; the others' keys are
+// ignored). Zero means the router's own default, which Effective fills in
+// for the chosen router only.
+type RouterConfig struct {
+	// ViewIntervalSec is how stale the router's view of the workers is:
+	// scraped state (WorkerLoad: llm-d's queue and KV-usage scorers) is
+	// refreshed, and KV events (Dynamo's indexer, Opal's KVBM) are
+	// delivered, on ticks of this interval (0: an oracle that sees every
+	// change at once). Real deployments: llm-d refreshes metrics every
+	// 50 ms, Opal coalesces KV events over 30 s.
+	//
+	// Note: a tick takes effect at the first routing decision at or after
+	// it and sees the workers as of that decision: between arrivals the
+	// engine fast-forwards workers and their state at an earlier instant
+	// is not kept. What the router counts itself (Outstanding: requests,
+	// tokens and blocks it sent) is always exact, as a proxy's is.
+	ViewIntervalSec float64 `yaml:"view_interval_s,omitempty"`
+
+	// SGLang router, cache_aware policy (sgl-router's command-line
+	// defaults: 0.3, 64, 1.5). The tree is the router's own, built from
+	// the requests it routed, at the trace's block granularity.
+	CacheThreshold      float64 `yaml:"cache_threshold,omitempty"`
+	BalanceAbsThreshold int     `yaml:"balance_abs_threshold,omitempty"`
+	BalanceRelThreshold float64 `yaml:"balance_rel_threshold,omitempty"`
+	// MaxTreeTokens bounds each worker's part of the tree, least
+	// recently used blocks first (0: unbounded, as sgl-router's default
+	// max_tree_size of 2^26 characters is beyond any worker's KV).
+	MaxTreeTokens int64 `yaml:"max_tree_tokens,omitempty"`
+
+	// llm-d inference scheduler: the weights of its prefix-cache, queue
+	// and kv-cache-utilization scorers (its default profile: 3, 2, 2),
+	// and the approximate prefix index's capacity per server in tokens
+	// (the Gateway API inference extension's default: 31,250 blocks of
+	// 64 tokens).
+	PrefixWeight      *float64 `yaml:"prefix_weight,omitempty"`
+	QueueWeight       *float64 `yaml:"queue_weight,omitempty"`
+	KVUsageWeight     *float64 `yaml:"kv_usage_weight,omitempty"`
+	LRUCapacityTokens int64    `yaml:"lru_capacity_tokens,omitempty"`
+
+	// OverlapScoreWeight is Dynamo's --kv-overlap-score-weight: the
+	// weight of prefill blocks against active blocks in its cost (1).
+	OverlapScoreWeight *float64 `yaml:"overlap_score_weight,omitempty"`
+
+	// HashBalanceFactor bounds session affinity's load: a worker with
+	// more outstanding requests than this factor times the mean (plus
+	// one) is overloaded and the session spills to the next worker
+	// (consistent hashing with bounded loads; Envoy's hash_balance_factor
+	// as a ratio; default 1.25).
+	HashBalanceFactor float64 `yaml:"hash_balance_factor,omitempty"`
+}
+
+// Defaults of the routers' settings.
+const (
+	sglangCacheThreshold      = 0.3
+	sglangBalanceAbsThreshold = 64
+	sglangBalanceRelThreshold = 1.5
+	llmdPrefixWeight          = 3
+	llmdQueueWeight           = 2
+	llmdKVUsageWeight         = 2
+	llmdLRUCapacityTokens     = 31250 * 64
+	dynamoOverlapScoreWeight  = 1
+	sessionHashBalanceFactor  = 1.25
+)
+
+func ptr(v float64) *float64 { return &v }
+
+// withDefaults fills the chosen router's zero settings.
+func (c RouterConfig) withDefaults(router string) RouterConfig {
+	switch router {
+	case RouterSGLang:
+		if c.CacheThreshold == 0 {
+			c.CacheThreshold = sglangCacheThreshold
+		}
+		if c.BalanceAbsThreshold == 0 {
+			c.BalanceAbsThreshold = sglangBalanceAbsThreshold
+		}
+		if c.BalanceRelThreshold == 0 {
+			c.BalanceRelThreshold = sglangBalanceRelThreshold
+		}
+	case RouterLLMD:
+		if c.PrefixWeight == nil {
+			c.PrefixWeight = ptr(llmdPrefixWeight)
+		}
+		if c.QueueWeight == nil {
+			c.QueueWeight = ptr(llmdQueueWeight)
+		}
+		if c.KVUsageWeight == nil {
+			c.KVUsageWeight = ptr(llmdKVUsageWeight)
+		}
+		if c.LRUCapacityTokens == 0 {
+			c.LRUCapacityTokens = llmdLRUCapacityTokens
+		}
+	case RouterDynamo:
+		if c.OverlapScoreWeight == nil {
+			c.OverlapScoreWeight = ptr(dynamoOverlapScoreWeight)
+		}
+	case RouterSession:
+		if c.HashBalanceFactor == 0 {
+			c.HashBalanceFactor = sessionHashBalanceFactor
+		}
+	}
+	return c
+}
+
+// validate reports the settings out of range.
+func (c RouterConfig) validate(bad func(field, format string, args ...any)) {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if v := c.ViewIntervalSec; !(v >= 0) || v > 86400 {
+		bad("router_config.view_interval_s", "%v is not a number of seconds in [0, 86400]", v)
+	}
+	if v := c.CacheThreshold; !(v >= 0 && v <= 1) {
+		bad("router_config.cache_threshold", "%v is not in [0, 1]", v)
+	}
+	if c.BalanceAbsThreshold < 0 {
+		bad("router_config.balance_abs_threshold", "negative (%d)", c.BalanceAbsThreshold)
+	}
+	if v := c.BalanceRelThreshold; !(v >= 0) || !finite(v) {
+		bad("router_config.balance_rel_threshold", "%v is not a non-negative number", v)
+	}
+	if c.MaxTreeTokens < 0 {
+		bad("router_config.max_tree_tokens", "negative (%d)", c.MaxTreeTokens)
+	}
+	if c.LRUCapacityTokens < 0 {
+		bad("router_config.lru_capacity_tokens", "negative (%d)", c.LRUCapacityTokens)
+	}
+	for _, w := range []struct {
+		name string
+		v    *float64
+	}{{"prefix_weight", c.PrefixWeight}, {"queue_weight", c.QueueWeight}, {"kv_usage_weight", c.KVUsageWeight}, {"overlap_score_weight", c.OverlapScoreWeight}} {
+		if w.v != nil && (!(*w.v >= 0) || !finite(*w.v)) {
+			bad("router_config."+w.name, "%v is not a non-negative number", *w.v)
+		}
+	}
+	if v := c.HashBalanceFactor; v != 0 && (!(v >= 1) || !finite(v)) {
+		bad("router_config.hash_balance_factor", "%v is not a number ≥ 1", v)
+	}
+}

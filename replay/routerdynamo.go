@@ -1,0 +1,55 @@
+package replay
+
+import "math/rand/v2"
+
+// dynamoKV is NVIDIA Dynamo's KV router: for each worker a cost
+//
+//	overlap_score_weight · prefill blocks + active blocks
+//
+// where prefill blocks are the prompt's tokens not covered by the
+// worker's cached prefix, in the engine's blocks, and active blocks are
+// the blocks of the requests the router has outstanding there plus this
+// request's (its own count, Outstanding.Blocks); the cheapest worker
+// wins, ties at random (router temperature 0). The cached prefix comes
+// from the workers' KV events (a stored event when a prompt is computed),
+// delivered on the view's ticks, into an index that mirrors each worker's
+// KV capacity, least recently used blocks evicted first.
+//
+// Note: the events carry no removals (the engine's caches do not report
+// evictions yet): the mirror evicts by its own LRU at the worker's
+// capacity. Its score is the chosen worker's cost.
+type dynamoKV struct {
+	weight float64
+	bs     int64 // engine tokens per block
+	index  *prefixIndex
+	rng    *rand.Rand
+	match  []int
+	cost   []float64
+	ties   []int
+}
+
+func newDynamoKV(cfg *Config, kvTokens int64, rng *rand.Rand) Router {
+	return &dynamoKV{
+		weight: *cfg.RouterConfig.OverlapScoreWeight, bs: cfg.Scheduler.BlockSize,
+		index: newPrefixIndex(cfg.Workers, kvTokens), rng: rng,
+		match: make([]int, cfg.Workers), cost: make([]float64, cfg.Workers),
+	}
+}
+
+func (r *dynamoKV) kvStored(w int, ids []int64, blockSize int64) {
+	r.index.insert(w, ids, blockSize)
+}
+
+func (r *dynamoKV) Route(q *Routed, c Cluster) int {
+	n := c.NumWorkers()
+	r.index.matchAll(q.HashIDs, r.match)
+	own := ceilDiv(q.Prompt+q.Out, r.bs)
+	for w := range n {
+		overlap := min(int64(r.match[w])*q.BlockSize, q.Prompt)
+		prefill := float64(q.Prompt-overlap) / float64(r.bs)
+		r.cost[w] = -(r.weight*prefill + float64(c.Outstanding(w).Blocks+own))
+	}
+	best := pickMax(r.cost, r.rng, &r.ties) // the least cost
+	q.Score, q.Scored = -r.cost[best], true
+	return best
+}

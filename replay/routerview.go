@@ -1,0 +1,147 @@
+package replay
+
+import (
+	"math"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A routerView is the engine's side of the router's view of the workers
+// (the Cluster a router sees): the scraped loads, refreshed on ticks of
+// RouterConfig.ViewIntervalSec; the KV events not yet delivered; and the
+// router's own count of what it sent where.
+type routerView struct {
+	e        *engine
+	interval time.Duration // 0: live
+	next     trace.Time    // the next scrape tick
+	loads    []WorkerLoad  // as of the last scrape (interval > 0)
+	out      []Outstanding
+	kv       kvObserver // the router, when fed by KV events; nil otherwise
+	pending  []kvEvent  // KV events not yet delivered
+}
+
+// A kvEvent is a worker's report that it computed a prompt's prefix
+// blocks (a vLLM/Dynamo "stored" event), delivered at the first view tick
+// at or after at.
+type kvEvent struct {
+	at        trace.Time
+	worker    int32
+	blockSize int64
+	ids       []int64
+}
+
+func (v *routerView) NumWorkers() int { return len(v.e.workers) }
+
+func (v *routerView) Load(i int) WorkerLoad {
+	if v.interval == 0 {
+		return v.e.liveLoad(i)
+	}
+	return v.loads[i]
+}
+
+func (v *routerView) Outstanding(i int) Outstanding { return v.out[i] }
+
+// init sets the view up for router r over the engine's workers.
+func (v *routerView) init(e *engine, r Router) {
+	v.e = e
+	v.interval = time.Duration(math.Round(e.cfg.RouterConfig.ViewIntervalSec * 1e9))
+	v.out = make([]Outstanding, len(e.workers))
+	v.loads = make([]WorkerLoad, len(e.workers))
+	if o, ok := r.(kvObserver); ok {
+		v.kv = o
+		for _, w := range e.workers {
+			w.onPrefilled = v.prefilled
+		}
+	}
+}
+
+// refresh brings the view up to time now: a scrape when a tick has
+// passed, and the KV events due by the latest tick.
+func (v *routerView) refresh(now trace.Time) {
+	tick := now
+	if v.interval > 0 {
+		tick = now - trace.Time(int64(now)%int64(v.interval)) // the latest tick at or before now
+		if now >= v.next {
+			for i := range v.loads {
+				v.loads[i] = v.e.liveLoad(i)
+			}
+			v.next = tick.Add(v.interval)
+		}
+	}
+	if len(v.pending) == 0 {
+		return
+	}
+	// Events come nearly in time order (fast-forward windows of
+	// different workers interleave), so scan them all; there are few.
+	kept := v.pending[:0]
+	for _, ev := range v.pending {
+		if v.due(ev.at) <= tick {
+			v.kv.kvStored(int(ev.worker), ev.ids, ev.blockSize)
+			continue
+		}
+		kept = append(kept, ev)
+	}
+	clear(v.pending[len(kept):])
+	v.pending = kept
+}
+
+// due is the tick at which an event of time at is delivered.
+func (v *routerView) due(at trace.Time) trace.Time {
+	if v.interval == 0 {
+		return at
+	}
+	if r := int64(at) % int64(v.interval); r != 0 {
+		return at.Add(v.interval - time.Duration(r))
+	}
+	return at
+}
+
+// prefilled is the workers' hook: r's prompt is computed on worker w at
+// time at.
+func (v *routerView) prefilled(w *worker, r *reqState, at trace.Time) {
+	if r.in == nil || len(r.in.HashIDs) == 0 || !r.in.BlockSize.OK {
+		return
+	}
+	v.pending = append(v.pending, kvEvent{at: at, worker: int32(w.id), blockSize: r.in.BlockSize.V, ids: r.in.HashIDs})
+}
+
+// sent counts request r as outstanding on its worker.
+func (v *routerView) sent(r *reqState) {
+	o := &v.out[r.worker]
+	o.Requests++
+	o.Tokens += r.prompt + r.maxOut
+	o.Blocks += ceilDiv(r.prompt+r.maxOut, v.e.cfg.Scheduler.BlockSize)
+}
+
+// left counts r as no longer outstanding: it completed, timed out, or was
+// aborted.
+func (v *routerView) left(r *reqState) {
+	o := &v.out[r.worker]
+	o.Requests--
+	o.Tokens -= r.prompt + r.maxOut
+	o.Blocks -= ceilDiv(r.prompt+r.maxOut, v.e.cfg.Scheduler.BlockSize)
+}
+
+// liveLoad is worker i's state now.
+func (e *engine) liveLoad(i int) WorkerLoad {
+	w := e.workers[i]
+	return WorkerLoad{Running: len(w.running), Waiting: w.waiting.Len(), FreeBlocks: w.s.freeBlocks(), TotalBlocks: e.kvBlocks}
+}
+
+// routeNow asks the router, at time now, for r's worker, and keeps its
+// score on r.
+func (e *engine) routeNow(now trace.Time, r *reqState) int {
+	e.view.refresh(now)
+	q := &e.routed
+	*q = Routed{Index: int(r.idx), At: now, Prompt: r.prompt, Out: r.maxOut}
+	if in := r.in; in != nil {
+		q.Session = in.Session
+		if in.BlockSize.OK && len(in.HashIDs) > 0 {
+			q.HashIDs, q.BlockSize = in.HashIDs, in.BlockSize.V
+		}
+	}
+	wi := e.router.Route(q, &e.view)
+	r.score, r.scored = q.Score, q.Scored
+	return wi
+}
