@@ -19,11 +19,14 @@ type Config struct {
 	// Router names the routing policy: "round_robin" (default),
 	// "random" (uniform, from Seed) or another of the routers table
 	// (router.go); RouterConfig holds their settings.
-	Router       string          `yaml:"router"`
-	RouterConfig RouterConfig    `yaml:"router_config,omitempty"`
-	Scheduler    SchedulerConfig `yaml:"scheduler"`
-	Workload     WorkloadConfig  `yaml:"workload"`
-	Client       ClientConfig    `yaml:"client"`
+	Router       string       `yaml:"router"`
+	RouterConfig RouterConfig `yaml:"router_config,omitempty"`
+	// Autoscale sizes the fleet by a metric, as Kubernetes' HPA does
+	// (autoscale.go); off unless its metric is set.
+	Autoscale AutoscaleConfig `yaml:"autoscale,omitempty"`
+	Scheduler SchedulerConfig `yaml:"scheduler"`
+	Workload  WorkloadConfig  `yaml:"workload"`
+	Client    ClientConfig    `yaml:"client"`
 	// Seed seeds every random choice of the replay (math/rand/v2 PCG).
 	Seed uint64 `yaml:"seed"`
 }
@@ -172,6 +175,7 @@ func (c Config) Effective(kvBlocks int64) Config {
 	}
 	s.KVCacheTokens = kvBlocks * s.BlockSize
 	c.RouterConfig = c.RouterConfig.withDefaults(c.Router)
+	c.Autoscale = c.Autoscale.withDefaults(c.Workers)
 	if spec, ok := schedulerFor(s.Engine); ok {
 		s.Engine = spec.name
 		spec.defaults(s)
@@ -209,6 +213,7 @@ func (c Config) Validate() error {
 		bad("router", "unknown router %q (want %s)", c.Router, orList(routerNames()))
 	}
 	c.RouterConfig.validate(bad)
+	c.Autoscale.validate(c.Workers, bad)
 	s := c.Scheduler
 	if s.MaxNumBatchedTokens < 0 {
 		bad("scheduler.max_num_batched_tokens", "negative (%d)", s.MaxNumBatchedTokens)

@@ -19,7 +19,19 @@
 //     million-request replay does not hold its input.
 //  2. Client. The simulated client is ClientConfig.LatencySec away from
 //     the router, both ways, and gives up after ClientConfig.TimeoutSec.
-//  3. Router. A Router picks a worker per request (round-robin, random).
+//  3. Router. A Router picks a worker per request, one file per router
+//     (router*.go): round-robin and random (load-blind, routed before the
+//     replay starts); least outstanding requests or tokens and power of
+//     two choices (on the router's own counts); session affinity
+//     (consistent hashing with bounded loads); and the cache-aware
+//     routers as deployed: SGLang router's cache_aware (an approximate
+//     tree of what it sent, balance thresholds), llm-d's weighted
+//     prefix, queue and KV-usage scorers, Dynamo's KV router (prefill
+//     blocks against active blocks) and Opal's MaxPrefix as meant (the
+//     longest cached prefix). Scraped worker state and KV events reach
+//     the router on ticks of RouterConfig.ViewIntervalSec (0: at once),
+//     so its view is as stale as a real one; each output records the
+//     router's score of its choice (trace.Request.RouterScore).
 //  4. Worker. Each worker runs vLLM v1's scheduler over a KV cache of
 //     fixed-size blocks with a full-block prefix cache (package
 //     replay/kvcache): running requests first, chunked prefill under a

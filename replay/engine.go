@@ -34,6 +34,12 @@ type Stats struct {
 	// Seconds holds per-second statistics when Options.PerSecond asks
 	// for them, from second 0 to the one holding End.
 	Seconds []Second
+
+	// With autoscaling (Config.Autoscale): the fleet per second, and
+	// its cost: the time each worker was starting, ready or draining,
+	// times its GPUs.
+	Fleet    []FleetSecond
+	GPUHours float64
 }
 
 // Options are the optional parts of a replay.
@@ -168,7 +174,11 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		return Stats{}, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	router, err := newRouter(&cfg, cfg.Scheduler.KVCacheTokens, rng)
+	slots := cfg.Workers
+	if a := cfg.Autoscale; a.on() {
+		slots = max(slots, a.MaxReplicas)
+	}
+	router, err := newRouter(&cfg, slots, cfg.Scheduler.KVCacheTokens, rng)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -195,10 +205,13 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if e.timeout > 0 {
 		e.live = make([]*reqState, reqs.Len())
 	}
-	for i := range cfg.Workers {
+	for i := range slots {
 		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks, &e.test))
 	}
 	if opts.Offload != nil {
+		if cfg.Autoscale.on() {
+			return Stats{}, errors.New("replay: autoscaling with KV tiers is not modelled yet")
+		}
 		if cfg.Scheduler.Engine == EngineSGLang {
 			return Stats{}, errors.New("replay: KV tiers are not modelled under SGLang's scheduler yet")
 		}
@@ -210,6 +223,10 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		}
 	}
 	e.view.init(e, router)
+	if cfg.Autoscale.on() {
+		e.scale = newAutoscaler(cfg.Autoscale, cfg.Workers, slots)
+		e.view.setReady(e.scale)
+	}
 	if opts.PerSecond {
 		e.sec = &seconds{workers: cfg.Workers, block: cfg.Scheduler.BlockSize}
 	}
@@ -219,6 +236,11 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	}
 	if e.sec != nil {
 		e.stats.Seconds = e.sec.done(e.stats.End)
+	}
+	if e.scale != nil {
+		e.scale.finish(e.stats.End)
+		e.stats.Fleet = e.scale.seconds(e.stats.End)
+		e.stats.GPUHours = e.scale.onTime.Hours() * float64(e.cfg.Autoscale.GPUsPerWorker)
 	}
 	for _, w := range e.workers {
 		e.stats.Evictions += w.s.evictions()
@@ -289,7 +311,8 @@ type engine struct {
 	kvBlocks int64
 	emit     func(*trace.Request) error
 	observe  func(*Step) error
-	sec      *seconds // per-second statistics; nil: not collected
+	sec      *seconds    // per-second statistics; nil: not collected
+	scale    *autoscaler // nil: a fixed fleet
 	stats    Stats
 	off      *offload // KV tiers; nil: none
 
@@ -351,7 +374,7 @@ func (e *engine) prepare() {
 	_, blind := e.router.(loadBlind)
 	// In the sessions mode arrivals follow completions, so their order
 	// is only known as the replay runs.
-	blind = blind && !e.test.noPreRoute && e.cfg.Workload.Mode != ModeSessions
+	blind = blind && !e.test.noPreRoute && e.cfg.Workload.Mode != ModeSessions && e.scale == nil
 	if e.cfg.Workload.Mode == ModeSessions {
 		e.prepareSessions()
 	}
@@ -469,8 +492,14 @@ func (e *engine) run() error {
 			e.next++
 		}
 	}
+	if e.scale != nil {
+		e.q.push(trace.Time(0).Add(e.scale.period), evAutoscale, 0)
+	}
 	for e.q.Len() > 0 {
 		ev := e.q.pop()
+		if ev.kind == evAutoscale && e.allDone() {
+			continue // a sync after the last request changes nothing
+		}
 		e.stats.End = ev.at
 		e.stats.Events++
 		var err error
@@ -488,6 +517,8 @@ func (e *engine) run() error {
 			err = e.off.transfer(e, ev.at, int(ev.arg))
 		case evTimeout:
 			err = e.abort(ev.at, ev.arg)
+		case evAutoscale:
+			e.autoscale(ev.at)
 		}
 		if err == nil && e.off != nil {
 			err = e.off.err
@@ -553,6 +584,9 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	sent := now.Add(-e.lat)
 	if e.sec != nil {
 		e.sec.at(now).Arrivals++
+	}
+	if e.scale != nil {
+		e.scale.arrivals++
 	}
 	if reason := e.rejectReason(prompt, out); reason != "" {
 		e.stats.Rejected++
@@ -847,6 +881,9 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 			e.live[r.idx] = nil
 		}
 		o := e.result(r, now)
+		if e.scale != nil {
+			e.scale.completed(o.TTFTSec.V)
+		}
 		e.stats.Completed++
 		if e.sec != nil {
 			e.sec.at(now).Completions++
@@ -862,6 +899,9 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 		}
 	}
 	e.wake(now, w)
+	if e.scale != nil {
+		e.drained(now, w)
+	}
 	return nil
 }
 
@@ -881,7 +921,11 @@ func (e *engine) abort(now trace.Time, i int32) error {
 	w := e.workers[r.worker]
 	if w.waiting.remove(r) {
 		w.s.leave(w, r, leaveWaiting)
-		return e.timedOut(r, now)
+		err := e.timedOut(r, now)
+		if e.scale != nil {
+			e.drained(now, w)
+		}
+		return err
 	}
 	if w.busy {
 		r.aborted = true
@@ -897,6 +941,9 @@ func (e *engine) abort(now trace.Time, i int32) error {
 		return err
 	}
 	e.wake(now, w)
+	if e.scale != nil {
+		e.drained(now, w)
+	}
 	return nil
 }
 

@@ -14,11 +14,12 @@ import "github.com/opaltrace/opaltrace/trace"
 type eventKind uint8
 
 const (
-	evTransfer eventKind = iota // KV transfers of a node complete (offload.go)
-	evStepEnd                   // a worker's forward pass ends
-	evTimeout                   // a client gave up on a request: the server aborts it
-	evArrival                   // a request reaches the router
-	evSchedule                  // a worker builds its next batch
+	evTransfer  eventKind = iota // KV transfers of a node complete (offload.go)
+	evStepEnd                    // a worker's forward pass ends
+	evTimeout                    // a client gave up on a request: the server aborts it
+	evArrival                    // a request reaches the router
+	evSchedule                   // a worker builds its next batch
+	evAutoscale                  // the autoscaler's sync (autoscale.go), after all else at its instant
 )
 
 // An event is one entry of the engine's queue. It is a small value, so the

@@ -136,3 +136,28 @@ func BenchmarkReplayMooncake(b *testing.B) {
 	b.ReportMetric(float64(st.Evictions), "evictions/op")
 	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
 }
+
+// BenchmarkReplayMooncakeRouters is BenchmarkReplayMooncake through each
+// router (an oracle view), to compare their engine time with
+// round-robin's.
+func BenchmarkReplayMooncakeRouters(b *testing.B) {
+	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
+	cost, blocks := llama8BOnH100(b)
+	for _, s := range routers {
+		b.Run(s.name, func(b *testing.B) {
+			cfg := Config{Workers: 16, Router: s.name}
+			var st Stats
+			cpu0 := cpuTime()
+			for b.Loop() {
+				var err error
+				st, err = Run(cfg, cost, blocks, reqs, func(*trace.Request) error { return nil })
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(st.Events), "events/op")
+			b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
+		})
+	}
+}

@@ -39,7 +39,13 @@ type Outstanding struct {
 
 // A Cluster is the router's view of the workers.
 type Cluster interface {
+	// NumWorkers is the number of worker slots: worker indices are in
+	// [0, NumWorkers), though only Ready ones may be chosen.
 	NumWorkers() int
+	// Ready lists the workers a request may go to, in index order: all
+	// of them without autoscaling; else the ready ones, not the starting
+	// or draining ones.
+	Ready() []int
 	// Load is the worker's state as of the router's last scrape
 	// (RouterConfig.ViewIntervalSec; live when 0).
 	Load(worker int) WorkerLoad
@@ -83,16 +89,16 @@ type kvObserver interface {
 // and how to build it.
 type routerSpec struct {
 	name, doc string
-	new       func(cfg *Config, kvTokens int64, rng *rand.Rand) Router
+	new       func(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router
 }
 
 // routers lists the routing policies, in the order errors name them.
 var routers = []routerSpec{
-	{RouterRoundRobin, "workers in turn", func(*Config, int64, *rand.Rand) Router { return &roundRobin{} }},
-	{RouterRandom, "uniform from the seed", func(_ *Config, _ int64, rng *rand.Rand) Router { return &random{rng: rng} }},
-	{RouterLeastRequests, "fewest outstanding requests", func(*Config, int64, *rand.Rand) Router { return &leastRequests{} }},
-	{RouterLeastTokens, "fewest outstanding tokens", func(*Config, int64, *rand.Rand) Router { return &leastTokens{} }},
-	{RouterPowerOfTwo, "the less loaded of two sampled", func(_ *Config, _ int64, rng *rand.Rand) Router { return &powerOfTwo{rng: rng} }},
+	{RouterRoundRobin, "workers in turn", func(*Config, int, int64, *rand.Rand) Router { return &roundRobin{} }},
+	{RouterRandom, "uniform from the seed", func(_ *Config, _ int, _ int64, rng *rand.Rand) Router { return &random{rng: rng} }},
+	{RouterLeastRequests, "fewest outstanding requests", func(*Config, int, int64, *rand.Rand) Router { return &leastRequests{} }},
+	{RouterLeastTokens, "fewest outstanding tokens", func(*Config, int, int64, *rand.Rand) Router { return &leastTokens{} }},
+	{RouterPowerOfTwo, "the less loaded of two sampled", func(_ *Config, _ int, _ int64, rng *rand.Rand) Router { return &powerOfTwo{rng: rng} }},
 	{RouterSession, "sticky by session, bounded load", newSessionAffinity},
 	{RouterSGLang, "SGLang router's cache_aware", newSGLangCacheAware},
 	{RouterLLMD, "llm-d's weighted scorers", newLLMD},
@@ -134,14 +140,21 @@ func routerNames() []string {
 // RouterNames returns the routing policies' names, for flags' help.
 func RouterNames() []string { return routerNames() }
 
-// newRouter builds the router named in the configuration; kvTokens is a
-// worker's KV capacity in tokens (what event-fed indexes mirror).
-func newRouter(cfg *Config, kvTokens int64, rng *rand.Rand) (Router, error) {
+// newRouter builds the router named in the configuration for slots
+// worker slots; kvTokens is a worker's KV capacity in tokens (what
+// event-fed indexes mirror).
+func newRouter(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) (Router, error) {
 	s, ok := routerFor(cfg.Router)
 	if !ok {
 		return nil, fmt.Errorf("router: unknown router %q", cfg.Router)
 	}
-	return s.new(cfg, kvTokens, rng), nil
+	return s.new(cfg, slots, kvTokens, rng), nil
+}
+
+// A slotResetter is a router that keeps per-worker knowledge (a prefix
+// index), which it must drop when a worker slot is started afresh.
+type slotResetter interface {
+	resetWorker(w int)
 }
 
 // A loadBlind router's choices depend only on the order in which requests
@@ -159,9 +172,10 @@ type loadBlind interface {
 type roundRobin struct{ next int }
 
 func (r *roundRobin) Route(_ *Routed, c Cluster) int {
-	w := r.next % c.NumWorkers()
-	r.next = w + 1
-	return w
+	ready := c.Ready()
+	k := r.next % len(ready)
+	r.next = k + 1
+	return ready[k]
 }
 
 func (*roundRobin) loadBlind() {}
@@ -169,6 +183,9 @@ func (*roundRobin) loadBlind() {}
 // random picks a worker uniformly from the seeded RNG.
 type random struct{ rng *rand.Rand }
 
-func (r *random) Route(_ *Routed, c Cluster) int { return r.rng.IntN(c.NumWorkers()) }
+func (r *random) Route(_ *Routed, c Cluster) int {
+	ready := c.Ready()
+	return ready[r.rng.IntN(len(ready))]
+}
 
 func (*random) loadBlind() {}

@@ -15,6 +15,13 @@ type fakeCluster struct {
 func (f *fakeCluster) NumWorkers() int               { return len(f.out) }
 func (f *fakeCluster) Load(i int) WorkerLoad         { return f.loads[i] }
 func (f *fakeCluster) Outstanding(i int) Outstanding { return f.out[i] }
+func (f *fakeCluster) Ready() []int {
+	var r []int
+	for i := range f.out {
+		r = append(r, i)
+	}
+	return r
+}
 
 func newFake(n int) *fakeCluster {
 	f := &fakeCluster{loads: make([]WorkerLoad, n), out: make([]Outstanding, n)}
@@ -28,7 +35,7 @@ func newFake(n int) *fakeCluster {
 func build(t *testing.T, name string, workers int, rc RouterConfig) Router {
 	t.Helper()
 	cfg := Config{Workers: workers, Router: name, RouterConfig: rc}.Effective(1000)
-	r, err := newRouter(&cfg, 1000*16, rand.New(rand.NewPCG(1, 2)))
+	r, err := newRouter(&cfg, workers, 1000*16, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +185,7 @@ func TestRoutersReplay(t *testing.T) {
 				t.Errorf("%s: %d of %d completed", s.name, st.Completed, len(reqs))
 			}
 			eff := cfg.Effective(400)
-			_, blind := must(newRouter(&eff, 0, rand.New(rand.NewPCG(0, 0)))).(loadBlind)
+			_, blind := must(newRouter(&eff, 3, 0, rand.New(rand.NewPCG(0, 0)))).(loadBlind)
 			for _, r := range all {
 				if r.RouterScore.OK == blind {
 					t.Errorf("%s: request %s has router score %v", s.name, r.RequestID, r.RouterScore)

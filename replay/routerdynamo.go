@@ -28,28 +28,30 @@ type dynamoKV struct {
 	ties   []int
 }
 
-func newDynamoKV(cfg *Config, kvTokens int64, rng *rand.Rand) Router {
+func newDynamoKV(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
 	return &dynamoKV{
 		weight: *cfg.RouterConfig.OverlapScoreWeight, bs: cfg.Scheduler.BlockSize,
-		index: newPrefixIndex(cfg.Workers, kvTokens), rng: rng,
-		match: make([]int, cfg.Workers), cost: make([]float64, cfg.Workers),
+		index: newPrefixIndex(slots, kvTokens), rng: rng,
+		match: make([]int, slots), cost: make([]float64, slots),
 	}
 }
+
+func (r *dynamoKV) resetWorker(w int) { r.index.dropWorker(w) }
 
 func (r *dynamoKV) kvStored(w int, ids []int64, blockSize int64) {
 	r.index.insert(w, ids, blockSize)
 }
 
 func (r *dynamoKV) Route(q *Routed, c Cluster) int {
-	n := c.NumWorkers()
+	ready := c.Ready()
 	r.index.matchAll(q.HashIDs, r.match)
 	own := ceilDiv(q.Prompt+q.Out, r.bs)
-	for w := range n {
+	for _, w := range ready {
 		overlap := min(int64(r.match[w])*q.BlockSize, q.Prompt)
 		prefill := float64(q.Prompt-overlap) / float64(r.bs)
 		r.cost[w] = -(r.weight*prefill + float64(c.Outstanding(w).Blocks+own))
 	}
-	best := pickMax(r.cost, r.rng, &r.ties) // the least cost
+	best := pickMax(r.cost, ready, r.rng, &r.ties) // the least cost
 	q.Score, q.Scored = -r.cost[best], true
 	return best
 }

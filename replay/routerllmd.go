@@ -25,29 +25,31 @@ type llmD struct {
 	ties       []int
 }
 
-func newLLMD(cfg *Config, _ int64, rng *rand.Rand) Router {
+func newLLMD(cfg *Config, slots int, _ int64, rng *rand.Rand) Router {
 	rc := cfg.RouterConfig
 	return &llmD{
 		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
-		index: newPrefixIndex(cfg.Workers, rc.LRUCapacityTokens), rng: rng,
-		match: make([]int, cfg.Workers), total: make([]float64, cfg.Workers),
+		index: newPrefixIndex(slots, rc.LRUCapacityTokens), rng: rng,
+		match: make([]int, slots), total: make([]float64, slots),
 	}
 }
 
+func (r *llmD) resetWorker(w int) { r.index.dropWorker(w) }
+
 func (r *llmD) Route(q *Routed, c Cluster) int {
-	n := c.NumWorkers()
+	ready := c.Ready()
 	r.index.matchAll(q.HashIDs, r.match)
 	minQ, maxQ := 0, 0
-	for w := range n {
+	for k, w := range ready {
 		l := c.Load(w).Waiting
-		if w == 0 || l < minQ {
+		if k == 0 || l < minQ {
 			minQ = l
 		}
-		if w == 0 || l > maxQ {
+		if k == 0 || l > maxQ {
 			maxQ = l
 		}
 	}
-	for w := range n {
+	for _, w := range ready {
 		l := c.Load(w)
 		var prefix float64
 		if len(q.HashIDs) > 0 {
@@ -59,17 +61,18 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 		}
 		r.total[w] = r.wp*prefix + r.wq*queue + r.wk*(1-l.KVUsage())
 	}
-	best := pickMax(r.total, r.rng, &r.ties)
+	best := pickMax(r.total, ready, r.rng, &r.ties)
 	q.Score, q.Scored = r.total[best], true
 	r.index.insert(best, q.HashIDs, q.BlockSize)
 	return best
 }
 
-// pickMax returns the index of the largest of v, a random one of those
-// tied.
-func pickMax(v []float64, rng *rand.Rand, ties *[]int) int {
+// pickMax returns the index among ready of the largest of v, a random
+// one of those tied.
+func pickMax(v []float64, ready []int, rng *rand.Rand, ties *[]int) int {
 	*ties = (*ties)[:0]
-	for i, x := range v {
+	for _, i := range ready {
+		x := v[i]
 		switch {
 		case len(*ties) == 0 || x > v[(*ties)[0]]:
 			*ties = append((*ties)[:0], i)

@@ -10,17 +10,9 @@ import "math/rand/v2"
 type leastRequests struct{ last int }
 
 func (r *leastRequests) Route(q *Routed, c Cluster) int {
-	n := c.NumWorkers()
-	best, bestN := -1, 0
-	for k := 1; k <= n; k++ {
-		w := (r.last + k) % n
-		if o := c.Outstanding(w).Requests; best < 0 || o < bestN {
-			best, bestN = w, o
-		}
-	}
-	r.last = best
-	q.Score, q.Scored = float64(bestN), true
-	return best
+	w := leastAfter(c.Ready(), &r.last, func(w int) int64 { return int64(c.Outstanding(w).Requests) })
+	q.Score, q.Scored = float64(c.Outstanding(w).Requests), true
+	return w
 }
 
 // leastTokens sends each request to the worker with the fewest
@@ -30,17 +22,24 @@ func (r *leastRequests) Route(q *Routed, c Cluster) int {
 type leastTokens struct{ last int }
 
 func (r *leastTokens) Route(q *Routed, c Cluster) int {
-	n := c.NumWorkers()
-	best, bestN := -1, int64(0)
+	w := leastAfter(c.Ready(), &r.last, func(w int) int64 { return c.Outstanding(w).Tokens })
+	q.Score, q.Scored = float64(c.Outstanding(w).Tokens), true
+	return w
+}
+
+// leastAfter returns the worker of ready with the least load, ties to the
+// first after position *last, and sets *last to its position.
+func leastAfter(ready []int, last *int, load func(int) int64) int {
+	n := len(ready)
+	best, bestL := -1, int64(0)
 	for k := 1; k <= n; k++ {
-		w := (r.last + k) % n
-		if o := c.Outstanding(w).Tokens; best < 0 || o < bestN {
-			best, bestN = w, o
+		p := (*last + k) % n
+		if l := load(ready[p]); best < 0 || l < bestL {
+			best, bestL = p, l
 		}
 	}
-	r.last = best
-	q.Score, q.Scored = float64(bestN), true
-	return best
+	*last = best
+	return ready[best]
 }
 
 // powerOfTwo samples two distinct workers from the seeded RNG and sends
@@ -50,20 +49,19 @@ func (r *leastTokens) Route(q *Routed, c Cluster) int {
 type powerOfTwo struct{ rng *rand.Rand }
 
 func (r *powerOfTwo) Route(q *Routed, c Cluster) int {
-	n := c.NumWorkers()
+	ready := c.Ready()
+	n := len(ready)
 	a := r.rng.IntN(n)
-	if n == 1 {
-		q.Score, q.Scored = float64(c.Outstanding(a).Requests), true
-		return a
+	w := ready[a]
+	if n > 1 {
+		b := r.rng.IntN(n - 1)
+		if b >= a {
+			b++
+		}
+		if c.Outstanding(ready[b]).Requests < c.Outstanding(w).Requests {
+			w = ready[b]
+		}
 	}
-	b := r.rng.IntN(n - 1)
-	if b >= a {
-		b++
-	}
-	oa, ob := c.Outstanding(a).Requests, c.Outstanding(b).Requests
-	if ob < oa {
-		a, oa = b, ob
-	}
-	q.Score, q.Scored = float64(oa), true
-	return a
+	q.Score, q.Scored = float64(c.Outstanding(w).Requests), true
+	return w
 }

@@ -20,12 +20,14 @@ type maxPrefix struct {
 	ties  []int
 }
 
-func newMaxPrefix(cfg *Config, kvTokens int64, rng *rand.Rand) Router {
+func newMaxPrefix(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
 	return &maxPrefix{
-		index: newPrefixIndex(cfg.Workers, kvTokens), rng: rng,
-		match: make([]int, cfg.Workers), frac: make([]float64, cfg.Workers),
+		index: newPrefixIndex(slots, kvTokens), rng: rng,
+		match: make([]int, slots), frac: make([]float64, slots),
 	}
 }
+
+func (r *maxPrefix) resetWorker(w int) { r.index.dropWorker(w) }
 
 func (r *maxPrefix) kvStored(w int, ids []int64, blockSize int64) {
 	r.index.insert(w, ids, blockSize)
@@ -33,13 +35,14 @@ func (r *maxPrefix) kvStored(w int, ids []int64, blockSize int64) {
 
 func (r *maxPrefix) Route(q *Routed, c Cluster) int {
 	r.index.matchAll(q.HashIDs, r.match)
-	for w := range c.NumWorkers() {
+	ready := c.Ready()
+	for _, w := range ready {
 		r.frac[w] = 0
 		if len(q.HashIDs) > 0 {
 			r.frac[w] = float64(r.match[w]) / float64(len(q.HashIDs))
 		}
 	}
-	best := pickMax(r.frac, r.rng, &r.ties) // all zero: every worker tied, a random one
+	best := pickMax(r.frac, ready, r.rng, &r.ties) // all zero: every worker tied, a random one
 	q.Score, q.Scored = r.frac[best], true
 	return best
 }

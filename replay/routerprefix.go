@@ -101,3 +101,12 @@ func (x *prefixIndex) insert(w int, ids []int64, blockSize int64) {
 	}
 	x.lru[w] = q
 }
+
+// dropWorker forgets everything worker w held: it was started afresh.
+func (x *prefixIndex) dropWorker(w int) {
+	for s := w; s < len(x.stamp); s += x.workers {
+		x.stamp[s] = 0
+	}
+	x.count[w] = 0
+	x.lru[w] = x.lru[w][:0]
+}

@@ -14,17 +14,19 @@ import (
 // worker unless that worker has ⌈factor·(outstanding + 1)/workers⌉ or
 // more outstanding requests; then it spills to the next worker that has
 // fewer, in ring order. A request without a session id is a session of
-// its own. Its score is how many workers it spilled past (0: home).
+// its own. A fleet that changes size (autoscaling) rehashes every
+// session, as a ring of the ready workers would move some. Its score is how many workers it spilled past (0: home).
 type sessionAffinity struct {
 	factor float64
 }
 
-func newSessionAffinity(cfg *Config, _ int64, _ *rand.Rand) Router {
+func newSessionAffinity(cfg *Config, _ int, _ int64, _ *rand.Rand) Router {
 	return &sessionAffinity{factor: cfg.RouterConfig.HashBalanceFactor}
 }
 
 func (r *sessionAffinity) Route(q *Routed, c Cluster) int {
-	n := c.NumWorkers()
+	ready := c.Ready()
+	n := len(ready)
 	key := q.Session
 	if key == "" {
 		key = "#" + strconv.Itoa(q.Index)
@@ -33,17 +35,17 @@ func (r *sessionAffinity) Route(q *Routed, c Cluster) int {
 	h.Write([]byte(key))
 	home := int(h.Sum64() % uint64(n))
 	total := 0
-	for w := range n {
+	for _, w := range ready {
 		total += c.Outstanding(w).Requests
 	}
 	bound := int(math.Ceil(r.factor * float64(total+1) / float64(n)))
 	for k := range n {
-		w := (home + k) % n
+		w := ready[(home+k)%n]
 		if c.Outstanding(w).Requests < bound {
 			q.Score, q.Scored = float64(k), true
 			return w
 		}
 	}
 	q.Score, q.Scored = 0, true
-	return home // unreachable: the bound exceeds the mean
+	return ready[home] // unreachable: the bound exceeds the mean
 }

@@ -20,19 +20,21 @@ type sglangCacheAware struct {
 	match []int
 }
 
-func newSGLangCacheAware(cfg *Config, _ int64, _ *rand.Rand) Router {
-	return &sglangCacheAware{cfg: cfg.RouterConfig, tree: newPrefixIndex(cfg.Workers, cfg.RouterConfig.MaxTreeTokens), match: make([]int, cfg.Workers)}
+func newSGLangCacheAware(cfg *Config, slots int, _ int64, _ *rand.Rand) Router {
+	return &sglangCacheAware{cfg: cfg.RouterConfig, tree: newPrefixIndex(slots, cfg.RouterConfig.MaxTreeTokens), match: make([]int, slots)}
 }
 
+func (r *sglangCacheAware) resetWorker(w int) { r.tree.dropWorker(w) }
+
 func (r *sglangCacheAware) Route(q *Routed, c Cluster) int {
-	n := c.NumWorkers()
-	minW, maxL, minL := 0, 0, 0
-	for w := range n {
+	ready := c.Ready()
+	minW, maxL, minL := ready[0], 0, 0
+	for k, w := range ready {
 		l := c.Outstanding(w).Requests
-		if w == 0 || l < minL {
+		if k == 0 || l < minL {
 			minW, minL = w, l
 		}
-		if w == 0 || l > maxL {
+		if k == 0 || l > maxL {
 			maxL = l
 		}
 	}
@@ -48,8 +50,8 @@ func (r *sglangCacheAware) Route(q *Routed, c Cluster) int {
 	if maxL-minL > r.cfg.BalanceAbsThreshold && float64(maxL) > float64(minL)*r.cfg.BalanceRelThreshold {
 		return choose(minW)
 	}
-	best := 0
-	for w := 1; w < n; w++ {
+	best := ready[0]
+	for _, w := range ready[1:] {
 		if r.match[w] > r.match[best] {
 			best = w
 		}
@@ -57,8 +59,8 @@ func (r *sglangCacheAware) Route(q *Routed, c Cluster) int {
 	if len(q.HashIDs) > 0 && float64(r.match[best])/float64(len(q.HashIDs)) > r.cfg.CacheThreshold {
 		return choose(best)
 	}
-	smallest := 0
-	for w := 1; w < n; w++ {
+	smallest := ready[0]
+	for _, w := range ready[1:] {
 		if r.tree.count[w] < r.tree.count[smallest] {
 			smallest = w
 		}

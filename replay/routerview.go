@@ -19,6 +19,7 @@ type routerView struct {
 	out      []Outstanding
 	kv       kvObserver // the router, when fed by KV events; nil otherwise
 	pending  []kvEvent  // KV events not yet delivered
+	ready    []int      // the workers a request may go to
 }
 
 // A kvEvent is a worker's report that it computed a prompt's prefix
@@ -32,6 +33,18 @@ type kvEvent struct {
 }
 
 func (v *routerView) NumWorkers() int { return len(v.e.workers) }
+
+func (v *routerView) Ready() []int { return v.ready }
+
+// setReady makes the view follow the autoscaler's ready slots.
+func (v *routerView) setReady(a *autoscaler) {
+	v.ready = v.ready[:0]
+	for i, s := range a.state {
+		if s == slotReady {
+			v.ready = append(v.ready, i)
+		}
+	}
+}
 
 func (v *routerView) Load(i int) WorkerLoad {
 	if v.interval == 0 {
@@ -47,6 +60,10 @@ func (v *routerView) init(e *engine, r Router) {
 	v.e = e
 	v.interval = time.Duration(math.Round(e.cfg.RouterConfig.ViewIntervalSec * 1e9))
 	v.out = make([]Outstanding, len(e.workers))
+	v.ready = make([]int, len(e.workers))
+	for i := range v.ready {
+		v.ready[i] = i
+	}
 	v.loads = make([]WorkerLoad, len(e.workers))
 	if o, ok := r.(kvObserver); ok {
 		v.kv = o
@@ -132,6 +149,9 @@ func (e *engine) liveLoad(i int) WorkerLoad {
 // routeNow asks the router, at time now, for r's worker, and keeps its
 // score on r.
 func (e *engine) routeNow(now trace.Time, r *reqState) int {
+	if e.scale != nil {
+		e.promote(now)
+	}
 	e.view.refresh(now)
 	q := &e.routed
 	*q = Routed{Index: int(r.idx), At: now, Prompt: r.prompt, Out: r.maxOut}

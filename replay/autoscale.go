@@ -1,0 +1,445 @@
+package replay
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// An AutoscaleConfig sizes the fleet as Kubernetes' Horizontal Pod
+// Autoscaler does (KEDA drives the same algorithm from external metrics):
+// every SyncPeriodSec it averages Metric over the ready workers and
+// recommends ⌈replicas · value / target⌉ (target / value for
+// slo_attainment, where more is better), unless the ratio is within
+// Tolerance of 1; a scale-up takes the least recommendation of the last
+// ScaleUpStabilizationSec, a scale-down the greatest of the last
+// ScaleDownStabilizationSec; the result is clamped to [MinReplicas,
+// MaxReplicas]. A new worker is ready ContainerStartSec plus its weights
+// over the storage link (WeightsGB / StorageGBps) after it is asked for,
+// with an empty KV cache; scale-down takes starting workers first, then
+// the newest ready ones (as a ReplicaSet deletes pods), which drain: no
+// new requests, and they stop when their last request leaves.
+// Config.Workers is the fleet at the start.
+type AutoscaleConfig struct {
+	// Metric is queue_depth (waiting requests per worker), kv_usage
+	// (fraction of KV blocks in use), request_rate (arrivals per second
+	// per worker over the last sync period) or slo_attainment (fraction
+	// of the requests completed in the last sync period whose TTFT met
+	// SLOTTFTSec); "" turns autoscaling off.
+	Metric string  `yaml:"metric,omitempty"`
+	Target float64 `yaml:"target,omitempty"`
+
+	MinReplicas int `yaml:"min_replicas,omitempty"` // default 1
+	MaxReplicas int `yaml:"max_replicas,omitempty"` // default Workers
+	// SyncPeriodSec is the HPA controller's sync period (default 15 s).
+	SyncPeriodSec float64 `yaml:"sync_period_s,omitempty"`
+	// Tolerance is the HPA's (default 0.1).
+	Tolerance float64 `yaml:"tolerance,omitempty"`
+	// Stabilisation windows (HPA behavior defaults: 0 s up, 300 s down).
+	ScaleUpStabilizationSec   *float64 `yaml:"scale_up_stabilization_s,omitempty"`
+	ScaleDownStabilizationSec *float64 `yaml:"scale_down_stabilization_s,omitempty"`
+
+	// Start-up time of a new worker: container start plus the weights
+	// over the storage link.
+	ContainerStartSec float64 `yaml:"container_start_s,omitempty"`
+	WeightsGB         float64 `yaml:"weights_gb,omitempty"`
+	StorageGBps       float64 `yaml:"storage_gbps,omitempty"`
+
+	// SLOTTFTSec is the TTFT objective of slo_attainment.
+	SLOTTFTSec float64 `yaml:"slo_ttft_s,omitempty"`
+	// GPUsPerWorker prices the fleet in GPU-hours (default 1).
+	GPUsPerWorker int `yaml:"gpus_per_worker,omitempty"`
+}
+
+// Autoscaling metrics.
+const (
+	MetricQueueDepth    = "queue_depth"
+	MetricKVUsage       = "kv_usage"
+	MetricRequestRate   = "request_rate"
+	MetricSLOAttainment = "slo_attainment"
+)
+
+func (a AutoscaleConfig) on() bool { return a.Metric != "" }
+
+// withDefaults fills the zero settings of an autoscaler that is on.
+func (a AutoscaleConfig) withDefaults(workers int) AutoscaleConfig {
+	if !a.on() {
+		return a
+	}
+	if a.MinReplicas == 0 {
+		a.MinReplicas = 1
+	}
+	if a.MaxReplicas == 0 {
+		a.MaxReplicas = max(workers, a.MinReplicas)
+	}
+	if a.SyncPeriodSec == 0 {
+		a.SyncPeriodSec = 15
+	}
+	if a.Tolerance == 0 {
+		a.Tolerance = 0.1
+	}
+	if a.ScaleUpStabilizationSec == nil {
+		a.ScaleUpStabilizationSec = ptr(0)
+	}
+	if a.ScaleDownStabilizationSec == nil {
+		a.ScaleDownStabilizationSec = ptr(300)
+	}
+	if a.GPUsPerWorker == 0 {
+		a.GPUsPerWorker = 1
+	}
+	return a
+}
+
+func (a AutoscaleConfig) validate(workers int, bad func(field, format string, args ...any)) {
+	if !a.on() {
+		return
+	}
+	switch a.Metric {
+	case MetricQueueDepth, MetricKVUsage, MetricRequestRate, MetricSLOAttainment:
+	default:
+		bad("autoscale.metric", "unknown metric %q (want %s, %s, %s or %s)", a.Metric, MetricQueueDepth, MetricKVUsage, MetricRequestRate, MetricSLOAttainment)
+	}
+	nonneg := func(field string, v float64) {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			bad("autoscale."+field, "%v is not a non-negative number", v)
+		}
+	}
+	if !(a.Target > 0) || math.IsInf(a.Target, 0) {
+		bad("autoscale.target", "%v is not a positive number", a.Target)
+	}
+	if a.Metric == MetricSLOAttainment && !(a.Target <= 1) {
+		bad("autoscale.target", "%v is not an attainment in (0, 1]", a.Target)
+	}
+	if a.Metric == MetricSLOAttainment && !(a.SLOTTFTSec > 0) {
+		bad("autoscale.slo_ttft_s", "slo_attainment needs a TTFT objective")
+	}
+	a = a.withDefaults(workers)
+	if a.MinReplicas < 1 || a.MaxReplicas < a.MinReplicas || a.MaxReplicas > 4096 {
+		bad("autoscale.max_replicas", "replicas [%d, %d] are not 1 ≤ min ≤ max ≤ 4096", a.MinReplicas, a.MaxReplicas)
+	}
+	if !(a.SyncPeriodSec > 0) || a.SyncPeriodSec > 86400 {
+		bad("autoscale.sync_period_s", "%v is not a number of seconds in (0, 86400]", a.SyncPeriodSec)
+	}
+	nonneg("tolerance", a.Tolerance)
+	nonneg("scale_up_stabilization_s", *a.ScaleUpStabilizationSec)
+	nonneg("scale_down_stabilization_s", *a.ScaleDownStabilizationSec)
+	nonneg("container_start_s", a.ContainerStartSec)
+	nonneg("weights_gb", a.WeightsGB)
+	nonneg("storage_gbps", a.StorageGBps)
+	if a.WeightsGB > 0 && a.StorageGBps == 0 {
+		bad("autoscale.storage_gbps", "weights_gb %v needs a storage bandwidth", a.WeightsGB)
+	}
+	if a.GPUsPerWorker < 0 {
+		bad("autoscale.gpus_per_worker", "negative (%d)", a.GPUsPerWorker)
+	}
+}
+
+// startup is how long a new worker takes to be ready.
+func (a AutoscaleConfig) startup() time.Duration {
+	s := a.ContainerStartSec
+	if a.WeightsGB > 0 {
+		s += a.WeightsGB / a.StorageGBps
+	}
+	return time.Duration(math.Round(s * 1e9))
+}
+
+// A FleetSecond is the fleet during one simulated second: time-weighted
+// means of the workers ready, starting and draining.
+type FleetSecond struct {
+	Second                    int64
+	Ready, Starting, Draining float64
+}
+
+// Worker slot states.
+type slotState uint8
+
+const (
+	slotOff slotState = iota
+	slotStarting
+	slotReady
+	slotDraining
+)
+
+// An autoscaler is the engine's HPA: the fleet's slots, the history of
+// recommendations, and the fleet's time line.
+type autoscaler struct {
+	cfg     AutoscaleConfig
+	period  time.Duration
+	state   []slotState
+	readyAt []trace.Time // starting slots: when they are ready
+	since   []trace.Time // when the slot last left slotOff
+	recs    []rec        // recommendations within the longest window
+
+	arrivals  int64 // in the current sync period
+	met, done int64 // completions in the period: meeting the SLO, all
+
+	onTime  time.Duration // slot time not off, summed (GPU time / GPUs per worker)
+	changes []fleetChange
+}
+
+type rec struct {
+	at      trace.Time
+	desired int
+}
+
+type fleetChange struct {
+	at                        trace.Time
+	ready, starting, draining int
+}
+
+// count returns the slots in each state.
+func (a *autoscaler) count() (ready, starting, draining int) {
+	for _, s := range a.state {
+		switch s {
+		case slotReady:
+			ready++
+		case slotStarting:
+			starting++
+		case slotDraining:
+			draining++
+		}
+	}
+	return
+}
+
+func (a *autoscaler) note(now trace.Time) {
+	r, s, d := a.count()
+	c := fleetChange{now, r, s, d}
+	if n := len(a.changes); n > 0 && a.changes[n-1].at == now {
+		a.changes[n-1] = c
+		return
+	}
+	a.changes = append(a.changes, c)
+}
+
+// recommend applies the HPA's rule to the current metric value and
+// returns the replicas it settles on at now.
+func (a *autoscaler) recommend(now trace.Time, current int, value float64) int {
+	ratio := value / a.cfg.Target
+	if a.cfg.Metric == MetricSLOAttainment {
+		switch {
+		case value == 0:
+			ratio = math.Inf(1)
+		default:
+			ratio = a.cfg.Target / value
+		}
+	}
+	desired := current
+	if math.Abs(ratio-1) > a.cfg.Tolerance {
+		if math.IsInf(ratio, 1) {
+			desired = a.cfg.MaxReplicas
+		} else {
+			desired = int(math.Ceil(float64(current) * ratio))
+		}
+	}
+	desired = min(max(desired, a.cfg.MinReplicas), a.cfg.MaxReplicas)
+	a.recs = append(a.recs, rec{now, desired})
+	up := time.Duration(math.Round(*a.cfg.ScaleUpStabilizationSec * 1e9))
+	down := time.Duration(math.Round(*a.cfg.ScaleDownStabilizationSec * 1e9))
+	keep := max(up, down)
+	i := 0
+	for i < len(a.recs) && now.Sub(a.recs[i].at) > keep {
+		i++
+	}
+	a.recs = slices.Delete(a.recs, 0, i)
+	upRec, downRec := math.MaxInt, math.MinInt
+	for _, r := range a.recs {
+		if now.Sub(r.at) <= up {
+			upRec = min(upRec, r.desired)
+		}
+		if now.Sub(r.at) <= down {
+			downRec = max(downRec, r.desired)
+		}
+	}
+	switch {
+	case current < upRec:
+		return upRec
+	case current > downRec:
+		return downRec
+	}
+	return current
+}
+
+// seconds returns the fleet per second, from second 0 to the one holding
+// end.
+func (a *autoscaler) seconds(end trace.Time) []FleetSecond {
+	n := int64(end)/int64(time.Second) + 1
+	out := make([]FleetSecond, n)
+	for i := range out {
+		out[i].Second = int64(i)
+	}
+	for k, c := range a.changes {
+		to := end
+		if k+1 < len(a.changes) {
+			to = a.changes[k+1].at
+		}
+		for t := c.at; t < to; {
+			s := int64(t) / int64(time.Second)
+			next := min(to, trace.Time((s+1)*int64(time.Second)))
+			f := float64(next-t) / float64(time.Second)
+			out[s].Ready += f * float64(c.ready)
+			out[s].Starting += f * float64(c.starting)
+			out[s].Draining += f * float64(c.draining)
+			t = next
+		}
+	}
+	return out
+}
+
+func newAutoscaler(cfg AutoscaleConfig, workers, slots int) *autoscaler {
+	a := &autoscaler{
+		cfg:     cfg,
+		period:  time.Duration(math.Round(cfg.SyncPeriodSec * 1e9)),
+		state:   make([]slotState, slots),
+		readyAt: make([]trace.Time, slots),
+		since:   make([]trace.Time, slots),
+	}
+	for i := range min(max(workers, cfg.MinReplicas), cfg.MaxReplicas) {
+		a.state[i] = slotReady
+	}
+	a.note(0)
+	return a
+}
+
+// completed counts a completion for slo_attainment.
+func (a *autoscaler) completed(ttft float64) {
+	a.done++
+	if ttft <= a.cfg.SLOTTFTSec {
+		a.met++
+	}
+}
+
+// stop turns slot i off at now and adds its time to the fleet's cost.
+func (a *autoscaler) stop(i int, now trace.Time) {
+	a.onTime += now.Sub(a.since[i])
+	a.state[i] = slotOff
+}
+
+// finish adds the time of the slots still on at the end.
+func (a *autoscaler) finish(end trace.Time) {
+	for i, s := range a.state {
+		if s != slotOff {
+			a.stop(i, end)
+		}
+	}
+}
+
+// allDone reports whether every request has left the replay.
+func (e *engine) allDone() bool {
+	return e.stats.Completed+e.stats.Rejected+e.stats.TimedOut == e.n
+}
+
+// promote makes the starting workers whose start-up has ended ready.
+func (e *engine) promote(now trace.Time) {
+	a := e.scale
+	changed := false
+	for i, s := range a.state {
+		if s == slotStarting && a.readyAt[i] <= now {
+			a.state[i] = slotReady
+			changed = true
+		}
+	}
+	if changed {
+		e.view.setReady(a)
+		a.note(now)
+	}
+}
+
+// drained stops a draining worker that has no request left.
+func (e *engine) drained(now trace.Time, w *worker) {
+	a := e.scale
+	if a.state[w.id] == slotDraining && !w.hasWork() && !w.busy {
+		a.stop(w.id, now)
+		a.note(now)
+	}
+}
+
+// autoscale is the HPA's sync at now: it reads the metric over the ready
+// workers, settles on a replica count, starts or drains workers to reach
+// it, and queues the next sync while requests remain.
+//
+// Note: the workers' state at a sync is as of their latest built step, as
+// a scrape's is (routerView); a worker fast-forwarded past the sync shows
+// its state at the end of its window.
+func (e *engine) autoscale(now trace.Time) {
+	e.promote(now)
+	a := e.scale
+	ready, starting, _ := a.count()
+	var value float64
+	switch a.cfg.Metric {
+	case MetricQueueDepth, MetricKVUsage:
+		for i, s := range a.state {
+			if s != slotReady {
+				continue
+			}
+			if a.cfg.Metric == MetricQueueDepth {
+				value += float64(e.workers[i].waiting.Len())
+			} else {
+				value += e.liveLoad(i).KVUsage()
+			}
+		}
+		value /= float64(ready)
+	case MetricRequestRate:
+		value = float64(a.arrivals) / a.period.Seconds() / float64(ready)
+	case MetricSLOAttainment:
+		value = a.cfg.Target // no completions: no signal
+		if a.done > 0 {
+			value = float64(a.met) / float64(a.done)
+		}
+	}
+	a.arrivals, a.met, a.done = 0, 0, 0
+	current := ready + starting
+	desired := a.recommend(now, current, value)
+	for ; current < desired; current++ {
+		i := slices.Index(a.state, slotOff)
+		if i < 0 {
+			break
+		}
+		if e.workers[i].hasWork() || e.workers[i].busy {
+			// A drained slot stopped only when idle, so an off slot is
+			// idle: this cannot happen.
+			panic("replay: internal error: an off worker slot has work")
+		}
+		e.workers[i] = newWorker(i, e.workers[i].name, e.cfg.Scheduler, e.kvBlocks, &e.test)
+		if e.view.kv != nil {
+			e.workers[i].onPrefilled = e.view.prefilled
+		}
+		if r, ok := e.router.(slotResetter); ok {
+			r.resetWorker(i)
+		}
+		a.state[i], a.readyAt[i], a.since[i] = slotStarting, now.Add(a.cfg.startup()), now
+	}
+	for ; current > desired; current-- {
+		if i := a.newest(slotStarting); i >= 0 {
+			a.stop(i, now)
+			continue
+		}
+		if ready <= 1 {
+			break
+		}
+		i := a.newest(slotReady)
+		a.state[i] = slotDraining
+		ready--
+		e.drained(now, e.workers[i])
+	}
+	e.promote(now)
+	e.view.setReady(a)
+	a.note(now)
+	if !e.allDone() {
+		e.q.push(now.Add(a.period), evAutoscale, 0)
+	}
+}
+
+// newest returns the slot in state s that left slotOff last (the highest
+// index among equals), or −1.
+func (a *autoscaler) newest(s slotState) int {
+	best := -1
+	for i, st := range a.state {
+		if st == s && (best < 0 || a.since[i] >= a.since[best]) {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,219 @@
+package replay
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A burst of requests makes the fleet grow after the start-up time, the
+// idle tail makes it drain back to its minimum, no request reaches a
+// worker before it is ready, and the GPU-hours are the fleet's time.
+func TestAutoscaleBurst(t *testing.T) {
+	var reqs []*trace.Request
+	for i := range 400 { // 40 requests/s for 10 s
+		reqs = append(reqs, req(fmt.Sprintf("b%d", i), time.Duration(i)*25*ms, 300, 40))
+	}
+	for i := range 5 { // then one every 20 s
+		reqs = append(reqs, req(fmt.Sprintf("t%d", i), 30*time.Second+time.Duration(i)*20*time.Second, 300, 40))
+	}
+	cfg := Config{Workers: 1, Router: RouterLeastRequests, Autoscale: AutoscaleConfig{
+		Metric: MetricQueueDepth, Target: 2, MaxReplicas: 4, SyncPeriodSec: 1,
+		ScaleDownStabilizationSec: ptr(10), ContainerStartSec: 1, WeightsGB: 16, StorageGBps: 16,
+	}}
+	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}
+	_, all, st := replay(t, cfg, cost, 400, reqs)
+	_, again, st2 := replay(t, cfg, cost, 400, reqs)
+	if dump(all) != dump(again) || st.GPUHours != st2.GPUHours {
+		t.Error("two autoscaled replays differ")
+	}
+	if st.Completed != len(reqs) {
+		t.Fatalf("%d of %d completed", st.Completed, len(reqs))
+	}
+	most, last := 0.0, st.Fleet[len(st.Fleet)-2] // the last whole second
+	for _, f := range st.Fleet {
+		most = max(most, f.Ready)
+	}
+	if most < 2 || last.Ready != 1 || last.Starting != 0 || last.Draining != 0 {
+		t.Errorf("fleet: at most %v ready, at the end %+v; want growth and a return to 1", most, last)
+	}
+	// The first sync is at 1 s and a worker takes 1 + 16/16 s to start.
+	for _, r := range all {
+		if r.Worker != "w0" && r.RouterArrival.V < trace.Time(3*time.Second) {
+			t.Errorf("%s reached %s at %v, before any new worker was ready", r.RequestID, r.Worker, r.RouterArrival.V)
+		}
+	}
+	var sum float64
+	for _, f := range st.Fleet {
+		sum += f.Ready + f.Starting + f.Draining
+	}
+	if hours := sum / 3600; math.Abs(hours-st.GPUHours) > 1e-9 {
+		t.Errorf("GPU-hours %v, the fleet's seconds sum to %v hours", st.GPUHours, hours)
+	}
+}
+
+func TestAutoscaleConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		a    AutoscaleConfig
+		want string
+	}{
+		{AutoscaleConfig{Metric: "cpu", Target: 1}, "autoscale.metric: unknown metric"},
+		{AutoscaleConfig{Metric: MetricKVUsage}, "autoscale.target: 0 is not a positive number"},
+		{AutoscaleConfig{Metric: MetricSLOAttainment, Target: 0.9}, "autoscale.slo_ttft_s"},
+		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: 5, MaxReplicas: 2}, "autoscale.max_replicas"},
+		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, WeightsGB: 10}, "autoscale.storage_gbps"},
+	} {
+		err := Config{Autoscale: tc.a}.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.a, err, tc.want)
+		}
+	}
+}
+
+var autoscaleDemo = flag.Bool("autoscaledemo", false, "replay the Azure conversation trace with autoscaling and write testdata/autoscale_azure.md")
+
+// readAzure reads an Azure LLM inference trace CSV
+// (TIMESTAMP,ContextTokens,GeneratedTokens) as requests arriving at their
+// times since the first.
+func readAzure(tb testing.TB, path string) []*trace.Request {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var reqs []*trace.Request
+	var t0 time.Time
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		if line == 1 {
+			continue
+		}
+		p := strings.Split(sc.Text(), ",")
+		at, err := time.Parse("2006-01-02 15:04:05.0000000", p[0])
+		in, err1 := strconv.ParseInt(p[1], 10, 64)
+		gen, err2 := strconv.ParseInt(p[2], 10, 64)
+		if len(p) != 3 || err != nil || err1 != nil || err2 != nil {
+			tb.Fatalf("%s:%d: bad row %q", path, line, sc.Text())
+		}
+		if t0.IsZero() {
+			t0 = at
+		}
+		r := req("azure/"+strconv.Itoa(line-2), at.Sub(t0), in, gen)
+		r.SetPos(path, line)
+		reqs = append(reqs, r)
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return reqs
+}
+
+// TestAutoscaleAzure replays the Azure conversation trace at four times
+// its rate (time_scale 0.25) on Llama-3.1-8B workers on H100, scaled by
+// each metric in turn, and writes the arrivals and the ready workers per
+// minute to testdata/autoscale_azure.md (run with -autoscaledemo).
+func TestAutoscaleAzure(t *testing.T) {
+	if !*autoscaleDemo {
+		t.Skip("the Azure autoscaling demo runs with -autoscaledemo")
+	}
+	reqs := readAzure(t, shareddata.Path(t, "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
+	cost, blocks := llama8BOnH100(t)
+	policies := []struct {
+		metric string
+		target float64
+	}{{MetricRequestRate, 5}, {MetricKVUsage, 0.3}, {MetricQueueDepth, 1}, {MetricSLOAttainment, 0.99}}
+	const bucket = 60
+	var arrivals []int
+	var ready [][]float64
+	var b strings.Builder
+	b.WriteString("# Autoscaling on the Azure conversation trace\n\n")
+	b.WriteString("19,366 requests at 4× their rate (time_scale 0.25), Llama-3.1-8B on H100 workers, least_requests router,\n")
+	b.WriteString("2 workers at the start; HPA with 1–16 replicas, sync 15 s, tolerance 0.1, scale-up window 0 s, scale-down\n")
+	b.WriteString("window 60 s; a new worker is ready after 30 s + 16 GB of weights at 2 GB/s = 38 s. slo_attainment: TTFT ≤ 1 s.\n")
+	b.WriteString("Regenerate: go test ./replay -run TestAutoscaleAzure -autoscaledemo\n\n")
+	b.WriteString("| metric | target | GPU-hours | TTFT p50 (s) | TTFT p99 (s) | r(arrivals, ready workers) per minute |\n|---|---|---|---|---|---|\n")
+	for _, p := range policies {
+		cfg := Config{Workers: 2, Router: RouterLeastRequests,
+			Workload: WorkloadConfig{TimeScale: 0.25},
+			Autoscale: AutoscaleConfig{
+				Metric: p.metric, Target: p.target, MinReplicas: 1, MaxReplicas: 16, SLOTTFTSec: 1,
+				ScaleDownStabilizationSec: ptr(60), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
+			}}
+		var ttft []float64
+		st, err := Run(cfg, cost, blocks, reqs, func(r *trace.Request) error {
+			if r.Status == trace.StatusOK {
+				ttft = append(ttft, r.TTFTSec.V)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Completed != len(reqs) {
+			t.Errorf("%s: %d of %d completed", p.metric, st.Completed, len(reqs))
+		}
+		n := len(st.Fleet)/bucket + 1
+		if arrivals == nil {
+			arrivals = make([]int, n)
+			for _, r := range reqs {
+				arrivals[int(float64(r.Arrival.V)*0.25/1e9)/bucket]++
+			}
+		}
+		rd := make([]float64, len(arrivals))
+		for _, f := range st.Fleet {
+			if int(f.Second/bucket) < len(rd) {
+				rd[f.Second/bucket] += f.Ready / bucket
+			}
+		}
+		ready = append(ready, rd)
+		slices.Sort(ttft)
+		fmt.Fprintf(&b, "| %s | %g | %.3f | %.3f | %.3f | %.3f |\n", p.metric, p.target, st.GPUHours, quantile(ttft, 0.5), quantile(ttft, 0.99), correlation(arrivals[:len(arrivals)-1], rd[:len(rd)-1]))
+	}
+	b.WriteString("\nReady workers, mean over each minute (the last minute is partial):\n\n| minute | arrivals |")
+	for _, p := range policies {
+		fmt.Fprintf(&b, " %s |", p.metric)
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(policies)) + "\n")
+	for i := range arrivals {
+		fmt.Fprintf(&b, "| %d | %d %s |", i, arrivals[i], strings.Repeat("▮", (arrivals[i]+100)/200))
+		for k := range policies {
+			fmt.Fprintf(&b, " %.2f %s |", ready[k][i], strings.Repeat("█", int(ready[k][i]+0.5)))
+		}
+		b.WriteString("\n")
+	}
+	t.Log("\n" + b.String())
+	if err := os.WriteFile(filepath.Join("testdata", "autoscale_azure.md"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// correlation is Pearson's r of a and b.
+func correlation(a []int, b []float64) float64 {
+	var ma, mb float64
+	for i := range a {
+		ma += float64(a[i])
+		mb += b[i]
+	}
+	ma /= float64(len(a))
+	mb /= float64(len(b))
+	var sab, saa, sbb float64
+	for i := range a {
+		da, db := float64(a[i])-ma, b[i]-mb
+		sab += da * db
+		saa += da * da
+		sbb += db * db
+	}
+	return sab / math.Sqrt(saa*sbb)
+}
