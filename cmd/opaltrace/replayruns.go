@@ -287,11 +287,12 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 		fmt.Fprintf(stderr, "%s: %s; KV cache %s per worker\n", job.name, job.setup.Header(), job.setup.KVHow)
 		if st.Fleet != nil {
 			lo, hi, sum := math.Inf(1), 0.0, 0.0
-			for _, f := range st.Fleet {
+			whole := st.Fleet[:max(1, len(st.Fleet)-1)] // the last second is partial
+			for _, f := range whole {
 				lo, hi, sum = min(lo, f.Ready), max(hi, f.Ready), sum+f.Ready
 			}
-			fmt.Fprintf(stderr, "%s: autoscaled on %s: %.3f GPU-hours; ready workers per second %.2f to %.2f, mean %.2f\n",
-				job.name, cfg.Autoscale.Metric, st.GPUHours, lo, hi, sum/float64(len(st.Fleet)))
+			fmt.Fprintf(stderr, "%s: autoscaled on %s: %.3f GPU-hours; ready workers per whole second %.2f to %.2f, mean %.2f\n",
+				job.name, cfg.Autoscale.Metric, st.GPUHours, lo, hi, sum/float64(len(whole)))
 		}
 		runs = append(runs, run)
 		d := replayed{run: run, sum: sum}
