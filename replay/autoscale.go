@@ -10,8 +10,8 @@ import (
 
 // An AutoscaleConfig sizes the fleet as Kubernetes' Horizontal Pod
 // Autoscaler does (KEDA drives the same algorithm from external metrics):
-// every SyncPeriodSec it averages Metric over the ready workers and
-// recommends ⌈replicas · value / target⌉ (target / value for
+// every SyncPeriodSec it sums Metric over the ready workers, divides by
+// the replicas asked for (an AverageValue target) and recommends ⌈replicas · value / target⌉ (target / value for
 // slo_attainment, where more is better), unless the ratio is within
 // Tolerance of 1; a scale-up takes the least recommendation of the last
 // ScaleUpStabilizationSec, a scale-down the greatest of the last
@@ -367,6 +367,12 @@ func (e *engine) autoscale(now trace.Time) {
 	e.promote(now)
 	a := e.scale
 	ready, starting, _ := a.count()
+	// The metric is averaged over the replicas asked for, starting ones
+	// included, as an AverageValue target divides the metric's total
+	// (KEDA's external metrics, HPA's object and external metrics): a
+	// starting worker contributes nothing yet, so the fleet does not
+	// grow again for load that the workers on their way will take.
+	current := ready + starting
 	var value float64
 	switch a.cfg.Metric {
 	case MetricQueueDepth, MetricKVUsage:
@@ -380,9 +386,9 @@ func (e *engine) autoscale(now trace.Time) {
 				value += e.liveLoad(i).KVUsage()
 			}
 		}
-		value /= float64(ready)
+		value /= float64(current)
 	case MetricRequestRate:
-		value = float64(a.arrivals) / a.period.Seconds() / float64(ready)
+		value = float64(a.arrivals) / a.period.Seconds() / float64(current)
 	case MetricSLOAttainment:
 		value = a.cfg.Target // no completions: no signal
 		if a.done > 0 {
@@ -390,7 +396,6 @@ func (e *engine) autoscale(now trace.Time) {
 		}
 	}
 	a.arrivals, a.met, a.done = 0, 0, 0
-	current := ready + starting
 	desired := a.recommend(now, current, value)
 	for ; current < desired; current++ {
 		i := slices.Index(a.state, slotOff)
