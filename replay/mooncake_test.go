@@ -61,12 +61,18 @@ func readMooncake(tb testing.TB, path string) []*trace.Request {
 // KV capacity in 16-token blocks at 90 % memory utilisation.
 func llama8BOnH100(tb testing.TB) (model.StepModel, int64) {
 	tb.Helper()
+	return llama8BOn(tb, "h100")
+}
+
+// llama8BOn is llama8BOnH100 on another GPU preset.
+func llama8BOn(tb testing.TB, gpu string) (model.StepModel, int64) {
+	tb.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	llm, err := model.LoadConfig(filepath.Join(filepath.Dir(file), "..", "samples", "models", "llama-3.1-8b", "config.json"))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hw, err := model.HardwareByName("h100")
+	hw, err := model.HardwareByName(gpu)
 	if err != nil {
 		tb.Fatal(err)
 	}
