@@ -62,17 +62,31 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 		minStart = math.Min(minStart, s.start)
 		maxEnd = math.Max(maxEnd, s.start+s.lat)
 	}
-	nbins := int(math.Ceil(maxEnd-minStart)) + 1
-	bins := make([]float64, nbins)
+	// The bins are counted sparsely, from the sorted bin numbers of the
+	// token times, so the work is bounded by the number of tokens, never
+	// by the span of the run (a run of two requests a year apart is two
+	// requests, not 31 million bins).
+	nbins := math.Ceil(maxEnd-minStart) + 1
+	var tokenBins []int64
 	for _, s := range spans {
 		t := s.start + s.ttft
-		addBin(bins, t-minStart)
+		tokenBins = appendBin(tokenBins, t-minStart, nbins)
 		for _, g := range s.itl {
 			t += g
-			addBin(bins, t-minStart)
+			tokenBins = appendBin(tokenBins, t-minStart, nbins)
 		}
 	}
-	p := &Peak{OutputTokensPerSec: slices.Max(bins)}
+	slices.Sort(tokenBins)
+	peakBin := 0
+	for i := 0; i < len(tokenBins); {
+		j := i + 1
+		for j < len(tokenBins) && tokenBins[j] == tokenBins[i] {
+			j++
+		}
+		peakBin = max(peakBin, j-i)
+		i = j
+	}
+	p := &Peak{OutputTokensPerSec: float64(peakBin)}
 	if !hasITL {
 		p.OutputTokensPerSec, p.TokensMissing = 0, "requests have no ITL gaps"
 	}
@@ -99,11 +113,11 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 	return p, ""
 }
 
-// addBin counts one token at offset x seconds: Python's int() truncates
-// toward zero, and vLLM drops tokens outside [0, len(bins)).
-func addBin(bins []float64, x float64) {
-	b := int(x)
-	if x > -1 && b >= 0 && b < len(bins) {
-		bins[b]++
+// appendBin appends the bin of a token at offset x seconds: Python's int()
+// truncates toward zero, and vLLM drops tokens outside [0, nbins).
+func appendBin(bins []int64, x, nbins float64) []int64 {
+	if x > -1 && math.Trunc(x) < nbins {
+		return append(bins, int64(x))
 	}
+	return bins
 }

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 
@@ -69,58 +70,116 @@ type SteadyState struct {
 	Method                 string
 }
 
+// steadyMaxBatches bounds the batches MSER searches: runs longer than
+// 5·steadyMaxBatches seconds (3.8 days) are batched more coarsely, so the
+// detection costs O(requests + steadyMaxBatches) whatever the span.
+const steadyMaxBatches = 1 << 16
+
 // DetectSteady finds the steady part of a run from its per-second series
 // of running requests with MSER-5 (White, 1997): the series is averaged in
 // batches of 5 s, and the warmup is the truncation point d that minimizes
 // the variance of the remaining batch means divided by their count²
 // (searched over the first half). The cooldown is the same rule applied to
-// the reversed series. It returns false when the run is shorter than 20 s
-// or has no arrivals and E2E.
+// the reversed series. Runs longer than 5·steadyMaxBatches seconds use
+// batches of ⌈span/steadyMaxBatches⌉ s (the Method says so). It returns
+// false when the run is shorter than 20 s or has no arrivals and E2E.
+//
+// Note: the batch sums of the series (PerSecond's Running) are computed
+// from each request's interval of seconds directly, never as a dense
+// per-second array, so a run of two requests 100 days apart costs two
+// requests and the batches, not 8.6 million seconds.
 func DetectSteady(reqs []*trace.Request) (SteadyState, bool) {
-	series, ok := PerSecond(reqs)
-	if !ok || len(series.Running) < 20 || slices.Max(series.Running) == 0 {
-		return SteadyState{}, false // too short, or no E2E to tell who is running
-	}
-	const batch = 5
-	nb := len(series.Running) / batch
-	means := make([]float64, nb)
-	for i := range nb {
-		sum := 0.0
-		for _, v := range series.Running[i*batch : (i+1)*batch] {
-			sum += float64(v)
+	start, end := math.Inf(1), math.Inf(-1)
+	for _, r := range reqs {
+		if r.Arrival.OK {
+			start = math.Min(start, r.Arrival.V.Seconds())
+			end = math.Max(end, requestEnd(r))
 		}
-		means[i] = sum / batch
+	}
+	if math.IsInf(start, 1) {
+		return SteadyState{}, false
+	}
+	n := int64(math.Floor(end-start)) + 1 // seconds of PerSecond's series
+	if n < 20 {
+		return SteadyState{}, false // too short
+	}
+	batch := int64(5)
+	if n/batch > steadyMaxBatches {
+		batch = (n + steadyMaxBatches - 1) / steadyMaxBatches
+	}
+	nb := n / batch
+	// sums[i] is Σ Running over the seconds of batch i; full batches
+	// inside an interval are added through the difference array full.
+	sums := make([]float64, nb)
+	full := make([]int64, nb+1)
+	running := false
+	for _, r := range reqs {
+		if !r.Arrival.OK || !r.E2ESec.OK {
+			continue
+		}
+		a := r.Arrival.V.Seconds()
+		lo, hi := int64(math.Floor(a-start)), min(int64(math.Ceil(a+r.E2ESec.V-start)), n)
+		if hi <= lo {
+			continue
+		}
+		running = true
+		bl, bh := lo/batch, (hi-1)/batch
+		if bl == bh {
+			if bl < nb {
+				sums[bl] += float64(hi - lo)
+			}
+			continue
+		}
+		if bl < nb {
+			sums[bl] += float64((bl+1)*batch - lo)
+		}
+		if bh < nb {
+			sums[bh] += float64(hi - bh*batch)
+		}
+		if from, to := bl+1, min(bh, nb); from < to {
+			full[from]++
+			full[to]--
+		}
+	}
+	if !running {
+		return SteadyState{}, false // no E2E to tell who is running
+	}
+	means := make([]float64, nb)
+	var k int64
+	for i := range nb {
+		k += full[i]
+		means[i] = (sums[i] + float64(k*batch)) / float64(batch)
 	}
 	warm := mser(means)
-	rev := make([]float64, nb)
-	for i, v := range means {
-		rev[nb-1-i] = v
-	}
-	cool := mser(rev)
+	slices.Reverse(means)
+	cool := mser(means)
 	return SteadyState{
-		WarmupSec:   float64(warm * batch),
-		CooldownSec: float64(cool*batch + len(series.Running) - nb*batch),
-		Method:      "MSER-5 on running requests per second",
+		WarmupSec:   float64(int64(warm) * batch),
+		CooldownSec: float64(int64(cool)*batch + n - nb*batch),
+		Method:      fmt.Sprintf("MSER-%d on running requests per second", batch),
 	}, true
 }
 
 // mser returns the truncation d in [0, n/2] minimizing
-// Σ_{i≥d}(x_i − mean_d)² / (n−d)².
+// Σ_{i≥d}(x_i − mean_d)² / (n−d)², in O(n) from suffix sums of x shifted
+// by its mean (which keeps the sum of squares from cancelling).
 func mser(x []float64) int {
 	n := len(x)
+	c := 0.0
+	for _, v := range x {
+		c += v
+	}
+	c /= float64(n)
+	s1, s2 := make([]float64, n+1), make([]float64, n+1)
+	for i := n - 1; i >= 0; i-- {
+		v := x[i] - c
+		s1[i], s2[i] = s1[i+1]+v, s2[i+1]+v*v
+	}
 	best, bestD := math.Inf(1), 0
 	for d := 0; d <= n/2; d++ {
-		rest := x[d:]
-		m := 0.0
-		for _, v := range rest {
-			m += v
-		}
-		m /= float64(len(rest))
-		ss := 0.0
-		for _, v := range rest {
-			ss += (v - m) * (v - m)
-		}
-		stat := ss / float64(len(rest)*len(rest))
+		k := float64(n - d)
+		ss := max(s2[d]-s1[d]*s1[d]/k, 0)
+		stat := ss / (k * k)
 		if d == 0 || stat < best-1e-12*best {
 			best, bestD = stat, d
 		}

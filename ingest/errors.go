@@ -20,6 +20,21 @@ func (e *SyntaxError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e
 // Pos returns where the bad record is, so that a SyntaxError is a Record.
 func (e *SyntaxError) Pos() (file string, line int) { return e.File, e.Line }
 
+// A Warning is a record that is kept but looks wrong for a reason the
+// source is known to have (Opal's TTFT over its E2E): not a bad record, but
+// something the user should know before comparing it with other data.
+type Warning struct {
+	File string
+	Line int
+	Msg  string
+}
+
+// Error returns "FILE:LINE: warning: MSG".
+func (w *Warning) Error() string { return fmt.Sprintf("%s:%d: warning: %s", w.File, w.Line, w.Msg) }
+
+// Pos returns where the warning is, so that a Warning is a Record.
+func (w *Warning) Pos() (file string, line int) { return w.File, w.Line }
+
 // ErrUnrecognized is wrapped by the error Detect returns when no format
 // recognises the input.
 var ErrUnrecognized = errors.New("unrecognized trace format")

@@ -18,6 +18,8 @@ type Stats struct {
 	Requests int      // good requests emitted
 	Dropped  int      // bad records reported to onBad
 	Skipped  []string // files in directories that no format recognised
+	// Warnings are what readers warned of (see Warning), in input order.
+	Warnings []*Warning
 
 	// Companions are files in directories read as part of another input
 	// (AIPerf's _aiperf.json, llmperf's _summary.json), each with a note.
@@ -88,6 +90,8 @@ func Files(paths []string, opts Options, emit func(*trace.Request) error, onBad 
 					if err := emit(rec); err != nil {
 						return err
 					}
+				case *Warning:
+					st.Warnings = append(st.Warnings, rec)
 				case *SyntaxError:
 					st.Dropped++
 					if onBad != nil {

@@ -87,8 +87,8 @@ func (o Options) blockSize() int64 {
 	return 512
 }
 
-// A Record is what a Reader yields: a good *trace.Request or a bad record
-// as *SyntaxError.
+// A Record is what a Reader yields: a good *trace.Request, a bad record
+// as *SyntaxError, or a *Warning about the records around it.
 type Record interface {
 	Pos() (file string, line int)
 }

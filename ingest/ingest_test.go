@@ -36,6 +36,7 @@ func readAll(t testing.TB, r Reader) (reqs []*trace.Request, bad []*SyntaxError)
 			reqs = append(reqs, rec.Clone())
 		case *SyntaxError:
 			bad = append(bad, rec)
+		case *Warning:
 		default:
 			t.Fatalf("unexpected record %T", rec)
 		}

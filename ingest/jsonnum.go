@@ -3,9 +3,12 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // quoteNonFinite returns b with the bare tokens NaN, Infinity and -Infinity
@@ -78,8 +81,10 @@ func (n *jnum) UnmarshalJSON(b []byte) error {
 		}
 		return nil
 	}
+	// Out of float64's range (1e309) is ±Inf, as Python reads it: the
+	// value is then not finite, a bad value of one record.
 	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return fmt.Errorf("%s is not a number", b)
 	}
 	*n = jnum(f)
@@ -104,7 +109,9 @@ func checkCount(v float64) (int64, string) {
 		return 0, fmt.Sprintf("not finite (%v)", v)
 	case v < 0:
 		return 0, fmt.Sprintf("negative (%v)", v)
-	case v != math.Trunc(v) || v > 1<<53:
+	case v > trace.MaxTokens:
+		return 0, fmt.Sprintf("%v tokens is more than the limit of %d", v, int64(trace.MaxTokens))
+	case v != math.Trunc(v):
 		return 0, fmt.Sprintf("not a whole number (%v)", v)
 	}
 	return int64(v), ""

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -52,6 +53,7 @@ type vllmBenchReader struct {
 	loaded   bool
 	off      int // offset of the next run object in data
 	lines    lineCounter
+	newlines []int // offsets of the '\n' of data, for lineOf; nil until needed
 	nrun     int
 	runs     []trace.Run
 	legacy   bool        // reading with the reference route
@@ -102,7 +104,7 @@ func (r *vllmBenchReader) Scan() bool {
 			r.finished = true
 			r.cur = nil
 			// No record refers to the input: release it.
-			r.data, r.lines = nil, lineCounter{}
+			r.data, r.lines, r.newlines = nil, lineCounter{}, nil
 			if r.release != nil {
 				r.release()
 				r.release = nil
@@ -143,8 +145,31 @@ func (r *vllmBenchReader) nextRun() bool {
 		return true
 	}
 	r.runs = append(r.runs, *run)
+	st.lineOf = r.lineOf
 	r.stream = st
 	return true
+}
+
+// lineOf returns the line of the input on which elem, a subslice of
+// r.data, starts, so that a bad element of a pretty-printed file is
+// reported where it is, not at its run's first line. The index of line
+// ends is built on the first call: inputs without bad records never pay
+// for it.
+func (r *vllmBenchReader) lineOf(elem []byte) int {
+	off := cap(r.data) - cap(elem) // elem shares r.data's array
+	if off < 0 || off > len(r.data) {
+		return 0
+	}
+	if r.newlines == nil {
+		r.newlines = []int{}
+		for i, b := range r.data {
+			if b == '\n' {
+				r.newlines = append(r.newlines, i)
+			}
+		}
+	}
+	n, _ := slices.BinarySearch(r.newlines, off)
+	return n + 1
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -162,6 +187,12 @@ type vllmRunParser struct {
 	line int
 	name string
 	err  *SyntaxError // first run-level error
+
+	// The reference route's run object, for elementLine, and the
+	// offsets in it of each column's elements, found on first use.
+	obj      []byte
+	elems    map[int][]int
+	newlines []int // offsets of the '\n' of obj
 }
 
 func (p *vllmRunParser) fail(format string, args ...any) {

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"os"
@@ -128,8 +129,10 @@ func parseJnum(e []byte) (float64, bool) {
 				return float64(v), true
 			}
 		}
+		// A number too large for float64 (1e309) is ±Inf, as Python
+		// reads it: a bad value of one request, like NaN, not a bad run.
 		f, err := strconv.ParseFloat(string(e), 64)
-		return f, err == nil
+		return f, err == nil || errors.Is(err, strconv.ErrRange)
 	}
 	switch string(e) {
 	case "NaN", `"NaN"`, `"nan"`:

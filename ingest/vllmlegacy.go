@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -70,7 +71,7 @@ func (r *vllmBenchReader) legacyNextRun() bool {
 		r.pending = append(r.pending, &SyntaxError{r.file, line, "run: invalid UTF-8"})
 		return true
 	}
-	p := vllmRunParser{file: r.file, line: line, name: name}
+	p := vllmRunParser{file: r.file, line: line, name: name, obj: raw}
 	run, recs := p.parse(raw)
 	if run != nil {
 		r.runs = append(r.runs, *run)
@@ -187,7 +188,7 @@ func (p *vllmRunParser) requests(run *trace.Run, a *vllmArrays, n int, sem vllmS
 	for i := range n {
 		req, bad := p.request(run, a, i, i, minStart, sem)
 		if bad != "" {
-			recs = append(recs, &SyntaxError{p.file, p.line, bad})
+			recs = append(recs, &SyntaxError{p.file, p.elementLine(vllmBadColumn(bad), i), bad})
 			continue
 		}
 		recs = append(recs, req)
@@ -233,4 +234,45 @@ func quotedOffset(b []byte, off int) int {
 		}
 	}
 	return off + extra
+}
+
+// elementLine returns the input line of element i of column c of the run
+// object p.obj (the reference route's copy), as the streaming route
+// reports a bad element: where its value is. It is p.line when the object
+// or the element cannot be found. The object is scanned on the first call.
+func (p *vllmRunParser) elementLine(c, i int) int {
+	if p.obj == nil {
+		return p.line
+	}
+	if p.elems == nil {
+		p.elems = map[int][]int{}
+		if obj, _, msg := scanObject(p.obj, 0); msg == "" {
+			for col, name := range vllmColNames {
+				sp, ok := obj.vals[name]
+				if !ok {
+					continue
+				}
+				cur, ok := newArrCursor(name, p.obj, sp)
+				if !ok {
+					continue
+				}
+				var offs []int
+				for e := cur.next(); e != nil; e = cur.next() {
+					offs = append(offs, cap(p.obj)-cap(e))
+				}
+				p.elems[col] = offs
+			}
+		}
+		for i, b := range p.obj {
+			if b == '\n' {
+				p.newlines = append(p.newlines, i)
+			}
+		}
+	}
+	offs := p.elems[c]
+	if i >= len(offs) {
+		return p.line
+	}
+	n, _ := slices.BinarySearch(p.newlines, offs[i])
+	return p.line + n
 }

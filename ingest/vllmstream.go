@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -47,6 +48,9 @@ type vllmStream struct {
 	n, i     int
 	minStart float64
 	sem      vllmSemantics
+	lineOf   func(elem []byte) int // the input line elem starts on; 0 if unknown
+
+	elems [vcN][]byte // the current request's element of each array
 
 	// One request's elements, reused.
 	one  vllmArrays
@@ -244,6 +248,7 @@ func (st *vllmStream) next() Record {
 			continue
 		}
 		e := cur.next()
+		st.elems[c] = e
 		switch c {
 		case vcITL:
 			// Checked by checkColumn: null (no gaps) or numbers.
@@ -275,7 +280,34 @@ func (st *vllmStream) next() Record {
 	}
 	req, bad := st.p.request(st.run, a, 0, i, st.minStart, st.sem)
 	if bad != "" {
-		return &SyntaxError{st.p.file, st.p.line, bad}
+		line := st.p.line
+		if e := st.elems[vllmBadColumn(bad)]; e != nil && st.lineOf != nil {
+			if l := st.lineOf(e); l > 0 {
+				line = l
+			}
+		}
+		return &SyntaxError{st.p.file, line, bad}
 	}
 	return req
+}
+
+// vllmBadColumn returns the array whose element a bad request's message
+// is about: the array it names ("ttfts[3]: …"), or the array a
+// trace.Request field comes from ("request …: arrival_s: …"); input_lens
+// when neither says.
+func vllmBadColumn(msg string) int {
+	for c, name := range vllmColNames {
+		if strings.HasPrefix(msg, name+"[") {
+			return c
+		}
+	}
+	for field, c := range map[string]int{
+		": arrival_s:": vcStart, ": intended_arrival_s:": vcQueue, ": ttft_s:": vcTTFT,
+		": e2e_s:": vcLatency, ": itl_s:": vcITL, ": output_tokens:": vcOutput, ": client_queue_s:": vcQueue,
+	} {
+		if strings.Contains(msg, field) {
+			return c
+		}
+	}
+	return vcInput
 }

@@ -102,7 +102,7 @@ func TestParquetManyRowGroups(t *testing.T) {
 	n := RowGroupRows*2 + 17
 	reqs := make([]*Request, n)
 	for i := range reqs {
-		reqs[i] = &Request{Run: "r", Status: StatusOK, InputTokens: Some(int64(i)), ITLSec: []float64{float64(i)}}
+		reqs[i] = &Request{Run: "r", Status: StatusOK, InputTokens: Some(int64(i)), ITLSec: []float64{float64(i) / 1e3}}
 	}
 	writeSample(t, path, reqs, nil)
 	r, err := OpenFile(path)
@@ -116,7 +116,7 @@ func TestParquetManyRowGroups(t *testing.T) {
 	i := 0
 	for r.Scan() {
 		q := r.Request()
-		if q.InputTokens.V != int64(i) || q.ITLSec[0] != float64(i) {
+		if q.InputTokens.V != int64(i) || q.ITLSec[0] != float64(i)/1e3 {
 			t.Fatalf("row %d read as %s", i, q)
 		}
 		if _, line := q.Pos(); line != i+1 {

@@ -169,17 +169,24 @@ func (r *Request) Validate() error {
 		bad("status", "unknown status %q", r.Status)
 	}
 	for _, f := range []struct {
-		name string
-		v    Opt[int64]
+		name   string
+		v      Opt[int64]
+		tokens bool // a token count, bounded by MaxTokens
 	}{
-		{"input_tokens", r.InputTokens}, {"output_tokens", r.OutputTokens},
-		{"reasoning_tokens", r.ReasoningTokens}, {"stream_events", r.StreamEvents}, {"token_events", r.TokenEvents}, {"max_output_tokens", r.MaxOutputTokens}, {"turn", r.Turn},
-		{"cached_tokens", r.CachedTokens}, {"device_hit_tokens", r.DeviceHitTokens},
-		{"host_hit_tokens", r.HostHitTokens}, {"storage_hit_tokens", r.StorageHitTokens},
-		{"remote_hit_tokens", r.RemoteHitTokens}, {"preemptions", r.Preemptions},
+		{"input_tokens", r.InputTokens, true}, {"output_tokens", r.OutputTokens, true},
+		{"reasoning_tokens", r.ReasoningTokens, true}, {"max_output_tokens", r.MaxOutputTokens, true},
+		{"cached_tokens", r.CachedTokens, true}, {"device_hit_tokens", r.DeviceHitTokens, true},
+		{"host_hit_tokens", r.HostHitTokens, true}, {"storage_hit_tokens", r.StorageHitTokens, true},
+		{"remote_hit_tokens", r.RemoteHitTokens, true},
+		{"stream_events", r.StreamEvents, false}, {"token_events", r.TokenEvents, false}, {"turn", r.Turn, false},
+		{"preemptions", r.Preemptions, false},
 	} {
-		if f.v.OK && f.v.V < 0 {
+		switch {
+		case !f.v.OK:
+		case f.v.V < 0:
 			bad(f.name, "negative (%d)", f.v.V)
+		case f.tokens && f.v.V > MaxTokens:
+			bad(f.name, "%d tokens is more than the limit of %d", f.v.V, MaxTokens)
 		}
 	}
 	if r.BlockSize.OK && r.BlockSize.V <= 0 {
@@ -191,32 +198,93 @@ func (r *Request) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    Opt[float64]
+		max  float64
 	}{
-		{"ttft_s", r.TTFTSec}, {"e2e_s", r.E2ESec}, {"last_token_s", r.LastTokenSec}, {"think_s", r.ThinkSec}, {"client_queue_s", r.ClientQueueSec},
-		{"idle_in_queue_s", r.IdleInQueueSec}, {"budget_wait_s", r.BudgetWaitSec}, {"storage_prefetch_s", r.StoragePrefetchSec},
-		{"queue_s", r.QueueSec}, {"schedule_s", r.ScheduleSec}, {"prefill_s", r.PrefillSec},
-		{"decode_s", r.DecodeSec}, {"kv_fetch_s", r.KVFetchSec}, {"router_score", r.RouterScore},
-		{"storage_prefetch_io_s", r.StoragePrefetchIOSec},
+		{"ttft_s", r.TTFTSec, MaxLatencySec}, {"e2e_s", r.E2ESec, MaxLatencySec}, {"last_token_s", r.LastTokenSec, MaxLatencySec},
+		{"think_s", r.ThinkSec, MaxThinkSec}, {"client_queue_s", r.ClientQueueSec, MaxThinkSec},
+		{"idle_in_queue_s", r.IdleInQueueSec, MaxLatencySec}, {"budget_wait_s", r.BudgetWaitSec, MaxLatencySec},
+		{"storage_prefetch_s", r.StoragePrefetchSec, MaxLatencySec},
+		{"queue_s", r.QueueSec, MaxLatencySec}, {"schedule_s", r.ScheduleSec, MaxLatencySec}, {"prefill_s", r.PrefillSec, MaxLatencySec},
+		{"decode_s", r.DecodeSec, MaxLatencySec}, {"kv_fetch_s", r.KVFetchSec, MaxLatencySec},
+		{"router_score", r.RouterScore, math.MaxFloat64}, // a score, not seconds: finite and not negative
+		{"storage_prefetch_io_s", r.StoragePrefetchIOSec, MaxLatencySec},
 	} {
 		if !f.v.OK {
 			continue
 		}
-		if math.IsNaN(f.v.V) || math.IsInf(f.v.V, 0) {
-			bad(f.name, "not finite (%v)", f.v.V)
-		} else if f.v.V < 0 {
-			bad(f.name, "negative (%v)", f.v.V)
+		switch v := f.v.V; {
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			bad(f.name, "not finite (%v)", v)
+		case v < 0:
+			bad(f.name, "negative (%v)", v)
+		case v >= f.max:
+			bad(f.name, "%v s is not under the limit of %v s", v, f.max)
 		}
 	}
+	itlSum := 0.0
 	for i, g := range r.ITLSec {
-		if math.IsNaN(g) || math.IsInf(g, 0) || g < 0 {
-			bad("itl_s", "gap %d is %v", i, g)
+		if math.IsNaN(g) || math.IsInf(g, 0) || g < 0 || g >= MaxLatencySec {
+			bad("itl_s", "gap %d is %v (want a finite gap in [0, %v) s)", i, g, MaxLatencySec)
+			itlSum = math.NaN()
 			break
 		}
+		itlSum += g
+	}
+	for _, f := range []struct {
+		name string
+		v    Opt[Time]
+	}{
+		{"intended_arrival_s", r.IntendedArrival}, {"arrival_s", r.Arrival},
+		{"created_s", r.Created}, {"router_arrival_s", r.RouterArrival}, {"worker_arrival_s", r.WorkerArrival},
+		{"start_processing_s", r.StartProcessing}, {"ready_s", r.Ready}, {"gpu_start_s", r.GPUStart},
+		{"prefill_done_s", r.PrefillDone}, {"decode_done_s", r.DecodeDone}, {"done_at_router_s", r.DoneAtRouter},
+	} {
+		if f.v.OK && (f.v.V > MaxTraceTime || f.v.V < -MaxTraceTime) {
+			bad(f.name, "%.0f s from the trace start: more than %.0f s (10 years) away", f.v.V.Seconds(), MaxTraceTime.Seconds())
+		}
+	}
+	if msg := r.latencyConsistency(itlSum); msg != "" {
+		errs = append(errs, errors.New(msg))
 	}
 	if r.ChunkTokens != nil && len(r.ChunkTokens) != len(r.ITLSec)+1 && len(r.ChunkTokens) != len(r.ITLSec) {
 		bad("chunk_tokens", "%d entries for %d ITL gaps", len(r.ChunkTokens), len(r.ITLSec))
 	}
 	return errors.Join(errs...)
+}
+
+// latencyConsistency checks that the parts of the client latency fit in
+// the whole: TTFT ≤ E2E and TTFT + ΣITL ≤ E2E (E2E may end after the last
+// token, at the stream's end, so only the overshoot is wrong), within
+// ConsistencyTolSec + ConsistencyTolRel·E2E of rounding. itlSum is ΣITL, NaN
+// when a gap is bad (already reported). It returns "" when consistent or
+// when a value is missing or bad.
+//
+// Note: when both TTFT and E2E are server-side (TTFTServer and E2EServer)
+// the check does not apply: a server may time them from different points
+// (Opal's TTFT counts from the request's creation, its E2E from the worker's
+// arrival), so TTFT > E2E there is the source's definition, which the
+// reader warns of, not a corrupt record.
+func (r *Request) latencyConsistency(itlSum float64) string {
+	if r.TTFTBasis == TTFTServer && r.E2EBasis == E2EServer {
+		return ""
+	}
+	if !r.E2ESec.OK || !r.TTFTSec.OK || checkLatency(r.E2ESec.V) || checkLatency(r.TTFTSec.V) {
+		return ""
+	}
+	e2e, ttft := r.E2ESec.V, r.TTFTSec.V
+	tol := ConsistencyTolSec + ConsistencyTolRel*e2e
+	if ttft > e2e+tol {
+		return fmt.Sprintf("ttft_s: %v s is more than e2e_s (%v s)", ttft, e2e)
+	}
+	if len(r.ITLSec) > 0 && !math.IsNaN(itlSum) && ttft+itlSum > e2e+tol {
+		return fmt.Sprintf("itl_s: ttft_s + the %d gaps is %v s, more than e2e_s (%v s)", len(r.ITLSec), ttft+itlSum, e2e)
+	}
+	return ""
+}
+
+// checkLatency reports whether v is not a valid latency.
+func checkLatency(v float64) bool {
+	return math.IsNaN(v) || v < 0 || v >= MaxLatencySec
 }
 
 // String returns a canonical one-line dump of r: every present field as

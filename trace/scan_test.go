@@ -116,9 +116,6 @@ func variedRequests(n int) []*Request {
 			r.Arrival, r.DecodeDone = Some(Time(int64(i)*1_000_003)), Some(Time(int64(i)*1_000_003+7_654_321))
 			r.TTFTSec = Some(float64(i%13) * 0.0123)
 		}
-		if i%4 == 1 {
-			r.E2ESec, r.Turn, r.ITLUnit = Some(1.5+float64(i)*1e-3), Some(int64(i%6)), ITLToken
-		}
 		switch {
 		case i%11 == 3: // null ITL
 		case i%7 == 0:
@@ -134,6 +131,13 @@ func variedRequests(n int) []*Request {
 					r.ChunkTokens[k] = int32(1 + k%3)
 				}
 			}
+		}
+		if i%4 == 1 { // E2E covers TTFT and the gaps, as Validate wants
+			e2e := 1.5 + float64(i)*1e-3 + r.TTFTSec.V
+			for _, g := range r.ITLSec {
+				e2e += g
+			}
+			r.E2ESec, r.Turn, r.ITLUnit = Some(e2e), Some(int64(i%6)), ITLToken
 		}
 		switch i % 6 {
 		case 0:

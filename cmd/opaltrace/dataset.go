@@ -76,10 +76,11 @@ func eachRequest(path string, cols []string, opts ingest.Options, allowErrors bo
 		return runs, trace.ScanColumns(path, cols, add)
 	}
 	bad := badRecords{stderr: stderr}
-	runs, _, err := ingest.Files([]string{path}, opts, add, bad.report)
+	runs, st, err := ingest.Files([]string{path}, opts, add, bad.report)
 	if err != nil {
 		return nil, err
 	}
+	printWarnings(stderr, st.Warnings)
 	if err := bad.check(path, allowErrors); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func ingestFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "format", Value: "auto", Usage: "input format: auto or one of " + strings.Join(ingest.Names(), ", ")},
 		&cli.Int64Flag{Name: "block-size", Value: 512, Usage: "tokens per hash_ids entry for formats that do not record it (mooncake)"},
-		&cli.IntFlag{Name: "max-errors", Value: 100, Usage: "stop after this many bad records (0: no limit)"},
+		&cli.IntFlag{Name: "max-errors", Value: 100, Validator: intIn(0, maxErrorsMax), Usage: "stop after this many bad records (0: no limit)"},
 		&cli.BoolFlag{Name: "allow-errors", Usage: "exit 0 even when bad records were dropped"},
 	}
 }
@@ -42,7 +42,7 @@ func ingestCommand() *cli.Command {
 			&cli.StringFlag{Name: "run", Usage: "prefix of the run names (default: the input's base name)"},
 			&cli.StringFlag{Name: "model", Usage: "model served, for files that do not record it (kept in the run metadata)"},
 			&cli.StringFlag{Name: "hardware", Usage: "hardware the server ran on, e.g. 4xH200 (kept in the run metadata)"},
-			&cli.IntFlag{Name: "tp", Usage: "tensor-parallel size, for files that do not record it"},
+			&cli.IntFlag{Name: "tp", Validator: intIn(0, maxTP), Usage: "tensor-parallel size, for files that do not record it"},
 			&cli.StringFlag{Name: "engine", Usage: "serving engine, for files that do not record it: " + strings.Join(ingest.Engines, " or ")},
 			&cli.StringSliceFlag{Name: "engine-opt", Usage: "engine option `KEY=VALUE` kept in the run metadata (repeatable), e.g. disable_radix_cache=true"},
 		),
@@ -96,6 +96,7 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 	if err := f.Commit(); err != nil {
 		return err
 	}
+	printWarnings(stderr, st.Warnings)
 	if len(st.Companions) > 0 {
 		fmt.Fprintf(stderr, "read %d summary files with their traces: %s\n", len(st.Companions), strings.Join(st.Companions, ", "))
 	}
@@ -111,4 +112,11 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 		return fmt.Errorf("%d bad records dropped (the good ones are in %s; --allow-errors accepts this)", st.Dropped, out)
 	}
 	return nil
+}
+
+// printWarnings prints what the readers warned of, one line each.
+func printWarnings(stderr io.Writer, ws []*ingest.Warning) {
+	for _, w := range ws {
+		fmt.Fprintf(stderr, "opaltrace: %v\n", w)
+	}
 }

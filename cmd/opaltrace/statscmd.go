@@ -21,16 +21,16 @@ func statsCommand() *cli.Command {
 		ArgsUsage: "FILE...",
 		Flags: append(ingestFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON in vLLM's result vocabulary"},
-			&cli.StringFlag{Name: "percentiles", Value: "99", Usage: "comma-separated percentiles (numpy linear)"},
+			&cli.StringFlag{Name: "percentiles", Value: "99", Validator: validates(parsePercentiles), Usage: "comma-separated percentiles (numpy linear)"},
 			&cli.StringSliceFlag{Name: "goodput", Usage: "SLOs for request goodput, vLLM's KEY:MS pairs (ttft, tpot, e2el), e.g. --goodput ttft:200 --goodput tpot:50"},
-			&cli.Float64Flag{Name: "trim-warmup", Usage: "drop requests that arrive in the first `S` seconds"},
-			&cli.Float64Flag{Name: "trim-cooldown", Usage: "drop requests that end in the last `S` seconds"},
+			&cli.Float64Flag{Name: "trim-warmup", Validator: secondsIn(), Usage: "drop requests that arrive in the first `S` seconds"},
+			&cli.Float64Flag{Name: "trim-cooldown", Validator: secondsIn(), Usage: "drop requests that end in the last `S` seconds"},
 			&cli.StringFlag{Name: "by", Value: "run", Usage: "group by run, stage, worker or model"},
 			&cli.BoolFlag{Name: "series", Usage: "print per-second arrivals, completions, running requests and output tokens"},
 			&cli.BoolFlag{Name: "cache-curve", Usage: "print the hit rate of an ideal LRU prefix cache by capacity (from hash_ids)"},
 			&cli.StringFlag{Name: "compare", Usage: "compare FILE with `OTHER` (e.g. observed vs simulated): differences, bootstrap intervals, KS, W1, verdicts"},
-			&cli.StringFlag{Name: "margin", Value: "5%", Usage: "relative margin of the comparison verdicts (5% or 0.05)"},
-			&cli.IntFlag{Name: "resamples", Value: 1000, Usage: "bootstrap resamples of the comparison"},
+			&cli.StringFlag{Name: "margin", Value: "5%", Validator: validates(parseMargin), Usage: "relative margin of the comparison verdicts (5% or 0.05)"},
+			&cli.IntFlag{Name: "resamples", Value: 1000, Validator: intIn(minResamples, maxResamples), Usage: fmt.Sprintf("bootstrap resamples of the comparison (%d to %d)", minResamples, maxResamples)},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the comparison bootstrap"},
 			&cli.BoolFlag{Name: "as-source", Usage: "reproduce the summary the source tool printed, with its names and rules (aiperf, guidellm)"},
 			&cli.BoolFlag{Name: "low-memory", Usage: fmt.Sprintf("for Parquet inputs: the exact summary in passes over the file, without loading it (automatic above %d requests)", lowMemoryRequests)},
@@ -43,7 +43,7 @@ func statsCommand() *cli.Command {
 			}
 			pcts, err := parsePercentiles(c.String("percentiles"))
 			if err != nil {
-				return err
+				return fmt.Errorf("--percentiles: %w", err)
 			}
 			opts := report.StatsOptions{Percentiles: pcts}
 			slo, err := analyze.ParseSLO(c.StringSlice("goodput"))
@@ -143,7 +143,7 @@ func statsCompare(c *cli.Command, other string, sopts analyze.Options) error {
 	}
 	margin, err := parseMargin(c.String("margin"))
 	if err != nil {
-		return err
+		return fmt.Errorf("--margin: %w", err)
 	}
 	var sums [2]*analyze.Summary
 	var names [2]string
@@ -204,8 +204,8 @@ func parseMargin(s string) (float64, error) {
 	if pct {
 		v /= 100
 	}
-	if err != nil || v <= 0 || v >= 1 {
-		return 0, fmt.Errorf("--margin: %q is not a relative margin like 5%% or 0.05", s)
+	if err != nil || !finiteIn(v, 0, 1) || v == 0 || v == 1 {
+		return 0, fmt.Errorf("%q is not a relative margin in (0, 1) like 5%% or 0.05", s)
 	}
 	return v, nil
 }
@@ -218,8 +218,11 @@ func parsePercentiles(s string) ([]float64, error) {
 			continue
 		}
 		p, err := strconv.ParseFloat(f, 64)
-		if err != nil || p < 0 || p > 100 {
-			return nil, fmt.Errorf("--percentiles: %q is not a percentile in [0, 100]", f)
+		if err != nil || !finiteIn(p, 0, 100) {
+			return nil, fmt.Errorf("%q is not a percentile in [0, 100]", f)
+		}
+		if len(out) == maxPercents {
+			return nil, fmt.Errorf("more than %d percentiles", maxPercents)
 		}
 		out = append(out, p)
 	}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+)
+
+// The hardening cases (../shared/repro/hardening.sh): each bad input ends
+// in a clear error with its exact text, or a correct result.
+
+// TestFlagBounds: every numeric flag of stats, report and ingest is
+// checked where it is parsed, and the error names the flag and its bound.
+func TestFlagBounds(t *testing.T) {
+	path := shareddata.Path(t, lambdaLabs)
+	out := filepath.Join(t.TempDir(), "o.parquet")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stats", "--percentiles", "NaN", path}, `invalid value "NaN" for flag -percentiles: "NaN" is not a percentile in [0, 100]`},
+		{[]string{"stats", "--percentiles", "50,-1", path}, `invalid value "50,-1" for flag -percentiles: "-1" is not a percentile in [0, 100]`},
+		{[]string{"stats", "--resamples", "-5", "--compare", path, path}, `invalid value "-5" for flag -resamples: -5 is not in [100, 100000]`},
+		{[]string{"stats", "--resamples", "0", "--compare", path, path}, `invalid value "0" for flag -resamples: 0 is not in [100, 100000]`},
+		{[]string{"stats", "--trim-warmup", "NaN", path}, `invalid value "NaN" for flag -trim-warmup: NaN is not a number of seconds in [0, 315576000]`},
+		{[]string{"stats", "--trim-cooldown", "-1", path}, `invalid value "-1" for flag -trim-cooldown: -1 is not a number of seconds in [0, 315576000]`},
+		{[]string{"stats", "--margin", "NaN", "--compare", path, path}, `invalid value "NaN" for flag -margin: "NaN" is not a relative margin in (0, 1) like 5% or 0.05`},
+		{[]string{"stats", "--margin", "150%", "--compare", path, path}, `invalid value "150%" for flag -margin: "150%" is not a relative margin in (0, 1) like 5% or 0.05`},
+		{[]string{"stats", "--max-errors", "-5", path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
+		{[]string{"ingest", "--max-errors", "-5", "-o", out, path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
+		{[]string{"ingest", "--tp", "-2", "-o", out, path}, `invalid value "-2" for flag -tp: -2 is not in [0, 65536]`},
+		{[]string{"report", "--max-errors", "-5", "--html", filepath.Join(t.TempDir(), "r.html"), path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
+	} {
+		_, _, err := opaltrace(t, c.args...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v:\n got %v\nwant %s", c.args, err, c.want)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused ingest wrote %s", out)
+	}
+}
