@@ -42,3 +42,40 @@ func TestFlagBounds(t *testing.T) {
 		t.Errorf("a refused ingest wrote %s", out)
 	}
 }
+
+// TestSamePath: an output that is an input (by device and inode, through
+// a symlink too) or another output is refused before anything is written.
+func TestSamePath(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "same.jsonl")
+	data := "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n"
+	if err := os.WriteFile(in, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "x.parquet")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ingest", "-o", in, in}, "ingest: --output " + in + " is the input " + in + ": refusing to overwrite an input"},
+		{[]string{"ingest", "-o", link, in}, "ingest: --output " + link + " is the input " + in + ": refusing to overwrite an input"},
+		{[]string{"report", "--html", in, "a=" + link}, "report: --html " + in + " is the input " + link + ": refusing to overwrite an input"},
+		{[]string{"replay", "--per-second", out, "-o", out, in}, "replay: --output " + out + " and --per-second " + out + " are the same file: give each output its own path"},
+		{[]string{"replay", "--per-second", link, "-o", out, in}, "replay: --per-second " + link + " is the input " + in + ": refusing to overwrite an input"},
+	} {
+		_, _, err := opaltrace(t, c.args...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v:\n got %v\nwant %s", c.args, err, c.want)
+		}
+	}
+	if b, _ := os.ReadFile(in); string(b) != data {
+		t.Errorf("the input was changed to %q", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("%d files in the directory, want the input and its link", len(ents))
+	}
+}

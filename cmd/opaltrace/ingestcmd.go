@@ -64,6 +64,9 @@ func ingestCommand() *cli.Command {
 				}
 				opts.EngineOpts[k] = v
 			}
+			if err := checkOutputs([]outputFile{{"output", c.String("output")}}, c.Args().Slice()); err != nil {
+				return fmt.Errorf("ingest: %w", err)
+			}
 			return ingestToParquet(c.Args().Slice(), c.String("output"), opts, c.Bool("allow-errors"), c.ErrWriter)
 		},
 	}

@@ -46,6 +46,11 @@ func replayCommand() *cli.Command {
 			&cli.BoolFlag{Name: "low-memory", Usage: fmt.Sprintf("summarise every run by exact passes over the written file instead of keeping its records (automatic above %d requests)", lowMemoryRequests)},
 		), sampleFlags()...),
 		Action: func(ctx context.Context, c *cli.Command) error {
+			outs := []outputFile{{"output", c.String("output")}, {"per-second", c.String("per-second")}}
+			ins := append(c.Args().Slice(), c.String("config"), c.String("opal-workload"), c.String("model"))
+			if err := checkOutputs(outs, ins); err != nil {
+				return fmt.Errorf("replay: %w", err)
+			}
 			sampled := c.IsSet("sample") || c.IsSet("sample-rate")
 			if c.String("opal-workload") != "" {
 				if sampled {

@@ -28,6 +28,14 @@ func reportCommand() *cli.Command {
 			if c.NArg() == 0 {
 				return errors.New("report: no input files")
 			}
+			var inputs []string
+			for _, arg := range c.Args().Slice() {
+				_, path := splitLabel(arg)
+				inputs = append(inputs, path)
+			}
+			if err := checkOutputs([]outputFile{{"html", c.String("html")}}, inputs); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
 			var sets []report.Dataset
 			for _, arg := range c.Args().Slice() {
 				label, path := splitLabel(arg)
