@@ -50,10 +50,10 @@ func TestSweepStale(t *testing.T) {
 	dead := deadPID(t)
 	keep := []string{
 		".out.parquet.tmp-" + strconv.Itoa(os.Getpid()) + "-123", // this process: live
-		".other.parquet.tmp-" + strconv.Itoa(dead) + "-1",         // another target
-		"out.parquet.tmp-" + strconv.Itoa(dead) + "-1",            // not hidden: not ours
-		".out.parquet.tmp-notes",                                  // not our pattern
-		".out.parquet.tmp-42",                                     // old pattern, but fresh
+		".other.parquet.tmp-" + strconv.Itoa(dead) + "-1",        // another target
+		"out.parquet.tmp-" + strconv.Itoa(dead) + "-1",           // not hidden: not ours
+		".out.parquet.tmp-notes",                                 // not our pattern
+		".out.parquet.tmp-42",                                    // old pattern, but fresh
 	}
 	stale := []string{".out.parquet.tmp-" + strconv.Itoa(dead) + "-987654"}
 	for _, n := range append(keep, stale...) {
