@@ -63,7 +63,7 @@ type aiperfRow struct {
 
 func newAIPerfReader(r io.Reader, file, run string, opts Options) Reader {
 	return &batchReader{load: func() ([]Record, []trace.Run, error) {
-		return readAIPerf(r, file, run)
+		return readAIPerf(r, file, run, opts)
 	}}
 }
 
@@ -72,12 +72,12 @@ func newAIPerfReader(r io.Reader, file, run string, opts Options) Reader {
 // Note: AIPerf writes records as they complete, so the earliest request
 // start, trace time 0, can be on any line; the parsed requests (not the
 // text) are held until the end of the input.
-func readAIPerf(r io.Reader, file, runPrefix string) ([]Record, []trace.Run, error) {
+func readAIPerf(r io.Reader, file, runPrefix string, opts Options) ([]Record, []trace.Run, error) {
 	run := trace.Run{Name: runPrefix + "#1", Source: aiperfName, File: file}
 	if b, p, ok := siblingFile(file, ".jsonl", "_aiperf.json"); ok {
 		aiperfSummary(&run, b, p)
 	}
-	lr := newLineReader(r)
+	lr := newLineReader(r, opts.maxLineBytes())
 	var recs []Record
 	var rows []aiperfRow
 	origin := int64(math.MaxInt64)
@@ -86,6 +86,11 @@ func readAIPerf(r io.Reader, file, runPrefix string) ([]Record, []trace.Run, err
 		line, ok := lr.next()
 		if !ok {
 			break
+		}
+		if msg := lr.overLong(); msg != "" {
+			recs = append(recs, badAt(file, lr.line, "%s", msg))
+			index++
+			continue
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue

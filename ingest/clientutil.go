@@ -62,17 +62,34 @@ func readInput(r io.Reader, file string) ([]byte, error) {
 	return b, nil
 }
 
-// A lineReader reads lines of any length, counting them.
+// A lineReader reads lines of up to max bytes, counting them. A longer
+// line is read past without being kept: next returns it empty, with over
+// set to its length, and overLong says what is wrong with it.
 type lineReader struct {
 	br   *bufio.Reader
 	long []byte
+	max  int
+	over int // length of the line last returned when longer than max, else 0
 	line int // number of the line last returned, 1-based
 	done bool
 	err  error
 }
 
-func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// overLong returns the bad-record message of the line last returned when
+// it was longer than the limit, "" otherwise.
+func (l *lineReader) overLong() string {
+	return overLongMsg(l.over, l.max)
+}
+
+func overLongMsg(over, max int) string {
+	if over == 0 {
+		return ""
+	}
+	return fmt.Sprintf("line of %d bytes or more, longer than the limit of %d (--max-line-bytes)", over, max)
 }
 
 // next returns the next line without its line ending; false at the end of
@@ -82,14 +99,26 @@ func (l *lineReader) next() ([]byte, bool) {
 	if l.done {
 		return nil, false
 	}
+	l.over = 0
 	line, err := l.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		l.long = append(l.long[:0], line...)
 		for err == bufio.ErrBufferFull {
 			line, err = l.br.ReadSlice('\n')
+			if l.over > 0 || len(l.long)+len(line) > l.max+2 { // +2: the line ending
+				l.over = max(l.over, len(l.long)) + len(line)
+				l.long = l.long[:0]
+				continue
+			}
 			l.long = append(l.long, line...)
 		}
 		line = l.long
+		if l.over > 0 {
+			if err == nil {
+				l.over-- // the '\n'
+			}
+			line = line[:0]
+		}
 	}
 	if err != nil {
 		l.done = true
@@ -97,12 +126,16 @@ func (l *lineReader) next() ([]byte, bool) {
 			l.err = err
 			return nil, false
 		}
-		if len(line) == 0 {
+		if len(line) == 0 && l.over == 0 {
 			return nil, false
 		}
 	}
 	l.line++
 	line = bytes.TrimSuffix(line, []byte{'\n'})
+	if l.over == 0 && len(bytes.TrimSuffix(line, []byte{'\r'})) > l.max {
+		l.over = len(line)
+		return line[:0], true
+	}
 	return bytes.TrimSuffix(line, []byte{'\r'}), true
 }
 

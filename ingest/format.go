@@ -68,6 +68,10 @@ type Options struct {
 	// MaxErrors is how many bad records Files accepts before it stops
 	// with ErrTooManyErrors; 0 means no limit.
 	MaxErrors int
+	// MaxLineBytes bounds a line of a line-oriented format (Mooncake,
+	// AIPerf, OTLP, SGLang's logs): a longer line is a bad record, read
+	// past without being held. 0 means DefaultMaxLineBytes.
+	MaxLineBytes int
 
 	// Facts a file may not record, given on the command line (--model,
 	// --hardware, --tp, --engine, --engine-opt) and kept in the metadata
@@ -78,6 +82,19 @@ type Options struct {
 	Engine     string // serving engine: vllm or sglang
 	TP         int
 	EngineOpts map[string]string // engine options, kept as Run.Extra["engine_opt.K"]
+}
+
+// DefaultMaxLineBytes is the longest line read when Options.MaxLineBytes
+// is 0: 64 MiB, a thousand times the longest line of any real trace in
+// ../shared/data (an AIPerf record with its ITL list), and small enough
+// that a line and what it decodes into stay far under a GiB.
+const DefaultMaxLineBytes = 64 << 20
+
+func (o Options) maxLineBytes() int {
+	if o.MaxLineBytes > 0 {
+		return o.MaxLineBytes
+	}
+	return DefaultMaxLineBytes
 }
 
 func (o Options) blockSize() int64 {

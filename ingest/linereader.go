@@ -26,9 +26,9 @@ type lineRun struct {
 // newLineRun reads r, file, as the one run named run (suffixed "#1", as
 // every single-run format names its run) of format source and engine
 // ("" when the lines will say).
-func newLineRun(r io.Reader, file, run, source, engine string) lineRun {
+func newLineRun(r io.Reader, file, run, source, engine string, opts Options) lineRun {
 	return lineRun{
-		lr:   newLineReader(r),
+		lr:   newLineReader(r, opts.maxLineBytes()),
 		file: file,
 		run:  trace.Run{Name: run + "#1", Source: source, File: file, Engine: engine},
 	}
@@ -53,17 +53,29 @@ func (r *lineRun) nextLine() ([]byte, bool) {
 }
 
 // nextNonBlank is nextLine for formats with one JSON document a line:
-// lines trimmed of spaces, blank ones skipped.
+// lines trimmed of spaces, blank ones skipped. An over-long line is not
+// blank (see overLong).
 func (r *lineRun) nextNonBlank() ([]byte, bool) {
 	for {
 		line, ok := r.nextLine()
 		if !ok {
 			return nil, false
 		}
-		if line = bytes.TrimSpace(line); len(line) > 0 {
+		if line = bytes.TrimSpace(line); len(line) > 0 || r.lr.over > 0 {
 			return line, true
 		}
 	}
+}
+
+// overLong makes the current record a bad record when the line last read
+// was over the line limit, and reports whether it was.
+func (r *lineRun) overLong() bool {
+	if msg := r.lr.overLong(); msg != "" {
+		r.cur = r.bad(msg)
+		r.row++
+		return true
+	}
+	return false
 }
 
 // bad is an error at the line last read.

@@ -45,6 +45,8 @@ type mooncakeReader struct {
 	line      int    // current line number
 	row       int    // index of the next data row
 	long      []byte // buffer for lines longer than br's buffer
+	maxLine   int    // longest line kept (Options.MaxLineBytes)
+	over      int    // length of the line last read when over maxLine, else 0
 	rec       mooncakeRecord
 	idPrefix  []byte          // "RUN/", then the row number: the request id
 	slab      []int64         // where kept hash ids are carved from
@@ -66,6 +68,7 @@ func newMooncakeReader(r io.Reader, file, run string, opts Options) Reader {
 			BlockSize: bs,
 		},
 		blockSize: bs,
+		maxLine:   opts.maxLineBytes(),
 	}
 }
 
@@ -83,11 +86,16 @@ func (r *mooncakeReader) Scan() bool {
 		}
 		if err == io.EOF {
 			r.done = true
-			if len(line) == 0 {
+			if len(line) == 0 && r.over == 0 {
 				break
 			}
 		}
 		r.line++
+		if msg := overLongMsg(r.over, r.maxLine); msg != "" {
+			r.row++
+			r.cur = &SyntaxError{r.file, r.line, msg}
+			return true
+		}
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
@@ -108,15 +116,34 @@ func (r *mooncakeReader) Scan() bool {
 
 // readLine returns the next line without its newline; io.EOF with the last
 // (possibly empty) unterminated line.
+// A line longer than maxLine is read past, not kept: it is returned empty
+// with r.over set to its length.
 func (r *mooncakeReader) readLine() ([]byte, error) {
+	r.over = 0
 	line, err := r.br.ReadSlice('\n')
 	if err != bufio.ErrBufferFull {
-		return bytes.TrimSuffix(line, []byte{'\n'}), err
+		line = bytes.TrimSuffix(line, []byte{'\n'})
+		if len(line) > r.maxLine {
+			r.over = len(line)
+			return line[:0], err
+		}
+		return line, err
 	}
 	r.long = append(r.long[:0], line...)
 	for err == bufio.ErrBufferFull {
 		line, err = r.br.ReadSlice('\n')
+		if r.over > 0 || len(r.long)+len(line) > r.maxLine+1 { // +1: the newline
+			r.over = max(r.over, len(r.long)) + len(line)
+			r.long = r.long[:0]
+			continue
+		}
 		r.long = append(r.long, line...)
+	}
+	if r.over > 0 {
+		if err == nil {
+			r.over-- // the newline
+		}
+		return r.long[:0], err
 	}
 	return bytes.TrimSuffix(r.long, []byte{'\n'}), err
 }

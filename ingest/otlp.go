@@ -55,7 +55,7 @@ type otlpReader struct {
 }
 
 func newOTLPReader(r io.Reader, file, run string, opts Options) Reader {
-	return &otlpReader{lineRun: newLineRun(r, file, run, otlpName, "")}
+	return &otlpReader{lineRun: newLineRun(r, file, run, otlpName, "", opts)}
 }
 
 func (r *otlpReader) Scan() bool {
@@ -63,6 +63,9 @@ func (r *otlpReader) Scan() bool {
 		line, ok := r.nextNonBlank()
 		if !ok {
 			return false
+		}
+		if r.overLong() {
+			return true
 		}
 		r.readLine(line)
 	}

@@ -111,7 +111,7 @@ type sglangMetricsReader struct {
 }
 
 func newSGLangMetricsReader(r io.Reader, file, run string, opts Options) Reader {
-	return &sglangMetricsReader{lineRun: newLineRun(r, file, run, sglangMetricsName, "sglang")}
+	return &sglangMetricsReader{lineRun: newLineRun(r, file, run, sglangMetricsName, "sglang", opts)}
 }
 
 func (r *sglangMetricsReader) Scan() bool {
@@ -119,6 +119,9 @@ func (r *sglangMetricsReader) Scan() bool {
 		line, ok := r.nextNonBlank()
 		if !ok {
 			return false
+		}
+		if r.overLong() {
+			return true
 		}
 		var l sglangMetricsLine
 		if err := gojson.Unmarshal(line, &l); err != nil {

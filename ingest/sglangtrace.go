@@ -67,7 +67,7 @@ type sglangTraceReader struct {
 }
 
 func newSGLangTraceReader(r io.Reader, file, run string, opts Options) Reader {
-	return &sglangTraceReader{newLineRun(r, file, run, sglangTraceName, "sglang")}
+	return &sglangTraceReader{newLineRun(r, file, run, sglangTraceName, "sglang", opts)}
 }
 
 func (r *sglangTraceReader) Scan() bool {
@@ -75,6 +75,9 @@ func (r *sglangTraceReader) Scan() bool {
 		line, ok := r.nextLine()
 		if !ok {
 			return false
+		}
+		if r.overLong() {
+			return true
 		}
 		i := bytes.Index(line, sglangTraceStart)
 		if i < 0 {

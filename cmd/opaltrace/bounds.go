@@ -17,6 +17,9 @@ const (
 	maxErrorsMax = 1 << 30 // --max-errors: beyond it, 0 (no limit) says it
 	maxTP        = 1 << 16 // --tp of ingest: parallelism recorded with a run
 	maxPercents  = 100     // --percentiles: at most this many
+	// --max-line-bytes: a line is held whole, and what it decodes into is
+	// larger still.
+	maxLineBytesMax = 1 << 30
 )
 
 // intIn returns a Validator accepting lo ≤ v ≤ hi.

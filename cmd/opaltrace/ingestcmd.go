@@ -21,14 +21,17 @@ func ingestFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "block-size", Value: 512, Usage: "tokens per hash_ids entry for formats that do not record it (mooncake)"},
 		&cli.IntFlag{Name: "max-errors", Value: 100, Validator: intIn(0, maxErrorsMax), Usage: "stop after this many bad records (0: no limit)"},
 		&cli.BoolFlag{Name: "allow-errors", Usage: "exit 0 even when bad records were dropped"},
+		&cli.IntFlag{Name: "max-line-bytes", Value: ingest.DefaultMaxLineBytes, Validator: intIn(1, maxLineBytesMax),
+			Usage: "a longer line of a line-oriented format (Mooncake, AIPerf, OTLP, SGLang logs) is a bad record"},
 	}
 }
 
 func ingestOptions(c *cli.Command) ingest.Options {
 	return ingest.Options{
-		Format:    c.String("format"),
-		BlockSize: c.Int64("block-size"),
-		MaxErrors: c.Int("max-errors"),
+		Format:       c.String("format"),
+		BlockSize:    c.Int64("block-size"),
+		MaxErrors:    c.Int("max-errors"),
+		MaxLineBytes: c.Int("max-line-bytes"),
 	}
 }
 
@@ -91,6 +94,11 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 	})
 	if err != nil {
 		return err
+	}
+	if st.Requests == 0 && st.Dropped > 0 {
+		// Nothing good: an empty file would pass for a converted trace.
+		printWarnings(stderr, st.Warnings)
+		return fmt.Errorf("every record was bad (%d dropped): %s not written", st.Dropped, out)
 	}
 	w.SetRuns(runs)
 	if err := w.Close(); err != nil {
