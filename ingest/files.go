@@ -102,8 +102,24 @@ func Files(paths []string, opts Options, emit func(*trace.Request) error, onBad 
 					}
 				}
 			}
-			runs = append(runs, r.Runs()...)
-			return r.Err()
+			if err := r.Err(); err != nil {
+				return err
+			}
+			for _, run := range r.Runs() {
+				if msgs := run.CheckSizes(); msgs != nil {
+					// A run whose metadata is over the limits is a bad
+					// record: not kept, so no output carries it.
+					for _, m := range msgs {
+						st.Dropped++
+						if onBad != nil {
+							onBad(&SyntaxError{File: path, Line: 1, Msg: "run " + clip([]byte(run.Name), 80) + ": " + m})
+						}
+					}
+					continue
+				}
+				runs = append(runs, run)
+			}
+			return nil
 		}
 	)
 	for _, p := range paths {
@@ -114,17 +130,41 @@ func Files(paths []string, opts Options, emit func(*trace.Request) error, onBad 
 			}
 			if fi.IsDir() {
 				before := st.Files
-				err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+				root := p
+				if lfi, err := os.Lstat(p); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+					// WalkDir does not follow a symlinked root; with a
+					// trailing separator the system resolves it, and
+					// the files keep the names the user gave.
+					root = p + string(filepath.Separator)
+				}
+				err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 					if err != nil {
 						return err
 					}
 					if d.IsDir() {
-						if path != p && strings.HasPrefix(d.Name(), ".") {
+						if path != root && strings.HasPrefix(d.Name(), ".") {
 							return filepath.SkipDir
 						}
 						return nil
 					}
-					if !d.Type().IsRegular() {
+					if d.Type()&fs.ModeSymlink != 0 {
+						// A symlink to a file is read; one to a
+						// directory is not followed (it may loop) and
+						// is listed, as is anything else skipped.
+						fi, err := os.Stat(path)
+						switch {
+						case err != nil:
+							st.Skipped = append(st.Skipped, path+" (broken symlink)")
+							return nil
+						case fi.IsDir():
+							st.Skipped = append(st.Skipped, path+" (symlink to a directory, not followed)")
+							return nil
+						case !fi.Mode().IsRegular():
+							st.Skipped = append(st.Skipped, path+" (symlink to a special file)")
+							return nil
+						}
+					} else if !d.Type().IsRegular() {
+						st.Skipped = append(st.Skipped, path+" (not a regular file)")
 						return nil
 					}
 					if main, ok := companionOf(path); ok {

@@ -97,3 +97,36 @@ func TestFilesEmptyDirectoryIsAnError(t *testing.T) {
 		t.Errorf("read %d files; hidden folders must be passed over", st.Files)
 	}
 }
+
+// TestFilesSymlinks: a symlink to a directory given on the command line
+// is read like the directory (with or without a trailing slash); inside a
+// directory, a symlink to a file is read, and the entries not read (a
+// symlink to a directory, a broken one, a FIFO) are listed with why.
+func TestFilesSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	os.MkdirAll(filepath.Join(real, "sub"), 0o755)
+	line := "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n"
+	os.WriteFile(filepath.Join(real, "a.jsonl"), []byte(line), 0o644)
+	os.Symlink("../a.jsonl", filepath.Join(real, "sub", "b.jsonl"))
+	os.Symlink("..", filepath.Join(real, "sub", "up"))
+	os.Symlink("missing.jsonl", filepath.Join(real, "sub", "broken.jsonl"))
+	link := filepath.Join(dir, "linkdir")
+	os.Symlink(real, link)
+	for _, p := range []string{link, link + "/"} {
+		_, st, err := Files([]string{p}, Options{}, func(*trace.Request) error { return nil }, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if st.Files != 2 || st.Requests != 2 {
+			t.Errorf("%s: %d files, %d requests; want 2 and 2", p, st.Files, st.Requests)
+		}
+		want := []string{
+			filepath.Join(link, "sub", "broken.jsonl") + " (broken symlink)",
+			filepath.Join(link, "sub", "up") + " (symlink to a directory, not followed)",
+		}
+		if strings.Join(st.Skipped, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: skipped\n%s\nwant\n%s", p, strings.Join(st.Skipped, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,7 +38,8 @@ func seed(f *testing.F, dir string, real ...string) {
 }
 
 // fuzzFormat reads data in format name: no panic, and every accepted
-// request passes Validate and names its run.
+// request passes Validate, names its run and keeps the invariants that
+// consumers size their work by (checkInvariants).
 func fuzzFormat(t *testing.T, name string, data []byte) {
 	r, err := NewReader(bytes.NewReader(data), "fuzz", Options{Format: name})
 	if err != nil {
@@ -57,10 +59,17 @@ func fuzzFormat(t *testing.T, name string, data []byte) {
 			if rec.Run == "" || rec.Source != name {
 				t.Fatalf("accepted %s without run or source", rec)
 			}
+			if msg := checkInvariants(rec); msg != "" {
+				t.Fatalf("accepted %s: %s", rec, msg)
+			}
 			accepted = append(accepted, rec.Clone())
 		case *SyntaxError:
 			if rec.File != "fuzz" || rec.Msg == "" {
 				t.Fatalf("bad SyntaxError %#v", rec)
+			}
+		case *Warning:
+			if rec.File != "fuzz" || rec.Msg == "" {
+				t.Fatalf("bad Warning %#v", rec)
 			}
 		default:
 			t.Fatalf("record %T", rec)
@@ -72,6 +81,47 @@ func fuzzFormat(t *testing.T, name string, data []byte) {
 	if !fuzzing() {
 		roundTrip(t, r.Runs(), accepted)
 	}
+}
+
+// checkInvariants restates, independently of Validate, what an accepted
+// request guarantees: every time within trace.MaxTraceTime of the start,
+// every latency finite and under trace.MaxLatencySec, TTFT ≤ E2E and
+// TTFT + ΣITL ≤ E2E within the tolerance (unless both are server-side),
+// token counts in [0, trace.MaxTokens], chunk counts matching the gaps.
+func checkInvariants(r *trace.Request) string {
+	for _, t := range []trace.Opt[trace.Time]{r.Arrival, r.IntendedArrival, r.Created, r.RouterArrival, r.WorkerArrival,
+		r.StartProcessing, r.Ready, r.GPUStart, r.PrefillDone, r.DecodeDone, r.DoneAtRouter} {
+		if t.OK && (t.V > trace.MaxTraceTime || t.V < -trace.MaxTraceTime) {
+			return fmt.Sprintf("time %v out of range", t.V)
+		}
+	}
+	lat := func(v trace.Opt[float64]) bool { return !v.OK || (v.V >= 0 && v.V < trace.MaxLatencySec) }
+	if !lat(r.TTFTSec) || !lat(r.E2ESec) || !lat(r.QueueSec) || !lat(r.PrefillSec) || !lat(r.DecodeSec) {
+		return "a latency out of range"
+	}
+	sum := 0.0
+	for _, g := range r.ITLSec {
+		if !(g >= 0 && g < trace.MaxLatencySec) {
+			return fmt.Sprintf("ITL gap %v out of range", g)
+		}
+		sum += g
+	}
+	server := r.TTFTBasis == trace.TTFTServer && r.E2EBasis == trace.E2EServer
+	if r.TTFTSec.OK && r.E2ESec.OK && !server {
+		tol := trace.ConsistencyTolSec + trace.ConsistencyTolRel*r.E2ESec.V
+		if r.TTFTSec.V > r.E2ESec.V+tol || len(r.ITLSec) > 0 && r.TTFTSec.V+sum > r.E2ESec.V+tol {
+			return "TTFT or TTFT + ΣITL over E2E"
+		}
+	}
+	for _, c := range []trace.Opt[int64]{r.InputTokens, r.OutputTokens, r.CachedTokens, r.ReasoningTokens} {
+		if c.OK && (c.V < 0 || c.V > trace.MaxTokens) {
+			return fmt.Sprintf("token count %d out of range", c.V)
+		}
+	}
+	if r.ChunkTokens != nil && len(r.ChunkTokens) != len(r.ITLSec) && len(r.ChunkTokens) != len(r.ITLSec)+1 {
+		return "chunk_tokens do not match the ITL gaps"
+	}
+	return ""
 }
 
 // fuzzing reports whether this process runs under go test -fuzz.

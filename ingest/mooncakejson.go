@@ -251,15 +251,36 @@ func (s *jscan) lit(word string) bool {
 }
 
 // describe names the value at s.i for an error message.
+//
+// A whole JSON value is shown as written, with its kind: `"x" (a string)`;
+// anything else as the token there, up to the next separator.
 func (s *jscan) describe() string {
-	rest := s.b[s.i:]
-	if len(rest) > 20 {
-		rest = rest[:20]
-	}
-	if len(rest) == 0 {
+	c := *s
+	c.ws()
+	start := c.i
+	if start >= len(c.b) {
 		return "end of line"
 	}
-	return strconv.Quote(string(rest))
+	kind := map[byte]string{'"': "a string", '{': "an object", '[': "an array", 't': "a boolean", 'f': "a boolean", 'n': "null"}[c.b[start]]
+	if kind != "" && c.skip(0) {
+		return fmt.Sprintf("%s (%s)", clip(c.b[start:c.i], 40), kind)
+	}
+	end := start
+	for end < len(c.b) && !isSpace(c.b[end]) && c.b[end] != ',' && c.b[end] != '}' && c.b[end] != ']' {
+		end++
+	}
+	if end == start {
+		end = start + 1
+	}
+	return strconv.Quote(clip(c.b[start:end], 20))
+}
+
+// clip returns b as a string of at most n bytes, "…" marking a cut.
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
 }
 
 // skip scans any JSON value; depth bounds nesting.

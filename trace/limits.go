@@ -24,6 +24,14 @@ const (
 	// MaxThinkSec bounds the waits outside a request (a session's think
 	// time, a client's queue before sending): as long as the trace.
 	MaxThinkSec = float64(MaxTraceTime / Time(time.Second))
+	// MaxStringBytes bounds each string of a request (ids, labels, model,
+	// error message) and of a run's metadata: 1 MiB, far over any real id
+	// or error text, so that one field cannot hold a file's worth of
+	// bytes in every row and in the Parquet metadata.
+	MaxStringBytes = 1 << 20
+	// MaxReportedBytes bounds a run's Reported summary (the source's own
+	// JSON without the per-request arrays).
+	MaxReportedBytes = 16 << 20
 	// MaxTokens bounds a request's token counts (prompt, output, cached,
 	// hits): a billion, a hundred times the longest context of any model.
 	MaxTokens = 1_000_000_000

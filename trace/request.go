@@ -163,6 +163,14 @@ func (r *Request) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
+	for _, f := range []struct{ name, v string }{
+		{"request_id", r.RequestID}, {"run", r.Run}, {"stage", r.Stage}, {"source", r.Source}, {"model", r.Model},
+		{"lora", r.LoRA}, {"worker", r.Worker}, {"session", r.Session}, {"error", r.Error}, {"finish_reason", r.FinishReason},
+	} {
+		if len(f.v) > MaxStringBytes {
+			bad(f.name, "%d bytes, more than the limit of %d", len(f.v), MaxStringBytes)
+		}
+	}
 	switch r.Status {
 	case StatusOK, StatusFailed, StatusAborted, StatusRejected, StatusTimeout:
 	default:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // A Run is one benchmark run, one session or one replay inside a dataset,
@@ -124,4 +125,38 @@ func (r *Run) UnmarshalJSON(b []byte) error {
 		r.DurationSec = Some(*j.DurationSec)
 	}
 	return nil
+}
+
+// CheckSizes returns what in r is over the string limits (MaxStringBytes
+// for each string, MaxReportedBytes for Reported), one message each; nil
+// when nothing is.
+func (r *Run) CheckSizes() []string {
+	var msgs []string
+	for _, f := range []struct{ name, v string }{
+		{"name", r.Name}, {"stage", r.Stage}, {"source", r.Source}, {"file", r.File}, {"model", r.Model},
+		{"engine", r.Engine}, {"backend", r.Backend}, {"hardware", r.Hardware}, {"hash_scope", r.HashScope},
+		{"approximate", r.Approximate},
+	} {
+		if len(f.v) > MaxStringBytes {
+			msgs = append(msgs, fmt.Sprintf("%s: %d bytes, more than the limit of %d", f.name, len(f.v), MaxStringBytes))
+		}
+	}
+	for _, k := range sortedExtraKeys(r.Extra) {
+		if v := r.Extra[k]; len(k)+len(v) > MaxStringBytes {
+			msgs = append(msgs, fmt.Sprintf("extra %.40q: %d bytes, more than the limit of %d", k, len(k)+len(v), MaxStringBytes))
+		}
+	}
+	if len(r.Reported) > MaxReportedBytes {
+		msgs = append(msgs, fmt.Sprintf("reported summary: %d bytes, more than the limit of %d", len(r.Reported), MaxReportedBytes))
+	}
+	return msgs
+}
+
+func sortedExtraKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -112,7 +112,7 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 		fmt.Fprintf(stderr, "read %d summary files with their traces: %s\n", len(st.Companions), strings.Join(st.Companions, ", "))
 	}
 	if len(st.Skipped) > 0 {
-		fmt.Fprintf(stderr, "skipped %d files no format recognises: %s\n", len(st.Skipped), strings.Join(st.Skipped, ", "))
+		fmt.Fprintf(stderr, "skipped %d files that no format recognises or that are not files: %s\n", len(st.Skipped), strings.Join(st.Skipped, ", "))
 	}
 	fmt.Fprintf(stderr, "wrote %s: %d requests in %d runs from %d files", out, st.Requests, len(runs), st.Files)
 	if st.Dropped > 0 {
