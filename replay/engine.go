@@ -644,6 +644,11 @@ func (e *engine) rejectReason(prompt, out int64) string {
 		return "empty prompt"
 	case out == 0:
 		return "output_tokens is 0; a generation produces at least one token"
+	case e.cfg.Scheduler.ContextLength > 0 && prompt+out > e.cfg.Scheduler.ContextLength:
+		// As the engines refuse it (vLLM's max_model_len, SGLang's
+		// context_length) before it reaches the scheduler.
+		return fmt.Sprintf("max_model_len: the model's maximum context length is %d tokens; the request has %d (%d in the prompt, %d in the completion)",
+			e.cfg.Scheduler.ContextLength, prompt+out, prompt, out)
 	case ceilDiv(prompt+out, bs) > e.kvBlocks:
 		return fmt.Sprintf("needs %d KV blocks for %d prompt + %d output tokens; a worker has %d",
 			ceilDiv(prompt+out, bs), prompt, out, e.kvBlocks)

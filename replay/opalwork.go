@@ -171,6 +171,11 @@ func ParseOpalWorkload(data []byte, file string) (*OpalWorkload, error) {
 			return nil, bad(fmt.Sprintf("workload.stages[%d].workload_params", i),
 				"neither total_requests, time_duration_sec nor simulation.simulation_time is positive: the stage never ends")
 		}
+		if n := s.expectedRequests(w.SimulationTime); n > MaxOpalStageRequests {
+			return nil, bad(fmt.Sprintf("workload.stages[%d].workload_params", i),
+				"about %.4g requests (total_requests, or request_rate × the stage's time), more than the %d a stage may generate: "+
+					"its requests are held in memory (about 300 bytes each)", n, MaxOpalStageRequests)
+		}
 		w.Stages = append(w.Stages, s)
 	}
 	return w, nil
@@ -196,7 +201,11 @@ func parseOpalStage(raw json.RawMessage, i int, dir string) (OpalStage, error) {
 		return s, fmt.Errorf("workload_params: missing")
 	}
 	p := opalParams{m: st.Params}
-	s.TotalRequests = int(p.num("total_requests", false, -1))
+	if total := p.num("total_requests", false, -1); total > MaxOpalStageRequests {
+		p.fail("total_requests", "%.4g requests, more than the %d a stage may generate (they are held in memory, about 300 bytes each)", total, MaxOpalStageRequests)
+	} else {
+		s.TotalRequests = int(total)
+	}
 	s.DurationSec = p.num("time_duration_sec", false, -1)
 	if typ == "trace" {
 		s.TraceFile = p.str("trace_file")
@@ -229,6 +238,33 @@ func parseOpalStage(raw json.RawMessage, i int, dir string) (OpalStage, error) {
 		p.fail("default_prefix_length", "negative (%d)", s.PrefixTokens)
 	}
 	return s, p.err
+}
+
+// MaxOpalStageRequests bounds the requests a synthetic stage generates:
+// they are all held in memory before the replay starts (about 300 bytes a
+// request with its hash ids), so 20 million take some 6 GB. A workload of
+// 10¹² requests is refused before anything is allocated.
+const MaxOpalStageRequests = 20_000_000
+
+// expectedRequests returns how many requests a synthetic stage will
+// generate at most: total_requests, or its rate over its time (the stage's
+// duration, or the simulation's), whichever is smaller; 0 for trace stages.
+func (s OpalStage) expectedRequests(simTime float64) float64 {
+	if s.Type == "trace" {
+		return 0
+	}
+	n := math.Inf(1)
+	if s.TotalRequests > 0 {
+		n = float64(s.TotalRequests)
+	}
+	end := math.Inf(1)
+	if s.DurationSec > 0 {
+		end = s.DurationSec
+	}
+	if simTime > 0 {
+		end = min(end, simTime)
+	}
+	return min(n, math.Ceil(s.Rate*end))
 }
 
 // opalParams reads workload_params, keeping the first error.

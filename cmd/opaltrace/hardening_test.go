@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // The hardening cases (../shared/repro/hardening.sh): each bad input ends
@@ -77,5 +78,31 @@ func TestSamePath(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
 		t.Errorf("%d files in the directory, want the input and its link", len(ents))
+	}
+}
+
+// TestReplayRejectsOverContext: a 300,000-token prompt on a model with a
+// 131,072-token context is rejected with vLLM's reason, not simulated.
+func TestReplayRejectsOverContext(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "long.jsonl")
+	os.WriteFile(in, []byte("{\"timestamp\": 0, \"input_length\": 300000, \"output_length\": 10, \"hash_ids\": [1]}\n"+
+		"{\"timestamp\": 10, \"input_length\": 100, \"output_length\": 10, \"hash_ids\": [2]}\n"), 0o644)
+	out := filepath.Join(dir, "sim.parquet")
+	for _, sched := range []string{"vllm", "sglang"} {
+		if _, stderr, err := opaltrace(t, "replay", "--workers", "1", "--hardware", "h100", "--model", "llama-3.1-8b", "--scheduler", sched, "-o", out, in); err != nil {
+			t.Fatalf("%s: %v\n%s", sched, err, stderr)
+		}
+		_, reqs, err := trace.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "max_model_len: the model's maximum context length is 131072 tokens; the request has 300010 (300000 in the prompt, 10 in the completion)"
+		if len(reqs) != 2 || reqs[0].Status != trace.StatusRejected || reqs[0].Error != want || reqs[1].Status != trace.StatusOK {
+			for _, r := range reqs {
+				t.Logf("%s", r)
+			}
+			t.Errorf("%s: want the long request rejected with %q and the other ok", sched, want)
+		}
 	}
 }
