@@ -30,7 +30,7 @@ func TestBadInputGolden(t *testing.T) {
 		{"ingest-mooncake-bad-records", []string{"ingest", "--format", "mooncake", "-o", "$OUT", in + "mooncake-bad.jsonl"}, true},
 		{"ingest-mooncake-max-errors", []string{"ingest", "--format", "mooncake", "--max-errors", "1", "-o", "$OUT", in + "mooncake-bad.jsonl"}, false},
 		{"ingest-azure-bad-records", []string{"ingest", "--format", "azure", "-o", "$OUT", in + "azure-bad.csv"}, true},
-		{"ingest-vllm-bench-bad-run", []string{"ingest", "--format", "vllm-bench", "-o", "$OUT", in + "vllm-bad.json"}, true},
+		{"ingest-vllm-bench-bad-run", []string{"ingest", "--format", "vllm-bench", "-o", "$OUT", in + "vllm-bad.json"}, false}, // nothing good: nothing written
 		{"ingest-missing-file", []string{"ingest", "-o", "$OUT", in + "missing.jsonl"}, false},
 		{"stats-truncated-parquet", []string{"stats", in + "truncated.parquet"}, false},
 		{"stats-bad-percentile", []string{"stats", "--percentiles", "50,abc", in + "mooncake-bad.jsonl"}, false},
@@ -52,7 +52,9 @@ func TestBadInputGolden(t *testing.T) {
 				t.Fatal("succeeded; want an error")
 			}
 			stderr.WriteString("opaltrace: " + err.Error() + "\n") // as main prints it
-			clean := func(b []byte) []byte { return bytes.ReplaceAll(b, []byte(dir+string(filepath.Separator)), []byte("$TMP/")) }
+			clean := func(b []byte) []byte {
+				return bytes.ReplaceAll(b, []byte(dir+string(filepath.Separator)), []byte("$TMP/"))
+			}
 			golden.Check(t, filepath.Join("testdata", "badinput", tc.name+".stdout"), clean(stdout.Bytes()))
 			golden.Check(t, filepath.Join("testdata", "badinput", tc.name+".stderr"), clean(stderr.Bytes()))
 			if _, err := os.Stat(out); (err == nil) != tc.written {

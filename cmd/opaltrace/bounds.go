@@ -48,11 +48,3 @@ func secondsIn() func(float64) error {
 func finiteIn(v, lo, hi float64) bool {
 	return v >= lo && v <= hi && !math.IsNaN(v)
 }
-
-// validates turns a parser of a flag's value into its Validator.
-func validates[T any](parse func(string) (T, error)) func(string) error {
-	return func(s string) error {
-		_, err := parse(s)
-		return err
-	}
-}

@@ -21,14 +21,14 @@ func TestFlagBounds(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"stats", "--percentiles", "NaN", path}, `invalid value "NaN" for flag -percentiles: "NaN" is not a percentile in [0, 100]`},
-		{[]string{"stats", "--percentiles", "50,-1", path}, `invalid value "50,-1" for flag -percentiles: "-1" is not a percentile in [0, 100]`},
+		{[]string{"stats", "--percentiles", "NaN", path}, `--percentiles: "NaN" is not a percentile in [0, 100]`},
+		{[]string{"stats", "--percentiles", "50,-1", path}, `--percentiles: "-1" is not a percentile in [0, 100]`},
 		{[]string{"stats", "--resamples", "-5", "--compare", path, path}, `invalid value "-5" for flag -resamples: -5 is not in [100, 100000]`},
 		{[]string{"stats", "--resamples", "0", "--compare", path, path}, `invalid value "0" for flag -resamples: 0 is not in [100, 100000]`},
 		{[]string{"stats", "--trim-warmup", "NaN", path}, `invalid value "NaN" for flag -trim-warmup: NaN is not a number of seconds in [0, 315576000]`},
 		{[]string{"stats", "--trim-cooldown", "-1", path}, `invalid value "-1" for flag -trim-cooldown: -1 is not a number of seconds in [0, 315576000]`},
-		{[]string{"stats", "--margin", "NaN", "--compare", path, path}, `invalid value "NaN" for flag -margin: "NaN" is not a relative margin in (0, 1) like 5% or 0.05`},
-		{[]string{"stats", "--margin", "150%", "--compare", path, path}, `invalid value "150%" for flag -margin: "150%" is not a relative margin in (0, 1) like 5% or 0.05`},
+		{[]string{"stats", "--margin", "NaN", "--compare", path, path}, `--margin: "NaN" is not a relative margin in (0, 1) like 5% or 0.05`},
+		{[]string{"stats", "--margin", "150%", "--compare", path, path}, `--margin: "150%" is not a relative margin in (0, 1) like 5% or 0.05`},
 		{[]string{"stats", "--max-errors", "-5", path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
 		{[]string{"ingest", "--max-errors", "-5", "-o", out, path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
 		{[]string{"ingest", "--tp", "-2", "-o", out, path}, `invalid value "-2" for flag -tp: -2 is not in [0, 65536]`},

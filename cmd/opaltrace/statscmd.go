@@ -21,7 +21,7 @@ func statsCommand() *cli.Command {
 		ArgsUsage: "FILE...",
 		Flags: append(ingestFlags(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON in vLLM's result vocabulary"},
-			&cli.StringFlag{Name: "percentiles", Value: "99", Validator: validates(parsePercentiles), Usage: "comma-separated percentiles (numpy linear)"},
+			&cli.StringFlag{Name: "percentiles", Value: "99", Usage: "comma-separated percentiles (numpy linear)"},
 			&cli.StringSliceFlag{Name: "goodput", Usage: "SLOs for request goodput, vLLM's KEY:MS pairs (ttft, tpot, e2el), e.g. --goodput ttft:200 --goodput tpot:50"},
 			&cli.Float64Flag{Name: "trim-warmup", Validator: secondsIn(), Usage: "drop requests that arrive in the first `S` seconds"},
 			&cli.Float64Flag{Name: "trim-cooldown", Validator: secondsIn(), Usage: "drop requests that end in the last `S` seconds"},
@@ -29,7 +29,7 @@ func statsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "series", Usage: "print per-second arrivals, completions, running requests and output tokens"},
 			&cli.BoolFlag{Name: "cache-curve", Usage: "print the hit rate of an ideal LRU prefix cache by capacity (from hash_ids)"},
 			&cli.StringFlag{Name: "compare", Usage: "compare FILE with `OTHER` (e.g. observed vs simulated): differences, bootstrap intervals, KS, W1, verdicts"},
-			&cli.StringFlag{Name: "margin", Value: "5%", Validator: validates(parseMargin), Usage: "relative margin of the comparison verdicts (5% or 0.05)"},
+			&cli.StringFlag{Name: "margin", Value: "5%", Usage: "relative margin of the comparison verdicts (5% or 0.05)"},
 			&cli.IntFlag{Name: "resamples", Value: 1000, Validator: intIn(minResamples, maxResamples), Usage: fmt.Sprintf("bootstrap resamples of the comparison (%d to %d)", minResamples, maxResamples)},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the comparison bootstrap"},
 			&cli.BoolFlag{Name: "as-source", Usage: "reproduce the summary the source tool printed, with its names and rules (aiperf, guidellm)"},
@@ -41,9 +41,14 @@ func statsCommand() *cli.Command {
 			if c.NArg() == 0 {
 				return errors.New("stats: no input files")
 			}
+			// The two list-valued flags are parsed first, before any
+			// input is read (a Validator would print the whole usage).
 			pcts, err := parsePercentiles(c.String("percentiles"))
 			if err != nil {
 				return fmt.Errorf("--percentiles: %w", err)
+			}
+			if _, err := parseMargin(c.String("margin")); err != nil {
+				return fmt.Errorf("--margin: %w", err)
 			}
 			opts := report.StatsOptions{Percentiles: pcts}
 			slo, err := analyze.ParseSLO(c.StringSlice("goodput"))
