@@ -30,7 +30,10 @@ type CostModel struct {
 	// others.
 	Coefficients map[string]Coefficient `yaml:"coefficients"`
 	Fits         []*Fit                 `yaml:"fits,omitempty"`
-	Warnings     []string               `yaml:"warnings,omitempty"`
+	// Replay is the fit by replay in the loop the coefficients came
+	// from, when they did (FitReplay).
+	Replay   *ReplayFit `yaml:"replay_fit,omitempty"`
+	Warnings []string   `yaml:"warnings,omitempty"`
 }
 
 // A Coefficient is one fitted value.
@@ -54,6 +57,13 @@ const (
 	CoefNVMeLatency   = "nvme_latency_s"
 	CoefPCIeBandwidth = "pcie_bandwidth_bytes_per_s"
 	CoefPCIeLatency   = "pcie_latency_s"
+	// CoefCollectiveLatency is NCCL's α, the fixed cost of one
+	// collective (model.Deployment.CollectiveLatency).
+	CoefCollectiveLatency = "collective_latency_s"
+	// CoefRequestOverhead and CoefChunkOverhead are the client/API
+	// overheads (ClientOverhead).
+	CoefRequestOverhead = "client_request_overhead_s"
+	CoefChunkOverhead   = "client_chunk_overhead_s"
 )
 
 var coefUnits = map[string]string{
@@ -69,6 +79,10 @@ var coefUnits = map[string]string{
 	CoefNVMeLatency:   "s",
 	CoefPCIeBandwidth: "B/s",
 	CoefPCIeLatency:   "s",
+
+	CoefCollectiveLatency: "s per collective",
+	CoefRequestOverhead:   "s per request",
+	CoefChunkOverhead:     "s per streamed chunk",
 }
 
 // NewCostModel derives the coefficients of a cost model from the fits of
@@ -228,8 +242,12 @@ func ParseCostModel(file string, data []byte) (*CostModel, error) {
 	return &cm, nil
 }
 
-// Check returns an error when cm was fitted for another deployment than
-// the one named by hardware, model and tp.
+// Check returns an error when cm was fitted for another GPU or model
+// than the ones named by hardware and model. The layout does not count:
+// the coefficients describe the GPU and the model (efficiencies, fixed
+// costs, the latency of one collective), and the roofline prices any TP,
+// PP or EP from them, so a cost model fitted on TP8 prices TP4×PP2. tp
+// is the layout asked for; the file's TP says what it was fitted on.
 func (cm *CostModel) Check(hardware, modelName string, tp int) error {
 	var diff []string
 	if cm.Hardware != "" && !strings.EqualFold(cm.Hardware, hardware) {
@@ -237,9 +255,6 @@ func (cm *CostModel) Check(hardware, modelName string, tp int) error {
 	}
 	if cm.Model != "" && cm.Model != modelName {
 		diff = append(diff, fmt.Sprintf("model %s (cluster: %s)", cm.Model, modelName))
-	}
-	if cm.TP != 0 && cm.TP != tp {
-		diff = append(diff, fmt.Sprintf("tp %d (cluster: %d)", cm.TP, tp))
 	}
 	if len(diff) > 0 {
 		return fmt.Errorf("cost model was fitted for %s", strings.Join(diff, ", "))
@@ -268,6 +283,9 @@ func (cm *CostModel) Apply(d *model.Deployment) {
 	}
 	if v, ok := cm.get(CoefStepOverhead); ok {
 		d.StepOverhead = time.Duration(math.Round(v * 1e9))
+	}
+	if v, ok := cm.get(CoefCollectiveLatency); ok {
+		d.CollectiveLatency = time.Duration(math.Round(v * 1e9))
 	}
 }
 

@@ -48,3 +48,41 @@ func (e *errWriter) printf(format string, args ...any) {
 		_, e.err = fmt.Fprintf(e.w, format, args...)
 	}
 }
+
+// WriteErrorTable writes a replay fit: its coefficients, then per run
+// and target the observed value, the simulated ones with the default and
+// the fitted coefficients and their relative errors, in-sample (train)
+// or held out, then the warnings.
+func WriteErrorTable(w io.Writer, cm *CostModel) error {
+	ew := &errWriter{w: w}
+	rf := cm.Replay
+	ew.printf("replay fit: %d evaluations, objective %.4g (uncalibrated %.4g); %s\n", rf.Evaluations, rf.Objective, rf.Uncalibrated, rf.Optimiser)
+	names := make([]string, 0, len(cm.Coefficients))
+	for n := range cm.Coefficients {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	ew.printf("coefficients:\n")
+	for _, n := range names {
+		c := cm.Coefficients[n]
+		ew.printf("  %-28s %14.6g %s  (%s)\n", n, c.Value, c.Unit, c.From)
+	}
+	ew.printf("%-8s %-44s %-12s %12s %12s %9s %12s %9s\n", "set", "run", "target", "observed ms", "uncal. ms", "error", "calib. ms", "error")
+	for _, r := range rf.Rows {
+		label := r.Label
+		if len(label) > 44 {
+			label = "…" + label[len(label)-43:]
+		}
+		obs := fmt.Sprintf("%.2f", r.Observed*1000)
+		if r.Reported {
+			obs += "*"
+		}
+		ew.printf("%-8s %-44s %-12s %12s %12.2f %+8.1f%% %12.2f %+8.1f%%\n", r.Set, label, r.Target, obs,
+			r.Uncalibrated*1000, 100*r.UncalErr, r.Calibrated*1000, 100*r.CalErr)
+	}
+	ew.printf("(* reported by the source's summary)\n")
+	for _, s := range cm.Warnings {
+		ew.printf("warning: %s\n", s)
+	}
+	return ew.err
+}

@@ -29,7 +29,7 @@ func calibrateCommand() *cli.Command {
 		Name:      "calibrate",
 		Usage:     "fit the cost model's coefficients to server-side timings or prefill measurement tables",
 		ArgsUsage: "DATA...",
-		Flags: append(ingestFlags(),
+		Flags: append(append(ingestFlags(),
 			&cli.BoolFlag{Name: "server-side", Usage: "DATA are traces with server-side timings (prefill_s, decode_s, storage_prefetch_io_s, kv_fetch_s)"},
 			&cli.BoolFlag{Name: "table", Usage: "DATA are prefill measurement tables: Opal's JSON {\"<prompt_len>\": seconds} or CSV prompt_tokens,seconds[,cached_tokens]"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "costmodel.yaml to write"},
@@ -39,13 +39,23 @@ func calibrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			runFlag(),
-		),
+		), replayFitFlags()...),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
 				return errors.New("calibrate: want at least one DATA file")
 			}
-			if c.Bool("server-side") == c.Bool("table") {
-				return errors.New("calibrate: give exactly one of --server-side or --table (fitting by replay in the loop is not implemented)")
+			if c.Bool("server-side") && c.Bool("table") {
+				return errors.New("calibrate: give one of --server-side or --table (neither: fit by replaying the runs)")
+			}
+			if !c.Bool("server-side") && !c.Bool("table") {
+				cm, err := calibrateByReplay(c)
+				if err != nil {
+					return err
+				}
+				if err := writeErrorTable(c.Writer, cm, c.Bool("json")); err != nil {
+					return err
+				}
+				return writeCostModel(c, cm)
 			}
 			cl, err := clusterFor(c)
 			if err != nil {
@@ -93,19 +103,32 @@ func calibrateCommand() *cli.Command {
 			if err := calibrate.WriteSummary(c.Writer, cm); err != nil {
 				return err
 			}
-			f, err := atomicfile.Create(c.String("output"))
-			if err != nil {
-				return err
-			}
-			defer f.Abort()
-			if _, err := f.Write(data); err != nil {
-				return err
-			}
-			if err := f.Commit(); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients from %d fits\n", c.String("output"), len(cm.Coefficients), len(cm.Fits))
-			return nil
+			return writeCostModelData(c, cm, data)
 		},
 	}
+}
+
+// writeCostModel writes cm atomically to --output.
+func writeCostModel(c *cli.Command, cm *calibrate.CostModel) error {
+	data, err := cm.Marshal()
+	if err != nil {
+		return err
+	}
+	return writeCostModelData(c, cm, data)
+}
+
+func writeCostModelData(c *cli.Command, cm *calibrate.CostModel, data []byte) error {
+	f, err := atomicfile.Create(c.String("output"))
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Commit(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients from %d fits\n", c.String("output"), len(cm.Coefficients), len(cm.Fits))
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/calibrate"
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
@@ -30,6 +31,9 @@ type replayJob struct {
 	// the workload mode the run needs.
 	setup *deploy.Setup
 	how   string // "trace" or "regenerated"
+	// client is the client overhead of a fitted cost model, applied to
+	// each simulated record (its per-request part is in setup.Config).
+	client calibrate.ClientOverhead
 }
 
 // replayInputs holds a trace's requests for replay, by run, column-wise
@@ -119,6 +123,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		if err != nil {
 			return nil, err
 		}
+		client := clientOverhead(over, setup)
 		for _, n := range setup.Notes {
 			fmt.Fprintln(stderr, n)
 		}
@@ -134,7 +139,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 			var how string
 			var send replay.Inputs
 			setup.Config, send, how = sendLikeTheBenchmark(setup.Config, run, in, in.Arrivals())
-			jobs = append(jobs, replayJob{of: run.Name, in: send, setup: setup, how: how})
+			jobs = append(jobs, replayJob{of: run.Name, in: send, setup: setup, how: how, client: client})
 			continue
 		}
 		gen, mode, err := replay.Regenerate(run, cl.Seed)
@@ -144,7 +149,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		}
 		w := &setup.Config.Workload
 		w.Mode, w.Clients, w.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
-		jobs = append(jobs, replayJob{of: run.Name, in: gen, setup: setup, how: "regenerated"})
+		jobs = append(jobs, replayJob{of: run.Name, in: gen, setup: setup, how: "regenerated", client: client})
 	}
 	if len(passed) > 0 {
 		fmt.Fprintf(stderr, "not replayed (%d runs): %s\n", len(passed), strings.Join(passed, "; "))
@@ -159,6 +164,19 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		}
 	}
 	return jobs, nil
+}
+
+// clientOverhead returns the client overheads of a fitted cost model
+// (calibrate by replay) and adds the per-request one to setup's client,
+// as the fit replayed it.
+func clientOverhead(over deploy.Overrides, setup *deploy.Setup) calibrate.ClientOverhead {
+	cm, ok := over.CostModel.(*calibrate.CostModel)
+	if !ok {
+		return calibrate.ClientOverhead{}
+	}
+	o := cm.ClientOverhead()
+	o.ApplyConfig(&setup.Config)
+	return o
 }
 
 // traceJob is the job of replaying reqs as they are on cl.
@@ -259,6 +277,7 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 		start := time.Now()
 		st, err := replay.RunInputs(cfg, job.setup.Step, job.setup.KVBlocks, job.in, func(r *trace.Request) error {
 			r.Run = job.name
+			job.client.ApplyRecord(r)
 			if r.Model == "" {
 				r.Model = run.Model
 			}

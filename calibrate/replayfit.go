@@ -1,0 +1,559 @@
+package calibrate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"gonum.org/v1/gonum/optimize"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A ReplayRun is one measured run for FitReplay: how to replay it (its
+// deployment's roofline at default coefficients, the workers'
+// configuration, KV capacity and the requests to send) and what was
+// observed. Train runs are fitted; the others are held out and only
+// predicted.
+type ReplayRun struct {
+	Label      string // what distinguishes the run ("#3 rate=4")
+	Run        trace.Run
+	Deployment *model.Deployment
+	Config     replay.Config
+	KVBlocks   int64
+	Inputs     replay.Inputs
+	Targets    []Target
+	Train      bool
+}
+
+// ReplayOptions control FitReplay.
+type ReplayOptions struct {
+	// Free are the coefficients to fit; nil chooses them from what the
+	// training runs can determine (see defaultFree).
+	Free []string
+	// Fixed are coefficients held at a given value (not fitted).
+	Fixed map[string]float64
+	// PriorWeight weighs a coefficient's log distance from its starting
+	// value (its default or Fixed's) against the squared log errors of
+	// the targets: a weak prior keeps what the runs do not determine
+	// near its default instead of wandering (default 0.01; negative: 0).
+	PriorWeight float64
+	// MaxEvals bounds the objective's evaluations (each replays every
+	// training run); a fit that reaches it has not converged (default 300).
+	MaxEvals int
+	// Parallel is how many replays run at once (default 2).
+	Parallel int
+	// Source names the inputs, for the provenance.
+	Source string
+}
+
+// A ReplayFit is the provenance of coefficients fitted by replay in the
+// loop, and their error per run and target, as costmodel.yaml keeps it.
+type ReplayFit struct {
+	Optimiser   string   `yaml:"optimiser"`
+	Source      string   `yaml:"source,omitempty"`
+	Free        []string `yaml:"free"`
+	Fixed       []string `yaml:"fixed,omitempty"`
+	Evaluations int      `yaml:"evaluations"`
+	Objective   float64  `yaml:"objective"`
+	// Uncalibrated is the objective at the starting coefficients.
+	Uncalibrated float64    `yaml:"uncalibrated_objective"`
+	Rows         []ErrorRow `yaml:"rows"`
+}
+
+// An ErrorRow is one run × target of the error table: observed,
+// simulated with the default coefficients and with the fitted ones, and
+// the relative errors (simulated/observed − 1).
+type ErrorRow struct {
+	Run          string  `yaml:"run" json:"run"`
+	Label        string  `yaml:"label" json:"label"`
+	Target       string  `yaml:"target" json:"target"`
+	Set          string  `yaml:"set" json:"set"` // "train" (in-sample) or "holdout"
+	Observed     float64 `yaml:"observed_s" json:"observed_s"`
+	Uncalibrated float64 `yaml:"uncalibrated_s" json:"uncalibrated_s"`
+	Calibrated   float64 `yaml:"calibrated_s" json:"calibrated_s"`
+	UncalErr     float64 `yaml:"uncalibrated_rel_err" json:"uncalibrated_rel_err"`
+	CalErr       float64 `yaml:"calibrated_rel_err" json:"calibrated_rel_err"`
+	Reported     bool    `yaml:"reported,omitempty" json:"reported,omitempty"` // observed is the source's summary
+}
+
+// ErrNotConverged is wrapped by FitReplay's error when the optimiser
+// stopped before it converged.
+var ErrNotConverged = errors.New("the fit did not converge")
+
+// A coefSpec says how a coefficient enters the search: efficiencies and
+// the step overhead on a log scale around their start; the additive
+// costs whose default is 0 as |x|·unit.
+type coefSpec struct {
+	name     string
+	log      bool
+	fraction bool    // a fraction of a peak, at most 1
+	unit     float64 // additive: the value of x = 1
+	start    float64 // default
+}
+
+func coefSpecs(dep *model.Deployment) []coefSpec {
+	return []coefSpec{
+		{name: CoefMFU, log: true, fraction: true, start: dep.MFU},
+		{name: CoefAttentionMFU, log: true, fraction: true, start: dep.MFU},
+		{name: CoefBandwidthEff, log: true, fraction: true, start: dep.BandwidthEfficiency},
+		{name: CoefLinkEff, log: true, fraction: true, start: dep.LinkEfficiency},
+		{name: CoefStepOverhead, log: true, start: dep.StepOverhead.Seconds()},
+		{name: CoefCollectiveLatency, unit: 10e-6},
+		{name: CoefRequestOverhead, unit: 50e-3},
+		{name: CoefChunkOverhead, unit: 100e-6},
+	}
+}
+
+// ReplayCoefficients are the coefficients FitReplay can fit.
+var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefLinkEff, CoefStepOverhead,
+	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead}
+
+// defaultFree chooses what the training runs can determine: the compute
+// and bandwidth efficiencies and the fixed cost per step always; the
+// client overhead per request when a run measured at the client (TTFT),
+// as engine timestamps do not include it; the latency of a collective
+// only when the runs span layouts with different numbers of collectives
+// per step, since on one layout it is a fixed cost per step like the step
+// overhead. The rest keep their defaults, and a warning says why.
+func defaultFree(runs []*ReplayRun) (free []string, warnings []string) {
+	free = []string{CoefMFU, CoefBandwidthEff, CoefStepOverhead}
+	client := false
+	colls := map[float64]bool{}
+	for _, r := range runs {
+		if !r.Train {
+			continue
+		}
+		for _, t := range r.Targets {
+			client = client || t.Metric == MetricTTFT
+		}
+		colls[r.Deployment.Terms(&model.Batch{Decode: []int64{1}}).Collectives] = true
+	}
+	if client {
+		free = append(free, CoefRequestOverhead)
+	}
+	if len(colls) > 1 {
+		free = append(free, CoefCollectiveLatency)
+	} else {
+		warnings = append(warnings, fmt.Sprintf("%s not fitted: every training run has the same layout, on which a collective's latency is a fixed cost per step the step overhead already absorbs (train on two layouts, or --fix it)", CoefCollectiveLatency))
+	}
+	warnings = append(warnings,
+		fmt.Sprintf("%s not fitted: tied to mfu (--fit it when the runs have long prompts at several lengths)", CoefAttentionMFU),
+		fmt.Sprintf("%s not fitted: the ITL quantiles of serving runs rarely separate it from the decode step's time (--fit it when the client was the bottleneck)", CoefChunkOverhead))
+	return free, warnings
+}
+
+// A candidate is one point of the search: a full set of coefficients.
+type candidate map[string]float64
+
+// costModel is the candidate as a cost model: what replay would read
+// from the costmodel.yaml written from it, so that a step is priced
+// during the fit exactly as replay prices it.
+func (c candidate) costModel() *CostModel {
+	cm := &CostModel{Version: CostModelVersion, Form: model.FormRoofline, Coefficients: map[string]Coefficient{}}
+	for name, v := range c {
+		if v > 0 {
+			cm.Coefficients[name] = Coefficient{Value: v, Unit: coefUnits[name]}
+		}
+	}
+	return cm
+}
+
+// PrepareReplay returns what replays run with the coefficients of cm:
+// its step model over a copy of dep (cm.StepModel, as replay uses it),
+// cfg with the client's per-request overhead, and the per-chunk overhead
+// to apply to each simulated record. Calibration and replay both use it.
+func PrepareReplay(cm *CostModel, dep *model.Deployment, cfg replay.Config) (model.StepModel, replay.Config, ClientOverhead, error) {
+	d := *dep
+	step, err := cm.StepModel(&d)
+	if err != nil {
+		return nil, cfg, ClientOverhead{}, err
+	}
+	o := cm.clientOverhead()
+	o.ApplyConfig(&cfg)
+	return step, cfg, o, nil
+}
+
+// simulate replays run with cm's coefficients and returns its latencies.
+func simulate(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
+	step, cfg, client, err := PrepareReplay(cm, run.Deployment, run.Config)
+	if err != nil {
+		return nil, err
+	}
+	lat := map[string][]float64{}
+	_, err = replay.RunInputs(cfg, step, run.KVBlocks, run.Inputs, func(r *trace.Request) error {
+		if !r.OK() {
+			return nil
+		}
+		client.ApplyRecord(r)
+		one := func(m string, o trace.Opt[float64]) {
+			if o.OK {
+				lat[m] = append(lat[m], o.V)
+			}
+		}
+		one(MetricTTFT, r.TTFTSec)
+		one(MetricE2E, r.E2ESec)
+		one(MetricQueue, r.QueueSec)
+		one(MetricPrefill, r.PrefillSec)
+		one(MetricDecode, r.DecodeSec)
+		lat[MetricITL] = append(lat[MetricITL], r.ITLSec...)
+		return nil
+	}, replay.Options{Transient: true})
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", run.Run.Name, err)
+	}
+	return lat, nil
+}
+
+// evaluate replays every run of runs (parallel at a time) with cm and
+// returns each run's simulated targets, in order.
+func evaluate(runs []*ReplayRun, cm *CostModel, parallel int) ([][]float64, error) {
+	out := make([][]float64, len(runs))
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(parallel, 1))
+	for i, r := range runs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			lat, err := simulate(r, cm)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = simulated(r.Targets, lat)
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// logErr is a target's error on the log scale: symmetric in over- and
+// underestimates, so a run at 100 ms and one at 100 s weigh alike. A
+// simulated statistic that is missing (no ITL) costs as a factor of e³.
+func logErr(sim, obs float64) float64 {
+	if !(sim > 0) || math.IsNaN(sim) {
+		return 3
+	}
+	return math.Log(sim / obs)
+}
+
+// FitReplay fits the step model's coefficients (and the client's
+// overheads) so that replays of the training runs reproduce their
+// observed targets: it minimises the mean squared log error of the
+// targets, plus a weak prior, with gonum's Nelder–Mead from the default
+// coefficients (deterministic: the same runs give the same fit). Each
+// evaluation replays every training run, Parallel at a time. It returns
+// the cost model (the fitted coefficients with the fit's provenance and
+// the error table of every run, held-out ones included) or, when the
+// optimiser stops before converging, an error wrapping ErrNotConverged.
+func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
+	var train []*ReplayRun
+	for _, r := range runs {
+		if r.Train {
+			train = append(train, r)
+		}
+	}
+	if len(train) == 0 {
+		return nil, errors.New("calibrate: no training run")
+	}
+	for _, r := range runs {
+		if len(r.Targets) == 0 {
+			return nil, fmt.Errorf("run %s: %w", r.Run.Name, ErrNoLatencies)
+		}
+	}
+	if opts.MaxEvals <= 0 {
+		opts.MaxEvals = 300
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 2
+	}
+	prior := opts.PriorWeight
+	if prior == 0 {
+		prior = 0.01
+	}
+	prior = max(prior, 0)
+
+	specs := coefSpecs(train[0].Deployment)
+	var warnings []string
+	free := opts.Free
+	if free == nil {
+		free, warnings = defaultFree(runs)
+	}
+	byName := map[string]coefSpec{}
+	for _, s := range specs {
+		byName[s.name] = s
+	}
+	base := candidate{}
+	for _, s := range specs {
+		base[s.name] = s.start
+	}
+	var fixed []string
+	for name, v := range opts.Fixed {
+		if _, ok := byName[name]; !ok {
+			return nil, fmt.Errorf("calibrate: --fix %s: not a coefficient the replay fit knows (%s)", name, strings.Join(ReplayCoefficients, ", "))
+		}
+		base[name] = v
+		fixed = append(fixed, fmt.Sprintf("%s=%g", name, v))
+	}
+	slices.Sort(fixed)
+	var freeSpecs []coefSpec
+	for _, name := range free {
+		s, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("calibrate: --fit %s: not a coefficient the replay fit knows (%s)", name, strings.Join(ReplayCoefficients, ", "))
+		}
+		if _, ok := opts.Fixed[name]; ok {
+			return nil, fmt.Errorf("calibrate: %s is both fitted and fixed", name)
+		}
+		s.start = base[name]
+		freeSpecs = append(freeSpecs, s)
+	}
+	if len(freeSpecs) == 0 {
+		return nil, errors.New("calibrate: no coefficient to fit")
+	}
+	// x → coefficients. Attention efficiency follows MFU unless it is
+	// fitted or fixed on its own.
+	tieAttention := !slices.Contains(free, CoefAttentionMFU)
+	if _, ok := opts.Fixed[CoefAttentionMFU]; ok {
+		tieAttention = false
+	}
+	toCand := func(x []float64) candidate {
+		c := candidate{}
+		for k, v := range base {
+			c[k] = v
+		}
+		for i, s := range freeSpecs {
+			if s.log {
+				c[s.name] = s.start * math.Exp(x[i])
+			} else {
+				c[s.name] = s.start + math.Abs(x[i])*s.unit
+			}
+		}
+		if tieAttention {
+			c[CoefAttentionMFU] = c[CoefMFU]
+		}
+		return c
+	}
+	nTargets := 0
+	for _, r := range train {
+		nTargets += len(r.Targets)
+	}
+	var evalErr error
+	evals := 0
+	objective := func(x []float64) float64 {
+		evals++
+		sims, err := evaluate(train, toCand(x).costModel(), opts.Parallel)
+		if err != nil {
+			evalErr = err
+			return math.Inf(1)
+		}
+		var f float64
+		for i, r := range train {
+			for j, t := range r.Targets {
+				e := logErr(sims[i][j], t.Observed)
+				f += e * e
+			}
+		}
+		f /= float64(nTargets)
+		for i, s := range freeSpecs {
+			if s.log {
+				f += prior * x[i] * x[i]
+			} else {
+				// An additive cost away from 0 in units of 10× its unit.
+				f += prior * (x[i] / 10) * (x[i] / 10)
+			}
+		}
+		return f
+	}
+	x0 := make([]float64, len(freeSpecs))
+	f0 := objective(x0)
+	if evalErr != nil {
+		return nil, evalErr
+	}
+	// Nelder–Mead, restarted from its best point with a fresh simplex
+	// until a restart no longer improves the objective by 0.1 % (at most
+	// four restarts): a replay's objective has flat steps (whole batches
+	// move at once) on which one simplex can collapse early. The first
+	// search must converge; a restart that runs out of evaluations only
+	// refines it. (gonum's CMA-ES, tried on synthetic runs, needed three
+	// times the replays to get as close.)
+	var res *optimize.Result
+	x := x0
+	for restart := 0; ; restart++ {
+		left := opts.MaxEvals - evals
+		if left <= len(freeSpecs)+1 && res != nil {
+			break
+		}
+		r, err := optimize.Minimize(optimize.Problem{Func: objective}, x, &optimize.Settings{
+			FuncEvaluations: max(left, 1),
+			Converger:       &optimize.FunctionConverge{Absolute: 1e-6, Relative: 1e-4, Iterations: 10 * len(freeSpecs)},
+		}, &optimize.NelderMead{SimplexSize: 0.5})
+		if evalErr != nil {
+			return nil, evalErr
+		}
+		if res != nil && r != nil && r.Status == optimize.FunctionEvaluationLimit {
+			if r.F < res.F {
+				res = r
+			}
+			break
+		}
+		if err != nil || r.Status != optimize.FunctionConvergence {
+			status := "no result"
+			if r != nil {
+				status = r.Status.String()
+			}
+			return nil, fmt.Errorf("calibrate: %w after %d replays of the %d training runs (%s; objective %.4g from %.4g): nothing written; raise --max-evals or fit fewer coefficients",
+				ErrNotConverged, evals, len(train), status, finite(r), f0)
+		}
+		improved := res == nil || r.F < res.F*(1-1e-3)
+		if res == nil || r.F < res.F {
+			res = r
+		}
+		if !improved || restart >= 4 {
+			break
+		}
+		x = slices.Clone(res.X)
+	}
+	best := toCand(res.X)
+
+	// The error table: every run with the default and the fitted
+	// coefficients.
+	uncal, err := evaluate(runs, toCand(x0).costModel(), opts.Parallel)
+	if err != nil {
+		return nil, err
+	}
+	fitted := best.costModel()
+	cal, err := evaluate(runs, fitted, opts.Parallel)
+	if err != nil {
+		return nil, err
+	}
+	rf := &ReplayFit{
+		Optimiser: fmt.Sprintf("gonum optimize.NelderMead restarted from its best point (simplex 0.5 on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior", nTargets, prior),
+		Source:    opts.Source, Free: free, Fixed: fixed, Evaluations: evals, Objective: res.F, Uncalibrated: f0,
+	}
+	for i, r := range runs {
+		set := "holdout"
+		if r.Train {
+			set = "train"
+		}
+		for j, t := range r.Targets {
+			rf.Rows = append(rf.Rows, ErrorRow{
+				Run: r.Run.Name, Label: r.Label, Target: t.Name(), Set: set, Observed: t.Observed,
+				Uncalibrated: uncal[i][j], Calibrated: cal[i][j],
+				UncalErr: uncal[i][j]/t.Observed - 1, CalErr: cal[i][j]/t.Observed - 1, Reported: t.Reported,
+			})
+		}
+	}
+	dep := train[0].Deployment
+	cm := &CostModel{
+		Version: CostModelVersion, Form: model.FormRoofline, Hardware: dep.Hardware.Name, Model: dep.LLM.Name, TP: dep.TP,
+		Coefficients: map[string]Coefficient{}, Replay: rf,
+	}
+	for _, name := range ReplayCoefficients {
+		v := best[name]
+		if !(v > 0) {
+			continue
+		}
+		from := "replay fit"
+		switch {
+		case slices.Contains(free, name):
+		case name == CoefAttentionMFU && tieAttention:
+			from = "tied to mfu"
+		case slices.Contains(fixedNames(opts.Fixed), name):
+			from = "fixed"
+		default:
+			continue // a default, not written: replay keeps its own
+		}
+		cm.Coefficients[name] = Coefficient{Value: v, Unit: coefUnits[name], From: from}
+	}
+	for _, s := range freeSpecs {
+		if v := best[s.name]; s.fraction && v > 1 {
+			warnings = append(warnings, fmt.Sprintf("%s = %.3f exceeds the datasheet peak: the runs are faster than the roofline allows at full efficiency, so something is mispriced (hardware figures, model shape, parallelism, or a cost the step model lacks)", s.name, v))
+		}
+	}
+	cm.Warnings = append(warnings, identifiability(train, freeSpecs, res.X, toCand, opts.Parallel)...)
+	return cm, nil
+}
+
+func fixedNames(m map[string]float64) []string {
+	var n []string
+	for k := range m {
+		n = append(n, k)
+	}
+	return n
+}
+
+func finite(res *optimize.Result) float64 {
+	if res == nil {
+		return math.NaN()
+	}
+	return res.F
+}
+
+// identifiability perturbs each fitted coefficient by 10 % (an additive
+// one by one unit) and compares what that does to the training targets'
+// log errors: a coefficient that moves no target by more than 0.5 % is
+// not determined by the runs, and two whose effects point the same way
+// (|cosine| > 0.98) cannot be told apart by them.
+func identifiability(train []*ReplayRun, specs []coefSpec, x []float64, toCand func([]float64) candidate, parallel int) []string {
+	base, err := evaluate(train, toCand(x).costModel(), parallel)
+	if err != nil {
+		return []string{"identifiability not checked: " + err.Error()}
+	}
+	effects := make([][]float64, len(specs))
+	var warnings []string
+	for i, s := range specs {
+		y := slices.Clone(x)
+		if s.log {
+			y[i] += math.Log(1.1)
+		} else {
+			y[i] = math.Abs(y[i]) + 1
+		}
+		sims, err := evaluate(train, toCand(y).costModel(), parallel)
+		if err != nil {
+			return append(warnings, "identifiability not checked: "+err.Error())
+		}
+		var v []float64
+		moved := 0.0
+		for r := range train {
+			for t := range sims[r] {
+				d := logErr(sims[r][t], 1) - logErr(base[r][t], 1)
+				v = append(v, d)
+				moved = max(moved, math.Abs(d))
+			}
+		}
+		effects[i] = v
+		if moved < 0.005 {
+			warnings = append(warnings, fmt.Sprintf("%s is not determined by the training runs: changing it moves no target by 0.5 %% (its value is the prior's)", s.name))
+		}
+	}
+	for i := range specs {
+		for j := i + 1; j < len(specs); j++ {
+			if c := cosine(effects[i], effects[j]); math.Abs(c) > 0.98 {
+				warnings = append(warnings, fmt.Sprintf("the training runs cannot separate %s and %s (their effects on the targets have cosine %.3f): only a combination of them is fitted", specs[i].name, specs[j].name, c))
+			}
+		}
+	}
+	return warnings
+}
+
+func cosine(a, b []float64) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += a[i] * b[i]
+		aa += a[i] * a[i]
+		bb += b[i] * b[i]
+	}
+	if aa == 0 || bb == 0 {
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/opaltrace/opaltrace/calibrate"
+	"github.com/opaltrace/opaltrace/deploy"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// replayFitFlags are calibrate's flags for the fit by replay in the loop.
+func replayFitFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "train", Usage: "replay fit: the runs to fit (run selectors as --run; default: every run)"},
+		&cli.StringSliceFlag{Name: "holdout", Usage: "replay fit: runs only predicted, to measure the error out of sample (run selectors)"},
+		&cli.StringSliceFlag{Name: "fit", Usage: "replay fit: coefficients to fit (default: what the training runs determine): " + strings.Join(calibrate.ReplayCoefficients, ", ")},
+		&cli.StringSliceFlag{Name: "fix", Usage: "replay fit: coefficient held at a value, `NAME=VALUE` (repeatable)"},
+		&cli.IntFlag{Name: "max-evals", Value: 300, Usage: "replay fit: at most this many replays of the training runs; a fit that needs more has not converged and writes nothing"},
+		&cli.FloatFlag{Name: "prior", Value: 0.01, Usage: "replay fit: weight of the coefficients' log distance from their defaults"},
+		&cli.BoolFlag{Name: "json", Usage: "replay fit: print the error table as JSON"},
+		&cli.BoolFlag{Name: "assume-deployment", Usage: "replay runs that record no model or hardware on the cluster's deployment anyway"},
+		&cli.StringFlag{Name: "scheduler", Usage: "override: the workers' scheduler, vllm or sglang (default: the run's engine, else vllm)"},
+		&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
+		&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
+		&cli.Int64Flag{Name: "num-gpu-blocks-override", Usage: "override: each worker's KV capacity in blocks (vLLM's --num-gpu-blocks-override)"},
+		&cli.Int64Flag{Name: "stream-interval", Usage: "override: tokens per streamed chunk after the first"},
+	}
+}
+
+// calibrateByReplay fits the coefficients by replaying the --train runs
+// of the inputs, predicts the --holdout runs, and returns the cost model
+// with the error table.
+func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
+	cl, err := clusterFor(c)
+	if err != nil {
+		return nil, err
+	}
+	over, err := overridesFor(cl)
+	if err != nil {
+		return nil, err
+	}
+	over.AssumeDeployment = c.Bool("assume-deployment")
+	over.Measured = true
+	var runs []trace.Run
+	byRun := map[string][]*trace.Request{}
+	for _, arg := range c.Args().Slice() {
+		ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, ds.Runs...)
+		for _, r := range ds.Requests {
+			byRun[r.Run] = append(byRun[r.Run], r)
+		}
+	}
+	labels := trace.RunLabels(runs)
+	pick := func(flag string, all bool) (map[int]bool, error) {
+		texts := c.StringSlice(flag)
+		if len(texts) == 0 && !all {
+			return nil, nil
+		}
+		sels, err := trace.ParseRunSelectors(texts)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flag, err)
+		}
+		idx, err := trace.SelectRuns(runs, sels)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flag, err)
+		}
+		m := map[int]bool{}
+		for _, i := range idx {
+			m[i] = true
+		}
+		return m, nil
+	}
+	train, err := pick("train", true)
+	if err != nil {
+		return nil, err
+	}
+	hold, err := pick("holdout", false)
+	if err != nil {
+		return nil, err
+	}
+	var rr []*calibrate.ReplayRun
+	for i, run := range runs {
+		if !train[i] && !hold[i] {
+			continue
+		}
+		if train[i] && hold[i] {
+			return nil, fmt.Errorf("run %s (%s) is selected by both --train and --holdout", run.Name, labels[i])
+		}
+		set := "--train"
+		if hold[i] {
+			set = "--holdout"
+		}
+		reqs := byRun[run.Name]
+		targets, err := calibrate.ObservedTargets(run, reqs)
+		if err != nil {
+			return nil, fmt.Errorf("%s run %s (%s): %w", set, run.Name, labels[i], err)
+		}
+		setup, err := deploy.Resolve(cl, run, over)
+		if err != nil {
+			return nil, fmt.Errorf("%s run %s (%s): %w", set, run.Name, labels[i], err)
+		}
+		for _, n := range setup.Notes {
+			fmt.Fprintln(c.ErrWriter, n)
+		}
+		var in replay.Inputs
+		if len(reqs) > 0 {
+			arrivals := true
+			for _, r := range reqs {
+				arrivals = arrivals && r.Arrival.OK
+			}
+			setup.Config, in, _ = sendLikeTheBenchmark(setup.Config, run, replay.Requests(reqs), arrivals)
+		} else {
+			gen, mode, err := replay.Regenerate(run, setup.Cluster.Seed)
+			if err != nil {
+				return nil, fmt.Errorf("%s run %s (%s): cannot be replayed: %w", set, run.Name, labels[i], err)
+			}
+			in = gen
+			w := &setup.Config.Workload
+			w.Mode, w.Clients, w.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
+		}
+		fmt.Fprintf(c.ErrWriter, "%s %s: %s, %d requests, targets %s\n", strings.TrimPrefix(set, "--"), labels[i], setup.Header(), in.Len(), targetNames(targets))
+		rr = append(rr, &calibrate.ReplayRun{
+			Label: labels[i], Run: run, Deployment: setup.Deployment, Config: setup.Config,
+			KVBlocks: setup.KVBlocks, Inputs: in, Targets: targets, Train: train[i],
+		})
+	}
+	fixed := map[string]float64{}
+	for _, kv := range c.StringSlice("fix") {
+		k, v, ok := strings.Cut(kv, "=")
+		f, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil || !(f >= 0) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("--fix %q: want NAME=VALUE with a non-negative number", kv)
+		}
+		fixed[k] = f
+	}
+	var free []string
+	for _, f := range c.StringSlice("fit") {
+		free = append(free, strings.Split(f, ",")...)
+	}
+	opts := calibrate.ReplayOptions{
+		Free: free, Fixed: fixed, PriorWeight: c.Float("prior"), MaxEvals: c.Int("max-evals"),
+		Parallel: 2, Source: strings.Join(c.Args().Slice(), ", "),
+	}
+	if opts.PriorWeight == 0 {
+		opts.PriorWeight = -1 // no prior at all
+	}
+	return calibrate.FitReplay(rr, opts)
+}
+
+func targetNames(ts []calibrate.Target) string {
+	var s []string
+	for _, t := range ts {
+		s = append(s, t.Name())
+	}
+	return strings.Join(s, ", ")
+}
+
+// writeErrorTable prints the replay fit's error table, as text or JSON.
+func writeErrorTable(w io.Writer, cm *calibrate.CostModel, asJSON bool) error {
+	if cm.Replay == nil {
+		return errors.New("no replay fit")
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(struct {
+			Coefficients map[string]calibrate.Coefficient `json:"coefficients"`
+			Rows         []calibrate.ErrorRow             `json:"rows"`
+			Warnings     []string                         `json:"warnings"`
+		}{cm.Coefficients, cm.Replay.Rows, cm.Warnings}, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	return calibrate.WriteErrorTable(w, cm)
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+)
+
+const engineSideRTX4090 = "measurements/llmservingsim_vllm_engine_side/RTX4090/Llama-3.1-8B/vllm/requests.jsonl"
+
+// TestCalibrateReplayBadInput: a --train run without latencies is named
+// and nothing is written; a fit that runs out of evaluations says it
+// did not converge and writes nothing.
+func TestCalibrateReplayBadInput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "cm.yaml")
+	_, _, err := opaltrace(t, "calibrate", "-o", out, "--model", "llama-3.1-8b", "--hardware", "h100",
+		"--train", "1", "../../ingest/testdata/mooncake/few.jsonl")
+	if err == nil || !strings.Contains(err.Error(), "--train run few.jsonl#1") || !strings.Contains(err.Error(), "no latencies") {
+		t.Errorf("a training run without latencies: %v", err)
+	}
+	in := shareddata.Path(t, engineSideRTX4090)
+	_, _, err = opaltrace(t, "calibrate", "-o", out, "--max-evals", "3", in)
+	if err == nil || !strings.Contains(err.Error(), "did not converge") || !strings.Contains(err.Error(), "nothing written") {
+		t.Errorf("3 evaluations: %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a failed calibration left %s", out)
+	}
+}
+
+// TestCalibrateReplayEngineSide fits the RTX 4090 engine-side run (queue,
+// prefill and decode quantiles) and replays with the written cost model:
+// the table lists every target, in-sample, and the YAML round-trips into
+// a replay of the same run.
+func TestCalibrateReplayEngineSide(t *testing.T) {
+	in := shareddata.Path(t, engineSideRTX4090)
+	dir := t.TempDir()
+	cm := filepath.Join(dir, "cm.yaml")
+	stdout, stderr, err := opaltrace(t, "calibrate", "-o", cm, "--max-evals", "200", in)
+	if err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, stderr)
+	}
+	for _, target := range []string{"queue p50", "prefill p90", "decode p99"} {
+		if !strings.Contains(stdout, "train    requests.jsonl#1                             "+target) {
+			t.Errorf("no row for %s:\n%s", target, stdout)
+		}
+	}
+	if !strings.Contains(stdout, "cannot separate") && !strings.Contains(stdout, "not determined") {
+		t.Errorf("one run at one load leaves coefficients undetermined, and no warning says so:\n%s", stdout)
+	}
+	sim := filepath.Join(dir, "sim.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--model", cm, "-o", sim, in); err != nil {
+		t.Fatalf("replay with the fitted cost model: %v\n%s", err, stderr)
+	}
+}
