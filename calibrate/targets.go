@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/trace"
@@ -184,15 +183,6 @@ func simulated(ts []Target, lat map[string][]float64) []float64 {
 		}
 	}
 	return out
-}
-
-// metricsOf lists the latencies ts use, for messages.
-func metricsOf(ts []Target) string {
-	var names []string
-	for _, t := range ts {
-		names = append(names, t.Name())
-	}
-	return strings.Join(names, ", ")
 }
 
 // quantileOf is numpy's linear percentile p (0–100) of v, found by
