@@ -146,7 +146,7 @@ func TestAutoscaleAzure(t *testing.T) {
 	b.WriteString("| metric | target | GPU-hours | TTFT p50 (s) | TTFT p99 (s) | r(arrivals, ready workers) per 2 min |\n|---|---|---|---|---|---|\n")
 	for _, p := range policies {
 		cfg := Config{Workers: 2, Router: RouterLeastRequests,
-			
+
 			Autoscale: AutoscaleConfig{
 				Metric: p.metric, Target: p.target, MinReplicas: 1, MaxReplicas: 16, SLOTTFTSec: 1,
 				ScaleDownStabilizationSec: ptr(60), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,

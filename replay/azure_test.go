@@ -137,6 +137,7 @@ func BenchmarkReplayAzureMillion(b *testing.B) {
 // TestAzureLoad checks on the first 20,000 requests of the million that
 // azureRate keeps 64 workers about 70 % busy (60–80 %).
 func TestAzureLoad(t *testing.T) {
+	t.Parallel()
 	lengths := readAzureLengths(t, shareddata.Path(t, "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
 	cost, blocks := llama8BOnH100(t)
 	in, err := NewSampled("azure", 20_000, azureRate, lengths, 1)

@@ -13,6 +13,7 @@ import (
 // hash ids (some absent, some empty), stages, models, LoRAs and positions,
 // and under both schedulers.
 func TestColumnsSameResults(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(31, 400, 50)
 	for i, r := range reqs {
 		r.Session, r.Turn = "s"+strconv.Itoa(i%30), trace.Some(int64(i/30))

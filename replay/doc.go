@@ -43,13 +43,24 @@
 //     instead (sglang.go): prefill-first steps (decodes wait, or join with
 //     enable_mixed_chunk), the waiting queue by longest prefix match or
 //     FCFS, admission by new_token_ratio, retraction when decode runs out
-//     of memory, over a token-granular radix cache (kvcache.Radix).
+//     of memory, over a token-granular radix cache (kvcache.Radix). Each
+//     engine is one file behind the scheduler interface (scheduler.go),
+//     owning its KV cache and the defaults of its own settings, and one
+//     line of the schedulers table; Config.Effective is the configuration
+//     as it ran, every default filled in, which outputs record.
 //  5. Output. Completed, rejected and timed-out requests are emitted as
 //     trace.Requests with Source "simulated", in completion order,
 //     measured as vLLM's benchmark client measures (first_chunk TTFT,
 //     per-chunk ITL, last_token E2E).
 //
 // # Engine
+//
+// The engine's files go by concern: engine.go holds the API (Run,
+// Options, Stats) and the replay's state, inputs.go the checks and the
+// passes over the inputs before the replay, loop.go the event loop and
+// the fast-forward window, client.go the client's next requests and
+// timeouts, pricing.go the step price tables, recycle.go the reuse of
+// request states and records, steady.go fast-forward's inner loop.
 //
 // The engine is a discrete-event loop over a binary heap of events ordered
 // by (time, kind, worker for step ends, else sequence number). There are

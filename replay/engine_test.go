@@ -16,6 +16,7 @@ import (
 // A random workload on a small cache exercises chunking, sharing, eviction
 // and preemption under the validator, on every router and both loops.
 func TestValidatorRandom(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(7, 400, 40)
 	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
 	for _, cfg := range []Config{
@@ -36,6 +37,7 @@ func TestValidatorRandom(t *testing.T) {
 
 // Two runs of the same input and seed give identical outputs.
 func TestDeterministic(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(11, 300, 30)
 	cost := linearCost{Base: ms, PerToken: 15 * time.Microsecond}
 	cfg := Config{Workers: 3, Router: RouterRandom, Seed: 42, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 512}}
@@ -60,6 +62,7 @@ func (c constCost) StepTime(*model.Batch) time.Duration { return time.Duration(c
 // a worker is an M/D/1 queue: Poisson arrivals at rate λ wait on average
 // Wq = ρD / (2(1 − ρ)) with ρ = λD (Pollaczek–Khinchine).
 func TestMD1(t *testing.T) {
+	t.Parallel()
 	const n, d, rho = 40000, 10 * time.Millisecond, 0.6
 	rng := rand.New(rand.NewPCG(5, 5))
 	lambda := rho / d.Seconds()
@@ -93,6 +96,7 @@ func TestMD1(t *testing.T) {
 // In the closed loop no more than N requests are ever in flight, and N
 // are in flight until the trace runs out.
 func TestClosedLoopConcurrency(t *testing.T) {
+	t.Parallel()
 	const clients = 5
 	reqs := randomTrace(3, 200, 1) // arrivals ignored
 	cfg := Config{Workers: 2, Workload: WorkloadConfig{Mode: ModeClosed, Clients: clients}}
@@ -143,6 +147,7 @@ func idx(id string) int {
 }
 
 func TestEventOrder(t *testing.T) {
+	t.Parallel()
 	var q eventQueue
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 1000 {
@@ -160,6 +165,7 @@ func TestEventOrder(t *testing.T) {
 
 // Keeping private blocks out of the index changes no result.
 func TestPrivateBlocksSameResults(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(13, 400, 100)
 	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
 	cfg := Config{Workers: 1, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}}

@@ -109,6 +109,7 @@ func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs
 // configuration that changes what a window may contain: chunked prefills,
 // preemptions, prefix hits, both routers, both loops, simultaneous events.
 func TestFastForwardSameResults(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(21, 300, 60)
 	for i, r := range reqs { // sessions for the sessions mode; the others ignore them
 		r.Session, r.Turn = "s"+strconv.Itoa(i%25), trace.Some(int64(i/25))

@@ -92,6 +92,7 @@ func llama8BOn(tb testing.TB, gpu string) (model.StepModel, int64) {
 // request completes, requests of a conversation share prefixes, and the
 // run is deterministic.
 func TestMooncakeHead(t *testing.T) {
+	t.Parallel()
 	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:2000]
 	cost, blocks := llama8BOnH100(t)
 	cfg := Config{Workers: 4}

@@ -66,6 +66,7 @@ func ids(base int64, n int) []int64 {
 // tier it is that plus the load: every link latency of the path plus the
 // bytes over the bottleneck.
 func TestTierHitTTFT(t *testing.T) {
+	t.Parallel()
 	const loadBytes = 31 * 16 * 131_072
 	step := ms + 16*10*time.Microsecond // C's 16 computed tokens
 	mk := func() []*trace.Request {
@@ -125,6 +126,7 @@ func TestTierHitTTFT(t *testing.T) {
 // and both end at 3 µs + 2 × 1,015,808 ns; then one step computes both
 // requests' 16 tokens.
 func TestTierConcurrentLoadsShareLink(t *testing.T) {
+	t.Parallel()
 	cfg, cost := tierConfig()
 	reqs := []*trace.Request{
 		withHashes(req("A1", 0, 512, 1), 64, ids(1, 8)...),
@@ -150,6 +152,7 @@ func TestTierConcurrentLoadsShareLink(t *testing.T) {
 // with and without it, and with the per-step validator, under load that
 // evicts, preempts, loads from every tier and times requests out.
 func TestTierFastForwardSameResults(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		timeout float64

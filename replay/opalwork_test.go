@@ -34,6 +34,7 @@ func lengthStats(reqs Requests, out bool) (mean, sd float64, lo, hi int64) {
 // The defaults config's stage 0: 100 UniformReqRate requests at 2/s,
 // prompts uniform in [32, 16384], outputs in [32, 128].
 func TestOpalDefaultsStage0(t *testing.T) {
+	t.Parallel()
 	w, err := LoadOpalWorkload(shareddata.Path(t, "formats/opal/defaults/sim_config.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +113,7 @@ func mustOpal(t *testing.T, data []byte) *OpalWorkload {
 }
 
 func TestOpalSharedPrefix(t *testing.T) {
+	t.Parallel()
 	w := mustOpal(t, opalConfig(uniformStage))
 	reqs, err := w.Requests(w.Stages[0], 1, "r")
 	if err != nil {
@@ -164,6 +166,7 @@ func TestOpalSharedPrefix(t *testing.T) {
 }
 
 func TestOpalDeterministic(t *testing.T) {
+	t.Parallel()
 	w := mustOpal(t, opalConfig(uniformStage, strings.Replace(strings.Replace(uniformStage,
 		"UniformReqRate", "ExponentialReqRate", 1), `"request_rate": 4`, `"request_rate": 4, "jitter": 1`, 1)))
 	for _, s := range w.Stages {
@@ -188,6 +191,7 @@ func TestOpalDeterministic(t *testing.T) {
 }
 
 func TestOpalExponentialAndDuration(t *testing.T) {
+	t.Parallel()
 	st := func(jitter string) string {
 		return `{"type": "exponentialreqrate", "workload_params": {"request_rate": 10, "jitter": ` + jitter + `,
 			"time_duration_sec": 2000, "prompt_size_min": 1, "prompt_size_max": 1,
@@ -211,6 +215,7 @@ func TestOpalExponentialAndDuration(t *testing.T) {
 }
 
 func TestOpalNormalLengths(t *testing.T) {
+	t.Parallel()
 	w := mustOpal(t, opalConfig(`{"type": "UniformReqRate", "workload_params": {"request_rate": 1, "total_requests": 40000,
 		"prompt_size_min": 10, "prompt_size_max": 4000, "prompt_size_mean": 2000, "prompt_size_stdev": 500,
 		"output_tokens_min": 1, "output_tokens_max": 100, "output_tokens_mean": 20, "output_tokens_stdev": 40}}`))
@@ -237,6 +242,7 @@ func TestOpalNormalLengths(t *testing.T) {
 }
 
 func TestOpalTraceStage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	lines := `{"timestamp": 0, "input_length": 5, "output_length": 3, "hash_ids": [1, 2, 3, 4, 5]}
 {"timestamp": 1500, "input_length": 2, "output_length": 1, "hash_ids": [1, 9]}
@@ -276,6 +282,7 @@ func TestOpalTraceStage(t *testing.T) {
 }
 
 func TestOpalBadConfig(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ cfg, want string }{
 		{`[1]`, "cfg.json: json: cannot unmarshal"},
 		{`{}`, "cfg.json: workload: missing"},
@@ -299,6 +306,7 @@ func TestOpalBadConfig(t *testing.T) {
 
 // An old config whose workload is the one stage.
 func TestOpalSingleStage(t *testing.T) {
+	t.Parallel()
 	var m map[string]any
 	_ = json.Unmarshal([]byte(uniformStage), &m)
 	b, _ := json.Marshal(map[string]any{"workload": m})

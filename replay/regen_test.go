@@ -29,6 +29,7 @@ func gapStats(reqs Requests) (mean, cv float64) {
 }
 
 func TestRegenerate(t *testing.T) {
+	t.Parallel()
 	const n = 20000
 	run := trace.Run{Name: "r", Engine: "vllm", Workload: &trace.Workload{
 		Dataset: "random", InputLen: 1000, OutputLen: 100, RangeRatio: 0.5, RequestRate: 8, Burstiness: 1, NumPrompts: n}}
@@ -109,6 +110,7 @@ func TestRegenerate(t *testing.T) {
 }
 
 func TestRegenerateErrors(t *testing.T) {
+	t.Parallel()
 	w := func(f func(*trace.Workload)) trace.Run {
 		wl := &trace.Workload{Dataset: "random", InputLen: 10, OutputLen: 10, RequestRate: 1, NumPrompts: 5}
 		f(wl)

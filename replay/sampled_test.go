@@ -11,6 +11,7 @@ import (
 // generated inputs (no input record per request, see shaper) changes
 // nothing in the output.
 func TestSampledEqualsItsRequests(t *testing.T) {
+	t.Parallel()
 	lengths := [][2]int64{{100, 20}, {2000, 5}, {37, 300}, {700, 64}, {5000, 1}, {0, 10}, {16, 0}}
 	in, err := NewSampled("s", 400, 30, lengths, 7)
 	if err != nil {
@@ -58,6 +59,7 @@ func TestSampledEqualsItsRequests(t *testing.T) {
 // records as without it, whatever the scheduler, stream interval or
 // timeouts.
 func TestTransientRecords(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(5, 300, 60)
 	cost := linearCost{Base: 2 * ms, PerToken: 20e3, PerContext: 7}
 	for i, cfg := range []Config{

@@ -12,6 +12,7 @@ import (
 // 0.5 s, 3 output tokens, steps of 0.3 s + 1 ms a token: the prefill
 // step [0.5, 0.9) s, decodes [0.9, 1.201) and [1.201, 1.502) s.
 func TestSecondsByHand(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: 300 * ms, PerToken: ms}
 	st, err := RunInputs(Config{}, cost, 100, Requests{req("a", 500*ms, 100, 3)}, func(*trace.Request) error { return nil }, Options{PerSecond: true})
 	if err != nil {
@@ -39,6 +40,7 @@ func TestSecondsByHand(t *testing.T) {
 // arrival at the next step start, not at once). The per-second totals
 // match the replay's.
 func TestLittlesLaw(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(17, 3000, 20)
 	cost := linearCost{Base: 5 * ms, PerToken: 20 * time.Microsecond}
 	var sojourn float64

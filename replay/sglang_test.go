@@ -76,6 +76,7 @@ func stepString(s *Step) string {
 // prefill step plus the next decode step. With enable_mixed_chunk the
 // decode rides in the prefill step instead.
 func TestSGLangPrefillFirst(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
 	reqs := []*trace.Request{req("a", 0, 100, 5), req("b", 2500*time.Microsecond, 200, 2)}
 	got, _, st, steps := sgReplay(t, sgConfig(10000), cost, reqs)
@@ -117,6 +118,7 @@ func TestSGLangPrefillFirst(t *testing.T) {
 // multiple); one without hash_ids, or with the radix cache disabled, hits
 // nothing.
 func TestSGLangRadixSharing(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: time.Microsecond}
 	reqs := []*trace.Request{
 		withHashes(req("a", 0, 1000, 2), 512, 1, 2),
@@ -148,6 +150,7 @@ func TestSGLangRadixSharing(t *testing.T) {
 // prefix first; FCFS admits in arrival order. max_prefill_tokens lets one
 // of the two in per step.
 func TestSGLangLPM(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: time.Microsecond}
 	reqs := []*trace.Request{
 		withHashes(req("warm", 0, 1024, 1), 512, 5, 6),
@@ -175,6 +178,7 @@ func TestSGLangLPM(t *testing.T) {
 // tokens when memory runs out and is retracted; it keeps its generated
 // tokens, recomputes them with its prompt when readmitted, and completes.
 func TestSGLangRetraction(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: time.Microsecond}
 	reqs := []*trace.Request{req("a", 0, 10, 45), req("b", 4500*time.Microsecond, 5, 30)}
 	cfg := sgConfig(60)
@@ -212,6 +216,7 @@ func TestSGLangRetraction(t *testing.T) {
 // with a KV pool small enough to evict and retract; each run twice, with
 // identical output.
 func TestSGLangMooncake(t *testing.T) {
+	t.Parallel()
 	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:300]
 	cost, blocks := llama8BOnH100(t)
 	for _, tokens := range []int64{blocks * 16, 150000} {
@@ -257,6 +262,7 @@ func TestSGLangMooncake(t *testing.T) {
 // Fast-forward (inline steps within a window) gives the same results for
 // SGLang workers as stepping one event at a time.
 func TestSGLangFastForwardSameResults(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(7, 300, 150)
 	cfg := Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1500, SGLangConfig: SGLangConfig{ScheduleConservativeness: 0.05}}}
 	cost := linearCost{Base: ms, PerToken: time.Microsecond, PerContext: time.Nanosecond}
@@ -281,6 +287,7 @@ func TestSGLangFastForwardSameResults(t *testing.T) {
 }
 
 func TestSGLangConfig(t *testing.T) {
+	t.Parallel()
 	c, err := ParseConfig("c.yaml", []byte("scheduler:\n  engine: sglang\n  schedule_policy: fcfs\n  enable_mixed_chunk: true\n"))
 	if err != nil || c.Scheduler.Engine != EngineSGLang || c.Scheduler.SchedulePolicy != PolicyFCFS || !c.Scheduler.EnableMixedChunk {
 		t.Fatalf("%+v %v", c.Scheduler, err)
@@ -317,6 +324,7 @@ func BenchmarkReplayMooncakeSGLang(b *testing.B) {
 // in a step; the radix accounting stays exact and every request is
 // accounted for.
 func TestSGLangTimeouts(t *testing.T) {
+	t.Parallel()
 	reqs := randomTrace(11, 200, 150)
 	cfg := Config{Workers: 1, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 3000}}
 	cfg.Client.TimeoutSec = 0.3
@@ -331,6 +339,7 @@ func TestSGLangTimeouts(t *testing.T) {
 // 3616 (chunked_prefill_size); a request arriving meanwhile waits while
 // the chunk takes the whole budget and joins the last chunk's step.
 func TestSGLangChunkedPrefill(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: time.Microsecond}
 	reqs := []*trace.Request{req("long", 0, 20000, 2), req("short", 5*ms, 10, 1)}
 	got, _, _, steps := sgReplay(t, sgConfig(100000), cost, reqs)
@@ -352,6 +361,7 @@ func TestSGLangChunkedPrefill(t *testing.T) {
 // first has cached the prefix for it. FCFS admits the two together and
 // the second hits nothing (a step's requests do not share).
 func TestSGLangInBatchPrefix(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: time.Microsecond}
 	reqs := []*trace.Request{
 		req("block", 0, 4000, 1),
@@ -381,6 +391,7 @@ func TestSGLangInBatchPrefix(t *testing.T) {
 // fit (300 tokens: 287 free or evictable minus 196 × 0.69699 reserved for
 // a leaves 150.39 for b's 50 + 100).
 func TestSGLangBatchFull(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: time.Microsecond}
 	reqs := []*trace.Request{req("a", 0, 10, 200), req("c", 0, 5, 3), req("b", 500*time.Microsecond, 50, 100)}
 	_, _, _, steps := sgReplay(t, sgConfig(300), cost, reqs)

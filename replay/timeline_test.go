@@ -30,6 +30,7 @@ func nearAll(t *testing.T, name string, got, want []float64) {
 // One request alone: a 100-token prefill step that also emits the first
 // token, then one decode step per further token.
 func TestOneRequest(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
 	reqs := []*trace.Request{req("a", time.Second, 100, 3)}
 	got, all, st := replay(t, Config{}, cost, 1000, reqs)
@@ -58,6 +59,7 @@ func TestOneRequest(t *testing.T) {
 // token. A second request arriving mid-prefill waits: the running prefill
 // takes the whole budget.
 func TestChunkedPrefill(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: time.Microsecond}
 	reqs := []*trace.Request{req("long", 0, 20000, 2), req("short", 5*ms, 10, 1)}
 	got, _, st := replay(t, Config{}, cost, 10000, reqs)
@@ -81,6 +83,7 @@ func TestChunkedPrefill(t *testing.T) {
 // Requests sharing a prefix: the second hits the first's full blocks only,
 // and only up to prompt length − 1 tokens.
 func TestPrefixSharing(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
 	ids := []int64{1, 2, 3, 4, 5, 6, 7} // 16-token trace blocks
 	reqs := []*trace.Request{
@@ -139,6 +142,7 @@ func TestPrefixSharing(t *testing.T) {
 //	step 21       b recomputes its 21 tokens: 1.21 ms; token 14
 //	steps 22–27   b decodes tokens 15–20 and completes at 27.74 ms
 func TestPreemption(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
 	off := false
 	cfg := Config{Scheduler: SchedulerConfig{BlockSize: 4, EnablePrefixCaching: &off}}
@@ -173,6 +177,7 @@ func TestPreemption(t *testing.T) {
 // A request that can never fit in a worker's KV cache is rejected at once
 // with a reason; the others run.
 func TestReject(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms}
 	reqs := []*trace.Request{req("big", 0, 150, 20), req("ok", 0, 100, 1), req("empty", 0, 0, 5)}
 	got, _, st := replay(t, Config{}, cost, 10, reqs) // 160 tokens per worker
@@ -188,6 +193,7 @@ func TestReject(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	r := req("x", 0, 10, 1)
 	r.Arrival = trace.Opt[trace.Time]{}
 	r.SetPos("t.jsonl", 7)
@@ -205,6 +211,7 @@ func TestBadInput(t *testing.T) {
 
 // Round-robin spreads requests over workers in arrival order.
 func TestRoundRobin(t *testing.T) {
+	t.Parallel()
 	var reqs []*trace.Request
 	for i := range 6 {
 		reqs = append(reqs, req(string(rune('a'+i)), time.Duration(i)*ms, 10, 2))
@@ -228,6 +235,7 @@ func TestRoundRobin(t *testing.T) {
 //	chunks: [1] at 2, [2 3] at 4.02, [4 5] at 6.04, [6] at 7.05 ms
 //	client: TTFT = 2 + 2·5 = 12 ms; ITL 2.02, 2.02, 1.01 ms; E2E 17.05 ms
 func TestStreamIntervalAndLatency(t *testing.T) {
+	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
 	cfg := Config{Scheduler: SchedulerConfig{StreamInterval: 2}, Client: ClientConfig{LatencySec: 0.005}}
 	got, _, _ := replay(t, cfg, cost, 1000, []*trace.Request{req("a", time.Second, 100, 6)})
@@ -277,6 +285,7 @@ func TestStreamIntervalAndLatency(t *testing.T) {
 //	c (10 tokens, alone at 100 ms) has tokens at 110 … 140 ms and is
 //	aborted at 150 ms, the end of the step its deadline falls in: 5 tokens
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Scheduler: SchedulerConfig{MaxNumSeqs: 1}, Client: ClientConfig{TimeoutSec: 0.045}}
 	reqs := []*trace.Request{req("a", 0, 10, 4), req("b", 0, 10, 1), req("b2", 0, 10, 1), req("c", 100*ms, 10, 10)}
 	got, all, st := replay(t, cfg, constCost(10*ms), 100, reqs)
@@ -319,6 +328,7 @@ func TestTimeout(t *testing.T) {
 //
 // With one session at a time, s2 starts when s1 ends, at 530 ms.
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	withSession := func(r *trace.Request, s string, turn int64, think float64) *trace.Request {
 		r.Session, r.Turn = s, trace.Some(turn)
 		if think > 0 {

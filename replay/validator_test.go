@@ -155,21 +155,10 @@ func (v *validator) finish(all []*trace.Request) {
 		}
 		seen[o.RequestID] = true
 	}
-	for _, h := range finishHooks {
-		h(v, all)
+	// Completion order: emitted DoneAtRouter never decreases.
+	for i := 1; i < len(all); i++ {
+		if all[i].DoneAtRouter.V < all[i-1].DoneAtRouter.V {
+			v.t.Errorf("%s emitted after %s but done earlier", all[i].RequestID, all[i-1].RequestID)
+		}
 	}
 }
-
-func init() {
-	// Completion order: emitted DoneAtRouter never decreases. Checked in
-	// finishOrder, called from finish through the hook below.
-	finishHooks = append(finishHooks, func(v *validator, all []*trace.Request) {
-		for i := 1; i < len(all); i++ {
-			if all[i].DoneAtRouter.V < all[i-1].DoneAtRouter.V {
-				v.t.Errorf("%s emitted after %s but done earlier", all[i].RequestID, all[i-1].RequestID)
-			}
-		}
-	})
-}
-
-var finishHooks []func(*validator, []*trace.Request)

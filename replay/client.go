@@ -1,0 +1,113 @@
+package replay
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// clientNext sends the next request of the client whose request i the
+// server finished at now: the client learns it one latency later and its
+// next request reaches the router one latency after that (and, in a
+// session, after the next turn's think time).
+func (e *engine) clientNext(now trace.Time, i int32) {
+	e.sendNext(now.Add(2*e.lat), i)
+}
+
+// sendNext sends, to reach the router at at (plus think time in a
+// session), the request that follows request i for its client.
+func (e *engine) sendNext(at trace.Time, i int32) {
+	switch e.cfg.Workload.Mode {
+	case ModeClosed:
+		if e.next < e.n {
+			e.q.push(at, evArrival, int32(e.next))
+			e.next++
+		}
+	case ModeSessions:
+		if j := e.nextTurn[i]; j >= 0 {
+			e.q.push(at.Add(e.think[j]), evArrival, j)
+		} else if len(e.starts) > 0 {
+			e.q.push(at, evArrival, e.starts[0])
+			e.starts = e.starts[1:]
+		}
+	}
+}
+
+// abort handles the timeout of request i at now, when the server learns
+// that its client gave up: a request still waiting or on an idle worker
+// leaves at once; one in the step in flight leaves when the step ends
+// (finish hands it back as done), as engines abort between steps.
+func (e *engine) abort(now trace.Time, i int32) error {
+	r := e.live[i]
+	if r == nil {
+		return nil // completed before its deadline
+	}
+	if r.loadLeft > 0 {
+		r.aborted = true // leaves when its load ends (loaded)
+		return nil
+	}
+	w := e.workers[r.worker]
+	if w.waiting.remove(r) {
+		w.s.leave(w, r, leaveWaiting)
+		err := e.timedOut(r, now)
+		if e.scale != nil {
+			e.drained(now, w)
+		}
+		return err
+	}
+	if w.busy {
+		r.aborted = true
+		return nil
+	}
+	j := slices.Index(w.running, r)
+	if j < 0 {
+		return fmt.Errorf("replay: internal error: timed-out request %d is neither waiting nor running", i)
+	}
+	w.running = slices.Delete(w.running, j, j+1)
+	w.s.leave(w, r, leaveRunning)
+	if err := e.timedOut(r, now); err != nil {
+		return err
+	}
+	e.wake(now, w)
+	if e.scale != nil {
+		e.drained(now, w)
+	}
+	return nil
+}
+
+// timedOut emits the record of a request aborted at now because its client
+// gave up, sends that client's next request (closed loop) and recycles r.
+func (e *engine) timedOut(r *reqState, now trace.Time) error {
+	e.stats.TimedOut++
+	e.live[r.idx] = nil
+	if e.sec != nil {
+		e.sec.at(now).TimedOut++
+	}
+	o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
+	o.Status = trace.StatusTimeout
+	o.Error = fmt.Sprintf("client gave up after %g s", e.timeout.Seconds())
+	o.Worker = e.workers[r.worker].name
+	if r.scored {
+		o.RouterScore = trace.Some(r.score)
+	}
+	o.OutputTokens = trace.Some(r.out)
+	o.OutputTokensSource = trace.OutputServerUsage
+	if r.out > 0 {
+		if ttft := r.firstTok.Add(e.lat).Sub(r.sent); ttft <= e.timeout {
+			o.TTFTSec = trace.Some(ttft.Seconds())
+		}
+	}
+	o.Preemptions = trace.Some(r.preemptions)
+	o.WorkerArrival = trace.Some(r.workerArrival)
+	if r.scheduled {
+		o.GPUStart = trace.Some(r.gpuStart)
+	}
+	o.DoneAtRouter = trace.Some(now)
+	idx := r.idx
+	e.release(r)
+	// The client gave up one latency ago; its next request reaches the
+	// router now.
+	e.sendNext(now, idx)
+	return e.emit(o)
+}

@@ -1,0 +1,356 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// never is a time after every event.
+const never = trace.Time(1<<63 - 1)
+
+func (e *engine) run() error {
+	n := e.n
+	switch e.cfg.Workload.Mode {
+	case ModeOpen:
+		// Only the next arrival is queued, so the queue holds at most
+		// one event per worker plus one.
+		e.pushNextOpen()
+	case ModeSessions:
+		if k := e.cfg.Workload.Sessions; k > 0 {
+			for range min(k, len(e.starts)) {
+				e.q.push(trace.Time(0).Add(e.lat), evArrival, e.starts[0])
+				e.starts = e.starts[1:]
+			}
+		} else {
+			var scratch trace.Request
+			for _, i := range e.starts {
+				r := peek(e.reqs, int(i), &scratch)
+				e.q.push(e.arrivalTime(r.Arrival.V).Add(e.lat), evArrival, i)
+			}
+			e.starts = nil
+		}
+	default:
+		for range min(e.cfg.Workload.Clients, n) {
+			e.q.push(0, evArrival, int32(e.next))
+			e.next++
+		}
+	}
+	if e.scale != nil {
+		e.q.push(trace.Time(0).Add(e.scale.period), evAutoscale, 0)
+	}
+	for e.q.Len() > 0 {
+		ev := e.q.pop()
+		if ev.kind == evAutoscale && e.allDone() {
+			continue // a sync after the last request changes nothing
+		}
+		e.stats.End = ev.at
+		e.stats.Events++
+		var err error
+		switch ev.kind {
+		case evArrival:
+			if e.cfg.Workload.Mode == ModeOpen {
+				e.pushNextOpen()
+			}
+			err = e.arrive(ev.at, ev.arg)
+		case evSchedule:
+			err = e.schedule(ev.at, e.workers[ev.arg])
+		case evStepEnd:
+			err = e.stepEnd(ev.at, e.workers[ev.arg])
+		case evTransfer:
+			err = e.off.transfer(e, ev.at, int(ev.arg))
+		case evTimeout:
+			err = e.abort(ev.at, ev.arg)
+		case evAutoscale:
+			e.autoscale(ev.at)
+		}
+		if err == nil && e.off != nil {
+			err = e.off.err
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, w := range e.workers {
+		if w.hasWork() || w.off != nil && w.off.loading > 0 {
+			return fmt.Errorf("replay: internal error: worker %s stopped with %d running and %d waiting", w.name, len(w.running), w.waiting.Len())
+		}
+	}
+	return nil
+}
+
+func (e *engine) pushNextOpen() {
+	e.nextArrival = never
+	if e.next < len(e.order) {
+		i := e.order[e.next]
+		e.next++
+		e.q.push(e.at[i].Add(e.lat), evArrival, i)
+		e.nextArrival = e.at[i].Add(e.lat)
+	}
+}
+
+func (e *engine) arrive(now trace.Time, i int32) error {
+	var in *trace.Request // nil: a shaper's request, not built (see base)
+	var prompt, out int64
+	if e.sh != nil {
+		prompt, out, _ = e.sh.shape(int(i))
+	} else {
+		in = e.reqs.Request(int(i))
+		prompt, out = in.InputTokens.V, in.OutputTokens.V
+	}
+	sent := now.Add(-e.lat)
+	if e.sec != nil {
+		e.sec.at(now).Arrivals++
+	}
+	if e.scale != nil {
+		e.scale.arrivals++
+	}
+	if reason := e.rejectReason(prompt, out); reason != "" {
+		e.stats.Rejected++
+		if e.sec != nil {
+			e.sec.at(now).Rejected++
+		}
+		o := e.base(in, i, prompt, out, sent, now)
+		o.Status = trace.StatusRejected
+		o.Error = reason
+		o.DoneAtRouter = trace.Some(now)
+		e.clientNext(now, i)
+		return e.emit(o)
+	}
+	r := e.alloc()
+	r.in, r.idx, r.prompt, r.maxOut = in, i, prompt, out
+	r.shared = 0
+	if in != nil {
+		r.shared = len(in.HashIDs)
+	}
+	if e.shared != nil {
+		r.shared = int(e.shared[i])
+	}
+	r.sent, r.arrival, r.workerArrival = sent, now, now
+	r.deadline = never
+	if e.timeout > 0 {
+		r.deadline = sent.Add(e.timeout + e.lat)
+		e.live[i] = r
+		e.q.push(r.deadline, evTimeout, i)
+	}
+	var wi int
+	if e.route != nil {
+		wi = int(e.route[i])
+	} else {
+		wi = e.routeNow(now, r)
+	}
+	if wi < 0 || wi >= len(e.workers) {
+		return fmt.Errorf("replay: router chose worker %d of %d", wi, len(e.workers))
+	}
+	w := e.workers[wi]
+	if e.route != nil && e.at != nil {
+		w.arrived++
+	}
+	r.worker = int32(wi)
+	e.view.sent(r)
+	w.waiting.pushBack(r)
+	e.wake(now, w)
+	return nil
+}
+
+// rejectReason says why request in can never be served, or "" when it can.
+func (e *engine) rejectReason(prompt, out int64) string {
+	bs := e.cfg.Scheduler.BlockSize
+	switch {
+	case prompt == 0:
+		return "empty prompt"
+	case out == 0:
+		return "output_tokens is 0; a generation produces at least one token"
+	case e.cfg.Scheduler.ContextLength > 0 && prompt+out > e.cfg.Scheduler.ContextLength:
+		// As the engines refuse it (vLLM's max_model_len, SGLang's
+		// context_length) before it reaches the scheduler.
+		return fmt.Sprintf("max_model_len: the model's maximum context length is %d tokens; the request has %d (%d in the prompt, %d in the completion)",
+			e.cfg.Scheduler.ContextLength, prompt+out, prompt, out)
+	case ceilDiv(prompt+out, bs) > e.kvBlocks:
+		return fmt.Sprintf("needs %d KV blocks for %d prompt + %d output tokens; a worker has %d",
+			ceilDiv(prompt+out, bs), prompt, out, e.kvBlocks)
+	}
+	return ""
+}
+
+// wake queues a scheduling event for an idle worker.
+func (e *engine) wake(now trace.Time, w *worker) {
+	if !w.busy && !w.queued && w.hasWork() {
+		w.queued = true
+		e.q.push(now, evSchedule, int32(w.id))
+	}
+}
+
+// schedule builds and runs w's next step at now. When the step ends
+// before anything outside w can happen (no arrival can reach w, no
+// request completes), it runs the next step inline, and so on: a window of
+// steps that queues only its last step's end (fast-forward). Each inline
+// step is built and priced exactly as a queued one would be, at the same
+// time, so the results are the same as stepping one event at a time
+// (TestFastForwardSameResults).
+func (e *engine) schedule(now trace.Time, w *worker) error {
+	w.queued = false
+	if w.busy || !w.hasWork() {
+		return nil
+	}
+	bound := e.window(now, w)
+	// The per-step hooks need every step; fast-forward's inner loop
+	// serves both schedulers without them (SGLang's steps are then built
+	// by build, steady or not).
+	inner := e.observe == nil && e.sec == nil && !e.test.noSteadySteps
+	for steady, first := false, true; ; first = false {
+		if steady && inner {
+			end, inFlight, err := e.steadySteps(w, now, bound)
+			if err != nil || inFlight {
+				return err
+			}
+			now = end
+		}
+		if !steady || !w.s.decodeStep(w, now) {
+			if e.off != nil && !first && w.waiting.Len() > 0 {
+				// Admission looks the tiers up, and starts
+				// loads: at an event's time only, when every
+				// transfer that ended before is accounted for.
+				w.queued = true
+				e.q.push(now, evSchedule, int32(w.id))
+				return nil
+			}
+			w.build(now)
+			steady = w.s.steady(w)
+			if w.off != nil && w.off.loading > 0 {
+				bound = now // see window
+			}
+		}
+		if len(w.sched) == 0 && w.off != nil && (w.off.loading > 0 || w.waiting.Len() > 0 && w.waiting.front().holding) {
+			// Every request waits for a load (or for the blocks
+			// loads hold): the loads' ends wake w.
+			return nil
+		}
+		if len(w.sched) == 0 {
+			return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
+				w.name, len(w.running), w.waiting.Len())
+		}
+		d := e.price(&w.batch)
+		if d <= 0 {
+			return fmt.Errorf("replay: step model returned a non-positive step time %v", d)
+		}
+		end := now.Add(d)
+		e.stats.Steps++
+		e.stats.Preemptions += int64(w.preempted)
+		e.stats.BusyTime += d
+		if e.observe != nil || e.sec != nil {
+			e.step = Step{
+				Worker: w.id, Start: now, End: end, Batch: &w.batch,
+				Running: len(w.running), Waiting: w.waiting.Len(), Preempted: w.preempted,
+			}
+			w.s.describe(&e.step)
+			if e.sec != nil {
+				e.sec.step(&e.step)
+			}
+			if e.observe != nil {
+				if err := e.observe(&e.step); err != nil {
+					return err
+				}
+			}
+		}
+		if end >= bound || w.completes() || e.off != nil && e.off.stores(w) {
+			w.busy = true
+			e.q.push(end, evStepEnd, int32(w.id))
+			return nil
+		}
+		w.emitTokens(end) // no request leaves: completes() said so, and no timeout falls before end
+		now = end
+	}
+}
+
+// window returns the time before which nothing outside w can change w's
+// course: a step of w that ends before it can be followed at once by the
+// next (unless it completes a request: completions are emitted in the
+// order of events across workers). In the open loop that is the next
+// arrival at w when requests were routed in advance, else the next
+// arrival anywhere; in the closed loop arrivals follow completions
+// elsewhere, so it is the next queued event of any kind. A client timeout
+// of a request on w bounds it as well.
+func (e *engine) window(now trace.Time, w *worker) trace.Time {
+	if e.test.noFastForward {
+		return now
+	}
+	bound := e.arrivalBound(w)
+	if w.off != nil && w.off.loading > 0 {
+		// A load's end changes w's course, and other transfers
+		// starting meanwhile move it (either way: max-min sharing).
+		return now
+	}
+	if e.timeout > 0 {
+		// A request's timeout changes w's course too.
+		for _, r := range w.running {
+			bound = min(bound, r.deadline)
+		}
+		w.waiting.each(func(r *reqState) { bound = min(bound, r.deadline) })
+	}
+	return bound
+}
+
+// arrivalBound returns the time before which no request can reach w.
+func (e *engine) arrivalBound(w *worker) trace.Time {
+	switch {
+	case e.cfg.Workload.Mode != ModeOpen:
+		if e.q.Len() == 0 {
+			return never
+		}
+		return e.q.h[0].at
+	case e.route != nil:
+		if w.arrived < len(w.arrivals) {
+			return w.arrivals[w.arrived]
+		}
+		return never
+	}
+	return e.nextArrival
+}
+
+func (e *engine) stepEnd(now trace.Time, w *worker) error {
+	if e.off != nil {
+		// Blocks computed by the step are offloaded as it ends.
+		for _, s := range w.sched {
+			if err := e.off.store(e, w, s.r, now); err != nil {
+				return err
+			}
+		}
+	}
+	e.done = w.finish(now, e.done[:0])
+	for _, r := range e.done {
+		// A request the client gave up on, or whose last chunk would
+		// reach the client after it gave up, times out.
+		if r.aborted || e.timeout > 0 && r.lastTok.Add(e.lat).Sub(r.sent) > e.timeout {
+			if err := e.timedOut(r, now); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.live != nil {
+			e.live[r.idx] = nil
+		}
+		o := e.result(r, now)
+		if e.scale != nil {
+			e.scale.completed(o.TTFTSec.V)
+		}
+		e.stats.Completed++
+		if e.sec != nil {
+			e.sec.at(now).Completions++
+		}
+		e.stats.PromptTokens += r.prompt
+		e.stats.CachedTokens += r.cached
+		e.stats.OutputTokens += r.out
+		idx := r.idx
+		e.release(r)
+		e.clientNext(now, idx)
+		if err := e.emit(o); err != nil {
+			return err
+		}
+	}
+	e.wake(now, w)
+	if e.scale != nil {
+		e.drained(now, w)
+	}
+	return nil
+}

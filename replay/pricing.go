@@ -1,0 +1,79 @@
+package replay
+
+import (
+	"time"
+
+	"github.com/opaltrace/opaltrace/model"
+)
+
+// price returns the step model's time for batch b. The time of a lone
+// decode is kept per context length, shared by all workers (they have one
+// model): at moderate load most steps are one request decoding, and the
+// step model's contract (a pure function of the batch) makes the kept
+// value exact. A lookup costs a few nanoseconds, a roofline step some 50.
+func (e *engine) price(b *model.Batch) time.Duration {
+	if len(b.Prefill) != 0 || len(b.Decode) != 1 || e.test.noLoneMemo {
+		return e.cost.StepTime(b)
+	}
+	return e.decodePrice(1, b.Decode[0]).d
+}
+
+// A stepPrice is the price of a decode step, and the same in seconds (an
+// ITL gap at stream interval 1).
+type stepPrice struct {
+	d time.Duration // 0: not yet asked
+	s float64
+}
+
+// decodePrice returns the price of a step of n decodes whose contexts sum
+// to ctx. Prices are kept in a table per batch size, indexed by the sum:
+// a steady batch advances its sum by n a step, and across a replay the
+// same sums recur, so after warming up a step costs a lookup. The table
+// of lone decodes (n = 1) serves every step model; larger batches need
+// the sum form (e.sum), which prices a batch by its size and sum alone;
+// batches above maxTabN are priced each time.
+//
+// Note: a table is paged, its pages allocated when first used: a batch of
+// 16 long requests sums to millions, but the sums a replay meets are a few
+// ranges, and fresh memory costs a page fault per 4 KiB.
+func (e *engine) decodePrice(n int, ctx int64) stepPrice {
+	if n > maxTabN {
+		d, _ := e.sum.DecodeStepTime(n, ctx)
+		return stepPrice{d, d.Seconds()}
+	}
+	tab := &e.tabs[n]
+	pg, off := ctx>>tabPageBits, ctx&(1<<tabPageBits-1)
+	if pg < int64(len(*tab)) && (*tab)[pg] != nil {
+		if p := (*tab)[pg][off]; p.d != 0 {
+			return p
+		}
+	}
+	var d time.Duration
+	if n == 1 {
+		e.one[0] = ctx
+		d = e.cost.StepTime(&model.Batch{Decode: e.one[:]})
+	} else {
+		d, _ = e.sum.DecodeStepTime(n, ctx)
+	}
+	p := stepPrice{d, d.Seconds()}
+	if pg < maxTabPages {
+		if pg >= int64(len(*tab)) {
+			*tab = append(*tab, make([][]stepPrice, pg+1-int64(len(*tab)))...)
+		}
+		if (*tab)[pg] == nil {
+			(*tab)[pg] = make([]stepPrice, 1<<tabPageBits)
+		}
+		(*tab)[pg][off] = p
+	}
+	return p
+}
+
+// Price table pages hold 4,096 context sums (64 KiB); sums below 2^24 are
+// kept.
+const (
+	tabPageBits = 12
+	maxTabPages = 1 << (24 - tabPageBits)
+)
+
+// maxTabN is the largest batch size with a price table.
+const maxTabN = 16

@@ -1,0 +1,36 @@
+package replay
+
+import (
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+func (e *engine) alloc() *reqState {
+	if n := len(e.free); n > 0 {
+		r := e.free[n-1]
+		e.free = e.free[:n-1]
+		return r
+	}
+	return &reqState{}
+}
+
+// release recycles r, keeping its block table's capacity (and its ITL
+// list's, when records are transient).
+func (e *engine) release(r *reqState) {
+	e.view.left(r)
+	blocks, ghost := r.blocks[:0], r.ghost[:0]
+	keys, from := r.tierKeys[:0], r.loadFrom[:0]
+	var itl []float64
+	if e.reuse {
+		itl = r.itl[:0]
+	}
+	*r = reqState{blocks: blocks, ghost: ghost, itl: itl, tierKeys: keys, loadFrom: from}
+	e.free = append(e.free, r)
+}
+
+// record returns the record to fill: rec when records are transient.
+func (e *engine) record() *trace.Request {
+	if e.reuse {
+		return &e.rec
+	}
+	return new(trace.Request)
+}
