@@ -74,17 +74,26 @@ func medianOf(x []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// TestDataCrunchGolden regenerates every DataCrunch Llama-3.3-70B SGLang
-// benchmark run (summary only: its arguments and its reported numbers)
-// from its recorded workload, replays it on one simulated H200 ×4 (TP4)
-// worker with the default, uncalibrated roofline cost model, and records
-// observed against simulated median TTFT, median ITL and mean E2E with the
-// relative error. The simulated worker runs SGLang's scheduler with the
-// radix cache off, as the runs had --disable-radix-cache, and SGLang's
-// defaults otherwise (max_running_requests from the pool and the model's
-// context length); ShareGPT runs cannot be regenerated from their
+// TestDataCrunchPinnedNotJudged regenerates every DataCrunch Llama-3.3-70B
+// SGLang benchmark run (summary only: its arguments and its reported
+// numbers) from its recorded workload, replays it on one simulated H200 ×4
+// (TP4) worker with the default, uncalibrated roofline cost model, and
+// records observed against simulated median TTFT, median ITL and mean E2E
+// with the relative error. The simulated worker runs SGLang's scheduler
+// with the radix cache off, as the runs had --disable-radix-cache, and
+// SGLang's defaults otherwise (max_running_requests from the pool and the
+// model's context length); ShareGPT runs cannot be regenerated from their
 // arguments and are listed as such.
-func TestDataCrunchGolden(t *testing.T) {
+//
+// Note: this test pins numbers it does not judge. The golden file makes
+// any change of the simulated numbers visible in review, but no error is
+// checked against a bound: the uncalibrated roofline is off by −84 % to
+// +70 % here (median ITL of online#4 and offline#6), too far for any
+// tolerance that would mean something, and a bound chosen to pass would be
+// tuning. Whether the replay is faithful is measured elsewhere
+// (calibration against measured runs), not asserted here.
+func TestDataCrunchPinnedNotJudged(t *testing.T) {
+	t.Parallel()
 	files := []string{
 		shareddata.Path(t, "formats/sglang_bench_serving/datacrunch-research_h200-benchmarks_llama_3_3_70b_online_output.jsonl"),
 		shareddata.Path(t, "formats/sglang_bench_serving/datacrunch-research_h200-benchmarks_llama_3_3_70b_offline_output.jsonl"),
@@ -109,7 +118,8 @@ func TestDataCrunchGolden(t *testing.T) {
 	off := false
 	var b strings.Builder
 	fmt.Fprintf(&b, "# DataCrunch Llama-3.3-70B on H200 TP4 (SGLang, --disable-radix-cache): observed vs simulated\n")
-	fmt.Fprintf(&b, "# simulated: roofline %s, %d KV tokens at 0.9 memory, vLLM scheduler, seed 1\n", llm.Name, kv)
+	fmt.Fprintf(&b, "# simulated: roofline %s, %d KV tokens at 0.9 memory, SGLang scheduler (radix cache off, SGLang's defaults), seed 1\n", llm.Name, kv)
+	fmt.Fprintf(&b, "# pinned, not judged: the uncalibrated errors are recorded so that a change shows; no bound is checked\n")
 	fmt.Fprintf(&b, "# %-44s %28s %28s %28s\n", "run (file#line)", "median TTFT ms (obs sim err)", "median ITL ms (obs sim err)", "mean E2E ms (obs sim err)")
 	for _, path := range files {
 		for _, run := range readSGLangBench(t, path) {
