@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -199,7 +200,11 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return e.field + ": " + e.msg }
 
-// Validate checks c after defaults have been applied.
+// Validate checks c after defaults have been applied: a value out of
+// range is an error naming its field (the dotted YAML key). A zero field
+// is absent and takes its default, as Config cannot tell a 0 given from
+// none; ParseConfig, which reads the document, refuses the 0s that are no
+// valid setting (zeroInvalid).
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
@@ -291,7 +296,8 @@ func ParseConfig(name string, data []byte) (Config, error) {
 			return Config{}, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	if err := c.Validate(); err != nil {
+	err := errors.Join(zerosGiven(&root), c.Validate())
+	if err != nil {
 		var out []error
 		for _, e := range unjoin(err) {
 			var fe *fieldError
@@ -313,15 +319,53 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
+// zeroInvalid lists the keys whose zero value means "absent: take the
+// default", and for which 0 is no setting an engine accepts (no worker, an
+// empty block or batch, a stopped clock). Validate cannot tell the two
+// apart, Config having plain numbers; a YAML document can, so ParseConfig
+// refuses these keys given as 0. kv_cache_tokens (0: from the model),
+// context_length (0: unknown), workload.sessions (0: each session at its
+// arrival), seed and the client's seconds keep 0 as a value.
+var zeroInvalid = []string{
+	"workers",
+	"scheduler.max_num_batched_tokens", "scheduler.max_num_seqs", "scheduler.block_size", "scheduler.stream_interval",
+	"scheduler.chunked_prefill_size", "scheduler.max_prefill_tokens", "scheduler.max_running_requests",
+	"workload.clients", "workload.time_scale",
+}
+
+// zerosGiven reports the keys of zeroInvalid that a document gives as 0.
+func zerosGiven(root *yaml.Node) error {
+	var errs []error
+	for _, key := range zeroInvalid {
+		n := nodeAt(root, key)
+		if n == nil || n.Kind != yaml.ScalarNode {
+			continue
+		}
+		if v, err := strconv.ParseFloat(n.Value, 64); err == nil && v == 0 {
+			errs = append(errs, &fieldError{key, "0 is not a valid value (leave the key out for the default)"})
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // lineOf returns the line of the value at the dotted path in a YAML
 // document, or 0 when absent.
 func lineOf(n *yaml.Node, path string) int {
+	if n = nodeAt(n, path); n == nil {
+		return 0
+	}
+	return n.Line
+}
+
+// nodeAt returns the value at the dotted path in a YAML document, or nil
+// when absent.
+func nodeAt(n *yaml.Node, path string) *yaml.Node {
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
 	for _, key := range strings.Split(path, ".") {
 		if n.Kind != yaml.MappingNode {
-			return 0
+			return nil
 		}
 		var next *yaml.Node
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -330,9 +374,9 @@ func lineOf(n *yaml.Node, path string) int {
 			}
 		}
 		if next == nil {
-			return 0
+			return nil
 		}
 		n = next
 	}
-	return n.Line
+	return n
 }

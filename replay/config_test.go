@@ -9,6 +9,7 @@ import (
 )
 
 func TestLoadConfig(t *testing.T) {
+	t.Parallel()
 	c, err := LoadConfig("testdata/cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +24,7 @@ func TestLoadConfig(t *testing.T) {
 }
 
 func TestParseConfigDefaults(t *testing.T) {
+	t.Parallel()
 	c, err := ParseConfig("empty.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -35,11 +37,18 @@ func TestParseConfigDefaults(t *testing.T) {
 }
 
 func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"workers: 2\nrouter: fastest\n", "c.yaml:2: router: unknown router \"fastest\""},
 		{"scheduler:\n  block_size: -16\n", "c.yaml:2: scheduler.block_size: negative (-16)"},
 		{"workload:\n  mode: open\n  time_scale: -1\n", "c.yaml:3: workload.time_scale: -1 is not a non-negative number"},
 		{"workload:\n  mode: burst\n", "c.yaml:2: workload.mode: unknown mode"},
+		// A 0 given is not a 0 absent: no default is taken for it.
+		{"scheduler:\n  max_num_seqs: 0\n", "c.yaml:2: scheduler.max_num_seqs: 0 is not a valid value (leave the key out for the default)"},
+		{"workers: 2\nscheduler:\n  block_size: 16\n  max_num_batched_tokens: 0\n", "c.yaml:4: scheduler.max_num_batched_tokens: 0 is not a valid value"},
+		{"scheduler:\n  engine: sglang\n  chunked_prefill_size: 0\n", "c.yaml:3: scheduler.chunked_prefill_size: 0 is not a valid value"},
+		{"workload:\n  time_scale: 0\n", "c.yaml:2: workload.time_scale: 0 is not a valid value"},
+		{"scheduler:\n  engine: trtllm\n", "c.yaml:2: scheduler.engine: unknown engine \"trtllm\" (want vllm or sglang)"},
 		{"schedular:\n  block_size: 16\n", "c.yaml: yaml: unmarshal errors:\n  line 1: field schedular not found"},
 		{"workers: [1\n", "c.yaml: yaml: line 1"},
 	} {
