@@ -39,14 +39,13 @@ func newPrefixIndex(workers int, capTokens int64) *prefixIndex {
 // matchAll sets n[w] to the number of leading ids that worker w holds.
 func (x *prefixIndex) matchAll(ids []int64, n []int) {
 	clear(n)
-	alive := x.workers
 	for j, id := range ids {
 		s, ok := x.slots[id]
 		if !ok {
 			return
 		}
 		row := x.stamp[int(s)*x.workers : int(s+1)*x.workers]
-		alive = 0
+		alive := 0 // workers still matching every id so far
 		for w, st := range row {
 			if st != 0 && n[w] == j {
 				n[w]++
