@@ -179,6 +179,11 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		e.sec = &seconds{workers: cfg.Workers, block: cfg.Scheduler.BlockSize}
 	}
 	e.prepare()
+	if e.sec != nil {
+		if err := checkPerSecondSpan(e.at); err != nil {
+			return Stats{}, err
+		}
+	}
 	if err := e.run(); err != nil {
 		return e.stats, err
 	}

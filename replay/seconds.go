@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -9,6 +10,27 @@ import (
 // A Second holds the statistics of one simulated second over all workers
 // (trace.Second, which trace.WriteSeconds writes).
 type Second = trace.Second
+
+// MaxPerSecondSpan is the longest span of open-loop arrivals whose
+// per-second statistics a replay collects: 2^21 s (24.3 days). The table
+// is dense, a row of some 140 bytes a second, so this bounds it near
+// 300 MB; a longer trace is refused before the replay starts rather than
+// running out of memory.
+const MaxPerSecondSpan = (1 << 21) * trace.Time(time.Second)
+
+// checkPerSecondSpan refuses per-second statistics over arrivals that
+// span more than MaxPerSecondSpan.
+func checkPerSecondSpan(at []trace.Time) error {
+	var last trace.Time
+	for _, a := range at {
+		last = max(last, a)
+	}
+	if last > MaxPerSecondSpan {
+		return fmt.Errorf("replay: per-second statistics: the arrivals span %.0f s, more than the limit of %.0f s (24 days); replay without them or a shorter part of the trace",
+			last.Sub(0).Seconds(), MaxPerSecondSpan.Sub(0).Seconds())
+	}
+	return nil
+}
 
 // seconds accumulates Seconds as the replay runs.
 //

@@ -74,3 +74,21 @@ func TestLittlesLaw(t *testing.T) {
 		t.Errorf("totals: %d completions, %d steps, busy %g s; stats %+v", done, steps, busy, st)
 	}
 }
+
+// Two requests 100 days apart: the dense per-second table would take
+// gigabytes, so per-second statistics are refused before the replay
+// starts; the same replay without them runs.
+func TestSecondsLongSpanRefused(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 300 * ms, PerToken: ms}
+	reqs := Requests{req("a", 0, 100, 3), req("b", 100*24*time.Hour, 100, 3)}
+	discard := func(*trace.Request) error { return nil }
+	_, err := RunInputs(Config{}, cost, 100, reqs, discard, Options{PerSecond: true})
+	const want = "replay: per-second statistics: the arrivals span 8640000 s, more than the limit of 2097152 s (24 days); replay without them or a shorter part of the trace"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if _, err := RunInputs(Config{}, cost, 100, reqs, discard, Options{}); err != nil {
+		t.Fatalf("without per-second statistics: %v", err)
+	}
+}
