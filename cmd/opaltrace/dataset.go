@@ -28,6 +28,10 @@ func splitLabel(arg string) (label, path string) {
 		}
 	}
 	base := filepath.Base(arg)
+	if st, err := os.Stat(arg); err == nil && st.IsDir() {
+		// A directory has no extension: "llama-3.3-70b_tp8" keeps its ".3-70b_tp8".
+		return base, arg
+	}
 	return strings.TrimSuffix(base, filepath.Ext(base)), arg
 }
 
