@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v3"
@@ -22,7 +23,7 @@ func commands() []*cli.Command {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.Command {
-	return &cli.Command{
+	app := &cli.Command{
 		Name:      "opaltrace",
 		Usage:     "ingest LLM-serving traces, compute vLLM-exact metrics, replay them through a simulated cluster, report",
 		Writer:    stdout,
@@ -32,4 +33,27 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 		HideVersion:    true,
 	}
+	app.OnUsageError = onUsageError
+	for _, c := range app.Commands {
+		c.OnUsageError = onUsageError
+	}
+	return app
+}
+
+// A usageError is a command line that does not parse: a bad flag or
+// flag value. main prints it once, with a hint, and exits 2 (as flag and
+// getopt do), not with the whole help.
+type usageError struct {
+	err     error
+	command string // "opaltrace stats"
+}
+
+func (e *usageError) Error() string {
+	return fmt.Sprintf("%v (see '%s --help')", e.err, e.command)
+}
+
+func (e *usageError) Unwrap() error { return e.err }
+
+func onUsageError(_ context.Context, cmd *cli.Command, err error, _ bool) error {
+	return &usageError{err: err, command: cmd.FullName()}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
@@ -34,9 +36,21 @@ func TestFlagBounds(t *testing.T) {
 		{[]string{"ingest", "--tp", "-2", "-o", out, path}, `invalid value "-2" for flag -tp: -2 is not in [0, 65536]`},
 		{[]string{"report", "--max-errors", "-5", "--html", filepath.Join(t.TempDir(), "r.html"), path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
 	} {
-		_, _, err := opaltrace(t, c.args...)
-		if err == nil || err.Error() != c.want {
-			t.Errorf("%v:\n got %v\nwant %s", c.args, err, c.want)
+		want := c.want
+		if strings.HasPrefix(want, "invalid value") {
+			// A flag that does not parse is a usage error: one line with
+			// a hint, exit status 2, no help dump.
+			want += " (see 'opaltrace " + c.args[0] + " --help')"
+		}
+		stdout, stderr, err := opaltrace(t, c.args...)
+		if err == nil || err.Error() != want {
+			t.Errorf("%v:\n got %v\nwant %s", c.args, err, want)
+		}
+		if _, ok := errors.AsType[*usageError](err); ok != strings.HasPrefix(c.want, "invalid value") {
+			t.Errorf("%v: usage error %v, want %v", c.args, ok, !ok)
+		}
+		if out := stdout + stderr; strings.Contains(out, "USAGE") || strings.Contains(out, "OPTIONS") {
+			t.Errorf("%v: the help is printed on a usage error:\n%s", c.args, out)
 		}
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,9 @@ func main() {
 	onSignal(os.Stderr, os.Exit)
 	if err := run(context.Background(), os.Stdout, os.Stderr, os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "opaltrace: %v\n", err)
+		if _, ok := errors.AsType[*usageError](err); ok {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
