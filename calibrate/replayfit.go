@@ -191,17 +191,7 @@ func simulate(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
 			return nil
 		}
 		client.ApplyRecord(r)
-		one := func(m string, o trace.Opt[float64]) {
-			if o.OK {
-				lat[m] = append(lat[m], o.V)
-			}
-		}
-		one(MetricTTFT, r.TTFTSec)
-		one(MetricE2E, r.E2ESec)
-		one(MetricQueue, r.QueueSec)
-		one(MetricPrefill, r.PrefillSec)
-		one(MetricDecode, r.DecodeSec)
-		lat[MetricITL] = append(lat[MetricITL], r.ITLSec...)
+		addLatencies(lat, r)
 		return nil
 	}, replay.Options{Transient: true})
 	if err != nil {

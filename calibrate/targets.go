@@ -90,22 +90,29 @@ func ObservedTargets(run trace.Run, reqs []*trace.Request) ([]Target, error) {
 func latencies(reqs []*trace.Request) map[string][]float64 {
 	l := map[string][]float64{}
 	for _, r := range reqs {
-		if !r.OK() {
-			continue
-		}
-		add := func(m string, o trace.Opt[float64]) {
-			if o.OK {
-				l[m] = append(l[m], o.V)
-			}
-		}
-		add(MetricTTFT, r.TTFTSec)
-		add(MetricE2E, r.E2ESec)
-		add(MetricQueue, r.QueueSec)
-		add(MetricPrefill, r.PrefillSec)
-		add(MetricDecode, r.DecodeSec)
-		l[MetricITL] = append(l[MetricITL], r.ITLSec...)
+		addLatencies(l, r)
 	}
 	return l
+}
+
+// addLatencies adds r's latencies to l by metric, when r succeeded: the
+// observed runs' and the replays' are collected by this one function, so
+// both sides of a fit count the same values.
+func addLatencies(l map[string][]float64, r *trace.Request) {
+	if !r.OK() {
+		return
+	}
+	add := func(m string, o trace.Opt[float64]) {
+		if o.OK {
+			l[m] = append(l[m], o.V)
+		}
+	}
+	add(MetricTTFT, r.TTFTSec)
+	add(MetricE2E, r.E2ESec)
+	add(MetricQueue, r.QueueSec)
+	add(MetricPrefill, r.PrefillSec)
+	add(MetricDecode, r.DecodeSec)
+	l[MetricITL] = append(l[MetricITL], r.ITLSec...)
 }
 
 func statOf(d analyze.Dist, s string) float64 {
