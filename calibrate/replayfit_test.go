@@ -31,28 +31,11 @@ func poissonRun(n int, rate float64, seed uint64) replay.Requests {
 	return reqs
 }
 
-func h100Llama8B(t *testing.T) *model.Deployment {
-	t.Helper()
-	llm, err := deploy.LoadLLM("llama-3.1-8b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hw, err := model.HardwareByName("h100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := model.NewDeployment(hw, llm, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // syntheticRuns replays three loads with the coefficients truth and
 // takes their TTFT, ITL and E2E quantiles as the observed targets.
 func syntheticRuns(t *testing.T, truth candidate) []*ReplayRun {
 	t.Helper()
-	dep := h100Llama8B(t)
+	dep := deployment(t, "llama-3.1-8b")
 	kv, err := dep.KVCacheTokens(0.9)
 	if err != nil {
 		t.Fatal(err)
