@@ -265,19 +265,15 @@ func quoteIfText(n *yaml.Node) string {
 func fieldByKey(v reflect.Value, key string) (reflect.Value, bool) {
 	t := v.Type()
 	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
+		name, inline, ok := yamlKey(t.Field(i))
+		if !ok {
 			continue
 		}
-		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if strings.Contains(opts, "inline") {
+		if inline {
 			if f, ok := fieldByKey(v.Field(i), key); ok {
 				return f, true
 			}
 			continue
-		}
-		if name == "" {
-			name = strings.ToLower(sf.Name)
 		}
 		if name == key {
 			return v.Field(i), true
@@ -290,20 +286,33 @@ func fieldByKey(v reflect.Value, key string) (reflect.Value, bool) {
 func keysOf(t reflect.Type) []string {
 	var keys []string
 	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
+		name, inline, ok := yamlKey(t.Field(i))
+		if !ok {
 			continue
 		}
-		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if strings.Contains(opts, "inline") {
-			keys = append(keys, keysOf(sf.Type)...)
+		if inline {
+			keys = append(keys, keysOf(t.Field(i).Type)...)
 			continue
-		}
-		if name == "" {
-			name = strings.ToLower(sf.Name)
 		}
 		keys = append(keys, name)
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// yamlKey returns the yaml key of a struct field as yaml.v3 reads it (its
+// tag's name, or the field's name in lower case), or whether the field is
+// inlined; ok is false for an unexported field, which yaml does not set.
+func yamlKey(sf reflect.StructField) (name string, inline, ok bool) {
+	if !sf.IsExported() {
+		return "", false, false
+	}
+	name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+	if strings.Contains(opts, "inline") {
+		return "", true, true
+	}
+	if name == "" {
+		name = strings.ToLower(sf.Name)
+	}
+	return name, false, true
 }
