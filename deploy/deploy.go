@@ -128,7 +128,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		return nil, err
 	}
 	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens, KVHow: kvHow, Notes: notes}
-	if s.Offload, err = offloadOf(c, dep); err != nil {
+	if s.Offload, err = offloadOf(c, dep, kvTokens); err != nil {
 		return nil, err
 	}
 	switch {

@@ -28,7 +28,10 @@ const (
 // (kv_offloading_size, when given, sets it, as vLLM passes it to
 // LMCache), a disk tier when local_disk is set, and the cluster's shared
 // store (kv_store_gib) when remote_url is.
-func offloadOf(c Cluster, dep *model.Deployment) (*replay.Offload, error) {
+func offloadOf(c Cluster, dep *model.Deployment, kvTokens int64) (*replay.Offload, error) {
+	if EngineName(c.Config) == replay.EngineSGLang {
+		return hicacheOf(c, dep, kvTokens)
+	}
 	s := c.Scheduler
 	lm := s.KVOffloadingBackend == replay.OffloadLMCache
 	if !lm && s.LMCache != nil {

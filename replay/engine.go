@@ -52,7 +52,7 @@ type Options struct {
 	// the engine then reuses their memory for the next records.
 	Transient bool
 	// Offload, when not nil, gives every worker KV tiers below its GPU
-	// (offload.go); vLLM's scheduler only, for now.
+	// (offload.go; under SGLang's scheduler, HiCache: hicache.go).
 	Offload *Offload
 
 	test testSwitches // set by tests only
@@ -160,10 +160,16 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		if cfg.Autoscale.on() {
 			return Stats{}, errors.New("replay: autoscaling with KV tiers is not modelled yet")
 		}
+		bs := cfg.Scheduler.BlockSize
 		if cfg.Scheduler.Engine == EngineSGLang {
-			return Stats{}, errors.New("replay: KV tiers are not modelled under SGLang's scheduler yet")
+			if err := opts.Offload.hiValidate(cfg.Scheduler); err != nil {
+				return Stats{}, err
+			}
+			bs = 1 // HiCache's pages are the radix cache's, of any size
+		} else if opts.Offload.HiCache != nil {
+			return Stats{}, errors.New("replay: HiCache tiers need SGLang's scheduler")
 		}
-		if err := opts.Offload.Validate(cfg.Scheduler.BlockSize); err != nil {
+		if err := opts.Offload.Validate(bs); err != nil {
 			return Stats{}, err
 		}
 		if e.off, err = newOffload(e, *opts.Offload, cfg.Scheduler.BlockSize, e.workers); err != nil {

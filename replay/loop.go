@@ -149,6 +149,11 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	r.worker = int32(wi)
 	e.view.sent(r)
 	w.waiting.pushBack(r)
+	if w.off != nil && e.off.spec.HiCache != nil {
+		if err := e.off.prefetch(e, w, r, now); err != nil {
+			return err
+		}
+	}
 	e.wake(now, w)
 	return nil
 }
@@ -252,6 +257,12 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 					return err
 				}
 			}
+		}
+		if w.off != nil && len(w.off.stepLoads) > 0 {
+			// HiCache loads from L2 during the step: its end
+			// waits for them (hicache.go, stepLoaded).
+			w.busy = true
+			return e.off.startStepLoads(e, w, now, d)
 		}
 		if end >= bound || w.completes() || e.off != nil && e.off.stores(w) {
 			w.busy = true

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay/kvcache"
@@ -82,7 +83,23 @@ type Offload struct {
 	HostBlocks, DiskBlocks, RemoteBlocks int64
 	// DiskRemote says the disk tier is reached over the network (a
 	// shared file system), not the node's NVMe. (Unused for now: false.)
-	WritePolicy string // WriteThrough (default) or WriteBack
+	WritePolicy string // WriteThrough (default), WriteBack or (SGLang) WriteThroughSelective
+	// HiCache, when set, makes these SGLang's HiCache tiers (hicache.go):
+	// the host tier is its L2 pool, the disk or remote tier its L3
+	// storage, a tier block its page.
+	HiCache *HiCache
+}
+
+// A HiCache holds the settings of SGLang's hierarchical cache that are
+// not tier sizes: the L3 prefetch policy and its figures (SGLang's
+// hicache_storage_backend_extra_config), and the forward's layers, over
+// which a load from host memory overlaps the step's compute.
+type HiCache struct {
+	PrefetchPolicy         string        // best_effort, wait_complete or timeout
+	PrefetchThreshold      int64         // tokens: a smaller storage hit is not fetched
+	PrefetchTimeoutBase    time.Duration // timeout policy: base
+	PrefetchTimeoutPerPage time.Duration // and per page fetched
+	Layers                 int64         // layers of the forward pass (≥ 1)
 }
 
 // Validate reports an Offload the replay cannot run.
@@ -98,8 +115,21 @@ func (o *Offload) Validate(blockSize int64) error {
 		return fmt.Errorf("offload: a tier block of %d tokens is not a multiple of the %d-token KV block", o.BlockTokens, blockSize)
 	case o.HostBlocks < 0 || o.DiskBlocks < 0 || o.RemoteBlocks < 0:
 		return fmt.Errorf("offload: negative tier capacity")
-	case o.WritePolicy != "" && o.WritePolicy != WriteThrough && o.WritePolicy != WriteBack:
+	case o.WritePolicy != "" && o.WritePolicy != WriteThrough && o.WritePolicy != WriteBack &&
+		(o.HiCache == nil || o.WritePolicy != WriteThroughSelective):
 		return fmt.Errorf("offload: write policy %q (want %s or %s)", o.WritePolicy, WriteThrough, WriteBack)
+	}
+	if h := o.HiCache; h != nil {
+		switch {
+		case h.PrefetchPolicy != PrefetchBestEffort && h.PrefetchPolicy != PrefetchWaitComplete && h.PrefetchPolicy != PrefetchTimeout:
+			return fmt.Errorf("offload: prefetch policy %q", h.PrefetchPolicy)
+		case h.PrefetchThreshold < 0 || h.PrefetchTimeoutBase < 0 || h.PrefetchTimeoutPerPage < 0:
+			return fmt.Errorf("offload: negative prefetch threshold or timeout")
+		case h.Layers < 1:
+			return fmt.Errorf("offload: %d layers", h.Layers)
+		case o.DiskBlocks > 0 && o.RemoteBlocks > 0:
+			return fmt.Errorf("offload: HiCache has one storage tier, not a disk and a remote one")
+		}
 	}
 	return o.Node.Validate()
 }
@@ -133,15 +163,25 @@ type offWorker struct {
 	loading    int                     // requests whose load is in flight
 	skipped    []*reqState             // scratch of build: requests admission skipped
 	storeTiers []int                   // tiers a computed block is written to
+
+	// HiCache (hicache.go): the L2 loads of the step being built, and
+	// of the step in flight the loads left, its start and compute time.
+	stepLoads   []*xfer
+	stepLeft    int
+	stepStart   trace.Time
+	stepCompute time.Duration
+	now         trace.Time // the time of the step being built (write_back)
+	wb          []uint64   // scratch of writeBack
 }
 
 // An xfer is a transfer in flight: a load of blocks into a request's GPU
 // blocks, or a store of blocks into a tier.
 type xfer struct {
 	w    *worker
-	r    *reqState // load: the request; nil for a store
+	r    *reqState // load or prefetch: the request; nil for a store
 	tier int
 	keys []uint64
+	kind uint8 // xferStore, xferLoad, ... (hicache.go)
 }
 
 func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload, error) {
@@ -197,6 +237,17 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload,
 				ow.storeTiers = append(ow.storeTiers, t)
 			}
 		}
+		if spec.HiCache != nil {
+			// L2 only: L3 takes what L2's writes complete (stored);
+			// under write_back, what the radix cache evicts.
+			ow.storeTiers = ow.storeTiers[:0]
+			if spec.WritePolicy != WriteBack {
+				ow.storeTiers = append(ow.storeTiers, tierHost)
+			} else {
+				w := w
+				w.s.(*sglang).tree.OnEvict = func(key []kvcache.Run, start int64) { o.writeBack(w, key, start) }
+			}
+		}
 		w.off = ow
 	}
 	return o, nil
@@ -236,6 +287,9 @@ func (o *offload) path(ow *offWorker, t int, load bool) []int {
 // equal keys (vLLM's offloaded block hashes are every block_size_factor-th
 // request block hash the same way).
 func (o *offload) tierKeys(r *reqState) []uint64 {
+	if o.spec.HiCache != nil {
+		return o.pageKeys(o.e.workers[r.worker], r)
+	}
 	n := r.prompt / o.spec.BlockTokens
 	if int64(len(r.tierKeys)) == n {
 		return r.tierKeys
@@ -324,7 +378,7 @@ func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now t
 		for _, k := range per[t] {
 			w.off.tiers[t].Pin(k)
 		}
-		if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: per[t]}, int64(len(per[t]))*o.blockBytes, o.path(w.off, t, true)); err != nil {
+		if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: per[t], kind: xferLoad}, int64(len(per[t]))*o.blockBytes, o.path(w.off, t, true)); err != nil {
 			return err
 		}
 		r.loadLeft++
@@ -368,6 +422,9 @@ func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error
 	full := min(r.computed, r.prompt) / T
 	if full <= r.stored {
 		return nil
+	}
+	if o.spec.WritePolicy == WriteThroughSelective && !(r.computed == r.numTokens() && r.out+1 == r.maxOut) {
+		return nil // written when it finishes (hicache.go)
 	}
 	keys := o.tierKeys(r)[r.stored:full]
 	r.stored = full
@@ -423,14 +480,28 @@ func (o *offload) transfer(e *engine, now trace.Time, i int) error {
 		return nil // superseded by an earlier event
 	}
 	n.queued = never
+	return o.advance(e, i, now)
+}
+
+// advance moves node i's fabric to now and handles the transfers that
+// completed.
+func (o *offload) advance(e *engine, i int, now trace.Time) error {
+	n := o.nodes[i]
 	for _, d := range n.f.Advance(now) {
 		x := o.xfers[d.ID]
 		delete(o.xfers, d.ID)
 		tr := x.w.off.tiers[x.tier]
-		if x.r == nil {
-			for _, k := range x.keys {
-				tr.Complete(k)
+		switch x.kind {
+		case xferStore:
+			if err := o.stored(e, x, now); err != nil {
+				return err
 			}
+			continue
+		case xferStepLoad:
+			o.stepLoaded(e, x, d.At)
+			continue
+		case xferPrefetch:
+			o.prefetched(e, x, d.ID, now)
 			continue
 		}
 		for _, k := range x.keys {
@@ -577,7 +648,12 @@ func (o *offload) result(r *reqState, out *trace.Request) {
 	}
 	out.DeviceHitTokens = trace.Some(r.cached - loaded)
 	out.KVFetchSec = trace.Some(r.kvWait.Seconds())
-	if r.loadEnd > 0 {
+	if r.pfIO > 0 {
+		out.StoragePrefetchIOSec = trace.Some(r.pfIO.Seconds())
+	}
+	if r.loadEnd > 0 && o.spec.HiCache == nil {
+		// (HiCache loads during the step: its KV is ready layer by
+		// layer after the GPU started.)
 		out.Ready = trace.Some(r.loadEnd)
 	}
 }

@@ -37,6 +37,10 @@ type reqState struct {
 	kvWait    time.Duration   // time spent waiting for loads
 	loadStart trace.Time
 	loadEnd   trace.Time
+	pf        *hiPrefetch   // SGLang HiCache: its L3 prefetch in flight (hicache.go)
+	pfTok     int64         // tokens its prefetch brought into L2
+	pfTier    int8          // the tier they came from
+	pfIO      time.Duration // how long its prefetch ran
 
 	deadline    trace.Time // when the server learns the client gave up; never without a timeout
 	aborted     bool       // timed out during a step: leaves when the step ends

@@ -73,6 +73,7 @@ type sglang struct {
 	empty      *kvcache.Cache // Step.KV: SGLang has no block cache
 	bs         int64          // tokens per block, the unit of freeBlocks and evictions
 	radix      bool           // radix cache on (else every token is private)
+	page       int64          // page_size: the radix cache holds and matches whole pages
 	lpm        bool
 	chunk      int64 // chunked_prefill_size
 	maxPrefill int64 // max_prefill_tokens
@@ -125,6 +126,7 @@ type sgAdmit struct {
 	prefix int64
 	node   *kvcache.RadixNode
 	n      int64 // tokens to compute
+	load   int64 // tokens loaded from HiCache's L2 (hicache.go)
 }
 
 // EngineSGLang names SGLang's scheduler (SchedulerConfig.Engine), and
@@ -171,7 +173,48 @@ type SGLangConfig struct {
 	// ScheduleConservativeness scales the initial new_token_ratio
 	// (default 1: 0.7).
 	ScheduleConservativeness float64 `yaml:"schedule_conservativeness,omitempty"`
+	// PageSize is SGLang's --page-size: tokens per KV page (default 1).
+	// Above 1 the radix cache matches and caches whole pages only.
+	PageSize int64 `yaml:"page_size,omitempty"`
+
+	// HiCache: SGLang's hierarchical cache (hicache.go), under its
+	// server arguments' names; package deploy turns them into an
+	// Offload on the node's links.
+	EnableHierarchicalCache bool `yaml:"enable_hierarchical_cache,omitempty"`
+	// HiCacheRatio sizes the host pool (L2) as this many times the
+	// device pool (default 2); HiCacheSize, in GB per GPU, overrides it.
+	HiCacheRatio float64 `yaml:"hicache_ratio,omitempty"`
+	HiCacheSize  float64 `yaml:"hicache_size,omitempty"`
+	// HiCacheWritePolicy: write_through (default), write_through_selective
+	// or write_back.
+	HiCacheWritePolicy string `yaml:"hicache_write_policy,omitempty"`
+	// HiCacheStorageBackend turns the L3 tier on: mooncake or hf3fs (a
+	// store every worker shares, over the NIC; its size kv_store_gib),
+	// file or nixl (the node's NVMe).
+	HiCacheStorageBackend string `yaml:"hicache_storage_backend,omitempty"`
+	// HiCacheStoragePrefetchPolicy says when a queued request stops
+	// waiting for its L3 prefetch: best_effort (default), wait_complete
+	// or timeout.
+	HiCacheStoragePrefetchPolicy string `yaml:"hicache_storage_prefetch_policy,omitempty"`
+	// HiCacheStorageBackendExtraConfig is SGLang's JSON of extra storage
+	// settings, of which the prefetch ones are modelled:
+	// prefetch_threshold (tokens, default 256), prefetch_timeout_base
+	// (s, default 1) and prefetch_timeout_per_ki_token (s, default 0.25).
+	HiCacheStorageBackendExtraConfig string `yaml:"hicache_storage_backend_extra_config,omitempty"`
 }
+
+// HiCache write and prefetch policies, and storage backends (SGLang's
+// names).
+const (
+	WriteThroughSelective = "write_through_selective"
+	PrefetchBestEffort    = "best_effort"
+	PrefetchWaitComplete  = "wait_complete"
+	PrefetchTimeout       = "timeout"
+)
+
+// HiCacheStorageBackends are the L3 backends modelled, and whether each
+// is the node's disk (else a store shared over the network).
+var HiCacheStorageBackends = map[string]bool{"mooncake": false, "hf3fs": false, "file": true, "nixl": true}
 
 // sglangDefaults fills SGLang's settings left at 0; the request cap
 // depends on the KV pool, s.KVCacheTokens.
@@ -191,6 +234,20 @@ func sglangDefaults(s *SchedulerConfig) {
 	}
 	if g.ScheduleConservativeness == 0 {
 		g.ScheduleConservativeness = 1
+	}
+	if g.PageSize == 0 {
+		g.PageSize = 1
+	}
+	if g.EnableHierarchicalCache {
+		if g.HiCacheRatio == 0 && g.HiCacheSize == 0 {
+			g.HiCacheRatio = 2
+		}
+		if g.HiCacheWritePolicy == "" {
+			g.HiCacheWritePolicy = WriteThrough
+		}
+		if g.HiCacheStorageBackend != "" && g.HiCacheStoragePrefetchPolicy == "" {
+			g.HiCacheStoragePrefetchPolicy = PrefetchBestEffort
+		}
 	}
 }
 
@@ -217,6 +274,36 @@ func sglangValidate(s SchedulerConfig, bad func(field, format string, args ...an
 	if sc := g.ScheduleConservativeness; !(sc >= 0) || sc > 100 {
 		bad("scheduler.schedule_conservativeness", "%v is not a number in [0, 100]", sc)
 	}
+	if g.PageSize < 0 {
+		bad("scheduler.page_size", "negative (%d)", g.PageSize)
+	}
+	if !(g.HiCacheRatio >= 0) || g.HiCacheRatio > 1e6 {
+		bad("scheduler.hicache_ratio", "%v is not a number ≥ 0", g.HiCacheRatio)
+	}
+	if !(g.HiCacheSize >= 0) || g.HiCacheSize > 1e9 {
+		bad("scheduler.hicache_size", "%v is not a size in GB ≥ 0", g.HiCacheSize)
+	}
+	switch g.HiCacheWritePolicy {
+	case "", WriteThrough, WriteThroughSelective, WriteBack:
+	default:
+		bad("scheduler.hicache_write_policy", "unknown policy %q (want %s, %s or %s)", g.HiCacheWritePolicy, WriteThrough, WriteThroughSelective, WriteBack)
+	}
+	if _, ok := HiCacheStorageBackends[g.HiCacheStorageBackend]; !ok && g.HiCacheStorageBackend != "" {
+		bad("scheduler.hicache_storage_backend", "unknown backend %q (want mooncake, hf3fs, file or nixl)", g.HiCacheStorageBackend)
+	}
+	switch g.HiCacheStoragePrefetchPolicy {
+	case "", PrefetchBestEffort, PrefetchWaitComplete, PrefetchTimeout:
+	default:
+		bad("scheduler.hicache_storage_prefetch_policy", "unknown policy %q (want %s, %s or %s)", g.HiCacheStoragePrefetchPolicy, PrefetchBestEffort, PrefetchWaitComplete, PrefetchTimeout)
+	}
+	hi := g.HiCacheRatio != 0 || g.HiCacheSize != 0 || g.HiCacheWritePolicy != "" || g.HiCacheStorageBackend != "" ||
+		g.HiCacheStoragePrefetchPolicy != "" || g.HiCacheStorageBackendExtraConfig != ""
+	if hi && !g.EnableHierarchicalCache {
+		bad("scheduler.enable_hierarchical_cache", "the hicache_* settings need enable_hierarchical_cache: true")
+	}
+	if g.EnableHierarchicalCache && g.DisableRadixCache {
+		bad("scheduler.enable_hierarchical_cache", "HiCache is a radix cache: not with disable_radix_cache")
+	}
 }
 
 // newSGLangScheduler returns a worker's SGLang scheduler over a pool of
@@ -232,6 +319,7 @@ func newSGLangScheduler(s SchedulerConfig, blocks int64, _ *testSwitches) schedu
 		maxPrefill: s.MaxPrefillTokens,
 		maxRun:     s.MaxRunningRequests,
 		mixed:      s.EnableMixedChunk,
+		page:       max(s.PageSize, 1),
 	}
 	init := min(sgInitNewTokenRatio*s.ScheduleConservativeness, 1)
 	g.ratio = init
@@ -255,6 +343,21 @@ func (g *sglang) keys(r *reqState) []kvcache.Run {
 	return r.sg.keys
 }
 
+// match returns r's longest page-aligned prefix in the tree, leaving a
+// token to compute, and the node where it ends (match_prefix: the key is
+// cut to whole pages, and pages match whole).
+func (g *sglang) match(r *reqState) (int64, *kvcache.RadixNode) {
+	limit := (r.numTokens() - 1) / g.page * g.page
+	m, node := g.tree.Match(g.keys(r), limit)
+	if a := m / g.page * g.page; a != m {
+		m, node = g.tree.Match(g.keys(r), a)
+	}
+	return m, node
+}
+
+// aligned is n rounded down to whole pages.
+func (g *sglang) aligned(n int64) int64 { return n / g.page * g.page }
+
 // flush inserts what the last step computed for the requests it extended
 // into the tree, each request then holding (locking) all of it.
 func (g *sglang) flush() {
@@ -262,15 +365,16 @@ func (g *sglang) flush() {
 		g.full = false // get_next_batch_to_run, after an extend with a chunked request
 	}
 	for _, r := range g.pending {
-		if !g.radix || r.computed <= r.sg.held {
+		upTo := g.aligned(r.computed) // a partial page stays private
+		if !g.radix || upTo <= r.sg.held {
 			continue
 		}
-		n := g.tree.Insert(g.keys(r), r.sg.held, r.computed)
+		n := g.tree.Insert(g.keys(r), r.sg.held, upTo)
 		g.tree.Lock(n)
 		if r.sg.node != nil {
 			g.tree.Unlock(r.sg.node)
 		}
-		r.sg.node, r.sg.held = n, r.computed
+		r.sg.node, r.sg.held = n, upTo
 	}
 	clear(g.pending)
 	g.pending = g.pending[:0]
@@ -280,8 +384,9 @@ func (g *sglang) flush() {
 // tokens go to the tree (insert) when insert is set, else the private ones
 // are freed; its prefix is unlocked.
 func (g *sglang) release(r *reqState, insert bool) {
-	if g.radix && insert && r.computed > r.sg.held {
-		g.tree.Insert(g.keys(r), r.sg.held, r.computed)
+	if upTo := g.aligned(r.computed); g.radix && insert && upTo > r.sg.held {
+		g.tree.Insert(g.keys(r), r.sg.held, upTo)
+		g.tree.FreePrivate(r.computed - upTo)
 	} else {
 		g.tree.FreePrivate(r.computed - r.sg.held)
 	}
@@ -293,9 +398,11 @@ func (g *sglang) release(r *reqState, insert bool) {
 
 // leave implements scheduler: a request leaving a waiting queue holds
 // nothing (retraction released it).
-func (g *sglang) leave(_ *worker, r *reqState, from leaving) {
+func (g *sglang) leave(w *worker, r *reqState, from leaving) {
 	if from != leaveWaiting {
 		g.finished(r, from == leaveAtStepEnd)
+	} else if w.off != nil {
+		w.off.o.dropPrefetch(w, r)
 	}
 }
 
@@ -317,6 +424,9 @@ func (g *sglang) finished(r *reqState, atStepEnd bool) {
 
 // build builds w's next step at now into w.sched and w.batch.
 func (g *sglang) build(w *worker, now trace.Time) {
+	if w.off != nil {
+		w.off.now = now
+	}
 	g.flush()
 	g.extend = g.prefill(w, now)
 	if !g.extend {
@@ -395,10 +505,13 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 			g.full = true
 			break
 		}
+		if w.off != nil && !w.off.o.prefetchReady(w, r, now) {
+			continue // its L3 prefetch holds it in the queue
+		}
 		var prefix int64
 		node := g.tree.Root()
 		if g.radix {
-			prefix, node = g.tree.Match(g.keys(r), r.numTokens()-1)
+			prefix, node = g.match(r)
 		}
 		extend := r.numTokens() - prefix
 		maxNew := min(r.maxOut, sgClipMaxNewTokens)
@@ -417,15 +530,20 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 			g.full = true
 			break
 		}
+		if extend > remChunk && remChunk <= 0 {
+			g.tree.Unlock(node)
+			break
+		}
+		var load int64
+		if w.off != nil {
+			load = w.off.o.admitHost(w, r, prefix)
+			extend -= load
+		}
 		if extend <= remChunk {
-			g.admit = append(g.admit, sgAdmit{r, prefix, node, extend})
+			g.admit = append(g.admit, sgAdmit{r, prefix, node, extend, load})
 			charge(extend, maxNew)
 		} else {
-			if remChunk <= 0 {
-				g.tree.Unlock(node)
-				break
-			}
-			g.admit = append(g.admit, sgAdmit{r, prefix, node, remChunk})
+			g.admit = append(g.admit, sgAdmit{r, prefix, node, remChunk, load})
 			g.chunked = r
 			charge(remChunk, 0)
 		}
@@ -448,9 +566,9 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 		if r.sg.taken {
 			r.sg.taken = false
 			r.sg.node, r.sg.held = a.node, a.prefix
-			r.computed = a.prefix
+			r.computed = a.prefix + a.load
 			if !r.scheduled {
-				r.cached = a.prefix
+				r.cached = a.prefix + a.load
 			}
 			w.running = append(w.running, r)
 		}

@@ -78,6 +78,22 @@ func (f *Fabric) Link(i int) model.Link { return f.links[i].link }
 // utilisation.
 func (f *Fabric) Moved(i int) float64 { return f.links[i].moved }
 
+// Remaining returns the bytes transfer id has still to move as of the
+// fabric's clock (Advance first), and false when it is not in flight.
+func (f *Fabric) Remaining(id int64) (float64, bool) {
+	for _, fl := range f.waiting {
+		if fl.id == id {
+			return fl.remaining, true
+		}
+	}
+	for _, fl := range f.moving {
+		if fl.id == id {
+			return fl.remaining, true
+		}
+	}
+	return 0, false
+}
+
 // Active is the number of transfers in flight (in latency or moving).
 func (f *Fabric) Active() int { return len(f.waiting) + len(f.moving) }
 

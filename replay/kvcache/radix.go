@@ -80,6 +80,10 @@ type Radix struct {
 	ids       uint64
 	// Evictions counts tokens evicted from the tree.
 	Evictions int64
+	// OnEvict, when set, is told of every node Evict removes, before
+	// it goes: its edge's key and the position of its first token (a
+	// write-back policy stores what the GPU drops).
+	OnEvict func(key []Run, start int64)
 	// leaves holds the evictable leaves (unlocked, childless, not the
 	// root), least recently used first.
 	//
@@ -265,6 +269,13 @@ func (t *Radix) Evict(n int64) int64 {
 	for freed < n && t.leaves.Len() > 0 {
 		x := heap.Pop(&t.leaves).(*RadixNode)
 		p := x.parent
+		if t.OnEvict != nil {
+			var start int64
+			for a := p; a != t.root; a = a.parent {
+				start += a.n
+			}
+			t.OnEvict(x.key, start)
+		}
 		delete(p.children, x.key[0].Key)
 		freed += x.n
 		t.tree -= x.n

@@ -1,0 +1,356 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/opaltrace/opaltrace/replay/kvcache"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// SGLang's HiCache (mem_cache/hiradix_cache.py, managers/
+// cache_controller.py) on the offload's tiers: the GPU radix cache is L1,
+// the host tier L2 (hicache_ratio or hicache_size), the disk or remote
+// tier L3 (hicache_storage_backend), a tier block a page.
+//
+// Note: what is modelled, after SGLang's code.
+//   - Writes: under write_through the pages a step computes are written
+//     to L2 as the step ends (insert → write_backup at hit count 1);
+//     under write_through_selective a request's prompt pages are written
+//     when it finishes (the second insert of its nodes reaches the hit
+//     count of 2); under write_back only the pages the radix cache evicts
+//     are. A page whose L2 write completed is written on to L3
+//     (writing_check → write_backup_storage), except under write_back,
+//     whose blocking path does not.
+//   - L2 hits: a request's device match (page-aligned) continues in L2
+//     pages; at admission (init_load_back, at least load_back_threshold
+//     tokens) they are loaded to the GPU during the prefill step, layer
+//     by layer: layer i computes once its KV has arrived, so the step
+//     ends at max(compute, load + compute/layers).
+//   - L3 prefetch: when a request reaches the worker's queue
+//     (_prefetch_kvcache) the pages after its L1+L2 match that L3 holds
+//     (at least prefetch_threshold tokens) are fetched into L2 while it
+//     waits. When the scheduler reaches it (check_prefetch_progress),
+//     best_effort takes the pages fetched so far, wait_complete skips it
+//     until all are, timeout until all are or base + per-page time has
+//     passed; the fetched pages join L2 and load as L2 hits.
+//
+// Departures: SGLang's L2 evicts only pages the GPU no longer holds, here
+// L2 is LRU over all its pages; write_back's eviction waits for its writes
+// in SGLang, here they run in the background; a prefetch's progress is
+// counted in pages, not in the backend's batches; generated tokens are
+// never offloaded (a trace's output tokens are never shared).
+
+// hiLoadBackThreshold is HiRadixCache.load_back_threshold: a smaller L2
+// hit is not loaded.
+const hiLoadBackThreshold = 10
+
+// Transfer kinds (xfer.kind).
+const (
+	xferStore    = iota // a store into a tier
+	xferLoad            // vLLM: a waiting request's load
+	xferStepLoad        // SGLang: a load of L2 pages during a step
+	xferPrefetch        // SGLang: an L3 prefetch into L2
+)
+
+// A hiPrefetch is a queued request's L3 prefetch in flight.
+type hiPrefetch struct {
+	id       int64      // its transfer
+	node     int        // its node's fabric
+	tier     int        // the L3 tier read
+	keys     []uint64   // pages fetched, in order
+	start    trace.Time // when it started
+	deadline trace.Time // timeout policy: when the scheduler stops waiting
+	done     bool       // every page arrived
+	skipped  trace.Time // when the scheduler first skipped its request; never: not yet
+}
+
+// hiStorage returns the L3 tier of ow (tierDisk or tierRemote), or -1.
+func (ow *offWorker) hiStorage() int {
+	for _, t := range []int{tierDisk, tierRemote} {
+		if ow.tiers[t] != nil {
+			return t
+		}
+	}
+	return -1
+}
+
+// pageKeys returns the keys of r's whole prompt pages.
+func (o *offload) pageKeys(w *worker, r *reqState) []uint64 {
+	P := o.spec.BlockTokens
+	if int64(len(r.tierKeys)) == r.prompt/P {
+		return r.tierKeys
+	}
+	r.tierKeys = kvcache.PageKeys(r.tierKeys, w.s.(*sglang).keys(r), P, r.prompt)
+	return r.tierKeys
+}
+
+// hostRun returns how many tokens, from token from (page-aligned) up to
+// limit, continue in whole pages that w's L2 holds ready.
+func (o *offload) hostRun(w *worker, r *reqState, from, limit int64) int64 {
+	P := o.spec.BlockTokens
+	keys := o.pageKeys(w, r)
+	host := w.off.tiers[tierHost]
+	n := int64(0)
+	for p := from / P; p < int64(len(keys)) && (p+1)*P <= limit && host.Contains(keys[p]); p++ {
+		host.Touch(keys[p])
+		n += P
+	}
+	return n
+}
+
+// prefetch starts r's L3 prefetch as it joins w's queue at now, when
+// L3 holds at least the threshold of the pages past its L1 and L2 match.
+func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) error {
+	ow := w.off
+	t := ow.hiStorage()
+	if t < 0 {
+		return nil
+	}
+	g := w.s.(*sglang)
+	P := o.spec.BlockTokens
+	m, _ := g.match(r)
+	m += o.hostRun(w, r, m, r.numTokens())
+	keys := o.pageKeys(w, r)
+	host, st := ow.tiers[tierHost], ow.tiers[t]
+	var fetch []uint64
+	for p := m / P; p < int64(len(keys)) && st.Contains(keys[p]) && !host.Has(keys[p]); p++ {
+		fetch = append(fetch, keys[p])
+	}
+	if int64(len(fetch))*P < o.spec.HiCache.PrefetchThreshold || len(fetch) == 0 {
+		return nil
+	}
+	// Host memory for all of it, or no prefetch (prefetch_from_storage).
+	for i, k := range fetch {
+		if _, _, ok := host.Insert(k); !ok {
+			for _, k := range fetch[:i] {
+				host.Remove(k)
+			}
+			return nil
+		}
+	}
+	for _, k := range fetch {
+		st.Pin(k)
+	}
+	pf := &hiPrefetch{node: ow.node, tier: t, keys: fetch, start: now, deadline: never, skipped: never}
+	h := o.spec.HiCache
+	if h.PrefetchPolicy == PrefetchTimeout {
+		pf.deadline = now.Add(h.PrefetchTimeoutBase + time.Duration(len(fetch))*h.PrefetchTimeoutPerPage)
+		e.q.push(pf.deadline, evSchedule, int32(w.id))
+	}
+	r.pf = pf
+	ow.loading++
+	if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: fetch, kind: xferPrefetch}, int64(len(fetch))*o.blockBytes, o.storagePath(ow, t)); err != nil {
+		return err
+	}
+	pf.id = o.nextID
+	return nil
+}
+
+// storagePath is the path from L3 tier t into host memory.
+func (o *offload) storagePath(ow *offWorker, t int) []int {
+	n := o.nodes[ow.node]
+	if t == tierDisk {
+		return []int{n.nvme, n.dram}
+	}
+	return []int{n.net, n.dram}
+}
+
+// prefetchReady is check_prefetch_progress for waiting request r at now:
+// it reports false while the policy has r wait for its prefetch, else
+// ends the prefetch, keeping the pages that arrived in L2.
+func (o *offload) prefetchReady(w *worker, r *reqState, now trace.Time) bool {
+	pf := r.pf
+	if pf == nil {
+		return true
+	}
+	if !pf.done {
+		switch o.spec.HiCache.PrefetchPolicy {
+		case PrefetchWaitComplete:
+			pf.skipped = min(pf.skipped, now)
+			return false
+		case PrefetchTimeout:
+			if now < pf.deadline {
+				pf.skipped = min(pf.skipped, now)
+				return false
+			}
+		}
+	}
+	got := int64(len(pf.keys))
+	if !pf.done {
+		f := o.nodes[pf.node].f
+		o.advance(o.e, pf.node, now)
+		if left, ok := f.Remaining(pf.id); ok {
+			got = int64(math.Floor((float64(len(pf.keys))*float64(o.blockBytes) - left) / float64(o.blockBytes)))
+			got = max(min(got, int64(len(pf.keys))), 0)
+		}
+	}
+	o.endPrefetch(w, r, got, now)
+	return true
+}
+
+// endPrefetch ends r's prefetch at now with its first got pages in L2.
+func (o *offload) endPrefetch(w *worker, r *reqState, got int64, now trace.Time) {
+	pf := r.pf
+	host := w.off.tiers[tierHost]
+	for i, k := range pf.keys {
+		if int64(i) < got {
+			host.Complete(k)
+		} else {
+			host.Remove(k)
+		}
+	}
+	r.pfTok = got * o.spec.BlockTokens
+	r.pfTier = int8(pf.tier)
+	r.pfIO = now.Sub(pf.start)
+	if pf.skipped != never {
+		r.kvWait += now.Sub(pf.skipped)
+	}
+	r.pf = nil
+	w.off.loading--
+}
+
+// dropPrefetch ends the prefetch of r, leaving the queue, with nothing kept.
+func (o *offload) dropPrefetch(w *worker, r *reqState) {
+	if r.pf != nil {
+		o.endPrefetch(w, r, 0, r.pf.start)
+	}
+}
+
+// prefetched handles the end of prefetch x's transfer at now.
+func (o *offload) prefetched(e *engine, x *xfer, id int64, now trace.Time) {
+	st := x.w.off.tiers[x.tier]
+	for _, k := range x.keys {
+		st.Unpin(k)
+	}
+	if pf := x.r.pf; pf != nil && pf.id == id {
+		pf.done = true
+		e.wake(now, x.w)
+	}
+}
+
+// admitHost is init_load_back for request r admitted with a device match
+// of prefix tokens: it returns the tokens it loads from L2 (0 below
+// load_back_threshold or when the pool cannot hold them), with their
+// GPU slots taken and their load queued for the step being built.
+func (o *offload) admitHost(w *worker, r *reqState, prefix int64) int64 {
+	g := w.s.(*sglang)
+	P := o.spec.BlockTokens
+	n := o.hostRun(w, r, prefix, (r.numTokens()-1)/P*P)
+	if n < hiLoadBackThreshold {
+		return 0
+	}
+	keys := o.pageKeys(w, r)[prefix/P : (prefix+n)/P]
+	host := w.off.tiers[tierHost]
+	// Pinned first: the allocation may evict from the radix cache, and
+	// under write_back that writes pages to L2, evicting from it.
+	for _, k := range keys {
+		host.Pin(k)
+	}
+	if !g.tree.Alloc(n) {
+		for _, k := range keys {
+			host.Unpin(k)
+		}
+		return 0
+	}
+	w.off.stepLoads = append(w.off.stepLoads, &xfer{w: w, r: r, tier: tierHost, keys: keys, kind: xferStepLoad})
+	if !r.scheduled {
+		st := min(r.pfTok, n)
+		r.tierHit[tierHost] += n - st
+		if st > 0 {
+			r.tierHit[r.pfTier] += st
+		}
+	}
+	return n
+}
+
+// startStepLoads starts at now the L2 loads of the step w built, whose
+// compute takes d: the step ends when the last load has arrived and the
+// layers after it are computed (stepLoaded).
+func (o *offload) startStepLoads(e *engine, w *worker, now trace.Time, d time.Duration) error {
+	ow := w.off
+	ow.stepLeft, ow.stepStart, ow.stepCompute = len(ow.stepLoads), now, d
+	ow.loading++
+	for i, x := range ow.stepLoads {
+		x.r.loadStart = now
+		if err := o.start(e, w, now, x, int64(len(x.keys))*o.blockBytes, o.path(ow, tierHost, true)); err != nil {
+			return err
+		}
+		ow.stepLoads[i] = nil
+	}
+	ow.stepLoads = ow.stepLoads[:0]
+	return nil
+}
+
+// stepLoaded handles the end, at at, of load x of the step in flight.
+func (o *offload) stepLoaded(e *engine, x *xfer, at trace.Time) {
+	ow := x.w.off
+	for _, k := range x.keys {
+		ow.tiers[tierHost].Unpin(k)
+	}
+	r := x.r
+	r.loadEnd = at
+	ow.stepLeft--
+	if ow.stepLeft > 0 {
+		return
+	}
+	ow.loading--
+	layer := time.Duration(math.Ceil(float64(ow.stepCompute) / float64(o.spec.HiCache.Layers)))
+	end := max(ow.stepStart.Add(ow.stepCompute), at.Add(layer))
+	// Every request of the step waits for its end: the stall past the
+	// compute is their wait for KV.
+	if stall := end.Sub(ow.stepStart.Add(ow.stepCompute)); stall > 0 {
+		for _, s := range x.w.sched {
+			s.r.kvWait += stall
+		}
+	}
+	e.q.push(end, evStepEnd, int32(x.w.id))
+}
+
+// writeBack stores the pages of an edge the radix cache of w evicts
+// (write_back), at the time of the step being built.
+func (o *offload) writeBack(w *worker, key []kvcache.Run, start int64) {
+	ow := w.off
+	var n int64
+	for _, r := range key {
+		n += r.Len
+	}
+	ow.wb = kvcache.PageKeysAt(ow.wb[:0], key, start, o.spec.BlockTokens, start+n)
+	if len(ow.wb) == 0 {
+		return
+	}
+	if err := o.storeTo(o.e, w, tierHost, ow.wb, ow.now); err != nil && o.err == nil {
+		o.err = err
+	}
+}
+
+// stored handles the end of store x: its blocks hit from now on, and
+// under HiCache's write-through policies what reached L2 goes on to L3.
+func (o *offload) stored(e *engine, x *xfer, now trace.Time) error {
+	tr := x.w.off.tiers[x.tier]
+	for _, k := range x.keys {
+		tr.Complete(k)
+	}
+	if o.spec.HiCache == nil || x.tier != tierHost || o.spec.WritePolicy == WriteBack {
+		return nil
+	}
+	if t := x.w.off.hiStorage(); t >= 0 {
+		return o.storeTo(e, x.w, t, x.keys, now)
+	}
+	return nil
+}
+
+// hiValidate reports an Offload SGLang's scheduler cannot run with.
+func (o *Offload) hiValidate(s SchedulerConfig) error {
+	if o.HiCache == nil {
+		return fmt.Errorf("replay: SGLang's scheduler takes KV tiers as HiCache (enable_hierarchical_cache), not vLLM's offloading")
+	}
+	if o.BlockTokens != s.PageSize {
+		return fmt.Errorf("replay: HiCache pages of %d tokens, the radix cache's of %d", o.BlockTokens, s.PageSize)
+	}
+	if o.HostBlocks == 0 {
+		return fmt.Errorf("replay: HiCache without a host pool")
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package replay
+
+import (
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// hiConfig is one SGLang worker with a pool of 1,024 tokens in 16-token
+// pages and a cost of 1 ms + 10 µs a token.
+func hiConfig(tokens int64) (Config, linearCost) {
+	cfg := sgConfig(tokens)
+	cfg.Scheduler.PageSize = 16
+	cfg.Scheduler.EnableHierarchicalCache = true
+	return cfg, linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+}
+
+// hiSpec is tierSpec (Llama-3.1-8B's KV on an HGX H100, NVMe at 8 GB/s)
+// as SGLang's HiCache: 16-token pages, write_through, the prefetch
+// policy given, SGLang's default threshold and the layers given.
+func hiSpec(t *testing.T, host, disk, remote int64, policy string, layers int64) *Offload {
+	o := tierSpec(t, host, disk, remote)
+	o.HiCache = &HiCache{PrefetchPolicy: policy, PrefetchThreshold: 256, PrefetchTimeoutBase: time.Second,
+		PrefetchTimeoutPerPage: 16 * time.Second / 1024 / 4, Layers: layers}
+	return o
+}
+
+// hiRequests: A (512 tokens) runs and its 32 pages are written through
+// to L2; B (1,012 tokens) takes the pool, evicting A's prefix from the
+// radix cache; C, with A's prompt, matches nothing on the GPU.
+func hiRequests() []*trace.Request {
+	return []*trace.Request{
+		withHashes(req("A", 0, 512, 1), 64, ids(1, 8)...),
+		withHashes(req("B", time.Second, 1012, 1), 64, ids(100, 16)...),
+		withHashes(req("C", 2*time.Second, 512, 1), 64, ids(1, 8)...),
+	}
+}
+
+// ttftNs is r's TTFT in whole nanoseconds.
+func ttftNs(r *trace.Request) time.Duration { return time.Duration(r.TTFTSec.V*1e9 + 0.5) }
+
+// The physics of an L2 hit under SGLang, to the nanosecond. C's 31 pages
+// (496 tokens, one page short of its prompt: a token is left to compute,
+// and matches are whole pages) load from host memory over DRAM (1 µs)
+// and PCIe H2D (2 µs, 64 GB/s): 3 µs + 65,011,712 B / 64 B/ns =
+// 1,018,808 ns, during the step that computes its last 16 tokens
+// (1.16 ms). With one layer the step computes after the load: TTFT =
+// GPU-hit TTFT + load. With 32 layers each layer computes once its KV has
+// arrived: the step ends at max(1.16 ms, load + 1.16 ms / 32), here the
+// compute's 1.16 ms, the load hidden.
+func TestHiCacheHostHitTTFT(t *testing.T) {
+	t.Parallel()
+	const load = 3*time.Microsecond + 31*16*131_072/64
+	step := ms + 16*10*time.Microsecond
+	big, cost := hiConfig(200 * 16)
+	gpu, _ := runTiers(t, big, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), hiRequests())
+	if got := ttftNs(gpu["C"]); got != step {
+		t.Fatalf("GPU hit: TTFT %v, want %v", got, step)
+	}
+	if gpu["C"].DeviceHitTokens.V != 496 || gpu["C"].HostHitTokens.V != 0 {
+		t.Errorf("GPU hit: device %d host %d tokens", gpu["C"].DeviceHitTokens.V, gpu["C"].HostHitTokens.V)
+	}
+	cfg, _ := hiConfig(64 * 16)
+	for _, c := range []struct {
+		layers int64
+		want   time.Duration
+		wait   time.Duration
+	}{
+		{1, load + step, load},
+		{32, step, 0},
+		// A load longer than the compute: the step ends one layer's
+		// compute (1.16 ms / 4 = 290 µs) after it.
+		{4, step, 0},
+	} {
+		spec := hiSpec(t, 1000, 0, 0, PrefetchBestEffort, c.layers)
+		want, wait := c.want, c.wait
+		if c.layers == 4 {
+			spec.Node.PCIe.Bandwidth = 16e9 // 3 µs + 4,063,232 ns
+			slow := 3*time.Microsecond + 31*16*131_072/16
+			want, wait = slow+step/4, slow+step/4-step
+		}
+		got, st := runTiers(t, cfg, cost, spec, hiRequests())
+		C := got["C"]
+		if ttft := ttftNs(C); ttft != want {
+			t.Errorf("%d layers: C's TTFT %v, want %v", c.layers, ttft, want)
+		}
+		if C.HostHitTokens.V != 496 || C.DeviceHitTokens.V != 0 || C.CachedTokens.V != 496 {
+			t.Errorf("%d layers: host %d device %d cached %d tokens", c.layers, C.HostHitTokens.V, C.DeviceHitTokens.V, C.CachedTokens.V)
+		}
+		if C.KVFetchSec.V != wait.Seconds() {
+			t.Errorf("%d layers: kv_fetch_s %v, want %v", c.layers, C.KVFetchSec.V, wait.Seconds())
+		}
+		if st.Evictions == 0 {
+			t.Errorf("%d layers: B evicted nothing", c.layers)
+		}
+	}
+}
+
+// The physics of an L3 hit under SGLang, to the nanosecond. L2 holds 40
+// pages, so B's pages push A's out of it; A's 32 pages are on L3, written
+// on from L2. C arrives with A's prompt and, as it joins the queue, its 32
+// pages (512 tokens, over the 256-token threshold) are prefetched from L3
+// into L2; the prefetch policy says how long the scheduler waits for them;
+// the pages that arrived load as an L2 hit during C's step (1 layer: the
+// step computes after the load).
+func TestHiCacheStorageHitTTFT(t *testing.T) {
+	t.Parallel()
+	const pages = 32 * 16 * 131_072 // bytes of A's pages
+	cfg, cost := hiConfig(64 * 16)
+	load := func(tokens int64) time.Duration { return 3*time.Microsecond + time.Duration(tokens*131_072/64) }
+	for _, c := range []struct {
+		name              string
+		disk, remote      int64
+		policy            string
+		timeout           time.Duration
+		prefetch          time.Duration // the prefetch's time, as waited for
+		storage, computed int64         // tokens from L3, tokens computed
+	}{
+		// NVMe (80 µs, 8 GB/s) into host memory (1 µs): 8,469,608 ns.
+		{"nvme/wait_complete", 1000, 0, PrefetchWaitComplete, 0, 81*time.Microsecond + pages/8, 496, 16},
+		// RDMA (400 µs, 40 GB/s) into host memory: 1,677,721.6 ns of
+		// bytes, the event at the next whole nanosecond.
+		{"remote/wait_complete", 0, 1000, PrefetchWaitComplete, 0, 401*time.Microsecond + 1_677_722, 496, 16},
+		// timeout at 5 ms: (5 ms − 81 µs) × 8 B/ns = 39,352,000 B, 18
+		// whole pages (288 tokens); the other 224 are computed.
+		{"nvme/timeout", 1000, 0, PrefetchTimeout, 5 * ms, 5 * ms, 288, 224},
+		// best_effort: the queue is empty, C is scheduled as it
+		// arrives, with nothing fetched yet.
+		{"nvme/best_effort", 1000, 0, PrefetchBestEffort, 0, 0, 0, 512},
+	} {
+		spec := hiSpec(t, 40, c.disk, c.remote, c.policy, 1)
+		if c.timeout > 0 {
+			spec.HiCache.PrefetchTimeoutBase, spec.HiCache.PrefetchTimeoutPerPage = c.timeout, 0
+		}
+		got, _ := runTiers(t, cfg, cost, spec, hiRequests())
+		C := got["C"]
+		step := ms + time.Duration(c.computed)*10*time.Microsecond
+		want := c.prefetch + step
+		if c.storage > 0 {
+			want += load(c.storage)
+		}
+		if ttft := ttftNs(C); ttft != want {
+			t.Errorf("%s: C's TTFT %v, want %v", c.name, ttft, want)
+		}
+		hit := C.StorageHitTokens
+		if c.remote > 0 {
+			hit = C.RemoteHitTokens
+		}
+		if hit.V != c.storage || C.HostHitTokens.V != 0 || C.DeviceHitTokens.V != 0 {
+			t.Errorf("%s: storage %v host %v device %v tokens, want %d from storage", c.name, hit, C.HostHitTokens, C.DeviceHitTokens, c.storage)
+		}
+		if c.storage > 0 {
+			if w := c.prefetch + load(c.storage); C.KVFetchSec.V != w.Seconds() {
+				t.Errorf("%s: kv_fetch_s %v, want %v", c.name, C.KVFetchSec.V, w.Seconds())
+			}
+			if C.StoragePrefetchIOSec.V != c.prefetch.Seconds() {
+				t.Errorf("%s: storage_prefetch_io_s %v, want %v", c.name, C.StoragePrefetchIOSec.V, c.prefetch.Seconds())
+			}
+		}
+	}
+}
+
+// Two L2 loads in one step share the GPU's PCIe H2D link: C1 and C2
+// (A1's and A2's 256-token prompts, which B evicted from the GPU) are
+// admitted together; each loads 15 pages (31,457,280 B) at 32 GB/s, both
+// ending at 3 µs + 983,040 ns; then the step computes their 32 tokens.
+func TestHiCacheConcurrentLoadsShareLink(t *testing.T) {
+	t.Parallel()
+	cfg, cost := hiConfig(64 * 16)
+	reqs := []*trace.Request{
+		withHashes(req("A1", 0, 256, 1), 64, ids(1, 4)...),
+		withHashes(req("A2", 0, 256, 1), 64, ids(20, 4)...),
+		withHashes(req("B", time.Second, 1012, 1), 64, ids(100, 16)...),
+		withHashes(req("C1", 2*time.Second, 256, 1), 64, ids(1, 4)...),
+		withHashes(req("C2", 2*time.Second, 256, 1), 64, ids(20, 4)...),
+	}
+	got, _ := runTiers(t, cfg, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), reqs)
+	want := 3*time.Microsecond + 2*(15*16*131_072/64) + ms + 32*10*time.Microsecond
+	for _, id := range []string{"C1", "C2"} {
+		if ttft := ttftNs(got[id]); ttft != want {
+			t.Errorf("%s: TTFT %v, want %v", id, ttft, want)
+		}
+		if got[id].HostHitTokens.V != 240 {
+			t.Errorf("%s: %d host hit tokens, want 240", id, got[id].HostHitTokens.V)
+		}
+	}
+}
+
+// The write policies: write_back writes A's pages to L2 only as the radix
+// cache evicts them (B's admission), write_through_selective as A
+// finishes; either way C then loads them from L2 as under write_through.
+// Under write_back nothing reaches L3 (SGLang's write-back path does not
+// back up to storage), so with an L2 too small to keep A's pages C
+// computes its whole prompt; under write_through they come back from L3.
+func TestHiCacheWritePolicies(t *testing.T) {
+	t.Parallel()
+	cfg, cost := hiConfig(64 * 16)
+	const load = 3*time.Microsecond + 31*16*131_072/64
+	step := ms + 16*10*time.Microsecond
+	for _, p := range []string{WriteBack, WriteThroughSelective, WriteThrough} {
+		spec := hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1)
+		spec.WritePolicy = p
+		got, _ := runTiers(t, cfg, cost, spec, hiRequests())
+		if C := got["C"]; ttftNs(C) != load+step || C.HostHitTokens.V != 496 {
+			t.Errorf("%s: C's TTFT %v with %d host hit tokens, want %v and 496", p, ttftNs(C), C.HostHitTokens.V, load+step)
+		}
+		spec = hiSpec(t, 40, 1000, 0, PrefetchWaitComplete, 1)
+		spec.WritePolicy = p
+		got, _ = runTiers(t, cfg, cost, spec, hiRequests())
+		want := int64(496)
+		if p == WriteBack {
+			want = 0
+		}
+		if C := got["C"]; C.StorageHitTokens.V != want {
+			t.Errorf("%s, small L2: %d storage hit tokens, want %d", p, C.StorageHitTokens.V, want)
+		}
+	}
+}
