@@ -3,11 +3,12 @@ package ingest
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/opaltrace/opaltrace/trace"
 )

@@ -61,6 +61,13 @@ func TestMaxLineBytes(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("sglang-metrics:\n got %q\nwant %q", got, want)
 	}
+
+	engineLong := `{"request_id": "` + strings.Repeat("x", 200_000) + `"}`
+	got = describeWith(t, vllmEngineName, "\n"+engineLong+"\n", Options{MaxLineBytes: 1000})
+	want = []string{fmt.Sprintf("in:2: line of %d bytes or more, longer than the limit of 1000 (--max-line-bytes)", len(engineLong))}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("vllm-engine:\n got %q\nwant %q", got, want)
+	}
 }
 
 // TestLineReaderExact: lines of exactly the limit are kept, one byte more

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -38,28 +37,23 @@ func sniffMooncake(head []byte) bool {
 
 // A mooncakeReader streams a Mooncake trace line by line.
 type mooncakeReader struct {
-	br        *bufio.Reader
+	lr        *lineReader
 	file      string
 	run       trace.Run
 	blockSize int64
-	line      int    // current line number
-	row       int    // index of the next data row
-	long      []byte // buffer for lines longer than br's buffer
-	maxLine   int    // longest line kept (Options.MaxLineBytes)
-	over      int    // length of the line last read when over maxLine, else 0
+	row       int // index of the next data row
 	rec       mooncakeRecord
 	idPrefix  []byte          // "RUN/", then the row number: the request id
 	slab      []int64         // where kept hash ids are carved from
 	reqs      []trace.Request // where requests are carved from
 	cur       Record
 	err       error
-	done      bool
 }
 
 func newMooncakeReader(r io.Reader, file, run string, opts Options) Reader {
 	bs := opts.blockSize()
 	return &mooncakeReader{
-		br:   bufio.NewReaderSize(r, 64<<10),
+		lr:   newLineReader(r, opts.maxLineBytes()),
 		file: file,
 		run: trace.Run{
 			Name:      run + "#1",
@@ -68,7 +62,6 @@ func newMooncakeReader(r io.Reader, file, run string, opts Options) Reader {
 			BlockSize: bs,
 		},
 		blockSize: bs,
-		maxLine:   opts.maxLineBytes(),
 	}
 }
 
@@ -77,23 +70,18 @@ func (r *mooncakeReader) Err() error        { return r.err }
 func (r *mooncakeReader) Runs() []trace.Run { return []trace.Run{r.run} }
 
 func (r *mooncakeReader) Scan() bool {
-	for !r.done {
-		line, err := r.readLine()
-		if err != nil && err != io.EOF {
-			r.err = fmt.Errorf("%s:%d: %w", r.file, r.line+1, err)
-			r.done = true
-			break
-		}
-		if err == io.EOF {
-			r.done = true
-			if len(line) == 0 && r.over == 0 {
-				break
+	for {
+		line, ok := r.lr.next()
+		if !ok {
+			if r.lr.err != nil {
+				r.err = fmt.Errorf("%s:%d: %w", r.file, r.lr.line+1, r.lr.err)
 			}
+			r.cur = nil
+			return false
 		}
-		r.line++
-		if msg := overLongMsg(r.over, r.maxLine); msg != "" {
+		if msg := r.lr.overLong(); msg != "" {
 			r.row++
-			r.cur = &SyntaxError{r.file, r.line, msg}
+			r.cur = &SyntaxError{r.file, r.lr.line, msg}
 			return true
 		}
 		line = bytes.TrimSpace(line)
@@ -104,48 +92,12 @@ func (r *mooncakeReader) Scan() bool {
 		r.row++
 		req, msg := r.parse(line, row)
 		if msg != "" {
-			r.cur = &SyntaxError{r.file, r.line, msg}
+			r.cur = &SyntaxError{r.file, r.lr.line, msg}
 		} else {
 			r.cur = req
 		}
 		return true
 	}
-	r.cur = nil
-	return false
-}
-
-// readLine returns the next line without its newline; io.EOF with the last
-// (possibly empty) unterminated line.
-// A line longer than maxLine is read past, not kept: it is returned empty
-// with r.over set to its length.
-func (r *mooncakeReader) readLine() ([]byte, error) {
-	r.over = 0
-	line, err := r.br.ReadSlice('\n')
-	if err != bufio.ErrBufferFull {
-		line = bytes.TrimSuffix(line, []byte{'\n'})
-		if len(line) > r.maxLine {
-			r.over = len(line)
-			return line[:0], err
-		}
-		return line, err
-	}
-	r.long = append(r.long[:0], line...)
-	for err == bufio.ErrBufferFull {
-		line, err = r.br.ReadSlice('\n')
-		if r.over > 0 || len(r.long)+len(line) > r.maxLine+1 { // +1: the newline
-			r.over = max(r.over, len(r.long)) + len(line)
-			r.long = r.long[:0]
-			continue
-		}
-		r.long = append(r.long, line...)
-	}
-	if r.over > 0 {
-		if err == nil {
-			r.over-- // the newline
-		}
-		return r.long[:0], err
-	}
-	return bytes.TrimSuffix(r.long, []byte{'\n'}), err
 }
 
 // parse converts one line; a non-empty message reports a bad line.
@@ -195,7 +147,7 @@ func (r *mooncakeReader) parse(line []byte, row int) (*trace.Request, string) {
 		Arrival:            trace.Some(trace.Time(math.Round(rec.timestamp * 1e6))),
 		OutputTokensSource: trace.OutputRequested,
 	}
-	req.SetPos(r.file, r.line)
+	req.SetPos(r.file, r.lr.line)
 	return req, ""
 }
 

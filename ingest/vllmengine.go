@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -73,10 +72,9 @@ type vllmEngineLine struct {
 }
 
 type vllmEngineReader struct {
-	sc      *bufio.Scanner
+	lr      *lineReader
 	file    string
 	run     trace.Run
-	line    int
 	origin  int64 // epoch ns of the first line's arrival_time
 	started bool
 	pending []Record // companion-file errors, yielded first
@@ -85,9 +83,7 @@ type vllmEngineReader struct {
 }
 
 func newVLLMEngineReader(r io.Reader, file, run string, opts Options) Reader {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	x := &vllmEngineReader{sc: sc, file: file, run: trace.Run{
+	x := &vllmEngineReader{lr: newLineReader(r, opts.maxLineBytes()), file: file, run: trace.Run{
 		Name: run + "#1", Source: vllmEngineName, File: file, Engine: "vllm", Extra: map[string]string{},
 	}}
 	if file != "-" {
@@ -109,22 +105,28 @@ func (r *vllmEngineReader) Scan() bool {
 		r.cur, r.pending = r.pending[0], r.pending[1:]
 		return true
 	}
-	for r.sc.Scan() {
-		r.line++
-		line := bytes.TrimSpace(r.sc.Bytes())
-		if len(line) == 0 {
+	for {
+		line, ok := r.lr.next()
+		if !ok {
+			break
+		}
+		if msg := r.lr.overLong(); msg != "" {
+			r.cur = &SyntaxError{r.file, r.lr.line, msg}
+			return true
+		}
+		if line = bytes.TrimSpace(line); len(line) == 0 {
 			continue
 		}
 		req, msg := r.parse(line)
 		if msg != "" {
-			r.cur = &SyntaxError{r.file, r.line, msg}
+			r.cur = &SyntaxError{r.file, r.lr.line, msg}
 		} else {
 			r.cur = req
 		}
 		return true
 	}
-	if err := r.sc.Err(); err != nil {
-		r.err = fmt.Errorf("%s:%d: %w", r.file, r.line+1, err)
+	if r.lr.err != nil {
+		r.err = fmt.Errorf("%s:%d: %w", r.file, r.lr.line+1, r.lr.err)
 	}
 	r.cur = nil
 	return false
@@ -219,7 +221,7 @@ func (r *vllmEngineReader) parse(line []byte) (*trace.Request, string) {
 		OutputTokensSource: trace.OutputRequested,
 		PrefillBasis:       trace.PrefillScheduled,
 	}
-	req.SetPos(r.file, r.line)
+	req.SetPos(r.file, r.lr.line)
 	return req, ""
 }
 
