@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/opaltrace/opaltrace/internal/numpyrand"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -251,7 +252,7 @@ func RunOpalCompat(c OpalCompat, reqs Requests, run string) (*OpalRun, error) {
 	if n == 0 {
 		return nil, errors.New("opal compat: no requests")
 	}
-	s := &opalSim{cfg: &c, env: newSimEnv(), rng: newNumpyPCG64(c.Seed), out: &OpalRun{}}
+	s := &opalSim{cfg: &c, env: newSimEnv(), rng: numpyrand.NewPCG64(c.Seed), out: &OpalRun{}}
 	s.bwBps = c.MemBWTBps * 1e12
 	var shared []*opalDevice
 	for _, t := range c.Tiers {
@@ -329,7 +330,7 @@ func RunOpalCompat(c OpalCompat, reqs Requests, run string) (*OpalRun, error) {
 type opalSim struct {
 	cfg      *OpalCompat
 	env      *simEnv
-	rng      *numpyPCG64
+	rng      *numpyrand.PCG64
 	workers  []*opalWorker
 	reqs     []*opalReq
 	inflight []int // per worker, routed and not yet collected
@@ -371,7 +372,7 @@ func (s *opalSim) route(r *opalReq) {
 			}
 		}
 	default: // MaxPrefix (never matches) and Random
-		wi = s.rng.choice(len(s.workers))
+		wi = s.rng.Choice(len(s.workers))
 	}
 	s.inflight[wi]++
 	r.worker = wi

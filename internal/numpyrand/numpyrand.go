@@ -9,6 +9,9 @@
 // doubles from two 32-bit outputs, and the legacy standard exponential
 // −log(1 − U), which numpy's legacy gamma with shape 1 and exponential
 // both use.
+//
+// It also implements numpy's Generator(PCG64(seed)) as far as choosing
+// from a list (pcg64.go), which Opal's router draws from.
 package numpyrand
 
 import "math"

@@ -1,9 +1,9 @@
-package replay
+package numpyrand
 
 import "math/bits"
 
-// numpyPCG64 is numpy's Generator(PCG64(seed)) as far as Opal's router
-// uses it (rng.choice over worker ids), so that an Opal-compatible replay
+// A PCG64 is numpy's Generator(PCG64(seed)) as far as Opal's router uses
+// it (rng.choice over worker ids), so that an Opal-compatible replay
 // routes every request to the worker Opal's router picked: its MaxPrefix
 // policy never matches (opal-notes.md Q1) and falls through to this
 // choice for every request.
@@ -15,7 +15,7 @@ import "math/bits"
 // of the 64-bit outputs, low half first (random_bounded_uint64 with
 // rng ≤ 2³²−1, pcg64_next32). TestNumpyPCG64 checks draws printed by
 // numpy 1.24.
-type numpyPCG64 struct {
+type PCG64 struct {
 	hi, lo       uint64 // 128-bit state
 	incHi, incLo uint64 // 128-bit increment (odd)
 	half         uint32 // buffered high half of the last output
@@ -101,9 +101,10 @@ const (
 	pcgMultLo = 0x4385df649fccf645
 )
 
-func newNumpyPCG64(seed uint64) *numpyPCG64 {
+// NewPCG64 returns Generator(PCG64(seed)).
+func NewPCG64(seed uint64) *PCG64 {
 	v := seedSequenceState(seed, 4)
-	g := &numpyPCG64{}
+	g := &PCG64{}
 	// pcg_setseq_128_srandom_r: state 0, inc = initseq<<1 | 1, step,
 	// state += initstate, step.
 	g.incHi = v[2]<<1 | v[3]>>63
@@ -116,7 +117,7 @@ func newNumpyPCG64(seed uint64) *numpyPCG64 {
 	return g
 }
 
-func (g *numpyPCG64) step() {
+func (g *PCG64) step() {
 	hi, lo := bits.Mul64(g.lo, pcgMultLo)
 	hi += g.hi*pcgMultLo + g.lo*pcgMultHi
 	var c uint64
@@ -124,26 +125,26 @@ func (g *numpyPCG64) step() {
 	g.hi, _ = bits.Add64(hi, g.incHi, c)
 }
 
-// next64 is pcg64_random_r: step, then the XSL-RR output of the new state.
-func (g *numpyPCG64) next64() uint64 {
+// Uint64 is pcg64_random_r: step, then the XSL-RR output of the new state.
+func (g *PCG64) Uint64() uint64 {
 	g.step()
 	return bits.RotateLeft64(g.hi^g.lo, -int(g.hi>>58))
 }
 
 // next32 is pcg64_next32: the low half of a new output, then its high half.
-func (g *numpyPCG64) next32() uint32 {
+func (g *PCG64) next32() uint32 {
 	if g.hasHalf {
 		g.hasHalf = false
 		return g.half
 	}
-	x := g.next64()
+	x := g.Uint64()
 	g.half, g.hasHalf = uint32(x>>32), true
 	return uint32(x)
 }
 
-// choice returns an index into a list of n > 0 elements, as
+// Choice returns an index into a list of n > 0 elements, as
 // Generator.choice(list) picks one.
-func (g *numpyPCG64) choice(n int) int {
+func (g *PCG64) Choice(n int) int {
 	rng := uint32(n - 1)
 	if rng == 0 {
 		return 0
