@@ -36,6 +36,14 @@
 // leaves it out of the cost model (replay keeps its default) with a
 // warning. Coefficients above physical peak are left out too.
 //
-// It does not yet search coefficients by replaying in a loop (for traces
-// with only client-side latencies or benchmark summaries).
+// # Fit by replay in the loop
+//
+// FitReplay fits runs that have only client-side latencies, engine
+// timestamps or a benchmark's summary: it replays each training run
+// through package replay with candidate coefficients and minimises the
+// mean squared log error of the runs' TTFT, ITL and E2E quantiles (or
+// queue, prefill and decode), plus a weak prior, by Levenberg–Marquardt
+// with a forward-difference Jacobian whose points replay in parallel
+// (levmar.go). Held-out runs are only predicted; the error table of every
+// run, in-sample or held out, is kept with the coefficients.
 package calibrate

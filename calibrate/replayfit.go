@@ -8,9 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"gonum.org/v1/gonum/optimize"
-
-	"github.com/opaltrace/opaltrace/model"
+		"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -203,23 +201,37 @@ func simulate(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
 // evaluate replays every run of runs (parallel at a time) with cm and
 // returns each run's simulated targets, in order.
 func evaluate(runs []*ReplayRun, cm *CostModel, parallel int) ([][]float64, error) {
-	out := make([][]float64, len(runs))
-	errs := make([]error, len(runs))
+	out, err := evaluateMany(runs, []*CostModel{cm}, parallel)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// evaluateMany replays every run of runs with each of cms, parallel
+// replays at a time over all of them, and returns per cost model each
+// run's simulated targets, in order.
+func evaluateMany(runs []*ReplayRun, cms []*CostModel, parallel int) ([][][]float64, error) {
+	out := make([][][]float64, len(cms))
+	errs := make([]error, len(cms)*len(runs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(parallel, 1))
-	for i, r := range runs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			lat, err := simulate(r, cm)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out[i] = simulated(r.Targets, lat)
-		}()
+	for k, cm := range cms {
+		out[k] = make([][]float64, len(runs))
+		for i, r := range runs {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				lat, err := simulate(r, cm)
+				if err != nil {
+					errs[k*len(runs)+i] = err
+					return
+				}
+				out[k][i] = simulated(r.Targets, lat)
+			}()
+		}
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
@@ -324,7 +336,7 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 			if s.log {
 				c[s.name] = s.start * math.Exp(x[i])
 			} else {
-				c[s.name] = s.start + math.Abs(x[i])*s.unit
+				c[s.name] = s.start + max(x[i], 0)*s.unit
 			}
 		}
 		if tieAttention {
@@ -332,101 +344,72 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 		}
 		return c
 	}
+	// Additive coefficients do not go below their start (x ≥ 0).
+	lower := make([]float64, len(freeSpecs))
+	for i, s := range freeSpecs {
+		if s.log {
+			lower[i] = math.Inf(-1)
+		}
+	}
 	nTargets := 0
 	for _, r := range train {
 		nTargets += len(r.Targets)
 	}
-	var evalErr error
-	evals := 0
-	objective := func(x []float64) float64 {
-		evals++
-		sims, err := evaluate(train, toCand(x).costModel(), opts.Parallel)
+	// The residuals: each training target's log error over √N, so that
+	// their sum of squares is the mean squared log error, then the prior
+	// on each coefficient's distance from its start (an additive cost in
+	// units of 10× its unit).
+	residuals := func(xs [][]float64) ([][]float64, error) {
+		cms := make([]*CostModel, len(xs))
+		for k, x := range xs {
+			cms[k] = toCand(x).costModel()
+		}
+		sims, err := evaluateMany(train, cms, opts.Parallel)
 		if err != nil {
-			evalErr = err
-			return math.Inf(1)
+			return nil, err
 		}
-		var f float64
-		for i, r := range train {
-			for j, t := range r.Targets {
-				e := logErr(sims[i][j], t.Observed)
-				f += e * e
+		out := make([][]float64, len(xs))
+		w := 1 / math.Sqrt(float64(nTargets))
+		sp := math.Sqrt(prior)
+		for k, x := range xs {
+			var r []float64
+			for i, run := range train {
+				for j, t := range run.Targets {
+					r = append(r, w*logErr(sims[k][i][j], t.Observed))
+				}
 			}
-		}
-		f /= float64(nTargets)
-		for i, s := range freeSpecs {
-			if s.log {
-				f += prior * x[i] * x[i]
-			} else {
-				// An additive cost away from 0 in units of 10× its unit.
-				f += prior * (x[i] / 10) * (x[i] / 10)
+			for i, s := range freeSpecs {
+				if s.log {
+					r = append(r, sp*x[i])
+				} else {
+					r = append(r, sp*x[i]/10)
+				}
 			}
+			out[k] = r
 		}
-		return f
+		return out, nil
 	}
 	x0 := make([]float64, len(freeSpecs))
-	f0 := objective(x0)
-	if evalErr != nil {
-		return nil, evalErr
+	res, err := levenbergMarquardt(residuals, x0, lower, opts.MaxEvals)
+	if err != nil {
+		return nil, err
 	}
-	// Nelder–Mead, restarted from its best point with a fresh simplex
-	// until a restart no longer improves the objective by 0.1 % (at most
-	// four restarts): a replay's objective has flat steps (whole batches
-	// move at once) on which one simplex can collapse early. The first
-	// search must converge; a restart that runs out of evaluations only
-	// refines it. (gonum's CMA-ES, tried on synthetic runs, needed three
-	// times the replays to get as close.)
-	var res *optimize.Result
-	x := x0
-	for restart := 0; ; restart++ {
-		left := opts.MaxEvals - evals
-		if left <= len(freeSpecs)+1 && res != nil {
-			break
-		}
-		r, err := optimize.Minimize(optimize.Problem{Func: objective}, x, &optimize.Settings{
-			FuncEvaluations: max(left, 1),
-			Converger:       &optimize.FunctionConverge{Absolute: 1e-6, Relative: 1e-4, Iterations: 10 * len(freeSpecs)},
-		}, &optimize.NelderMead{SimplexSize: 0.5})
-		if evalErr != nil {
-			return nil, evalErr
-		}
-		if res != nil && r != nil && r.Status == optimize.FunctionEvaluationLimit {
-			if r.F < res.F {
-				res = r
-			}
-			break
-		}
-		if err != nil || r.Status != optimize.FunctionConvergence {
-			status := "no result"
-			if r != nil {
-				status = r.Status.String()
-			}
-			return nil, fmt.Errorf("calibrate: %w after %d replays of the %d training runs (%s; objective %.4g from %.4g): nothing written; raise --max-evals or fit fewer coefficients",
-				ErrNotConverged, evals, len(train), status, finite(r), f0)
-		}
-		improved := res == nil || r.F < res.F*(1-1e-3)
-		if res == nil || r.F < res.F {
-			res = r
-		}
-		if !improved || restart >= 4 {
-			break
-		}
-		x = slices.Clone(res.X)
+	evals, f0 := res.Evals, res.F0
+	if !res.Converged {
+		return nil, fmt.Errorf("calibrate: %w after %d replays of the %d training runs (objective %.4g from %.4g): nothing written; raise --max-evals or fit fewer coefficients",
+			ErrNotConverged, evals, len(train), res.F, f0)
 	}
 	best := toCand(res.X)
 
 	// The error table: every run with the default and the fitted
 	// coefficients.
-	uncal, err := evaluate(runs, toCand(x0).costModel(), opts.Parallel)
+	both, err := evaluateMany(runs, []*CostModel{toCand(x0).costModel(), best.costModel()}, opts.Parallel)
 	if err != nil {
 		return nil, err
 	}
-	fitted := best.costModel()
-	cal, err := evaluate(runs, fitted, opts.Parallel)
-	if err != nil {
-		return nil, err
-	}
+	uncal, cal := both[0], both[1]
 	rf := &ReplayFit{
-		Optimiser: fmt.Sprintf("gonum optimize.NelderMead restarted from its best point (simplex 0.5 on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior", nTargets, prior),
+		Optimiser: fmt.Sprintf("Levenberg–Marquardt, forward-difference Jacobian (step %g on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior; %d iterations", lmStep, nTargets, prior, res.Iterations),
 		Source:    opts.Source, Free: free, Fixed: fixed, Evaluations: evals, Objective: res.F, Uncalibrated: f0,
 	}
 	for i, r := range runs {
@@ -481,36 +464,31 @@ func fixedNames(m map[string]float64) []string {
 	return n
 }
 
-func finite(res *optimize.Result) float64 {
-	if res == nil {
-		return math.NaN()
-	}
-	return res.F
-}
-
 // identifiability perturbs each fitted coefficient by 10 % (an additive
 // one by one unit) and compares what that does to the training targets'
 // log errors: a coefficient that moves no target by more than 0.5 % is
 // not determined by the runs, and two whose effects point the same way
 // (|cosine| > 0.98) cannot be told apart by them.
 func identifiability(train []*ReplayRun, specs []coefSpec, x []float64, toCand func([]float64) candidate, parallel int) []string {
-	base, err := evaluate(train, toCand(x).costModel(), parallel)
-	if err != nil {
-		return []string{"identifiability not checked: " + err.Error()}
-	}
-	effects := make([][]float64, len(specs))
-	var warnings []string
+	cms := []*CostModel{toCand(x).costModel()}
 	for i, s := range specs {
 		y := slices.Clone(x)
 		if s.log {
 			y[i] += math.Log(1.1)
 		} else {
-			y[i] = math.Abs(y[i]) + 1
+			y[i] = max(y[i], 0) + 1
 		}
-		sims, err := evaluate(train, toCand(y).costModel(), parallel)
-		if err != nil {
-			return append(warnings, "identifiability not checked: "+err.Error())
-		}
+		cms = append(cms, toCand(y).costModel())
+	}
+	all, err := evaluateMany(train, cms, parallel)
+	if err != nil {
+		return []string{"identifiability not checked: " + err.Error()}
+	}
+	base := all[0]
+	effects := make([][]float64, len(specs))
+	var warnings []string
+	for i, s := range specs {
+		sims := all[i+1]
 		var v []float64
 		moved := 0.0
 		for r := range train {

@@ -107,8 +107,9 @@ func TestFitReplayRecovers(t *testing.T) {
 }
 
 func TestFitReplayBadInput(t *testing.T) {
-	runs := syntheticRuns(t, candidate{CoefMFU: 0.5, CoefBandwidthEff: 0.8, CoefLinkEff: 0.8, CoefStepOverhead: 3e-4})
-	// Too few evaluations: not converged, no cost model.
+	runs := syntheticRuns(t, candidate{CoefMFU: 0.35, CoefBandwidthEff: 0.6, CoefLinkEff: 0.8, CoefStepOverhead: 3e-4})
+	// Too few evaluations for runs made away from the defaults: not
+	// converged, no cost model.
 	cm, err := FitReplay(runs, ReplayOptions{MaxEvals: 4})
 	if !errors.Is(err, ErrNotConverged) || cm != nil || !strings.Contains(err.Error(), "nothing written") {
 		t.Errorf("4 evaluations: %v", err)
