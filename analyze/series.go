@@ -97,6 +97,21 @@ type SecondsSummary struct {
 	Steps, Preemptions  int64
 	TimedOut, Rejected  int64
 	Arrivals, Completed int64
+	// Tiers is set when the run has KV tiers below the GPU (a tier's
+	// capacity or any transfer).
+	Tiers *TierSeconds
+}
+
+// TierSeconds is what the per-second file says of a run's KV tiers:
+// each tier's occupancy over its capacity (per KVTiers' host, storage,
+// remote; absent tiers zero), each class of link's utilisation
+// (PCIe H2D, PCIe D2H, host memory, NVMe, NIC), and the bytes offloaded,
+// loaded and prefetched in total.
+type TierSeconds struct {
+	HostUsage, DiskUsage, RemoteUsage      MeanMax
+	HasHost, HasDisk, HasRemote            bool
+	PCIeH2D, PCIeD2H, HostMem, NVMe, NIC   MeanMax
+	OffloadBytes, LoadBytes, PrefetchBytes int64
 }
 
 // A MeanMax is the mean over seconds (numpy's pairwise mean) and the
@@ -134,5 +149,38 @@ func SummarizeSeconds(r trace.SecondsRun) SecondsSummary {
 	if s.Steps > 0 {
 		s.TokensPerStep = float64(tokens) / float64(s.Steps)
 	}
+	s.Tiers = summarizeTiers(r)
 	return s
+}
+
+// summarizeTiers returns the tiers' summary of r, or nil without tiers.
+func summarizeTiers(r trace.SecondsRun) *TierSeconds {
+	t := &TierSeconds{HasHost: r.HostKVCapacity > 0, HasDisk: r.DiskKVCapacity > 0, HasRemote: r.RemoteKVCapacity > 0}
+	n := len(r.Seconds)
+	cols := make([][]float64, 8)
+	for i := range cols {
+		cols[i] = make([]float64, n)
+	}
+	frac := func(b, capacity int64) float64 {
+		if capacity <= 0 {
+			return 0
+		}
+		return float64(b) / float64(capacity)
+	}
+	for i, x := range r.Seconds {
+		cols[0][i] = frac(x.HostKVBytes, r.HostKVCapacity)
+		cols[1][i] = frac(x.DiskKVBytes, r.DiskKVCapacity)
+		cols[2][i] = frac(x.RemoteKVBytes, r.RemoteKVCapacity)
+		cols[3][i], cols[4][i], cols[5][i], cols[6][i], cols[7][i] = x.PCIeH2DUtil, x.PCIeD2HUtil, x.HostMemUtil, x.NVMeUtil, x.NICUtil
+		t.OffloadBytes += x.OffloadBytes
+		t.LoadBytes += x.LoadBytes
+		t.PrefetchBytes += x.PrefetchBytes
+	}
+	if !t.HasHost && !t.HasDisk && !t.HasRemote && t.OffloadBytes == 0 && t.LoadBytes == 0 && t.PrefetchBytes == 0 {
+		return nil
+	}
+	for i, p := range []*MeanMax{&t.HostUsage, &t.DiskUsage, &t.RemoteUsage, &t.PCIeH2D, &t.PCIeD2H, &t.HostMem, &t.NVMe, &t.NIC} {
+		*p = meanMax(cols[i])
+	}
+	return t
 }

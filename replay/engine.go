@@ -183,6 +183,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	}
 	if opts.PerSecond {
 		e.sec = &seconds{workers: cfg.Workers, block: cfg.Scheduler.BlockSize}
+		if e.off != nil {
+			e.off.observe(e.sec)
+		}
 	}
 	e.prepare()
 	if e.sec != nil {

@@ -298,11 +298,14 @@ func (o *offload) stepLoaded(e *engine, x *xfer, at trace.Time) {
 	ow.loading--
 	layer := time.Duration(math.Ceil(float64(ow.stepCompute) / float64(o.spec.HiCache.Layers)))
 	end := max(ow.stepStart.Add(ow.stepCompute), at.Add(layer))
-	// Every request of the step waits for its end: the stall past the
+	// Every prefill of the step waits for its end: the stall past the
 	// compute is their wait for KV.
 	if stall := end.Sub(ow.stepStart.Add(ow.stepCompute)); stall > 0 {
 		for _, s := range x.w.sched {
-			s.r.kvWait += stall
+			if s.r.out == 0 { // (a decode of mixed chunks has its first token)
+				s.r.kvWait += stall
+				s.r.kvStall += stall
+			}
 		}
 	}
 	e.q.push(end, evStepEnd, int32(x.w.id))

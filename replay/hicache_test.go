@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -215,5 +216,36 @@ func TestHiCacheWritePolicies(t *testing.T) {
 		if C := got["C"]; C.StorageHitTokens.V != want {
 			t.Errorf("%s, small L2: %d storage hit tokens, want %d", p, C.StorageHitTokens.V, want)
 		}
+	}
+}
+
+// The per-second statistics of the tiers: A's 32 pages are offloaded in
+// second 0 (67,108,864 B over D2H) and held in L2 from then on; C's 31
+// pages load in second 2 (65,011,712 B over H2D: 0.1 % of its 64 GB/s
+// for a second); nothing crosses NVMe or the NIC.
+func TestHiCacheSeconds(t *testing.T) {
+	t.Parallel()
+	cfg, cost := hiConfig(64 * 16)
+	st, err := RunInputs(cfg, cost, 0, Requests(hiRequests()), func(*trace.Request) error { return nil },
+		Options{Offload: hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 16 * 131_072
+	s := st.Seconds
+	if len(s) != 3 {
+		t.Fatalf("%d seconds", len(s))
+	}
+	if s[0].OffloadBytes != 32*page || s[0].LoadBytes != 0 || s[2].LoadBytes != 31*page || s[1].OffloadBytes != 63*page {
+		t.Errorf("offload %d %d, load %d %d", s[0].OffloadBytes, s[1].OffloadBytes, s[0].LoadBytes, s[2].LoadBytes)
+	}
+	if s[1].HostKVBytes != 32*page || s[2].HostKVBytes != (32+63)*page {
+		t.Errorf("L2 holds %d then %d bytes", s[1].HostKVBytes, s[2].HostKVBytes)
+	}
+	if want := 31.0 * page / 64e9; math.Abs(s[2].PCIeH2DUtil-want) > 1e-12 || s[0].PCIeD2HUtil != 32.0*page/64e9 {
+		t.Errorf("PCIe H2D %v (want %v), D2H %v", s[2].PCIeH2DUtil, want, s[0].PCIeD2HUtil)
+	}
+	if s[2].NVMeUtil != 0 || s[2].NICUtil != 0 || s[2].HostMemUtil == 0 {
+		t.Errorf("NVMe %v NIC %v DRAM %v", s[2].NVMeUtil, s[2].NICUtil, s[2].HostMemUtil)
 	}
 }

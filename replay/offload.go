@@ -152,6 +152,7 @@ type offNode struct {
 	f               *kvcache.Fabric
 	dram, nvme, net int
 	queued          trace.Time // the time of its queued evTransfer; never: none
+	class           []int      // each link's class (linkH2D, ...), for per-second statistics
 }
 
 // An offWorker is one worker's tiers and PCIe links.
@@ -394,6 +395,17 @@ func (o *offload) start(e *engine, w *worker, now trace.Time, x *xfer, n int64, 
 	node := o.nodes[w.off.node]
 	o.nextID++
 	o.xfers[o.nextID] = x
+	if s := e.sec; s != nil {
+		row := s.at(now)
+		switch x.kind {
+		case xferStore:
+			row.OffloadBytes += n
+		case xferPrefetch:
+			row.PrefetchBytes += n
+		default:
+			row.LoadBytes += n
+		}
+	}
 	done, err := node.f.Start(now, o.nextID, n, path)
 	if err != nil {
 		return err
@@ -648,6 +660,15 @@ func (o *offload) result(r *reqState, out *trace.Request) {
 	}
 	out.DeviceHitTokens = trace.Some(r.cached - loaded)
 	out.KVFetchSec = trace.Some(r.kvWait.Seconds())
+	// The parts of TTFT do not overlap: the wait for KV before the
+	// first forward leaves the queue wait, the stall of a step waiting
+	// for its loads (HiCache) leaves the prefill.
+	if pre := r.kvWait - r.kvStall; pre > 0 {
+		out.QueueSec = trace.Some((r.gpuStart.Sub(r.workerArrival) - pre).Seconds())
+	}
+	if r.kvStall > 0 {
+		out.PrefillSec = trace.Some((r.firstTok.Sub(r.gpuStart) - r.kvStall).Seconds())
+	}
 	if r.pfIO > 0 {
 		out.StoragePrefetchIOSec = trace.Some(r.pfIO.Seconds())
 	}
@@ -656,6 +677,53 @@ func (o *offload) result(r *reqState, out *trace.Request) {
 		// layer after the GPU started.)
 		out.Ready = trace.Some(r.loadEnd)
 	}
+}
+
+// observe feeds the per-second statistics s: every link's carriage and
+// capacity by class, and the tiers' occupancy.
+func (o *offload) observe(s *seconds) {
+	for _, w := range o.e.workers {
+		ow := w.off
+		n := o.nodes[ow.node]
+		for len(n.class) <= max(ow.h2d, ow.d2h, n.dram, n.nvme, n.net) {
+			n.class = append(n.class, -1)
+		}
+		n.class[ow.h2d], n.class[ow.d2h] = linkH2D, linkD2H
+		n.class[n.dram], n.class[n.nvme], n.class[n.net] = linkDRAM, linkNVMe, linkNIC
+	}
+	for _, n := range o.nodes {
+		for l, c := range n.class {
+			s.linkCap[c] += n.f.Link(l).Bandwidth
+		}
+		n.f.Observe = func(from, to float64, rates []float64) {
+			for l, r := range rates {
+				if r > 0 {
+					s.link(n.class[l], from, to, r)
+				}
+			}
+		}
+	}
+	s.tierBytes = func() (b [numTiers]int64) {
+		for _, w := range o.e.workers {
+			for t, tr := range w.off.tiers[:tierRemote] {
+				if tr != nil {
+					b[t] += tr.Len() * o.blockBytes
+				}
+			}
+		}
+		if o.remote != nil {
+			b[tierRemote] = o.remote.Len() * o.blockBytes
+		}
+		return b
+	}
+}
+
+// CapacityBytes returns the capacities in bytes of the tiers of a
+// cluster of workers: host and disk over all workers, the shared remote
+// store once.
+func (o *Offload) CapacityBytes(workers int) (host, disk, remote int64) {
+	b := o.BlockTokens * o.KVBytesPerToken
+	return o.HostBlocks * b * int64(workers), o.DiskBlocks * b * int64(workers), o.RemoteBlocks * b
 }
 
 // has reports whether the offload has tier t.

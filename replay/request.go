@@ -35,6 +35,7 @@ type reqState struct {
 	holding   bool            // its load completed: it holds its blocks while waiting
 	tierHit   [numTiers]int64 // prompt tokens loaded from each tier before its first schedule
 	kvWait    time.Duration   // time spent waiting for loads
+	kvStall   time.Duration   // of which in its steps, waiting for their loads (HiCache)
 	loadStart trace.Time
 	loadEnd   trace.Time
 	pf        *hiPrefetch   // SGLang HiCache: its L3 prefetch in flight (hicache.go)

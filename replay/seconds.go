@@ -43,7 +43,24 @@ type seconds struct {
 	sums    []weighted
 	workers int
 	block   int64 // tokens per KV block: SGLang workers count tokens
+
+	// KV tiers (offload.go, observe): the bytes each class of link
+	// carried in each second, what its links can carry in a second,
+	// and the tiers' occupancy in bytes (host, disk, remote) now.
+	linkBytes [][numLinkClasses]float64
+	linkCap   [numLinkClasses]float64
+	tierBytes func() [numTiers]int64
 }
+
+// Classes of link, for their utilisation.
+const (
+	linkH2D = iota
+	linkD2H
+	linkDRAM
+	linkNVMe
+	linkNIC
+	numLinkClasses
+)
 
 // weighted holds one second's integer time-weighted sums (ns × value).
 type weighted struct {
@@ -54,7 +71,12 @@ type weighted struct {
 func (s *seconds) at(t trace.Time) *Second {
 	i := int64(t / trace.Time(time.Second))
 	for int64(len(s.rows)) <= i {
-		s.rows = append(s.rows, Second{Second: int64(len(s.rows))})
+		row := Second{Second: int64(len(s.rows))}
+		if s.tierBytes != nil {
+			b := s.tierBytes()
+			row.HostKVBytes, row.DiskKVBytes, row.RemoteKVBytes = b[tierHost], b[tierDisk], b[tierRemote]
+		}
+		s.rows = append(s.rows, row)
 		s.sums = append(s.sums, weighted{})
 	}
 	return &s.rows[i]
@@ -88,9 +110,32 @@ func (s *seconds) step(st *Step) {
 	}
 }
 
+// link adds what a link of class c carried at rate bytes per ns over
+// [from, to) ns, split among the seconds it spans.
+func (s *seconds) link(c int, from, to, rate float64) {
+	for t := from; t < to; {
+		sec := int64(t / 1e9)
+		next := min(to, float64(sec+1)*1e9)
+		s.at(trace.Time(t))
+		for int64(len(s.linkBytes)) <= sec {
+			s.linkBytes = append(s.linkBytes, [numLinkClasses]float64{})
+		}
+		s.linkBytes[sec][c] += rate * (next - t)
+		t = next
+	}
+}
+
 // done returns the table up to the second holding end.
 func (s *seconds) done(end trace.Time) []Second {
 	s.at(end)
+	for i, b := range s.linkBytes {
+		r := &s.rows[i]
+		for c, x := range []*float64{&r.PCIeH2DUtil, &r.PCIeD2HUtil, &r.HostMemUtil, &r.NVMeUtil, &r.NICUtil} {
+			if s.linkCap[c] > 0 {
+				*x = b[c] / s.linkCap[c]
+			}
+		}
+	}
 	for i := range s.rows {
 		x, r := s.sums[i], &s.rows[i]
 		r.Busy = float64(x.busy) / 1e9 / float64(s.workers)

@@ -343,6 +343,30 @@ func secondsTable(s *analyze.SecondsSummary) table {
 	t.both("Preemptions:", "preemptions", s.Preemptions)
 	t.both("Timed out:", "timed_out", s.TimedOut)
 	t.both("Rejected:", "rejected", s.Rejected)
+	if x := s.Tiers; x != nil {
+		pmm := func(label, key string, v analyze.MeanMax) {
+			t.add(row{label: "Mean " + label + " (%):", key: "mean_" + key, value: v.Mean, fixed: true, shown: pct(v.Mean)})
+			t.add(row{label: "Peak " + label + " (%):", key: "max_" + key, value: v.Max, fixed: true, shown: pct(v.Max)})
+		}
+		for _, u := range []struct {
+			has        bool
+			label, key string
+			v          analyze.MeanMax
+		}{{x.HasHost, "host tier usage", "host_tier_usage", x.HostUsage}, {x.HasDisk, "storage tier usage", "storage_tier_usage", x.DiskUsage},
+			{x.HasRemote, "remote tier usage", "remote_tier_usage", x.RemoteUsage}} {
+			if u.has {
+				pmm(u.label, u.key, u.v)
+			}
+		}
+		pmm("PCIe H2D utilisation", "pcie_h2d_util", x.PCIeH2D)
+		pmm("PCIe D2H utilisation", "pcie_d2h_util", x.PCIeD2H)
+		pmm("host memory utilisation", "host_mem_util", x.HostMem)
+		pmm("NVMe utilisation", "nvme_util", x.NVMe)
+		pmm("NIC utilisation", "nic_util", x.NIC)
+		t.both("Offloaded (bytes):", "offload_bytes", x.OffloadBytes)
+		t.both("Loaded (bytes):", "load_bytes", x.LoadBytes)
+		t.both("Prefetched (bytes):", "prefetch_bytes", x.PrefetchBytes)
+	}
 	return t
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -39,6 +40,18 @@ type Second struct {
 	Waiting      float64
 	KVBlocksUsed float64
 	Busy         float64
+
+	// KV tiers below the GPU (replays with tiers; 0 without). The
+	// bytes each tier holds, summed over workers (the shared remote
+	// store once), as of the second's first event; the bytes whose
+	// stores (GPU or a tier to a tier), loads (a tier to a GPU) and
+	// SGLang L3 prefetches (storage to host memory) started in the
+	// second; and each class of link's utilisation in the second: the
+	// bytes it carried over what its links could carry in a second.
+	HostKVBytes, DiskKVBytes, RemoteKVBytes int64
+	OffloadBytes, LoadBytes, PrefetchBytes  int64
+	PCIeH2DUtil, PCIeD2HUtil                float64
+	HostMemUtil, NVMeUtil, NICUtil          float64
 }
 
 // TokensPerStep is the mean number of tokens a step of this second
@@ -57,7 +70,10 @@ type SecondsRun struct {
 	// workers, so that KVBlocksUsed / KVBlocks is the usage as a
 	// fraction (0 when unknown).
 	KVBlocks int64
-	Seconds  []Second
+	// The capacities in bytes of its KV tiers, over all workers (0:
+	// none), for the occupancy as a fraction.
+	HostKVCapacity, DiskKVCapacity, RemoteKVCapacity int64
+	Seconds                                          []Second
 }
 
 // KVUsage is the second's KV blocks in use as a fraction of the capacity
@@ -77,8 +93,14 @@ const (
 )
 
 // SecondsVersion is the version of the per-second Parquet layout: 2 adds
-// the run and kv_blocks_capacity columns.
-const SecondsVersion = "2"
+// the run and kv_blocks_capacity columns, 3 the KV tiers' (occupancy,
+// capacity, offload, load and prefetch bytes, link utilisation).
+// ReadSeconds reads versions 2 and 3; a version 2 file's tier columns
+// read as 0.
+const SecondsVersion = "3"
+
+// secondsVersions are the versions ReadSeconds reads.
+var secondsVersions = map[string]int{"2": 2, "3": 3}
 
 // secondsColumns is the per-second Parquet schema: one row per run and
 // simulated second, columns named after Second's fields (see Second for
@@ -89,6 +111,8 @@ var secondsColumns = []struct {
 	i64  func(*SecondsRun, *Second) int64
 	f64  func(*SecondsRun, *Second) float64
 	set  func(*SecondsRun, *Second, any)
+	// since is the layout version that added the column (0: 2).
+	since int
 }{
 	{name: "run", str: func(r *SecondsRun, _ *Second) string { return r.Run }},
 	{name: "second", i64: func(_ *SecondsRun, s *Second) int64 { return s.Second }, set: func(_ *SecondsRun, s *Second, v any) { s.Second = v.(int64) }},
@@ -105,6 +129,20 @@ var secondsColumns = []struct {
 	{name: "tokens", i64: func(_ *SecondsRun, s *Second) int64 { return s.Tokens }, set: func(_ *SecondsRun, s *Second, v any) { s.Tokens = v.(int64) }},
 	{name: "tokens_per_step", f64: func(_ *SecondsRun, s *Second) float64 { return s.TokensPerStep() }},
 	{name: "preemptions", i64: func(_ *SecondsRun, s *Second) int64 { return s.Preemptions }, set: func(_ *SecondsRun, s *Second, v any) { s.Preemptions = v.(int64) }},
+	{name: "host_kv_bytes", since: 3, i64: func(_ *SecondsRun, s *Second) int64 { return s.HostKVBytes }, set: func(_ *SecondsRun, s *Second, v any) { s.HostKVBytes = v.(int64) }},
+	{name: "disk_kv_bytes", since: 3, i64: func(_ *SecondsRun, s *Second) int64 { return s.DiskKVBytes }, set: func(_ *SecondsRun, s *Second, v any) { s.DiskKVBytes = v.(int64) }},
+	{name: "remote_kv_bytes", since: 3, i64: func(_ *SecondsRun, s *Second) int64 { return s.RemoteKVBytes }, set: func(_ *SecondsRun, s *Second, v any) { s.RemoteKVBytes = v.(int64) }},
+	{name: "host_kv_capacity", since: 3, i64: func(r *SecondsRun, _ *Second) int64 { return r.HostKVCapacity }, set: func(r *SecondsRun, _ *Second, v any) { r.HostKVCapacity = v.(int64) }},
+	{name: "disk_kv_capacity", since: 3, i64: func(r *SecondsRun, _ *Second) int64 { return r.DiskKVCapacity }, set: func(r *SecondsRun, _ *Second, v any) { r.DiskKVCapacity = v.(int64) }},
+	{name: "remote_kv_capacity", since: 3, i64: func(r *SecondsRun, _ *Second) int64 { return r.RemoteKVCapacity }, set: func(r *SecondsRun, _ *Second, v any) { r.RemoteKVCapacity = v.(int64) }},
+	{name: "offload_bytes", since: 3, i64: func(_ *SecondsRun, s *Second) int64 { return s.OffloadBytes }, set: func(_ *SecondsRun, s *Second, v any) { s.OffloadBytes = v.(int64) }},
+	{name: "load_bytes", since: 3, i64: func(_ *SecondsRun, s *Second) int64 { return s.LoadBytes }, set: func(_ *SecondsRun, s *Second, v any) { s.LoadBytes = v.(int64) }},
+	{name: "prefetch_bytes", since: 3, i64: func(_ *SecondsRun, s *Second) int64 { return s.PrefetchBytes }, set: func(_ *SecondsRun, s *Second, v any) { s.PrefetchBytes = v.(int64) }},
+	{name: "pcie_h2d_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.PCIeH2DUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.PCIeH2DUtil = v.(float64) }},
+	{name: "pcie_d2h_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.PCIeD2HUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.PCIeD2HUtil = v.(float64) }},
+	{name: "host_mem_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.HostMemUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.HostMemUtil = v.(float64) }},
+	{name: "nvme_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.NVMeUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.NVMeUtil = v.(float64) }},
+	{name: "nic_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.NICUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.NICUtil = v.(float64) }},
 }
 
 // WriteSeconds writes the runs' per-second rows as a Parquet file (zstd,
@@ -115,8 +153,20 @@ var secondsColumns = []struct {
 // encoder of the requests' file: a few thousand rows per run, where
 // simplicity beats speed.
 func WriteSeconds(w io.Writer, runs []SecondsRun, meta [][2]string) error {
-	fields := make([]arrow.Field, len(secondsColumns))
+	return writeSeconds(w, runs, meta, secondsVersions[SecondsVersion])
+}
+
+// writeSeconds writes the layout of version (its columns only).
+func writeSeconds(w io.Writer, runs []SecondsRun, meta [][2]string, version int) error {
+	var cols []int
 	for i, c := range secondsColumns {
+		if c.since <= version {
+			cols = append(cols, i)
+		}
+	}
+	fields := make([]arrow.Field, len(cols))
+	for i, ci := range cols {
+		c := secondsColumns[ci]
 		t := arrow.DataType(arrow.PrimitiveTypes.Int64)
 		switch {
 		case c.f64 != nil:
@@ -133,7 +183,8 @@ func WriteSeconds(w io.Writer, runs []SecondsRun, meta [][2]string) error {
 	for ri := range runs {
 		r := &runs[ri]
 		rows += len(r.Seconds)
-		for i, c := range secondsColumns {
+		for i, ci := range cols {
+			c := secondsColumns[ci]
 			for j := range r.Seconds {
 				s := &r.Seconds[j]
 				switch {
@@ -162,7 +213,7 @@ func WriteSeconds(w io.Writer, runs []SecondsRun, meta [][2]string) error {
 	if err := fw.Write(rec); err != nil {
 		return err
 	}
-	if err := fw.AppendKeyValueMetadata(MetaSecondsVersion, SecondsVersion); err != nil {
+	if err := fw.AppendKeyValueMetadata(MetaSecondsVersion, strconv.Itoa(version)); err != nil {
 		return err
 	}
 	for _, kv := range meta {
@@ -191,8 +242,9 @@ func ReadSeconds(path string) ([]SecondsRun, map[string]string, error) {
 	for i, k := range kv.Keys() {
 		meta[k] = kv.Values()[i]
 	}
-	if v := meta[MetaSecondsVersion]; v != SecondsVersion {
-		return nil, nil, fmt.Errorf("%s: not an opaltrace per-second file of version %s (%s is %q)", path, SecondsVersion, MetaSecondsVersion, v)
+	version, ok := secondsVersions[meta[MetaSecondsVersion]]
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: not an opaltrace per-second file of version 2 or %s (%s is %q)", path, SecondsVersion, MetaSecondsVersion, meta[MetaSecondsVersion])
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
 	if err != nil {
@@ -211,6 +263,9 @@ func ReadSeconds(path string) ([]SecondsRun, map[string]string, error) {
 		rec := rd.RecordBatch()
 		cols := make([]arrow.Array, len(secondsColumns))
 		for i, c := range secondsColumns {
+			if c.since > version {
+				continue // not in this version: read as 0
+			}
 			got := rec.Schema().FieldIndices(c.name)
 			if len(got) != 1 {
 				return nil, nil, fmt.Errorf("%s: column %s: missing", path, c.name)
@@ -228,7 +283,7 @@ func ReadSeconds(path string) ([]SecondsRun, map[string]string, error) {
 			r := &runs[ri]
 			var s Second
 			for i, c := range secondsColumns {
-				if c.set == nil {
+				if c.set == nil || cols[i] == nil {
 					continue
 				}
 				switch a := cols[i].(type) {

@@ -40,6 +40,12 @@ type Fabric struct {
 	// scratch of rate
 	left  []float64
 	count []int32
+
+	// Observe, when set, is told how fast each link carries data (bytes
+	// per ns, indexed by link) over each interval [from, to) ns in which
+	// the rates hold: a per-second sampler's link utilisation.
+	Observe func(from, to float64, rates []float64)
+	sum     []float64 // scratch of drain
 }
 
 type fabricLink struct {
@@ -244,6 +250,15 @@ func (f *Fabric) Advance(to trace.Time) []Done {
 func (f *Fabric) drain(t float64) {
 	if dt := t - f.now; dt >= 0 && len(f.moving) > 0 {
 		f.rate()
+		if f.Observe != nil && dt > 0 {
+			f.sum = append(f.sum[:0], make([]float64, len(f.links))...)
+			for _, fl := range f.moving {
+				for _, l := range fl.path {
+					f.sum[l] += fl.rate
+				}
+			}
+			f.Observe(f.now, t, f.sum)
+		}
 		for i := range f.moving {
 			fl := &f.moving[i]
 			sent := min(dt*fl.rate, fl.remaining)
