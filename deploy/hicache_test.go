@@ -1,11 +1,13 @@
 package deploy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // SGLang's hicache_* keys become HiCache tiers: L2 of hicache_ratio times
@@ -74,4 +76,26 @@ func TestHiCacheBadInput(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", c.text, err, c.want)
 		}
 	}
+}
+
+// FuzzHiCacheExtraConfig: SGLang's extra-config JSON never panics, and
+// what it accepts is a threshold and timeouts that are not negative.
+func FuzzHiCacheExtraConfig(f *testing.F) {
+	for _, s := range []string{`{"prefetch_threshold": 256}`, `{"prefetch_timeout_base": 0.5, "prefetch_timeout_per_ki_token": 0.25}`, `{}`, `[]`, `{"prefetch_threshold": -1}`, `{"prefetch_timeout_base": 1e400}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, extra string) {
+		text := "scheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\n  hicache_storage_backend: file\n  hicache_storage_backend_extra_config: " + strconv.Quote(extra) + "\n"
+		c, err := ParseCluster("f.yaml", []byte(text))
+		if err != nil {
+			return
+		}
+		s, err := Resolve(c, trace.Run{}, Overrides{})
+		if err != nil {
+			return
+		}
+		if h := s.Offload.HiCache; h.PrefetchThreshold < 0 || h.PrefetchTimeoutBase < 0 || h.PrefetchTimeoutPerPage < 0 {
+			t.Fatalf("%q accepted as %+v", extra, h)
+		}
+	})
 }
