@@ -66,6 +66,8 @@ func TestHiCacheBadInput(t *testing.T) {
 			"scheduler.hicache_storage_backend"},
 		{"scheduler:\n  engine: sglang\n  hicache_ratio: 3\n",
 			"scheduler.enable_hierarchical_cache"},
+		{"scheduler:\n  enable_hierarchical_cache: true\n",
+			"c.yaml:2: scheduler.enable_hierarchical_cache: SGLang's HiCache needs engine: sglang"},
 		{"scheduler:\n  engine: sglang\n  kv_offloading_size: 8\n",
 			"c.yaml:3: scheduler.kv_offloading_size: vLLM's offloading; SGLang's tiers are its HiCache"},
 		{"scheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\n  hicache_storage_backend: file\n  hicache_storage_backend_extra_config: '{\"prefetch_threshold\": 1.5}'\n",

@@ -32,6 +32,12 @@ func offloadOf(c Cluster, dep *model.Deployment, kvTokens int64) (*replay.Offloa
 	if EngineName(c.Config) == replay.EngineSGLang {
 		return hicacheOf(c, dep, kvTokens)
 	}
+	for _, k := range []string{"scheduler.enable_hierarchical_cache", "scheduler.hicache_ratio", "scheduler.hicache_size", "scheduler.hicache_write_policy",
+		"scheduler.hicache_storage_backend", "scheduler.hicache_storage_prefetch_policy", "scheduler.hicache_storage_backend_extra_config"} {
+		if from, ok := c.given[k]; ok {
+			return nil, c.bad(k, from, "", "SGLang's HiCache needs engine: sglang (vLLM's tiers: kv_offloading_size, kv_offloading_backend)")
+		}
+	}
 	s := c.Scheduler
 	lm := s.KVOffloadingBackend == replay.OffloadLMCache
 	if !lm && s.LMCache != nil {

@@ -97,12 +97,14 @@
 // million generated requests on 64 workers replay in about 3.5 s on one
 // core (BenchmarkReplayAzureMillion).
 //
+// KV tiers (Options.Offload) are vLLM's offloading under its scheduler
+// (offload.go) and SGLang's HiCache under SGLang's, with its page sizes
+// (hicache.go).
+//
 // # Not yet
 //
-// KV tiers under SGLang's scheduler (HiCache; Options.Offload serves
-// vLLM's, see offload.go), ShareGPT-style regenerated workloads, a request
-// rate capped by a max concurrency, SGLang's page sizes above 1, and
-// fast-forward across workers in the closed loop and the sessions mode
+// ShareGPT-style regenerated workloads, a request rate capped by a max
+// concurrency, and fast-forward across workers in the closed loop and the sessions mode
 // (whose windows end at the next event anywhere) are later work; see the
 // design document.
 //
