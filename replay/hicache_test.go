@@ -2,9 +2,12 @@ package replay
 
 import (
 	"math"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -248,4 +251,38 @@ func TestHiCacheSeconds(t *testing.T) {
 	if s[2].NVMeUtil != 0 || s[2].NICUtil != 0 || s[2].HostMemUtil == 0 {
 		t.Errorf("NVMe %v NIC %v DRAM %v", s[2].NVMeUtil, s[2].NICUtil, s[2].HostMemUtil)
 	}
+}
+
+// BenchmarkReplayMooncakeHiCache replays the Mooncake conversation trace
+// on 4 workers of Llama-3.1-8B on H100 under SGLang with HiCache: 64-token
+// pages, an L2 of 64 GiB and a file (NVMe) L3 of 1 TiB a worker,
+// write_through, wait_complete prefetch (OPALTRACE_BENCH_NO_TIERS: the
+// same without tiers).
+func BenchmarkReplayMooncakeHiCache(b *testing.B) {
+	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
+	cost, blocks := llama8BOnH100(b)
+	cfg := Config{Workers: 4, Scheduler: SchedulerConfig{Engine: EngineSGLang, SGLangConfig: SGLangConfig{PageSize: 64}}}
+	n, err := model.NodeByName("hgx-h100")
+	if err != nil {
+		b.Fatal(err)
+	}
+	page := int64(64 * 131_072)
+	off := &Offload{Node: n, GPUsPerWorker: 1, KVBytesPerToken: 131_072, BlockTokens: 64,
+		HostBlocks: 64 << 30 / page, DiskBlocks: 1 << 40 / page,
+		HiCache: &HiCache{PrefetchPolicy: PrefetchWaitComplete, PrefetchThreshold: 256, Layers: 32}}
+	if os.Getenv("OPALTRACE_BENCH_NO_TIERS") != "" {
+		off = nil
+	}
+	var st Stats
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		st, err = RunInputs(cfg, cost, blocks, Requests(reqs), func(*trace.Request) error { return nil }, Options{Offload: off})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(st.Events), "events/op")
+	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
 }
