@@ -157,7 +157,7 @@ func compareDists(name string, a, b Dist, opts CompareOptions, stream uint64) Me
 		if sc.A != 0 {
 			sc.RelDiff = sc.AbsDiff / sc.A
 		}
-		if len(rel[k]) < b1/2 {
+		if len(rel[k]) == 0 || len(rel[k]) < b1/2 { // == 0: no resamples (Resamples < 0) prove nothing
 			sc.CILo, sc.CIHi, sc.Verdict = math.NaN(), math.NaN(), VerdictInconclusive
 		} else {
 			d := NewDist(rel[k])

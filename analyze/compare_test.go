@@ -119,3 +119,50 @@ func TestCompareWarnsOnSemantics(t *testing.T) {
 		t.Error("no warning for chunk vs token ITL")
 	}
 }
+
+// TestPercentileGuard: a percentile that is NaN or outside [0, 100] gives
+// NaN (and selects no rank) in every percentile function, in memory and
+// streamed, and a comparison on it or on no resamples is inconclusive,
+// never "within".
+func TestPercentileGuard(t *testing.T) {
+	d := NewDist([]float64{3, 1, 2})
+	bad := []float64{math.NaN(), -1, 100.0000001, math.Inf(1), math.Inf(-1), -math.SmallestNonzeroFloat64}
+	for _, p := range bad {
+		if v := d.Percentile(p); !math.IsNaN(v) {
+			t.Errorf("Percentile(%v) = %v, want NaN", p, v)
+		}
+		if r := percentileRanks(3, p); r != nil {
+			t.Errorf("percentileRanks(3, %v) = %v, want none", p, r)
+		}
+		if v := (Dist{}).Percentile(p); !math.IsNaN(v) {
+			t.Errorf("empty Percentile(%v) = %v, want NaN", p, v)
+		}
+	}
+	if v := d.Percentile(0); v != 1 {
+		t.Errorf("Percentile(0) = %v", v)
+	}
+	if v := d.Percentile(100); v != 3 {
+		t.Errorf("Percentile(100) = %v", v)
+	}
+	base := make([]float64, 200)
+	for i := range base {
+		base[i] = 1 + float64(i%17)/100
+	}
+	far := make([]float64, 200)
+	for i := range far {
+		far[i] = 10 * base[i]
+	}
+	for _, opts := range []CompareOptions{
+		{Seed: 1, Quantiles: []float64{math.NaN()}},
+		{Seed: 1, Quantiles: []float64{150}},
+		{Seed: 1, Resamples: -5},
+		{Seed: 1, Confidence: math.NaN()},
+	} {
+		c := Compare("a", summaryOf(base), "b", summaryOf(far), opts)
+		for _, s := range c.Metrics[0].Stats {
+			if s.Verdict == VerdictWithin {
+				t.Errorf("%+v: %s of a +900%% difference is %s", opts, s.Stat, s.Verdict)
+			}
+		}
+	}
+}

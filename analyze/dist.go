@@ -69,14 +69,24 @@ func (d Dist) Median() float64 {
 // Percentile returns the p-th percentile (0 ≤ p ≤ 100) with linear
 // interpolation between closest ranks, numpy's default method: rank
 // h = (n−1)·p/100, value x[⌊h⌋] + (h−⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋]).
-// An empty distribution gives 0, as vLLM's summary does.
+// An empty distribution gives 0, as vLLM's summary does; a p that is NaN
+// or outside [0, 100] gives NaN (numpy refuses it), whatever d holds.
 func (d Dist) Percentile(p float64) float64 {
 	return percentileOf(d.N(), p, d.at)
 }
 
-// percentileRanks returns the sorted positions percentileOf(n, p) reads.
+// isPercentile reports whether p is a percentile: in [0, 100], not NaN.
+//
+// Note: every percentile function checks it, not only the flags that take
+// percentiles, because a NaN rank converts to the most negative int64 and
+// an out-of-range one reads past the values (stats --percentiles NaN once
+// panicked with index −9223372036854775808).
+func isPercentile(p float64) bool { return p >= 0 && p <= 100 }
+
+// percentileRanks returns the sorted positions percentileOf(n, p) reads:
+// none when p is not a percentile.
 func percentileRanks(n int64, p float64) []int64 {
-	if n == 0 {
+	if n == 0 || !isPercentile(p) {
 		return nil
 	}
 	h := float64(n-1) * (p / 100)
@@ -87,8 +97,12 @@ func percentileRanks(n int64, p float64) []int64 {
 	return []int64{i, i + 1}
 }
 
-// percentileOf is numpy's linear percentile of n sorted values read by at.
+// percentileOf is numpy's linear percentile of n sorted values read by at;
+// NaN when p is not a percentile.
 func percentileOf[N int | int64](n N, p float64, at func(int64) float64) float64 {
+	if !isPercentile(p) {
+		return math.NaN()
+	}
 	if n == 0 {
 		return 0
 	}
