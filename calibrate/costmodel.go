@@ -3,6 +3,7 @@ package calibrate
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -201,24 +202,65 @@ func (cm *CostModel) Marshal() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// coefRange is the range a coefficient's value must lie in, by its unit
+// and where it came from: [min, max], and what the values are, for the
+// message.
+//
+// Note: the bounds keep every price finite and every value physical: a
+// fraction of peak over 1 is faster than the GPU (NewCostModel refuses to
+// write one), and a tiny one, or a tiny bandwidth, made a step or a
+// transfer longer than time.Duration holds (an mfu of 1e-300 priced a step
+// at −2562047h47m); a fixed cost over an hour is no cost model, and
+// nvme_latency_s: 1e300 overflowed into a negative latency. The one
+// exception is what FitReplay wrote (from: replay fit, or tied to mfu): it
+// keeps an efficiency over the datasheet peak, up to 2, with a warning
+// that something is mispriced (1.098 for the bandwidth on the vLLM engine
+// runs), and the file it wrote must load.
+func coefRange(name, from string) (lo, hi float64, what string) {
+	switch coefUnits[name] {
+	case "fraction of peak FLOP/s", "fraction of peak memory bandwidth", "fraction of link bandwidth":
+		if from == replayFitFrom || from == tiedToMFUFrom {
+			return 1e-3, 2, "a fitted fraction of peak"
+		}
+		return 1e-3, 1, "a fraction of peak"
+	case "B/s":
+		return 1e6, 1e15, "a bandwidth in B/s (1 MB/s to 1 PB/s)"
+	case "FLOP per (layer·hidden·token pair)", "FLOP per (layer·hidden²·token)":
+		return 1e-3, 1e6, "a FLOP coefficient"
+	}
+	return 1e-9, 3600, "a time in seconds (1 ns to an hour)"
+}
+
 // ParseCostModel reads a costmodel.yaml. Unknown keys and coefficient
-// names are errors, as are values out of their range.
+// names are errors, as are values out of their range (coefRange); an error
+// names the file, the line and the key.
 func ParseCostModel(file string, data []byte) (*CostModel, error) {
 	var cm CostModel
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cm); err != nil {
+		if err == io.EOF {
+			return nil, fmt.Errorf("%s:1: empty cost model (want opaltrace_cost_model: %d and coefficients)", file, CostModelVersion)
+		}
+		return nil, yamlError(file, err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %v", file, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, fmt.Errorf("%s:%d: a second YAML document: a cost model is one document", file, max(extra.Line, 1))
+	}
 	if cm.Version != CostModelVersion {
-		return nil, fmt.Errorf("%s: opaltrace_cost_model: version %d, want %d", file, cm.Version, CostModelVersion)
+		return nil, fmt.Errorf("%s:%d: opaltrace_cost_model: version %d, want %d", file, yamlLine(&doc, "opaltrace_cost_model"), cm.Version, CostModelVersion)
 	}
 	switch cm.Form {
 	case "":
 		cm.Form = model.FormRoofline
 	case model.FormRoofline, model.FormOpal:
 	default:
-		return nil, fmt.Errorf("%s: form: %q, want %s or %s", file, cm.Form, model.FormRoofline, model.FormOpal)
+		return nil, fmt.Errorf("%s:%d: form: %q, want %s or %s", file, yamlLine(&doc, "form"), cm.Form, model.FormRoofline, model.FormOpal)
 	}
 	names := make([]string, 0, len(cm.Coefficients))
 	for name := range cm.Coefficients {
@@ -226,20 +268,61 @@ func ParseCostModel(file string, data []byte) (*CostModel, error) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		v := cm.Coefficients[name].Value
+		c := cm.Coefficients[name]
+		v := c.Value
+		line := yamlLine(&doc, "coefficients", name)
 		if _, ok := coefUnits[name]; !ok {
-			return nil, fmt.Errorf("%s: coefficients: unknown coefficient %q", file, name)
+			return nil, fmt.Errorf("%s:%d: coefficients.%s: unknown coefficient", file, line, name)
 		}
-		if !(v > 0) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("%s: coefficients: %s: %v is not positive", file, name, v)
-		}
-		if strings.HasSuffix(name, "efficiency") || strings.HasSuffix(name, "mfu") {
-			if v > 2 {
-				return nil, fmt.Errorf("%s: coefficients: %s: %v is not a fraction of peak", file, name, v)
-			}
+		if lo, hi, what := coefRange(name, c.From); !(v >= lo && v <= hi) {
+			return nil, fmt.Errorf("%s:%d: coefficients.%s: %v is not %s in [%g, %g]", file, line, name, v, what, lo, hi)
 		}
 	}
 	return &cm, nil
+}
+
+// yamlError turns a decoding error into FILE:LINE: what, the line taken
+// from yaml's "line N: " (the first error, when there are several).
+func yamlError(file string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
+		msg = te.Errors[0]
+	}
+	var line int
+	if n, _ := fmt.Sscanf(msg, "line %d: ", &line); n == 1 {
+		msg = msg[strings.Index(msg, ": ")+2:]
+		if f, ok := strings.CutPrefix(msg, "field "); ok {
+			if k, _, ok := strings.Cut(f, " not found in type"); ok {
+				msg = k + ": unknown key"
+			}
+		}
+		return fmt.Errorf("%s:%d: %s", file, line, msg)
+	}
+	return fmt.Errorf("%s: %s", file, msg)
+}
+
+// yamlLine returns the line of the value at path (mapping keys from the
+// top) in doc, or of the deepest part of the path found; 1 when none is.
+func yamlLine(doc *yaml.Node, path ...string) int {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := max(n.Line, 1)
+	for _, key := range path {
+		next := (*yaml.Node)(nil)
+		for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+				line = n.Content[i].Line
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return line
 }
 
 // Check returns an error when cm was fitted for another GPU or model

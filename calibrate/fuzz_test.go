@@ -3,6 +3,9 @@ package calibrate
 import (
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/model"
 )
 
 func FuzzParseTable(f *testing.F) {
@@ -29,15 +32,28 @@ func FuzzParseTable(f *testing.F) {
 func FuzzParseCostModel(f *testing.F) {
 	f.Add([]byte("opaltrace_cost_model: 1\nform: roofline\ncoefficients:\n  mfu: {value: 0.5, unit: x, from: y}\n"))
 	f.Add([]byte("opaltrace_cost_model: 1\nform: opal\ncoefficients:\n  opal_a: {value: 4}\n"))
+	dep := deployment(f, "llama-3.1-8b")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cm, err := ParseCostModel("cm.yaml", data)
 		if err != nil {
 			return
 		}
 		for name, c := range cm.Coefficients {
-			if _, ok := coefUnits[name]; !ok || !(c.Value > 0) {
+			lo, hi, _ := coefRange(name, c.From)
+			if _, ok := coefUnits[name]; !ok || !(c.Value >= lo && c.Value <= hi) {
 				t.Fatalf("accepted coefficient %s = %+v", name, c)
 			}
+		}
+		// Whatever is accepted prices a step, and the largest batch a
+		// worker runs, at a positive time that did not overflow.
+		d := *dep
+		sm, err := cm.StepModel(&d)
+		if err != nil {
+			return
+		}
+		b := &model.Batch{Prefill: []model.PrefillChunk{{Tokens: 8192, Context: 120_000}}, Decode: make([]int64, 1024)}
+		if st := sm.StepTime(b); st <= 0 || st > 100*time.Hour {
+			t.Fatalf("accepted %v: a step takes %v", cm.Coefficients, st)
 		}
 		if _, err := cm.Marshal(); err != nil {
 			t.Fatal(err)
@@ -65,5 +81,32 @@ func TestParseTableErrors(t *testing.T) {
 	pts, err := ParseTable("t", []byte("n,s,c\n2048,0.2,0\n512,0.05,0\n512,0.04,64\n"))
 	if err != nil || len(pts) != 3 || pts[0].Tokens != 512 || pts[1].Tokens != 2048 || pts[2].Context != 64 {
 		t.Errorf("sorted points %+v, %v", pts, err)
+	}
+}
+
+// TestParseCostModelErrors: every bad cost model is an error naming the
+// file, the line and the key, with its exact text.
+func TestParseCostModelErrors(t *testing.T) {
+	head := "opaltrace_cost_model: 1\nform: roofline\ncoefficients:\n"
+	for _, tc := range []struct{ in, want string }{
+		{head + "  mfu: {value: 2}\n", "cm.yaml:4: coefficients.mfu: 2 is not a fraction of peak in [0.001, 1]"},
+		{head + "  bandwidth_efficiency: {value: 1.5, from: replay fit}\n  mfu: {value: 2.5, from: replay fit}\n", "cm.yaml:5: coefficients.mfu: 2.5 is not a fitted fraction of peak in [0.001, 2]"},
+		{head + "  mfu: {value: 1e-300}\n", "cm.yaml:4: coefficients.mfu: 1e-300 is not a fraction of peak in [0.001, 1]"},
+		{head + "  step_overhead_s: {value: 1e-4}\n  nvme_latency_s: {value: 1e300}\n", "cm.yaml:5: coefficients.nvme_latency_s: 1e+300 is not a time in seconds (1 ns to an hour) in [1e-09, 3600]"},
+		{head + "  pcie_bandwidth_bytes_per_s: {value: 1e-300}\n", "cm.yaml:4: coefficients.pcie_bandwidth_bytes_per_s: 1e-300 is not a bandwidth in B/s (1 MB/s to 1 PB/s) in [1e+06, 1e+15]"},
+		{head + "  bandwidth_efficiency: {value: .nan}\n", "cm.yaml:4: coefficients.bandwidth_efficiency: NaN is not a fraction of peak in [0.001, 1]"},
+		{head + "  opal_a: {value: -4}\n", "cm.yaml:4: coefficients.opal_a: -4 is not a FLOP coefficient in [0.001, 1e+06]"},
+		{head + "  mfu_typo: {value: 0.5}\n", "cm.yaml:4: coefficients.mfu_typo: unknown coefficient"},
+		{"opaltrace_cost_model: 2\n", "cm.yaml:1: opaltrace_cost_model: version 2, want 1"},
+		{"opaltrace_cost_model: 1\nform: magic\n", `cm.yaml:2: form: "magic", want roofline or opal`},
+		{"opaltrace_cost_model: 1\n\nextra: 1\n", "cm.yaml:3: extra: unknown key"},
+		{"", "cm.yaml:1: empty cost model (want opaltrace_cost_model: 1 and coefficients)"},
+		{"# nothing\n", "cm.yaml:1: empty cost model (want opaltrace_cost_model: 1 and coefficients)"},
+		{head + "  mfu: {value: 0.5}\n---\nopaltrace_cost_model: 1\n", "cm.yaml:5: a second YAML document: a cost model is one document"},
+	} {
+		_, err := ParseCostModel("cm.yaml", []byte(tc.in))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q:\n got %v\nwant %s", tc.in, err, tc.want)
+		}
 	}
 }

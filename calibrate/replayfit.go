@@ -108,6 +108,12 @@ func coefSpecs(dep *model.Deployment) []coefSpec {
 	}
 }
 
+// The from of the coefficients FitReplay fitted (see coefRange).
+const (
+	replayFitFrom = "replay fit"
+	tiedToMFUFrom = "tied to mfu"
+)
+
 // ReplayCoefficients are the coefficients FitReplay can fit.
 var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefLinkEff, CoefStepOverhead,
 	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead}
@@ -435,11 +441,11 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 		if !(v > 0) {
 			continue
 		}
-		from := "replay fit"
+		from := replayFitFrom
 		switch {
 		case slices.Contains(free, name):
 		case name == CoefAttentionMFU && tieAttention:
-			from = "tied to mfu"
+			from = tiedToMFUFrom
 		case slices.Contains(fixedNames(opts.Fixed), name):
 			from = "fixed"
 		default:
