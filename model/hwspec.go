@@ -36,15 +36,21 @@ func (h Hardware) With(s HardwareSpec) (Hardware, error) {
 		{"link_gbps", s.LinkGBps, &h.LinkBandwidth, 1e9},
 		{"pcie_gbps", s.PCIeGBps, &h.PCIeBandwidth, 1e9},
 	} {
-		if !(f.v >= 0) || f.v > 1e9 {
+		if !(f.v >= 0) {
 			return h, fmt.Errorf("hardware_override: %s: %v is not a non-negative number", f.name, f.v)
+		}
+		if f.v > 1e9 {
+			return h, fmt.Errorf("hardware_override: %s: %v is over the limit of %g", f.name, f.v, 1e9)
 		}
 		if f.v > 0 {
 			*f.dst = f.v * f.unit
 		}
 	}
-	if !(s.MemMiB >= 0) || s.MemMiB > 1<<30 {
+	if !(s.MemMiB >= 0) {
 		return h, fmt.Errorf("hardware_override: mem_mib: %v is not a non-negative number", s.MemMiB)
+	}
+	if s.MemMiB > 1<<30 {
+		return h, fmt.Errorf("hardware_override: mem_mib: %v is over the limit of %d", s.MemMiB, 1<<30)
 	}
 	if s.MemMiB > 0 {
 		h.MemBytes = int64(s.MemMiB * mib)

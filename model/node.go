@@ -150,8 +150,11 @@ func (n Node) With(s NodeSpec) (Node, error) {
 	}
 	if s.NICGbps != nil {
 		v := *s.NICGbps
-		if !(v > 0) || v > 1e9 {
+		if !(v > 0) {
 			return n, &NodeSpecError{"nic_gbps", fmt.Sprintf("%v is not a positive number", v)}
+		}
+		if v > 1e7 {
+			return n, &NodeSpecError{"nic_gbps", fmt.Sprintf("%v is over the limit of %g", v, 1e7)}
 		}
 		if strings.EqualFold(s.Network, NetworkTCP) {
 			n.Network.Bandwidth = min(n.Network.Bandwidth, v*1e9/8)
@@ -165,33 +168,39 @@ func (n Node) With(s NodeSpec) (Node, error) {
 		}
 		n.GPUs = *s.GPUs
 	}
+	// Note: each key's limit is far over any machine's and keeps the value
+	// in its unit representable: nvme_gib: 1e12 (the former common limit)
+	// made 1.07e21 bytes, an int64 overflow into a negative size.
 	for _, f := range []struct {
 		key  string
 		v    *float64
 		set  func(float64)
 		unit float64
-		zero bool // 0 allowed (a latency)
+		zero bool    // 0 allowed (a latency)
+		max  float64 // in the key's unit
 	}{
-		{"host_mem_gib", s.HostMemGiB, func(v float64) { n.HostMemBytes = int64(v) }, 1 << 30, false},
-		{"host_mem_gbps", s.HostMemGBps, func(v float64) { n.HostDRAM.Bandwidth = v }, 1e9, false},
-		{"pcie_gbps", s.PCIeGBps, func(v float64) { n.PCIe.Bandwidth = v }, 1e9, false},
-		{"pcie_latency_us", s.PCIeLatencyUs, func(v float64) { n.PCIe.Latency = time.Duration(math.Round(v)) }, 1e3, true},
-		{"nvme_gib", s.NVMeGiB, func(v float64) { n.NVMeBytes = int64(v) }, 1 << 30, false},
-		{"nvme_gbps", s.NVMeGBps, func(v float64) { n.NVMe.Bandwidth = v }, 1e9, false},
-		{"nvme_iops", s.NVMeIOPS, func(v float64) { n.NVMe.IOPS = v }, 1, false},
-		{"nvme_latency_us", s.NVMeLatencyUs, func(v float64) { n.NVMe.Latency = time.Duration(math.Round(v)) }, 1e3, true},
-		{"network_gbps", s.NetworkGBps, func(v float64) { n.Network.Bandwidth = v }, 1e9, false},
-		{"network_latency_us", s.NetworkLatencyUs, func(v float64) { n.Network.Latency = time.Duration(math.Round(v)) }, 1e3, true},
+		{"host_mem_gib", s.HostMemGiB, func(v float64) { n.HostMemBytes = int64(v) }, 1 << 30, false, 1 << 24},
+		{"host_mem_gbps", s.HostMemGBps, func(v float64) { n.HostDRAM.Bandwidth = v }, 1e9, false, 1e6},
+		{"pcie_gbps", s.PCIeGBps, func(v float64) { n.PCIe.Bandwidth = v }, 1e9, false, 1e6},
+		{"pcie_latency_us", s.PCIeLatencyUs, func(v float64) { n.PCIe.Latency = time.Duration(math.Round(v)) }, 1e3, true, 3.6e9},
+		{"nvme_gib", s.NVMeGiB, func(v float64) { n.NVMeBytes = int64(v) }, 1 << 30, false, 1 << 24},
+		{"nvme_gbps", s.NVMeGBps, func(v float64) { n.NVMe.Bandwidth = v }, 1e9, false, 1e6},
+		{"nvme_iops", s.NVMeIOPS, func(v float64) { n.NVMe.IOPS = v }, 1, false, 1e12},
+		{"nvme_latency_us", s.NVMeLatencyUs, func(v float64) { n.NVMe.Latency = time.Duration(math.Round(v)) }, 1e3, true, 3.6e9},
+		{"network_gbps", s.NetworkGBps, func(v float64) { n.Network.Bandwidth = v }, 1e9, false, 1e6},
+		{"network_latency_us", s.NetworkLatencyUs, func(v float64) { n.Network.Latency = time.Duration(math.Round(v)) }, 1e3, true, 3.6e9},
 	} {
 		if f.v == nil {
 			continue
 		}
 		v := *f.v
 		switch {
-		case f.zero && !(v >= 0 && v <= 1e12):
+		case f.zero && !(v >= 0):
 			return n, &NodeSpecError{f.key, fmt.Sprintf("%v is not a non-negative number", v)}
-		case !f.zero && !(v > 0 && v <= 1e12):
+		case !f.zero && !(v > 0):
 			return n, &NodeSpecError{f.key, fmt.Sprintf("%v: want a positive number", v)}
+		case v > f.max:
+			return n, &NodeSpecError{f.key, fmt.Sprintf("%v is over the limit of %g", v, f.max)}
 		}
 		f.set(v * f.unit)
 	}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -72,5 +73,32 @@ func TestNodeWith(t *testing.T) {
 		if !errors.As(err, &e) || e.Key != key {
 			t.Errorf("%s: error %v", key, err)
 		}
+	}
+}
+
+// TestNodeWithLimits: a value past its key's limit is an error with the
+// limit, not an overflow (nvme_gib: 1e12 once made a negative size).
+func TestNodeWithLimits(t *testing.T) {
+	n, _ := NodeByName("hgx-h200")
+	for _, c := range []struct {
+		s    NodeSpec
+		want string
+	}{
+		{NodeSpec{NVMeGiB: f64(1e12)}, "node_override: nvme_gib: 1e+12 is over the limit of 1.6777216e+07"},
+		{NodeSpec{HostMemGiB: f64(1e300)}, "node_override: host_mem_gib: 1e+300 is over the limit of 1.6777216e+07"},
+		{NodeSpec{NVMeLatencyUs: f64(1e300)}, "node_override: nvme_latency_us: 1e+300 is over the limit of 3.6e+09"},
+		{NodeSpec{NVMeLatencyUs: f64(math.NaN())}, "node_override: nvme_latency_us: NaN is not a non-negative number"},
+		{NodeSpec{PCIeGBps: f64(math.Inf(1))}, "node_override: pcie_gbps: +Inf is over the limit of 1e+06"},
+		{NodeSpec{NICGbps: f64(1e300)}, "node_override: nic_gbps: 1e+300 is over the limit of 1e+07"},
+	} {
+		if _, err := n.With(c.s); err == nil || err.Error() != c.want {
+			t.Errorf("got %v\nwant %s", err, c.want)
+		}
+	}
+	if m, err := n.With(NodeSpec{NVMeGiB: f64(1 << 24)}); err != nil || m.NVMeBytes != 1<<54 {
+		t.Errorf("nvme_gib at the limit: %d, %v", m.NVMeBytes, err)
+	}
+	if _, err := (Hardware{}).With(HardwareSpec{PeakBF16TFLOPS: 1e10}); err == nil || err.Error() != "hardware_override: peak_bf16_tflops: 1e+10 is over the limit of 1e+09" {
+		t.Errorf("peak_bf16_tflops: %v", err)
 	}
 }
