@@ -53,13 +53,22 @@ func (r *batchReader) Record() Record    { return r.cur }
 func (r *batchReader) Err() error        { return r.err }
 func (r *batchReader) Runs() []trace.Run { return r.runs }
 
-// readInput reads the whole input; an I/O error is fatal and names the file.
-func readInput(r io.Reader, file string) ([]byte, error) {
-	b, err := io.ReadAll(r)
+// readInput reads the whole input, of at most max bytes; an I/O error or
+// a longer input is fatal and names the file.
+func readInput(r io.Reader, file string, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
+	if int64(len(b)) > max {
+		return nil, documentTooLong(file, max)
+	}
 	return b, nil
+}
+
+// documentTooLong is the error of a whole document over the limit.
+func documentTooLong(file string, max int64) error {
+	return fmt.Errorf("%s: %w of %d bytes (--max-document-bytes)", file, ErrDocumentTooLong, max)
 }
 
 // A lineReader reads lines of up to max bytes, counting them. A longer

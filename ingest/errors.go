@@ -42,3 +42,7 @@ var ErrUnrecognized = errors.New("unrecognized trace format")
 // ErrTooManyErrors is wrapped by the error Files returns when the number of
 // bad records passes Options.MaxErrors.
 var ErrTooManyErrors = errors.New("too many bad records")
+
+// ErrDocumentTooLong is wrapped by the error of an input of a
+// whole-document format longer than Options.MaxDocumentBytes.
+var ErrDocumentTooLong = errors.New("a whole JSON document over the limit")

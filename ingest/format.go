@@ -73,6 +73,12 @@ type Options struct {
 	// AIPerf, OTLP, SGLang's logs): a longer line is a bad record, read
 	// past without being held. 0 means DefaultMaxLineBytes.
 	MaxLineBytes int
+	// MaxDocumentBytes bounds an input of a whole-document format (a JSON
+	// document read whole: vLLM's and SGLang's bench results, GenAI-Perf,
+	// GuideLLM, LLMPerf, inference-perf, agentic sessions, Opal): a larger
+	// input is a fatal error, read no further. 0 means
+	// DefaultMaxDocumentBytes.
+	MaxDocumentBytes int64
 
 	// Facts a file may not record, given on the command line (--model,
 	// --hardware, --tp, --engine, --engine-opt) and kept in the metadata
@@ -90,6 +96,19 @@ type Options struct {
 // ../shared/data (an AIPerf record with its ITL list), and small enough
 // that a line and what it decodes into stay far under a GiB.
 const DefaultMaxLineBytes = 64 << 20
+
+// DefaultMaxDocumentBytes is the largest whole document read when
+// Options.MaxDocumentBytes is 0: 256 MiB, two hundred times the largest
+// document in ../shared/data (a 1.3-MB vLLM result of 1,000 requests), and
+// small enough that a document and what it decodes into stay near a GiB.
+const DefaultMaxDocumentBytes = 256 << 20
+
+func (o Options) maxDocumentBytes() int64 {
+	if o.MaxDocumentBytes > 0 {
+		return o.MaxDocumentBytes
+	}
+	return DefaultMaxDocumentBytes
+}
 
 func (o Options) maxLineBytes() int {
 	if o.MaxLineBytes > 0 {

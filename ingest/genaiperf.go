@@ -50,7 +50,7 @@ type genAIPerfRequest struct {
 
 func newGenAIPerfReader(r io.Reader, file, run string, opts Options) Reader {
 	return &batchReader{load: func() ([]Record, []trace.Run, error) {
-		b, err := readInput(r, file)
+		b, err := readInput(r, file, opts.maxDocumentBytes())
 		if err != nil {
 			return nil, nil, err
 		}

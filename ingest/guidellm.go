@@ -105,7 +105,7 @@ type guideLLMStrategy struct {
 
 func newGuideLLMReader(r io.Reader, file, run string, opts Options) Reader {
 	return &batchReader{load: func() ([]Record, []trace.Run, error) {
-		b, err := readInput(r, file)
+		b, err := readInput(r, file, opts.maxDocumentBytes())
 		if err != nil {
 			return nil, nil, err
 		}

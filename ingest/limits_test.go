@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -91,4 +93,67 @@ func TestLineReaderExact(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMaxDocumentBytes: an input of a whole-document format longer than
+// --max-document-bytes is a fatal error naming the file and the limit,
+// read no further, and one of exactly the limit is read; vLLM's input past
+// the in-memory size (spilled to a temporary file) too.
+func TestMaxDocumentBytes(t *testing.T) {
+	vllm := func(n, pad int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"backend": "vllm", "model_id": "m", "pad": "` + strings.Repeat("x", pad) + `", "completed": ` + fmt.Sprint(n) + `, "input_lens": [`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("100")
+		}
+		b.WriteString(`], "output_lens": [` + strings.Repeat("5, ", n-1) + `5], "ttfts": [` + strings.Repeat("0.1, ", n-1) + `0.1]}`)
+		return b.Bytes()
+	}
+	inputs := map[string][]byte{
+		genAIPerfName:              readTestdata(t, "testdata/genaiperf/profile_export.json"),
+		guideLLMName:               readTestdata(t, "testdata/guidellm/v0.2.json"),
+		llmperfName:                readTestdata(t, "testdata/llmperf/m_10_5_individual_responses.json"),
+		inferencePerfName:          readTestdata(t, "testdata/inferenceperf/per_request_lifecycle_metrics.json"),
+		agenticName:                readTestdata(t, "testdata/agentic/session_a.json"),
+		opalName:                   readTestdata(t, "testdata/opal/stage_0/opal_stats.json"),
+		sglangBenchName:            readTestdata(t, "testdata/sglangbench/details.jsonl"),
+		vllmBenchName:              vllm(3, 0),
+		vllmBenchName + " spilled": vllm(3, vllmInMemory), // over vllmInMemory
+	}
+	for name, in := range inputs {
+		format, _, _ := strings.Cut(name, " ")
+		n := int64(len(in))
+		count := func(max int64) (int, error) {
+			r, err := NewReader(bytes.NewReader(in), "doc.json", Options{Format: format, MaxDocumentBytes: max})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs := 0
+			for r.Scan() {
+				if _, ok := r.Record().(*trace.Request); ok {
+					reqs++
+				}
+			}
+			return reqs, r.Err()
+		}
+		if reqs, err := count(n); err != nil || reqs == 0 {
+			t.Errorf("%s: %d bytes, limit %d: %d requests, %v", name, n, n, reqs, err)
+		}
+		want := fmt.Sprintf("doc.json: a whole JSON document over the limit of %d bytes (--max-document-bytes)", n-1)
+		if reqs, err := count(n - 1); err == nil || err.Error() != want || !errors.Is(err, ErrDocumentTooLong) || reqs != 0 {
+			t.Errorf("%s: limit %d: %d requests, error %v\nwant %s", name, n-1, reqs, err, want)
+		}
+	}
+}
+
+func readTestdata(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -53,7 +53,7 @@ var opalStage = regexp.MustCompile(`(?:^|[/_\\])stage_(\d+)(?:[/_\\]|$)`)
 
 func newOpalReader(r io.Reader, file, run string, opts Options) Reader {
 	return &batchReader{load: func() ([]Record, []trace.Run, error) {
-		b, err := readInput(r, file)
+		b, err := readInput(r, file, opts.maxDocumentBytes())
 		if err != nil {
 			return nil, nil, err
 		}

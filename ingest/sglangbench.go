@@ -50,6 +50,7 @@ type sglangBenchReader struct {
 	src    io.Reader
 	file   string
 	prefix string
+	maxDoc int64 // Options.MaxDocumentBytes
 
 	data   []byte
 	loaded bool
@@ -91,7 +92,7 @@ func setExtra(run *trace.Run, k, v string) {
 }
 
 func newSGLangBenchReader(r io.Reader, file, run string, opts Options) Reader {
-	return &sglangBenchReader{src: r, file: file, prefix: run}
+	return &sglangBenchReader{src: r, file: file, prefix: run, maxDoc: opts.maxDocumentBytes()}
 }
 
 func (r *sglangBenchReader) Record() Record    { return r.cur }
@@ -101,9 +102,9 @@ func (r *sglangBenchReader) Runs() []trace.Run { return r.runs }
 func (r *sglangBenchReader) Scan() bool {
 	if !r.loaded {
 		r.loaded = true
-		b, err := io.ReadAll(r.src)
+		b, err := readInput(r.src, r.file, r.maxDoc)
 		if err != nil {
-			r.err = fmt.Errorf("%s: %w", r.file, err)
+			r.err = err
 			r.done = true
 		}
 		r.data = b

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -79,7 +80,12 @@ func (r *vllmBenchReader) Runs() []trace.Run { return r.runs }
 func (r *vllmBenchReader) Scan() bool {
 	if !r.loaded {
 		r.loaded = true
-		b, release, err := readWhole(r.src, r)
+		b, release, err := readWhole(r.src, r, r.opts.maxDocumentBytes())
+		if errors.Is(err, ErrDocumentTooLong) {
+			r.err = documentTooLong(r.file, r.opts.maxDocumentBytes())
+			r.finished = true
+			return false
+		}
 		if err != nil {
 			r.err = fmt.Errorf("%s: %w", r.file, err)
 			r.finished = true

@@ -26,8 +26,14 @@ const vllmInMemory = 4 << 20
 // the input. Past vllmInMemory bytes the input (a file, standard input or
 // a gzip stream alike) is copied to a temporary file, removed at once, and
 // mapped (mapFile): the peak is the input plus vllmInMemory.
-func readWhole[T any](src io.Reader, owner *T) ([]byte, func(), error) {
-	head, err := io.ReadAll(io.LimitReader(src, vllmInMemory+1))
+//
+// An input over max bytes is ErrDocumentTooLong, read no further than
+// max+1 bytes.
+func readWhole[T any](src io.Reader, owner *T, max int64) ([]byte, func(), error) {
+	head, err := io.ReadAll(io.LimitReader(src, min(vllmInMemory, max)+1))
+	if err == nil && int64(len(head)) > max {
+		return nil, nil, ErrDocumentTooLong
+	}
 	if err != nil || len(head) <= vllmInMemory {
 		return head, func() {}, err
 	}
@@ -43,9 +49,12 @@ func readWhole[T any](src io.Reader, owner *T) ([]byte, func(), error) {
 	if _, err := f.Write(head); err != nil {
 		return nil, nil, err
 	}
-	n, err := io.Copy(f, src)
+	n, err := io.Copy(f, io.LimitReader(src, max+1-int64(len(head))))
 	if err != nil {
 		return nil, nil, err
+	}
+	if int64(len(head))+n > max {
+		return nil, nil, ErrDocumentTooLong
 	}
 	return mapFile(f, int64(len(head))+n, owner)
 }

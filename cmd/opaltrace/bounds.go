@@ -20,6 +20,9 @@ const (
 	// --max-line-bytes: a line is held whole, and what it decodes into is
 	// larger still.
 	maxLineBytesMax = 1 << 30
+	// --max-document-bytes: a document is held whole (vLLM's mapped from
+	// a temporary file).
+	maxDocumentBytesMax = 1 << 40
 )
 
 // intIn returns a Validator accepting lo ≤ v ≤ hi.

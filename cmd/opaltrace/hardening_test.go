@@ -34,6 +34,8 @@ func TestFlagBounds(t *testing.T) {
 		{[]string{"stats", "--max-errors", "-5", path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
 		{[]string{"ingest", "--max-errors", "-5", "-o", out, path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
 		{[]string{"ingest", "--tp", "-2", "-o", out, path}, `invalid value "-2" for flag -tp: -2 is not in [0, 65536]`},
+		{[]string{"ingest", "--max-document-bytes", "0", "-o", out, path}, `invalid value "0" for flag -max-document-bytes: 0 is not in [1, 1099511627776]`},
+		{[]string{"ingest", "--max-document-bytes", "1000", "-o", out, path}, path + ": a whole JSON document over the limit of 1000 bytes (--max-document-bytes)"},
 		{[]string{"report", "--max-errors", "-5", "--html", filepath.Join(t.TempDir(), "r.html"), path}, `invalid value "-5" for flag -max-errors: -5 is not in [0, 1073741824]`},
 	} {
 		want := c.want

@@ -23,15 +23,18 @@ func ingestFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "allow-errors", Usage: "exit 0 even when bad records were dropped"},
 		&cli.IntFlag{Name: "max-line-bytes", Value: ingest.DefaultMaxLineBytes, Validator: intIn(1, maxLineBytesMax),
 			Usage: "a longer line of a line-oriented format (Mooncake, AIPerf, OTLP, SGLang logs) is a bad record"},
+		&cli.IntFlag{Name: "max-document-bytes", Value: ingest.DefaultMaxDocumentBytes, Validator: intIn(1, maxDocumentBytesMax),
+			Usage: "a longer input of a whole-document JSON format (vLLM, SGLang bench, GenAI-Perf, GuideLLM, LLMPerf, inference-perf, agentic, Opal) is an error"},
 	}
 }
 
 func ingestOptions(c *cli.Command) ingest.Options {
 	return ingest.Options{
-		Format:       c.String("format"),
-		BlockSize:    c.Int64("block-size"),
-		MaxErrors:    c.Int("max-errors"),
-		MaxLineBytes: c.Int("max-line-bytes"),
+		Format:           c.String("format"),
+		BlockSize:        c.Int64("block-size"),
+		MaxErrors:        c.Int("max-errors"),
+		MaxLineBytes:     c.Int("max-line-bytes"),
+		MaxDocumentBytes: int64(c.Int("max-document-bytes")),
 	}
 }
 
