@@ -54,6 +54,18 @@ func FuzzReadParquet(f *testing.F) {
 				t.Fatalf("accepted an invalid request: %v", err)
 			}
 		}
+		// The column scanner reads what the reader read, row for row.
+		i := 0
+		err = ScanColumns(path, nil, func(r *Request) error {
+			if i >= len(reqs) || r.String() != reqs[i].String() {
+				t.Fatalf("ScanColumns row %d differs from ReadFile's %d rows", i, len(reqs))
+			}
+			i++
+			return nil
+		})
+		if err == nil && i != len(reqs) {
+			t.Fatalf("ScanColumns read %d rows, ReadFile %d", i, len(reqs))
+		}
 	})
 }
 
