@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 )
 
 // CompareOptions tune Compare.
@@ -54,6 +53,13 @@ type Comparison struct {
 type MetricComparison struct {
 	Metric string // ttft, tpot, itl, e2el
 	NA, NB int
+	// AReported (BReported) says side A's (B's) statistics are the ones
+	// its source reported in its own summary (a summary-only run, see
+	// ReportedStats): only the statistics it reported are compared, it has
+	// no values to resample, so the interval covers the other side's
+	// sampling only (it is the point itself when both sides are
+	// reported), and KS and W1 are NaN.
+	AReported, BReported bool
 	// KS is the Kolmogorov–Smirnov distance sup|F_A − F_B|, W1 the
 	// Wasserstein-1 distance ∫|F_A − F_B| dx in seconds: distances, not
 	// tests.
@@ -74,7 +80,8 @@ type StatComparison struct {
 }
 
 // Compare compares a and b metric by metric: for the mean and each
-// quantile, the absolute and relative difference with a bootstrap
+// quantile (of a side without values for a metric, the statistics its
+// source reported, see MetricComparison.AReported), the absolute and relative difference with a bootstrap
 // percentile confidence interval of the relative difference (each side
 // resampled with replacement, independently; pooled ITL gaps are resampled
 // as independent values, which understates the interval when gaps within
@@ -94,11 +101,12 @@ func Compare(nameA string, a *Summary, nameB string, b *Summary, opts CompareOpt
 			nameA, orNone(a.Semantics.ITLUnit), orNone(a.Semantics.E2EBasis), orNone(a.Semantics.TTFTBasis),
 			nameB, orNone(b.Semantics.ITLUnit), orNone(b.Semantics.E2EBasis), orNone(b.Semantics.TTFTBasis)))
 	}
+	repA, repB := ReportedStats(a.Run), ReportedStats(b.Run)
 	for i, m := range []struct {
 		name string
 		a, b Dist
 	}{{"ttft", a.TTFT, b.TTFT}, {"tpot", a.TPOT, b.TPOT}, {"itl", a.ITL, b.ITL}, {"e2el", a.E2E, b.E2E}} {
-		mc := compareDists(m.name, m.a, m.b, opts, uint64(i))
+		mc := compareSides(m.name, sideOf(m.a, repA[m.name]), sideOf(m.b, repB[m.name]), opts, uint64(i))
 		c.Resamples = max(c.Resamples, mc.Resamples)
 		c.Metrics = append(c.Metrics, mc)
 	}
@@ -119,29 +127,82 @@ type stat struct {
 	pct  float64 // percentile, or -1 for the mean
 }
 
-func compareDists(name string, a, b Dist, opts CompareOptions, stream uint64) MetricComparison {
-	mc := MetricComparison{Metric: name, NA: a.N(), NB: b.N()}
-	if a.N() == 0 || b.N() == 0 {
+// A side is one side of a metric's comparison: its values, or, when it
+// has none, the statistics its source reported (by Compare's names).
+type side struct {
+	d        Dist
+	reported map[string]float64
+}
+
+func sideOf(d Dist, reported map[string]float64) side {
+	if d.N() > 0 {
+		return side{d: d}
+	}
+	return side{reported: reported}
+}
+
+func (s side) isReported() bool { return s.d.N() == 0 && len(s.reported) > 0 }
+
+// has reports whether the side can give statistic st.
+func (s side) has(st stat) bool {
+	if s.d.N() > 0 {
+		return true
+	}
+	_, ok := s.reported[st.name]
+	return ok
+}
+
+func (s side) value(st stat) float64 {
+	if s.d.N() > 0 {
+		return st.of(s.d)
+	}
+	return s.reported[st.name]
+}
+
+func compareSides(name string, a, b side, opts CompareOptions, stream uint64) MetricComparison {
+	mc := MetricComparison{Metric: name, NA: a.d.N(), NB: b.d.N(), AReported: a.isReported(), BReported: b.isReported()}
+	all := []stat{{"mean", func(d Dist) float64 { return d.Mean }, -1}}
+	for _, p := range opts.Quantiles {
+		all = append(all, stat{percentileName(p), func(d Dist) float64 { return d.Percentile(p) }, p})
+	}
+	var stats []stat
+	for _, st := range all {
+		if a.has(st) && b.has(st) {
+			stats = append(stats, st)
+		}
+	}
+	if len(stats) == 0 || (a.d.N() == 0 && !mc.AReported) || (b.d.N() == 0 && !mc.BReported) {
+		mc.AReported, mc.BReported = false, false
 		mc.Verdict = VerdictNoData
 		return mc
 	}
-	mc.KS, mc.W1 = ksW1(a.Values, b.Values)
-	stats := []stat{{"mean", func(d Dist) float64 { return d.Mean }, -1}}
-	for _, p := range opts.Quantiles {
-		stats = append(stats, stat{"p" + strconv.FormatFloat(p, 'f', -1, 64), func(d Dist) float64 { return d.Percentile(p) }, p})
+	mc.KS, mc.W1 = math.NaN(), math.NaN()
+	if a.d.N() > 0 && b.d.N() > 0 {
+		mc.KS, mc.W1 = ksW1(a.d.Values, b.d.Values)
 	}
-	b1 := opts.Resamples
-	if cap := int(2e8 / float64(a.N()+b.N())); b1 > cap {
-		b1 = max(cap, 100)
+	b1 := 0 // no resample when both sides are reported figures
+	bothReported := a.d.N()+b.d.N() == 0
+	if n := a.d.N() + b.d.N(); n > 0 {
+		b1 = opts.Resamples
+		if cap := int(2e8 / float64(n)); b1 > cap {
+			b1 = max(cap, 100)
+		}
 	}
 	mc.Resamples = b1
 	rng := rand.New(rand.NewPCG(opts.Seed, stream))
 	rel := make([][]float64, len(stats))
-	countsA, countsB := make([]int32, a.N()), make([]int32, b.N())
+	countsA, countsB := make([]int32, a.d.N()), make([]int32, b.d.N())
 	valsA, valsB := make([]float64, len(stats)), make([]float64, len(stats))
+	for k, st := range stats {
+		valsA[k], valsB[k] = a.value(st), b.value(st)
+	}
 	for range b1 {
-		resampleStats(rng, a.Values, countsA, stats, valsA)
-		resampleStats(rng, b.Values, countsB, stats, valsB)
+		if a.d.N() > 0 {
+			resampleStats(rng, a.d.Values, countsA, stats, valsA)
+		}
+		if b.d.N() > 0 {
+			resampleStats(rng, b.d.Values, countsB, stats, valsB)
+		}
 		for k := range stats {
 			if valsA[k] != 0 {
 				rel[k] = append(rel[k], (valsB[k]-valsA[k])/valsA[k])
@@ -151,15 +212,21 @@ func compareDists(name string, a, b Dist, opts CompareOptions, stream uint64) Me
 	lo, hi := (1-opts.Confidence)/2*100, (1+opts.Confidence)/2*100
 	worst := VerdictWithin
 	for k, s := range stats {
-		sc := StatComparison{Stat: s.name, A: s.of(a), B: s.of(b)}
+		sc := StatComparison{Stat: s.name, A: a.value(s), B: b.value(s)}
 		sc.AbsDiff = sc.B - sc.A
 		sc.RelDiff = math.NaN()
 		if sc.A != 0 {
 			sc.RelDiff = sc.AbsDiff / sc.A
 		}
-		if len(rel[k]) == 0 || len(rel[k]) < b1/2 { // == 0: no resamples (Resamples < 0) prove nothing
+		switch {
+		case bothReported && sc.A != 0:
+			// Two reported figures: no sampling to go by, the point is
+			// the interval.
+			sc.CILo, sc.CIHi = sc.RelDiff, sc.RelDiff
+			sc.Verdict = verdict(sc.CILo, sc.CIHi, opts.Margin)
+		case len(rel[k]) == 0 || len(rel[k]) < b1/2: // == 0: no resamples (Resamples < 0) prove nothing
 			sc.CILo, sc.CIHi, sc.Verdict = math.NaN(), math.NaN(), VerdictInconclusive
-		} else {
+		default:
 			d := NewDist(rel[k])
 			sc.CILo, sc.CIHi = d.Percentile(lo), d.Percentile(hi)
 			sc.Verdict = verdict(sc.CILo, sc.CIHi, opts.Margin)

@@ -18,7 +18,10 @@
 //     (Mattson's stack distances over a Fenwick tree).
 //  4. Comparison of two datasets (compare.go): per metric and statistic the
 //     absolute and relative difference with seeded bootstrap intervals, KS
-//     and Wasserstein-1 distances and a verdict against a margin.
+//     and Wasserstein-1 distances and a verdict against a margin; a
+//     summary-only run compared on the statistics its source reported
+//     (reported.go); runs paired one to one, a replay with the run it
+//     replays or in order, never a sweep pooled (pair.go).
 //  5. Bounded memory (stream.go, streamsum.go): the same summary in a few
 //     passes over a Source, for pooled ITLs of 10⁸ values: exact selection
 //     of the ranks by refining histograms of float64 bit patterns, and

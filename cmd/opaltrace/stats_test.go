@@ -188,14 +188,14 @@ func TestStatsCompare(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, stderr)
 		}
-		var c struct {
+		var cs []struct {
 			Metrics []map[string]any `json:"metrics"`
 		}
-		if err := json.Unmarshal([]byte(out), &c); err != nil {
-			t.Fatal(err)
+		if err := json.Unmarshal([]byte(out), &cs); err != nil || len(cs) != 1 {
+			t.Fatalf("%v: %d comparisons of one run each\n%s", err, len(cs), out)
 		}
 		v := map[string]any{}
-		for _, m := range c.Metrics {
+		for _, m := range cs[0].Metrics {
 			v[m["metric"].(string)] = m["verdict"]
 		}
 		return v

@@ -29,6 +29,7 @@ func statsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "series", Usage: "print per-second arrivals, completions, running requests and output tokens"},
 			&cli.BoolFlag{Name: "cache-curve", Usage: "print the hit rate of an ideal LRU prefix cache by capacity (from hash_ids)"},
 			&cli.StringFlag{Name: "compare", Usage: "compare FILE with `OTHER` (e.g. observed vs simulated): differences, bootstrap intervals, KS, W1, verdicts"},
+			&cli.BoolFlag{Name: "check", Usage: "with --compare: exit with status 1 when a statistic's verdict is outside the margin (for CI)"},
 			&cli.StringFlag{Name: "margin", Value: "5%", Usage: "relative margin of the comparison verdicts (5% or 0.05)"},
 			&cli.IntFlag{Name: "resamples", Value: 1000, Validator: intIn(minResamples, maxResamples), Usage: fmt.Sprintf("bootstrap resamples of the comparison (%d to %d)", minResamples, maxResamples)},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the comparison bootstrap"},
@@ -66,6 +67,9 @@ func statsCommand() *cli.Command {
 			}
 			if c.Bool("low-memory") && (c.String("compare") != "" || c.Bool("as-source")) {
 				return errors.New("--low-memory: --compare and --as-source need the requests in memory")
+			}
+			if c.Bool("check") && c.String("compare") == "" {
+				return errors.New("--check: only with --compare")
 			}
 			if other := c.String("compare"); other != "" {
 				return statsCompare(c, other, aopts.Summary)
@@ -140,8 +144,11 @@ func attachSeconds(as []*analyze.Analysis, path string) error {
 	return nil
 }
 
-// statsCompare compares the first input with other, each pooled over its
-// runs (and trimmed alike when asked).
+// statsCompare compares the runs of the first input with those of other,
+// run by run as analyze.PairRuns pairs them (a replay with the run it
+// replays, else in order; --run picks), each trimmed alike when asked.
+// With --check, a verdict outside the margin is an error after the
+// comparison is printed, so the exit status says it.
 func statsCompare(c *cli.Command, other string, sopts analyze.Options) error {
 	if c.NArg() != 1 {
 		return errors.New("stats --compare: give exactly one FILE to compare with OTHER")
@@ -150,28 +157,78 @@ func statsCompare(c *cli.Command, other string, sopts analyze.Options) error {
 	if err != nil {
 		return fmt.Errorf("--margin: %w", err)
 	}
-	var sums [2]*analyze.Summary
-	var names [2]string
-	for i, arg := range []string{c.Args().First(), other} {
-		ds, err := loadSelected(c, arg)
-		if err != nil {
-			return err
-		}
-		g := analyze.Pool(ds.Name, ds.Requests)
-		sums[i], names[i] = analyze.SummarizeWith(g.Run, g.Requests, sopts), ds.Name
-	}
-	cmp := analyze.Compare(names[0], sums[0], names[1], sums[1], analyze.CompareOptions{
-		Margin: margin, Resamples: c.Int("resamples"), Seed: c.Uint64("seed"),
-	})
-	if c.Bool("json") {
-		b, err := report.ComparisonJSON(cmp)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(c.Writer, "%s\n", b)
+	sels, err := trace.ParseRunSelectors(c.StringSlice("run"))
+	if err != nil {
 		return err
 	}
-	return report.WriteComparison(c.Writer, cmp)
+	var groups [2][]analyze.Group
+	var runs [2][]trace.Run
+	var names [2]string
+	for i, arg := range []string{c.Args().First(), other} {
+		ds, err := loadDataset(arg, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+		if err != nil {
+			return err
+		}
+		names[i], groups[i] = ds.Name, analyze.GroupByRun(ds.Runs, ds.Requests)
+		for _, g := range groups[i] {
+			runs[i] = append(runs[i], g.Run)
+		}
+	}
+	pairing, err := analyze.PairRuns(runs[0], runs[1], sels)
+	if err != nil {
+		return fmt.Errorf("stats --compare %s with %s: %w", names[0], names[1], err)
+	}
+	if len(pairing.Unpaired) > 0 {
+		fmt.Fprintf(c.ErrWriter, "not compared (%d runs without a replay on the other side): %s\n", len(pairing.Unpaired), strings.Join(pairing.Unpaired, "; "))
+	}
+	labels := [2][]string{trace.RunLabels(runs[0]), trace.RunLabels(runs[1])}
+	var cmps []*analyze.Comparison
+	for _, p := range pairing.Pairs {
+		var sums [2]*analyze.Summary
+		var ns [2]string
+		for side, k := range [2]int{p.A, p.B} {
+			g := groups[side][k]
+			sums[side] = analyze.SummarizeWith(g.Run, g.Requests, sopts)
+			ns[side] = names[side] + " " + labels[side][k]
+		}
+		cmps = append(cmps, analyze.Compare(ns[0], sums[0], ns[1], sums[1], analyze.CompareOptions{
+			Margin: margin, Resamples: c.Int("resamples"), Seed: c.Uint64("seed"),
+		}))
+	}
+	if c.Bool("json") {
+		b, err := report.ComparisonsJSON(cmps)
+		if err != nil {
+			return err
+		}
+		if _, err = fmt.Fprintf(c.Writer, "%s\n", b); err != nil {
+			return err
+		}
+	} else if err := report.WriteComparisons(c.Writer, cmps); err != nil {
+		return err
+	}
+	if c.Bool("check") {
+		return checkVerdicts(cmps, margin)
+	}
+	return nil
+}
+
+// checkVerdicts is --check's error: every statistic whose verdict is
+// outside the margin, by pair and metric; nil when there is none.
+func checkVerdicts(cmps []*analyze.Comparison, margin float64) error {
+	var out []string
+	for _, cmp := range cmps {
+		for _, m := range cmp.Metrics {
+			for _, s := range m.Stats {
+				if s.Verdict == analyze.VerdictOutside {
+					out = append(out, fmt.Sprintf("%s: %s %s %+.1f%%", cmp.A, m.Metric, s.Stat, s.RelDiff*100))
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--check: %d statistics outside ±%g%%: %s", len(out), margin*100, strings.Join(out, "; "))
 }
 
 // statsAsSource prints each run as its source tool computed it.
