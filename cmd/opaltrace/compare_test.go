@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // The DataCrunch Llama-3.3-70B sweep (summary-only SGLang runs at 1–16
@@ -119,5 +120,36 @@ func TestStatsCompareByOrder(t *testing.T) {
 	}
 	if _, _, err := opaltrace(t, "stats", "--check", a); err == nil || !strings.Contains(err.Error(), "--check: only with --compare") {
 		t.Errorf("--check without --compare: %v", err)
+	}
+}
+
+// replay --run selects the input runs as stats does; --run-name names
+// the simulated runs; a --run that picks nothing (e.g. an old command
+// line that named the output with it) lists the runs and points to
+// --run-name.
+func TestReplayRunSelects(t *testing.T) {
+	dir := t.TempDir()
+	in := shareddata.Path(t, "formats/sglang_bench_serving/datacrunch-research_h200-benchmarks_llama_3_3_70b_online_output.jsonl")
+	out := filepath.Join(dir, "sim.parquet")
+	args := []string{"replay", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--hardware", "h200", "--tp", "4", "--scheduler", "sglang", "-o", out}
+	if _, stderr, err := opaltrace(t, append(args, "--run", "rate=1", "--run", "2", "--run-name", "dc", in)...); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	runs, _, err := trace.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range runs {
+		got = append(got, r.Name+" of "+r.Extra["replay_of"])
+	}
+	base := filepath.Base(in)
+	if want := "dc/" + base + "#1 of " + base + "#1, dc/" + base + "#2 of " + base + "#2"; strings.Join(got, ", ") != want {
+		t.Errorf("runs %q, want %q", strings.Join(got, ", "), want)
+	}
+	_, _, err = opaltrace(t, append(args, "--run", "tiny", in)...)
+	if err == nil || !strings.Contains(err.Error(), "--run tiny: no run matches (runs: #1 dataset=random") ||
+		!strings.Contains(err.Error(), "--run-name names the simulated run") {
+		t.Errorf("--run tiny: %v", err)
 	}
 }

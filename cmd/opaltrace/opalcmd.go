@@ -18,11 +18,15 @@ var opalWorkloadFlag = &cli.StringFlag{Name: "opal-workload", Usage: "replay the
 
 // opalReplay is replay --opal-workload: every stage of the Opal config is
 // generated (or, for a trace stage, read relative to the config) and
-// replayed as a run of its own, RUN/stage_<i> when there are several.
+// replayed as a run of its own, NAME/stage_<i> (--run-name) when there
+// are several.
 // The seed is --seed when given, else the Opal config's simulation.seed.
 func opalReplay(_ context.Context, c *cli.Command) error {
 	if c.NArg() != 0 {
 		return errors.New("replay: --opal-workload takes the workload from the Opal config: give no TRACE")
+	}
+	if c.IsSet("run") {
+		return errors.New("replay: --run selects input runs, and --opal-workload has none (--run-name names the simulated run)")
 	}
 	cl, err := clusterFor(c)
 	if err != nil {
@@ -40,7 +44,7 @@ func opalReplay(_ context.Context, c *cli.Command) error {
 	if c.IsSet("seed") {
 		seed = cl.Seed
 	}
-	jobs, err := opalJobs(cl, over, w, seed, c.String("run"))
+	jobs, err := opalJobs(cl, over, w, seed, c.String("run-name"))
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,8 @@ func replayCommand() *cli.Command {
 		Flags: append(append(ingestFlags(),
 			&cli.StringFlag{Name: "config", Usage: "cluster YAML (hardware, model, tp, workers, router, scheduler, workload, seed)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "simulated Parquet file to write"},
-			&cli.StringFlag{Name: "run", Value: "simulated", Usage: "name of the simulated run"},
+			&cli.StringFlag{Name: "run-name", Value: "simulated", Usage: "`NAME` of the simulated run; with several input runs, each is NAME/INPUT-RUN"},
+			runFlag(),
 			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
 			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + strings.Join(model.HardwareNames(), ", ") + ")"},
 			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
@@ -73,11 +74,18 @@ func replayCommand() *cli.Command {
 				return err
 			}
 			over.AssumeDeployment = c.Bool("assume-deployment")
+			sels, err := trace.ParseRunSelectors(c.StringSlice("run"))
+			if err != nil {
+				return err
+			}
 			in, err := loadReplayInputs(c.Args().First(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 			if err != nil {
 				return err
 			}
-			jobs, err := replayJobs(cl, over, in, c.String("run"), c.ErrWriter)
+			if err := in.selectRuns(sels); err != nil {
+				return err
+			}
+			jobs, err := replayJobs(cl, over, in, c.String("run-name"), c.ErrWriter)
 			if err != nil {
 				return err
 			}

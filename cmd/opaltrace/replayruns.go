@@ -107,6 +107,39 @@ func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr 
 	return x, err
 }
 
+// selectRuns keeps the runs sels pick (all without selectors), and their
+// requests. A selector that picks nothing is an error that lists the runs
+// and says that --run no longer names the simulated run.
+func (x *replayInputs) selectRuns(sels []trace.RunSelector) error {
+	if len(sels) == 0 {
+		return nil
+	}
+	all := x.allRuns()
+	idx, err := trace.SelectRuns(all, sels)
+	if err != nil {
+		return fmt.Errorf("replay: %w (--run selects input runs, as stats does; --run-name names the simulated run)", err)
+	}
+	keep := map[string]bool{}
+	var runs []trace.Run
+	for _, i := range idx {
+		keep[all[i].Name] = true
+		runs = append(runs, all[i])
+	}
+	var named []string
+	for _, n := range x.named {
+		if keep[n] {
+			named = append(named, n)
+		}
+	}
+	for n := range x.byRun {
+		if !keep[n] {
+			delete(x.byRun, n)
+		}
+	}
+	x.runs, x.named = runs, named
+	return nil
+}
+
 // replayJobs makes one job per input run, in order. A run without
 // requests is regenerated from its recorded workload (vLLM's and SGLang's
 // random datasets); one that cannot be is listed on stderr and passed over.

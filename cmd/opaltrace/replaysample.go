@@ -29,8 +29,8 @@ func sampleFlags() []cli.Flag {
 
 // sampledReplay is replay --sample N --sample-rate R INPUT...: the
 // (input_tokens, output_tokens) pairs of the inputs' successful requests,
-// in input order, are the length table of one sampled open-loop run named
-// --run. Nothing is written when an argument or the inputs are unusable.
+// in input order (of the runs --run picks in each input), are the length
+// table of one sampled open-loop run named --run-name. Nothing is written when an argument or the inputs are unusable.
 func sampledReplay(_ context.Context, c *cli.Command) error {
 	n, rate, err := sampleArgs(c)
 	if err != nil {
@@ -46,7 +46,11 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 	if err := sampledWorkloadFits(cl.Config); err != nil {
 		return err
 	}
-	pairs, err := samplePairs(c.Args().Slice(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+	sels, err := trace.ParseRunSelectors(c.StringSlice("run"))
+	if err != nil {
+		return err
+	}
+	pairs, err := samplePairs(c.Args().Slice(), sels, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 	if err != nil {
 		return err
 	}
@@ -54,7 +58,7 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	job, err := sampledJob(cl, over, pairs, n, rate, c.Args().Slice(), c.String("run"))
+	job, err := sampledJob(cl, over, pairs, n, rate, c.Args().Slice(), c.String("run-name"))
 	if err != nil {
 		return err
 	}
@@ -111,22 +115,50 @@ func sampledWorkloadFits(cfg replay.Config) error {
 
 // samplePairs reads the inputs in order (opaltrace Parquet files, or any
 // ingestible file or directory) and returns the (input_tokens,
-// output_tokens) pair of every successful request that has both. Only the
-// pairs are kept, not the requests. Bad records of an ingestible input are
-// printed and fail the read unless allowErrors, as loadDataset does.
-func samplePairs(args []string, opts ingest.Options, allowErrors bool, stderr io.Writer) ([][2]int64, error) {
+// output_tokens) pair of every successful request that has both, of the
+// runs sels pick in each input (all without selectors). Only the pairs are
+// kept, not the requests. Bad records of an ingestible input are printed
+// and fail the read unless allowErrors, as loadDataset does.
+func samplePairs(args []string, sels []trace.RunSelector, opts ingest.Options, allowErrors bool, stderr io.Writer) ([][2]int64, error) {
 	var pairs [][2]int64
-	add := func(r *trace.Request) error {
-		if r.OK() && r.InputTokens.OK && r.OutputTokens.OK {
-			pairs = append(pairs, [2]int64{r.InputTokens.V, r.OutputTokens.V})
-		}
-		return nil
-	}
 	for _, arg := range args {
 		_, path := splitLabel(arg)
+		var filePairs [][2]int64
+		var runOf []string // each pair's run, when runs are selected
+		add := func(r *trace.Request) error {
+			if r.OK() && r.InputTokens.OK && r.OutputTokens.OK {
+				filePairs = append(filePairs, [2]int64{r.InputTokens.V, r.OutputTokens.V})
+				if len(sels) > 0 {
+					runOf = append(runOf, r.Run)
+				}
+			}
+			return nil
+		}
 		// Of a Parquet file, only the columns the length table needs.
-		if _, err := eachRequest(path, []string{"status", "input_tokens", "output_tokens"}, opts, allowErrors, stderr, add); err != nil {
+		cols := []string{"status", "input_tokens", "output_tokens"}
+		if len(sels) > 0 {
+			cols = append(cols, "run")
+		}
+		runs, err := eachRequest(path, cols, opts, allowErrors, stderr, add)
+		if err != nil {
 			return nil, err
+		}
+		if len(sels) == 0 {
+			pairs = append(pairs, filePairs...)
+			continue
+		}
+		idx, err := trace.SelectRuns(runs, sels)
+		if err != nil {
+			return nil, fmt.Errorf("replay: %s: %w", path, err)
+		}
+		keep := map[string]bool{}
+		for _, i := range idx {
+			keep[runs[i].Name] = true
+		}
+		for i, p := range filePairs {
+			if keep[runOf[i]] {
+				pairs = append(pairs, p)
+			}
 		}
 	}
 	if len(pairs) == 0 {

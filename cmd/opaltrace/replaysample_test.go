@@ -67,7 +67,7 @@ func arrivals(reqs []*trace.Request) map[string]trace.Time {
 func TestReplaySampledTiny(t *testing.T) {
 	dir := t.TempDir()
 	in := writeTiny(t, dir)
-	args := []string{"--sample", "400", "--sample-rate", "20", "--workers", "2", "--seed", "3", "--run", "tiny", in}
+	args := []string{"--sample", "400", "--sample-rate", "20", "--workers", "2", "--seed", "3", "--run-name", "tiny", in}
 	a, b := replayTwice(t, dir, "s", args...)
 	if !bytes.Equal(a, b) {
 		t.Error("two sampled replays with the same seed wrote different files")
