@@ -20,10 +20,10 @@ A session, from the repository root (doc_test.go runs these lines):
 	$ opaltrace ingest -o mooncake.parquet samples/mooncake/conversation_trace_first10min.jsonl
 	$ opaltrace stats mooncake.parquet
 	$ opaltrace replay --workers 4 -o sim4.parquet mooncake.parquet
-	$ opaltrace replay --workers 8 --run sim8 -o sim8.parquet mooncake.parquet
+	$ opaltrace replay --workers 8 --run-name sim8 -o sim8.parquet mooncake.parquet
 	$ opaltrace stats --json --percentiles 50,99 sim4.parquet
 	$ opaltrace calibrate --server-side -o costmodel.yaml sim4.parquet
-	$ opaltrace replay --workers 4 --model costmodel.yaml --run refit -o refit.parquet mooncake.parquet
+	$ opaltrace replay --workers 4 --model costmodel.yaml --run-name refit -o refit.parquet mooncake.parquet
 	$ opaltrace report --html report.html 4w=sim4.parquet 8w=sim8.parquet refit=refit.parquet
 */
 package main

@@ -93,7 +93,7 @@ func TestPerSecondFileReadByStatsAndReport(t *testing.T) {
 	dir := t.TempDir()
 	in := sampleSlice(t, dir, 300)
 	out, sec := filepath.Join(dir, "sim.parquet"), filepath.Join(dir, "sec.parquet")
-	if _, stderr, err := opaltrace(t, "replay", "-o", out, "--per-second", sec, "--run", "r1", "--workers", "3", in); err != nil {
+	if _, stderr, err := opaltrace(t, "replay", "-o", out, "--per-second", sec, "--run-name", "r1", "--workers", "3", in); err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr)
 	}
 	runs, meta, err := trace.ReadSeconds(sec)
