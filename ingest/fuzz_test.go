@@ -148,9 +148,9 @@ var oneRecordALine = map[string]bool{mooncakeName: true, aiperfName: true, vllmE
 var headerLines = map[string]int{sglangMetricsName: 0, azureName: 1, burstGPTName: 1}
 
 // checkCounts checks that the records read add up to the input: requests
-// + bad records = non-blank lines in the one-record-a-line formats, and at
-// most the non-blank lines after the header in the others that are read
-// line by line.
+// + bad records = non-blank lines in the one-record-a-line formats; in the
+// others read line by line, at most one record a line and requests only
+// after the header.
 func checkCounts(name string, data []byte, requests, bad int) string {
 	lines := 0
 	for l := range bytes.SplitSeq(data, []byte("\n")) {
@@ -161,8 +161,10 @@ func checkCounts(name string, data []byte, requests, bad int) string {
 	if oneRecordALine[name] && requests+bad != lines {
 		return fmt.Sprintf("%d requests + %d bad records from %d non-blank lines", requests, bad, lines)
 	}
-	if h, ok := headerLines[name]; ok && requests+bad > max(lines-h, 0) {
-		return fmt.Sprintf("%d requests + %d bad records from %d non-blank lines after %d of header", requests, bad, lines, h)
+	// A broken header is itself a bad record (a lone `"`), so the header
+	// bounds the requests, not the bad records.
+	if h, ok := headerLines[name]; ok && (requests > max(lines-h, 0) || requests+bad > lines) {
+		return fmt.Sprintf("%d requests + %d bad records from %d non-blank lines, %d of them header", requests, bad, lines, h)
 	}
 	return ""
 }
