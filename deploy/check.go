@@ -146,6 +146,15 @@ var intRules = []intRule{
 	{"workload.clients", func(c *Cluster) int64 { return int64(c.Workload.Clients) }, 1, MaxSeqs, "a number of clients", false, false},
 	{"workload.sessions", func(c *Cluster) int64 { return int64(c.Workload.Sessions) }, 0, MaxSeqs, "a number of concurrent sessions (0: each at its arrival)", false, false},
 	{"scheduler.lmcache.chunk_size", func(c *Cluster) int64 { return lmcache(c).ChunkSize }, 1, MaxBatchTokens, "a number of tokens per chunk", true, false},
+	{"nodes_per_worker", func(c *Cluster) int64 { return int64(c.NodesPerWorker) }, 1, MaxParallel, "a number of nodes per worker", true, false},
+}
+
+// interNode returns c's inter_node settings, or none.
+func interNode(c *Cluster) *InterNodeSpec {
+	if n := c.InterNode; n != nil {
+		return n
+	}
+	return &InterNodeSpec{}
 }
 
 // lmcache returns c's LMCache settings, or none.
@@ -178,6 +187,8 @@ var floatRules = []floatRule{
 	{"scheduler.lmcache.max_local_cpu_size", func(c *Cluster) float64 { return lmcache(c).MaxLocalCPUSize }, 0, MaxTierGiB, true, "a CPU tier size in GiB", true},
 	{"scheduler.lmcache.max_local_disk_size", func(c *Cluster) float64 { return lmcache(c).MaxLocalDiskSize }, 0, MaxTierGiB, true, "a disk tier size in GiB", true},
 	{"kv_store_gib", func(c *Cluster) float64 { return c.KVStoreGiB }, 0, MaxTierGiB, true, "a KV store size in GiB", true},
+	{"inter_node.bandwidth_gbps", func(c *Cluster) float64 { return interNode(c).BandwidthGbps }, 0, 1e6, true, "a line rate in Gb/s", true},
+	{"inter_node.latency_us", func(c *Cluster) float64 { return interNode(c).LatencyUs }, 0, 1e6, false, "a latency in µs", true},
 }
 
 // check bounds every number of c. A key left at 0 that its rule allows

@@ -54,6 +54,13 @@ type Cluster struct {
 	// (model.NodeSpec).
 	Node         string          `yaml:"node,omitempty"`
 	NodeOverride *model.NodeSpec `yaml:"node_override,omitempty"`
+	// NodesPerWorker is the number of nodes each worker's GPUs span (TP
+	// or PP across nodes; 0 or 1: one node). InterNode is the network
+	// between them, which a worker spanning nodes needs: its stage sends
+	// and collectives that cross nodes are priced on it, not on NVLink
+	// (model.InterNode).
+	NodesPerWorker int            `yaml:"nodes_per_worker,omitempty"`
+	InterNode      *InterNodeSpec `yaml:"inter_node,omitempty"`
 	// KVStoreGiB is the capacity of the remote KV store all workers
 	// share (LMCache's remote_url, a Mooncake store's pool), in GiB.
 	KVStoreGiB float64 `yaml:"kv_store_gib,omitempty"`
@@ -94,4 +101,21 @@ func (c *Cluster) mark(key, from string) {
 		c.given = map[string]string{}
 	}
 	c.given[key] = from
+}
+
+// An InterNodeSpec is the cluster file's inter_node: the network between
+// the nodes of a worker that spans several.
+type InterNodeSpec struct {
+	// Transport is tcp, rdma (staged through host memory) or
+	// gpudirect-rdma (GPU memory to the NIC).
+	Transport string `yaml:"transport"`
+	// BandwidthGbps is one link's line rate each way, in Gb/s (400 for a
+	// ConnectX-7 port).
+	BandwidthGbps float64 `yaml:"bandwidth_gbps"`
+	// LinkPerGPU: every GPU has a link of its own (rail-optimised); else
+	// the node's GPUs share one.
+	LinkPerGPU bool `yaml:"link_per_gpu,omitempty"`
+	// LatencyUs is paid by each collective or send that crosses nodes,
+	// besides the cost model's collective latency (default 0).
+	LatencyUs float64 `yaml:"latency_us,omitempty"`
 }

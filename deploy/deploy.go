@@ -3,7 +3,10 @@ package deploy
 import (
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
@@ -89,6 +92,9 @@ func (s *Setup) Header() string {
 	w := "1 worker"
 	if s.Config.Workers != 1 {
 		w = fmt.Sprintf("%d workers", s.Config.Workers)
+	}
+	if in := d.InterNode; in != nil {
+		par += fmt.Sprintf(" over %d nodes, %s %g Gb/s", in.Nodes, in.Transport, in.Bandwidth*8/1e9)
 	}
 	return fmt.Sprintf("%s on %d×%s (%s), %s, %s", d.LLM.Name, gpus, d.Hardware.Name, par, EngineName(s.Config), w)
 }
@@ -178,7 +184,44 @@ func (c Cluster) Deployment() (*model.Deployment, error) {
 	if llm, err = llm.WithKVCacheDType(c.KVCacheDType); err != nil {
 		return nil, err
 	}
-	return model.NewParallelDeployment(hw, llm, model.Parallelism{TP: c.TP, PP: c.PP, DP: c.DP, EP: c.EP})
+	p := model.Parallelism{TP: c.TP, PP: c.PP, DP: c.DP, EP: c.EP}
+	if p.InterNode, err = c.interNode(); err != nil {
+		return nil, err
+	}
+	d, err := model.NewParallelDeployment(hw, llm, p)
+	if err != nil && p.InterNode != nil {
+		return nil, c.bad("nodes_per_worker", c.given["nodes_per_worker"], "", err.Error())
+	}
+	return d, err
+}
+
+// interNode returns the network of a worker spanning nodes, nil for one
+// node; an inter_node without nodes_per_worker, or the reverse, is an
+// error naming the key and line.
+func (c Cluster) interNode() (*model.InterNode, error) {
+	n := c.InterNode
+	switch {
+	case c.NodesPerWorker <= 1 && n == nil:
+		return nil, nil
+	case c.NodesPerWorker <= 1:
+		return nil, c.bad("inter_node", c.given["inter_node.transport"], "", "applies to a worker spanning nodes: set nodes_per_worker")
+	case n == nil:
+		return nil, c.bad("nodes_per_worker", c.given["nodes_per_worker"], strconv.Itoa(c.NodesPerWorker),
+			"a worker spanning nodes needs inter_node: {transport: tcp|rdma|gpudirect-rdma, bandwidth_gbps: N}")
+	}
+	switch n.Transport {
+	case model.TransportTCP, model.TransportRDMA, model.TransportGPUDirectRDMA:
+	default:
+		return nil, c.bad("inter_node.transport", c.given["inter_node.transport"], strconv.Quote(n.Transport),
+			fmt.Sprintf("want %s, %s or %s", model.TransportTCP, model.TransportRDMA, model.TransportGPUDirectRDMA))
+	}
+	if !(n.BandwidthGbps > 0) {
+		return nil, c.bad("inter_node.bandwidth_gbps", c.given["inter_node.transport"], "", "missing: want the line rate of one link in Gb/s")
+	}
+	return &model.InterNode{
+		Nodes: c.NodesPerWorker, Transport: n.Transport, Bandwidth: n.BandwidthGbps * 1e9 / 8, LinkPerGPU: n.LinkPerGPU,
+		Latency: time.Duration(math.Round(n.LatencyUs * 1e3)),
+	}, nil
 }
 
 // rooflineText says what priced the steps when no cost model did: the

@@ -112,13 +112,20 @@ type Deployment struct {
 	// to whole blocks.
 	BlockSize int64
 
+	// InterNode is the network between the worker's nodes when its GPUs
+	// span several (see InterNode); nil: one node, every collective on
+	// LinkBandwidth. Fixed by NewParallelDeployment.
+	InterNode *InterNode
+
 	k stepConsts
 }
 
 // A Parallelism gives the parallel sizes of a Deployment. Zero fields
-// read as 1.
+// read as 1. InterNode, when set, spreads the worker's TP·PP GPUs over
+// several nodes.
 type Parallelism struct {
 	TP, PP, DP, EP int
+	InterNode      *InterNode
 }
 
 // stepConsts are the per-rank shape constants StepTime needs, so that a
@@ -140,6 +147,12 @@ type stepConsts struct {
 	commBytesPerToken   float64 // all-reduce + all-to-all bytes each rank sends per token
 	collectives         float64 // collective operations per step (all-reduces, all-to-alls, stage sends)
 	ppBytesPerToken     float64 // activation bytes sent between stages per token
+	// With InterNode: commSecPerToken is the communication time per token
+	// at full efficiency (links of different speeds: bytes alone do not
+	// say it), and interNodeSec the latency per step of the collectives
+	// and sends that cross nodes.
+	commSecPerToken float64
+	interNodeSec    float64
 }
 
 // NewDeployment prices llm on tp GPUs of kind hw with the default
@@ -171,8 +184,17 @@ func NewParallelDeployment(hw Hardware, llm LLM, p Parallelism) (*Deployment, er
 		ActivationReserve:   DefaultActivationReserve,
 		BlockSize:           DefaultBlockSize,
 	}
+	if p.InterNode != nil {
+		in := *p.InterNode
+		d.InterNode = &in
+	}
 	if err := d.check(); err != nil {
 		return nil, err
+	}
+	if d.InterNode != nil {
+		if err := d.InterNode.validate(int(d.tp()), int(d.pp())); err != nil {
+			return nil, err
+		}
 	}
 	d.k = d.consts()
 	return d, nil
@@ -368,7 +390,35 @@ func (d *Deployment) consts() stepConsts {
 		k.ppBytesPerToken = float64(d.pp()-1) * act
 		k.collectives += float64(d.pp() - 1)
 	}
+	if in := d.InterNode; in != nil {
+		k.interNode(d, in, act, allReduces, int(nMoE))
+	}
 	return k
+}
+
+// interNode prices the communication of a worker spanning nodes (see the
+// note at InterNode): the TP group's collectives over NVLink or, when the
+// group spans nodes, at the ring's inter-node bandwidth; the stage sends
+// that cross nodes over one inter-node link, the others over NVLink.
+func (k *stepConsts) interNode(d *Deployment, in *InterNode, act, allReduces float64, nMoE int) {
+	hw := d.Hardware
+	tp, pp := int(d.tp()), int(d.pp())
+	tpBW := hw.LinkBandwidth
+	crossSends := float64(in.Nodes - 1)
+	var crossColl float64
+	if tp > in.gpusPerNode(tp, pp) {
+		tpBW = in.ringBandwidth(hw, tp, pp)
+		crossSends = float64(pp - 1)
+		if tp > 1 {
+			crossColl += allReduces
+		}
+		if d.EP > 1 {
+			crossColl += 2 * float64(nMoE)
+		}
+	}
+	k.commSecPerToken = k.commBytesPerToken/tpBW +
+		(float64(pp-1)-crossSends)*act/hw.LinkBandwidth + crossSends*act/in.linkBandwidth(hw)
+	k.interNodeSec = (crossColl + crossSends) * in.Latency.Seconds()
 }
 
 // StepTerms are the parts of a step's time at full efficiency, in
@@ -379,11 +429,14 @@ type StepTerms struct {
 	AttentionSec float64 // attention FLOPs at PeakFLOPS
 	WeightSec    float64 // weight bytes read at MemBandwidth
 	KVSec        float64 // KV bytes read and written at MemBandwidth
-	CommSec      float64 // collective bytes at LinkBandwidth
+	CommSec      float64 // collective bytes at LinkBandwidth (and the inter-node links)
 	// Collectives is the number of collective operations (all-reduces,
 	// all-to-alls, stage sends) the step makes, each of which costs
 	// CollectiveLatency besides its bytes.
 	Collectives float64
+	// InterNodeLatencySec is the inter-node latency of the collectives
+	// and sends that cross nodes (InterNode.Latency each), a fixed cost.
+	InterNodeLatencySec float64
 }
 
 // Terms returns the step terms of b; an empty batch has none.
@@ -447,10 +500,14 @@ func (d *Deployment) terms(k *stepConsts, tokens, seqs, ctxFull, ctxSliding, pai
 	}
 	t.WeightSec = wb / bw
 	t.KVSec = (k.kvFullPerToken*(ctxFull+tokens) + k.kvSlidingPerToken*(ctxSliding+tokens)) / bw
-	if comm := k.commBytesPerToken + k.ppBytesPerToken; comm > 0 {
-		t.CommSec = comm * tokens / d.Hardware.LinkBandwidth
+	switch {
+	case k.commSecPerToken > 0:
+		t.CommSec = k.commSecPerToken * tokens
+	case k.commBytesPerToken+k.ppBytesPerToken > 0:
+		t.CommSec = (k.commBytesPerToken + k.ppBytesPerToken) * tokens / d.Hardware.LinkBandwidth
 	}
 	t.Collectives = k.collectives
+	t.InterNodeLatencySec = k.interNodeSec
 	return t
 }
 
@@ -479,6 +536,7 @@ func (d *Deployment) timeOf(t StepTerms) time.Duration {
 	if d.CollectiveLatency > 0 {
 		sec += t.Collectives * d.CollectiveLatency.Seconds()
 	}
+	sec += t.InterNodeLatencySec
 	return time.Duration(math.Round(sec*1e9)) + d.StepOverhead
 }
 
