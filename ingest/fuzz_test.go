@@ -161,9 +161,9 @@ func checkCounts(name string, data []byte, requests, bad int) string {
 	if oneRecordALine[name] && requests+bad != lines {
 		return fmt.Sprintf("%d requests + %d bad records from %d non-blank lines", requests, bad, lines)
 	}
-	// A broken header is itself a bad record (a lone `"`), so the header
-	// bounds the requests, not the bad records.
-	if h, ok := headerLines[name]; ok && (requests > max(lines-h, 0) || requests+bad > lines) {
+	// A broken or missing header is itself a bad record (a lone `"`, a
+	// blank input), so the header bounds the requests, not the bad records.
+	if h, ok := headerLines[name]; ok && (requests > max(lines-h, 0) || requests+bad > max(lines, 1)) {
 		return fmt.Sprintf("%d requests + %d bad records from %d non-blank lines, %d of them header", requests, bad, lines, h)
 	}
 	return ""
