@@ -139,6 +139,20 @@ func TestHasherSharesEqualPrefixes(t *testing.T) {
 	}
 }
 
+// Runs of slotRun blocks inside one trace block have consecutive low
+// halves (the index's home slots), and each run starts elsewhere, as does
+// the first block of each trace block; private blocks run likewise.
+func TestHasherConsecutiveSlots(t *testing.T) {
+	h := &BlockHasher{HashIDs: []int64{4, 5, 6, 7}, TraceBlock: 4 * slotRun * 16, PromptTokens: 4 * 4 * slotRun * 16, EngineBlock: 16, Unique: 1, SharedIDs: 2}
+	c := chain(h, 16*slotRun)
+	for k := 1; k < len(c); k++ {
+		step := uint32(c[k]) - uint32(c[k-1])
+		if consecutive := k%slotRun != 0; consecutive != (step == 1) {
+			t.Errorf("block %d: low half %#x after %#x", k, uint32(c[k]), uint32(c[k-1]))
+		}
+	}
+}
+
 func TestHasherWithoutHashIDs(t *testing.T) {
 	a := &BlockHasher{PromptTokens: 64, EngineBlock: 16, Unique: 1}
 	b := &BlockHasher{PromptTokens: 64, EngineBlock: 16, Unique: 2}

@@ -26,6 +26,10 @@ type BlockHasher struct {
 	SharedIDs int
 }
 
+// slotRun is the number of consecutive blocks whose hashes have
+// consecutive low halves (Hash): the index slots of a 64-byte cache line.
+const slotRun = 8
+
 // Root is the hash that precedes block 0 in every chain.
 const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 
@@ -40,10 +44,21 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 // will do; and every block after a private one is private too, so the
 // chain need not be carried past it. This saves the id mixing of the
 // blocks no one shares, about half of a Mooncake replay's.
+//
+// Note: the low half of the hash is the cache index's home slot
+// (fingerprint). Along runs of slotRun blocks (k from a multiple of
+// slotRun) inside one trace block, or among a request's private blocks,
+// it is one more than block k−1's, and random at the start of each run,
+// so that the blocks a request commits, finds or evicts one after the
+// other share a cache line of the index. Longer runs (a whole trace
+// block) merged the table's probe runs into long clusters, and the
+// lookups that miss scan a cluster to its end. The high half is random,
+// and block k's hash still depends on all of its content through prev.
 func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	first := k * h.EngineBlock
 	last := first + h.EngineBlock - 1
 	var x uint64
+	var low uint32
 	if !h.Private(k) {
 		x = prev
 		for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
@@ -52,11 +67,19 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 		// The trace block size is part of the content's identity: the
 		// same id under another block size names other tokens.
 		x = mix(x, uint64(h.TraceBlock), 2)
+		x = mix(x, uint64(k), 4)
+		low = uint32(x)
+		if k%slotRun != 0 && (first-1)/h.TraceBlock == last/h.TraceBlock {
+			// Blocks k−1 and k lie in the same trace block.
+			low = uint32(prev) + 1
+		}
 	} else {
 		x = mix(h.Unique, 0x7072697661746521, 3) // "private!"
+		low = uint32(mix(x, uint64(k/slotRun), 5)) + uint32(k%slotRun)
+		x = mix(x, uint64(k), 4)
 		private = true
 	}
-	x = mix(x, uint64(k), 4)
+	x = x&^0xffffffff | uint64(low)
 	if x == 0 {
 		x = 1
 	}
