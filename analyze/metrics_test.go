@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -39,6 +40,34 @@ func TestPeakMetrics(t *testing.T) {
 	noArr[0].Arrival = trace.Opt[trace.Time]{}
 	if p, why := PeakMetrics(noArr); p != nil || !strings.Contains(why, "arrival") {
 		t.Errorf("without arrivals: %v, %q", p, why)
+	}
+}
+
+// The peak token bin is the same counted in an array or by sorting, with
+// times before the first bin, past the last one and on bin edges.
+func TestPeakBinDenseIsSparse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		nbins := 1 + rng.IntN(50)
+		xs := make([]float64, rng.IntN(300))
+		for i := range xs {
+			switch rng.IntN(4) {
+			case 0:
+				xs[i] = float64(rng.IntN(nbins+2) - 1) // on an edge, some outside
+			case 1:
+				xs[i] = -rng.Float64() // in (-1, 0]: bin 0
+			default:
+				xs[i] = rng.Float64() * float64(nbins+1)
+			}
+		}
+		each := func(f func(float64)) {
+			for _, x := range xs {
+				f(x)
+			}
+		}
+		if d, s := peakBinDense(each, nbins), peakBinSparse(each, float64(nbins), len(xs)); d != s {
+			t.Fatalf("trial %d: dense %d, sparse %d", trial, d, s)
+		}
 	}
 }
 

@@ -62,29 +62,26 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 		minStart = math.Min(minStart, s.start)
 		maxEnd = math.Max(maxEnd, s.start+s.lat)
 	}
-	// The bins are counted sparsely, from the sorted bin numbers of the
-	// token times, so the work is bounded by the number of tokens, never
-	// by the span of the run (a run of two requests a year apart is two
-	// requests, not 31 million bins).
 	nbins := math.Ceil(maxEnd-minStart) + 1
-	var tokenBins []int64
+	tokens := 0
 	for _, s := range spans {
-		t := s.start + s.ttft
-		tokenBins = appendBin(tokenBins, t-minStart, nbins)
-		for _, g := range s.itl {
-			t += g
-			tokenBins = appendBin(tokenBins, t-minStart, nbins)
+		tokens += 1 + len(s.itl)
+	}
+	each := func(f func(x float64)) {
+		for _, s := range spans {
+			t := s.start + s.ttft
+			f(t - minStart)
+			for _, g := range s.itl {
+				t += g
+				f(t - minStart)
+			}
 		}
 	}
-	slices.Sort(tokenBins)
 	peakBin := 0
-	for i := 0; i < len(tokenBins); {
-		j := i + 1
-		for j < len(tokenBins) && tokenBins[j] == tokenBins[i] {
-			j++
-		}
-		peakBin = max(peakBin, j-i)
-		i = j
+	if nbins <= float64(tokens) {
+		peakBin = peakBinDense(each, int(nbins))
+	} else {
+		peakBin = peakBinSparse(each, nbins, tokens)
 	}
 	p := &Peak{OutputTokensPerSec: float64(peakBin)}
 	if !hasITL {
@@ -115,9 +112,44 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 
 // appendBin appends the bin of a token at offset x seconds: Python's int()
 // truncates toward zero, and vLLM drops tokens outside [0, nbins).
-func appendBin(bins []int64, x, nbins float64) []int64 {
-	if x > -1 && math.Trunc(x) < nbins {
-		return append(bins, int64(x))
+// The token times are counted per bin in an array when there are no more
+// bins than tokens, and otherwise sparsely, from their sorted bin numbers:
+// either way the work and memory are bounded by the number of tokens,
+// never by the span of the run alone (a run of two requests a year apart
+// is two requests, not 31 million bins). A token time x (seconds from the
+// first start) is in bin int(x), as Python's int() truncates toward zero,
+// and vLLM drops the times outside [0, nbins).
+
+// peakBinDense returns the largest count of the token times each yields,
+// in nbins bins, counted in an array.
+func peakBinDense(each func(func(float64)), nbins int) int {
+	counts := make([]int, nbins)
+	each(func(x float64) {
+		if x > -1 && math.Trunc(x) < float64(nbins) {
+			counts[int(x)]++
+		}
+	})
+	return slices.Max(append(counts, 0))
+}
+
+// peakBinSparse is peakBinDense by sorting the bin numbers of the n token
+// times.
+func peakBinSparse(each func(func(float64)), nbins float64, n int) int {
+	tokenBins := make([]int64, 0, n)
+	each(func(x float64) {
+		if x > -1 && math.Trunc(x) < nbins {
+			tokenBins = append(tokenBins, int64(x))
+		}
+	})
+	slices.Sort(tokenBins)
+	peakBin := 0
+	for i := 0; i < len(tokenBins); {
+		j := i + 1
+		for j < len(tokenBins) && tokenBins[j] == tokenBins[i] {
+			j++
+		}
+		peakBin = max(peakBin, j-i)
+		i = j
 	}
-	return bins
+	return peakBin
 }
