@@ -258,6 +258,9 @@ type replayed struct {
 	mem    *analyze.Summary
 	stream *analyze.Summary          // the same summary, by passes over the file
 	sum    *analyze.StreamSummarizer // stream's first pass, made as the records were written
+
+	// memDone delivers mem, made concurrently, until replayRuns has it.
+	memDone chan *analyze.Summary
 }
 
 // replayRuns replays each job through its setup and writes every
@@ -349,12 +352,21 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 		runs = append(runs, run)
 		d := replayed{run: run, sum: sum}
 		if keep {
-			d.mem = analyze.Summarize(run, sim)
+			// Summarised on another goroutine while the next job
+			// replays and the file's last row groups are written.
+			d.memDone = make(chan *analyze.Summary, 1)
+			go func() { d.memDone <- analyze.Summarize(run, sim) }()
 		}
 		done = append(done, d)
 	}
 	w.SetRuns(runs)
-	if err := w.Close(); err != nil {
+	err = w.Close()
+	for i := range done {
+		if done[i].memDone != nil {
+			done[i].mem = <-done[i].memDone
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := f.Commit(); err != nil {
