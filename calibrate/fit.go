@@ -95,10 +95,57 @@ const (
 // are set aside as contended and the fit repeated, at most trimRounds
 // times; Excluded counts them.
 func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit, error) {
-	n, p := len(y), len(cols)
+	return fitLinearConstrained(quantity, unit, source, cols, y, nil, nil)
+}
+
+// A Prior pulls a coefficient of a linear fit toward Value: one
+// pseudo-observation saying it is Value with a relative standard
+// deviation RelSD, weighed like a measured row.
+type Prior struct {
+	Value, RelSD float64
+}
+
+// fitLinearConstrained is fitLinear with some terms held at given values
+// (fixed, by term name: their share is taken off each observation and
+// they are reported as fixed) and others pulled toward a prior (priors,
+// by term name). Unconstrained, it needs two observations more than
+// coefficients; with a constraint, as many observations and priors as
+// free coefficients suffice (an exactly determined fit, whose standard
+// errors cannot be estimated and are reported as NaN).
+func fitLinearConstrained(quantity, unit, source string, all []column, y []float64, fixed map[string]float64, priors map[string]Prior) (*Fit, error) {
 	f := &Fit{Quantity: quantity, Unit: unit, Source: source}
-	if n < p+2 {
-		return nil, fmt.Errorf("%s: %d observations, need at least %d for %d coefficients", quantity, n, p+2, p)
+	var cols []column
+	offset := make([]float64, len(y))
+	var fixedTerms []Term
+	for _, c := range all {
+		v, ok := fixed[c.name]
+		if !ok {
+			cols = append(cols, c)
+			continue
+		}
+		for i := range offset {
+			offset[i] += v * c.x[i]
+		}
+		fixedTerms = append(fixedTerms, Term{Name: c.name, Unit: c.unit, Value: v, Identified: true, Why: "fixed"})
+	}
+	n, p := len(y), len(cols)
+	var priorRows []int // column index of each prior
+	for j, c := range cols {
+		if pr, ok := priors[c.name]; ok {
+			if !(pr.Value > 0) || !(pr.RelSD > 0) {
+				return nil, fmt.Errorf("%s: prior on %s: value %v and relative deviation %v must be positive", quantity, c.name, pr.Value, pr.RelSD)
+			}
+			priorRows = append(priorRows, j)
+		}
+	}
+	constrained := len(fixedTerms) > 0 || len(priorRows) > 0
+	if p == 0 {
+		return nil, fmt.Errorf("%s: every coefficient is fixed: nothing to fit", quantity)
+	}
+	if need := p + 2; !constrained && n < need {
+		return nil, fmt.Errorf("%s: %d observations, need at least %d for %d coefficients (or fix some, or give priors)", quantity, n, need, p)
+	} else if constrained && n+len(priorRows) < p {
+		return nil, fmt.Errorf("%s: %d observations and %d priors for %d free coefficients: fix more, or give priors", quantity, n, len(priorRows), p)
 	}
 	nonneg := make([]bool, p)
 	for j, c := range cols {
@@ -117,16 +164,23 @@ func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit,
 				rows = append(rows, i)
 			}
 		}
-		if len(rows) < p+2 {
-			return nil, fmt.Errorf("%s: %d usable observations, need at least %d", quantity, len(rows), p+2)
+		if need := p + 2; !constrained && len(rows) < need {
+			return nil, fmt.Errorf("%s: %d usable observations, need at least %d", quantity, len(rows), need)
+		} else if constrained && len(rows)+len(priorRows) < p {
+			return nil, fmt.Errorf("%s: %d usable observations and %d priors for %d free coefficients", quantity, len(rows), len(priorRows), p)
 		}
-		aw = mat.NewDense(len(rows), p, nil)
-		yw := make([]float64, len(rows))
+		aw = mat.NewDense(len(rows)+len(priorRows), p, nil)
+		yw := make([]float64, len(rows)+len(priorRows))
 		for k, i := range rows {
 			for j, c := range cols {
 				aw.Set(k, j, c.x[i]/y[i])
 			}
-			yw[k] = 1
+			yw[k] = (y[i] - offset[i]) / y[i]
+		}
+		for k, j := range priorRows {
+			pr := priors[cols[j].name]
+			aw.Set(len(rows)+k, j, 1/(pr.Value*pr.RelSD))
+			yw[len(rows)+k] = 1 / pr.RelSD
 		}
 		var err error
 		if coef, err = nnls(aw, yw, nonneg); err != nil {
@@ -137,7 +191,7 @@ func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit,
 		}
 		rel := make([]float64, 0, len(rows))
 		for _, i := range rows {
-			rel = append(rel, (y[i]-predict(cols, coef, i))/y[i])
+			rel = append(rel, (y[i]-offset[i]-predict(cols, coef, i))/y[i])
 		}
 		med := median(rel)
 		dev := make([]float64, len(rel))
@@ -147,7 +201,7 @@ func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit,
 		limit := med + trimSigmas*math.Max(1.4826*median(dev), 1e-9)
 		changed := false
 		for i := range n {
-			want := y[i] > 0 && (y[i]-predict(cols, coef, i))/y[i] <= limit
+			want := y[i] > 0 && (y[i]-offset[i]-predict(cols, coef, i))/y[i] <= limit
 			if want != keep[i] {
 				keep[i], changed = want, true
 			}
@@ -171,7 +225,7 @@ func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit,
 		if !keep[i] {
 			continue
 		}
-		r := predict(cols, coef, i) - y[i]
+		r := offset[i] + predict(cols, coef, i) - y[i]
 		rss += r * r
 		rssw += (r / y[i]) * (r / y[i])
 		tss += (y[i] - mean) * (y[i] - mean)
@@ -186,7 +240,12 @@ func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit,
 	d := analyze.NewDist(rel)
 	f.Residual = Quantiles{d.Percentile(1), d.Percentile(10), d.Percentile(50), d.Percentile(90), d.Percentile(99)}
 
-	se := stdErrors(aw, rssw, f.N, p)
+	for _, j := range priorRows {
+		pr := priors[cols[j].name]
+		d := (coef[j] - pr.Value) / (pr.Value * pr.RelSD)
+		rssw += d * d
+	}
+	se := stdErrors(aw, rssw, f.N+len(priorRows), p)
 	kept := make([]column, p)
 	for j, c := range cols {
 		kept[j] = c
@@ -205,6 +264,10 @@ func fitLinear(quantity, unit, source string, cols []column, y []float64) (*Fit,
 		}
 		f.Terms = append(f.Terms, t)
 	}
+	if math.IsNaN(se[0]) {
+		f.Warnings = append(f.Warnings, fmt.Sprintf("%s: exactly determined (%d observations and priors for %d free coefficients): the fit passes through every row and its standard errors cannot be estimated", quantity, f.N+len(priorRows), p))
+	}
+	f.Terms = append(f.Terms, fixedTerms...)
 	if f.Excluded > 0 {
 		f.Warnings = append(f.Warnings, fmt.Sprintf("%s: %d of %d records set aside as contended (observed > %.0f robust SDs above the fit)", quantity, f.Excluded, n, trimSigmas))
 	}
@@ -257,9 +320,16 @@ func stdErrors(a *mat.Dense, rss float64, n, p int) []float64 {
 	var xtx mat.Dense
 	xtx.Mul(as.T(), as)
 	var inv mat.Dense
-	if n <= p || inv.Inverse(&xtx) != nil {
+	if n < p || inv.Inverse(&xtx) != nil {
 		for j := range se {
 			se[j] = math.Inf(1)
+		}
+		return se
+	}
+	if n == p {
+		// Exactly determined: no residual to estimate the noise from.
+		for j := range se {
+			se[j] = math.NaN()
 		}
 		return se
 	}

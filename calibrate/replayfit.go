@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-		"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )

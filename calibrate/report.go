@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 )
 
 // WriteSummary writes, per fitted quantity, its terms, R², MAPE and
@@ -85,4 +86,59 @@ func WriteErrorTable(w io.Writer, cm *CostModel) error {
 		ew.printf("warning: %s\n", s)
 	}
 	return ew.err
+}
+
+// WriteErrorMarkdown writes a replay fit's error table as Markdown rows
+// (the README's fidelity table): per run and target, in-sample or held
+// out, the observed value, and the simulated one and its relative error
+// with the default and with the fitted coefficients. A value the source
+// reported in its summary (no per-request data) is marked *.
+func WriteErrorMarkdown(w io.Writer, cm *CostModel) error {
+	ew := &errWriter{w: w}
+	rf := cm.Replay
+	ew.printf("| run | set | target | observed ms | uncalibrated ms | error | calibrated ms | error |\n")
+	ew.printf("|---|---|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range rf.Rows {
+		set := "in-sample"
+		if r.Set == "holdout" {
+			set = "**held out**"
+		}
+		obs := fmt.Sprintf("%.1f", r.Observed*1000)
+		if r.Reported {
+			obs += "*"
+		}
+		ew.printf("| %s | %s | %s | %s | %.1f | %+.1f %% | %.1f | %+.1f %% |\n", shortLabel(r.Label), set, r.Target, obs,
+			r.Uncalibrated*1000, 100*r.UncalErr, r.Calibrated*1000, 100*r.CalErr)
+	}
+	names := make([]string, 0, len(cm.Coefficients))
+	for n := range cm.Coefficients {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	ew.printf("\nFitted (%d replays of the training runs, objective %.4g from %.4g uncalibrated):", rf.Evaluations, rf.Objective, rf.Uncalibrated)
+	for i, n := range names {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		ew.printf("%s %s %.4g (%s)", sep, n, cm.Coefficients[n].Value, cm.Coefficients[n].From)
+	}
+	ew.printf(".\n")
+	for _, s := range cm.Warnings {
+		ew.printf("\n- warning: %s", s)
+	}
+	ew.printf("\n")
+	return ew.err
+}
+
+// shortLabel drops the file= term of a run's label: a table's heading
+// names the files, and the other fields tell the runs apart.
+func shortLabel(label string) string {
+	var kept []string
+	for _, f := range strings.Fields(label) {
+		if !strings.HasPrefix(f, "file=") {
+			kept = append(kept, f)
+		}
+	}
+	return strings.Join(kept, " ")
 }

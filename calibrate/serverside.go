@@ -19,6 +19,11 @@ type Options struct {
 	Form string
 	// Source describes the data, for the fits' provenance.
 	Source string
+	// Fixed holds terms at given values and Priors pull terms toward
+	// values, by term name (TermOverhead, TermInvMFU, ...; see
+	// TableConstraint for coefficient names). FitTable applies them.
+	Fixed  map[string]float64
+	Priors map[string]Prior
 }
 
 func (o *Options) check() error {

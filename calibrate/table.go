@@ -175,7 +175,9 @@ func firstDataLine(data []byte) int {
 }
 
 // FitTable fits prefill time to a measurement table, as FitServerSide
-// fits it to traced requests.
+// fits it to traced requests. Options.Fixed and Options.Priors hold or
+// pull its terms, so that a table of as many rows as free coefficients
+// can be fitted.
 func FitTable(pts []Point, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -184,9 +186,30 @@ func FitTable(pts []Point, o Options) (*Result, error) {
 	for i, pt := range pts {
 		u[i], p[i], y[i] = pt.Tokens, pt.Context, pt.Seconds
 	}
-	f, err := fitLinear(QPrefill, "s", source(&o, fmt.Sprintf("%d table rows", len(pts))), prefillColumns(&o, u, p), y)
+	f, err := fitLinearConstrained(QPrefill, "s", source(&o, fmt.Sprintf("%d table rows", len(pts))), prefillColumns(&o, u, p), y, o.Fixed, o.Priors)
 	if err != nil {
 		return nil, err
 	}
 	return &Result{Form: o.Form, Fits: []*Fit{f}}, nil
+}
+
+// TableTerm returns the term of the prefill fit that a coefficient
+// constrains, and the term's value for the coefficient's value v: mfu
+// and attention_mfu are fitted as their inverses (inv_mfu,
+// inv_attention_mfu); step_overhead_s, opal_a and opal_b, or a term's
+// own name, as they are.
+func TableTerm(name string, v float64) (string, float64, error) {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return "", 0, fmt.Errorf("%s = %v: want a positive number", name, v)
+	}
+	switch name {
+	case CoefMFU:
+		return TermInvMFU, 1 / v, nil
+	case CoefAttentionMFU:
+		return TermInvAttnMFU, 1 / v, nil
+	case TermOverhead, TermInvMFU, TermInvAttnMFU, TermOpalA, TermOpalB:
+		return name, v, nil
+	}
+	return "", 0, fmt.Errorf("%s: not a coefficient of the prefill table fit (%s)", name,
+		strings.Join([]string{CoefMFU, CoefAttentionMFU, TermOverhead, TermInvMFU, TermInvAttnMFU, TermOpalA, TermOpalB}, ", "))
 }

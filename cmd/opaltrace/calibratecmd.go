@@ -47,12 +47,18 @@ func calibrateCommand() *cli.Command {
 			if c.Bool("server-side") && c.Bool("table") {
 				return errors.New("calibrate: give one of --server-side or --table (neither: fit by replaying the runs)")
 			}
+			if len(c.StringSlice("assume")) > 0 && !c.Bool("table") {
+				return errors.New("calibrate: --assume is for --table fits (the replay fit's prior is --prior)")
+			}
 			if !c.Bool("server-side") && !c.Bool("table") {
+				if c.Bool("json") && c.Bool("markdown") {
+					return errors.New("calibrate: give one of --json or --markdown")
+				}
 				cm, err := calibrateByReplay(c)
 				if err != nil {
 					return err
 				}
-				if err := writeErrorTable(c.Writer, cm, c.Bool("json")); err != nil {
+				if err := writeErrorTable(c.Writer, cm, c.Bool("json"), c.Bool("markdown")); err != nil {
 					return err
 				}
 				return writeCostModel(c, cm)
@@ -68,6 +74,9 @@ func calibrateCommand() *cli.Command {
 			opts := calibrate.Options{Deployment: dep, Form: c.String("form"), Source: strings.Join(c.Args().Slice(), ", ")}
 			var res *calibrate.Result
 			if c.Bool("table") {
+				if opts.Fixed, opts.Priors, err = tableConstraints(c); err != nil {
+					return err
+				}
 				var pts []calibrate.Point
 				for _, path := range c.Args().Slice() {
 					data, err := os.ReadFile(path)

@@ -158,4 +158,30 @@ func TestCalibrateOpalTable(t *testing.T) {
 	if _, _, err := opaltrace(t, "calibrate", "-o", cmPath, js); err == nil {
 		t.Error("calibrate without --server-side or --table accepted")
 	}
+	// Three rows fit what they determine once b is fixed (or given a
+	// prior); unconstrained they are refused.
+	three := filepath.Join(dir, "three.json")
+	os.WriteFile(three, []byte(`{"1024": 0.0173629, "4096": 0.0777852, "16384": 0.4444825}`), 0o644)
+	if _, _, err := opaltrace(t, "calibrate", "--table", "--form", "opal", "--model", "granite-3.3-8b-instruct", "-o", cmPath, three); err == nil || !strings.Contains(err.Error(), "or fix some, or give priors") {
+		t.Errorf("three rows, three coefficients: %v", err)
+	}
+	for _, flag := range []string{"--fix=opal_b=24", "--assume=opal_b=24±1%"} {
+		stdout, stderr, err := opaltrace(t, "calibrate", "--table", "--form", "opal", "--model", "granite-3.3-8b-instruct", flag, "-o", cmPath, three)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", flag, err, stderr)
+		}
+		cm := readCostModel(t, cmPath)
+		if a := cm.Coefficients[calibrate.CoefOpalA].Value; a < 3.9 || a > 4.1 {
+			t.Errorf("%s: a = %v, want 4\n%s", flag, a, stdout)
+		}
+	}
+	for _, flag := range []string{"--assume=opal_b=24", "--assume=opal_b=24±0", "--fix=colour=1", "--assume=mfu=0.5±10%"} {
+		args := []string{"calibrate", "--table", "--form", "opal", "--model", "granite-3.3-8b-instruct", flag, "-o", cmPath, three}
+		if flag == "--assume=mfu=0.5±10%" {
+			args = []string{"calibrate", flag, "-o", cmPath, three} // a replay fit takes no --assume
+		}
+		if _, _, err := opaltrace(t, args...); err == nil {
+			t.Errorf("%s accepted", flag)
+		}
+	}
 }

@@ -23,10 +23,12 @@ func replayFitFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "train", Usage: "replay fit: the runs to fit (run selectors as --run; default: every run)"},
 		&cli.StringSliceFlag{Name: "holdout", Usage: "replay fit: runs only predicted, to measure the error out of sample (run selectors)"},
 		&cli.StringSliceFlag{Name: "fit", Usage: "replay fit: coefficients to fit (default: what the training runs determine): " + strings.Join(calibrate.ReplayCoefficients, ", ")},
-		&cli.StringSliceFlag{Name: "fix", Usage: "replay fit: coefficient held at a value, `NAME=VALUE` (repeatable)"},
+		&cli.StringSliceFlag{Name: "fix", Usage: "replay fit and --table: coefficient held at a value, `NAME=VALUE` (repeatable)"},
+		&cli.StringSliceFlag{Name: "assume", Usage: "--table: a prior on a coefficient, `NAME=VALUE±REL` (REL a relative standard deviation such as 20%; repeatable)"},
 		&cli.IntFlag{Name: "max-evals", Value: 300, Usage: "replay fit: at most this many replays of the training runs; a fit that needs more has not converged and writes nothing"},
 		&cli.FloatFlag{Name: "prior", Value: 0.01, Usage: "replay fit: weight of the coefficients' log distance from their defaults"},
 		&cli.BoolFlag{Name: "json", Usage: "replay fit: print the error table as JSON"},
+		&cli.BoolFlag{Name: "markdown", Usage: "replay fit: print the error table as Markdown (scripts/fidelity builds the README's table from it)"},
 		&cli.BoolFlag{Name: "assume-deployment", Usage: "replay runs that record no model or hardware on the cluster's deployment anyway"},
 		&cli.StringFlag{Name: "scheduler", Usage: "override: the workers' scheduler, vllm or sglang (default: the run's engine, else vllm)"},
 		&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
@@ -136,14 +138,9 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 			KVBlocks: setup.KVBlocks, Inputs: in, Targets: targets, Train: train[i],
 		})
 	}
-	fixed := map[string]float64{}
-	for _, kv := range c.StringSlice("fix") {
-		k, v, ok := strings.Cut(kv, "=")
-		f, err := strconv.ParseFloat(v, 64)
-		if !ok || err != nil || !(f >= 0) || math.IsInf(f, 0) {
-			return nil, fmt.Errorf("--fix %q: want NAME=VALUE with a non-negative number", kv)
-		}
-		fixed[k] = f
+	fixed, err := fixedFlags(c)
+	if err != nil {
+		return nil, err
 	}
 	var free []string
 	for _, f := range c.StringSlice("fit") {
@@ -159,6 +156,60 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 	return calibrate.FitReplay(rr, opts)
 }
 
+// fixedFlags reads the --fix flags.
+func fixedFlags(c *cli.Command) (map[string]float64, error) {
+	fixed := map[string]float64{}
+	for _, kv := range c.StringSlice("fix") {
+		k, v, ok := strings.Cut(kv, "=")
+		f, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil || !(f >= 0) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("--fix %q: want NAME=VALUE with a non-negative number", kv)
+		}
+		fixed[k] = f
+	}
+	return fixed, nil
+}
+
+// tableConstraints turns --fix and --assume into the prefill table
+// fit's fixed terms and priors.
+func tableConstraints(c *cli.Command) (map[string]float64, map[string]calibrate.Prior, error) {
+	fixedCoefs, err := fixedFlags(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	fixed := map[string]float64{}
+	for name, v := range fixedCoefs {
+		term, tv, err := calibrate.TableTerm(name, v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--fix: %w", err)
+		}
+		fixed[term] = tv
+	}
+	priors := map[string]calibrate.Prior{}
+	for _, kv := range c.StringSlice("assume") {
+		k, rest, ok := strings.Cut(kv, "=")
+		v, rel, ok2 := strings.Cut(strings.ReplaceAll(rest, "+-", "±"), "±")
+		pct := strings.HasSuffix(rel, "%")
+		val, err1 := strconv.ParseFloat(v, 64)
+		sd, err2 := strconv.ParseFloat(strings.TrimSuffix(rel, "%"), 64)
+		if pct {
+			sd /= 100
+		}
+		if !ok || !ok2 || err1 != nil || err2 != nil || !(sd > 0) || math.IsInf(sd, 0) {
+			return nil, nil, fmt.Errorf("--assume %q: want NAME=VALUE±REL, e.g. mfu=0.5±20%%", kv)
+		}
+		term, tv, err := calibrate.TableTerm(k, val)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--assume: %w", err)
+		}
+		if _, ok := fixed[term]; ok {
+			return nil, nil, fmt.Errorf("--assume %s: the coefficient is also fixed", k)
+		}
+		priors[term] = calibrate.Prior{Value: tv, RelSD: sd}
+	}
+	return fixed, priors, nil
+}
+
 func targetNames(ts []calibrate.Target) string {
 	var s []string
 	for _, t := range ts {
@@ -168,9 +219,12 @@ func targetNames(ts []calibrate.Target) string {
 }
 
 // writeErrorTable prints the replay fit's error table, as text or JSON.
-func writeErrorTable(w io.Writer, cm *calibrate.CostModel, asJSON bool) error {
+func writeErrorTable(w io.Writer, cm *calibrate.CostModel, asJSON, asMarkdown bool) error {
 	if cm.Replay == nil {
 		return errors.New("no replay fit")
+	}
+	if asMarkdown {
+		return calibrate.WriteErrorMarkdown(w, cm)
 	}
 	if asJSON {
 		b, err := json.MarshalIndent(struct {
