@@ -49,10 +49,16 @@ type replayInputs struct {
 	// measured counts the requests per run with a measured TTFT or E2E:
 	// such a run is replayed to be compared with what was measured.
 	measured map[string]int
+	// chunkTokens and chunks sum, per run, the output tokens after the
+	// first and the chunks that carried them (one per ITL gap) of the requests
+	// whose ITL is per chunk: the source's chunking, which the replay's
+	// stream interval follows so that its ITL is measured alike.
+	chunkTokens, chunks map[string]int64
 }
 
 func newReplayInputs() *replayInputs {
-	return &replayInputs{byRun: map[string]*replay.Columns{}, seen: map[string]int{}, dropped: map[string]int{}, measured: map[string]int{}}
+	return &replayInputs{byRun: map[string]*replay.Columns{}, seen: map[string]int{}, dropped: map[string]int{}, measured: map[string]int{},
+		chunkTokens: map[string]int64{}, chunks: map[string]int64{}}
 }
 
 // allRuns returns the dataset's runs, then those only requests name, in
@@ -83,6 +89,10 @@ func (x *replayInputs) add(r *trace.Request) error {
 	x.seen[r.Run]++
 	if r.TTFTSec.OK || r.E2ESec.OK {
 		x.measured[r.Run]++
+	}
+	if r.OK() && r.ITLUnit == trace.ITLChunk && len(r.ITLSec) > 0 && r.OutputTokens.OK {
+		x.chunkTokens[r.Run] += r.OutputTokens.V - 1
+		x.chunks[r.Run] += int64(len(r.ITLSec))
 	}
 	if !r.OK() && (!r.InputTokens.OK || !r.OutputTokens.OK) {
 		x.dropped[r.Run]++
@@ -169,6 +179,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 				passed = append(passed, fmt.Sprintf("run %s: no request with its lengths", run.Name))
 				continue
 			}
+			streamLikeTheSource(setup, run.Name, x.chunkTokens[run.Name], x.chunks[run.Name], stderr)
 			var how string
 			var send replay.Inputs
 			setup.Config, send, how = sendLikeTheBenchmark(setup.Config, run, in, in.Arrivals())
@@ -197,6 +208,29 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		}
 	}
 	return jobs, nil
+}
+
+// streamLikeTheSource sets the replay's stream interval to the source's
+// recorded chunking, tokens/chunks tokens per chunk after the first
+// (engines send the first token alone, then every interval) rounded, when the
+// source streamed several tokens a chunk (its ITL is per chunk) and
+// neither the cluster file, a flag nor the run's engine options set the
+// interval: a simulated ITL per token compared with an observed one per
+// chunk would compare different things.
+func streamLikeTheSource(setup *deploy.Setup, run string, tokens, chunks int64, stderr io.Writer) {
+	if chunks == 0 {
+		return
+	}
+	if _, given := setup.Cluster.Given("scheduler.stream_interval"); given || setup.Config.Scheduler.StreamInterval > 1 {
+		return
+	}
+	per := float64(tokens) / float64(chunks)
+	k := int64(math.Round(per))
+	if k <= 1 {
+		return
+	}
+	setup.Config.Scheduler.StreamInterval = k
+	fmt.Fprintf(stderr, "run %s: the source streamed %.2f tokens per chunk after the first (ITL per chunk): replayed with stream_interval %d\n", run, per, k)
 }
 
 // clientOverhead returns the client overheads of a fitted cost model
