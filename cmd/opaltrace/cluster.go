@@ -62,6 +62,11 @@ func clusterFor(c *cli.Command) (deploy.Cluster, error) {
 	if err != nil {
 		return cl, err
 	}
+	return withFlags(c, cl)
+}
+
+// withFlags applies the command's override flags over cl.
+func withFlags(c *cli.Command, cl deploy.Cluster) (deploy.Cluster, error) {
 	var set []deploy.Setting
 	for _, f := range replayFlags {
 		if !hasFlag(c, f.flag) || !c.IsSet(f.flag) {

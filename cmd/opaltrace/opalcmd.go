@@ -13,8 +13,11 @@ import (
 )
 
 // opalWorkloadFlag makes replay generate its workload from an Opal
-// config's stages instead of reading a TRACE.
-var opalWorkloadFlag = &cli.StringFlag{Name: "opal-workload", Usage: "replay the workload stages of this Opal sim_config.json (UniformReqRate, ExponentialReqRate, trace), each stage a run of its own; TRACE is then not given"}
+// config's stages instead of reading a TRACE. (A function: a flag holds
+// its value, and each command gets its own.)
+func opalWorkloadFlag() cli.Flag {
+	return &cli.StringFlag{Name: "opal-workload", Usage: "replay the workload stages of this Opal sim_config.json (UniformReqRate, ExponentialReqRate, trace), each stage a run of its own; TRACE is then not given"}
+}
 
 // opalReplay is replay --opal-workload: every stage of the Opal config is
 // generated (or, for a trace stage, read relative to the config) and

@@ -53,3 +53,57 @@ func TestReplayOpalWorkload(t *testing.T) {
 		t.Error("a TRACE with --opal-workload is accepted")
 	}
 }
+
+// replay --opal-config on Opal's micro run: --print-config shows the
+// cluster without -o; --opal-compat gives Opal's TTFT in ttft_s, stats
+// --json prints it to full precision, and --opal-stats writes Opal's
+// opal_stats.json again byte for byte; the same config replayed with
+// opaltrace's semantics writes one too, which stats --compare reads
+// beside Opal's own.
+func TestReplayOpalConfig(t *testing.T) {
+	micro := shareddata.Path(t, "formats/opal/micro_one_long")
+	cfg := filepath.Join(micro, "sim_config.json")
+	dir := t.TempDir()
+	stdout, _, err := opaltrace(t, "replay", "--opal-config", cfg, "--print-config")
+	if err != nil || !strings.Contains(stdout, "num_gpu_blocks_override: 26534") || !strings.Contains(stdout, "router: max_prefix") {
+		t.Fatalf("--print-config: %v\n%s", err, stdout)
+	}
+	sim := filepath.Join(dir, "compat.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--opal-config", cfg, "--opal-compat", "-o", sim, "--opal-stats", filepath.Join(dir, "compat")); err != nil {
+		t.Fatalf("--opal-compat: %v\n%s", err, stderr)
+	}
+	_, reqs, err := trace.ReadFile(sim)
+	if err != nil || len(reqs) != 1 || reqs[0].TTFTSec.V != 0.8010653623305508 {
+		t.Fatalf("compat records %v (%v): want one, TTFT 0.8010653623305508 s", reqs, err)
+	}
+	stdout, _, err = opaltrace(t, "stats", "--json", sim)
+	if err != nil || !strings.Contains(stdout, `"mean_ttft_ms": 801.0653623305508`) {
+		t.Errorf("stats --json: %v\n%s", err, stdout)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "compat", "stage_0", "opal_stats.json"))
+	want, _ := os.ReadFile(filepath.Join(micro, "opal_stats.json"))
+	if !bytes.Equal(got, want) {
+		t.Errorf("opal_stats.json:\n%s\nOpal's:\n%s", got, want)
+	}
+	ours := filepath.Join(dir, "ours.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--opal-config", cfg, "-o", ours, "--opal-stats", filepath.Join(dir, "ours")); err != nil {
+		t.Fatalf("--opal-config: %v\n%s", err, stderr)
+	}
+	stdout, stderr, err := opaltrace(t, "stats", "--compare", filepath.Join(dir, "ours", "stage_0", "opal_stats.json"), filepath.Join(micro, "opal_stats.json"))
+	if err != nil || !strings.Contains(stdout, "TTFT") {
+		t.Errorf("stats --compare: %v\n%s%s", err, stdout, stderr)
+	}
+	if _, _, err := opaltrace(t, "replay", "--opal-config", cfg, "--opal-compat", "--opal-quirk", "stale_chunk=maybe", "-o", filepath.Join(dir, "x.parquet")); err == nil {
+		t.Error("--opal-quirk stale_chunk=maybe is accepted")
+	}
+	bad := filepath.Join(dir, "bad.json")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(bad, bytes.Replace(b, []byte(`"num_workers": 1`), []byte(`"num_workers": -1`), 1), 0o644)
+	out := filepath.Join(dir, "bad.parquet")
+	if _, _, err := opaltrace(t, "replay", "--opal-config", bad, "-o", out); err == nil || !strings.Contains(err.Error(), "bad.json:5: simulation.num_workers") {
+		t.Errorf("bad config: %v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a bad config left an output")
+	}
+}

@@ -20,7 +20,7 @@ func replayCommand() *cli.Command {
 		Name:      "replay",
 		Usage:     "replay a trace's arrivals through a simulated serving cluster",
 		ArgsUsage: "TRACE (with --sample: INPUT...)",
-		Flags: append(append(ingestFlags(),
+		Flags: append(append(append(ingestFlags(),
 			&cli.StringFlag{Name: "config", Usage: "cluster YAML (hardware, model, tp, workers, router, scheduler, workload, seed)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "simulated Parquet file to write"},
 			&cli.StringFlag{Name: "run-name", Value: "simulated", Usage: "`NAME` of the simulated run; with several input runs, each is NAME/INPUT-RUN"},
@@ -43,14 +43,21 @@ func replayCommand() *cli.Command {
 			&cli.FloatFlag{Name: "client-latency", Usage: "override: one-way client–server latency in seconds (adds twice to TTFT and E2E)"},
 			&cli.StringFlag{Name: "per-second", Usage: "also write per-second statistics (completions, running, waiting, GPU busy, KV blocks, tokens per step) to this Parquet file"},
 			&cli.FloatFlag{Name: "client-timeout", Usage: "override: seconds a client waits for the last chunk before it gives up (0: forever)"},
-			opalWorkloadFlag,
+			opalWorkloadFlag(),
 			&cli.BoolFlag{Name: "low-memory", Usage: fmt.Sprintf("summarise every run by exact passes over the written file instead of keeping its records (automatic above %d requests)", lowMemoryRequests)},
-		), sampleFlags()...),
+		), sampleFlags()...), opalConfigFlags()...),
+		Before: printConfigBefore,
 		Action: func(ctx context.Context, c *cli.Command) error {
+			if c.String("opal-config") != "" && c.Bool("print-config") {
+				return opalConfigReplay(ctx, c)
+			}
 			outs := []outputFile{{"output", c.String("output")}, {"per-second", c.String("per-second")}}
-			ins := append(c.Args().Slice(), c.String("config"), c.String("opal-workload"), c.String("model"))
+			ins := append(c.Args().Slice(), c.String("config"), c.String("opal-workload"), c.String("opal-config"), c.String("model"))
 			if err := checkOutputs(outs, ins); err != nil {
 				return fmt.Errorf("replay: %w", err)
+			}
+			if c.String("opal-config") != "" {
+				return opalConfigReplay(ctx, c)
 			}
 			sampled := c.IsSet("sample") || c.IsSet("sample-rate")
 			if c.String("opal-workload") != "" {
