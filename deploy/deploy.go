@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -174,7 +175,14 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 // parallel sizes, with the default coefficients.
 func (c Cluster) Deployment() (*model.Deployment, error) {
 	hw, err := model.ResolveHardware(c.Hardware, c.HardwareOverride)
-	if err != nil {
+	var se *model.HardwareSpecError
+	switch {
+	case errors.As(err, &se) && se.Key == "":
+		return nil, c.bad("hardware", c.given["hardware"], "custom", "hardware_override "+se.Msg)
+	case errors.As(err, &se):
+		key := "hardware_override." + se.Key
+		return nil, c.bad(key, c.given[key], "", se.Msg)
+	case err != nil:
 		return nil, err
 	}
 	llm, err := LoadLLM(c.Model)

@@ -300,3 +300,24 @@ func TestLoadLLMHuggingFaceID(t *testing.T) {
 		t.Error("an unshipped model loaded")
 	}
 }
+
+// A bad hardware_override value, or a custom GPU missing its figures, is
+// an error naming the key and its line, as node_override's are.
+func TestHardwareOverrideBadInput(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"workers: 1\nhardware_override:\n  mem_bandwidth_tbps: 1e12\n",
+			"c.yaml:3: hardware_override.mem_bandwidth_tbps: 1e+12 is over the limit of 1e+09"},
+		{"hardware_override:\n  mem_mib: 1e300\n",
+			"c.yaml:2: hardware_override.mem_mib: 1e+300 is over the limit of 1073741824"},
+		{"hardware: custom\nhardware_override: {peak_bf16_tflops: 500}\n",
+			"c.yaml:1: hardware: custom: hardware_override must give peak_bf16_tflops, mem_mib and mem_bandwidth_tbps"},
+	} {
+		cl, err := ParseCluster("c.yaml", []byte(c.text))
+		if err == nil {
+			_, err = Resolve(cl, trace.Run{}, Overrides{})
+		}
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: error %v, want %q", c.text, err, c.want)
+		}
+	}
+}

@@ -21,8 +21,23 @@ type HardwareSpec struct {
 // CustomHardwareName is the hardware name that starts from no preset.
 const CustomHardwareName = "custom"
 
+// A HardwareSpecError names the hardware_override key that is wrong, so a
+// cluster file can point at its line; Key is empty when the map as a whole
+// is incomplete (hardware: custom without the required figures).
+type HardwareSpecError struct {
+	Key string
+	Msg string
+}
+
+func (e *HardwareSpecError) Error() string {
+	if e.Key == "" {
+		return "hardware custom: hardware_override " + e.Msg
+	}
+	return "hardware_override: " + e.Key + ": " + e.Msg
+}
+
 // With returns h with the non-zero fields of s applied. Negative or
-// non-finite values are errors.
+// non-finite values are a *HardwareSpecError.
 func (h Hardware) With(s HardwareSpec) (Hardware, error) {
 	for _, f := range []struct {
 		name string
@@ -37,20 +52,20 @@ func (h Hardware) With(s HardwareSpec) (Hardware, error) {
 		{"pcie_gbps", s.PCIeGBps, &h.PCIeBandwidth, 1e9},
 	} {
 		if !(f.v >= 0) {
-			return h, fmt.Errorf("hardware_override: %s: %v is not a non-negative number", f.name, f.v)
+			return h, &HardwareSpecError{f.name, fmt.Sprintf("%v is not a non-negative number", f.v)}
 		}
 		if f.v > 1e9 {
-			return h, fmt.Errorf("hardware_override: %s: %v is over the limit of %g", f.name, f.v, 1e9)
+			return h, &HardwareSpecError{f.name, fmt.Sprintf("%v is over the limit of %g", f.v, 1e9)}
 		}
 		if f.v > 0 {
 			*f.dst = f.v * f.unit
 		}
 	}
 	if !(s.MemMiB >= 0) {
-		return h, fmt.Errorf("hardware_override: mem_mib: %v is not a non-negative number", s.MemMiB)
+		return h, &HardwareSpecError{"mem_mib", fmt.Sprintf("%v is not a non-negative number", s.MemMiB)}
 	}
 	if s.MemMiB > 1<<30 {
-		return h, fmt.Errorf("hardware_override: mem_mib: %v is over the limit of %d", s.MemMiB, 1<<30)
+		return h, &HardwareSpecError{"mem_mib", fmt.Sprintf("%v is over the limit of %d", s.MemMiB, 1<<30)}
 	}
 	if s.MemMiB > 0 {
 		h.MemBytes = int64(s.MemMiB * mib)
@@ -64,7 +79,7 @@ func ResolveHardware(name string, override *HardwareSpec) (Hardware, error) {
 	var h Hardware
 	if strings.EqualFold(strings.TrimSpace(name), CustomHardwareName) {
 		if override == nil || override.PeakBF16TFLOPS <= 0 || override.MemMiB <= 0 || override.MemBandwidthTBps <= 0 {
-			return h, fmt.Errorf("hardware custom: hardware_override must give peak_bf16_tflops, mem_mib and mem_bandwidth_tbps")
+			return h, &HardwareSpecError{"", "must give peak_bf16_tflops, mem_mib and mem_bandwidth_tbps"}
 		}
 		h.Name = CustomHardwareName
 	} else {
