@@ -40,6 +40,11 @@ func FuzzBurstGPT(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, burstGPTName, data) })
 }
 
+func FuzzLMBenchmark(f *testing.F) {
+	seed(f, "lmbenchmark", lmbenchVLLMDir+"/LMBench_sharegpt_output_1.34.csv")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, lmbenchmarkName, data) })
+}
+
 func FuzzAgentic(f *testing.F) {
 	seed(f, "agentic", wekaDir+"/trace_0022.json")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, agenticName, data) })

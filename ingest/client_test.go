@@ -22,6 +22,7 @@ var clientFixtures = []struct{ path, format string }{
 	{"testdata/azure/week2024.csv", azureName},
 	{"testdata/azure/conv2023.csv", azureName},
 	{"testdata/burstgpt/burst.csv", burstGPTName},
+	{"testdata/lmbenchmark/demo_output_0.5.csv", lmbenchmarkName},
 	{"testdata/agentic/session_a.json", agenticName},
 	{"testdata/opal/stage_0/opal_stats.json", opalName},
 }

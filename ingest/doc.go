@@ -66,7 +66,9 @@
 // incomplete requests kept. llmperf (llmperf.go): individual_responses,
 // no arrivals, its _summary.json paired as Reported. inference-perf
 // (inferenceperf.go): per-request lifecycle metrics, one run per stage,
-// and stage summaries as summary-only runs. azure (azure.go) and burstgpt
+// and stage summaries as summary-only runs. lmbenchmark (lmbenchmark.go):
+// LMBenchmark's ShareGPT per-request CSV (llm-d's benchmark results), the
+// rate from the file name, streamed. azure (azure.go) and burstgpt
 // (burstgpt.go): production CSVs, streamed. agentic (agentic.go):
 // per-session JSON with namespaced hash ids and think times. opal
 // (opal.go): Opal's per-stage opal_stats.json. vllm-engine

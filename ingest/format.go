@@ -31,7 +31,7 @@ type Format struct {
 // Note: an explicit table, not init() registration (style.md §3), so the
 // order in which formats are tried is visible in one place.
 var formats = []Format{sglangBench, vllmBench, sglangMetrics, sglangTrace, otlp, vllmEngine, mooncake,
-	aiperf, genAIPerf, guideLLM, llmperf, inferencePerf, azure, burstGPT, agentic, opal}
+	aiperf, genAIPerf, guideLLM, llmperf, inferencePerf, lmbenchmark, azure, burstGPT, agentic, opal}
 
 // SniffLen is how many bytes Detect peeks at.
 const SniffLen = 8 << 10

@@ -145,7 +145,7 @@ var oneRecordALine = map[string]bool{mooncakeName: true, aiperfName: true, vllmE
 // metrics log skips the events that measure nothing), after as many header
 // lines as given (a CSV's quoted field may span lines, and a broken quote
 // ends the file in one bad record).
-var headerLines = map[string]int{sglangMetricsName: 0, azureName: 1, burstGPTName: 1}
+var headerLines = map[string]int{sglangMetricsName: 0, azureName: 1, burstGPTName: 1, lmbenchmarkName: 1}
 
 // checkCounts checks that the records read add up to the input: requests
 // + bad records = non-blank lines in the one-record-a-line formats; in the
