@@ -125,3 +125,19 @@ func writeSeconds(path string, s *deploy.Setup, run string, rows []replay.Second
 	}
 	return f.Commit()
 }
+
+// readyWorkers sets each second's ready workers: the autoscaler's fleet
+// when it ran (fleet per second, time-weighted), else the fixed number.
+func readyWorkers(rows []replay.Second, fleet []replay.FleetSecond, workers int) {
+	ready := make(map[int64]float64, len(fleet))
+	for _, f := range fleet {
+		ready[f.Second] = f.Ready
+	}
+	for i := range rows {
+		if fleet == nil {
+			rows[i].ReadyWorkers = float64(workers)
+		} else {
+			rows[i].ReadyWorkers = ready[rows[i].Second]
+		}
+	}
+}

@@ -325,6 +325,7 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}
 		if perSecond != "" {
+			readyWorkers(st.Seconds, st.Fleet, cfg.Workers)
 			if err := writeSeconds(perSecond, &ran, job.name, st.Seconds); err != nil {
 				return nil, err
 			}
