@@ -23,8 +23,9 @@ func compareSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
 	opts := o.Compare
 	margin, conf, resamples := cmp.Or(opts.Margin, 0.05), cmp.Or(opts.Confidence, 0.95), cmp.Or(opts.Resamples, 1000)
 	sec.Intro = fmt.Sprintf("Relative difference (other − %s) / %s per metric and statistic, with a %g %% bootstrap interval "+
-		"(%d resamples, fewer for millions of values) and a verdict against a ±%g %% margin: within (the whole interval inside), "+
-		"outside (the whole interval beyond), inconclusive (it straddles the margin). Runs are paired by name, else in order.",
+		"(%d resamples) and a verdict against a ±%g %% margin: within (the whole interval inside), "+
+		"outside (the whole interval beyond), inconclusive (it straddles the margin). ITL, whose pooled gaps are too many to resample here, "+
+		"and values a source only reported are point differences. Runs are paired by name, else in order.",
 		sets[0].name, sets[0].name, 100*conf, resamples, 100*margin)
 	ref := sets[0]
 	for _, other := range sets[1:] {
@@ -35,10 +36,20 @@ func compareSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
 				sec.Notes = append(sec.Notes, tv.Caption+": not compared: a side was summarized by passes, which keeps no values to resample.")
 				continue
 			}
-			c := analyze.Compare(ref.name, p.a, other.name, p.b, opts)
+			// The pooled ITL is left out of the bootstrap: resampling its
+			// millions of gaps would take most of the report's time (some
+			// 10 s of CPU for the demo's two replays); its point
+			// differences are shown, and stats --compare bootstraps it.
+			a, b := *p.a, *p.b
+			a.ITL, b.ITL = analyze.Dist{}, analyze.Dist{}
+			c := analyze.Compare(ref.name, &a, other.name, &b, opts)
 			for _, m := range c.Metrics {
 				if m.Verdict == analyze.VerdictNoData {
-					tv.Rows = append(tv.Rows, reportedRows(m.Metric, p.a, p.b)...)
+					why := "no interval (reported by source)"
+					if m.Metric == "itl" && metricDist(p.a, "itl").N() > 0 && metricDist(p.b, "itl").N() > 0 {
+						why = "no interval (stats --compare bootstraps ITL)"
+					}
+					tv.Rows = append(tv.Rows, pointRows(m.Metric, p.a, p.b, why)...)
 					continue
 				}
 				for _, st := range m.Stats {
@@ -125,10 +136,10 @@ func relCell(rel float64) cell {
 	return cell{V: fmt.Sprintf("%+.1f %%", 100*rel)}
 }
 
-// reportedRows compares a metric that a side has no per-request values
-// for, from the values the source reported (mean, median, p99): a point
-// difference, no interval, no verdict.
-func reportedRows(metric string, a, b *analyze.Summary) [][]cell {
+// pointRows compares a metric without resampling, from the summaries'
+// tables (per-request values, or those the source reported): mean,
+// median and p99 as point differences, no interval, no verdict but why.
+func pointRows(metric string, a, b *analyze.Summary, why string) [][]cell {
 	ta, tb := summaryTable(a, htmlPercentiles), summaryTable(b, htmlPercentiles)
 	var rows [][]cell
 	for _, st := range []string{"mean", "median", "p99"} {
@@ -146,7 +157,7 @@ func reportedRows(metric string, a, b *analyze.Summary) [][]cell {
 		ca, cb := cell{V: fmt.Sprintf("%.2f", va)}, cell{V: fmt.Sprintf("%.2f", vb)}
 		ca.Rep = a.Requests == 0 || metricDist(a, metric).N() == 0
 		cb.Rep = b.Requests == 0 || metricDist(b, metric).N() == 0
-		rows = append(rows, []cell{{V: metricTitle(metric)}, {V: st}, ca, cb, relCell(rel), {V: missing}, {V: "no interval (reported by source)"}})
+		rows = append(rows, []cell{{V: metricTitle(metric)}, {V: st}, ca, cb, relCell(rel), {V: missing}, {V: why}})
 	}
 	return rows
 }

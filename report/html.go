@@ -155,8 +155,7 @@ type HTMLOptions struct {
 	Seconds []trace.SecondsRun
 	// Compare tunes the observed-vs-simulated comparison (zero: the
 	// defaults of analyze.Compare, as stats --compare uses them).
-	// NoCompare leaves it out: its bootstrap resamples every pooled ITL
-	// gap, some 10 s of CPU per million gaps.
+	// NoCompare leaves it out.
 	Compare   analyze.CompareOptions
 	NoCompare bool
 }

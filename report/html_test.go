@@ -200,10 +200,8 @@ func TestWriteHTMLSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 12,000 requests")
 	}
-	// Without the comparison, whose bootstrap of 2 × 1.4 M pooled ITL
-	// gaps would be most of the test's time and adds tables only.
 	var b bytes.Buffer
-	if err := WriteHTMLWith(&b, []Dataset{replayLike("observed", 12000, 1), replayLike("simulated", 12000, 2)}, HTMLOptions{NoCompare: true}); err != nil {
+	if err := WriteHTMLWith(&b, []Dataset{replayLike("observed", 12000, 1), replayLike("simulated", 12000, 2)}, HTMLOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got := b.Bytes()
