@@ -22,7 +22,7 @@ func reportCommand() *cli.Command {
 		Flags: append(ingestFlags(),
 			&cli.StringFlag{Name: "html", Required: true, Usage: "HTML file to write"},
 			&cli.StringFlag{Name: "per-second", Usage: "add a replay's per-second `FILE` (replay --per-second): KV cache usage of its capacity, running and waiting requests, busy and ready workers over time"},
-			&cli.BoolFlag{Name: "no-compare", Usage: "leave out the comparison of each dataset with the first (its bootstrap takes some 10 s of CPU per million pooled ITL gaps)"},
+			&cli.BoolFlag{Name: "no-compare", Usage: "leave out the comparison of each dataset with the first, run by run"},
 			runFlag(),
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {

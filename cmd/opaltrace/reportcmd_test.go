@@ -7,7 +7,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -172,5 +175,54 @@ func TestPerSecondReadyWorkersAutoscaled(t *testing.T) {
 	want := fmt.Sprintf("ready workers per whole second %.2f to %.2f", lo, hi)
 	if !strings.Contains(stderr, want) || lo < 1 || hi > 6 || lo == hi {
 		t.Errorf("ready workers %v to %v; stderr:\n%s", lo, hi, stderr)
+	}
+}
+
+// replay --metrics-out writes the run under vLLM's names; its TTFT
+// histogram counts every completed simulated request, and promtool (when
+// installed) backfills it.
+func TestReplayMetricsOut(t *testing.T) {
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 300)
+	out, om := filepath.Join(dir, "sim.parquet"), filepath.Join(dir, "sim.om")
+	if _, stderr, err := opaltrace(t, "replay", "-o", out, "--metrics-out", om, in); err == nil || !strings.Contains(err.Error()+stderr, "--metrics-start") {
+		t.Fatalf("a run without a start time replayed to metrics: %v\n%s", err, stderr)
+	}
+	_, stderr, err := opaltrace(t, "replay", "-o", out, "--metrics-out", om, "--metrics-start", "2025-06-01T12:00:00Z", "--metrics-interval", "5s", in)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile(om)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	ds, err := loadDataset(out, ingest.Options{}, false, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := 0
+	for _, r := range ds.Requests {
+		if r.Status == trace.StatusOK {
+			ok++
+		}
+	}
+	// The last TTFT count line holds every completed request.
+	lines := regexp.MustCompile(`(?m)^vllm:time_to_first_token_seconds_count\{[^}]*\} (\d+) (\S+)$`).FindAllStringSubmatch(text, -1)
+	if len(lines) < 2 || lines[len(lines)-1][1] != strconv.Itoa(ok) {
+		t.Fatalf("TTFT count samples %v, want the last at %d", len(lines), ok)
+	}
+	if first, _ := strconv.ParseFloat(lines[0][2], 64); first != 1748779205 { // 12:00:05
+		t.Errorf("first sample at %v, want 2025-06-01T12:00:05Z", lines[0][2])
+	}
+	for _, want := range []string{"# TYPE vllm:num_requests_running gauge", "vllm:prefix_cache_queries_total{", "# EOF\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		if msg, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", om, filepath.Join(dir, "tsdb")).CombinedOutput(); err != nil {
+			t.Errorf("promtool: %v\n%s", err, msg)
+		}
 	}
 }
