@@ -175,7 +175,7 @@ func TestChromiumLengths(t *testing.T) {
 // among them the ready workers of the autoscaled run (the autoscaling plot).
 func TestChromiumTime(t *testing.T) {
 	got := checkSection(t, "time", 2, []string{"time-arrivals", "time-completions", "time-running",
-		"sec-workers", "sec-kv", "sec-running", "sec-waiting", "sec-busy"})
+		"sec-workers", "sec-kv", "sec-running", "sec-waiting", "sec-busy", "sec-tiers", "sec-links"})
 	if n := got.Charts["sec-workers"]["rate=4"]; n != 120 {
 		t.Errorf("ready workers of rate=4: %d points, want 120", n)
 	}

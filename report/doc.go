@@ -41,7 +41,8 @@
 //     length (exact median and p99 per bin), ITL against output position;
 //  6. time: per-second arrivals, completions and running requests from
 //     the requests' times, and from a replay's per-second file running,
-//     waiting, KV usage, GPU busy and ready workers (the autoscaling plot);
+//     waiting, KV usage, GPU busy, ready workers (the autoscaling plot),
+//     and with KV tiers their occupancy and the links' utilisation;
 //  7. why: the TTFT decomposition by percentile band, load per worker and
 //     its imbalance, the ideal LRU cache curve beside the recorded hit rate.
 //

@@ -110,7 +110,73 @@ func timeSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
 			sec.Charts = append(sec.Charts, v)
 		}
 	}
+	if err := tierCharts(&sec, o.Seconds); err != nil {
+		return sec, err
+	}
 	return sec, nil
+}
+
+// tierCharts draws the KV tiers below the GPU, when the replay had any:
+// each tier's occupancy as a share of its capacity, and each class of
+// link's utilisation, per run.
+func tierCharts(sec *sectionView, runs []trace.SecondsRun) error {
+	tiers := []struct {
+		name string
+		cap  func(trace.SecondsRun) int64
+		used func(trace.Second) int64
+	}{
+		{"host memory", func(r trace.SecondsRun) int64 { return r.HostKVCapacity }, func(s trace.Second) int64 { return s.HostKVBytes }},
+		{"local disk", func(r trace.SecondsRun) int64 { return r.DiskKVCapacity }, func(s trace.Second) int64 { return s.DiskKVBytes }},
+		{"remote store", func(r trace.SecondsRun) int64 { return r.RemoteKVCapacity }, func(s trace.Second) int64 { return s.RemoteKVBytes }},
+	}
+	var occ []secondsLine
+	for _, r := range runs {
+		for _, tier := range tiers {
+			c := tier.cap(r)
+			if c <= 0 || len(r.Seconds) == 0 {
+				continue
+			}
+			line := secondsLine{name: safeLabel(r.Run) + " " + tier.name, start: float64(r.Seconds[0].Second)}
+			for _, s := range r.Seconds {
+				line.values = append(line.values, 100*float64(tier.used(s))/float64(c))
+			}
+			occ = append(occ, line)
+		}
+	}
+	if v, ok, err := secondsChart("sec-tiers", "KV tier occupancy", "% of the tier's capacity", "simulated time (s)", occ); err != nil {
+		return err
+	} else if ok {
+		sec.Charts = append(sec.Charts, v)
+	}
+	links := []struct {
+		name string
+		util func(trace.Second) float64
+	}{
+		{"PCIe host→GPU", func(s trace.Second) float64 { return s.PCIeH2DUtil }},
+		{"PCIe GPU→host", func(s trace.Second) float64 { return s.PCIeD2HUtil }},
+		{"host memory", func(s trace.Second) float64 { return s.HostMemUtil }},
+		{"NVMe", func(s trace.Second) float64 { return s.NVMeUtil }},
+		{"NIC", func(s trace.Second) float64 { return s.NICUtil }},
+	}
+	var util []secondsLine
+	for _, r := range runs {
+		for _, l := range links {
+			if len(r.Seconds) == 0 || !anySecond(r, func(s trace.Second) bool { return l.util(s) > 0 }) {
+				continue
+			}
+			line := secondsLine{name: safeLabel(r.Run) + " " + l.name, start: float64(r.Seconds[0].Second)}
+			for _, s := range r.Seconds {
+				line.values = append(line.values, 100*l.util(s))
+			}
+			util = append(util, line)
+		}
+	}
+	if v, ok, err := secondsChart("sec-links", "KV transfer link utilisation", "% of the links' bandwidth", "simulated time (s)", util); err != nil {
+		return err
+	} else if ok {
+		sec.Charts = append(sec.Charts, v)
+	}
+	return nil
 }
 
 func anySecond(r trace.SecondsRun, f func(trace.Second) bool) bool {
