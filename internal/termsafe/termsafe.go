@@ -31,6 +31,26 @@ func String(s string) string {
 	return b.String()
 }
 
+// Text is String for multi-line text: newlines and tabs stay as they are.
+func Text(s string) string {
+	if !needs(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for j, field := range strings.Split(line, "\t") {
+			if j > 0 {
+				b.WriteByte('\t')
+			}
+			b.WriteString(String(field))
+		}
+	}
+	return b.String()
+}
+
 // Unsafe reports whether r must not reach a terminal as it is: C0 controls
 // (tab and newline included, since a label is one line), DEL, C1 controls,
 // and the Unicode bidirectional controls.

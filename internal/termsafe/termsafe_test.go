@@ -19,6 +19,12 @@ func TestString(t *testing.T) {
 	}
 }
 
+func TestText(t *testing.T) {
+	if got, want := Text("a\tb\n\x1b[2Jc"), "a\tb\n\\x1b[2Jc"; got != want {
+		t.Errorf("Text = %q, want %q", got, want)
+	}
+}
+
 func FuzzString(f *testing.F) {
 	f.Add("\x1b[31mred")
 	f.Fuzz(func(t *testing.T, s string) {
