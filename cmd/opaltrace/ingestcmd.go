@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -103,7 +105,7 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 		printWarnings(stderr, st.Warnings)
 		return fmt.Errorf("every record was bad (%d dropped): %s not written", st.Dropped, out)
 	}
-	w.SetRuns(runs)
+	w.SetRuns(inputBaseNames(runs))
 	if err := w.Close(); err != nil {
 		return err
 	}
@@ -133,4 +135,27 @@ func printWarnings(stderr io.Writer, ws []*ingest.Warning) {
 	for _, w := range ws {
 		fmt.Fprintf(stderr, "opaltrace: %v\n", w)
 	}
+}
+
+// inputBaseNames returns runs with the files they were read from reduced
+// to base names: an output file says which input a run came from without
+// recording the machine's directory layout (a home directory, a user
+// name) wherever it is sent.
+func inputBaseNames(runs []trace.Run) []trace.Run {
+	out := make([]trace.Run, len(runs))
+	for i, r := range runs {
+		if r.File != "" && r.File != "-" {
+			r.File = filepath.Base(r.File)
+		}
+		if len(r.Extra) > 0 {
+			r.Extra = maps.Clone(r.Extra)
+			for _, k := range []string{"summary_file", "meta_file"} {
+				if v := r.Extra[k]; v != "" {
+					r.Extra[k] = filepath.Base(v)
+				}
+			}
+		}
+		out[i] = r
+	}
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -13,7 +12,6 @@ import (
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/metricsout"
-	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -29,8 +27,8 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "run-name", Value: "simulated", Usage: "`NAME` of the simulated run; with several input runs, each is NAME/INPUT-RUN"},
 			runFlag(),
 			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
-			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + strings.Join(model.HardwareNames(), ", ") + ")"},
-			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
+			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + hardwarePresets() + ")"},
+			&cli.StringFlag{Name: "model", Usage: "override: a shipped model (" + modelPresets() + "), its Hugging Face id, or a config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
@@ -41,7 +39,7 @@ func replayCommand() *cli.Command {
 			&cli.IntFlag{Name: "sessions", Usage: "override: sessions mode: concurrent sessions (0: each starts at its trace arrival)"},
 			&cli.IntFlag{Name: "clients", Usage: "override: closed-loop clients"},
 			&cli.FloatFlag{Name: "time-scale", Usage: "override: arrival time multiplier (0.5 = twice the rate)"},
-			&cli.StringFlag{Name: "seed", Usage: "override: random seed"},
+			&cli.Uint64Flag{Name: "seed", Usage: "override: random seed, 0 to 18446744073709551615"},
 			&cli.Int64Flag{Name: "stream-interval", Usage: "override: tokens per streamed chunk after the first (engines' --stream-interval)"},
 			&cli.FloatFlag{Name: "client-latency", Usage: "override: one-way client–server latency in seconds (adds twice to TTFT and E2E)"},
 			&cli.StringFlag{Name: "per-second", Usage: "also write per-second statistics (completions, running, waiting, GPU busy, KV blocks, tokens per step) to this Parquet file"},
