@@ -1,7 +1,11 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
+	"html/template"
+	"slices"
 	"strconv"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
@@ -77,8 +81,88 @@ func cdfOption(id, title string, series []cdfSeries) ([]byte, error) {
 			// joined by straight lines instead, which is what they sample.
 			lc.Step = "end"
 		}
-		line.AddSeries(s.Name, cdfPoints(s.Dist), charts.WithLineChartOpts(lc))
+		line.AddSeries(safeLabel(s.Name), cdfPoints(s.Dist), charts.WithLineChartOpts(lc))
 	}
 	line.Validate()
 	return json.Marshal(line.JSON())
+}
+
+// tailPercentiles are the percentiles the tail view adds beyond the CDF's
+// evenly spaced quantiles (whose last step below 1 is 0.05 %), so p99.9
+// and p99.99 read on a large run. A summary by passes selects them too
+// (HTMLStreamOptions).
+var tailPercentiles = []float64{99.5, 99.9, 99.95, 99.99, 99.995, 99.999}
+
+// tailPoints returns the tail of d as (ms, 1 − F) points for a log axis:
+// the CDF quantiles from the median on, and tailPercentiles, keeping only
+// probabilities a run of d.N() values resolves ((1 − p)·n ≥ 1) and
+// dropping 1 − F = 0, which a log axis cannot show.
+func tailPoints(d analyze.Dist) []point {
+	n := d.N()
+	if n == 0 {
+		return nil
+	}
+	type pv struct{ p, v float64 }
+	var pts []pv
+	values, probs := d.Quantiles(maxCDFPoints)
+	for i := range values {
+		if probs[i] >= 0.5 && (1-probs[i])*float64(n) >= 1 {
+			pts = append(pts, pv{probs[i], values[i]})
+		}
+	}
+	if n > maxCDFPoints {
+		// Beyond the quantiles: exact percentiles (a Dist in memory has
+		// them all; one by passes selected these).
+		for _, p := range tailPercentiles {
+			if q := p / 100; (1-q)*float64(n) >= 1 {
+				pts = append(pts, pv{q, d.Percentile(p)})
+			}
+		}
+	}
+	slices.SortStableFunc(pts, func(a, b pv) int { return cmp.Compare(a.p, b.p) })
+	out := make([]point, 0, len(pts))
+	for i, x := range pts {
+		if i > 0 && x.p == pts[i-1].p {
+			continue
+		}
+		out = append(out, point{x.v * 1000, 1 - x.p})
+	}
+	return out
+}
+
+// distSection is the distributions: per metric a CDF (with a log-x
+// toggle) and a tail view, 1 − CDF on a log axis, one series per dataset.
+func distSection(sets []reportSet, _ HTMLOptions) (sectionView, error) {
+	sec := sectionView{ID: "dist", Title: "Latency distributions",
+		Intro: "Each CDF is drawn from at most 2,001 exact quantiles of its distribution (all runs of a dataset pooled); " +
+			"the tail view plots 1 − CDF on a log axis, so p99 and p99.9 read, from those quantiles and exact p99.5 … p99.999 " +
+			"where the run has enough values."}
+	for _, m := range htmlMetrics {
+		cdfs := make([]cdfSeries, len(sets))
+		var tails []series
+		for i, s := range sets {
+			d := m.dist(s.pooled)
+			cdfs[i] = cdfSeries{Name: s.name, Dist: d}
+			if pts := tailPoints(d); len(pts) > 0 {
+				tails = append(tails, series{Name: s.name, Data: pts})
+			}
+		}
+		id := "cdf-" + m.ID
+		opt, err := cdfOption(id, m.Title, cdfs)
+		if err != nil {
+			return sec, fmt.Errorf("report: %s chart: %w", m.Title, err)
+		}
+		sec.Charts = append(sec.Charts, chartView{ID: id, Title: m.Title + " CDF", Option: template.JS(opt), LogX: true})
+		if len(tails) == 0 {
+			continue
+		}
+		v, err := chart{ID: "tail-" + m.ID, Title: m.Title + " tail (1 − CDF)",
+			X: axis{Name: m.Title + " (ms)"}, Y: axis{Name: "fraction > x", Type: "log"}, Series: tails}.view()
+		if err != nil {
+			return sec, err
+		}
+		v.LogX = true
+		sec.Charts = append(sec.Charts, v)
+	}
+	return sec, nil
 }

@@ -86,10 +86,11 @@ func TestWriteHTMLTables(t *testing.T) {
 			t.Errorf("report does not match %s", re)
 		}
 	}
-	if n := strings.Count(got, `"type":"line"`); n != 8 {
-		t.Errorf("%d series in the report, want 4 charts × 2 datasets", n)
+	// The CDF charts (go-echarts' series: name before type).
+	if n := len(regexp.MustCompile(`"name":"[^"]*","type":"line"`).FindAllString(got, -1)); n != 8 {
+		t.Errorf("%d CDF series in the report, want 4 charts × 2 datasets", n)
 	}
-	if strings.Contains(got, "all runs") {
+	if strings.Contains(got, "<td>all runs</td>") {
 		t.Errorf("single-run datasets got a pooled row")
 	}
 }
@@ -139,8 +140,8 @@ func TestWriteHTMLRuns(t *testing.T) {
 	for _, re := range []string{
 		`(?s)<td>b</td>.*<td>a</td>.*<td>c</td>.*<td>all runs</td>`,
 		`<tr><td>b</td><td></td><td></td><td class="n">2</td><td class="n">0</td><td class="n">10.00</td><td class="n">0.20</td>`,
-		`<tr><td>c</td><td></td><td></td><td class="n">1</td><td class="n">0</td><td class="n">–</td><td class="n">–</td>`,
-		`<tr><td>all runs</td><td></td><td></td><td class="n">4</td><td class="n">0</td><td class="n">–</td><td class="n">–</td><td class="n">–</td></tr>`,
+		`<tr><td>c</td><td></td><td></td><td class="n">1</td><td class="n">0</td><td class="n">—</td><td class="n">—</td>`,
+		`<tr><td>all runs</td><td></td><td></td><td class="n">4</td><td class="n">0</td><td class="n">—</td><td class="n">—</td><td class="n">—</td></tr>`,
 		`<tr><td>all runs</td><td>TTFT</td><td class="n">4</td><td class="n">425.00</td><td class="n">300.00</td>`,
 		// The chart draws the pooled distribution: 4 steps from 0.
 		`"data":\[\{"value":\[100,0\]\},\{"value":\[100,0.25\]\},\{"value":\[200,0.5\]\},\{"value":\[400,0.75\]\},\{"value":\[1000,1\]\}\]`,
@@ -199,7 +200,11 @@ func TestWriteHTMLSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 12,000 requests")
 	}
-	got := writeHTML(t, []Dataset{replayLike("observed", 12000, 1), replayLike("simulated", 12000, 2)})
+	var b bytes.Buffer
+	if err := WriteHTMLWith(&b, []Dataset{replayLike("observed", 12000, 1), replayLike("simulated", 12000, 2)}, HTMLOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.Bytes()
 	const limit = 5 << 20
 	t.Logf("report of 2 × 12,000 requests: %d bytes (echarts.min.js %d)", len(got), len(echartsJS))
 	if len(got) > limit {

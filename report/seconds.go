@@ -1,13 +1,8 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
-	"html/template"
 	"math"
-
-	"github.com/go-echarts/go-echarts/v2/charts"
-	"github.com/go-echarts/go-echarts/v2/opts"
 
 	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/trace"
@@ -18,23 +13,54 @@ import (
 // title says.
 const maxSecondsPoints = 2000
 
-// A secondsView is one run of a per-second file: its table (rows of the
-// table model) for the page.
-type secondsView struct {
-	Run  string
-	Rows []secondsCell
-}
-
-type secondsCell struct{ Label, Value string }
-
-// secondsViews returns the tables and charts of the runs of a replay's
-// per-second file: KV cache usage as a fraction of its capacity, and the
-// running and waiting requests, over time.
-func secondsViews(runs []trace.SecondsRun) ([]secondsView, []chartView, error) {
-	var views []secondsView
-	for _, r := range runs {
+// timeSection draws per-second series: from every dataset's own request
+// times, arrivals, completions and running requests; from a replay's
+// per-second file, running and waiting requests, KV cache usage, busy
+// workers and ready workers (the autoscaling plot), with a table per
+// run.
+func timeSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
+	sec := sectionView{ID: "time", Title: "Over time",
+		Intro: "Per second of trace time. Arrivals, completions and running requests come from each dataset's " +
+			"request times (running: requests active at some time in the second, as vLLM's benchmark counts them); " +
+			"the rest from the replay's per-second file when one is given (time-weighted means over each second)."}
+	for _, ch := range []struct {
+		id, title, y string
+		of           func(*RequestSeconds) []int64
+	}{
+		{"time-arrivals", "Arrivals", "requests/s", func(s *RequestSeconds) []int64 { return s.Arrivals }},
+		{"time-completions", "Completions", "requests/s", func(s *RequestSeconds) []int64 { return s.Completions }},
+		{"time-running", "Running requests (client view)", "requests", func(s *RequestSeconds) []int64 { return s.Running }},
+	} {
+		var runs []secondsLine
+		for _, s := range sets {
+			if s.extras == nil || s.extras.Seconds == nil {
+				continue
+			}
+			rs := s.extras.Seconds
+			vals := ch.of(rs)
+			line := secondsLine{name: s.name, start: float64(rs.Start), values: make([]float64, len(vals))}
+			for i, v := range vals {
+				line.values[i] = float64(v)
+			}
+			runs = append(runs, line)
+		}
+		if v, ok, err := secondsChart(ch.id, ch.title, ch.y, "trace time (s)", runs); err != nil {
+			return sec, err
+		} else if ok {
+			sec.Charts = append(sec.Charts, v)
+		}
+	}
+	for _, s := range sets {
+		if s.extras != nil && s.extras.Seconds == nil && s.extras.Requests > 0 {
+			sec.Notes = append(sec.Notes, fmt.Sprintf("%s: no per-second series from requests (no arrival times, or a span over 30 days).", s.name))
+		}
+	}
+	if len(o.Seconds) == 0 {
+		return sec, nil
+	}
+	for _, r := range o.Seconds {
 		s := analyze.SummarizeSeconds(r)
-		v := secondsView{Run: r.Run}
+		tv := tableView{Caption: "Per second: " + safeLabel(r.Run), Head: []string{"statistic", "value"}}
 		for _, c := range secondsTable(&s) {
 			if c.kind != rowValue || c.label == "" {
 				continue
@@ -47,67 +73,155 @@ func secondsViews(runs []trace.SecondsRun) ([]secondsView, []chartView, error) {
 					val = fmt.Sprint(c.value)
 				}
 			}
-			v.Rows = append(v.Rows, secondsCell{Label: c.label, Value: val})
+			tv.Rows = append(tv.Rows, []cell{{V: c.label}, {V: val}})
 		}
-		views = append(views, v)
+		sec.Tables = append(sec.Tables, tv)
 	}
-	var out []chartView
 	for _, ch := range []struct {
 		id, title, y string
 		value        func(trace.SecondsRun, trace.Second) float64
 		need         func(trace.SecondsRun) bool
 	}{
+		{"sec-workers", "Ready workers (autoscaling)", "workers", func(_ trace.SecondsRun, s trace.Second) float64 { return s.ReadyWorkers },
+			func(r trace.SecondsRun) bool {
+				return anySecond(r, func(s trace.Second) bool { return s.ReadyWorkers > 0 })
+			}},
 		{"sec-kv", "KV cache usage", "% of capacity", func(r trace.SecondsRun, s trace.Second) float64 { return 100 * r.KVUsage(s) },
 			func(r trace.SecondsRun) bool { return r.KVBlocks > 0 }},
 		{"sec-running", "Running requests", "requests", func(_ trace.SecondsRun, s trace.Second) float64 { return s.Running }, nil},
 		{"sec-waiting", "Waiting requests", "requests", func(_ trace.SecondsRun, s trace.Second) float64 { return s.Waiting }, nil},
+		{"sec-busy", "GPU busy", "% of the second, mean over workers", func(_ trace.SecondsRun, s trace.Second) float64 { return 100 * s.Busy }, nil},
 	} {
-		line := charts.NewLine()
-		bucket := 1
-		for _, r := range runs {
-			bucket = max(bucket, int(math.Ceil(float64(len(r.Seconds))/maxSecondsPoints)))
-		}
-		title := ch.title + " per second"
-		if bucket > 1 {
-			title = fmt.Sprintf("%s (means over %d s)", ch.title, bucket)
-		}
-		line.SetGlobalOptions(
-			charts.WithInitializationOpts(opts.Initialization{ChartID: ch.id}),
-			charts.WithAnimation(false),
-			charts.WithTitleOpts(opts.Title{Title: title}),
-			charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "28"}),
-			charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
-			charts.WithGridOpts(opts.Grid{Top: "70", Bottom: "95", Left: "60", Right: "40"}),
-			charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: "simulated time (s)", NameLocation: "middle", NameGap: 28}),
-			charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: ch.y, Min: 0}),
-			charts.WithDataZoomOpts(opts.DataZoom{Type: "slider", XAxisIndex: []int{0}}, opts.DataZoom{Type: "inside", XAxisIndex: []int{0}}),
-		)
-		drawn := 0
-		for _, r := range runs {
-			if ch.need != nil && !ch.need(r) {
+		var runs []secondsLine
+		for _, r := range o.Seconds {
+			if ch.need != nil && !ch.need(r) || len(r.Seconds) == 0 {
 				continue
 			}
-			var data []opts.LineData
-			for i := 0; i < len(r.Seconds); i += bucket {
-				part := r.Seconds[i:min(i+bucket, len(r.Seconds))]
-				sum := 0.0
-				for _, s := range part {
-					sum += ch.value(r, s)
-				}
-				data = append(data, opts.LineData{Value: point{float64(part[0].Second), sum / float64(len(part))}})
+			// Seconds are contiguous from the first.
+			line := secondsLine{name: safeLabel(r.Run), start: float64(r.Seconds[0].Second)}
+			for _, s := range r.Seconds {
+				line.values = append(line.values, ch.value(r, s))
 			}
-			line.AddSeries(r.Run, data, charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false)}))
-			drawn++
+			runs = append(runs, line)
 		}
-		if drawn == 0 {
-			continue
+		if v, ok, err := secondsChart(ch.id, ch.title, ch.y, "simulated time (s)", runs); err != nil {
+			return sec, err
+		} else if ok {
+			sec.Charts = append(sec.Charts, v)
 		}
-		line.Validate()
-		b, err := json.Marshal(line.JSON())
-		if err != nil {
-			return nil, nil, fmt.Errorf("report: %s chart: %w", ch.title, err)
-		}
-		out = append(out, chartView{ID: ch.id, Option: template.JS(b)})
 	}
-	return views, out, nil
+	if err := tierCharts(&sec, o.Seconds); err != nil {
+		return sec, err
+	}
+	return sec, nil
+}
+
+// tierCharts draws the KV tiers below the GPU, when the replay had any:
+// each tier's occupancy as a share of its capacity, and each class of
+// link's utilisation, per run.
+func tierCharts(sec *sectionView, runs []trace.SecondsRun) error {
+	tiers := []struct {
+		name string
+		cap  func(trace.SecondsRun) int64
+		used func(trace.Second) int64
+	}{
+		{"host memory", func(r trace.SecondsRun) int64 { return r.HostKVCapacity }, func(s trace.Second) int64 { return s.HostKVBytes }},
+		{"local disk", func(r trace.SecondsRun) int64 { return r.DiskKVCapacity }, func(s trace.Second) int64 { return s.DiskKVBytes }},
+		{"remote store", func(r trace.SecondsRun) int64 { return r.RemoteKVCapacity }, func(s trace.Second) int64 { return s.RemoteKVBytes }},
+	}
+	var occ []secondsLine
+	for _, r := range runs {
+		for _, tier := range tiers {
+			c := tier.cap(r)
+			if c <= 0 || len(r.Seconds) == 0 {
+				continue
+			}
+			line := secondsLine{name: safeLabel(r.Run) + " " + tier.name, start: float64(r.Seconds[0].Second)}
+			for _, s := range r.Seconds {
+				line.values = append(line.values, 100*float64(tier.used(s))/float64(c))
+			}
+			occ = append(occ, line)
+		}
+	}
+	if v, ok, err := secondsChart("sec-tiers", "KV tier occupancy", "% of the tier's capacity", "simulated time (s)", occ); err != nil {
+		return err
+	} else if ok {
+		sec.Charts = append(sec.Charts, v)
+	}
+	links := []struct {
+		name string
+		util func(trace.Second) float64
+	}{
+		{"PCIe host→GPU", func(s trace.Second) float64 { return s.PCIeH2DUtil }},
+		{"PCIe GPU→host", func(s trace.Second) float64 { return s.PCIeD2HUtil }},
+		{"host memory", func(s trace.Second) float64 { return s.HostMemUtil }},
+		{"NVMe", func(s trace.Second) float64 { return s.NVMeUtil }},
+		{"NIC", func(s trace.Second) float64 { return s.NICUtil }},
+	}
+	var util []secondsLine
+	for _, r := range runs {
+		for _, l := range links {
+			if len(r.Seconds) == 0 || !anySecond(r, func(s trace.Second) bool { return l.util(s) > 0 }) {
+				continue
+			}
+			line := secondsLine{name: safeLabel(r.Run) + " " + l.name, start: float64(r.Seconds[0].Second)}
+			for _, s := range r.Seconds {
+				line.values = append(line.values, 100*l.util(s))
+			}
+			util = append(util, line)
+		}
+	}
+	if v, ok, err := secondsChart("sec-links", "KV transfer link utilisation", "% of the links' bandwidth", "simulated time (s)", util); err != nil {
+		return err
+	} else if ok {
+		sec.Charts = append(sec.Charts, v)
+	}
+	return nil
+}
+
+func anySecond(r trace.SecondsRun, f func(trace.Second) bool) bool {
+	for _, s := range r.Seconds {
+		if f(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// A secondsLine is one series of consecutive seconds from start.
+type secondsLine struct {
+	name   string
+	start  float64
+	values []float64
+}
+
+// secondsChart draws lines of per-second values, as means over buckets of
+// seconds when the longest has more than maxSecondsPoints.
+func secondsChart(id, title, y, x string, lines []secondsLine) (chartView, bool, error) {
+	if len(lines) == 0 {
+		return chartView{}, false, nil
+	}
+	bucket := 1
+	for _, l := range lines {
+		bucket = max(bucket, int(math.Ceil(float64(len(l.values))/maxSecondsPoints)))
+	}
+	t := title + " per second"
+	if bucket > 1 {
+		t = fmt.Sprintf("%s (means over %d s)", title, bucket)
+	}
+	var ss []series
+	for _, l := range lines {
+		var pts []point
+		for i := 0; i < len(l.values); i += bucket {
+			part := l.values[i:min(i+bucket, len(l.values))]
+			sum := 0.0
+			for _, v := range part {
+				sum += v
+			}
+			pts = append(pts, point{l.start + float64(i), sum / float64(len(part))})
+		}
+		ss = append(ss, series{Name: l.name, Data: pts})
+	}
+	v, err := chart{ID: id, Title: t, X: axis{Name: x}, Y: axis{Name: y, Min: 0}, Series: ss}.view()
+	return v, err == nil, err
 }

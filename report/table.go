@@ -2,10 +2,12 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/internal/termsafe"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -97,6 +99,9 @@ func (t table) writeText(b *strings.Builder) {
 		if r.shown != "" {
 			v = r.shown
 		}
+		if s, ok := v.(string); ok {
+			v = termsafe.String(s) // names and ids from the input: no terminal escapes
+		}
 		if f, ok := toFloat(v); ok && r.fixed {
 			fmt.Fprintf(b, "%-40s %-10.2f", r.label, f)
 		} else {
@@ -160,11 +165,28 @@ func summaryTable(s *analyze.Summary, pcts []float64) table {
 	}
 	if !perRequest {
 		t.line("No per-request data: every value below is reported by source.")
-		for _, k := range []string{"completed", "failed", "duration", "total_input_tokens", "total_output_tokens",
-			"request_throughput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests"} {
-			if v, ok := rep[k]; ok {
-				t.text(k+":", v)
+		// vLLM's labels and number formats: counts as integers, the
+		// rest with two decimals.
+		for _, k := range []struct {
+			key, label string
+			count      bool
+		}{
+			{"completed", "Successful requests:", true}, {"failed", "Failed requests:", true},
+			{"duration", "Benchmark duration (s):", false},
+			{"total_input_tokens", "Total input tokens:", true}, {"total_output_tokens", "Total generated tokens:", true},
+			{"request_throughput", "Request throughput (req/s):", false}, {"output_throughput", "Output token throughput (tok/s):", false},
+			{"total_token_throughput", "Total Token throughput (tok/s):", false},
+			{"max_output_tokens_per_s", "Peak output token throughput (tok/s):", false}, {"max_concurrent_requests", "Peak concurrent requests:", false},
+		} {
+			v, ok := rep[k.key]
+			if !ok {
+				continue
 			}
+			if f, isNum := v.(float64); isNum && k.count && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+				t.text(k.label, int64(f))
+				continue
+			}
+			t.add(row{label: k.label, value: v, fixed: true})
 		}
 	}
 	t.both(label("Successful requests:"), "completed", s.Completed)

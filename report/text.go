@@ -518,3 +518,36 @@ func SourceViewsJSON(runs []string, views []*analyze.SourceView) ([]byte, error)
 	}
 	return json.MarshalIndent(out, "", "  ")
 }
+
+// WriteWorkerLoad prints the load across the groups of stats --by worker
+// (analyses named "worker=…"; requests without a worker are left out):
+// the requests per worker and the imbalance, max over mean, by requests
+// and by prompt plus output tokens (Imbalance). Nothing for fewer than
+// two workers.
+func WriteWorkerLoad(w io.Writer, as []*analyze.Analysis) error {
+	var ws []WorkerLoad
+	for _, a := range as {
+		s := a.Summary
+		name, ok := strings.CutPrefix(s.Run.Name, "worker=")
+		if !ok || name == "(none)" {
+			continue
+		}
+		ws = append(ws, WorkerLoad{Worker: name, Requests: int64(s.Requests), InputTokens: s.TotalInputTokens, OutputTokens: s.TotalOutputTokens})
+	}
+	if len(ws) < 2 {
+		return nil
+	}
+	lo, hi := ws[0].Requests, ws[0].Requests
+	for _, x := range ws {
+		lo, hi = min(lo, x.Requests), max(hi, x.Requests)
+	}
+	byReq, byTok := Imbalance(ws)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s\n", center(" Load across workers ", 50, '-'))
+	kvLine(&b, "Workers:", len(ws))
+	kvLine(&b, "Requests per worker (min - max):", fmt.Sprintf("%d - %d", lo, hi))
+	kvLine(&b, "Imbalance by requests (max/mean):", fmt.Sprintf("%.3f", byReq))
+	kvLine(&b, "Imbalance by tokens (max/mean):", fmt.Sprintf("%.3f", byTok))
+	_, err := io.WriteString(w, b.String())
+	return err
+}

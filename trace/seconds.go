@@ -52,6 +52,12 @@ type Second struct {
 	OffloadBytes, LoadBytes, PrefetchBytes  int64
 	PCIeH2DUtil, PCIeD2HUtil                float64
 	HostMemUtil, NVMeUtil, NICUtil          float64
+
+	// ReadyWorkers is the time-weighted mean number of workers ready to
+	// serve during the second: the fleet size, or under autoscaling the
+	// ready workers (not those starting or draining). 0 in files before
+	// version 4, which did not record it.
+	ReadyWorkers float64
 }
 
 // TokensPerStep is the mean number of tokens a step of this second
@@ -94,13 +100,13 @@ const (
 
 // SecondsVersion is the version of the per-second Parquet layout: 2 adds
 // the run and kv_blocks_capacity columns, 3 the KV tiers' (occupancy,
-// capacity, offload, load and prefetch bytes, link utilisation).
-// ReadSeconds reads versions 2 and 3; a version 2 file's tier columns
-// read as 0.
-const SecondsVersion = "3"
+// capacity, offload, load and prefetch bytes, link utilisation), 4
+// ready_workers. ReadSeconds reads versions 2 to 4; an older file's
+// newer columns read as 0.
+const SecondsVersion = "4"
 
 // secondsVersions are the versions ReadSeconds reads.
-var secondsVersions = map[string]int{"2": 2, "3": 3}
+var secondsVersions = map[string]int{"2": 2, "3": 3, "4": 4}
 
 // secondsColumns is the per-second Parquet schema: one row per run and
 // simulated second, columns named after Second's fields (see Second for
@@ -143,6 +149,7 @@ var secondsColumns = []struct {
 	{name: "host_mem_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.HostMemUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.HostMemUtil = v.(float64) }},
 	{name: "nvme_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.NVMeUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.NVMeUtil = v.(float64) }},
 	{name: "nic_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.NICUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.NICUtil = v.(float64) }},
+	{name: "ready_workers", since: 4, f64: func(_ *SecondsRun, s *Second) float64 { return s.ReadyWorkers }, set: func(_ *SecondsRun, s *Second, v any) { s.ReadyWorkers = v.(float64) }},
 }
 
 // WriteSeconds writes the runs' per-second rows as a Parquet file (zstd,

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -82,11 +81,7 @@ func withFlags(c *cli.Command, cl deploy.Cluster) (deploy.Cluster, error) {
 		set = append(set, deploy.Setting{Key: key, Value: c.String("model"), From: "--model"})
 	}
 	if hasFlag(c, "seed") && c.IsSet("seed") {
-		s, err := strconv.ParseUint(c.String("seed"), 10, 64)
-		if err != nil {
-			return cl, fmt.Errorf("--seed: %v", err)
-		}
-		set = append(set, deploy.Setting{Key: "seed", Value: s, From: "--seed"})
+		set = append(set, deploy.Setting{Key: "seed", Value: c.Uint64("seed"), From: "--seed"})
 	}
 	return cl.With(set...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 )
@@ -19,6 +20,7 @@ func commands() []*cli.Command {
 		replayCommand(),
 		reportCommand(),
 		demoCommand(),
+		versionCommand(),
 	}
 }
 
@@ -31,13 +33,41 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 		Commands:  commands(),
 		// Errors are returned to main, which prints them once and exits 1.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
-		HideVersion:    true,
+		// --version prints the build's module version and VCS revision
+		// (the version command prints the same).
+		Version: versionLine(),
+		// completion bash|zsh|fish|pwsh prints a completion script.
+		EnableShellCompletion: true,
 	}
 	app.OnUsageError = onUsageError
 	for _, c := range app.Commands {
 		c.OnUsageError = onUsageError
+		for _, f := range c.Flags {
+			hideOverrideDefault(f)
+		}
 	}
 	return app
+}
+
+// hideOverrideDefault hides the default of an override flag in the help:
+// unset, an override changes nothing, so "(default: 0)" would be a value
+// the run does not use.
+func hideOverrideDefault(f cli.Flag) {
+	usage := func(u string) bool { return strings.HasPrefix(u, "override:") }
+	switch f := f.(type) {
+	case *cli.IntFlag:
+		f.HideDefault = f.HideDefault || usage(f.Usage)
+	case *cli.Int64Flag:
+		f.HideDefault = f.HideDefault || usage(f.Usage)
+	case *cli.Uint64Flag:
+		f.HideDefault = f.HideDefault || usage(f.Usage)
+	case *cli.FloatFlag:
+		f.HideDefault = f.HideDefault || usage(f.Usage)
+	case *cli.BoolFlag:
+		f.HideDefault = f.HideDefault || usage(f.Usage)
+	case *cli.StringFlag:
+		f.HideDefault = f.HideDefault || usage(f.Usage)
+	}
 }
 
 // A usageError is a command line that does not parse: a bad flag or

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -103,7 +106,7 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 		printWarnings(stderr, st.Warnings)
 		return fmt.Errorf("every record was bad (%d dropped): %s not written", st.Dropped, out)
 	}
-	w.SetRuns(runs)
+	w.SetRuns(inputNames(runs, inputs))
 	if err := w.Close(); err != nil {
 		return err
 	}
@@ -133,4 +136,41 @@ func printWarnings(stderr io.Writer, ws []*ingest.Warning) {
 	for _, w := range ws {
 		fmt.Fprintf(stderr, "opaltrace: %v\n", w)
 	}
+}
+
+// inputNames returns runs with the files they were read from named as
+// the inputs name them: a file given on the command line by its base
+// name, a file found in a directory given by its path inside that
+// directory. An output file then says which input a run came from
+// without recording the machine's directory layout (a home directory, a
+// user name) wherever it is sent.
+func inputNames(runs []trace.Run, inputs []string) []trace.Run {
+	name := func(p string) string {
+		if p == "" || p == "-" {
+			return p
+		}
+		for _, in := range inputs {
+			if st, err := os.Stat(in); err != nil || !st.IsDir() {
+				continue
+			}
+			if rel, err := filepath.Rel(in, p); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+				return filepath.ToSlash(rel)
+			}
+		}
+		return filepath.Base(p)
+	}
+	out := make([]trace.Run, len(runs))
+	for i, r := range runs {
+		r.File = name(r.File)
+		if len(r.Extra) > 0 {
+			r.Extra = maps.Clone(r.Extra)
+			for _, k := range []string{"summary_file", "meta_file"} {
+				if v := r.Extra[k]; v != "" {
+					r.Extra[k] = name(v)
+				}
+			}
+		}
+		out[i] = r
+	}
+	return out
 }

@@ -14,17 +14,33 @@ import (
 	"syscall"
 
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/internal/termsafe"
 )
 
 func main() {
 	onSignal(os.Stderr, os.Exit)
 	if err := run(context.Background(), os.Stdout, os.Stderr, os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "opaltrace: %v\n", err)
-		if _, ok := errors.AsType[*usageError](err); ok {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		fmt.Fprintf(os.Stderr, "opaltrace: %s\n", termsafe.Text(err.Error()))
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is the exit status of a failed run: 2 for a command line that
+// does not parse (as flag and getopt do), 1 for anything else (bad data,
+// dropped records, I/O). A run without error exits 0.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case isUsage(err):
+		return 2
+	}
+	return 1
+}
+
+func isUsage(err error) bool {
+	_, ok := errors.AsType[*usageError](err)
+	return ok
 }
 
 // run is the whole program, given its output streams and arguments

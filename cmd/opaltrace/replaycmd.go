@@ -1,16 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
-	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/metricsout"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -26,8 +27,8 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "run-name", Value: "simulated", Usage: "`NAME` of the simulated run; with several input runs, each is NAME/INPUT-RUN"},
 			runFlag(),
 			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
-			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + strings.Join(model.HardwareNames(), ", ") + ")"},
-			&cli.StringFlag{Name: "model", Usage: "override: model name or config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
+			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + hardwarePresets() + ")"},
+			&cli.StringFlag{Name: "model", Usage: "override: a shipped model (" + modelPresets() + "), its Hugging Face id, or a config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "override: running requests at most"},
@@ -38,10 +39,13 @@ func replayCommand() *cli.Command {
 			&cli.IntFlag{Name: "sessions", Usage: "override: sessions mode: concurrent sessions (0: each starts at its trace arrival)"},
 			&cli.IntFlag{Name: "clients", Usage: "override: closed-loop clients"},
 			&cli.FloatFlag{Name: "time-scale", Usage: "override: arrival time multiplier (0.5 = twice the rate)"},
-			&cli.StringFlag{Name: "seed", Usage: "override: random seed"},
+			&cli.Uint64Flag{Name: "seed", Usage: "override: random seed, 0 to 18446744073709551615"},
 			&cli.Int64Flag{Name: "stream-interval", Usage: "override: tokens per streamed chunk after the first (engines' --stream-interval)"},
 			&cli.FloatFlag{Name: "client-latency", Usage: "override: one-way client–server latency in seconds (adds twice to TTFT and E2E)"},
 			&cli.StringFlag{Name: "per-second", Usage: "also write per-second statistics (completions, running, waiting, GPU busy, KV blocks, tokens per step) to this Parquet file"},
+			&cli.StringFlag{Name: "metrics-out", Usage: "also write the run as OpenMetrics samples under the engine's own metric names (vllm: or sglang:) to this `FILE`, for promtool tsdb create-blocks-from openmetrics"},
+			&cli.DurationFlag{Name: "metrics-interval", Value: 15 * time.Second, Usage: "simulated time between two --metrics-out samples"},
+			&cli.StringFlag{Name: "metrics-start", Usage: "wall time of the run's start for --metrics-out, RFC 3339 (default: the time the input run recorded)"},
 			&cli.FloatFlag{Name: "client-timeout", Usage: "override: seconds a client waits for the last chunk before it gives up (0: forever)"},
 			opalWorkloadFlag(),
 			&cli.BoolFlag{Name: "low-memory", Usage: fmt.Sprintf("summarise every run by exact passes over the written file instead of keeping its records (automatic above %d requests)", lowMemoryRequests)},
@@ -51,7 +55,7 @@ func replayCommand() *cli.Command {
 			if c.String("opal-config") != "" && c.Bool("print-config") {
 				return opalConfigReplay(ctx, c)
 			}
-			outs := []outputFile{{"output", c.String("output")}, {"per-second", c.String("per-second")}}
+			outs := []outputFile{{"output", c.String("output")}, {"per-second", c.String("per-second")}, {"metrics-out", c.String("metrics-out")}}
 			ins := append(c.Args().Slice(), c.String("config"), c.String("opal-workload"), c.String("opal-config"), c.String("model"))
 			if err := checkOutputs(outs, ins); err != nil {
 				return fmt.Errorf("replay: %w", err)
@@ -96,7 +100,7 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			done, err := replayRuns(jobs, c.String("output"), c.String("per-second"), c.ErrWriter, streamAbove(c))
+			done, err := replayRuns(jobs, c.String("output"), sideOutputsOf(c), c.ErrWriter, streamAbove(c))
 			if err != nil {
 				return err
 			}
@@ -128,6 +132,89 @@ func writeSeconds(path string, s *deploy.Setup, run string, rows []replay.Second
 		sec[0].HostKVCapacity, sec[0].DiskKVCapacity, sec[0].RemoteKVCapacity = o.CapacityBytes(s.Config.Workers)
 	}
 	if err := trace.WriteSeconds(f, sec, [][2]string{{trace.MetaReplayConfig, s.Cluster.YAML()}, {trace.MetaCostModel, s.CostModelText}}); err != nil {
+		return err
+	}
+	return f.Commit()
+}
+
+// readyWorkers sets each second's ready workers: the autoscaler's fleet
+// when it ran (fleet per second, time-weighted), else the fixed number.
+func readyWorkers(rows []replay.Second, fleet []replay.FleetSecond, workers int) {
+	ready := make(map[int64]float64, len(fleet))
+	for _, f := range fleet {
+		ready[f.Second] = f.Ready
+	}
+	for i := range rows {
+		if fleet == nil {
+			rows[i].ReadyWorkers = float64(workers)
+		} else {
+			rows[i].ReadyWorkers = ready[rows[i].Second]
+		}
+	}
+}
+
+// sideOutputs are the files a replay writes besides its records.
+type sideOutputs struct {
+	perSecond string
+	// metrics is --metrics-out's file ("": none), sampled every
+	// metricsInterval from metricsStart (RFC 3339; "": the run's start).
+	metrics         string
+	metricsInterval time.Duration
+	metricsStart    string
+}
+
+func sideOutputsOf(c *cli.Command) sideOutputs {
+	return sideOutputs{perSecond: c.String("per-second"), metrics: c.String("metrics-out"),
+		metricsInterval: c.Duration("metrics-interval"), metricsStart: c.String("metrics-start")}
+}
+
+func (s sideOutputs) interval() time.Duration {
+	if s.metricsInterval == 0 {
+		return 15 * time.Second
+	}
+	return s.metricsInterval
+}
+
+// recorder returns the metrics recorder of a run: its engine's names, its
+// model, and its start as given or as the run recorded it. A run that
+// recorded none needs --metrics-start: samples dated 1970 would fall out
+// of any Prometheus retention at once.
+func (s sideOutputs) recorder(run trace.Run, startUnixN int64) (*metricsout.Recorder, error) {
+	var start time.Time
+	switch {
+	case s.metricsStart != "":
+		t, err := time.Parse(time.RFC3339, s.metricsStart)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-start %q: not an RFC 3339 time (2025-06-01T12:00:00Z)", s.metricsStart)
+		}
+		start = t
+	case startUnixN > 0:
+		start = time.Unix(0, startUnixN)
+	default:
+		return nil, fmt.Errorf("--metrics-out: run %s records no start time: give --metrics-start (RFC 3339)", run.Name)
+	}
+	if s.interval() < time.Millisecond {
+		return nil, fmt.Errorf("--metrics-interval %v: under 1ms", s.metricsInterval)
+	}
+	engine := run.Engine
+	if engine != "sglang" {
+		engine = "vllm"
+	}
+	return metricsout.New(metricsout.Options{Engine: engine, Model: run.Model, Interval: s.interval(), Start: start})
+}
+
+// writeMetrics writes the recorder's OpenMetrics file atomically.
+func writeMetrics(path string, r *metricsout.Recorder) error {
+	f, err := atomicfile.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := r.WriteOpenMetrics(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
 		return err
 	}
 	return f.Commit()

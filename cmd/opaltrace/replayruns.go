@@ -16,6 +16,7 @@ import (
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/internal/numpyrand"
+	"github.com/opaltrace/opaltrace/metricsout"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
 	"github.com/opaltrace/opaltrace/trace"
@@ -24,9 +25,12 @@ import (
 // A replayJob is one simulated run: the requests of one input run, or the
 // workload regenerated from a summary-only run's recorded arguments.
 type replayJob struct {
-	name string        // simulated run name
-	of   string        // the input run it replays
-	in   replay.Inputs // requests to send
+	name string // simulated run name
+	of   string // the input run it replays
+	// startUnixN is the input run's wall-clock start (0: unknown), the
+	// default start of --metrics-out's samples.
+	startUnixN int64
+	in         replay.Inputs // requests to send
 	// setup is the run's deployment and configuration; its Config has
 	// the workload mode the run needs.
 	setup *deploy.Setup
@@ -183,7 +187,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 			var how string
 			var send replay.Inputs
 			setup.Config, send, how = sendLikeTheBenchmark(setup.Config, run, in, in.Arrivals())
-			jobs = append(jobs, replayJob{of: run.Name, in: send, setup: setup, how: how, client: client})
+			jobs = append(jobs, replayJob{of: run.Name, startUnixN: run.StartUnixN, in: send, setup: setup, how: how, client: client})
 			continue
 		}
 		gen, mode, err := replay.Regenerate(run, cl.Seed)
@@ -193,7 +197,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		}
 		w := &setup.Config.Workload
 		w.Mode, w.Clients, w.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
-		jobs = append(jobs, replayJob{of: run.Name, in: gen, setup: setup, how: "regenerated", client: client})
+		jobs = append(jobs, replayJob{of: run.Name, startUnixN: run.StartUnixN, in: gen, setup: setup, how: "regenerated", client: client})
 	}
 	if len(passed) > 0 {
 		fmt.Fprintf(stderr, "not replayed (%d runs): %s\n", len(passed), strings.Join(passed, "; "))
@@ -259,7 +263,7 @@ func traceJob(cl deploy.Cluster, reqs []*trace.Request, name string) ([]replayJo
 // simulated request atomically to out, one run per job, returning their
 // in-memory summaries (the demo and --opal-workload, whose runs are small).
 func replayToParquet(jobs []replayJob, out, perSecond string, stderr io.Writer) ([]*analyze.Summary, error) {
-	done, err := replayRuns(jobs, out, perSecond, stderr, neverStream)
+	done, err := replayRuns(jobs, out, sideOutputs{perSecond: perSecond}, stderr, neverStream)
 	if err != nil {
 		return nil, err
 	}
@@ -306,9 +310,13 @@ type replayed struct {
 // counted as records are written and finished by passes over the
 // committed file (analyze.StreamSummarizer), so memory does not grow with
 // the run.
-func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, streamAbove int) ([]replayed, error) {
+func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer, streamAbove int) ([]replayed, error) {
+	perSecond := side.perSecond
 	if perSecond != "" && len(jobs) > 1 {
 		return nil, fmt.Errorf("--per-second: the input has %d runs to replay; per-second statistics are written for one run at a time", len(jobs))
+	}
+	if side.metrics != "" && len(jobs) > 1 {
+		return nil, fmt.Errorf("--metrics-out: the input has %d runs to replay; metrics are written for one run at a time (--run)", len(jobs))
 	}
 	f, err := atomicfile.Create(out)
 	if err != nil {
@@ -338,6 +346,12 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 		if job.of != "" {
 			run.Extra["replay_of"] = job.of
 		}
+		var metrics *metricsout.Recorder
+		if side.metrics != "" {
+			if metrics, err = side.recorder(run, job.startUnixN); err != nil {
+				return nil, err
+			}
+		}
 		keep := job.in.Len() <= streamAbove
 		var sim []*trace.Request
 		var sum *analyze.StreamSummarizer // the streamed summary's first pass, as records are written
@@ -356,12 +370,26 @@ func replayRuns(jobs []replayJob, out, perSecond string, stderr io.Writer, strea
 			} else {
 				sum.Add(r)
 			}
+			if metrics != nil {
+				metrics.Add(r)
+			}
 			return w.Write(r)
-		}, replay.Options{PerSecond: perSecond != "", Transient: !keep, Offload: job.setup.Offload}) // the writer copies what it needs
+		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, Offload: job.setup.Offload}) // the writer copies what it needs
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}
+		if metrics != nil {
+			kv := ran.KVBlocks * int64(cfg.Workers)
+			for _, s := range st.Seconds {
+				metrics.AddSecond(s, kv)
+			}
+			if err := writeMetrics(side.metrics, metrics); err != nil {
+				return nil, fmt.Errorf("--metrics-out: %w", err)
+			}
+			fmt.Fprintf(stderr, "wrote %s: %s metrics every %v from %s\n", side.metrics, deploy.EngineName(cfg), side.interval(), metrics.Start().UTC().Format(time.RFC3339))
+		}
 		if perSecond != "" {
+			readyWorkers(st.Seconds, st.Fleet, cfg.Workers)
 			if err := writeSeconds(perSecond, &ran, job.name, st.Seconds); err != nil {
 				return nil, err
 			}

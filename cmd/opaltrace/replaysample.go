@@ -62,7 +62,7 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	done, err := replayRuns([]replayJob{job}, c.String("output"), c.String("per-second"), c.ErrWriter, streamAbove(c))
+	done, err := replayRuns([]replayJob{job}, c.String("output"), sideOutputsOf(c), c.ErrWriter, streamAbove(c))
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,8 @@ func reportCommand() *cli.Command {
 		ArgsUsage: "[LABEL=]FILE...",
 		Flags: append(ingestFlags(),
 			&cli.StringFlag{Name: "html", Required: true, Usage: "HTML file to write"},
-			&cli.StringFlag{Name: "per-second", Usage: "add a replay's per-second `FILE` (replay --per-second): KV cache usage of its capacity, running and waiting requests over time"},
+			&cli.StringFlag{Name: "per-second", Usage: "add a replay's per-second `FILE` (replay --per-second): KV cache usage of its capacity, running and waiting requests, busy and ready workers over time"},
+			&cli.BoolFlag{Name: "no-compare", Usage: "leave out the comparison of each dataset with the first, run by run"},
 			runFlag(),
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
@@ -57,7 +58,7 @@ func reportCommand() *cli.Command {
 				}
 				sets = append(sets, report.Dataset{Name: ds.Name, Runs: ds.Runs, Requests: ds.Requests})
 			}
-			var o report.HTMLOptions
+			o := report.HTMLOptions{NoCompare: c.Bool("no-compare")}
 			if p := c.String("per-second"); p != "" {
 				var err error
 				if o.Seconds, _, err = trace.ReadSeconds(p); err != nil {
@@ -87,8 +88,21 @@ func reportByPasses(label, path string, sel []string) (report.Dataset, error) {
 	if err != nil {
 		return report.Dataset{}, err
 	}
+	// One more pass for the sections beyond the summaries (lengths, per
+	// second, per worker, TTFT decomposition, cache curve).
+	_, collect, err := selectedColumns(path, sel, append([]string{"run"}, report.CollectorColumns...))
+	if err != nil {
+		return report.Dataset{}, err
+	}
+	c := report.NewCollector()
+	if err := collect(func(r *trace.Request) error {
+		c.Add(r)
+		return nil
+	}); err != nil {
+		return report.Dataset{}, err
+	}
 	n := len(sums) - 1
-	return report.Dataset{Name: label, Summaries: sums[:n], Pooled: sums[n]}, nil
+	return report.Dataset{Name: label, Summaries: sums[:n], Pooled: sums[n], Extras: c.Extras()}, nil
 }
 
 // writeReport renders the report in memory, then writes it atomically.

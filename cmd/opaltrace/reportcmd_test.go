@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -110,6 +115,11 @@ func TestPerSecondFileReadByStatsAndReport(t *testing.T) {
 	if peak <= 0 || peak > 1 {
 		t.Errorf("peak KV usage %v of capacity", peak)
 	}
+	for _, s := range runs[0].Seconds {
+		if s.ReadyWorkers != 3 {
+			t.Fatalf("second %d: %v ready workers, want the fixed fleet's 3", s.Second, s.ReadyWorkers)
+		}
+	}
 	js, stderr, err := opaltrace(t, "stats", "--json", "--per-second", sec, out)
 	if err != nil {
 		t.Fatalf("stats: %v\n%s", err, stderr)
@@ -128,12 +138,91 @@ func TestPerSecondFileReadByStatsAndReport(t *testing.T) {
 		t.Fatalf("report: %v\n%s", err, stderr)
 	}
 	page, _ := os.ReadFile(html)
-	for _, want := range []string{`id="sec-kv"`, `id="sec-running"`, `<h3>r1</h3>`, "Peak KV cache usage (%):"} {
+	for _, want := range []string{`id="sec-kv"`, `id="sec-running"`, `id="sec-workers"`, `<caption>Per second: r1</caption>`, "Peak KV cache usage (%):"} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("the report lacks %s", want)
 		}
 	}
 	if _, _, err := opaltrace(t, "stats", "--per-second", out, out); err == nil {
 		t.Error("a requests' file was read as a per-second file")
+	}
+}
+
+// An autoscaled replay's per-second file records the ready workers of
+// each second, as the autoscaler's fleet had them: the report's
+// autoscaling plot.
+func TestPerSecondReadyWorkersAutoscaled(t *testing.T) {
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 600)
+	cfg := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(cfg, []byte("workers: 6\nautoscale:\n  metric: queue_depth\n  target: 1\n  min_replicas: 1\n  max_replicas: 6\n  sync_period_s: 5\n  container_start_s: 5\n  weights_gb: 1\n  storage_gbps: 2\n  scale_down_stabilization_s: 10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, sec := filepath.Join(dir, "sim.parquet"), filepath.Join(dir, "sec.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", out, "--per-second", sec, in)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	runs, _, err := trace.ReadSeconds(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range runs[0].Seconds[:len(runs[0].Seconds)-1] { // the last second is partial
+		lo, hi = min(lo, s.ReadyWorkers), max(hi, s.ReadyWorkers)
+	}
+	// stderr prints the same range from the autoscaler's fleet.
+	want := fmt.Sprintf("ready workers per whole second %.2f to %.2f", lo, hi)
+	if !strings.Contains(stderr, want) || lo < 1 || hi > 6 || lo == hi {
+		t.Errorf("ready workers %v to %v; stderr:\n%s", lo, hi, stderr)
+	}
+}
+
+// replay --metrics-out writes the run under vLLM's names; its TTFT
+// histogram counts every completed simulated request, and promtool (when
+// installed) backfills it.
+func TestReplayMetricsOut(t *testing.T) {
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 300)
+	out, om := filepath.Join(dir, "sim.parquet"), filepath.Join(dir, "sim.om")
+	if _, stderr, err := opaltrace(t, "replay", "-o", out, "--metrics-out", om, in); err == nil || !strings.Contains(err.Error()+stderr, "--metrics-start") {
+		t.Fatalf("a run without a start time replayed to metrics: %v\n%s", err, stderr)
+	}
+	_, stderr, err := opaltrace(t, "replay", "-o", out, "--metrics-out", om, "--metrics-start", "2025-06-01T12:00:00Z", "--metrics-interval", "5s", in)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile(om)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	ds, err := loadDataset(out, ingest.Options{}, false, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := 0
+	for _, r := range ds.Requests {
+		if r.Status == trace.StatusOK {
+			ok++
+		}
+	}
+	// The last TTFT count line holds every completed request.
+	lines := regexp.MustCompile(`(?m)^vllm:time_to_first_token_seconds_count\{[^}]*\} (\d+) (\S+)$`).FindAllStringSubmatch(text, -1)
+	if len(lines) < 2 || lines[len(lines)-1][1] != strconv.Itoa(ok) {
+		t.Fatalf("TTFT count samples %v, want the last at %d", len(lines), ok)
+	}
+	if first, _ := strconv.ParseFloat(lines[0][2], 64); first != 1748779205 { // 12:00:05
+		t.Errorf("first sample at %v, want 2025-06-01T12:00:05Z", lines[0][2])
+	}
+	for _, want := range []string{"# TYPE vllm:num_requests_running gauge", "vllm:prefix_cache_queries_total{", "# EOF\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		if msg, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", om, filepath.Join(dir, "tsdb")).CombinedOutput(); err != nil {
+			t.Errorf("promtool: %v\n%s", err, msg)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -175,6 +176,24 @@ func TestStatsSectionsOnServerSideData(t *testing.T) {
 		if g["duration_basis"] != "trimmed" || g["trim"] == nil || g["ttft_decomposition"] == nil || g["kv_cache"] == nil {
 			t.Errorf("group %v lacks trimming or sections", g["run"])
 		}
+	}
+	// The text adds the load across workers: max over mean requests.
+	out, _, err = opaltrace(t, "stats", "--json", "--by", "worker", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups = nil
+	if err := json.Unmarshal([]byte(out), &groups); err != nil {
+		t.Fatal(err)
+	}
+	r0, r1 := groups[0]["requests"].(float64), groups[1]["requests"].(float64)
+	text, _, err := opaltrace(t, "stats", "--by", "worker", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%-40s %-10s\n", "Imbalance by requests (max/mean):", fmt.Sprintf("%.3f", max(r0, r1)/((r0+r1)/2)))
+	if !strings.Contains(text, "Load across workers") || !strings.Contains(text, want) {
+		t.Errorf("stats --by worker lacks %q:\n%s", want, text)
 	}
 	if _, _, err := opaltrace(t, "stats", "--by", "color", path); err == nil {
 		t.Error("--by color accepted")

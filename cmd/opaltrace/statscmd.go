@@ -114,7 +114,13 @@ func statsCommand() *cli.Command {
 				_, err = fmt.Fprintf(c.Writer, "%s\n", b)
 				return err
 			}
-			return report.WriteAnalyses(c.Writer, as, opts)
+			if err := report.WriteAnalyses(c.Writer, as, opts); err != nil {
+				return err
+			}
+			if c.String("by") == "worker" {
+				return report.WriteWorkerLoad(c.Writer, as)
+			}
+			return nil
 		},
 	}
 }

@@ -62,6 +62,21 @@ func selectedSource(path, key string, goodput bool, sel []string) ([]trace.Run, 
 		return nil, nil, err
 	}
 	first, rest := streamColumns(key, goodput)
+	return selectRuns(path, runs, sel, first, rest)
+}
+
+// selectedColumns is selectedSource for a pass reading cols.
+func selectedColumns(path string, sel []string, cols []string) ([]trace.Run, analyze.Source, error) {
+	runs, _, err := trace.ReadRuns(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return selectRuns(path, runs, sel, cols, cols)
+}
+
+// selectRuns returns the runs sel picks of the file at path and a source
+// of their requests reading the columns first, then rest.
+func selectRuns(path string, runs []trace.Run, sel []string, first, rest []string) ([]trace.Run, analyze.Source, error) {
 	sels, err := trace.ParseRunSelectors(sel)
 	if err != nil || len(sels) == 0 {
 		return runs, parquetSource(path, first, rest), err
