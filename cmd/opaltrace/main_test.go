@@ -252,6 +252,7 @@ var sharedDataRequests = map[string]int{
 	"formats/sglang_bench_serving":                0,
 	"formats/vllm_bench_serve":                    10 + 4*200,
 	"measurements/llmservingsim_vllm_engine_side": 4 * 300,
+	"measurements/llmd_exp0_a100_tp2_llama70b":    12 * 252, // LMBenchmark CSVs: two builds × six rates
 	"traces/azure_llm_2023":                       8819 + 19366,
 	"traces/mooncake":                             12031 + 3993,
 	"traces/weka_agentic_coding":                  280,
