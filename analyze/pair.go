@@ -50,11 +50,11 @@ func PairRuns(a, b []trace.Run, sels []trace.RunSelector) (*Pairing, error) {
 	}
 	ia, err := trace.SelectRuns(a, sels)
 	if err != nil {
-		return nil, fmt.Errorf("A: %w", err)
+		return nil, fmt.Errorf("side A: %w", err)
 	}
 	ib, err := trace.SelectRuns(b, sels)
 	if err != nil {
-		return nil, fmt.Errorf("B: %w", err)
+		return nil, fmt.Errorf("side B: %w", err)
 	}
 	if len(ia) != len(ib) || len(ia) == 0 {
 		return nil, fmt.Errorf("runs are paired in order, and A has %d (%s) while B has %d (%s): pick as many on each side with --run",

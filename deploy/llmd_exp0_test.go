@@ -81,7 +81,7 @@ func textHashIDs(text string, tokens, block int64, r float64, seq int) []int64 {
 // text that differs in its first byte shares none, and blocks past the
 // text are the request's own.
 func TestTextHashIDsPrefix(t *testing.T) {
-	a := strings.Repeat("user asks; model answers. ", 40) // 1,040 bytes
+	a := strings.Repeat("user asks; model answers. ", 40)       // 1,040 bytes
 	ab := a + strings.Repeat("and a new question follows. ", 4) // 112 bytes more: 288 tokens, 18 blocks
 	const r = 4.0
 	ida := textHashIDs(a, 260/16*16, 16, r, 0) // 16 blocks, 1,024 bytes

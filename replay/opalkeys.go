@@ -30,7 +30,7 @@ func opalChunkKeys(in *trace.Request, chunk int64) (keys []uint64, sizes []int64
 	}
 	bs, ok := in.BlockSize.Get()
 	if !ok || bs < 1 || int64(len(in.HashIDs))*bs < n {
-		return nil, nil, fmt.Errorf("Opal expands a trace request's hash_ids into its prompt: want hash_ids of chunk_size tokens covering its %d tokens, have %d ids of %d",
+		return nil, nil, fmt.Errorf("opal compat: Opal expands a trace request's hash_ids into its prompt: want hash_ids of chunk_size tokens covering its %d tokens, have %d ids of %d",
 			n, len(in.HashIDs), bs)
 	}
 	left := n

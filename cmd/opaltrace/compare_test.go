@@ -85,7 +85,7 @@ func TestStatsCompareDataCrunchPerRun(t *testing.T) {
 	}
 	// Every run, pairing only: the ShareGPT runs, which replay could not
 	// regenerate, are named as not compared.
-	_, stderr, err = opaltrace(t, "stats", "--resamples", "100", "--run", "6-7", "--compare", sim, obs)
+	_, _, err = opaltrace(t, "stats", "--resamples", "100", "--run", "6-7", "--compare", sim, obs)
 	if err == nil || !strings.Contains(err.Error(), "no selected run has a replay on the other side (selected: #6 dataset=sharegpt") {
 		t.Errorf("the ShareGPT runs alone: %v", err)
 	}
