@@ -74,7 +74,11 @@ func newAIPerfReader(r io.Reader, file, run string, opts Options) Reader {
 // text) are held until the end of the input.
 func readAIPerf(r io.Reader, file, runPrefix string, opts Options) ([]Record, []trace.Run, error) {
 	run := trace.Run{Name: runPrefix + "#1", Source: aiperfName, File: file}
-	if b, p, ok := siblingFile(file, ".jsonl", "_aiperf.json"); ok {
+	b, p, ok, err := siblingFile(file, ".jsonl", "_aiperf.json", opts.maxDocumentBytes())
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
 		aiperfSummary(&run, b, p)
 	}
 	lr := newLineReader(r, opts.maxLineBytes())

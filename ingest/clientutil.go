@@ -298,18 +298,35 @@ func validUTF8(b []byte) json.RawMessage {
 // file's with suffix cut replaced by add (e.g. "_individual_responses.json"
 // → "_summary.json"), compressed or not. ok is false when file does not end
 // in cut or the sibling cannot be read: pairing is best effort, and a run
-// without its summary is still a run.
-func siblingFile(file, cut, add string) ([]byte, string, bool) {
+// without its summary is still a run. A sibling over max bytes is an error
+// (see readSibling).
+func siblingFile(file, cut, add string, max int64) ([]byte, string, bool, error) {
 	base := strings.TrimSuffix(file, ".gz")
 	if file == "-" || !strings.HasSuffix(base, cut) {
-		return nil, "", false
+		return nil, "", false, nil
 	}
-	p := strings.TrimSuffix(base, cut) + add
-	b, err := os.ReadFile(p)
+	return readSibling(strings.TrimSuffix(base, cut)+add, max)
+}
+
+// readSibling reads a file beside the main input (a summary, meta.json,
+// timeseries.csv), and says whether there is one; an unreadable one counts
+// as absent. It is read whole, so it is bounded as a whole document is
+// (--max-document-bytes): a longer one is an error naming it and the
+// limit, not a silent run without it nor an unbounded read.
+func readSibling(path string, max int64) ([]byte, string, bool, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, "", false
+		return nil, "", false, nil
 	}
-	return b, p, true
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, "", false, nil
+	}
+	if int64(len(b)) > max {
+		return nil, "", false, documentTooLong(path, max)
+	}
+	return b, path, true, nil
 }
 
 // sortedKeys returns m's keys in order, so that no map order reaches an

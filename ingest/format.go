@@ -76,7 +76,8 @@ type Options struct {
 	// MaxDocumentBytes bounds an input of a whole-document format (a JSON
 	// document read whole: vLLM's and SGLang's bench results, GenAI-Perf,
 	// GuideLLM, LLMPerf, inference-perf, agentic sessions, Opal): a larger
-	// input is a fatal error, read no further. 0 means
+	// input is a fatal error, read no further. It bounds the files read
+	// beside an input as well (summaries, meta.json, timeseries.csv). 0 means
 	// DefaultMaxDocumentBytes.
 	MaxDocumentBytes int64
 

@@ -50,14 +50,18 @@ func newLLMPerfReader(r io.Reader, file, run string, opts Options) Reader {
 		if err != nil {
 			return nil, nil, err
 		}
-		return parseLLMPerf(b, file, run)
+		return parseLLMPerf(b, file, run, opts.maxDocumentBytes())
 	}}
 }
 
-func parseLLMPerf(b []byte, file, prefix string) ([]Record, []trace.Run, error) {
+func parseLLMPerf(b []byte, file, prefix string, maxDoc int64) ([]Record, []trace.Run, error) {
 	run := trace.Run{Name: prefix + "#1", Source: llmperfName, File: file,
 		Extra: map[string]string{"inter_token_latency_s": "sum of all gaps including TTFT / output tokens; not stored"}}
-	if s, p, ok := siblingFile(file, "_individual_responses.json", "_summary.json"); ok {
+	s, p, ok, err := siblingFile(file, "_individual_responses.json", "_summary.json", maxDoc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
 		llmperfSummary(&run, s, p)
 	}
 	elems, bad := jsonArray(quoteNonFinite(b), file)

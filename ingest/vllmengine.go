@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -78,12 +77,13 @@ type vllmEngineReader struct {
 	origin  int64 // epoch ns of the first line's arrival_time
 	started bool
 	pending []Record // companion-file errors, yielded first
+	maxDoc  int64    // Options.MaxDocumentBytes, bounding the companion files
 	cur     Record
 	err     error
 }
 
 func newVLLMEngineReader(r io.Reader, file, run string, opts Options) Reader {
-	x := &vllmEngineReader{lr: newLineReader(r, opts.maxLineBytes()), file: file, run: trace.Run{
+	x := &vllmEngineReader{lr: newLineReader(r, opts.maxLineBytes()), file: file, maxDoc: opts.maxDocumentBytes(), run: trace.Run{
 		Name: run + "#1", Source: vllmEngineName, File: file, Engine: "vllm", Extra: map[string]string{},
 	}}
 	if file != "-" {
@@ -256,9 +256,9 @@ type vllmEngineMeta struct {
 // meta.json that does not parse is a fatal error (the run's deployment
 // would be silently wrong).
 func (r *vllmEngineReader) readMeta(dir string) error {
-	b, path, ok := readSibling(filepath.Join(dir, "meta.json"))
+	b, path, ok, err := readSibling(filepath.Join(dir, "meta.json"), r.maxDoc)
 	if !ok {
-		return nil
+		return err
 	}
 	var m vllmEngineMeta
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -319,9 +319,9 @@ func (r *vllmEngineReader) readMeta(dir string) error {
 // readClusterConfig names the hardware from LLMServingSim's config.json
 // (its instances' hardware and NPU count) when meta.json does not.
 func (r *vllmEngineReader) readClusterConfig(path string) error {
-	b, path, ok := readSibling(path)
+	b, path, ok, err := readSibling(path, r.maxDoc)
 	if !ok {
-		return nil
+		return err
 	}
 	var c struct {
 		Nodes []struct {
@@ -356,7 +356,10 @@ func (r *vllmEngineReader) readClusterConfig(path string) error {
 // gen_throughput, running, waiting, kv_cache_pct) and keeps its peaks in
 // the run; a bad line is reported at its position and left out.
 func (r *vllmEngineReader) readTimeseries(path string) {
-	b, path, ok := readSibling(path)
+	b, path, ok, err := readSibling(path, r.maxDoc)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
 	if !ok {
 		return
 	}
@@ -401,14 +404,4 @@ func (r *vllmEngineReader) readTimeseries(path string) {
 	e["timeseries.max_running"] = g(maxRun)
 	e["timeseries.max_waiting"] = g(maxWait)
 	e["timeseries.max_kv_cache_pct"] = g(maxKV)
-}
-
-// readSibling reads a file read beside the main input, and says whether
-// there is one; an unreadable one counts as absent.
-func readSibling(path string) ([]byte, string, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", false
-	}
-	return b, path, true
 }
