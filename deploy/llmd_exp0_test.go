@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/opaltrace/opaltrace/internal/golden"
 	"hash/fnv"
 	"os"
 	"path/filepath"
@@ -131,9 +132,6 @@ func TestTextHashIDsPrefix(t *testing.T) {
 // run's total prompt bytes (chat head included) over its total
 // prompt_tokens, the one tokenizer-free approximation used.
 func TestLLMDExp0Table(t *testing.T) {
-	if !*llmdTable {
-		t.Skip("the llm-d exp-0 table runs with -llmdtable")
-	}
 	run := readLMBenchJSON(t, "run.json")
 	warm := readLMBenchJSON(t, "warmup.json")
 	const cluster = `hardware: a100-80gb
@@ -241,7 +239,14 @@ scheduler:
 		b.WriteString("\n")
 	}
 	t.Log("\n" + b.String())
-	if err := os.WriteFile(filepath.Join("testdata", "llmd_exp0_vllm70b.md"), []byte(b.String()), 0o644); err != nil {
+	// The table is a golden file: every run checks it, the flag (or
+	// -update) rewrites it.
+	path := filepath.Join("testdata", "llmd_exp0_vllm70b.md")
+	if !*llmdTable {
+		golden.Check(t, path, []byte(b.String()))
+		return
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package deploy
 import (
 	"flag"
 	"fmt"
+	"github.com/opaltrace/opaltrace/internal/golden"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,9 +29,6 @@ var tierTable = flag.Bool("tiertable", false, "replay the Mooncake conversation 
 // more than the ideal LRU cache of its capacity could, or when p99 TTFT
 // rises as the cache grows.
 func TestTierTableMooncake(t *testing.T) {
-	if !*tierTable {
-		t.Skip("the tier table runs with -tiertable")
-	}
 	var reqs []*trace.Request
 	if _, _, err := ingest.Files([]string{shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl")}, ingest.Options{Format: "mooncake"},
 		func(r *trace.Request) error { reqs = append(reqs, r.Clone()); return nil }, nil); err != nil {
@@ -104,7 +102,14 @@ func TestTierTableMooncake(t *testing.T) {
 			float64(host)/float64(st.PromptTokens), ideal, d.Percentile(50), d.Percentile(99))
 	}
 	t.Log("\n" + b.String())
-	if err := os.WriteFile(filepath.Join("testdata", "tiers_mooncake.md"), []byte(b.String()), 0o644); err != nil {
+	// The table is a golden file: every run checks it, the flag (or
+	// -update) rewrites it.
+	path := filepath.Join("testdata", "tiers_mooncake.md")
+	if !*tierTable {
+		golden.Check(t, path, []byte(b.String()))
+		return
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"flag"
 	"math"
 	"slices"
 	"testing"
@@ -9,8 +8,6 @@ import (
 	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/trace"
 )
-
-var opalMooncake = flag.Bool("opalmooncake", false, "run the Opal-compatible replay of the first 10,000 Mooncake conversation requests (about a minute)")
 
 // opalDefault4 is the deployment of opal-notes.md's reference runs: Opal's
 // defaults (granite-3.3-8b-instruct on H100, a = 4, b = 24, MaxPrefix) on
@@ -67,9 +64,6 @@ func stats3(v []float64) [3]float64 {
 // checked within 10 %. Routing is Opal's own draw for draw, and the p99
 // depends on it most: other seeds give 31.6 to 49.3 s.
 func TestOpalCompatMooncake(t *testing.T) {
-	if !*opalMooncake {
-		t.Skip("-opalmooncake runs it")
-	}
 	all := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))
 	for _, c := range []struct {
 		n    int
