@@ -222,6 +222,11 @@ func (r *vllmEngineReader) parse(line []byte) (*trace.Request, string) {
 		PrefillBasis:       trace.PrefillScheduled,
 	}
 	req.SetPos(r.file, r.lr.line)
+	// Validate holds what every reader's requests keep (latencies under a
+	// day among them), which the checks above do not all cover.
+	if err := req.Validate(); err != nil {
+		return nil, err.Error()
+	}
 	return req, ""
 }
 
