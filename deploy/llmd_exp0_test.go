@@ -241,12 +241,5 @@ scheduler:
 	t.Log("\n" + b.String())
 	// The table is a golden file: every run checks it, the flag (or
 	// -update) rewrites it.
-	path := filepath.Join("testdata", "llmd_exp0_vllm70b.md")
-	if !*llmdTable {
-		golden.Check(t, path, []byte(b.String()))
-		return
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	golden.CheckOrWrite(t, filepath.Join("testdata", "llmd_exp0_vllm70b.md"), []byte(b.String()), *llmdTable)
 }

@@ -135,14 +135,7 @@ scheduler:
 	}
 	// The table is a golden file: every run checks it, the flag (or
 	// -update) rewrites it.
-	path := filepath.Join("testdata", "hicache_mooncake_docs.md")
-	if !*mooncakeDocs {
-		golden.Check(t, path, []byte(b.String()))
-		return
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	golden.CheckOrWrite(t, filepath.Join("testdata", "hicache_mooncake_docs.md"), []byte(b.String()), *mooncakeDocs)
 }
 
 // readOverallA10 reads the page's mean TTFT by configuration.

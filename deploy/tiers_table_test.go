@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"github.com/opaltrace/opaltrace/internal/golden"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,12 +103,5 @@ func TestTierTableMooncake(t *testing.T) {
 	t.Log("\n" + b.String())
 	// The table is a golden file: every run checks it, the flag (or
 	// -update) rewrites it.
-	path := filepath.Join("testdata", "tiers_mooncake.md")
-	if !*tierTable {
-		golden.Check(t, path, []byte(b.String()))
-		return
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	golden.CheckOrWrite(t, filepath.Join("testdata", "tiers_mooncake.md"), []byte(b.String()), *tierTable)
 }

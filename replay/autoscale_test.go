@@ -194,14 +194,7 @@ func TestAutoscaleAzure(t *testing.T) {
 	t.Log("\n" + b.String())
 	// The table is a golden file: every run checks it, the flag (or
 	// -update) rewrites it.
-	path := filepath.Join("testdata", "autoscale_azure.md")
-	if !*autoscaleDemo {
-		golden.Check(t, path, []byte(b.String()))
-		return
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	golden.CheckOrWrite(t, filepath.Join("testdata", "autoscale_azure.md"), []byte(b.String()), *autoscaleDemo)
 }
 
 // correlation is Pearson's r of a and b.

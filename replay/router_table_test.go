@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"github.com/opaltrace/opaltrace/internal/golden"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -95,14 +94,7 @@ func TestRouterTableMooncake(t *testing.T) {
 	t.Log("\n" + b.String())
 	// The table is a golden file: every run checks it, the flag (or
 	// -update) rewrites it.
-	path := filepath.Join("testdata", "routers_mooncake.md")
-	if !*routerTable {
-		golden.Check(t, path, []byte(b.String()))
-		return
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	golden.CheckOrWrite(t, filepath.Join("testdata", "routers_mooncake.md"), []byte(b.String()), *routerTable)
 }
 
 // quantile is the q-quantile of sorted v by linear interpolation (numpy's

@@ -15,7 +15,14 @@ var update = flag.Bool("update", false, "update golden files")
 // got there instead. A missing golden file counts as empty.
 func Check(tb testing.TB, path string, got []byte) {
 	tb.Helper()
-	if *update {
+	CheckOrWrite(tb, path, got, false)
+}
+
+// CheckOrWrite is Check for a golden file that a test's own flag (e.g.
+// -routertable) also rewrites: with write or -update it writes got to path.
+func CheckOrWrite(tb testing.TB, path string, got []byte, write bool) {
+	tb.Helper()
+	if write || *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			tb.Fatal(err)
 		}
