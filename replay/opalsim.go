@@ -146,6 +146,7 @@ type opalDevice struct {
 	bw        float64 // bytes/s
 	latency   float64 // s
 	remaining float64 // capacity left, bytes (Opal reserves at put, never frees)
+	headStart bool    // OpalQuirks.IOHeadStart
 
 	active  []*opalIO
 	last    float64 // when remaining bytes were last brought up to date
@@ -169,9 +170,23 @@ func (d *opalDevice) io(p *simProc, size float64) {
 			return
 		}
 	}
-	d.settle()
-	d.active = append(d.active, &opalIO{p: p, left: size})
+	// Opal's IO joins the active set before its bandwidth manager
+	// brings the set up to now, at the rate it set for the IOs that were
+	// active: the new IO is credited with the bytes each of them moved
+	// since the manager last woke (IOHeadStart). It may even be done at
+	// once.
+	io := &opalIO{p: p, left: size}
+	if d.headStart {
+		d.active = append(d.active, io)
+		d.settle()
+	} else {
+		d.settle()
+		d.active = append(d.active, io)
+	}
 	d.reschedule()
+	if io.left <= 0 {
+		return
+	}
 	p.park()
 }
 

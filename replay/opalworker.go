@@ -28,6 +28,10 @@ type opalWorker struct {
 	// waitNext: the next build waits Opal's 1 ms (after a completion,
 	// when the batch is rebuilt every step).
 	waitNext bool
+	// idle: the loop sleeps for want of work. Only then does an arrival
+	// wake it, as Opal interrupts its scheduler only in that sleep: a
+	// loop parked in the IO of a KV store must wait for the IO.
+	idle bool
 }
 
 // An opalBatch is BatchMetadata: the requests of the persistent batch and
@@ -61,8 +65,8 @@ func (w *opalWorker) arrive(r *opalReq) {
 	r.workerArrival = w.s.env.now
 	r.phase = opalWaiting
 	w.waiting = append(w.waiting, r)
-	if w.p != nil {
-		w.p.wake() // the scheduler sleeps only when it has nothing to do
+	if w.p != nil && w.idle {
+		w.p.wake()
 	}
 }
 
@@ -73,7 +77,9 @@ func (w *opalWorker) run(p *simProc) {
 			w.step(p)
 			continue
 		}
+		w.idle = true
 		p.park()
+		w.idle = false
 	}
 }
 
