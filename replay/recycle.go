@@ -23,7 +23,8 @@ func (e *engine) release(r *reqState) {
 	if e.reuse {
 		itl = r.itl[:0]
 	}
-	*r = reqState{blocks: blocks, ghost: ghost, itl: itl, tierKeys: keys, loadFrom: from}
+	chain := r.chain // its memory; chainBS 0 makes hashChain reset it
+	*r = reqState{blocks: blocks, ghost: ghost, itl: itl, tierKeys: keys, loadFrom: from, chain: chain}
 	e.free = append(e.free, r)
 }
 

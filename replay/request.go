@@ -3,6 +3,7 @@ package replay
 import (
 	"time"
 
+	"github.com/opaltrace/opaltrace/replay/kvcache"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -19,12 +20,15 @@ type reqState struct {
 	out      int64 // tokens generated so far
 	computed int64 // tokens whose KV is computed or being computed this step
 
-	blocks   []int32 // block table
-	ghost    []int32 // block table at the first preemption: where r's private blocks may still be
-	shared   int     // leading HashIDs another request also has (kvcache.BlockHasher.SharedIDs)
-	hashed   int64   // leading blocks of blocks whose hashes are committed
-	lastHash uint64  // hash of block hashed−1 (kvcache.Root when hashed is 0)
-	sg       sgReq   // SGLang worker's state (sglang.go)
+	blocks []int32 // block table
+	ghost  []int32 // block table at the first preemption: where r's private blocks may still be
+	shared int     // leading HashIDs another request also has (kvcache.BlockHasher.SharedIDs)
+	hashed int64   // leading blocks of blocks whose hashes are committed
+	// chain holds r's block hashes, each computed once (hashChain);
+	// chainBS is its block size in tokens (0: not made yet).
+	chain   kvcache.Chain
+	chainBS int64
+	sg      sgReq // SGLang worker's state (sglang.go)
 
 	// KV offloading (offload.go); untouched without tiers.
 	tierKeys  []uint64        // keys of the prompt's full tier blocks, once computed
@@ -56,6 +60,21 @@ type reqState struct {
 	sent, arrival, workerArrival, gpuStart, firstTok, lastTok trace.Time
 	lastChunk                                                 trace.Time // when the server sent the last chunk
 	itl                                                       []float64  // gaps between chunks
+}
+
+// hashChain returns the hashes of r's engine blocks of bs tokens
+// (blockHasher), each computed once while r is in flight however often it
+// is asked for: a scheduler looks r's prefix up at every step that fails
+// to admit it, and again after each preemption. Anything that needs r's
+// engine block hashes (a scheduler, a router scoring a worker's cache by
+// vLLM-style block hashes) should ask it rather than hash again; asking
+// with another block size starts the chain over.
+func (r *reqState) hashChain(bs int64) *kvcache.Chain {
+	if r.chainBS != bs {
+		r.chain.Reset(blockHasher(r, bs))
+		r.chainBS = bs
+	}
+	return &r.chain
 }
 
 // numTokens is the sequence length so far: the prompt and every generated

@@ -64,8 +64,6 @@ func newVLLM(s SchedulerConfig, blocks int64, t *testSwitches) scheduler {
 	}
 }
 
-func (v *vllm) hasher(r *reqState) kvcache.BlockHasher { return blockHasher(r, v.bs) }
-
 // blockHasher returns the hasher of r's blocks of bs tokens.
 func blockHasher(r *reqState, bs int64) kvcache.BlockHasher {
 	h := kvcache.BlockHasher{
@@ -182,14 +180,13 @@ unskip:
 
 // match returns in hits the blocks of r's longest cached prefix: full
 // blocks only, at most numTokens−1 tokens, so at least one token is
-// computed to produce the next output. It leaves r's hash chain at the
-// last hit.
+// computed to produce the next output. It marks the hits' hashes as
+// committed (r.hashed).
 func (v *vllm) match(r *reqState, hits []int32) []int32 {
-	h := v.hasher(r)
-	prev := kvcache.Root
+	c := r.hashChain(v.bs)
 	maxBlocks := (r.numTokens() - 1) / v.bs
 	for k := range maxBlocks {
-		x, private := h.Hash(prev, k)
+		x, private := c.Hash(k)
 		var b int32
 		var ok bool
 		if private && k < int64(len(r.ghost)) && v.kv.Holds(r.ghost[k], x) {
@@ -205,9 +202,8 @@ func (v *vllm) match(r *reqState, hits []int32) []int32 {
 			break
 		}
 		hits = append(hits, b)
-		prev = x
 	}
-	r.hashed, r.lastHash = int64(len(hits)), prev
+	r.hashed = int64(len(hits))
 	return hits
 }
 
@@ -226,22 +222,26 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 	if v.prefix {
 		full := total / v.bs
 		if r.hashed < full {
-			h := v.hasher(r)
-			for k := r.hashed; k < full; k++ {
-				if r.preemptions == 0 && h.Private(k) && !v.eager {
-					// Its hash is recorded only if r is
-					// preempted (preempt), the one case it is
-					// asked for; and a private block's hash
-					// does not depend on the chain.
-					v.kv.MarkPrivate(r.blocks[k])
-					continue
+			c := r.hashChain(v.bs)
+			k := r.hashed
+			if r.preemptions == 0 && !v.eager {
+				// A private block's hash is recorded only if
+				// r is preempted (preempt), the one case it is
+				// asked for.
+				for ; k < min(full, c.Shared()); k++ {
+					x, _ := c.Hash(k)
+					v.kv.Commit(r.blocks[k], x)
 				}
-				var private bool
-				r.lastHash, private = h.Hash(r.lastHash, k)
+				for ; k < full; k++ {
+					v.kv.MarkPrivate(r.blocks[k])
+				}
+			}
+			for ; k < full; k++ {
+				x, private := c.Hash(k)
 				if private && r.preemptions == 0 {
-					v.kv.CommitPrivate(r.blocks[k], r.lastHash)
+					v.kv.CommitPrivate(r.blocks[k], x)
 				} else {
-					v.kv.Commit(r.blocks[k], r.lastHash)
+					v.kv.Commit(r.blocks[k], x)
 				}
 			}
 			r.hashed = full
@@ -256,12 +256,10 @@ func (v *vllm) preempt(w *worker, r *reqState) {
 	if r.preemptions == 0 && v.prefix {
 		// Record the hashes of its private blocks, so that it can hit
 		// them again (match) while they stay cached.
-		h := v.hasher(r)
-		for k := range r.hashed {
-			if h.Private(k) {
-				x, _ := h.Hash(kvcache.Root, k)
-				v.kv.CommitPrivate(r.blocks[k], x)
-			}
+		c := r.hashChain(v.bs)
+		for k := c.Shared(); k < r.hashed; k++ {
+			x, _ := c.Hash(k)
+			v.kv.CommitPrivate(r.blocks[k], x)
 		}
 	}
 	v.kv.Release(r.blocks)
@@ -272,7 +270,7 @@ func (v *vllm) preempt(w *worker, r *reqState) {
 	} else {
 		r.blocks = r.blocks[:0]
 	}
-	r.computed, r.hashed, r.lastHash = 0, 0, kvcache.Root
+	r.computed, r.hashed = 0, 0
 	r.preemptions++
 	w.preempted++
 	w.waiting.pushFront(r)

@@ -3,6 +3,7 @@ package kvcache
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // A Cache is one worker's pool of GPU KV blocks with a full-block prefix
@@ -153,31 +154,39 @@ func (c *Cache) Allocate(dst []int32, n int64) ([]int32, bool) {
 	if n > c.nfree {
 		return dst, false
 	}
-	mask := int64(len(c.ring) - 1)
-	for taken := int64(0); taken < n; c.head++ {
-		e := c.ring[c.head&mask]
+	// Locals, and dst grown once: the loop runs once per block of every
+	// prompt, millions of times per replay.
+	at := len(dst)
+	dst = slices.Grow(dst, int(n))[:at+int(n)]
+	ring, blocks, hashes := c.ring, c.blocks, c.hashes
+	mask := int64(len(ring) - 1)
+	head, evicted := c.head, int64(0)
+	for taken := at; taken < len(dst); head++ {
+		e := ring[head&mask]
 		if e == tombstone {
 			continue
 		}
 		b := int32(e & idMask)
 		if e&hashed != 0 {
 			if e&privately == 0 {
-				c.index.del(c.hashes[b], b)
+				c.index.del(hashes[b], b)
 			}
 			if e&recorded != 0 {
 				// A write to the hashes, another array, only
 				// where one was made: most private blocks are
 				// never recorded (MarkPrivate).
-				c.hashes[b] = 0
+				hashes[b] = 0
 			}
-			c.Evictions++
+			evicted++
 		}
 		// A store only: the block's record need not be read;
 		// it holds no hash now.
-		c.blocks[b] = block{ref: 1, pos: none}
-		dst = append(dst, b)
+		blocks[b] = block{ref: 1, pos: none}
+		dst[taken] = b
 		taken++
 	}
+	c.head = head
+	c.Evictions += evicted
 	c.nfree -= n
 	return dst, true
 }
@@ -235,16 +244,33 @@ func (c *Cache) Holds(b int32, h uint64) bool { return c.hashes[b] == h }
 // block first, as vLLM does, so that when a whole request becomes free its
 // tail blocks (the least shared) are evicted before its head blocks.
 func (c *Cache) Release(blocks []int32) {
+	// Room for every block in the ring first, so that the loop only
+	// writes (compaction and rebasing keep the queue's order, so doing
+	// them earlier changes nothing).
+	if c.tail-c.head+int64(len(blocks)) > int64(len(c.ring)) {
+		c.compact()
+	}
+	if c.tail+int64(len(blocks)) > maxPos {
+		c.rebase()
+	}
+	ring, recs := c.ring, c.blocks
+	mask := int64(len(ring) - 1)
+	tail := c.tail
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
-		if c.blocks[b].ref <= 0 {
+		k := &recs[b]
+		if k.ref <= 0 {
 			panic(fmt.Sprintf("kvcache: release of free block %d", b))
 		}
-		c.blocks[b].ref--
-		if c.blocks[b].ref == 0 {
-			c.pushBack(b)
+		k.ref--
+		if k.ref == 0 {
+			ring[tail&mask] = entry(b) | k.flags()
+			k.pos = int32(tail)
+			tail++
 		}
 	}
+	c.nfree += tail - c.tail
+	c.tail = tail
 }
 
 func (c *Cache) pushBack(b int32) {

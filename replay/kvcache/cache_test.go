@@ -217,3 +217,33 @@ func TestHasherStraddling(t *testing.T) {
 		t.Fatal("engine block inside equal trace blocks differs")
 	}
 }
+
+// TestChainIsTheHasher checks Chain against BlockHasher along whole
+// prompts, asked in any order, for block sizes that straddle trace
+// blocks and ids that stop being shared part way.
+func TestChainIsTheHasher(t *testing.T) {
+	for _, h := range []BlockHasher{
+		{HashIDs: []int64{0, 1, 2, 3}, TraceBlock: 32, PromptTokens: 128, EngineBlock: 16, Unique: 1, SharedIDs: 2},
+		{HashIDs: []int64{5, 6, 7}, TraceBlock: 10, PromptTokens: 30, EngineBlock: 16, Unique: 2, SharedIDs: 3},
+		{HashIDs: []int64{5, 6, 7}, TraceBlock: 10, PromptTokens: 27, EngineBlock: 4, Unique: 3, SharedIDs: 3},
+		{HashIDs: []int64{9, 8}, TraceBlock: 512, PromptTokens: 1500, EngineBlock: 16, Unique: 4, SharedIDs: 2},
+		{PromptTokens: 64, EngineBlock: 16, Unique: 5},
+	} {
+		want := chain(&h, 100)
+		var c Chain
+		c.Reset(h)
+		asked := []int64{7, 0, 99, 3, 50, 1}
+		for k := range int64(100) {
+			asked = append(asked, k)
+		}
+		for _, k := range asked {
+			x, priv := c.Hash(k)
+			if x != want[k] || priv != h.Private(k) {
+				t.Errorf("%+v: block %d: %#x private %v, want %#x %v", h, k, x, priv, want[k], h.Private(k))
+			}
+			if priv != (k >= c.Shared()) {
+				t.Errorf("%+v: block %d private %v with Shared %d", h, k, priv, c.Shared())
+			}
+		}
+	}
+}
