@@ -46,18 +46,22 @@ type Coefficient struct {
 
 // Coefficient names of a costmodel.yaml.
 const (
-	CoefMFU           = "mfu"
-	CoefAttentionMFU  = "attention_mfu"
-	CoefBandwidthEff  = "bandwidth_efficiency"
-	CoefLinkEff       = "link_efficiency"
-	CoefStepOverhead  = "step_overhead_s"
-	CoefOpalA         = "opal_a"
-	CoefOpalB         = "opal_b"
-	CoefOpalBandwidth = "opal_bandwidth_bytes_per_s"
-	CoefNVMeBandwidth = "nvme_bandwidth_bytes_per_s"
-	CoefNVMeLatency   = "nvme_latency_s"
-	CoefPCIeBandwidth = "pcie_bandwidth_bytes_per_s"
-	CoefPCIeLatency   = "pcie_latency_s"
+	CoefMFU          = "mfu"
+	CoefAttentionMFU = "attention_mfu"
+	CoefBandwidthEff = "bandwidth_efficiency"
+	// CoefKVBandwidthEff is the attention kernels' fraction of HBM
+	// bandwidth on KV reads and writes (model.Deployment.
+	// KVBandwidthEfficiency); absent, bandwidth_efficiency prices them.
+	CoefKVBandwidthEff = "kv_bandwidth_efficiency"
+	CoefLinkEff        = "link_efficiency"
+	CoefStepOverhead   = "step_overhead_s"
+	CoefOpalA          = "opal_a"
+	CoefOpalB          = "opal_b"
+	CoefOpalBandwidth  = "opal_bandwidth_bytes_per_s"
+	CoefNVMeBandwidth  = "nvme_bandwidth_bytes_per_s"
+	CoefNVMeLatency    = "nvme_latency_s"
+	CoefPCIeBandwidth  = "pcie_bandwidth_bytes_per_s"
+	CoefPCIeLatency    = "pcie_latency_s"
 	// CoefCollectiveLatency is NCCL's α, the fixed cost of one
 	// collective (model.Deployment.CollectiveLatency).
 	CoefCollectiveLatency = "collective_latency_s"
@@ -68,18 +72,19 @@ const (
 )
 
 var coefUnits = map[string]string{
-	CoefMFU:           "fraction of peak FLOP/s",
-	CoefAttentionMFU:  "fraction of peak FLOP/s",
-	CoefBandwidthEff:  "fraction of peak memory bandwidth",
-	CoefLinkEff:       "fraction of link bandwidth",
-	CoefStepOverhead:  "s",
-	CoefOpalA:         "FLOP per (layer·hidden·token pair)",
-	CoefOpalB:         "FLOP per (layer·hidden²·token)",
-	CoefOpalBandwidth: "B/s",
-	CoefNVMeBandwidth: "B/s",
-	CoefNVMeLatency:   "s",
-	CoefPCIeBandwidth: "B/s",
-	CoefPCIeLatency:   "s",
+	CoefMFU:            "fraction of peak FLOP/s",
+	CoefAttentionMFU:   "fraction of peak FLOP/s",
+	CoefBandwidthEff:   "fraction of peak memory bandwidth",
+	CoefKVBandwidthEff: "fraction of peak memory bandwidth",
+	CoefLinkEff:        "fraction of link bandwidth",
+	CoefStepOverhead:   "s",
+	CoefOpalA:          "FLOP per (layer·hidden·token pair)",
+	CoefOpalB:          "FLOP per (layer·hidden²·token)",
+	CoefOpalBandwidth:  "B/s",
+	CoefNVMeBandwidth:  "B/s",
+	CoefNVMeLatency:    "s",
+	CoefPCIeBandwidth:  "B/s",
+	CoefPCIeLatency:    "s",
 
 	CoefCollectiveLatency: "s per collective",
 	CoefRequestOverhead:   "s per request",
@@ -202,26 +207,20 @@ func (cm *CostModel) Marshal() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// coefRange is the range a coefficient's value must lie in, by its unit
-// and where it came from: [min, max], and what the values are, for the
-// message.
+// coefRange is the range a coefficient's value must lie in, by its unit:
+// [min, max], and what the values are, for the message.
 //
-// Note: the bounds keep every price finite and every value physical: a
-// fraction of peak over 1 is faster than the GPU (NewCostModel refuses to
-// write one), and a tiny one, or a tiny bandwidth, made a step or a
-// transfer longer than time.Duration holds (an mfu of 1e-300 priced a step
-// at −2562047h47m); a fixed cost over an hour is no cost model, and
-// nvme_latency_s: 1e300 overflowed into a negative latency. The one
-// exception is what FitReplay wrote (from: replay fit, or tied to mfu): it
-// keeps an efficiency over the datasheet peak, up to 2, with a warning
-// that something is mispriced (1.098 for the bandwidth on the vLLM engine
-// runs), and the file it wrote must load.
-func coefRange(name, from string) (lo, hi float64, what string) {
+// Note: the bounds keep every price finite and every value physical. A
+// fraction of peak is at most 1, whoever wrote it: NewCostModel leaves out
+// a least-squares fit's value above 1, FitReplay's search stops at 1
+// (with a warning that something is mispriced), and a file with one is
+// refused; a tiny one, or a tiny bandwidth, made a step or a transfer
+// longer than time.Duration holds (an mfu of 1e-300 priced a step at
+// −2562047h47m). A fixed cost over an hour is no cost model, and
+// nvme_latency_s: 1e300 overflowed into a negative latency.
+func coefRange(name string) (lo, hi float64, what string) {
 	switch coefUnits[name] {
 	case "fraction of peak FLOP/s", "fraction of peak memory bandwidth", "fraction of link bandwidth":
-		if from == replayFitFrom || from == tiedToMFUFrom {
-			return 1e-3, 2, "a fitted fraction of peak"
-		}
 		return 1e-3, 1, "a fraction of peak"
 	case "B/s":
 		return 1e6, 1e15, "a bandwidth in B/s (1 MB/s to 1 PB/s)"
@@ -274,7 +273,7 @@ func ParseCostModel(file string, data []byte) (*CostModel, error) {
 		if _, ok := coefUnits[name]; !ok {
 			return nil, fmt.Errorf("%s:%d: coefficients.%s: unknown coefficient", file, line, name)
 		}
-		if lo, hi, what := coefRange(name, c.From); !(v >= lo && v <= hi) {
+		if lo, hi, what := coefRange(name); !(v >= lo && v <= hi) {
 			return nil, fmt.Errorf("%s:%d: coefficients.%s: %v is not %s in [%g, %g]", file, line, name, v, what, lo, hi)
 		}
 	}
@@ -360,6 +359,9 @@ func (cm *CostModel) Apply(d *model.Deployment) {
 	}
 	if v, ok := cm.get(CoefBandwidthEff); ok {
 		d.BandwidthEfficiency = v
+	}
+	if v, ok := cm.get(CoefKVBandwidthEff); ok {
+		d.KVBandwidthEfficiency = v
 	}
 	if v, ok := cm.get(CoefLinkEff); ok {
 		d.LinkEfficiency = v

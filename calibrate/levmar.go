@@ -38,10 +38,12 @@ const (
 	lmMaxLambda = 1e8
 )
 
-// levenbergMarquardt minimises ‖r(x)‖² over x with x[i] ≥ lower[i]
-// (lower nil: unbounded; -Inf: no bound), by Levenberg–Marquardt with a
-// forward-difference Jacobian: each iteration evaluates the n points
-// x + h·eᵢ at once (so a caller can replay them in parallel), solves
+// levenbergMarquardt minimises ‖r(x)‖² over x with lower[i] ≤ x[i] ≤
+// upper[i] (a nil slice: unbounded; ±Inf: no bound), by
+// Levenberg–Marquardt with a forward-difference Jacobian (a backward
+// difference where a forward step would leave the box): each iteration
+// evaluates the n points x ± h·eᵢ at once (so a caller can replay them in
+// parallel), solves
 // (JᵀJ + λ·diag(JᵀJ)) δ = −Jᵀr, and tries x + δ, raising λ until a
 // point is lower. It is deterministic. It stops converged when a step
 // gains less than lmRelTol, the objective is under lmAbsTol, or no
@@ -53,12 +55,15 @@ const (
 // are nearly collinear: Nelder–Mead's simplex crawled along that valley
 // and did not converge within 300 replays of five runs of 1,000 requests
 // (BenchmarkFitReplay5x1000), where a Gauss–Newton step crosses it.
-func levenbergMarquardt(res residualFunc, x0, lower []float64, maxEvals int) (lmResult, error) {
+func levenbergMarquardt(res residualFunc, x0, lower, upper []float64, maxEvals int) (lmResult, error) {
 	n := len(x0)
 	clamp := func(x []float64) {
 		for i := range x {
 			if lower != nil && x[i] < lower[i] {
 				x[i] = lower[i]
+			}
+			if upper != nil && x[i] > upper[i] {
+				x[i] = upper[i]
 			}
 		}
 	}
@@ -77,11 +82,17 @@ func levenbergMarquardt(res residualFunc, x0, lower []float64, maxEvals int) (lm
 			out.Converged = true
 			break
 		}
-		// Forward differences, all n at once.
+		// Forward differences, all n at once; backward ones at an upper
+		// bound.
 		pts := make([][]float64, n)
+		steps := make([]float64, n)
 		for j := range n {
 			p := append([]float64(nil), x...)
-			p[j] += lmStep
+			steps[j] = lmStep
+			if upper != nil && x[j]+lmStep > upper[j] {
+				steps[j] = -lmStep
+			}
+			p[j] += steps[j]
 			pts[j] = p
 		}
 		cols, err := res(pts)
@@ -94,7 +105,7 @@ func levenbergMarquardt(res residualFunc, x0, lower []float64, maxEvals int) (lm
 		J := mat.NewDense(m, n, nil)
 		for j := range n {
 			for i := range m {
-				J.Set(i, j, (cols[j][i]-r[i])/lmStep)
+				J.Set(i, j, (cols[j][i]-r[i])/steps[j])
 			}
 		}
 		var JtJ mat.Dense

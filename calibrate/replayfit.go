@@ -96,10 +96,15 @@ type coefSpec struct {
 }
 
 func coefSpecs(dep *model.Deployment) []coefSpec {
+	kvStart := dep.KVBandwidthEfficiency
+	if kvStart <= 0 {
+		kvStart = dep.BandwidthEfficiency
+	}
 	return []coefSpec{
 		{name: CoefMFU, log: true, fraction: true, start: dep.MFU},
 		{name: CoefAttentionMFU, log: true, fraction: true, start: dep.MFU},
 		{name: CoefBandwidthEff, log: true, fraction: true, start: dep.BandwidthEfficiency},
+		{name: CoefKVBandwidthEff, log: true, fraction: true, start: kvStart},
 		{name: CoefLinkEff, log: true, fraction: true, start: dep.LinkEfficiency},
 		{name: CoefStepOverhead, log: true, start: dep.StepOverhead.Seconds()},
 		{name: CoefCollectiveLatency, unit: 10e-6},
@@ -115,18 +120,22 @@ const (
 )
 
 // ReplayCoefficients are the coefficients FitReplay can fit.
-var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefLinkEff, CoefStepOverhead,
+var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
 	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead}
 
 // defaultFree chooses what the training runs can determine: the compute
-// and bandwidth efficiencies and the fixed cost per step always; the
+// efficiency, the bandwidth efficiencies of weight and of KV reads and
+// the fixed cost per step always (a serving run's decode steps range
+// from a few requests, bound by the weight read, to full batches whose
+// KV reads rival it; when the runs do not span that, identifiability
+// says so); the
 // client overhead per request when a run measured at the client (TTFT),
 // as engine timestamps do not include it; the latency of a collective
 // only when the runs span layouts with different numbers of collectives
 // per step, since on one layout it is a fixed cost per step like the step
 // overhead. The rest keep their defaults, and a warning says why.
 func defaultFree(runs []*ReplayRun) (free []string, warnings []string) {
-	free = []string{CoefMFU, CoefBandwidthEff, CoefStepOverhead}
+	free = []string{CoefMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefStepOverhead}
 	client := false
 	colls := map[float64]bool{}
 	for _, r := range runs {
@@ -253,16 +262,27 @@ func logErr(sim, obs float64) float64 {
 	return math.Log(sim / obs)
 }
 
-// FitReplay fits the step model's coefficients (and the client's
-// overheads) so that replays of the training runs reproduce their
-// observed targets: it minimises the mean squared log error of the
-// targets, plus a weak prior, with gonum's Nelder–Mead from the default
-// coefficients (deterministic: the same runs give the same fit). Each
-// evaluation replays every training run, Parallel at a time. It returns
-// the cost model (the fitted coefficients with the fit's provenance and
-// the error table of every run, held-out ones included) or, when the
-// optimiser stops before converging, an error wrapping ErrNotConverged.
-func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
+// A replayProblem is the least-squares problem FitReplay solves: the
+// training runs, the coefficients searched (x ↦ candidate), the box of x,
+// and the residuals of any points, replayed in parallel.
+type replayProblem struct {
+	opts      ReplayOptions // with defaults applied
+	train     []*ReplayRun
+	free      []string
+	fixed     []string // "name=value", sorted
+	freeSpecs []coefSpec
+	warnings  []string // why coefficients were left out of defaultFree
+	nTargets  int
+	prior     float64
+
+	tieAttention bool
+	toCand       func(x []float64) candidate
+	lower, upper []float64
+	residuals    residualFunc
+}
+
+// newReplayProblem sets up the fit of runs by opts (see FitReplay).
+func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, error) {
 	var train []*ReplayRun
 	for _, r := range runs {
 		if r.Train {
@@ -328,11 +348,14 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 		return nil, errors.New("calibrate: no coefficient to fit")
 	}
 	// x → coefficients. Attention efficiency follows MFU unless it is
-	// fitted or fixed on its own.
+	// fitted or fixed on its own; KV reads are priced at the weights'
+	// bandwidth efficiency unless theirs is.
 	tieAttention := !slices.Contains(free, CoefAttentionMFU)
 	if _, ok := opts.Fixed[CoefAttentionMFU]; ok {
 		tieAttention = false
 	}
+	_, kvFixed := opts.Fixed[CoefKVBandwidthEff]
+	kvShared := !slices.Contains(free, CoefKVBandwidthEff) && !kvFixed
 	toCand := func(x []float64) candidate {
 		c := candidate{}
 		for k, v := range base {
@@ -348,13 +371,22 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 		if tieAttention {
 			c[CoefAttentionMFU] = c[CoefMFU]
 		}
+		if kvShared {
+			delete(c, CoefKVBandwidthEff)
+		}
 		return c
 	}
-	// Additive coefficients do not go below their start (x ≥ 0).
+	// Additive coefficients do not go below their start (x ≥ 0), and a
+	// fraction of a peak not above the peak (see coefRange).
 	lower := make([]float64, len(freeSpecs))
+	upper := make([]float64, len(freeSpecs))
 	for i, s := range freeSpecs {
+		upper[i] = math.Inf(1)
 		if s.log {
 			lower[i] = math.Inf(-1)
+		}
+		if s.fraction {
+			upper[i] = math.Log(1 / s.start)
 		}
 	}
 	nTargets := 0
@@ -395,8 +427,31 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 		}
 		return out, nil
 	}
+	return &replayProblem{
+		opts: opts, train: train, free: free, fixed: fixed, freeSpecs: freeSpecs, warnings: warnings,
+		nTargets: nTargets, prior: prior, tieAttention: tieAttention, toCand: toCand,
+		lower: lower, upper: upper, residuals: residuals,
+	}, nil
+}
+
+// FitReplay fits the step model's coefficients (and the client's
+// overheads) so that replays of the training runs reproduce their
+// observed targets: it minimises the mean squared log error of the
+// targets, plus a weak prior, by Levenberg–Marquardt (levmar.go) from the
+// default coefficients (deterministic: the same runs give the same fit). Each
+// evaluation replays every training run, Parallel at a time. It returns
+// the cost model (the fitted coefficients with the fit's provenance and
+// the error table of every run, held-out ones included) or, when the
+// optimiser stops before converging, an error wrapping ErrNotConverged.
+func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
+	p, err := newReplayProblem(runs, opts)
+	if err != nil {
+		return nil, err
+	}
+	opts, train, free, fixed, freeSpecs, warnings := p.opts, p.train, p.free, p.fixed, p.freeSpecs, p.warnings
+	toCand, nTargets, prior, tieAttention := p.toCand, p.nTargets, p.prior, p.tieAttention
 	x0 := make([]float64, len(freeSpecs))
-	res, err := levenbergMarquardt(residuals, x0, lower, opts.MaxEvals)
+	res, err := levenbergMarquardt(p.residuals, x0, p.lower, p.upper, opts.MaxEvals)
 	if err != nil {
 		return nil, err
 	}
@@ -453,9 +508,9 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 		}
 		cm.Coefficients[name] = Coefficient{Value: v, Unit: coefUnits[name], From: from}
 	}
-	for _, s := range freeSpecs {
-		if v := best[s.name]; s.fraction && v > 1 {
-			warnings = append(warnings, fmt.Sprintf("%s = %.3f exceeds the datasheet peak: the runs are faster than the roofline allows at full efficiency, so something is mispriced (hardware figures, model shape, parallelism, or a cost the step model lacks)", s.name, v))
+	for i, s := range freeSpecs {
+		if s.fraction && res.X[i] >= p.upper[i] {
+			warnings = append(warnings, fmt.Sprintf("%s is held at the datasheet peak (1): the runs are as fast as the roofline allows at full efficiency or faster, so something is mispriced (hardware figures, model shape, parallelism, or a cost the step model lacks)", s.name))
 		}
 	}
 	cm.Warnings = append(warnings, identifiability(train, freeSpecs, res.X, toCand, opts.Parallel)...)

@@ -35,7 +35,8 @@
 // max(compute, memory) + collectives + a fixed overhead, per GPU.
 // Deployment's doc comment gives the formulas; Terms returns the parts at
 // full efficiency, which calibration regresses on. The coefficients (MFU,
-// AttentionMFU, BandwidthEfficiency, LinkEfficiency, StepOverhead) are
+// AttentionMFU, BandwidthEfficiency for weights, KVBandwidthEfficiency for
+// the KV cache, LinkEfficiency, StepOverhead, CollectiveLatency) are
 // exported for calibration to fit; the shape constants are precomputed so
 // that StepTime, called for every simulated step, does a few multiply-adds
 // per batch entry and never allocates.

@@ -44,7 +44,8 @@ const (
 // that form). Per GPU of the tensor-parallel group:
 //
 //	compute = linear FLOPs/TP / (peak · MFU) + attention FLOPs/TP / (PeakFLOPS · AttentionMFU)
-//	memory  = (weights/TP read + KV read + KV written) / (MemBandwidth · BandwidthEfficiency)
+//	memory  = weights/TP read / (MemBandwidth · BandwidthEfficiency)
+//	          + (KV read + KV written) / (MemBandwidth · KVBandwidthEfficiency)
 //	comm    = all-reduces (TP) + all-to-alls (EP) + stage sends (PP), over LinkBandwidth · LinkEfficiency,
 //	          plus CollectiveLatency for each of them
 //	step    = max(compute, memory) + comm + StepOverhead
@@ -82,8 +83,9 @@ const (
 // Note: Hardware, LLM and the parallel sizes are fixed by NewDeployment,
 // which precomputes the per-step constants from them; build a new
 // Deployment to change them. The coefficients (MFU, AttentionMFU,
-// BandwidthEfficiency, LinkEfficiency, StepOverhead, CollectiveLatency, ActivationReserve,
-// BlockSize) may be changed at any time, which is what calibration does.
+// BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, StepOverhead,
+// CollectiveLatency, ActivationReserve, BlockSize) may be changed at any
+// time, which is what calibration does.
 type Deployment struct {
 	Hardware Hardware
 	LLM      LLM
@@ -98,6 +100,13 @@ type Deployment struct {
 	// differs from a GEMM's; 0 means MFU.
 	AttentionMFU        float64
 	BandwidthEfficiency float64
+	// KVBandwidthEfficiency is the fraction of HBM bandwidth the
+	// attention kernels reach reading and writing the KV cache, fitted
+	// apart from BandwidthEfficiency (the weight reads of the GEMMs)
+	// because paged attention gathers scattered blocks per request and
+	// head, and a large decode batch runs it beside its GEMMs rather than
+	// hidden under them; 0 means BandwidthEfficiency.
+	KVBandwidthEfficiency float64
 	LinkEfficiency      float64
 	StepOverhead        time.Duration
 	// CollectiveLatency is the fixed cost of one collective operation
@@ -528,7 +537,14 @@ func (d *Deployment) timeOf(t StepTerms) time.Duration {
 		attnMFU = d.MFU
 	}
 	compute := t.LinearSec/d.MFU + t.AttentionSec/attnMFU
-	memory := (t.WeightSec + t.KVSec) / d.BandwidthEfficiency
+	var memory float64
+	if kvEff := d.KVBandwidthEfficiency; kvEff > 0 {
+		memory = t.WeightSec/d.BandwidthEfficiency + t.KVSec/kvEff
+	} else {
+		// One efficiency for both, in the form it always had (the same
+		// rounding, so replays without the coefficient are unchanged).
+		memory = (t.WeightSec + t.KVSec) / d.BandwidthEfficiency
+	}
 	sec := max(compute, memory)
 	if t.CommSec > 0 {
 		sec += t.CommSec / d.LinkEfficiency

@@ -83,6 +83,39 @@ func TestStepTimeDecodeMemoryBound(t *testing.T) {
 	}
 }
 
+// The batch of TestStepTimeDecodeMemoryBound with the KV reads at their
+// own efficiency, 0.2, and the weights at the default 0.8:
+//
+//	memory = 15,009,849,344 B / (3.35e12 · 0.8) + 8,396,996,608 B / (3.35e12 · 0.2)
+//	       = 5,600,690.05 ns + 12,532,830.76 ns = 18,133,520.81 ns,
+//
+// step = 18,133,521 ns + 300,000 ns = 18,433,521 ns. A prefill-free
+// batch of one request barely moves (its KV is a few MB); and the
+// KV efficiency set to the weights' prices the step as leaving it 0 does.
+func TestKVBandwidthEfficiencyByHand(t *testing.T) {
+	d := newH100(t, "llama-3.1-8b", 1)
+	b := &Batch{Decode: make([]int64, 64)}
+	for i := range b.Decode {
+		b.Decode[i] = 1000
+	}
+	one := &Batch{Decode: []int64{10}}
+	shared, sharedOne := d.StepTime(b), d.StepTime(one)
+	d.KVBandwidthEfficiency = 0.2
+	if got, want := d.StepTime(b), 18_433_521*time.Nanosecond; got != want {
+		t.Errorf("StepTime = %d ns, want %d ns", got, want)
+	}
+	if got := d.StepTime(one); got-sharedOne > 10*time.Microsecond {
+		t.Errorf("one short decode: %v with KV efficiency 0.2, %v without", got, sharedOne)
+	}
+	if n, ok := d.DecodeStepTime(64, 64_000); !ok || n != d.StepTime(b) {
+		t.Errorf("DecodeStepTime = %v, %v; StepTime %v", n, ok, d.StepTime(b))
+	}
+	d.KVBandwidthEfficiency = d.BandwidthEfficiency
+	if got := d.StepTime(b); got < shared-time.Nanosecond || got > shared+time.Nanosecond {
+		t.Errorf("KV efficiency = weights': %v, want %v as with none", got, shared)
+	}
+}
+
 // A decode token over c cached tokens costs what a 1-token prefill chunk
 // over c does: one pass treats them alike.
 func TestDecodeEqualsOneTokenChunk(t *testing.T) {
