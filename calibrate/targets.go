@@ -1,7 +1,6 @@
 package calibrate
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 
@@ -74,10 +73,7 @@ func ObservedTargets(run trace.Run, reqs []*trace.Request) ([]Target, error) {
 			}
 		}
 	} else {
-		var err error
-		if ts, err = reportedTargets(run); err != nil {
-			return nil, err
-		}
+		ts = reportedTargets(run)
 	}
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("run %s: %w (neither per-request TTFT, ITL, E2E or engine timings nor a reported summary)", run.Name, ErrNoLatencies)
@@ -129,43 +125,27 @@ func statOf(d analyze.Dist, s string) float64 {
 	panic("calibrate: unknown statistic " + s)
 }
 
-// reportedKeys are the summary keys of vLLM's and SGLang's benchmark
-// results, in milliseconds, by the target they give.
-var reportedKeys = []struct {
-	key          string
-	metric, stat string
-}{
-	{"median_ttft_ms", MetricTTFT, "p50"}, {"p90_ttft_ms", MetricTTFT, "p90"}, {"p99_ttft_ms", MetricTTFT, "p99"},
-	{"median_itl_ms", MetricITL, "p50"}, {"p90_itl_ms", MetricITL, "p90"}, {"p99_itl_ms", MetricITL, "p99"},
-	{"median_e2e_latency_ms", MetricE2E, "p50"}, {"median_e2el_ms", MetricE2E, "p50"},
-	{"p90_e2e_latency_ms", MetricE2E, "p90"}, {"p90_e2el_ms", MetricE2E, "p90"},
-	{"p99_e2e_latency_ms", MetricE2E, "p99"}, {"p99_e2el_ms", MetricE2E, "p99"},
+// reportedMetrics maps analyze.ReportedStats's metric names (the
+// benchmarks' summary keys, read in one place) to the targets they give.
+var reportedMetrics = []struct{ reported, metric string }{
+	{"ttft", MetricTTFT}, {"itl", MetricITL}, {"e2el", MetricE2E},
 }
 
-// reportedTargets reads the quantiles a summary-only run reported.
-func reportedTargets(run trace.Run) ([]Target, error) {
-	if len(run.Reported) == 0 {
-		return nil, nil
-	}
-	var m map[string]any
-	if err := json.Unmarshal(run.Reported, &m); err != nil {
-		return nil, fmt.Errorf("run %s: reported summary: %v", run.Name, err)
-	}
+// reportedTargets reads the quantiles a summary-only run reported, as
+// analyze.ReportedStats reads them (vLLM's and SGLang's keys such as
+// median_ttft_ms); a zero is left out, as no replay can be compared
+// with it on a log scale.
+func reportedTargets(run trace.Run) []Target {
+	rep := analyze.ReportedStats(run)
 	var ts []Target
-	seen := map[string]bool{}
-	for _, k := range reportedKeys {
-		v, ok := m[k.key].(float64)
-		if !ok || !(v > 0) || math.IsInf(v, 0) {
-			continue
+	for _, m := range reportedMetrics {
+		for _, s := range targetStats {
+			if v, ok := rep[m.reported][s]; ok && v > 0 {
+				ts = append(ts, Target{Metric: m.metric, Stat: s, Observed: v, Reported: true})
+			}
 		}
-		t := Target{Metric: k.metric, Stat: k.stat, Observed: v / 1000, Reported: true}
-		if seen[t.Name()] {
-			continue
-		}
-		seen[t.Name()] = true
-		ts = append(ts, t)
 	}
-	return ts, nil
+	return ts
 }
 
 // simulated computes the targets' statistics over simulated latencies
