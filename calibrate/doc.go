@@ -44,6 +44,14 @@
 // mean squared log error of the runs' TTFT, ITL and E2E quantiles (or
 // queue, prefill and decode), plus a weak prior, by Levenberg–Marquardt
 // with a forward-difference Jacobian whose points replay in parallel
-// (levmar.go). Held-out runs are only predicted; the error table of every
-// run, in-sample or held out, is kept with the coefficients.
+// (levmar.go), within bounds (a fraction of peak is at most 1 here as in
+// every cost model). What is fitted by default depends on what the runs
+// can tell (defaultFree): the KV bandwidth efficiency, for one, only when
+// KV reads are a fair share of some training run's memory traffic.
+// Held-out runs are only predicted; the error table of every run, in-sample
+// or held out, is kept with the coefficients.
+//
+// A run that followed another on the same server with the same prompts
+// (SameSession, from their metadata) can be replayed after it, with the
+// prefix cache it left (carry.go): sweeps are measured that way.
 package calibrate

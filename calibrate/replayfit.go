@@ -27,6 +27,10 @@ type ReplayRun struct {
 	Inputs     replay.Inputs
 	Targets    []Target
 	Train      bool
+	// After, when set, is the run this one followed on the same server
+	// (SameSession): it is replayed first, unmeasured, so that this run
+	// starts with the prefix cache it left (carry.go).
+	After *ReplayRun
 }
 
 // ReplayOptions control FitReplay.
@@ -123,19 +127,31 @@ const (
 var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
 	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead}
 
+// minKVShare is the least share of the training runs' memory time that
+// KV reads and writes must have (in a replay at the default
+// coefficients) for defaultFree to fit their bandwidth efficiency apart
+// from the weights': below it a change of the KV efficiency moves the
+// targets as a change of the weights' efficiency does, at a fraction of
+// the size, and the fit extrapolates it freely to loads it never saw.
+const minKVShare = 0.2
+
 // defaultFree chooses what the training runs can determine: the compute
-// efficiency, the bandwidth efficiencies of weight and of KV reads and
-// the fixed cost per step always (a serving run's decode steps range
-// from a few requests, bound by the weight read, to full batches whose
-// KV reads rival it; when the runs do not span that, identifiability
-// says so); the
-// client overhead per request when a run measured at the client (TTFT),
-// as engine timestamps do not include it; the latency of a collective
-// only when the runs span layouts with different numbers of collectives
-// per step, since on one layout it is a fixed cost per step like the step
-// overhead. The rest keep their defaults, and a warning says why.
-func defaultFree(runs []*ReplayRun) (free []string, warnings []string) {
-	free = []string{CoefMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefStepOverhead}
+// and weight bandwidth efficiencies and the fixed cost per step always;
+// the KV bandwidth efficiency when the KV traffic of some training run
+// is at least minKVShare of its memory traffic (kvShare: a loaded or
+// offline run, not only light ones); the client overhead per request
+// when a run measured at the client (TTFT), as engine timestamps do not
+// include it; the latency of a collective only when the runs span
+// layouts with different numbers of collectives per step, since on one
+// layout it is a fixed cost per step like the step overhead. The rest
+// keep their defaults, and a warning says why.
+func defaultFree(runs []*ReplayRun, kvShare float64) (free []string, warnings []string) {
+	free = []string{CoefMFU, CoefBandwidthEff, CoefStepOverhead}
+	if kvShare >= minKVShare {
+		free = append(free, CoefKVBandwidthEff)
+	} else {
+		warnings = append(warnings, fmt.Sprintf("%s not fitted: KV reads and writes are at most %.0f %% of any training run's memory traffic (under %.0f %%), too little to tell their efficiency from the weights' (train on a loaded or offline run too, or --fit it)", CoefKVBandwidthEff, 100*kvShare, 100*minKVShare))
+	}
 	client := false
 	colls := map[float64]bool{}
 	for _, r := range runs {
@@ -159,6 +175,50 @@ func defaultFree(runs []*ReplayRun) (free []string, warnings []string) {
 		fmt.Sprintf("%s not fitted: tied to mfu (--fit it when the runs have long prompts at several lengths)", CoefAttentionMFU),
 		fmt.Sprintf("%s not fitted: the ITL quantiles of serving runs rarely separate it from the decode step's time (--fit it when the client was the bottleneck)", CoefChunkOverhead))
 	return free, warnings
+}
+
+// maxKVShare replays each training run (parallel at a time) at its
+// deployment's coefficients and returns the largest share, over the
+// runs, of KV bytes in the bytes its steps moved (weights and KV, at
+// full bandwidth).
+func maxKVShare(train []*ReplayRun, parallel int) (float64, error) {
+	shares := make([]float64, len(train))
+	errs := make([]error, len(train))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(parallel, 1))
+	for i, r := range train {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			shares[i], errs[i] = kvShare(r)
+		}()
+	}
+	wg.Wait()
+	return slices.Max(shares), errors.Join(errs...)
+}
+
+// kvShare is the share of KV in the memory traffic of run's steps.
+func kvShare(run *ReplayRun) (float64, error) {
+	d := *run.Deployment
+	cfg := run.Config
+	var weights, kv float64
+	observe := func(s *replay.Step) error {
+		t := d.Terms(s.Batch)
+		weights += t.WeightSec
+		kv += t.KVSec
+		return nil
+	}
+	_, err := replay.RunInputs(cfg, &d, run.KVBlocks, run.Inputs, func(*trace.Request) error { return nil },
+		replay.Options{Transient: true, Observe: observe})
+	if err != nil {
+		return 0, fmt.Errorf("run %s: %w", run.Run.Name, err)
+	}
+	if weights+kv == 0 {
+		return 0, nil
+	}
+	return kv / (weights + kv), nil
 }
 
 // A candidate is one point of the search: a full set of coefficients.
@@ -194,6 +254,9 @@ func PrepareReplay(cm *CostModel, dep *model.Deployment, cfg replay.Config) (mod
 
 // simulate replays run with cm's coefficients and returns its latencies.
 func simulate(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
+	if run.After != nil {
+		return simulateCarried(run, cm)
+	}
 	step, cfg, client, err := PrepareReplay(cm, run.Deployment, run.Config)
 	if err != nil {
 		return nil, err
@@ -313,7 +376,11 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	var warnings []string
 	free := opts.Free
 	if free == nil {
-		free, warnings = defaultFree(runs)
+		share, err := maxKVShare(train, opts.Parallel)
+		if err != nil {
+			return nil, err
+		}
+		free, warnings = defaultFree(runs, share)
 	}
 	byName := map[string]coefSpec{}
 	for _, s := range specs {

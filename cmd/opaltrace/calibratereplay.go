@@ -29,6 +29,7 @@ func replayFitFlags() []cli.Flag {
 		&cli.FloatFlag{Name: "prior", Value: 0.01, Usage: "replay fit: weight of the coefficients' log distance from their defaults"},
 		&cli.BoolFlag{Name: "json", Usage: "replay fit: print the error table as JSON"},
 		&cli.BoolFlag{Name: "markdown", Usage: "replay fit: print the error table as Markdown (scripts/fidelity builds the README's table from it)"},
+		&cli.StringFlag{Name: "carry-cache", Value: "auto", Usage: "replay fit: replay each run after the run before it with the prefix cache it left: auto (when their metadata say one server ran them one after the other with the same prompts, and prefix caching is on), on (every run after the first) or off"},
 		&cli.BoolFlag{Name: "assume-deployment", Usage: "replay runs that record no model or hardware on the cluster's deployment anyway"},
 		&cli.StringFlag{Name: "scheduler", Usage: "override: the workers' scheduler, vllm or sglang (default: the run's engine, else vllm)"},
 		&cli.Int64Flag{Name: "max-num-batched-tokens", Usage: "override: token budget per step"},
@@ -92,23 +93,19 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rr []*calibrate.ReplayRun
-	for i, run := range runs {
-		if !train[i] && !hold[i] {
-			continue
+	carry := c.String("carry-cache")
+	if carry != "auto" && carry != "on" && carry != "off" {
+		return nil, fmt.Errorf("--carry-cache %q: want auto, on or off", carry)
+	}
+	// prepare resolves run i's deployment and what to send; its notes
+	// are printed once.
+	prepared := map[int]*calibrate.ReplayRun{}
+	headers := map[int]string{}
+	prepare := func(i int, set string) (*calibrate.ReplayRun, error) {
+		if r, ok := prepared[i]; ok {
+			return r, nil
 		}
-		if train[i] && hold[i] {
-			return nil, fmt.Errorf("run %s (%s) is selected by both --train and --holdout", run.Name, labels[i])
-		}
-		set := "--train"
-		if hold[i] {
-			set = "--holdout"
-		}
-		reqs := byRun[run.Name]
-		targets, err := calibrate.ObservedTargets(run, reqs)
-		if err != nil {
-			return nil, fmt.Errorf("%s run %s (%s): %w", set, run.Name, labels[i], err)
-		}
+		run, reqs := runs[i], byRun[runs[i].Name]
 		setup, err := deploy.Resolve(cl, run, over)
 		if err != nil {
 			return nil, fmt.Errorf("%s run %s (%s): %w", set, run.Name, labels[i], err)
@@ -132,11 +129,49 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 			w := &setup.Config.Workload
 			w.Mode, w.Clients, w.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
 		}
-		fmt.Fprintf(c.ErrWriter, "%s %s: %s, %d requests, targets %s\n", strings.TrimPrefix(set, "--"), labels[i], setup.Header(), in.Len(), targetNames(targets))
-		rr = append(rr, &calibrate.ReplayRun{
+		r := &calibrate.ReplayRun{
 			Label: labels[i], Run: run, Deployment: setup.Deployment, Config: setup.Config,
-			KVBlocks: setup.KVBlocks, Inputs: in, Targets: targets, Train: train[i],
-		})
+			KVBlocks: setup.KVBlocks, Inputs: in,
+		}
+		prepared[i] = r
+		headers[i] = setup.Header()
+		return r, nil
+	}
+	var rr []*calibrate.ReplayRun
+	for i, run := range runs {
+		if !train[i] && !hold[i] {
+			continue
+		}
+		if train[i] && hold[i] {
+			return nil, fmt.Errorf("run %s (%s) is selected by both --train and --holdout", run.Name, labels[i])
+		}
+		set := "--train"
+		if hold[i] {
+			set = "--holdout"
+		}
+		targets, err := calibrate.ObservedTargets(run, byRun[run.Name])
+		if err != nil {
+			return nil, fmt.Errorf("%s run %s (%s): %w", set, run.Name, labels[i], err)
+		}
+		r, err := prepare(i, set)
+		if err != nil {
+			return nil, err
+		}
+		r.Targets, r.Train = targets, train[i]
+		fmt.Fprintf(c.ErrWriter, "%s %s: %s, %d requests, targets %s\n", strings.TrimPrefix(set, "--"), labels[i], headers[i], r.Inputs.Len(), targetNames(targets))
+		if i > 0 && carry != "off" {
+			same, why := calibrate.SameSession(runs[i-1], run, byRun[runs[i-1].Name], byRun[run.Name])
+			switch {
+			case carry == "on" || same && prefixCaching(r.Config):
+				if r.After, err = prepare(i-1, "the run before"); err != nil {
+					return nil, err
+				}
+				fmt.Fprintf(c.ErrWriter, "  replayed after %s with the prefix cache it left (--carry-cache %s)\n", labels[i-1], carry)
+			case !same && prefixCaching(r.Config):
+				fmt.Fprintf(c.ErrWriter, "  replayed with a cold cache: not one server session with %s: %s\n", labels[i-1], why)
+			}
+		}
+		rr = append(rr, r)
 	}
 	fixed, err := fixedFlags(c)
 	if err != nil {
@@ -239,4 +274,15 @@ func writeErrorTable(w io.Writer, cm *calibrate.CostModel, asJSON, asMarkdown bo
 		return err
 	}
 	return calibrate.WriteErrorTable(w, cm)
+}
+
+// prefixCaching says whether the workers of cfg keep a prefix cache:
+// vLLM's enable_prefix_caching (on by default), SGLang's radix cache
+// unless disabled.
+func prefixCaching(cfg replay.Config) bool {
+	if cfg.Scheduler.Engine == replay.EngineSGLang {
+		return !cfg.Scheduler.DisableRadixCache
+	}
+	on := cfg.Scheduler.EnablePrefixCaching
+	return on == nil || *on
 }

@@ -56,3 +56,36 @@ func TestCalibrateReplayEngineSide(t *testing.T) {
 		t.Fatalf("replay with the fitted cost model: %v\n%s", err, stderr)
 	}
 }
+
+// TestCalibrateCarriesTheSweepCache: surajssd's four runs went to one
+// server one after another with the same prompts, which their metadata
+// show, so each run after the first is replayed after the one before
+// (--carry-cache auto); off replays them cold; a bad value is an error.
+func TestCalibrateCarriesTheSweepCache(t *testing.T) {
+	const dir = "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8/serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_"
+	args := []string{"calibrate", "-o", filepath.Join(t.TempDir(), "cm.yaml"), "--max-evals", "1",
+		"--model", "meta-llama/Llama-3.3-70B-Instruct", "--hardware", "a100-40gb", "--tp", "8",
+		"--train", "rate=1", "--holdout", "rate=4", "--holdout", "rate=inf"}
+	var files []string
+	for _, q := range []string{"01", "04", "16", "inf"} {
+		files = append(files, shareddata.Path(t, dir+q+".json"))
+	}
+	for _, tc := range []struct {
+		carry string
+		after int // runs replayed after the one before
+	}{{"auto", 2}, {"off", 0}} {
+		_, stderr, err := opaltrace(t, append(append(args, "--carry-cache", tc.carry), files...)...)
+		if err == nil || !strings.Contains(err.Error(), "did not converge") {
+			t.Fatalf("--carry-cache %s: %v\n%s", tc.carry, err, stderr)
+		}
+		if n := strings.Count(stderr, "with the prefix cache it left"); n != tc.after {
+			t.Errorf("--carry-cache %s: %d runs carried over, want %d:\n%s", tc.carry, n, tc.after, stderr)
+		}
+		if tc.after > 0 && !strings.Contains(stderr, "replayed after #3 ") {
+			t.Errorf("--carry-cache %s: rate inf not replayed after rate 16 (an unselected run):\n%s", tc.carry, stderr)
+		}
+	}
+	if _, _, err := opaltrace(t, append(append(args, "--carry-cache", "maybe"), files...)...); err == nil || !strings.Contains(err.Error(), `--carry-cache "maybe"`) {
+		t.Errorf("--carry-cache maybe: %v", err)
+	}
+}
