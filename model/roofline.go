@@ -107,8 +107,8 @@ type Deployment struct {
 	// head, and a large decode batch runs it beside its GEMMs rather than
 	// hidden under them; 0 means BandwidthEfficiency.
 	KVBandwidthEfficiency float64
-	LinkEfficiency      float64
-	StepOverhead        time.Duration
+	LinkEfficiency        float64
+	StepOverhead          time.Duration
 	// CollectiveLatency is the fixed cost of one collective operation
 	// (NCCL's α: launch and synchronisation, whatever its size), paid
 	// by every all-reduce, all-to-all and stage send of a step besides
