@@ -52,6 +52,10 @@ type ReplayOptions struct {
 	Parallel int
 	// Source names the inputs, for the provenance.
 	Source string
+	// Progress, when not nil, is called after each batch of the
+	// objective's evaluations with the number made so far (at most
+	// MaxEvals), so a command can show the fit's progress.
+	Progress func(evaluations int)
 }
 
 // A ReplayFit is the provenance of coefficients fitted by replay in the
@@ -464,6 +468,7 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	// their sum of squares is the mean squared log error, then the prior
 	// on each coefficient's distance from its start (an additive cost in
 	// units of 10× its unit).
+	evaluated := 0
 	residuals := func(xs [][]float64) ([][]float64, error) {
 		cms := make([]*CostModel, len(xs))
 		for k, x := range xs {
@@ -472,6 +477,10 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 		sims, err := evaluateMany(train, cms, opts.Parallel)
 		if err != nil {
 			return nil, err
+		}
+		evaluated += len(xs)
+		if opts.Progress != nil {
+			opts.Progress(evaluated)
 		}
 		out := make([][]float64, len(xs))
 		w := 1 / math.Sqrt(float64(nTargets))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/opaltrace/opaltrace/calibrate"
 	"github.com/opaltrace/opaltrace/deploy"
+	"github.com/opaltrace/opaltrace/internal/progress"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -188,7 +189,19 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 	if opts.PriorWeight == 0 {
 		opts.PriorWeight = -1 // no prior at all
 	}
-	return calibrate.FitReplay(rr, opts)
+	maxEvals := opts.MaxEvals
+	if maxEvals <= 0 {
+		maxEvals = 300 // FitReplay's default
+	}
+	task := progress.New(c.ErrWriter).Start("calibrate", "evaluations", int64(maxEvals))
+	opts.Progress = func(n int) { task.Set(int64(n)) }
+	cm, err := calibrate.FitReplay(rr, opts)
+	if err != nil {
+		task.Abort()
+		return nil, err
+	}
+	task.Finish()
+	return cm, nil
 }
 
 // fixedFlags reads the --fix flags.

@@ -71,19 +71,35 @@ func loadDataset(arg string, opts ingest.Options, allowErrors bool, stderr io.Wr
 // keeps: the request may be reused. It returns the input's runs. Bad
 // records of an ingestible input are printed to stderr and fail the read,
 // unless allowErrors.
+//
+// A large input shows its progress on stderr (readMeter).
 func eachRequest(path string, cols []string, opts ingest.Options, allowErrors bool, stderr io.Writer, add func(*trace.Request) error) ([]trace.Run, error) {
+	meter := readMeter(path, stderr)
 	if path != "-" && isParquet(path) {
-		runs, _, err := trace.ReadRuns(path)
+		runs, rows, err := trace.ReadRuns(path)
 		if err != nil {
 			return nil, err
 		}
-		return runs, trace.ScanColumns(path, cols, add)
+		task := meter.Start("read "+filepath.Base(path), "requests", rows)
+		each, c := countRequests(task, add)
+		if err := trace.ScanColumns(path, cols, each); err != nil {
+			task.Abort()
+			return nil, err
+		}
+		c.Flush()
+		task.Finish()
+		return runs, nil
 	}
-	bad := badRecords{stderr: stderr}
-	runs, st, err := ingest.Files([]string{path}, opts, add, bad.report)
+	task := meter.Start("read "+filepath.Base(path), "requests", 0)
+	each, c := countRequests(task, add)
+	bad := badRecords{stderr: task.Out(stderr)}
+	runs, st, err := ingest.Files([]string{path}, opts, each, bad.report)
 	if err != nil {
+		task.Abort()
 		return nil, err
 	}
+	c.Flush()
+	task.Finish()
 	printWarnings(stderr, st.Warnings)
 	if err := bad.check(path, allowErrors); err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/internal/progress"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -95,12 +96,26 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 	if err != nil {
 		return err
 	}
-	runs, st, err := ingest.Files(inputs, opts, w.Write, func(e *ingest.SyntaxError) {
-		fmt.Fprintf(stderr, "opaltrace: %v\n", e)
+	var size int64
+	for _, in := range inputs {
+		size += inputSize(in)
+	}
+	var meter *progress.Meter
+	if size >= largeInput {
+		meter = progress.New(stderr)
+	}
+	task := meter.Start("ingest", "requests", 0)
+	write, c := countRequests(task, w.Write)
+	badOut := task.Out(stderr)
+	runs, st, err := ingest.Files(inputs, opts, write, func(e *ingest.SyntaxError) {
+		fmt.Fprintf(badOut, "opaltrace: %v\n", e)
 	})
 	if err != nil {
+		task.Abort()
 		return err
 	}
+	c.Flush()
+	task.Finish()
 	if st.Requests == 0 && st.Dropped > 0 {
 		// Nothing good: an empty file would pass for a converted trace.
 		printWarnings(stderr, st.Warnings)

@@ -16,6 +16,7 @@ import (
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/internal/numpyrand"
+	"github.com/opaltrace/opaltrace/internal/progress"
 	"github.com/opaltrace/opaltrace/metricsout"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
@@ -332,6 +333,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 	}
 	var runs []trace.Run
 	var done []replayed
+	meter := progress.New(stderr)
 	for _, job := range jobs {
 		// The run records the configuration that ran: every default,
 		// every override and the engine's own settings.
@@ -359,7 +361,10 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			sum = analyze.NewStreamSummarizer(run, analyze.StreamOptions{Percentiles: report.DefaultPercentiles})
 		}
 		start := time.Now()
+		task := meter.Start(replayTaskName(job.name, len(jobs)), "requests", int64(job.in.Len()))
+		count := task.Counter() // one increment per request; the task hears every progress.Every
 		st, err := replay.RunInputs(cfg, job.setup.Step, job.setup.KVBlocks, job.in, func(r *trace.Request) error {
+			count.Inc()
 			r.Run = job.name
 			job.client.ApplyRecord(r)
 			if r.Model == "" {
@@ -376,8 +381,11 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			return w.Write(r)
 		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, Offload: job.setup.Offload}) // the writer copies what it needs
 		if err != nil {
+			task.Abort()
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}
+		count.Flush()
+		task.Finish()
 		if metrics != nil {
 			kv := ran.KVBlocks * int64(cfg.Workers)
 			for _, s := range st.Seconds {
@@ -439,11 +447,19 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		if done[i].mem != nil {
 			continue
 		}
-		src := runSource(out, done[i].run.Name, len(runs) > 1)
+		// A bar on a terminal only: the line below times the passes.
+		var bars *progress.Meter
+		if meter.Terminal() {
+			bars = meter
+		}
+		task := bars.Start("summary of "+done[i].run.Name, "requests", 0)
+		src := countingSource(runSource(out, done[i].run.Name, len(runs) > 1), task)
 		start := time.Now()
 		if done[i].stream, err = done[i].sum.Finish(src); err != nil {
+			task.Abort()
 			return nil, fmt.Errorf("%s: run %s: summary: %w", out, done[i].run.Name, err)
 		}
+		task.Finish()
 		n := strconv.Itoa(done[i].stream.Passes) + " passes"
 		if done[i].stream.Passes == 1 {
 			n = "1 pass"
@@ -452,6 +468,15 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			out, done[i].run.Name, n, time.Since(start).Seconds())
 	}
 	return done, nil
+}
+
+// replayTaskName names the progress of replaying run: "replay", or
+// "replay RUN" when there are several.
+func replayTaskName(run string, runs int) string {
+	if runs > 1 {
+		return "replay " + run
+	}
+	return "replay"
 }
 
 // runSource scans the summary columns of the simulated file at path, and,

@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/internal/progress"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -132,10 +134,13 @@ func statsByPasses(c *cli.Command, path string, pcts []float64, slo analyze.SLO)
 		return nil, err
 	}
 	opts := analyze.StreamOptions{Percentiles: pcts, Goodput: slo}
-	sums, err := analyze.SummarizeStreamGroups(src, key, runs, opts, trace.Run{}, nil)
+	task := progress.New(c.ErrWriter).Start("stats "+filepath.Base(path), "requests", 0)
+	sums, err := analyze.SummarizeStreamGroups(countingSource(src, task), key, runs, opts, trace.Run{}, nil)
 	if err != nil {
+		task.Abort()
 		return nil, fmt.Errorf("--by: %w", err)
 	}
+	task.Finish()
 	as := make([]*analyze.Analysis, len(sums))
 	for i, s := range sums {
 		as[i] = &analyze.Analysis{Summary: s, NotComputed: analyze.ByPassesOmits}
