@@ -63,7 +63,10 @@ type MetricComparison struct {
 	// KS is the Kolmogorov–Smirnov distance sup|F_A − F_B|, W1 the
 	// Wasserstein-1 distance ∫|F_A − F_B| dx in seconds: distances, not
 	// tests.
-	KS, W1    float64
+	KS, W1 float64
+	// ByRequest says the values were resampled by request (the pooled
+	// ITL of summaries that know each gap's request), not one by one.
+	ByRequest bool
 	Stats     []StatComparison
 	Verdict   string // the worst verdict of its stats: outside, inconclusive, within
 	Resamples int
@@ -81,18 +84,27 @@ type StatComparison struct {
 
 // Compare compares a and b metric by metric: for the mean and each
 // quantile (of a side without values for a metric, the statistics its
-// source reported, see MetricComparison.AReported), the absolute and relative difference with a bootstrap
-// percentile confidence interval of the relative difference (each side
-// resampled with replacement, independently; pooled ITL gaps are resampled
-// as independent values, which understates the interval when gaps within
-// a request are correlated); the KS and W1 distances; and a verdict
-// against the margin. The bootstrap is seeded: same inputs and seed, same
-// result.
+// source reported, see MetricComparison.AReported), the absolute and
+// relative difference with a bootstrap percentile confidence interval of
+// the relative difference (each side resampled with replacement,
+// independently); the KS and W1 distances; and a verdict against the
+// margin. The bootstrap is seeded: same inputs and seed, same result.
+//
+// The pooled ITL is resampled by request (a cluster bootstrap) when both
+// summaries know each gap's request (Options.ITLByRequest): a resample
+// draws whole requests, each bringing all its gaps, as the requests, not
+// the gaps, are the independent draws; the gaps of one request share its
+// batch and its context length. Resampling gaps one by one, the fallback
+// when a summary does not know them (MetricComparison.ByRequest false), treats
+// them as independent and understates the interval.
 //
 // Note: each resample is drawn as counts over the sorted values (O(n), no
-// sort), and the number of resamples is capped so that resamples × (n_A +
-// n_B) ≤ 2·10⁸ (at least 100): a pooled ITL of millions of gaps gets fewer
-// resamples, and Resamples says how many.
+// sort), or as counts over requests that weigh their gaps (O(gaps), with
+// one random draw per request, not per gap); the number of resamples is
+// capped so that resamples × (n_A + n_B) ≤ 2·10⁸ for values drawn one by
+// one, and resamples × gaps ≤ 10⁹ for requests (at least 100 either way):
+// a pooled ITL of millions of gaps gets fewer resamples, and Resamples says
+// how many.
 func Compare(nameA string, a *Summary, nameB string, b *Summary, opts CompareOptions) *Comparison {
 	opts = opts.withDefaults()
 	c := &Comparison{A: nameA, B: nameB, Margin: opts.Margin}
@@ -106,7 +118,11 @@ func Compare(nameA string, a *Summary, nameB string, b *Summary, opts CompareOpt
 		name string
 		a, b Dist
 	}{{"ttft", a.TTFT, b.TTFT}, {"tpot", a.TPOT, b.TPOT}, {"itl", a.ITL, b.ITL}, {"e2el", a.E2E, b.E2E}} {
-		mc := compareSides(m.name, sideOf(m.a, repA[m.name]), sideOf(m.b, repB[m.name]), opts, uint64(i))
+		sa, sb := sideOf(m.a, repA[m.name]), sideOf(m.b, repB[m.name])
+		if m.name == "itl" && len(a.ITLRequests) == a.ITL.N() && len(b.ITLRequests) == b.ITL.N() && a.ITL.N() > 0 && b.ITL.N() > 0 {
+			sa, sb = sa.byRequest(a.ITLRequests), sb.byRequest(b.ITLRequests)
+		}
+		mc := compareSides(m.name, sa, sb, opts, uint64(i))
 		c.Resamples = max(c.Resamples, mc.Resamples)
 		c.Metrics = append(c.Metrics, mc)
 	}
@@ -132,6 +148,19 @@ type stat struct {
 type side struct {
 	d        Dist
 	reported map[string]float64
+	// owner, when not nil, is the request of each of d's values, and
+	// requests their number: the side is resampled by request.
+	owner    []int32
+	requests int
+}
+
+// byRequest returns s resampled by request, owner giving each value's.
+func (s side) byRequest(owner []int32) side {
+	s.owner = owner
+	for _, r := range owner {
+		s.requests = max(s.requests, int(r)+1)
+	}
+	return s
 }
 
 func sideOf(d Dist, reported map[string]float64) side {
@@ -160,7 +189,8 @@ func (s side) value(st stat) float64 {
 }
 
 func compareSides(name string, a, b side, opts CompareOptions, stream uint64) MetricComparison {
-	mc := MetricComparison{Metric: name, NA: a.d.N(), NB: b.d.N(), AReported: a.isReported(), BReported: b.isReported()}
+	mc := MetricComparison{Metric: name, NA: a.d.N(), NB: b.d.N(), AReported: a.isReported(), BReported: b.isReported(),
+		ByRequest: a.owner != nil && b.owner != nil}
 	all := []stat{{"mean", func(d Dist) float64 { return d.Mean }, -1}}
 	for _, p := range opts.Quantiles {
 		all = append(all, stat{percentileName(p), func(d Dist) float64 { return d.Percentile(p) }, p})
@@ -184,25 +214,25 @@ func compareSides(name string, a, b side, opts CompareOptions, stream uint64) Me
 	bothReported := a.d.N()+b.d.N() == 0
 	if n := a.d.N() + b.d.N(); n > 0 {
 		b1 = opts.Resamples
-		if cap := int(2e8 / float64(n)); b1 > cap {
+		budget := 2e8
+		if mc.ByRequest {
+			budget = 1e9 // one weighted pass over the gaps, no draw per gap
+		}
+		if cap := int(budget / float64(n)); b1 > cap {
 			b1 = max(cap, 100)
 		}
 	}
 	mc.Resamples = b1
 	rng := rand.New(rand.NewPCG(opts.Seed, stream))
 	rel := make([][]float64, len(stats))
-	countsA, countsB := make([]int32, a.d.N()), make([]int32, b.d.N())
+	countsA, countsB := make([]int32, a.draws()), make([]int32, b.draws())
 	valsA, valsB := make([]float64, len(stats)), make([]float64, len(stats))
 	for k, st := range stats {
 		valsA[k], valsB[k] = a.value(st), b.value(st)
 	}
 	for range b1 {
-		if a.d.N() > 0 {
-			resampleStats(rng, a.d.Values, countsA, stats, valsA)
-		}
-		if b.d.N() > 0 {
-			resampleStats(rng, b.d.Values, countsB, stats, valsB)
-		}
+		a.resample(rng, countsA, stats, valsA)
+		b.resample(rng, countsB, stats, valsB)
 		for k := range stats {
 			if valsA[k] != 0 {
 				rel[k] = append(rel[k], (valsB[k]-valsA[k])/valsA[k])
@@ -251,6 +281,62 @@ func verdict(lo, hi, margin float64) string {
 		return VerdictOutside
 	}
 	return VerdictInconclusive
+}
+
+// draws is the number of units a resample draws: requests, or values.
+func (s side) draws() int {
+	if s.owner != nil {
+		return s.requests
+	}
+	return s.d.N()
+}
+
+// resample draws one bootstrap resample of the side's values, by request
+// or by value, and evaluates stats on it into out; a side without values
+// keeps its reported statistics.
+func (s side) resample(rng *rand.Rand, counts []int32, stats []stat, out []float64) {
+	switch {
+	case s.d.N() == 0:
+	case s.owner != nil:
+		resampleRequests(rng, s.d.Values, s.owner, counts, stats, out)
+	default:
+		resampleStats(rng, s.d.Values, counts, stats, out)
+	}
+}
+
+// resampleRequests draws one cluster-bootstrap resample: as many requests
+// as there are, with replacement (counts per request), each bringing all
+// its values, which are sorted with owner giving each one's request. The
+// stats are evaluated on the pooled values of the resample: each value
+// weighs as many times as its request was drawn.
+func resampleRequests(rng *rand.Rand, sorted []float64, owner []int32, counts []int32, stats []stat, out []float64) {
+	k := len(counts)
+	clear(counts)
+	for range k {
+		counts[rng.IntN(k)]++
+	}
+	var total int64
+	sum := 0.0
+	for i, r := range owner {
+		if c := counts[r]; c != 0 {
+			total += int64(c)
+			sum += float64(c) * sorted[i]
+		}
+	}
+	for j, s := range stats {
+		if s.pct < 0 {
+			out[j] = sum / float64(total)
+			continue
+		}
+		pos, cum := 0, int64(counts[owner[0]])
+		out[j] = percentileOf(total, s.pct, func(rank int64) float64 {
+			for cum <= rank {
+				pos++
+				cum += int64(counts[owner[pos]])
+			}
+			return sorted[pos]
+		})
+	}
 }
 
 // resampleStats draws one bootstrap resample of sorted (as counts per

@@ -57,6 +57,9 @@ func writeComparison(b *strings.Builder, c *analyze.Comparison) {
 		} else {
 			fmt.Fprintf(b, "n: A %d, B %d; KS distance %.4f; Wasserstein-1 %.4f ms\n", m.NA, m.NB, m.KS, m.W1*1000)
 		}
+		if m.ByRequest {
+			fmt.Fprintf(b, "Resampled by request (%d resamples): a request's gaps are drawn together.\n", m.Resamples)
+		}
 		fmt.Fprintf(b, "%-6s %11s %11s %11s %9s %21s  %s\n", "stat", "A ms", "B ms", "B−A ms", "rel", "95% interval", "verdict")
 		for _, s := range m.Stats {
 			fmt.Fprintf(b, "%-6s %11.3f %11.3f %11.3f %8.2f%% [%8.2f%%, %8.2f%%]  %s\n",
@@ -144,6 +147,9 @@ func comparisonObject(c *analyze.Comparison) orderedJSON {
 			mj.add("b_reported", true)
 		}
 		mj.add("verdict", m.Verdict)
+		if m.ByRequest {
+			mj.add("resampled_by", "request")
+		}
 		if m.Verdict != analyze.VerdictNoData {
 			mj.add("ks", m.KS)
 			mj.add("w1_ms", m.W1*1000)

@@ -24,8 +24,9 @@ func compareSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
 	margin, conf, resamples := cmp.Or(opts.Margin, 0.05), cmp.Or(opts.Confidence, 0.95), cmp.Or(opts.Resamples, 1000)
 	sec.Intro = fmt.Sprintf("Relative difference (other − %s) / %s per metric and statistic, with a %g %% bootstrap interval "+
 		"(%d resamples) and a verdict against a ±%g %% margin: within (the whole interval inside), "+
-		"outside (the whole interval beyond), inconclusive (it straddles the margin). ITL, whose pooled gaps are too many to resample here, "+
-		"and values a source only reported are point differences. Runs are paired by name, else in order.",
+		"outside (the whole interval beyond), inconclusive (it straddles the margin). The pooled ITL is resampled by request "+
+		"(each drawn request brings all its gaps, which are correlated), fewer times when gaps run to millions. "+
+		"Values a source only reported are point differences. Runs are paired by name, else in order.",
 		sets[0].name, sets[0].name, 100*conf, resamples, 100*margin)
 	ref := sets[0]
 	for _, other := range sets[1:] {
@@ -36,20 +37,13 @@ func compareSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
 				sec.Notes = append(sec.Notes, tv.Caption+": not compared: a side was summarized by passes, which keeps no values to resample.")
 				continue
 			}
-			// The pooled ITL is left out of the bootstrap: resampling its
-			// millions of gaps would take most of the report's time (some
-			// 10 s of CPU for the demo's two replays); its point
-			// differences are shown, and stats --compare bootstraps it.
-			a, b := *p.a, *p.b
-			a.ITL, b.ITL = analyze.Dist{}, analyze.Dist{}
-			c := analyze.Compare(ref.name, &a, other.name, &b, opts)
+			// The pooled ITL is resampled by request: the summaries know
+			// each gap's request (datasetSummary), and a resample draws
+			// one number per request, not per gap.
+			c := analyze.Compare(ref.name, p.a, other.name, p.b, opts)
 			for _, m := range c.Metrics {
 				if m.Verdict == analyze.VerdictNoData {
-					why := "no interval (reported by source)"
-					if m.Metric == "itl" && metricDist(p.a, "itl").N() > 0 && metricDist(p.b, "itl").N() > 0 {
-						why = "no interval (stats --compare bootstraps ITL)"
-					}
-					tv.Rows = append(tv.Rows, pointRows(m.Metric, p.a, p.b, why)...)
+					tv.Rows = append(tv.Rows, pointRows(m.Metric, p.a, p.b, "no interval (reported by source)")...)
 					continue
 				}
 				for _, st := range m.Stats {

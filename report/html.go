@@ -176,7 +176,9 @@ func WriteHTMLWith(w io.Writer, datasets []Dataset, o HTMLOptions) error {
 			return fmt.Errorf("report: dataset %d: name: %q used twice", i+1, ds.Name)
 		}
 		seen[ds.Name] = true
-		view, sums, all := datasetSummary(ds)
+		// Compared summaries keep each ITL gap's request: the
+		// comparison resamples requests (analyze.Options.ITLByRequest).
+		view, sums, all := datasetSummary(ds, len(datasets) > 1 && !o.NoCompare)
 		data.Datasets = append(data.Datasets, view)
 		x := ds.Extras
 		if x == nil && ds.Pooled == nil {
@@ -223,12 +225,14 @@ type reportSet struct {
 // datasetSummary returns ds's table rows, one per run (analyze's grouping:
 // runs in ds.Runs order, then runs only named by requests), plus a pooled
 // row when there are several runs; the per-run summaries; and the pooled
-// summary the charts draw.
-func datasetSummary(ds Dataset) (datasetView, []*analyze.Summary, *analyze.Summary) {
+// summary the charts draw. byRequest keeps each ITL gap's request in the
+// summaries it makes, for the comparison's bootstrap.
+func datasetSummary(ds Dataset, byRequest bool) (datasetView, []*analyze.Summary, *analyze.Summary) {
 	view := datasetView{Name: safeLabel(ds.Name)}
 	sums, all := ds.Summaries, ds.Pooled
+	opts := analyze.Options{ITLByRequest: byRequest}
 	if all == nil {
-		sums = analyze.SummarizeRuns(ds.Runs, ds.Requests)
+		sums = analyze.SummarizeRunsWith(ds.Runs, ds.Requests, opts)
 	}
 	if len(sums) == 0 {
 		// Neither runs nor requests: still one (empty) row.
@@ -250,7 +254,7 @@ func datasetSummary(ds Dataset) (datasetView, []*analyze.Summary, *analyze.Summa
 		return view, sums, sums[0]
 	}
 	if all == nil {
-		all = analyze.Summarize(trace.Run{Name: ds.Name}, ds.Requests)
+		all = analyze.SummarizeWith(trace.Run{Name: ds.Name}, ds.Requests, opts)
 	}
 	rv := newRunView("all runs", all)
 	rv.Pooled = true

@@ -194,7 +194,9 @@ func statsCompare(c *cli.Command, other string, sopts analyze.Options) error {
 		var ns [2]string
 		for side, k := range [2]int{p.A, p.B} {
 			g := groups[side][k]
-			sums[side] = analyze.SummarizeWith(g.Run, g.Requests, sopts)
+			opts := sopts
+			opts.ITLByRequest = true // the bootstrap resamples ITL by request
+			sums[side] = analyze.SummarizeWith(g.Run, g.Requests, opts)
 			ns[side] = names[side] + " " + labels[side][k]
 		}
 		cmps = append(cmps, analyze.Compare(ns[0], sums[0], ns[1], sums[1], analyze.CompareOptions{
