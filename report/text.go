@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/internal/human"
 )
 
 // StatsOptions chooses what the vLLM-style summary prints.
@@ -439,7 +440,7 @@ func WriteSourceViews(w io.Writer, runs []string, views []*analyze.SourceView) e
 		}
 		kvLine(&b, "Requests counted:", v.N)
 		for _, s := range v.Values {
-			fmt.Fprintf(&b, "%-40s %.6f\n", s.Name+":", s.Value)
+			kvLine(&b, s.Name+":", human.Number(s.Value))
 		}
 		for _, m := range v.Metrics {
 			fmt.Fprintf(&b, "%s\n", center(" "+m.Name+" ("+m.Unit+", our "+m.Ours+") ", 50, '-'))
@@ -448,18 +449,18 @@ func WriteSourceViews(w io.Writer, runs []string, views []*analyze.SourceView) e
 				k string
 				v float64
 			}{{"mean", m.Mean}, {"std", m.Std}, {"min", m.Min}, {"median", m.Median}, {"max", m.Max}} {
-				fmt.Fprintf(&b, "%-40s %.6f\n", kv.k+":", kv.v)
+				kvLine(&b, kv.k+":", human.Number(kv.v))
 			}
 			if v.Source == "guidellm" { // fields only GuideLLM prints
 				for _, kv := range []struct {
 					k string
 					v float64
 				}{{"mode", m.Mode}, {"variance", m.Variance}, {"total_sum", m.TotalSum}} {
-					fmt.Fprintf(&b, "%-40s %.6f\n", kv.k+":", kv.v)
+					kvLine(&b, kv.k+":", human.Number(kv.v))
 				}
 			}
 			for _, p := range m.Percentiles {
-				fmt.Fprintf(&b, "%-40s %.6f\n", p.Key+":", p.Value)
+				kvLine(&b, p.Key+":", human.Number(p.Value))
 			}
 		}
 		for _, n := range v.NotReproduced {
