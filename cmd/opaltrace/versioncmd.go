@@ -27,15 +27,27 @@ func versionCommand() *cli.Command {
 }
 
 // versionLine is the module version and VCS revision from the binary's
-// build information: "v0.3.0 (go1.26.0)" for a module install, "(devel)
-// 1a2b3c4d5e6f, 2026-12-01T20:00:00Z, modified (go1.26.0)" for a build in
-// a checkout (without the revision when built with -buildvcs=false).
+// build information (versionOf).
 func versionLine() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "(no build information)"
 	}
+	return versionOf(bi)
+}
+
+// versionOf formats build information: "v0.3.0 (go1.26.0)" for a module
+// install (the module version names the code), "(devel) 1a2b3c4d5e6f,
+// 2026-12-01T20:00:00Z, modified (go1.26.0)" for a build in a git
+// checkout ("modified": with uncommitted changes), and "(devel), no VCS
+// revision (go1.26.0)" for a build that recorded none: built with
+// -buildvcs=false (GOFLAGS may set it), outside a checkout, or by go run
+// before Go recorded it for go run.
+func versionOf(bi *debug.BuildInfo) string {
 	s := bi.Main.Version
+	if s == "" {
+		s = "(devel)"
+	}
 	var rev, at string
 	modified := false
 	for _, kv := range bi.Settings {
@@ -48,7 +60,8 @@ func versionLine() string {
 			modified = kv.Value == "true"
 		}
 	}
-	if rev != "" {
+	switch {
+	case rev != "":
 		s += " " + rev[:min(12, len(rev))]
 		if at != "" {
 			s += ", " + at
@@ -56,6 +69,8 @@ func versionLine() string {
 		if modified {
 			s += ", modified"
 		}
+	case s == "(devel)":
+		s += ", no VCS revision"
 	}
 	return s + " (" + bi.GoVersion + ")"
 }
