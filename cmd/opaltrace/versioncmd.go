@@ -37,9 +37,10 @@ func versionLine() string {
 }
 
 // versionOf formats build information: "v0.3.0 (go1.26.0)" for a module
-// install (the module version names the code), "(devel) 1a2b3c4d5e6f,
-// 2026-12-01T20:00:00Z, modified (go1.26.0)" for a build in a git
-// checkout ("modified": with uncommitted changes), and "(devel), no VCS
+// install (the module version names the code), "v0.0.0-20261201233638-
+// cfa30219eabb+dirty cfa30219eabb, 2026-12-01T23:36:38Z, modified
+// (go1.26.8)" for a build in a git clone (the go command's pseudo-version
+// of the revision; "modified": with uncommitted changes), and "(devel), no VCS
 // revision (go1.26.0)" for a build that recorded none: built with
 // -buildvcs=false (GOFLAGS may set it), outside a checkout, or by go run
 // before Go recorded it for go run.
