@@ -36,7 +36,7 @@ func TestMicroStatsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := WriteStats(&b, CompatStage(out), true); err != nil {
+	if err := WriteStats(&b, out, true); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile(filepath.Join(dir, "opal_stats.json"))
@@ -47,7 +47,7 @@ func TestMicroStatsFile(t *testing.T) {
 		t.Errorf("opal_stats.json differs:\n%s\nOpal wrote:\n%s", b.String(), want)
 	}
 	b.Reset()
-	WriteStats(&b, CompatStage(out), false)
+	WriteStats(&b, out, false)
 	if !strings.Contains(b.String(), `"latencies": [1.0, 0.0,`) {
 		t.Errorf("a 0.82 s latency is not in the first bin (up to 1,000 ms):\n%s", b.String())
 	}

@@ -13,35 +13,12 @@ import (
 	"github.com/opaltrace/opaltrace/trace"
 )
 
-// A Stage is one replayed stage, as Opal's opal_stats.json reports it.
-type Stage struct {
-	// Records are the finished requests in completion order.
-	Records []*trace.Request
-	// GPUTime is, per record, the end of its first step to the end of
-	// its last (raw_gpu_time); nil: from the first scheduling to the
-	// last token, what an opaltrace record has.
-	GPUTime []float64
-	Queued  int
-	// Start and End are the stage's times; the per-second series are
-	// sampled at each second from 1 (PerSecondGPUUtil may be empty: an
-	// opaltrace replay does not keep the workers' busy time per second).
-	Start, End        float64
-	PerSecondFinished []int
-	PerSecondWorkers  []int
-	PerSecondGPUUtil  []float64
-}
-
-// CompatStage is the Stage of an Opal-compatible replay.
-func CompatStage(o *replay.OpalRun) Stage {
-	return Stage{Records: o.Records, GPUTime: o.GPUTime, Queued: o.Queued, Start: o.Start, End: o.End,
-		PerSecondFinished: o.PerSecondFinished, PerSecondWorkers: o.PerSecondWorkers, PerSecondGPUUtil: o.PerSecondGPUUtil}
-}
-
-// ReplayStage is the Stage of an opaltrace replay's records of one run on
-// workers workers: completion order and the per-second completions from
-// their times at the router, the stage from 0 to the last completion.
-func ReplayStage(recs []*trace.Request, workers int) Stage {
-	s := Stage{Queued: len(recs)}
+// ReplayStage is the stage of Opal's outputs for an opaltrace replay's
+// records of one run on workers workers: completion order and the
+// per-second completions from their times at the router, the stage from
+// 0 to the last completion.
+func ReplayStage(recs []*trace.Request, workers int) *replay.OpalRun {
+	s := &replay.OpalRun{Queued: len(recs)}
 	for _, r := range recs {
 		if r.Status == trace.StatusOK {
 			s.Records = append(s.Records, r)
@@ -80,7 +57,7 @@ func latencyBins() []int {
 // the latencies it compares with them in s, so every request lands in
 // bin 0: opal-notes.md Q7); without, each latency goes to the bin of its
 // value in ms.
-func WriteStats(out io.Writer, s Stage, q7 bool) error {
+func WriteStats(out io.Writer, s *replay.OpalRun, q7 bool) error {
 	bins := latencyBins()
 	hist := make([]float64, len(bins))
 	var lat, queue, kvc, gpu, ttft []float64

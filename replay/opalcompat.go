@@ -225,42 +225,76 @@ func (c *OpalCompat) decodeSec(ctx []int64, base bool) float64 {
 	return t + sum
 }
 
-// An OpalRun is what an Opal-compatible replay of one stage produced.
+// An OpalRun is one stage of an Opal run, as Opal's opal_stats.json
+// reports it: what an Opal-compatible replay of the stage produced, or
+// (package opal's ReplayStage) what an opaltrace replay of it did.
 type OpalRun struct {
 	// Records are the finished requests in the order Opal's router
 	// collected them (its raw_* lists' order).
 	Records []*trace.Request
 	// GPUTime is, per record, the time from the end of its first step
-	// to the end of its last (Opal's raw_gpu_time).
+	// to the end of its last (Opal's raw_gpu_time); nil for an opaltrace
+	// replay, whose records give the first scheduling and the last token.
 	GPUTime []float64
 	// Queued is the requests the router received.
 	Queued int
 	// Start and End are the stage's times (Opal's stage_time_start and
 	// stage_time_end).
 	Start, End float64
-	// Per simulated second from 1: requests finished in that second,
-	// workers, and the workers' mean GPU busy time as a percentage of
-	// the time so far (Opal's per_unit_* series).
+	// Per simulated second from 1 while the stage ran: requests finished
+	// in that second, workers, and the workers' mean GPU busy time as a
+	// percentage of the time so far (Opal's per_unit_* series; an
+	// opaltrace replay leaves PerSecondGPUUtil empty).
 	PerSecondFinished []int
 	PerSecondWorkers  []int
 	PerSecondGPUUtil  []float64
 	// Steps and Preemptions count the workers' scheduler steps and
-	// preemptions; HitTokens the prompt tokens fetched from the tiers.
+	// preemptions during the stage; HitTokens the prompt tokens fetched
+	// from the tiers.
 	Steps, Preemptions, HitTokens int64
 }
 
-// RunOpalCompat replays reqs, one Opal stage, as Opal would: arrivals at
-// their trace times (counted from the stage's start), routed by Opal's
-// router, served by Opal's worker. run names the records' run.
+// An OpalCompatStage is one stage of an Opal config for RunOpalCompat.
+type OpalCompatStage struct {
+	// Requests are the stage's, in the order its generator dispatches
+	// them. A trace stage's arrivals are absolute simulation times
+	// (Opal sleeps until each timestamp, so rows already past when the
+	// stage starts go at once: opal-notes.md Q5); a synthetic stage's
+	// (Source opal-synthetic) count from the stage's start.
+	Requests Requests
+	// Run names the records' run.
+	Run string
+	// FinishGapSec is how long a synthetic stage's generator sleeps
+	// after its last request before it reports the stage generated (its
+	// request gap); 0 for a trace stage, whose reader stops at once.
+	FinishGapSec float64
+}
+
+// RunOpalCompat replays reqs, the only stage of an Opal config, as Opal
+// would (RunOpalCompatStages).
 func RunOpalCompat(c OpalCompat, reqs Requests, run string) (*OpalRun, error) {
+	runs, err := RunOpalCompatStages(c, []OpalCompatStage{{Requests: reqs, Run: run}})
+	if err != nil {
+		return nil, err
+	}
+	return runs[0], nil
+}
+
+// RunOpalCompatStages replays an Opal config's stages as Opal runs them:
+// one simulation, in which each stage starts when the previous one is
+// done (every request generated and its response back at the stage) and
+// finds the cluster as that stage left it: the workers' KV tiers and GPU
+// time, the router's random draws and round-robin position. Requests
+// are routed by Opal's router and served by Opal's worker. It returns
+// one OpalRun per stage.
+func RunOpalCompatStages(c OpalCompat, stages []OpalCompatStage) ([]*OpalRun, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	n := reqs.Len()
-	if n == 0 {
-		return nil, errors.New("opal compat: no requests")
+	if len(stages) == 0 {
+		return nil, errors.New("opal compat: no stages")
 	}
-	s := &opalSim{cfg: &c, env: newSimEnv(), rng: numpyrand.NewPCG64(c.Seed), out: &OpalRun{}}
+	s := &opalSim{cfg: &c, env: newSimEnv(), rng: numpyrand.NewPCG64(c.Seed)}
 	s.bwBps = c.MemBWTBps * 1e12
 	var shared []*opalDevice
 	for _, t := range c.Tiers {
@@ -275,63 +309,132 @@ func RunOpalCompat(c OpalCompat, reqs Requests, run string) (*OpalRun, error) {
 		s.workers = append(s.workers, w)
 	}
 	s.inflight = make([]int, c.Workers)
-	// Requests in arrival order; Opal's trace reader dispatches in file
-	// order, each no earlier than the previous.
-	s.reqs = make([]*opalReq, n)
-	var prev float64
 	var scratch trace.Request
-	for i := range n {
-		in := peek(reqs, i, &scratch)
-		arr := in.Arrival.V.Seconds()
-		r := &opalReq{idx: i, run: run, in: in.InputTokens.V, out: in.OutputTokens.V}
-		r.src, r.id, r.stage = in.Source, in.RequestID, in.Stage
-		if r.in < 1 {
-			return nil, fmt.Errorf("opal compat: request %d has no prompt", i)
+	for k, st := range stages {
+		n := st.Requests.Len()
+		if n == 0 {
+			return nil, fmt.Errorf("opal compat: stage %d: no requests", k)
 		}
-		keys, sizes, err := opalChunkKeys(in, c.KVChunk)
-		if err != nil {
-			return nil, fmt.Errorf("opal compat: request %d: %w", i, err)
+		sr := &opalStageRun{cfg: st, out: &OpalRun{Queued: n}, left: n}
+		for i := range n {
+			in := peek(st.Requests, i, &scratch)
+			r := &opalReq{idx: i, stageIdx: k, run: st.Run, in: in.InputTokens.V, out: in.OutputTokens.V}
+			r.src, r.id, r.stage = in.Source, in.RequestID, in.Stage
+			r.arrival = in.Arrival.V.Seconds()
+			if r.in < 1 {
+				return nil, fmt.Errorf("opal compat: stage %d: request %d has no prompt", k, i)
+			}
+			keys, sizes, err := opalChunkKeys(in, c.KVChunk)
+			if err != nil {
+				return nil, fmt.Errorf("opal compat: stage %d: request %d: %w", k, i, err)
+			}
+			r.keys, r.chunkTok = keys, sizes
+			sr.reqs = append(sr.reqs, r)
 		}
-		r.keys, r.chunkTok = keys, sizes
-		r.dispatch = max(arr, prev)
-		r.creation = r.dispatch
-		if c.Quirks.TTFTFromPrevious && in.Source != "opal-synthetic" {
-			r.creation = prev // created before the generator sleeps until its time (Q3)
-		}
-		prev = r.dispatch
-		s.reqs[i] = r
-	}
-	for _, r := range s.reqs {
-		s.env.at(r.dispatch, func() { s.route(r) })
+		s.stages = append(s.stages, sr)
+		s.total += n
 	}
 	for _, w := range s.workers {
 		w.start()
 	}
+	s.env.at(0, func() { s.startStage(0) })
 	s.env.at(1, s.perSecond)
 	s.env.run()
 	if s.err != nil {
 		return nil, s.err
 	}
-	if s.finished != n {
-		return nil, fmt.Errorf("opal compat: internal error: %d of %d requests finished", s.finished, n)
+	if s.finished != s.total || s.active != len(s.stages)-1 || !s.done {
+		return nil, fmt.Errorf("opal compat: internal error: %d of %d requests finished", s.finished, s.total)
 	}
-	o := s.out
-	o.Queued = n
-	o.End = s.lastDone
+	last := s.stages[s.active].out
 	if c.Quirks.WholeSeconds {
-		o.End = math.Ceil(s.lastDone)
-		if o.End == s.lastDone {
-			o.End++ // the poll at that second ran before the completion's handling ended
+		// The run ends at the 1-second poll that sees the workload done.
+		end := math.Ceil(last.End)
+		if end == last.End {
+			end++ // the poll at that second ran before the completion's handling ended
 		}
-	}
-	for _, w := range s.workers {
-		o.Steps += w.steps
-		o.Preemptions += w.preemptions
+		last.End = end
 	}
 	// The per-second series run to the end, and one sample past it, as
 	// Opal's stats loop takes one more before it sees the run is done.
-	s.sampleUntil(o.End + 1)
-	return o, nil
+	s.sampleUntil(last.End + 1)
+	runs := make([]*OpalRun, len(s.stages))
+	for i, sr := range s.stages {
+		runs[i] = sr.out
+	}
+	return runs, nil
+}
+
+// An opalStageRun is one stage of an Opal-compatible replay in progress.
+type opalStageRun struct {
+	cfg  OpalCompatStage
+	reqs []*opalReq
+	out  *OpalRun
+	left int // responses not yet back
+	// generated: when the stage's generator reported it had generated
+	// every request (its last dispatch, plus FinishGapSec).
+	generated float64
+}
+
+// startStage is the workload orchestrator running stage k: its generator
+// dispatches its requests, each no earlier than the previous, and
+// creates each right after dispatching the previous (Q3).
+func (s *opalSim) startStage(k int) {
+	sr := s.stages[k]
+	s.active = k
+	now := s.env.now
+	sr.out.Start = now
+	var steps, pre int64
+	for _, w := range s.workers {
+		steps += w.steps
+		pre += w.preemptions
+	}
+	s.stepsAt, s.preemptionsAt = steps, pre
+	prev := now
+	for _, r := range sr.reqs {
+		t := r.arrival
+		if r.src == "opal-synthetic" {
+			t += now
+		}
+		r.dispatch = max(t, prev)
+		r.creation = r.dispatch
+		if s.cfg.Quirks.TTFTFromPrevious && r.src != "opal-synthetic" {
+			r.creation = prev // created before the generator sleeps until its time (Q3)
+		}
+		prev = r.dispatch
+		s.env.at(r.dispatch, func() { s.route(r) })
+	}
+	sr.generated = prev + sr.cfg.FinishGapSec
+}
+
+// stageResponded is the stage's response loop after its last response:
+// the stage is done when its generator has also finished, which the loop
+// sees at once or at one of its 1-second polls.
+func (s *opalSim) stageResponded(k int) {
+	sr := s.stages[k]
+	now := s.env.now
+	end := now
+	if sr.generated > now {
+		end = now + math.Ceil(sr.generated-now)
+	}
+	s.env.at(end, func() { s.endStage(k) })
+}
+
+// endStage ends stage k and starts the next, if any.
+func (s *opalSim) endStage(k int) {
+	sr := s.stages[k]
+	sr.out.End = s.env.now
+	for _, w := range s.workers {
+		sr.out.Steps += w.steps
+		sr.out.Preemptions += w.preemptions
+	}
+	sr.out.Steps -= s.stepsAt
+	sr.out.Preemptions -= s.preemptionsAt
+	if k+1 < len(s.stages) {
+		s.startStage(k + 1)
+		return
+	}
+	s.done = true
 }
 
 // An opalSim is one Opal-compatible replay in progress.
@@ -340,15 +443,18 @@ type opalSim struct {
 	env      *simEnv
 	rng      *numpyrand.PCG64
 	workers  []*opalWorker
-	reqs     []*opalReq
+	stages   []*opalStageRun
+	active   int // the stage running (Opal's active_stage)
+	done     bool
+	total    int   // requests of every stage
 	inflight []int // per worker, routed and not yet collected
 	rr       int   // RoundRobin's last selected
 	bwBps    float64
-	out      *OpalRun
 	err      error
 
+	stepsAt, preemptionsAt int64 // the workers' counts when the active stage started
+
 	finished      int
-	lastDone      float64
 	sampled       int // per-second samples taken
 	finishedSince int
 }
@@ -393,19 +499,25 @@ func (s *opalSim) collect(r *opalReq, gpuTime float64) {
 	now := s.env.now
 	s.inflight[r.worker]--
 	r.doneAtRouter = now
-	s.out.Records = append(s.out.Records, r.record(s.cfg))
-	s.out.GPUTime = append(s.out.GPUTime, gpuTime)
-	s.out.HitTokens += r.hitTokens
+	// Opal files a finished request under the stage running, which is
+	// r's: a stage ends only after its last response.
+	sr := s.stages[r.stageIdx]
+	o := sr.out
+	o.Records = append(o.Records, r.record(s.cfg))
+	o.GPUTime = append(o.GPUTime, gpuTime)
+	o.HitTokens += r.hitTokens
 	s.finished++
 	s.finishedSince++
-	s.lastDone = now
 	r.keys, r.chunkTok, r.decodeStamps = nil, nil, nil
+	if sr.left--; sr.left == 0 {
+		s.stageResponded(r.stageIdx)
+	}
 }
 
 // perSecond takes Opal's per-second samples while requests are left.
 func (s *opalSim) perSecond() {
 	s.sample()
-	if s.finished < len(s.reqs) && s.err == nil {
+	if !s.done && s.err == nil {
 		s.env.at(s.env.now+1, s.perSecond)
 	}
 }
@@ -418,9 +530,10 @@ func (s *opalSim) sampleUntil(end float64) {
 	}
 }
 
+// sample takes the per-second sample of the stage running.
 func (s *opalSim) sample() {
 	s.sampled++
-	o := s.out
+	o := s.stages[s.active].out
 	o.PerSecondFinished = append(o.PerSecondFinished, s.finishedSince)
 	s.finishedSince = 0
 	o.PerSecondWorkers = append(o.PerSecondWorkers, len(s.workers))
@@ -434,7 +547,9 @@ func (s *opalSim) sample() {
 // An opalReq is one request inside the Opal-compatible replay
 // (vllm_worker.py's VLLMSchedulerRequest and its LLMRequest's stats).
 type opalReq struct {
-	idx            int
+	idx            int // in its stage
+	stageIdx       int
+	arrival        float64 // as the stage gives it (absolute for a trace)
 	run, src, id   string
 	stage          string
 	in, out        int64

@@ -98,3 +98,56 @@ func TestOpalCompatMooncake(t *testing.T) {
 		}
 	}
 }
+
+// TestOpalCompatStagesMooncake replays an Opal config of two trace stages,
+// each the first 300 Mooncake conversation requests, on the reference
+// deployment, and checks each stage against what Opal (opal-sim@bc1e67e,
+// SimPy 3.0.8, collision-free token ids) printed and wrote for it. Opal
+// runs the stages in one simulation: the second starts when the first's
+// last response is back (158.40 s), its rows' timestamps already past
+// (Q5), and it finds the KV tiers the first filled; its TTFTs are no
+// independent run's.
+func TestOpalCompatStagesMooncake(t *testing.T) {
+	all := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))
+	outs, err := RunOpalCompatStages(opalDefault4(), []OpalCompatStage{
+		{Requests: Requests(all[:300]), Run: "stage_0"}, {Requests: Requests(all[:300]), Run: "stage_1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		ttft          [3]float64 // ms, to Opal's printed 0.01
+		start, end    float64
+		samples, done int // per_unit_throughput's length and sum
+	}{
+		{[3]float64{10313.35, 8346.98, 25818.85}, 0, 158.403815943502, 158, 299},
+		{[3]float64{35637.79, 34988.23, 90945.91}, 158.403815943502, 269, 112, 301},
+	}
+	for k, w := range want {
+		o := outs[k]
+		got := opalFiguresOf(o.Records)
+		var done int
+		for _, n := range o.PerSecondFinished {
+			done += n
+		}
+		t.Logf("stage %d: TTFT %.2f / %.2f / %.2f ms, %v to %v s, %d samples", k, got.ttft[0], got.ttft[1], got.ttft[2], o.Start, o.End, len(o.PerSecondFinished))
+		for i := range 3 {
+			if math.Round(got.ttft[i]*100) != math.Round(w.ttft[i]*100) {
+				t.Errorf("stage %d: TTFT %v, Opal %v", k, got.ttft, w.ttft)
+				break
+			}
+		}
+		if o.Start != w.start || o.End != w.end || len(o.PerSecondFinished) != w.samples || done != w.done || o.Queued != 300 {
+			t.Errorf("stage %d: %v to %v s, %d samples of %d finished, %d queued; Opal: %v to %v s, %d samples of %d, 300",
+				k, o.Start, o.End, len(o.PerSecondFinished), done, o.Queued, w.start, w.end, w.samples, w.done)
+		}
+	}
+	// The same rows replayed alone, on an idle cluster from time 0, are
+	// another run.
+	alone, err := RunOpalCompat(opalDefault4(), Requests(all[:300]), "alone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := opalFiguresOf(alone.Records); math.Round(a.ttft[0]*100) == math.Round(want[1].ttft[0]*100) {
+		t.Errorf("stage 1 alone gives the mean TTFT of stage 1 after stage 0 (%.2f ms)", a.ttft[0])
+	}
+}

@@ -358,6 +358,17 @@ func (l OpalLength) draw(rng *rand.Rand) int64 {
 	return int64(min(max(v, float64(l.Min)), float64(l.Max)))
 }
 
+// FinishGapSec is how long the stage's generator sleeps after its last
+// request before it reports the stage generated: a synthetic stage's
+// request gap (for ExponentialReqRate its mean: Opal draws that gap from
+// numpy's unseeded global generator), nothing for a trace stage.
+func (s OpalStage) FinishGapSec() float64 {
+	if s.Type == "trace" || !(s.Rate > 0) {
+		return 0
+	}
+	return 1 / s.Rate
+}
+
 // StageName is the stage's label, as Opal names its output directory.
 func (s OpalStage) StageName() string { return "stage_" + strconv.Itoa(s.Index) }
 

@@ -140,10 +140,9 @@ func opalCompatReplay(c *cli.Command, cfg *opal.Config) error {
 	compat := cfg.Compat(q)
 	compat.Seed = seed
 	name := c.String("run")
-	var runs []trace.Run
-	var all []*trace.Request
-	var sums []*analyze.Summary
-	var stages []opal.Stage
+	// Opal runs its stages one after another in one simulation, each on
+	// the cluster the previous one left.
+	var stages []replay.OpalCompatStage
 	for _, s := range cfg.Workload.Stages {
 		runName := name
 		if len(cfg.Workload.Stages) > 1 {
@@ -153,26 +152,31 @@ func opalCompatReplay(c *cli.Command, cfg *opal.Config) error {
 		if err != nil {
 			return err
 		}
-		out, err := replay.RunOpalCompat(compat, reqs, runName)
-		if err != nil {
-			return fmt.Errorf("run %s: %w", runName, err)
-		}
+		stages = append(stages, replay.OpalCompatStage{Requests: reqs, Run: runName, FinishGapSec: s.FinishGapSec()})
+	}
+	outs, err := replay.RunOpalCompatStages(compat, stages)
+	if err != nil {
+		return err
+	}
+	var runs []trace.Run
+	var all []*trace.Request
+	var sums []*analyze.Summary
+	for i, s := range cfg.Workload.Stages {
+		out, runName := outs[i], stages[i].Run
 		run := trace.Run{Name: runName, Stage: s.StageName(), Source: "opal-compat", Engine: "opal", Model: cfg.ModelName,
 			DurationSec: trace.Some(out.End - out.Start),
 			Extra:       map[string]string{"opal_config": cfg.File, "workload": "opal " + s.Type, "opal_quirks": quirkText(q)}}
-		fmt.Fprintf(c.ErrWriter, "%s: %d requests, Opal-compatible (%s) on %d workers: %d steps, %d preemptions, %d prompt tokens from the KV tiers, %.0f s\n",
-			runName, len(out.Records), quirkText(q), compat.Workers, out.Steps, out.Preemptions, out.HitTokens, out.End-out.Start)
+		fmt.Fprintf(c.ErrWriter, "%s: %d requests, Opal-compatible (%s) on %d workers: %d steps, %d preemptions, %d prompt tokens from the KV tiers, %.0f to %.0f s\n",
+			runName, len(out.Records), quirkText(q), compat.Workers, out.Steps, out.Preemptions, out.HitTokens, out.Start, out.End)
 		runs = append(runs, run)
 		all = append(all, out.Records...)
-		sum := analyze.Summarize(run, out.Records)
-		sums = append(sums, sum)
-		stages = append(stages, opal.CompatStage(out))
+		sums = append(sums, analyze.Summarize(run, out.Records))
 	}
 	if err := writeRecords(c.String("output"), runs, all); err != nil {
 		return err
 	}
 	if dir := c.String("opal-stats"); dir != "" {
-		for i, st := range stages {
+		for i, st := range outs {
 			if err := writeOpalStats(dir, cfg.Workload.Stages[i].StageName(), st, q == replay.AllOpalQuirks(), c.ErrWriter); err != nil {
 				return err
 			}
@@ -220,7 +224,7 @@ func writeRecords(path string, runs []trace.Run, reqs []*trace.Request) error {
 }
 
 // writeOpalStats writes st as DIR/STAGE/opal_stats.json, atomically.
-func writeOpalStats(dir, stage string, st opal.Stage, q7 bool, stderr io.Writer) error {
+func writeOpalStats(dir, stage string, st *replay.OpalRun, q7 bool, stderr io.Writer) error {
 	path := filepath.Join(dir, stage, "opal_stats.json")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
