@@ -249,8 +249,8 @@ type engine struct {
 	timeout time.Duration // client timeout; 0: none
 	live    []*reqState   // with a timeout: the state of each request in flight, by index
 
-	tabs [maxTabN + 1][][]stepPrice // decode prices by batch size and context sum, in pages (decodePrice)
-	one  [1]int64                   // scratch: a lone decode's batch
+	tabs [maxTabN + 1][][]time.Duration // decode prices by batch size and context sum, in pages (decodePrice)
+	one  [1]int64                       // scratch: a lone decode's batch
 	// sum is the step model when it prices decode batches by their
 	// contexts' sum (steadySteps); nil otherwise.
 	sum model.DecodeSumModel

@@ -35,7 +35,10 @@ type stepPrice struct {
 //
 // Note: a table is paged, its pages allocated when first used: a batch of
 // 16 long requests sums to millions, but the sums a replay meets are a few
-// ranges, and fresh memory costs a page fault per 4 KiB.
+// ranges, and fresh memory costs a page fault per 4 KiB. Pages of 4,096
+// prices of 16 bytes were 58 MB for a 4-worker Mooncake replay, at a
+// tenth full for large batches (their sums advance by the batch size a
+// step); pages of 512 durations (Seconds is a multiplication) are 16 MB.
 func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 	if n > maxTabN {
 		d, _ := e.sum.DecodeStepTime(n, ctx)
@@ -44,8 +47,8 @@ func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 	tab := &e.tabs[n]
 	pg, off := ctx>>tabPageBits, ctx&(1<<tabPageBits-1)
 	if pg < int64(len(*tab)) && (*tab)[pg] != nil {
-		if p := (*tab)[pg][off]; p.d != 0 {
-			return p
+		if d := (*tab)[pg][off]; d != 0 {
+			return stepPrice{d, d.Seconds()}
 		}
 	}
 	var d time.Duration
@@ -58,20 +61,20 @@ func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 	p := stepPrice{d, d.Seconds()}
 	if pg < maxTabPages {
 		if pg >= int64(len(*tab)) {
-			*tab = append(*tab, make([][]stepPrice, pg+1-int64(len(*tab)))...)
+			*tab = append(*tab, make([][]time.Duration, pg+1-int64(len(*tab)))...)
 		}
 		if (*tab)[pg] == nil {
-			(*tab)[pg] = make([]stepPrice, 1<<tabPageBits)
+			(*tab)[pg] = make([]time.Duration, 1<<tabPageBits)
 		}
-		(*tab)[pg][off] = p
+		(*tab)[pg][off] = d
 	}
 	return p
 }
 
-// Price table pages hold 4,096 context sums (64 KiB); sums below 2^24 are
+// Price table pages hold 512 context sums (4 KiB); sums below 2^24 are
 // kept.
 const (
-	tabPageBits = 12
+	tabPageBits = 9
 	maxTabPages = 1 << (24 - tabPageBits)
 )
 

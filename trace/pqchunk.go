@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/klauspost/compress/zstd"
 )
 
 // dataPageSize is the uncompressed size at which a list's values start a
@@ -36,7 +37,8 @@ type chunk struct {
 	dataPages    int32
 	st           metadata.TypedStatistics
 
-	body, z []byte // scratch: a page's uncompressed and compressed body
+	body, z []byte        // scratch: a page's uncompressed and compressed body
+	zenc    *zstd.Encoder // compresses the pages; one goroutine at a time uses it (newFastZstd)
 
 	// Dictionary encoding: each distinct string's index, the strings in
 	// index order, and each value's index.
@@ -56,7 +58,7 @@ func (c *chunk) reset() {
 // page compresses c.body and appends it as a page of type typ holding
 // numValues levels (a data page) or dictionary entries.
 func (c *chunk) page(typ int32, numValues int, encoding int32) {
-	c.z = zstdCompress(c.z[:0], c.body)
+	c.z = c.zenc.EncodeAll(c.body, c.z[:0])
 	start := len(c.buf)
 	c.buf = appendPageHeader(c.buf, typ, len(c.body), len(c.z), numValues, encoding)
 	c.uncompressed += int64(len(c.buf) - start + len(c.body))

@@ -297,6 +297,9 @@ func newEncoder(w io.Writer) (*encoder, error) {
 		return nil, err
 	}
 	chunks := make([]*chunk, len(columns))
+	// The ITL column may be encoded beside the others (write): it has an
+	// encoder of its own.
+	zrest, zitl := newFastZstd(), newFastZstd()
 	for i, c := range columns {
 		// The levels the sinks write (pqchunk.go).
 		def, rep := int16(1), int16(0)
@@ -310,7 +313,10 @@ func newEncoder(w io.Writer) (*encoder, error) {
 		}
 		path := d.Path()
 		chunks[i] = &chunk{descr: d, stats: props.StatisticsEnabledFor(path), dict: props.DictionaryEnabledFor(path),
-			maxStats: int(props.MaxStatsSizeFor(path))}
+			maxStats: int(props.MaxStatsSizeFor(path)), zenc: zrest}
+		if i == itlColumn {
+			chunks[i].zenc = zitl
+		}
 	}
 	// The Arrow schema, stored as pqarrow stores it, lets Arrow readers
 	// restore the exact types.

@@ -17,7 +17,7 @@ import (
 func writerProperties() *parquet.WriterProperties {
 	opts := []parquet.WriterProperty{
 		// The codec the footer names; pages are compressed by
-		// zstdCompress at zstd's fastest level: a tenth faster than its
+		// newFastZstd's encoders at zstd's fastest level: a tenth faster than its
 		// default for the same size on simulated traces, whose ITL lists
 		// are most of the bytes and repeat so much that level 1 finds it
 		// all.

@@ -1,10 +1,6 @@
 package trace
 
-import (
-	"sync"
-
-	"github.com/klauspost/compress/zstd"
-)
+import "github.com/klauspost/compress/zstd"
 
 // Writer compresses pages with zstd's fastest level, without entropy
 // coding of literals and without frame checksums.
@@ -16,18 +12,17 @@ import (
 // MiB without; matches, not literals, do the work). The frame checksum is
 // another 4 % of compression time; Parquet readers do not need it. The
 // frames are standard zstd; arrow-go's codec reads them.
-var fastZstdEncoders = sync.Pool{New: func() any {
+//
+// A Writer keeps two encoders, one for the ITL column, which a goroutine of
+// its own encodes, and one for the others (encoder.write). A sync.Pool of
+// them lost its encoders at every garbage collection, and each new one
+// allocates a history the size of a page (dataPageSize): 36 MB of fresh
+// memory for a 4-worker replay of the Mooncake trace.
+func newFastZstd() *zstd.Encoder {
 	enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderConcurrency(1), zstd.WithNoEntropyCompression(true), zstd.WithEncoderCRC(false))
 	if err != nil {
 		panic(err) // only on invalid options
 	}
 	return enc
-}}
-
-// zstdCompress appends src compressed as one zstd frame.
-func zstdCompress(dst, src []byte) []byte {
-	enc := fastZstdEncoders.Get().(*zstd.Encoder)
-	defer fastZstdEncoders.Put(enc)
-	return enc.EncodeAll(src, dst)
 }
