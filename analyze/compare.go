@@ -1,9 +1,11 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // CompareOptions tune Compare.
@@ -101,10 +103,9 @@ type StatComparison struct {
 // Note: each resample is drawn as counts over the sorted values (O(n), no
 // sort), or as counts over requests that weigh their gaps (O(gaps), with
 // one random draw per request, not per gap); the number of resamples is
-// capped so that resamples × (n_A + n_B) ≤ 2·10⁸ for values drawn one by
-// one, and resamples × gaps ≤ 10⁹ for requests (at least 100 either way):
-// a pooled ITL of millions of gaps gets fewer resamples, and Resamples says
-// how many.
+// capped so that resamples × (n_A + n_B) ≤ 2·10⁸ (at least 100): a pooled
+// ITL of millions of gaps gets fewer resamples, and Resamples says how
+// many.
 func Compare(nameA string, a *Summary, nameB string, b *Summary, opts CompareOptions) *Comparison {
 	opts = opts.withDefaults()
 	c := &Comparison{A: nameA, B: nameB, Margin: opts.Margin}
@@ -119,8 +120,15 @@ func Compare(nameA string, a *Summary, nameB string, b *Summary, opts CompareOpt
 		a, b Dist
 	}{{"ttft", a.TTFT, b.TTFT}, {"tpot", a.TPOT, b.TPOT}, {"itl", a.ITL, b.ITL}, {"e2el", a.E2E, b.E2E}} {
 		sa, sb := sideOf(m.a, repA[m.name]), sideOf(m.b, repB[m.name])
-		if m.name == "itl" && len(a.ITLRequests) == a.ITL.N() && len(b.ITLRequests) == b.ITL.N() && a.ITL.N() > 0 && b.ITL.N() > 0 {
-			sa, sb = sa.byRequest(a.ITLRequests), sb.byRequest(b.ITLRequests)
+		if m.name == "itl" {
+			// Each side with values resamples by request when it knows
+			// the requests; the other may be a source's reported figures.
+			if a.ITL.N() > 0 && len(a.ITLRequests) == a.ITL.N() {
+				sa = sa.byRequest(a.ITLRequests)
+			}
+			if b.ITL.N() > 0 && len(b.ITLRequests) == b.ITL.N() {
+				sb = sb.byRequest(b.ITLRequests)
+			}
 		}
 		mc := compareSides(m.name, sa, sb, opts, uint64(i))
 		c.Resamples = max(c.Resamples, mc.Resamples)
@@ -150,8 +158,9 @@ type side struct {
 	reported map[string]float64
 	// owner, when not nil, is the request of each of d's values, and
 	// requests their number: the side is resampled by request.
-	owner    []int32
-	requests int
+	owner      []int32
+	requests   int
+	perRequest []requestValues // by request number
 }
 
 // byRequest returns s resampled by request, owner giving each value's.
@@ -160,7 +169,18 @@ func (s side) byRequest(owner []int32) side {
 	for _, r := range owner {
 		s.requests = max(s.requests, int(r)+1)
 	}
+	s.perRequest = make([]requestValues, s.requests)
+	for i, r := range owner {
+		s.perRequest[r].n++
+		s.perRequest[r].sum += s.d.Values[i]
+	}
 	return s
+}
+
+// requestValues are the number and the sum of one request's values.
+type requestValues struct {
+	n   int64
+	sum float64
 }
 
 func sideOf(d Dist, reported map[string]float64) side {
@@ -190,7 +210,7 @@ func (s side) value(st stat) float64 {
 
 func compareSides(name string, a, b side, opts CompareOptions, stream uint64) MetricComparison {
 	mc := MetricComparison{Metric: name, NA: a.d.N(), NB: b.d.N(), AReported: a.isReported(), BReported: b.isReported(),
-		ByRequest: a.owner != nil && b.owner != nil}
+		ByRequest: (a.owner != nil || a.d.N() == 0) && (b.owner != nil || b.d.N() == 0) && (a.owner != nil || b.owner != nil)}
 	all := []stat{{"mean", func(d Dist) float64 { return d.Mean }, -1}}
 	for _, p := range opts.Quantiles {
 		all = append(all, stat{percentileName(p), func(d Dist) float64 { return d.Percentile(p) }, p})
@@ -214,11 +234,7 @@ func compareSides(name string, a, b side, opts CompareOptions, stream uint64) Me
 	bothReported := a.d.N()+b.d.N() == 0
 	if n := a.d.N() + b.d.N(); n > 0 {
 		b1 = opts.Resamples
-		budget := 2e8
-		if mc.ByRequest {
-			budget = 1e9 // one weighted pass over the gaps, no draw per gap
-		}
-		if cap := int(budget / float64(n)); b1 > cap {
+		if cap := int(2e8 / float64(n)); b1 > cap {
 			b1 = max(cap, 100)
 		}
 	}
@@ -298,7 +314,7 @@ func (s side) resample(rng *rand.Rand, counts []int32, stats []stat, out []float
 	switch {
 	case s.d.N() == 0:
 	case s.owner != nil:
-		resampleRequests(rng, s.d.Values, s.owner, counts, stats, out)
+		resampleRequests(rng, s.d.Values, s.owner, s.perRequest, counts, stats, out)
 	default:
 		resampleStats(rng, s.d.Values, counts, stats, out)
 	}
@@ -308,8 +324,11 @@ func (s side) resample(rng *rand.Rand, counts []int32, stats []stat, out []float
 // as there are, with replacement (counts per request), each bringing all
 // its values, which are sorted with owner giving each one's request. The
 // stats are evaluated on the pooled values of the resample: each value
-// weighs as many times as its request was drawn.
-func resampleRequests(rng *rand.Rand, sorted []float64, owner []int32, counts []int32, stats []stat, out []float64) {
+// weighs as many times as its request was drawn. The total and the mean
+// come from per (each request's number and sum of values), the
+// percentiles from one walk over the sorted values up to the highest rank
+// asked, so a resample costs one draw per request and at most one pass.
+func resampleRequests(rng *rand.Rand, sorted []float64, owner []int32, per []requestValues, counts []int32, stats []stat, out []float64) {
 	k := len(counts)
 	clear(counts)
 	for range k {
@@ -317,25 +336,33 @@ func resampleRequests(rng *rand.Rand, sorted []float64, owner []int32, counts []
 	}
 	var total int64
 	sum := 0.0
-	for i, r := range owner {
-		if c := counts[r]; c != 0 {
-			total += int64(c)
-			sum += float64(c) * sorted[i]
+	for r, c := range counts {
+		if c != 0 {
+			total += int64(c) * per[r].n
+			sum += float64(c) * per[r].sum
 		}
 	}
+	// One walk: the percentiles' ranks rise with the percentile, and
+	// stats may come in any order, so they are visited sorted.
+	order := make([]int, 0, len(stats))
 	for j, s := range stats {
 		if s.pct < 0 {
 			out[j] = sum / float64(total)
 			continue
 		}
-		pos, cum := 0, int64(counts[owner[0]])
-		out[j] = percentileOf(total, s.pct, func(rank int64) float64 {
-			for cum <= rank {
-				pos++
-				cum += int64(counts[owner[pos]])
-			}
-			return sorted[pos]
-		})
+		order = append(order, j)
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(stats[x].pct, stats[y].pct) })
+	pos, cum := 0, int64(counts[owner[0]])
+	at := func(rank int64) float64 {
+		for cum <= rank {
+			pos++
+			cum += int64(counts[owner[pos]])
+		}
+		return sorted[pos]
+	}
+	for _, j := range order {
+		out[j] = percentileOf(total, stats[j].pct, at)
 	}
 }
 

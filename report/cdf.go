@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
@@ -138,14 +139,29 @@ func distSection(sets []reportSet, _ HTMLOptions) (sectionView, error) {
 			"the tail view plots 1 − CDF on a log axis, so p99 and p99.9 read, from those quantiles and exact p99.5 … p99.999 " +
 			"where the run has enough values."}
 	for _, m := range htmlMetrics {
-		cdfs := make([]cdfSeries, len(sets))
+		// A dataset without values for the metric (a summary-only run,
+		// which reported statistics only) has no curve: an empty series
+		// would stand in the legend for a distribution nobody measured.
+		var cdfs []cdfSeries
 		var tails []series
-		for i, s := range sets {
+		var none []string
+		for _, s := range sets {
 			d := m.dist(s.pooled)
-			cdfs[i] = cdfSeries{Name: s.name, Dist: d}
+			if d.N() == 0 {
+				none = append(none, s.name)
+				continue
+			}
+			cdfs = append(cdfs, cdfSeries{Name: s.name, Dist: d})
 			if pts := tailPoints(d); len(pts) > 0 {
 				tails = append(tails, series{Name: s.name, Data: pts})
 			}
+		}
+		if len(cdfs) == 0 {
+			sec.Notes = append(sec.Notes, m.Title+": no dataset has per-request values.")
+			continue
+		}
+		if len(none) > 0 {
+			sec.Notes = append(sec.Notes, fmt.Sprintf("%s: no per-request values in %s (its source reported statistics only: see the summary).", m.Title, strings.Join(none, ", ")))
 		}
 		id := "cdf-" + m.ID
 		opt, err := cdfOption(id, m.Title, cdfs)

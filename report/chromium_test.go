@@ -3,8 +3,6 @@ package report
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,43 +14,15 @@ import (
 	"time"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/internal/chromiumtest"
 )
 
 // findChromium returns the Chromium binary, or skips the test (fails it
 // under CI=true, where the browser check must run).
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium not found (tried /usr/bin/chromium and chromium, chromium-browser, google-chrome on PATH); CI must run the browser check")
-	}
-	t.Skip("chromium not found (tried /usr/bin/chromium and chromium, chromium-browser, google-chrome on PATH): install it to check that the report renders")
-	return ""
-}
+func findChromium(t *testing.T) string { return chromiumtest.Find(t) }
 
-// A selfCheck is what the report's self-check script writes into
-// <pre id="selfcheck">: series point counts per chart, script errors,
-// the headings' text, log-x toggles exercised, what each section holds,
-// elements that markup in labels would have made, and remote scripts.
-type selfCheck struct {
-	Charts   map[string]map[string]int `json:"charts"`
-	Errors   []string                  `json:"errors"`
-	Headings []string                  `json:"headings"`
-	LogX     int                       `json:"logx"`
-	Sections map[string]struct {
-		Tables int      `json:"tables"`
-		Rows   int      `json:"rows"`
-		Charts []string `json:"charts"`
-	} `json:"sections"`
-	Markup  int      `json:"markup"`
-	Scripts []string `json:"scripts"`
-}
-
-var selfCheckRE = regexp.MustCompile(`(?s)<pre id="selfcheck">(.*?)</pre>`)
+// A selfCheck is what the report's self-check script writes.
+type selfCheck = chromiumtest.SelfCheck
 
 // fixturePage renders the fixture datasets with a per-second file; the
 // section tests share one rendering and one browser run.
@@ -226,7 +196,7 @@ func TestChromiumPrint(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--no-first-run", "--disable-dev-shm-usage", "--no-pdf-header-footer",
 		"--user-data-dir="+filepath.Join(dir, "profile"), "--virtual-time-budget=5000", "--print-to-pdf="+pdf, "file://"+file)
-	var stderr limitedBuffer
+	var stderr chromiumtest.LimitedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, stderr.String())
@@ -276,48 +246,8 @@ func TestChromiumSelfCheckFails(t *testing.T) {
 	}
 }
 
-// browserSelfCheck writes page to a temporary file, lets headless Chromium
-// run it with no network, and returns what the page's self-check wrote.
+// browserSelfCheck opens page in headless Chromium and returns its
+// self-check.
 func browserSelfCheck(t *testing.T, bin string, page []byte) selfCheck {
-	t.Helper()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(file, page, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin,
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--virtual-time-budget=5000",
-		"--dump-dom", "file://"+file)
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
-	m := selfCheckRE.FindSubmatch(out)
-	if m == nil || len(m[1]) == 0 {
-		t.Fatalf("no self-check output in the dumped DOM (%d bytes); chromium stderr:\n%s", len(out), stderr.String())
-	}
-	var got selfCheck
-	if err := json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &got); err != nil {
-		t.Fatalf("self-check %q: %v", m[1], err)
-	}
-	return got
+	return chromiumtest.Run(t, bin, page)
 }
-
-// limitedBuffer keeps the first 64 KiB written to it: Chromium's stderr is
-// for failure messages only, and it can be chatty.
-type limitedBuffer struct{ b []byte }
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := 64<<10 - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (l *limitedBuffer) String() string { return string(l.b) }

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // compareSection compares every other dataset with the first (the
@@ -29,21 +31,46 @@ func compareSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
 		"Values a source only reported are point differences. Runs are paired by name, else in order.",
 		sets[0].name, sets[0].name, 100*conf, resamples, 100*margin)
 	ref := sets[0]
+	// A sweep's runs are named alike: the caption says what sets each
+	// apart (trace.RunLabels: "#3 … rate=4").
+	what := map[*analyze.Summary]string{}
+	if len(ref.sums) > 1 {
+		for i, l := range trace.RunLabels(runsOf(ref.sums)) {
+			what[ref.sums[i]] = " (" + safeLabel(l) + ")"
+		}
+	}
 	for _, other := range sets[1:] {
-		for _, p := range pairRuns(ref, other) {
-			tv := tableView{Caption: fmt.Sprintf("%s vs %s", p.label(ref.name), p.labelB(other.name)),
+		pairs, unpaired := pairRuns(ref, other)
+		if len(unpaired) > 0 {
+			sec.Notes = append(sec.Notes, fmt.Sprintf("%s: not compared (%d runs of %s that no run of %s replays): %s",
+				other.name, len(unpaired), ref.name, other.name, strings.Join(unpaired, "; ")))
+		}
+		for _, p := range pairs {
+			tv := tableView{Caption: fmt.Sprintf("%s%s vs %s", p.label(ref.name), what[p.a], p.labelB(other.name)),
 				Head: []string{"metric", "stat", ref.name + " (ms)", other.name + " (ms)", "difference", "95 % interval", "verdict"}}
 			if streamed(p.a) || streamed(p.b) {
 				sec.Notes = append(sec.Notes, tv.Caption+": not compared: a side was summarized by passes, which keeps no values to resample.")
 				continue
 			}
-			// The pooled ITL is resampled by request: the summaries know
-			// each gap's request (datasetSummary), and a resample draws
-			// one number per request, not per gap.
-			c := analyze.Compare(ref.name, p.a, other.name, p.b, opts)
+			// The pooled ITL is resampled by request: the per-run
+			// summaries know each gap's request (datasetSummary), and a
+			// resample draws one number per request, not per gap. The
+			// pooled summaries of several runs do not (their millions of
+			// gaps would cost a sort and 4 bytes each): compared pooled,
+			// ITL gets point differences.
+			a, b := *p.a, *p.b
+			itlPoint := !byRequest(&a) || !byRequest(&b)
+			if itlPoint {
+				a.ITL, b.ITL = analyze.Dist{}, analyze.Dist{}
+			}
+			c := analyze.Compare(ref.name, &a, other.name, &b, opts)
 			for _, m := range c.Metrics {
 				if m.Verdict == analyze.VerdictNoData {
-					tv.Rows = append(tv.Rows, pointRows(m.Metric, p.a, p.b, "no interval (reported by source)")...)
+					why := "no interval (reported by source)"
+					if m.Metric == "itl" && itlPoint {
+						why = "no interval (pooled runs: gaps not resampled)"
+					}
+					tv.Rows = append(tv.Rows, pointRows(m.Metric, p.a, p.b, why)...)
 					continue
 				}
 				for _, st := range m.Stats {
@@ -85,12 +112,46 @@ func (p runPair) labelB(ds string) string {
 	return ds + " / " + safeLabel(runLabel(p.b.Run))
 }
 
-// pairRuns pairs the runs of a and b: by name when every run of b names a
-// run of a, else in order when they have as many, else the pooled ones.
-func pairRuns(a, b reportSet) []runPair {
+// pairRuns pairs the runs of a and b: each run with the runs that replay
+// it (analyze.PairRuns, by the replay_of a replay records; the runs no run
+// replays are returned by label), else by name when every run of b names
+// a run of a, else in order when they have as many, else the pooled ones.
+func pairRuns(a, b reportSet) ([]runPair, []string) {
 	if len(a.sums) == 1 && len(b.sums) == 1 {
-		return []runPair{{a: a.sums[0], b: b.sums[0]}}
+		return []runPair{{a: a.sums[0], b: b.sums[0]}}, nil
 	}
+	if p, err := analyze.PairRuns(runsOf(a.sums), runsOf(b.sums), nil); err == nil && p.By == analyze.PairedByReplay {
+		pairs := make([]runPair, len(p.Pairs))
+		for i, rp := range p.Pairs {
+			pairs[i] = runPair{a: a.sums[rp.A], b: b.sums[rp.B]}
+		}
+		unpaired := make([]string, len(p.Unpaired))
+		for i, u := range p.Unpaired {
+			unpaired[i] = safeLabel(u)
+		}
+		return pairs, unpaired
+	}
+	return pairByName(a, b), nil
+}
+
+// byRequest reports whether s's ITL can be resampled by request: it has
+// no gaps, or it knows each gap's request.
+func byRequest(s *analyze.Summary) bool {
+	return s.ITL.N() == 0 || len(s.ITLRequests) == s.ITL.N()
+}
+
+// runsOf returns the runs of sums.
+func runsOf(sums []*analyze.Summary) []trace.Run {
+	runs := make([]trace.Run, len(sums))
+	for i, s := range sums {
+		runs[i] = s.Run
+	}
+	return runs
+}
+
+// pairByName pairs by name when every run of b names a run of a, else
+// in order when they have as many, else the pooled ones.
+func pairByName(a, b reportSet) []runPair {
 	byName := map[string]*analyze.Summary{}
 	for _, s := range a.sums {
 		byName[runLabel(s.Run)] = s

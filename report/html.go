@@ -254,7 +254,9 @@ func datasetSummary(ds Dataset, byRequest bool) (datasetView, []*analyze.Summary
 		return view, sums, sums[0]
 	}
 	if all == nil {
-		all = analyze.SummarizeWith(trace.Run{Name: ds.Name}, ds.Requests, opts)
+		// The pooled runs, compared only when their runs cannot be
+		// paired, keep no gap's request: see compareSection.
+		all = analyze.Summarize(trace.Run{Name: ds.Name}, ds.Requests)
 	}
 	rv := newRunView("all runs", all)
 	rv.Pooled = true
