@@ -59,8 +59,8 @@ func TestProgressOffTerminal(t *testing.T) {
 }
 
 // TestProgressBarOnATerminal runs the command as a process whose stderr
-// is a pseudo-terminal: the replay draws a bar (cursor escapes, the
-// request count) and prints no timing line; stdout, a pipe, gets the
+// is a pseudo-terminal: the replay draws a bar (the request count and a
+// full bar) and prints no timing line; stdout, a pipe, gets the
 // summary without any escape.
 func TestProgressBarOnATerminal(t *testing.T) {
 	ptmx, tty, err := pty.Open()
@@ -89,7 +89,9 @@ func TestProgressBarOnATerminal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr)
 	}
-	if !regexp.MustCompile(`\x1b\[\d*A`).MatchString(stderr) || !regexp.MustCompile(`replay: 300 requests \[=+\]`).MatchString(stderr) {
+	// A replay this small may end before the first refresh: its bar is
+	// then drawn once, complete, without a cursor move to redraw it.
+	if !regexp.MustCompile(`replay: 300 requests \[=+\]`).MatchString(stderr) {
 		t.Errorf("no bar of 300 requests drawn on the terminal:\n%q", stderr)
 	}
 	if timingLine.MatchString(strings.ReplaceAll(stderr, "\r", "")) {
