@@ -2,8 +2,10 @@ package calibrate
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -44,19 +46,19 @@ const vllmDateLayout = "20060102-150405"
 // sessionGap of it, by the dates the benchmark saved (vLLM's "date", the
 // end of a run, less b's duration). When not, it says why. Summary-only
 // runs are never recognised: their prompts cannot be compared.
-func SameSession(a, b trace.Run, reqsA, reqsB []*trace.Request) (bool, string) {
+func SameSession(a, b trace.Run, inA, inB replay.Inputs) (bool, string) {
 	switch {
 	case a.Model != b.Model || a.Engine != b.Engine || a.Hardware != b.Hardware || a.TP != b.TP || a.Backend != b.Backend:
 		return false, "another deployment or client backend"
 	case a.Workload == nil || b.Workload == nil || a.Workload.NumPrompts == 0 || a.Workload.Dataset != b.Workload.Dataset ||
 		a.Workload.NumPrompts != b.Workload.NumPrompts:
 		return false, "not the same dataset and number of prompts, or none recorded"
-	case len(reqsA) == 0 || len(reqsA) != len(reqsB):
+	case inA == nil || inB == nil || inA.Len() == 0 || inA.Len() != inB.Len():
 		return false, "no per-request prompt lengths to compare, or not as many requests"
 	}
-	for i := range reqsA {
-		if reqsA[i].InputTokens != reqsB[i].InputTokens {
-			return false, fmt.Sprintf("request %d has another prompt length (%v, %v)", i, reqsA[i].InputTokens.V, reqsB[i].InputTokens.V)
+	for i := range inA.Len() {
+		if la, lb := inA.Request(i).InputTokens, inB.Request(i).InputTokens; la != lb {
+			return false, fmt.Sprintf("request %d has another prompt length (%v, %v)", i, la.V, lb.V)
 		}
 	}
 	endA, errA := time.Parse(vllmDateLayout, a.Extra["date"])
@@ -110,6 +112,8 @@ func (k keyedInputs) Request(i int) *trace.Request {
 	}
 	if k.run != "" {
 		r.Run = k.run
+	} else if r.RequestID == "" {
+		r.RequestID = r.Run + "/" + strconv.Itoa(i) // as a replay of the run alone names it
 	}
 	return r
 }
@@ -142,34 +146,69 @@ func carriedConfig(cfg replay.Config, n int) (replay.Config, error) {
 	return cfg, nil
 }
 
-// simulateCarried replays run after run.After with cm's coefficients
-// (see the note at the top of this file) and returns run's latencies.
-func simulateCarried(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
-	prev := run.After
-	step, cfg, client, err := PrepareReplay(cm, run.Deployment, run.Config)
+// A Carried is the replay of a run after the run before it (see the note
+// at the top of this file): the configuration and inputs to replay, and
+// Keep to tell the run's own records from the other's.
+type Carried struct {
+	Config replay.Config
+	Inputs replay.Inputs
+	offset trace.Time
+}
+
+// CarryAfter prepares the replay of in after prev on workers of cfg
+// priced by step with kvBlocks KV blocks each: it replays prev alone to
+// find when it ends, and returns both runs' requests in one input, in's a
+// second after prev's end.
+func CarryAfter(cfg replay.Config, step model.StepModel, kvBlocks int64, prev, in replay.Inputs) (*Carried, error) {
+	cfg, err := carriedConfig(cfg, max(in.Len(), prev.Len()))
 	if err != nil {
 		return nil, err
 	}
-	if cfg, err = carriedConfig(cfg, max(run.Inputs.Len(), prev.Inputs.Len())); err != nil {
-		return nil, fmt.Errorf("run %s: %w", run.Run.Name, err)
-	}
-	// The run before, alone, to find when it ends.
 	var end trace.Time
-	warm := keyedInputs{in: prev.Inputs, run: warmRun}
-	_, err = replay.RunInputs(cfg, step, run.KVBlocks, warm, func(r *trace.Request) error {
+	warm := keyedInputs{in: prev, run: warmRun}
+	_, err = replay.RunInputs(cfg, step, kvBlocks, warm, func(r *trace.Request) error {
 		if r.Arrival.OK && r.E2ESec.OK {
 			end = max(end, r.Arrival.V+trace.TimeFromSeconds(r.E2ESec.V))
 		}
 		return nil
 	}, replay.Options{Transient: true})
 	if err != nil {
-		return nil, fmt.Errorf("run %s, replayed before %s: %w", prev.Run.Name, run.Run.Name, err)
+		return nil, fmt.Errorf("replaying the run before: %w", err)
 	}
-	// Then both, this run a second after the other ended.
+	offset := end + trace.TimeFromSeconds(1)
+	return &Carried{Config: cfg, Inputs: concatInputs{warm, keyedInputs{in: in, offset: offset}}, offset: offset}, nil
+}
+
+// Keep says whether r, a record of the replay, is the run's own (not the
+// run before's) and, if so, moves its times back by the offset, so that
+// the run starts at 0 as it would replayed alone.
+func (c *Carried) Keep(r *trace.Request) bool {
+	if r.Run == warmRun {
+		return false
+	}
+	for _, t := range []*trace.Opt[trace.Time]{&r.IntendedArrival, &r.Arrival, &r.Created, &r.RouterArrival, &r.WorkerArrival,
+		&r.StartProcessing, &r.Ready, &r.GPUStart, &r.PrefillDone, &r.DecodeDone, &r.DoneAtRouter} {
+		if t.OK {
+			t.V -= c.offset
+		}
+	}
+	return true
+}
+
+// simulateCarried replays run after run.After with cm's coefficients
+// and returns run's latencies.
+func simulateCarried(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
+	step, cfg, client, err := PrepareReplay(cm, run.Deployment, run.Config)
+	if err != nil {
+		return nil, err
+	}
+	c, err := CarryAfter(cfg, step, run.KVBlocks, run.After.Inputs, run.Inputs)
+	if err != nil {
+		return nil, fmt.Errorf("run %s after %s: %w", run.Run.Name, run.After.Run.Name, err)
+	}
 	lat := map[string][]float64{}
-	both := concatInputs{warm, keyedInputs{in: run.Inputs, offset: end + trace.TimeFromSeconds(1)}}
-	_, err = replay.RunInputs(cfg, step, run.KVBlocks, both, func(r *trace.Request) error {
-		if r.Run == warmRun || !r.OK() {
+	_, err = replay.RunInputs(c.Config, step, run.KVBlocks, c.Inputs, func(r *trace.Request) error {
+		if !c.Keep(r) || !r.OK() {
 			return nil
 		}
 		client.ApplyRecord(r)

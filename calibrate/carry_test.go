@@ -58,8 +58,8 @@ func TestSameSession(t *testing.T) {
 		return trace.Run{Model: "m", Engine: "vllm", Hardware: "a100", TP: 8, Workload: wl,
 			Extra: map[string]string{"date": date}, DurationSec: trace.Some(dur)}
 	}
-	reqs := func(lens ...int64) []*trace.Request {
-		var rs []*trace.Request
+	reqs := func(lens ...int64) replay.Requests {
+		var rs replay.Requests
 		for _, l := range lens {
 			rs = append(rs, &trace.Request{InputTokens: trace.Some(l)})
 		}
@@ -69,7 +69,7 @@ func TestSameSession(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		b    trace.Run
-		rb   []*trace.Request
+		rb   replay.Requests
 		want string // "" when one session
 	}{
 		{"next run", run("20250414-141621", 63), reqs(10, 20), ""},

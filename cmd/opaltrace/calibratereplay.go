@@ -161,7 +161,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		r.Targets, r.Train = targets, train[i]
 		fmt.Fprintf(c.ErrWriter, "%s %s: %s, %d requests, targets %s\n", strings.TrimPrefix(set, "--"), labels[i], headers[i], r.Inputs.Len(), targetNames(targets))
 		if i > 0 && carry != "off" {
-			same, why := calibrate.SameSession(runs[i-1], run, byRun[runs[i-1].Name], byRun[run.Name])
+			same, why := calibrate.SameSession(runs[i-1], run, replay.Requests(byRun[runs[i-1].Name]), replay.Requests(byRun[run.Name]))
 			switch {
 			case carry == "on" || same && prefixCaching(r.Config):
 				if r.After, err = prepare(i-1, "the run before"); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,5 +88,53 @@ func TestCalibrateCarriesTheSweepCache(t *testing.T) {
 	}
 	if _, _, err := opaltrace(t, append(append(args, "--carry-cache", "maybe"), files...)...); err == nil || !strings.Contains(err.Error(), `--carry-cache "maybe"`) {
 		t.Errorf("--carry-cache maybe: %v", err)
+	}
+}
+
+// TestReplayCarriesTheSweepCache: replay, as calibrate, replays each
+// surajssd run after the one before with the cache it left; the runs keep
+// their own 200 requests, and rate inf's median TTFT drops below the cold
+// replay's.
+func TestReplayCarriesTheSweepCache(t *testing.T) {
+	const dir = "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8/serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_"
+	tmp := t.TempDir()
+	in := filepath.Join(tmp, "sd.parquet")
+	args := []string{"ingest", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--hardware", "8xA100-40GB", "--tp", "8", "-o", in}
+	for _, q := range []string{"01", "04", "16", "inf"} {
+		args = append(args, shareddata.Path(t, dir+q+".json"))
+	}
+	if _, stderr, err := opaltrace(t, args...); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, stderr)
+	}
+	medianTTFT := map[string]string{}
+	for _, carry := range []string{"auto", "off"} {
+		out := filepath.Join(tmp, carry+".parquet")
+		_, stderr, err := opaltrace(t, "replay", "--carry-cache", carry, "-o", out, in)
+		if err != nil {
+			t.Fatalf("replay --carry-cache %s: %v\n%s", carry, err, stderr)
+		}
+		want := map[string]int{"auto": 3, "off": 0}[carry]
+		if n := strings.Count(stderr, "with the prefix cache it left"); n != want {
+			t.Errorf("--carry-cache %s: %d runs carried over, want %d:\n%s", carry, n, want, stderr)
+		}
+		stdout, _, err := opaltrace(t, "stats", "--run", "4", out)
+		if err != nil || !strings.Contains(stdout, "Successful requests:                     200 ") {
+			t.Fatalf("stats of %s: %v\n%s", out, err, stdout)
+		}
+		for _, line := range strings.Split(stdout, "\n") {
+			if strings.HasPrefix(line, "Median TTFT (ms):") {
+				medianTTFT[carry] = strings.TrimSpace(strings.TrimPrefix(line, "Median TTFT (ms):"))
+			}
+		}
+	}
+	var carried, cold float64
+	if _, err := fmt.Sscan(medianTTFT["auto"], &carried); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Sscan(medianTTFT["off"], &cold); err != nil {
+		t.Fatal(err)
+	}
+	if !(carried < cold/2) {
+		t.Errorf("rate inf median TTFT %v ms carried, %v ms cold", carried, cold)
 	}
 }

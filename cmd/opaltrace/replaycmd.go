@@ -26,6 +26,7 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "simulated Parquet file to write"},
 			&cli.StringFlag{Name: "run-name", Value: "simulated", Usage: "`NAME` of the simulated run; with several input runs, each is NAME/INPUT-RUN"},
 			runFlag(),
+			&cli.StringFlag{Name: "carry-cache", Value: "auto", Usage: "replay each run after the run before it with the prefix cache it left: auto (when their metadata say one server ran them one after the other with the same prompts, and prefix caching is on), on (every run after the first) or off"},
 			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
 			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + hardwarePresets() + ")"},
 			&cli.StringFlag{Name: "model", Usage: "override: a shipped model (" + modelPresets() + "), its Hugging Face id, or a config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
@@ -96,7 +97,7 @@ func replayCommand() *cli.Command {
 			if err := in.selectRuns(sels); err != nil {
 				return err
 			}
-			jobs, err := replayJobs(cl, over, in, c.String("run-name"), c.ErrWriter)
+			jobs, err := replayJobs(cl, over, in, c.String("run-name"), c.String("carry-cache"), c.ErrWriter)
 			if err != nil {
 				return err
 			}

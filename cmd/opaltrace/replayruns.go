@@ -39,6 +39,11 @@ type replayJob struct {
 	// client is the client overhead of a fitted cost model, applied to
 	// each simulated record (its per-request part is in setup.Config).
 	client calibrate.ClientOverhead
+	// after, when set, is the run this one followed on the same server:
+	// it is replayed first, unrecorded, so that this run starts with the
+	// prefix cache it left (calibrate.CarryAfter); afterOf names it.
+	after   replay.Inputs
+	afterOf string
 }
 
 // replayInputs holds a trace's requests for replay, by run, column-wise
@@ -160,8 +165,12 @@ func (x *replayInputs) selectRuns(sels []trace.RunSelector) error {
 // random datasets); one that cannot be is listed on stderr and passed over.
 // With one job the simulated run is called runName; with several,
 // runName/INPUT-RUN, so each is reported on its own.
-func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runName string, stderr io.Writer) ([]replayJob, error) {
+func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runName, carry string, stderr io.Writer) ([]replayJob, error) {
+	if carry != "auto" && carry != "on" && carry != "off" {
+		return nil, fmt.Errorf("--carry-cache %q: want auto, on or off", carry)
+	}
 	var jobs []replayJob
+	var jobRuns []trace.Run
 	var passed []string
 	for _, run := range x.allRuns() {
 		// A run is measured when its requests or its own summary
@@ -189,6 +198,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 			var send replay.Inputs
 			setup.Config, send, how = sendLikeTheBenchmark(setup.Config, run, in, in.Arrivals())
 			jobs = append(jobs, replayJob{of: run.Name, startUnixN: run.StartUnixN, in: send, setup: setup, how: how, client: client})
+			jobRuns = append(jobRuns, run)
 			continue
 		}
 		gen, mode, err := replay.Regenerate(run, cl.Seed)
@@ -199,7 +209,9 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		w := &setup.Config.Workload
 		w.Mode, w.Clients, w.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
 		jobs = append(jobs, replayJob{of: run.Name, startUnixN: run.StartUnixN, in: gen, setup: setup, how: "regenerated", client: client})
+		jobRuns = append(jobRuns, run)
 	}
+	carryOver(jobs, jobRuns, carry, stderr)
 	if len(passed) > 0 {
 		fmt.Fprintf(stderr, "not replayed (%d runs): %s\n", len(passed), strings.Join(passed, "; "))
 	}
@@ -363,7 +375,19 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		start := time.Now()
 		task := meter.Start(replayTaskName(job.name, len(jobs)), "requests", int64(job.in.Len()))
 		count := task.Counter() // one increment per request; the task hears every progress.Every
-		st, err := replay.RunInputs(cfg, job.setup.Step, job.setup.KVBlocks, job.in, func(r *trace.Request) error {
+		runCfg, in := cfg, job.in
+		var carried *calibrate.Carried
+		if job.after != nil {
+			if carried, err = calibrate.CarryAfter(cfg, job.setup.Step, job.setup.KVBlocks, job.after, job.in); err != nil {
+				return nil, fmt.Errorf("run %s: %w", job.name, err)
+			}
+			runCfg, in = carried.Config, carried.Inputs
+			run.Extra["carried_after"] = job.afterOf
+		}
+		st, err := replay.RunInputs(runCfg, job.setup.Step, job.setup.KVBlocks, in, func(r *trace.Request) error {
+			if carried != nil && !carried.Keep(r) {
+				return nil
+			}
 			count.Inc()
 			r.Run = job.name
 			job.client.ApplyRecord(r)
@@ -406,8 +430,12 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		// may still be encoding), so users can see the replay's speed
 		// apart from the summary's passes over the file.
 		wall := time.Since(start).Seconds()
+		how := job.how
+		if carried != nil {
+			how += fmt.Sprintf("; after run %s's %d requests, unrecorded but counted here", job.afterOf, job.after.Len())
+		}
 		fmt.Fprintf(stderr, "%s: %d simulated requests (%s; %d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %d workers, in %.2f s (%.0f requests/s)\n",
-			job.name, st.Requests, job.how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers,
+			job.name, st.Requests, how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers,
 			wall, float64(st.Requests)/wall)
 		fmt.Fprintf(stderr, "%s: %s; KV cache %s per worker\n", job.name, job.setup.Header(), job.setup.KVHow)
 		if st.Fleet != nil {
@@ -589,4 +617,18 @@ func (a arrivalsAt) Request(i int) *trace.Request {
 	r.Arrival = trace.Some(a.at[i])
 	r.IntendedArrival = trace.Some(a.at[i])
 	return r
+}
+
+// carryOver sets each job's run before when the two ran one after the
+// other on one server with the same prompts (calibrate.SameSession) and
+// its workers keep a prefix cache (--carry-cache auto), or always after
+// the first (on), and says so on stderr.
+func carryOver(jobs []replayJob, runs []trace.Run, carry string, stderr io.Writer) {
+	for k := 1; k < len(jobs) && carry != "off"; k++ {
+		same, _ := calibrate.SameSession(runs[k-1], runs[k], jobs[k-1].in, jobs[k].in)
+		if carry == "on" || same && prefixCaching(jobs[k].setup.Config) {
+			jobs[k].after, jobs[k].afterOf = jobs[k-1].in, jobs[k-1].of
+			fmt.Fprintf(stderr, "run %s: replayed after run %s with the prefix cache it left (--carry-cache %s)\n", jobs[k].of, jobs[k-1].of, carry)
+		}
+	}
 }
