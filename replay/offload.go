@@ -286,7 +286,8 @@ func (o *offload) path(ow *offWorker, t int, load bool) []int {
 // tierKeys returns the keys of r's full prompt tier blocks: the chained
 // hash of each tier block's last KV block, so that equal prefixes have
 // equal keys (vLLM's offloaded block hashes are every block_size_factor-th
-// request block hash the same way).
+// request block hash the same way), as kvcache.TierKey lays them out for
+// the tiers' indexes.
 func (o *offload) tierKeys(r *reqState) []uint64 {
 	if o.spec.HiCache != nil {
 		return o.pageKeys(o.e.workers[r.worker], r)
@@ -298,15 +299,29 @@ func (o *offload) tierKeys(r *reqState) []uint64 {
 	h := blockHasher(r, o.bs)
 	f := o.spec.BlockTokens / o.bs
 	keys := r.tierKeys[:0]
-	prev := kvcache.Root
+	prev, group := kvcache.Root, uint64(0)
+	lastTrace, lastPrivate := int64(-1), false
 	for k := range n * f {
 		if h.Private(k) && (k+1)%f != 0 {
 			continue // private hashes do not chain
 		}
-		x, _ := h.Hash(prev, k)
+		x, private := h.Hash(prev, k)
 		prev = x
 		if (k+1)%f == 0 {
-			keys = append(keys, x)
+			// A key group (kvcache.TierKey) starts where two prompts
+			// sharing the blocks before may part: at a trace block's
+			// first tier block and at the first private one, besides
+			// every GroupBlocks-th; else the groups of the prompts that
+			// part within one would pile up in one bucket of the index.
+			c, tb := k/f, int64(-1)
+			if h.TraceBlock > 0 {
+				tb = ((k+1)*o.bs - 1) / h.TraceBlock // of its last token
+			}
+			if c%kvcache.GroupBlocks == 0 || tb != lastTrace || private != lastPrivate {
+				group = x
+			}
+			lastTrace, lastPrivate = tb, private
+			keys = append(keys, kvcache.TierKey(x, group, c))
 		}
 	}
 	r.tierKeys = keys

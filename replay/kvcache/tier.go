@@ -20,16 +20,17 @@ import "fmt"
 // a store of a block already held) makes a block most recently used, as
 // vLLM's LRU policy and LMCache's LRU backends do.
 //
-// The hash index is Cache's open-addressing table, sized for the
+// The hash index is a table of its own (tierIndex), sized for the
 // capacity: a Go map's probes grew long under the insert-evict churn of
-// a full tier, a third of a replay's time.
+// a full tier, a third of a replay's time; keys made by TierKey fall in
+// it a group to a cache line.
 type Tier struct {
 	name   string
 	cap    int64
 	slots  []tierSlot
-	hashes []uint64 // per slot, for the index
-	index  index    // hash → slot, as Cache's (a Go map degrades under the churn)
-	n      int64    // entries
+	hashes []uint64  // per slot, for the index
+	index  tierIndex // hash → slot (a Go map degrades under the churn)
+	n      int64     // entries
 	free   []int32
 	// The LRU list: head is the least recently used entry; -1: empty.
 	head, tail int32
@@ -51,7 +52,7 @@ func NewTier(name string, capacity int64) *Tier {
 	if capacity < 0 || capacity > 1<<31-1 {
 		panic(fmt.Sprintf("kvcache: tier %s of %d blocks", name, capacity))
 	}
-	return &Tier{name: name, cap: capacity, index: newIndex(capacity), head: -1, tail: -1}
+	return &Tier{name: name, cap: capacity, index: newTierIndex(capacity), head: -1, tail: -1}
 }
 
 func (t *Tier) lookup(h uint64) (int32, bool) { return t.index.get(h, t.hashes) }
