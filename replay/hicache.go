@@ -332,8 +332,8 @@ func (o *offload) writeBack(w *worker, key []kvcache.Run, start int64) {
 // under HiCache's write-through policies what reached L2 goes on to L3.
 func (o *offload) stored(e *engine, x *xfer, now trace.Time) error {
 	tr := x.w.off.tiers[x.tier]
-	for _, k := range x.keys {
-		tr.Complete(k)
+	for i, k := range x.keys {
+		tr.CompleteAt(x.slots[i], k)
 	}
 	if o.spec.HiCache == nil || x.tier != tierHost || o.spec.WritePolicy == WriteBack {
 		return nil

@@ -145,6 +145,7 @@ type offload struct {
 	remote     *kvcache.Tier
 	xfers      map[int64]*xfer
 	nextID     int64
+	spare      []*xfer // completed stores, for storeXfer
 }
 
 // An offNode is one node's links and the transfers on them.
@@ -178,11 +179,12 @@ type offWorker struct {
 // An xfer is a transfer in flight: a load of blocks into a request's GPU
 // blocks, or a store of blocks into a tier.
 type xfer struct {
-	w    *worker
-	r    *reqState // load or prefetch: the request; nil for a store
-	tier int
-	keys []uint64
-	kind uint8 // xferStore, xferLoad, ... (hicache.go)
+	w     *worker
+	r     *reqState // load or prefetch: the request; nil for a store
+	tier  int
+	keys  []uint64
+	slots []int32 // a store: each key's slot in the tier (Tier.Store)
+	kind  uint8   // xferStore, xferLoad, ... (hicache.go)
 }
 
 func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload, error) {
@@ -469,23 +471,23 @@ func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error
 // tier down.
 func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.Time) error {
 	tr := w.off.tiers[t]
-	var put, down []uint64
+	var x *xfer
+	var down []uint64
 	for _, k := range keys {
-		if tr.Has(k) {
-			tr.Touch(k)
-			continue
+		s, st, victim, evicted := tr.Store(k)
+		if st != kvcache.StoreInserted {
+			continue // held (touched) or dropped
 		}
-		victim, evicted, ok := tr.Insert(k)
-		if !ok {
-			continue
+		if x == nil {
+			x = o.storeXfer(w, t)
 		}
-		put = append(put, k)
+		x.keys, x.slots = append(x.keys, k), append(x.slots, s)
 		if evicted && o.spec.WritePolicy == WriteBack {
 			down = append(down, victim)
 		}
 	}
-	if len(put) > 0 {
-		if err := o.start(e, w, now, &xfer{w: w, tier: t, keys: put}, int64(len(put))*o.blockBytes, o.path(w.off, t, false)); err != nil {
+	if x != nil {
+		if err := o.start(e, w, now, x, int64(len(x.keys))*o.blockBytes, o.path(w.off, t, false)); err != nil {
 			return err
 		}
 	}
@@ -497,6 +499,19 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.
 		}
 	}
 	return nil
+}
+
+// storeXfer returns an empty store of w's blocks into tier t: a
+// completed one reused, with its slices, or a new one.
+func (o *offload) storeXfer(w *worker, t int) *xfer {
+	n := len(o.spare)
+	if n == 0 {
+		return &xfer{w: w, tier: t}
+	}
+	x := o.spare[n-1]
+	o.spare = o.spare[:n-1]
+	*x = xfer{w: w, tier: t, keys: x.keys[:0], slots: x.slots[:0]}
+	return x
 }
 
 // transfer handles node i's transfer event at now: completed stores make
@@ -523,6 +538,7 @@ func (o *offload) advance(e *engine, i int, now trace.Time) error {
 			if err := o.stored(e, x, now); err != nil {
 				return err
 			}
+			o.spare = append(o.spare, x)
 			continue
 		case xferStepLoad:
 			o.stepLoaded(e, x, d.At)

@@ -52,7 +52,10 @@ func NewTier(name string, capacity int64) *Tier {
 	if capacity < 0 || capacity > 1<<31-1 {
 		panic(fmt.Sprintf("kvcache: tier %s of %d blocks", name, capacity))
 	}
-	return &Tier{name: name, cap: capacity, index: newTierIndex(capacity), head: -1, tail: -1}
+	// The slots are made at once, as the index is: grown by appends
+	// they were copied over and over as a large tier filled.
+	return &Tier{name: name, cap: capacity, index: newTierIndex(capacity), head: -1, tail: -1,
+		slots: make([]tierSlot, 0, capacity), hashes: make([]uint64, 0, capacity)}
 }
 
 func (t *Tier) lookup(h uint64) (int32, bool) { return t.index.get(h, t.hashes) }
@@ -93,15 +96,31 @@ func (t *Tier) Touch(h uint64) {
 // below. It reports ok false, changing nothing, when no block can be
 // evicted.
 func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
-	if _, held := t.lookup(h); held {
-		t.Touch(h)
-		return 0, false, true
+	_, st, victim, evicted := t.Store(h)
+	return victim, evicted, st != StoreDropped
+}
+
+// What Store did with a block.
+type StoreResult uint8
+
+const (
+	StoreInserted StoreResult = iota // room reserved: pending until Complete
+	StoreHeld                        // the tier holds it already: only touched
+	StoreDropped                     // no block could be evicted: nothing changed
+)
+
+// Store is Insert that says what it did, and for an inserted block its
+// slot, which CompleteAt takes instead of looking the block up again.
+func (t *Tier) Store(h uint64) (s int32, st StoreResult, victim uint64, evicted bool) {
+	if s, held := t.lookup(h); held {
+		t.unlink(s)
+		t.pushBack(s)
+		return s, StoreHeld, 0, false
 	}
 	if t.cap == 0 {
 		t.Dropped++
-		return 0, false, false
+		return 0, StoreDropped, 0, false
 	}
-	var s int32
 	if t.n >= t.cap {
 		s = t.head
 		for s >= 0 && (!t.slots[s].ready || t.slots[s].pins > 0) {
@@ -109,7 +128,7 @@ func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
 		}
 		if s < 0 {
 			t.Dropped++
-			return 0, false, false
+			return 0, StoreDropped, 0, false
 		}
 		victim, evicted = t.hashes[s], true
 		t.index.del(victim, s)
@@ -130,7 +149,7 @@ func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
 	t.n++
 	t.pushBack(s)
 	t.Stores++
-	return victim, evicted, true
+	return s, StoreInserted, victim, evicted
 }
 
 // Complete marks block h stored: it hits from now on. A block no longer
@@ -139,6 +158,17 @@ func (t *Tier) Complete(h uint64) {
 	if s, ok := t.lookup(h); ok {
 		t.slots[s].ready = true
 	}
+}
+
+// CompleteAt is Complete for block h that Store inserted at slot s: a
+// pending block is never evicted, so it is still there unless removed
+// (then, if s holds another block, Complete looks h up).
+func (t *Tier) CompleteAt(s int32, h uint64) {
+	if s >= 0 && int(s) < len(t.hashes) && t.hashes[s] == h {
+		t.slots[s].ready = true
+		return
+	}
+	t.Complete(h)
 }
 
 // Pin protects block h from eviction while a load reads it.
