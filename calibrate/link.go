@@ -121,14 +121,15 @@ func ParseLinkTable(file string, data []byte) ([]LinkPoint, error) {
 		if err == io.EOF {
 			break
 		}
-		line, _ := r.FieldPos(0)
 		if err != nil {
+			line := hline + 1
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
 				line = pe.Line
 			}
 			return nil, &TableError{File: file, Line: line, Field: "row", Msg: err.Error()}
 		}
+		line, _ := r.FieldPos(0) // (only after a record was read)
 		field := func(i int) (string, error) {
 			if i >= len(rec) {
 				return "", &TableError{File: file, Line: line, Field: header[i], Msg: fmt.Sprintf("missing (the row has %d fields, the header %d)", len(rec), len(header))}
