@@ -135,6 +135,15 @@ func blocksOf(gib float64, o *replay.Offload) int64 {
 	return int64(gib * (1 << 30) / float64(o.BlockTokens*o.KVBytesPerToken))
 }
 
+// WorkerNode returns the node c's workers run on, as the replay's tiers see
+// it, and the GPUs and KV bytes per token of one worker (all its ranks):
+// what a link fit's keys are relative to (calibrate.LinkNodeSpec).
+func (c Cluster) WorkerNode(dep *model.Deployment) (n model.Node, gpusPerWorker int, kvBytesPerToken int64, err error) {
+	ranks := int64(dep.TP * max(dep.PP, 1))
+	n, err = c.node(dep)
+	return n, int(ranks), dep.KVBytesPerTokenPerRank() * ranks, err
+}
+
 // node returns the node c's workers run on: the named preset, or the
 // GPU's, with node_override applied; an override's bad value is an error
 // naming its key and line.

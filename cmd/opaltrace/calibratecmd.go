@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/opaltrace/opaltrace/calibrate"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
@@ -19,6 +20,7 @@ import (
 //
 //	opaltrace calibrate --server-side -o costmodel.yaml [--config cluster.yaml] TRACE...
 //	opaltrace calibrate --table -o costmodel.yaml [--form opal] MEASUREMENTS...
+//	opaltrace calibrate --links -o links.yaml [--config cluster.yaml] LINKTABLE...
 //
 // The deployment (hardware, model, parallelism) comes from the cluster
 // file and the override flags, as for replay; the regressors are computed
@@ -31,6 +33,7 @@ func calibrateCommand() *cli.Command {
 		ArgsUsage: "DATA...",
 		Flags: append(append(ingestFlags(),
 			&cli.BoolFlag{Name: "server-side", Usage: "DATA are traces with server-side timings (prefill_s, decode_s, storage_prefetch_io_s, kv_fetch_s)"},
+			&cli.BoolFlag{Name: "links", Usage: "DATA are single-request tables of TTFT by tier (prompt_tokens, ttft_gpu_ms, ttft_cpu_ms, ttft_disk_ms, ttft_remote_ms) or of KV transfer times (kv_transfer_ms): fit each link's bandwidth and latency; -o gets the cluster file's node_override keys"},
 			&cli.BoolFlag{Name: "table", Usage: "DATA are prefill measurement tables: Opal's JSON {\"<prompt_len>\": seconds} or CSV prompt_tokens,seconds[,cached_tokens]"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "costmodel.yaml to write"},
 			&cli.StringFlag{Name: "form", Value: model.FormRoofline, Usage: "step-time form: roofline or opal"},
@@ -44,8 +47,11 @@ func calibrateCommand() *cli.Command {
 			if c.NArg() == 0 {
 				return errors.New("calibrate: want at least one DATA file")
 			}
-			if c.Bool("server-side") && c.Bool("table") {
-				return errors.New("calibrate: give one of --server-side or --table (neither: fit by replaying the runs)")
+			if n := btoi(c.Bool("server-side")) + btoi(c.Bool("table")) + btoi(c.Bool("links")); n > 1 {
+				return errors.New("calibrate: give one of --server-side, --table or --links (none: fit by replaying the runs)")
+			}
+			if c.Bool("links") {
+				return calibrateLinks(c)
 			}
 			if len(c.StringSlice("assume")) > 0 && !c.Bool("table") {
 				return errors.New("calibrate: --assume is for --table fits (the replay fit's prior is --prior)")
@@ -115,6 +121,72 @@ func calibrateCommand() *cli.Command {
 			return writeCostModelData(c, cm, data)
 		},
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// calibrateLinks is calibrate --links: it fits the links of the tables'
+// tiers, prints the fits and writes the node_override keys that give
+// the cluster's node those links.
+func calibrateLinks(c *cli.Command) error {
+	cl, err := clusterFor(c)
+	if err != nil {
+		return err
+	}
+	dep, err := cl.Deployment()
+	if err != nil {
+		return err
+	}
+	node, gpus, kvPerToken, err := cl.WorkerNode(dep)
+	if err != nil {
+		return err
+	}
+	var pts []calibrate.LinkPoint
+	for _, path := range c.Args().Slice() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		p, err := calibrate.ParseLinkTable(path, data)
+		if err != nil {
+			return err
+		}
+		pts = append(pts, p...)
+	}
+	fits, err := calibrate.FitLinks(pts, kvPerToken)
+	if err != nil {
+		return err
+	}
+	spec, warn := calibrate.LinkNodeSpec(fits, node, gpus)
+	if err := calibrate.WriteLinkFits(c.Writer, fits, warn); err != nil {
+		return err
+	}
+	data, err := yaml.Marshal(struct {
+		Node         string          `yaml:"node"`
+		NodeOverride *model.NodeSpec `yaml:"node_override"`
+	}{node.Name, &spec})
+	if err != nil {
+		return err
+	}
+	head := fmt.Sprintf("# opaltrace calibrate --links %s: the links fitted on node %s (%d GPUs a worker, %d KV bytes a token); merge into the cluster file\n", strings.Join(c.Args().Slice(), " "), node.Name, gpus, kvPerToken)
+	f, err := atomicfile.Create(c.String("output"))
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(append([]byte(head), data...)); err != nil {
+		return err
+	}
+	if err := f.Commit(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.ErrWriter, "wrote %s: node_override for %d links\n", c.String("output"), len(fits))
+	return nil
 }
 
 // writeCostModel writes cm atomically to --output.

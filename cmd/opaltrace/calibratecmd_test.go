@@ -185,3 +185,43 @@ func TestCalibrateOpalTable(t *testing.T) {
 		}
 	}
 }
+
+// calibrate --links on a hand-computed table of TTFT by tier, sized by
+// the model's KV (Llama-3.1-8B: 131,072 B a token): the CPU tier's extra
+// 0.1 ms + 40 µs a token is 100 µs and 131,072 B / 40 µs = 3.2768 GB/s; the keys take the node's DRAM (1 µs) and PCIe (2 µs, then the
+// fitted 99 µs) latencies off the paths. A bad row writes nothing.
+func TestCalibrateLinks(t *testing.T) {
+	dir := t.TempDir()
+	table := filepath.Join(dir, "ttft.csv")
+	if err := os.WriteFile(table, []byte("prompt_tokens,ttft_gpu_ms,ttft_cpu_ms,ttft_disk_ms\n1000,50,90.1,251\n2000,60,140.1,461\n4000,80,240.1,881\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "links.yaml")
+	stdout, stderr, err := opaltrace(t, "calibrate", "--links", "--hardware", "h100", "--model", "llama-3.1-8b", "-o", out, table)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "host         3          3.277            100  1.00000") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"node: hgx-h100", "pcie_gbps: 3.2768", "pcie_latency_us: 99", "nvme_gbps: 0.65536", "nvme_latency_us: 900"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("links.yaml lacks %q:\n%s", want, data)
+		}
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("prompt_tokens,kv_transfer_ms\n12,x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(dir, "none.yaml")
+	if _, _, err := opaltrace(t, "calibrate", "--links", "-o", out2, bad); err == nil || !strings.Contains(err.Error(), "bad.csv:2: kv_transfer_ms") {
+		t.Errorf("bad table: %v", err)
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Error("a bad table wrote its output")
+	}
+}
