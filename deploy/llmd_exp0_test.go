@@ -20,7 +20,7 @@ import (
 	"github.com/opaltrace/opaltrace/trace"
 )
 
-var llmdTable = flag.Bool("llmdtable", false, "replay llm-d exp-0's LMBenchmark ShareGPT workload on its plain-vLLM deployment and write testdata/llmd_exp0_vllm70b.md")
+var llmdTable = flag.Bool("llmdtable", false, "replay llm-d exp-0's LMBenchmark ShareGPT workload on its plain-vLLM deployment and write testdata/llmd_exp0_vllm70b.md and testdata/llmd_exp0_baseline_llmd70b.md")
 
 const llmdDir = "measurements/llmd_exp0_a100_tp2_llama70b"
 
@@ -131,7 +131,27 @@ func TestTextHashIDsPrefix(t *testing.T) {
 // (textHashIDs) with 16-token blocks, vLLM's; bytes per token r is the
 // run's total prompt bytes (chat head included) over its total
 // prompt_tokens, the one tokenizer-free approximation used.
+//
+// The baseline-llm-d build (baseline-llm-d-70b: llm-d-dev 0.0.4, a vLLM
+// build with LMCache installed but not enabled, on the same server and
+// flags) is functionally plain vLLM, so the same replay is compared with
+// its runs too (testdata/llmd_exp0_baseline_llmd70b.md); the two builds'
+// measured TTFTs part from 1 QPS (SOURCES.md: 9.2 s and 5.4 s mean at
+// 1.34 QPS), which the replay, knowing no build, cannot tell apart: the
+// prompt and output lengths, taken from each build's runs, are all that
+// differs.
 func TestLLMDExp0Table(t *testing.T) {
+	for _, b := range []struct{ dir, golden, title string }{
+		{"vllm-70b", "llmd_exp0_vllm70b.md", "plain vLLM"},
+		{"baseline-llm-d-70b", "llmd_exp0_baseline_llmd70b.md", "the baseline-llm-d build (llm-d-dev 0.0.4, LMCache off)"},
+	} {
+		t.Run(b.dir, func(t *testing.T) { llmdExp0Table(t, b.dir, b.golden, b.title) })
+	}
+}
+
+// llmdExp0Table replays exp-0's workload against the runs of one build
+// (a folder of llmdDir) and checks its table against golden.
+func llmdExp0Table(t *testing.T, build, goldenFile, title string) {
 	run := readLMBenchJSON(t, "run.json")
 	warm := readLMBenchJSON(t, "warmup.json")
 	const cluster = `hardware: a100-80gb
@@ -155,13 +175,13 @@ scheduler:
 	}
 	const block = 16
 	var b strings.Builder
-	b.WriteString("# llm-d exp-0, plain vLLM: LMBenchmark ShareGPT replayed (uncalibrated)\n\n")
+	fmt.Fprintf(&b, "# llm-d exp-0, %s: LMBenchmark ShareGPT replayed (uncalibrated)\n\n", title)
 	b.WriteString("One server of 2 × A100-SXM4-80GB, TP 2, Llama-3.1-70B-Instruct, vLLM V1 defaults (prefix caching, chunked\n")
 	b.WriteString("prefill), max_num_batched_tokens 8192, max_num_seqs 256, gpu_memory_utilization 0.95 (max_model_len 20000\n")
 	b.WriteString("bounds no prompt here); roofline step model, no calibration. Per QPS: warmup.json (55) at spacing 1/QPS,\n")
 	b.WriteString("waited for, 10 s, then run.json (252) at spacing 1/QPS; prompts \"<QPS> \" + input behind the Llama 3.1 chat\n")
 	b.WriteString("head, hash ids chained over 16-token blocks of the text at the run's bytes per token (see TestLLMDExp0Table).\n")
-	b.WriteString("Observed: vllm-70b/LMBench_sharegpt_output_QPS.csv (client TTFT to the first content). Error: simulated / observed − 1.\n")
+	fmt.Fprintf(&b, "Observed: %s/LMBench_sharegpt_output_QPS.csv (client TTFT to the first content). Error: simulated / observed − 1.\n", build)
 	fmt.Fprintf(&b, "KV cache: %s.\n", s.KVHow)
 	b.WriteString("Regenerate: go test ./deploy -run TestLLMDExp0Table -llmdtable\n\n")
 	b.WriteString("| QPS | hit rate | mean TTFT obs (s) | sim (s) | error | median obs (s) | sim (s) | error | p99 obs (s) | sim (s) | error |\n")
@@ -169,7 +189,7 @@ scheduler:
 	for _, qps := range []string{"0.5", "0.67", "0.84", "1", "1.17", "1.34"} {
 		rate, _ := strconv.ParseFloat(qps, 64)
 		var obs []*trace.Request
-		csvPath := shareddata.Path(t, llmdDir+"/vllm-70b/LMBench_sharegpt_output_"+qps+".csv")
+		csvPath := shareddata.Path(t, llmdDir+"/"+build+"/LMBench_sharegpt_output_"+qps+".csv")
 		if _, _, err := ingest.Files([]string{csvPath}, ingest.Options{Format: "lmbenchmark"},
 			func(r *trace.Request) error { obs = append(obs, r.Clone()); return nil }, nil); err != nil {
 			t.Fatal(err)
@@ -241,5 +261,5 @@ scheduler:
 	t.Log("\n" + b.String())
 	// The table is a golden file: every run checks it, the flag (or
 	// -update) rewrites it.
-	golden.CheckOrWrite(t, filepath.Join("testdata", "llmd_exp0_vllm70b.md"), []byte(b.String()), *llmdTable)
+	golden.CheckOrWrite(t, filepath.Join("testdata", goldenFile), []byte(b.String()), *llmdTable)
 }
