@@ -2,7 +2,7 @@
 // pass over a mixed batch, the static price of a KV transfer over a link,
 // and the hardware and model shapes they are computed from. The prices
 // are static; their sharing among concurrent transfers is replay/kvcache's
-// job (SharedLink), and fitting their coefficients to traces is
+// job (kvcache.Fabric), and fitting their coefficients to traces is
 // calibrate's.
 //
 // # Shapes

@@ -9,7 +9,7 @@ import (
 // A Link is the static price of one data path a KV transfer crosses: a
 // fixed latency per transfer and a bandwidth. Alone on the link, a
 // transfer of n bytes takes Latency + n/Bandwidth. How concurrent
-// transfers share the bandwidth is replay/kvcache's job (SharedLink).
+// transfers share the bandwidth is replay/kvcache's job (Fabric).
 type Link struct {
 	Name      string
 	Bandwidth float64       // bytes/s

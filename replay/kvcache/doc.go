@@ -24,8 +24,8 @@
 // remote store): blocks by chained hash, a capacity, LRU eviction, entries
 // pending while stored and pinned while loaded. A Fabric carries the
 // transfers between tiers and GPUs over a node's shared links (PCIe per
-// GPU and direction, host memory, NVMe, NIC) with max-min fair rates;
-// SharedLink is the one-link case. PageKeys keys a token sequence's
+// GPU and direction, host memory, NVMe, NIC) with max-min fair rates.
+// PageKeys keys a token sequence's
 // pages for SGLang's HiCache tiers.
 //
 // It does not own scheduling (which request gets blocks when, what is

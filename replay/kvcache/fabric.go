@@ -18,11 +18,11 @@ import (
 // elsewhere (at a slower or busier link) leaves its unused share to the
 // others (progressive filling). Alone, a transfer of n bytes takes
 // model.PathTime: the latencies plus n over the slowest link's bandwidth.
-// On a path of one link it is SharedLink.
+// Transfers over one link alone share it equally (processor sharing).
 //
-// It is driven by the replay's event loop as SharedLink is: Start adds a
-// transfer, Next says when the fabric's state next changes, Advance moves
-// the clock and returns what completed. Time is trace.Time (ns); bytes
+// It is driven by the replay's event loop: Start adds a transfer, Next
+// says when the fabric's state next changes, Advance moves the clock and
+// returns what completed. Time is trace.Time (ns); bytes
 // are float64, completion times are rounded to the nanosecond.
 //
 // Note: max-min fairness is the flow-level model of network and DMA
@@ -46,6 +46,12 @@ type Fabric struct {
 	// the rates hold: a per-second sampler's link utilisation.
 	Observe func(from, to float64, rates []float64)
 	sum     []float64 // scratch of drain
+}
+
+// A Done is a completed transfer.
+type Done struct {
+	ID int64
+	At trace.Time
 }
 
 type fabricLink struct {

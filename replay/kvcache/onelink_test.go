@@ -9,20 +9,28 @@ import (
 	"github.com/opaltrace/opaltrace/trace"
 )
 
-// A 10 GB/s link with 10 µs latency.
-func testLink(t *testing.T) *SharedLink {
+// A fabric of one 10 GB/s link with 10 µs latency: transfers over it
+// share it equally (processor sharing), as Opal's AbstractDevice does.
+type oneLink struct{ *Fabric }
+
+func testLink(t *testing.T) oneLink {
 	t.Helper()
-	l, err := NewSharedLink(model.Link{Name: "t", Bandwidth: 10e9, Latency: 10 * time.Microsecond})
-	if err != nil {
+	f := NewFabric()
+	if _, err := f.AddLink(model.Link{Name: "t", Bandwidth: 10e9, Latency: 10 * time.Microsecond}); err != nil {
 		t.Fatal(err)
 	}
-	return l
+	return oneLink{f}
+}
+
+// Start starts a transfer over the one link.
+func (l oneLink) Start(now trace.Time, id, n int64) ([]Done, error) {
+	return l.Fabric.Start(now, id, n, []int{0})
 }
 
 const gb = 1_000_000_000
 
 // runAll drives the link the way an event loop does, to the end.
-func runAll(t *testing.T, l *SharedLink) []Done {
+func runAll(t *testing.T, l oneLink) []Done {
 	t.Helper()
 	var all []Done
 	for {
@@ -36,7 +44,7 @@ func runAll(t *testing.T, l *SharedLink) []Done {
 
 // One 1 GB transfer: 10 µs + 1e9 B / 10e9 B/s = 100.01 ms, the static
 // price of the link.
-func TestSharedLinkOneTransfer(t *testing.T) {
+func TestOneLinkOneTransfer(t *testing.T) {
 	l := testLink(t)
 	if _, err := l.Start(0, 1, gb); err != nil {
 		t.Fatal(err)
@@ -47,14 +55,14 @@ func TestSharedLinkOneTransfer(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	if st := (model.Link{Bandwidth: 10e9, Latency: 10 * time.Microsecond}).TransferTime(gb); trace.Time(st) != want[0].At {
-		t.Errorf("static price %v differs from the shared link alone", st)
+		t.Errorf("static price %v differs from the link alone", st)
 	}
 }
 
 // Two transfers of 1 GB and 2 GB started together share 10 GB/s: each
 // gets 5 GB/s, so the first ends after 10 µs + 200 ms; the second then
 // has 1 GB left alone at 10 GB/s: + 100 ms.
-func TestSharedLinkTwoConcurrent(t *testing.T) {
+func TestOneLinkTwoConcurrent(t *testing.T) {
 	l := testLink(t)
 	if _, err := l.Start(0, 1, gb); err != nil {
 		t.Fatal(err)
@@ -74,7 +82,7 @@ func TestSharedLinkTwoConcurrent(t *testing.T) {
 // last 0.5 GB at 5 GB/s end at 150.01 ms, when B has moved 0.5 GB; B's
 // last 0.5 GB alone take 50 ms more: 200.01 ms. Equal sizes started at
 // the same time finish together, in id order.
-func TestSharedLinkStaggered(t *testing.T) {
+func TestOneLinkStaggered(t *testing.T) {
 	l := testLink(t)
 	_, _ = l.Start(0, 7, gb)
 	if done := l.Advance(50_000_000); len(done) != 0 {
@@ -106,8 +114,8 @@ func TestSharedLinkStaggered(t *testing.T) {
 	}
 }
 
-func TestSharedLinkErrors(t *testing.T) {
-	if _, err := NewSharedLink(model.Link{Bandwidth: 0}); err == nil {
+func TestOneLinkErrors(t *testing.T) {
+	if _, err := NewFabric().AddLink(model.Link{Bandwidth: 0}); err == nil {
 		t.Error("zero bandwidth accepted")
 	}
 	l := testLink(t)
