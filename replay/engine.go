@@ -231,6 +231,9 @@ type engine struct {
 	off      *offload // KV tiers; nil: none
 
 	shared []int32 // per request: leading hash ids another request (on its worker, when known) also has
+	// online, when requests are routed as they arrive, tells each its
+	// shared ids once its worker is known (shared is nil then).
+	online *onlineSharing
 	route  []int32 // per request: its worker, when the router is load-blind (-1: rejected); nil otherwise
 	order  []int32 // open loop: request indices by arrival time
 	next   int     // next entry of order (open) or of reqs (closed)

@@ -210,10 +210,13 @@ func (e *engine) prepare() {
 	if ids != nil {
 		// A block of a request routed elsewhere can hit in the shared
 		// remote tier.
-		if e.route != nil && (e.off == nil || e.off.remote == nil) {
-			e.shared = sharedOnWorkers(ids, bs, e.route, len(e.workers))
-		} else {
+		switch {
+		case e.off != nil && e.off.remote != nil:
 			e.shared = sharedPrefixes(ids)
+		case e.route != nil:
+			e.shared = sharedOnWorkers(ids, bs, e.route, len(e.workers))
+		default:
+			e.online = newOnlineSharing(ids, bs)
 		}
 	}
 }

@@ -107,6 +107,9 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	}
 	if reason := e.rejectReason(prompt, out); reason != "" {
 		e.stats.Rejected++
+		if e.online != nil {
+			e.online.reject(i)
+		}
 		if e.sec != nil {
 			e.sec.at(now).Rejected++
 		}
@@ -147,6 +150,11 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		w.arrived++
 	}
 	r.worker = int32(wi)
+	if e.online != nil {
+		// Before r's blocks are hashed (hashChain), which the router
+		// does not ask for.
+		r.shared = int(e.online.routed(i, wi))
+	}
 	e.view.sent(r)
 	w.waiting.pushBack(r)
 	if w.off != nil && e.off.spec.HiCache != nil {

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -95,3 +96,105 @@ func commonPrefix(a, b []int64) int {
 	}
 	return n
 }
+
+// onlineSharing tells, as requests arrive, how many leading hash ids of
+// a request another request that can still reach its worker also starts
+// with: a request not arrived yet (it may be routed anywhere), or one
+// already routed to the same worker. It serves routers that decide at
+// arrival (load-aware ones), where sharedOnWorkers cannot be computed
+// in advance, and is far tighter than sharedPrefixes: a request whose
+// sharers arrived before it and went to other workers has no block
+// another request can ask for on its worker.
+//
+// Note: it is the test of sharedOnWorkers restricted to the requests
+// that may still come, so it indexes a superset of the blocks that
+// sharedOnWorkers would for the same routing, which is exact
+// (TestOnlineSharingSameResults). Requests are sorted by (block size,
+// ids) as in sharedOnWorkers; the common prefix of two requests is the
+// least lcp between them in that order, so a walk outwards from a
+// request finds, in each direction, the deepest sharer that qualifies.
+type onlineSharing struct {
+	pos   []int32 // each request's place in sorted (-1: no prefix to share)
+	order []int32 // request indices by (block size, ids)
+	lcp   []int32 // lcp[j]: common leading ids of order[j-1] and order[j]
+	// where holds each request's worker once routed; notArrived
+	// before, and rejected when it was rejected.
+	where []int32
+}
+
+const (
+	notArrived = -2
+	rejected   = -1
+	// maxWalk bounds the walk in each direction; past it, the common
+	// prefix reached counts as shared (indexing more changes nothing
+	// but speed), so that a crowd of sharers routed elsewhere cannot
+	// make an arrival cost O(requests).
+	maxWalk = 64
+)
+
+func newOnlineSharing(ids [][]int64, bs []int64) *onlineSharing {
+	o := &onlineSharing{pos: make([]int32, len(ids)), where: make([]int32, len(ids))}
+	for i := range ids {
+		o.pos[i], o.where[i] = -1, notArrived
+		if len(ids[i]) > 0 && bs[i] > 0 {
+			o.order = append(o.order, int32(i))
+		}
+	}
+	slices.SortFunc(o.order, func(a, b int32) int {
+		if c := cmp.Compare(bs[a], bs[b]); c != 0 {
+			return c
+		}
+		if c := slices.Compare(ids[a], ids[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	o.lcp = make([]int32, len(o.order))
+	for j, i := range o.order {
+		o.pos[i] = int32(j)
+		if j > 0 && bs[o.order[j-1]] == bs[i] {
+			o.lcp[j] = int32(commonPrefix(ids[o.order[j-1]], ids[i]))
+		}
+	}
+	return o
+}
+
+// routed records that request i arrived and went to worker w, and
+// returns how many of its leading ids another request that is not yet
+// routed, or is routed to w, also starts with.
+func (o *onlineSharing) routed(i int32, w int) int32 {
+	o.where[i] = int32(w)
+	p := o.pos[i]
+	if p < 0 {
+		return 0
+	}
+	var best int32
+	qualifies := func(j int32) bool {
+		b := o.where[o.order[j]]
+		return b == notArrived || b == int32(w)
+	}
+	m := int32(math.MaxInt32)
+	for j, n := p+1, 0; j < int32(len(o.order)); j, n = j+1, n+1 {
+		if m = min(m, o.lcp[j]); m <= best {
+			break
+		}
+		if n == maxWalk || qualifies(j) {
+			best = m
+			break
+		}
+	}
+	m = math.MaxInt32
+	for j, n := p-1, 0; j >= 0; j, n = j-1, n+1 {
+		if m = min(m, o.lcp[j+1]); m <= best {
+			break
+		}
+		if n == maxWalk || qualifies(j) {
+			best = m
+			break
+		}
+	}
+	return best
+}
+
+// reject records that request i was rejected: it reaches no worker.
+func (o *onlineSharing) reject(i int32) { o.where[i] = rejected }
