@@ -148,8 +148,9 @@ func BenchmarkReplayMooncake(b *testing.B) {
 // router (an oracle view), to compare their engine time with
 // round-robin's; round_robin_online is round-robin routed as the
 // load-aware routers must be, at each arrival, not before the replay (so
-// the engine cannot tell which prefix blocks meet on a worker, and
-// indexes every block another request shares).
+// the engine cannot tell in advance which prefix blocks meet on a
+// worker, and indexes every block that a request not arrived yet, or one
+// on the same worker, shares: onlineSharing).
 func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
 	cost, blocks := llama8BOnH100(b)

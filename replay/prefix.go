@@ -14,11 +14,12 @@ import (
 // insert and delete is a cache miss once the workers' tables outgrow the
 // CPU caches, and a replay commits millions of blocks, so knowing which
 // blocks are private is most of the speed of a replay with prefix caching.
-// The results are the same either way (TestPrivateBlocksChangeNothing).
+// The results are the same either way (TestPrivateBlocksSameResults,
+// TestOnlineSharingSameResults).
 
 // sharedPrefixes returns, for each request, how many of its leading
-// hash_ids occur in more than one place in the trace. It serves routers
-// that look at the load, whose choices are only known as the replay runs.
+// hash_ids occur in more than one place in the trace. It serves a shared
+// remote KV tier, where a block of a request routed elsewhere can hit.
 func sharedPrefixes(ids [][]int64) []int32 {
 	var all []int64
 	for _, x := range ids {
