@@ -374,20 +374,32 @@ func (cm *CostModel) Apply(d *model.Deployment) {
 	}
 }
 
-// ApplyNode sets the link coefficients of n that cm holds.
-func (cm *CostModel) ApplyNode(n *model.Node) {
+// ApplyNode sets the link coefficients of n that cm holds and returns
+// the keys it set. The fits (calibrate --server-side) see a worker's
+// whole KV load per request, spread over its gpusPerWorker GPUs, each
+// loading its share over its own PCIe link at the same time: the fitted
+// bandwidth is theirs together, so one GPU's link (model.Node.PCIe, per
+// GPU and direction, as the replay prices it) is that divided by them.
+// NVMe is the node's, shared by its GPUs, and taken as fitted.
+func (cm *CostModel) ApplyNode(n *model.Node, gpusPerWorker int) []string {
+	var set []string
 	if v, ok := cm.get(CoefNVMeBandwidth); ok {
 		n.NVMe.Bandwidth = v
+		set = append(set, CoefNVMeBandwidth)
 	}
 	if v, ok := cm.get(CoefNVMeLatency); ok {
 		n.NVMe.Latency = time.Duration(math.Round(v * 1e9))
+		set = append(set, CoefNVMeLatency)
 	}
 	if v, ok := cm.get(CoefPCIeBandwidth); ok {
-		n.PCIe.Bandwidth = v
+		n.PCIe.Bandwidth = v / float64(max(gpusPerWorker, 1))
+		set = append(set, CoefPCIeBandwidth)
 	}
 	if v, ok := cm.get(CoefPCIeLatency); ok {
 		n.PCIe.Latency = time.Duration(math.Round(v * 1e9))
+		set = append(set, CoefPCIeLatency)
 	}
+	return set
 }
 
 // StepModel returns the step model of cm's form for d, with cm's

@@ -70,6 +70,9 @@ type Cluster struct {
 	// given maps each key set by the file or an override (dotted path,
 	// "scheduler.max_num_seqs") to where: "FILE:LINE" or the flag.
 	given map[string]string
+	// links, when set, gives the node the links a cost model fitted
+	// (Resolve sets it from Overrides.CostModel).
+	links LinkCostModel
 }
 
 // DefaultCluster returns the cluster every absent key defaults to: one

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opaltrace/opaltrace/model"
@@ -25,6 +26,18 @@ type CostModel interface {
 	Check(hardware, modelName string, tp int) error
 	// StepModel returns what prices the steps of d.
 	StepModel(d *model.Deployment) (model.StepModel, error)
+}
+
+// A LinkCostModel is a CostModel that also holds fitted links (the PCIe
+// and NVMe bandwidth and latency calibrate --server-side fits from
+// per-request tier data). Resolve gives them to the node the workers run
+// on, over its preset; a node_override key in the cluster file still
+// wins, as the more specific statement.
+type LinkCostModel interface {
+	CostModel
+	// ApplyNode sets n's fitted links for a worker of gpusPerWorker
+	// GPUs and returns the coefficient names it set.
+	ApplyNode(n *model.Node, gpusPerWorker int) []string
 }
 
 // Overrides are what a caller sets over the cluster file and the run's
@@ -121,6 +134,9 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
+	if lm, ok := o.CostModel.(LinkCostModel); ok {
+		c.links = lm
+	}
 	cfg, err := engineOptions(c.Config, run)
 	if err != nil {
 		return nil, err
@@ -137,6 +153,12 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens, KVHow: kvHow, Notes: notes}
 	if s.Offload, err = offloadOf(c, dep, kvTokens); err != nil {
 		return nil, err
+	}
+	if c.links != nil && s.Offload != nil {
+		var probe model.Node
+		if set := c.links.ApplyNode(&probe, 1); len(set) > 0 {
+			s.Notes = append(s.Notes, "node links from the cost model: "+strings.Join(set, ", ")+" (node_override keys win)")
+		}
 	}
 	switch {
 	case o.CostModel != nil:

@@ -155,6 +155,9 @@ func (c Cluster) node(dep *model.Deployment) (model.Node, error) {
 			return n, c.bad("node", c.given["node"], "", err.Error())
 		}
 	}
+	if c.links != nil {
+		c.links.ApplyNode(&n, dep.TP*max(dep.PP, 1))
+	}
 	if c.NodeOverride != nil {
 		m, err := n.With(*c.NodeOverride)
 		var se *model.NodeSpecError
