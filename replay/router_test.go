@@ -165,6 +165,49 @@ func TestPrefixIndexEvictsDeepestFirst(t *testing.T) {
 	}
 }
 
+// A slotTable gives each id one slot, whether it lands in the dense part
+// (small counters) or the map (hashes, negative ids, and counters too far
+// ahead when they came, which the dense part may reach later), and every
+// slot stays findable after the dense part grows over it; checked
+// against a plain map.
+func TestSlotTableMatchesMap(t *testing.T) {
+	var tab slotTable
+	want := map[int64]int32{}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 20000 {
+		var id int64
+		switch i % 4 {
+		case 0:
+			id = int64(i) // dense counter
+		case 1:
+			id = int64(rng.Uint64()) // hash, possibly negative
+		case 2:
+			id = int64(rng.IntN(8 * (i + 1))) // ahead of the counter, often beyond the dense part
+		case 3:
+			id = int64(rng.IntN(i + 1)) // seen before, often
+		}
+		s, ok := tab.get(id)
+		w, wok := want[id]
+		if ok != wok || (ok && s != w) {
+			t.Fatalf("step %d: get(%d) = %d, %v; want %d, %v", i, id, s, ok, w, wok)
+		}
+		if !ok {
+			want[id] = tab.add(id)
+			if want[id] != int32(len(want)-1) {
+				t.Fatalf("step %d: add(%d) gave slot %d, want %d", i, id, want[id], len(want)-1)
+			}
+		}
+	}
+	if len(tab.sparse) == 0 || len(tab.dense) == 0 {
+		t.Fatalf("dense %d, sparse %d ids: both parts should be exercised", len(tab.dense), len(tab.sparse))
+	}
+	for id, w := range want {
+		if s, ok := tab.get(id); !ok || s != w {
+			t.Fatalf("get(%d) = %d, %v at the end; want %d", id, s, ok, w)
+		}
+	}
+}
+
 // Every router replays a small trace to completion, deterministically,
 // under the validator, with a stale view too; prefix routers record a
 // score per request.
