@@ -194,29 +194,3 @@ func (c *Carried) Keep(r *trace.Request) bool {
 	}
 	return true
 }
-
-// simulateCarried replays run after run.After with cm's coefficients
-// and returns run's latencies.
-func simulateCarried(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
-	step, cfg, client, err := PrepareReplay(cm, run.Deployment, run.Config)
-	if err != nil {
-		return nil, err
-	}
-	c, err := CarryAfter(cfg, step, run.KVBlocks, run.After.Inputs, run.Inputs)
-	if err != nil {
-		return nil, fmt.Errorf("run %s after %s: %w", run.Run.Name, run.After.Run.Name, err)
-	}
-	lat := map[string][]float64{}
-	_, err = replay.RunInputs(c.Config, step, run.KVBlocks, c.Inputs, func(r *trace.Request) error {
-		if !c.Keep(r) || !r.OK() {
-			return nil
-		}
-		client.ApplyRecord(r)
-		addLatencies(lat, r)
-		return nil
-	}, replay.Options{Transient: true})
-	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", run.Run.Name, err)
-	}
-	return lat, nil
-}

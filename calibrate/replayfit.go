@@ -258,16 +258,24 @@ func PrepareReplay(cm *CostModel, dep *model.Deployment, cfg replay.Config) (mod
 
 // simulate replays run with cm's coefficients and returns its latencies.
 func simulate(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
-	if run.After != nil {
-		return simulateCarried(run, cm)
-	}
 	step, cfg, client, err := PrepareReplay(cm, run.Deployment, run.Config)
 	if err != nil {
 		return nil, err
 	}
+	inputs, keep := run.Inputs, (*trace.Request).OK
+	if run.After != nil {
+		// Replayed after the run before it, with the cache it left;
+		// only this run's requests are measured (Carried.Keep).
+		c, err := CarryAfter(cfg, step, run.KVBlocks, run.After.Inputs, run.Inputs)
+		if err != nil {
+			return nil, fmt.Errorf("run %s after %s: %w", run.Run.Name, run.After.Run.Name, err)
+		}
+		cfg, inputs = c.Config, c.Inputs
+		keep = func(r *trace.Request) bool { return c.Keep(r) && r.OK() }
+	}
 	lat := map[string][]float64{}
-	_, err = replay.RunInputs(cfg, step, run.KVBlocks, run.Inputs, func(r *trace.Request) error {
-		if !r.OK() {
+	_, err = replay.RunInputs(cfg, step, run.KVBlocks, inputs, func(r *trace.Request) error {
+		if !keep(r) {
 			return nil
 		}
 		client.ApplyRecord(r)
