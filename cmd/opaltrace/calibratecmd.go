@@ -84,16 +84,8 @@ func calibrateCommand() *cli.Command {
 					return err
 				}
 				var pts []calibrate.Point
-				for _, path := range c.Args().Slice() {
-					data, err := os.ReadFile(path)
-					if err != nil {
-						return err
-					}
-					p, err := calibrate.ParseTable(path, data)
-					if err != nil {
-						return err
-					}
-					pts = append(pts, p...)
+				if pts, err = readTables(c.Args().Slice(), calibrate.ParseTable); err != nil {
+					return err
 				}
 				res, err = calibrate.FitTable(pts, opts)
 			} else {
@@ -146,17 +138,9 @@ func calibrateLinks(c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	var pts []calibrate.LinkPoint
-	for _, path := range c.Args().Slice() {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		p, err := calibrate.ParseLinkTable(path, data)
-		if err != nil {
-			return err
-		}
-		pts = append(pts, p...)
+	pts, err := readTables(c.Args().Slice(), calibrate.ParseLinkTable)
+	if err != nil {
+		return err
 	}
 	fits, err := calibrate.FitLinks(pts, kvPerToken)
 	if err != nil {
@@ -212,4 +196,22 @@ func writeCostModelData(c *cli.Command, cm *calibrate.CostModel, data []byte) er
 	}
 	fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients from %d fits\n", c.String("output"), len(cm.Coefficients), len(cm.Fits))
 	return nil
+}
+
+// readTables reads and parses each of paths with parse (a prefill table,
+// a link table) and returns all their rows, in order.
+func readTables[P any](paths []string, parse func(file string, data []byte) ([]P, error)) ([]P, error) {
+	var pts []P
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		p, err := parse(path, data)
+		if err != nil {
+			return nil, err
+		}
+		pts = append(pts, p...)
+	}
+	return pts, nil
 }
