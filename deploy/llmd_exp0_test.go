@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/opaltrace/opaltrace/internal/golden"
 	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/golden"
 
 	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/ingest"

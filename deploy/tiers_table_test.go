@@ -3,10 +3,11 @@ package deploy
 import (
 	"flag"
 	"fmt"
-	"github.com/opaltrace/opaltrace/internal/golden"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/golden"
 
 	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/ingest"

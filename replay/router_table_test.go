@@ -3,11 +3,12 @@ package replay
 import (
 	"flag"
 	"fmt"
-	"github.com/opaltrace/opaltrace/internal/golden"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/golden"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/trace"
