@@ -156,20 +156,21 @@ type stat struct {
 type side struct {
 	d        Dist
 	reported map[string]float64
-	// owner, when not nil, is the request of each of d's values, and
-	// requests their number: the side is resampled by request.
+	// owner, when not nil, is the request of each of d's values: the
+	// side is resampled by request, perRequest holding each request's
+	// number and sum of values (by request number).
 	owner      []int32
-	requests   int
-	perRequest []requestValues // by request number
+	perRequest []requestValues
 }
 
 // byRequest returns s resampled by request, owner giving each value's.
 func (s side) byRequest(owner []int32) side {
 	s.owner = owner
+	requests := 0
 	for _, r := range owner {
-		s.requests = max(s.requests, int(r)+1)
+		requests = max(requests, int(r)+1)
 	}
-	s.perRequest = make([]requestValues, s.requests)
+	s.perRequest = make([]requestValues, requests)
 	for i, r := range owner {
 		s.perRequest[r].n++
 		s.perRequest[r].sum += s.d.Values[i]
@@ -302,7 +303,7 @@ func verdict(lo, hi, margin float64) string {
 // draws is the number of units a resample draws: requests, or values.
 func (s side) draws() int {
 	if s.owner != nil {
-		return s.requests
+		return len(s.perRequest)
 	}
 	return s.d.N()
 }
