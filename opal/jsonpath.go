@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -17,11 +18,20 @@ type doc struct {
 	root  any
 	lines map[string]int
 	paths []string // every path, in document order
+	// newlines holds the offset of every '\n' in data, so that the line
+	// of an offset is a binary search: counting newlines from the start
+	// at every key made indexing a config quadratic in its size.
+	newlines []int
 }
 
 // parseDoc reads data, numbers kept as json.Number.
 func parseDoc(file string, data []byte) (*doc, error) {
 	d := &doc{file: file, data: data, lines: map[string]int{}}
+	for i, c := range data {
+		if c == '\n' {
+			d.newlines = append(d.newlines, i)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(&d.root); err != nil {
@@ -52,7 +62,8 @@ func (d *doc) syntaxError(err error) error {
 
 func (d *doc) lineAt(off int) int {
 	off = min(max(off, 0), len(d.data))
-	return 1 + bytes.Count(d.data[:off], []byte{'\n'})
+	n, _ := slices.BinarySearch(d.newlines, off) // newlines before off
+	return 1 + n
 }
 
 // index records the line of every key and list element, walking the

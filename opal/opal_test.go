@@ -150,3 +150,20 @@ func FuzzParse(f *testing.F) {
 		c.ClusterYAML()
 	})
 }
+
+// TestLineAtCountsNewlines checks the binary search over newline offsets
+// against counting the newlines before every offset of a document.
+func TestLineAtCountsNewlines(t *testing.T) {
+	data := []byte("{\n\"a\": 1,\n\n  \"b\": [1,\n2]\n}\n")
+	d, err := parseDoc("x.json", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := -1; off <= len(data)+1; off++ {
+		clamped := min(max(off, 0), len(data))
+		want := 1 + bytes.Count(data[:clamped], []byte{'\n'})
+		if got := d.lineAt(off); got != want {
+			t.Errorf("lineAt(%d) = %d, want %d", off, got, want)
+		}
+	}
+}
