@@ -11,7 +11,9 @@
 // both use.
 //
 // It also implements numpy's Generator(PCG64(seed)) as far as choosing
-// from a list (pcg64.go), which Opal's router draws from.
+// from a list (pcg64.go), which Opal's router draws from, and Python's
+// random module (pyrandom.go: the same MT19937 seeded another way), which
+// SGLang's multi-turn benchmark draws its sends from.
 package numpyrand
 
 import "math"
