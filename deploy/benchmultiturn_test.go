@@ -1,0 +1,185 @@
+package deploy
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/opaltrace/opaltrace/internal/numpyrand"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// benchMultiTurn is SGLang's benchmark/hicache/bench_multiturn.py as the
+// Mooncake documentation ran it (the mid-2025 script: text histories,
+// input token throughput, --enable-round-barrier without a pause) with
+// --disable-random-sample and --ready-queue-policy random.
+//
+// Its workload: clients × rounds requests; client c's round r prompt is
+// its round r−1 prompt, that round's output and a new request of
+// requestLen tokens. Prefixes are named by 16-token blocks of each
+// client's own stream, so a round matches the last round's prompt and
+// output.
+//
+// Its sender (request_sender): one loop that, while fewer than
+// maxParallel requests are in flight, pops a client at random from the
+// ready queue (random.randrange), sends its next round and then sleeps
+// random.expovariate(rate) whether or not it sent anything; while
+// maxParallel are in flight it polls every 50 ms. A client whose request
+// completes rejoins the queue's end (response_handler), or, with the
+// round barrier, waits until every client has finished the round. Both
+// draws come from Python's random module seeded with --seed (numpyrand.
+// Python); nothing else draws from it with --disable-random-sample (the
+// prompts' token ids come from numpy).
+type benchMultiTurn struct {
+	clients, rounds, maxParallel int
+	requestLen, outputLen        int64
+	rate                         float64 // --request-rate, sends per second
+	seed                         uint64  // --seed
+	roundBarrier                 bool    // --enable-round-barrier
+}
+
+// benchPoll is how long bench_multiturn's sender sleeps while
+// max_parallel requests are in flight.
+const benchPoll = 50 * time.Millisecond
+
+// prompt is the length of a client's round r prompt (r from 1).
+func (b benchMultiTurn) prompt(r int) int64 {
+	return int64(r)*b.requestLen + int64(r-1)*b.outputLen
+}
+
+// request is client c's round r request, sent at at.
+func (b benchMultiTurn) request(c, r int, at trace.Time) *trace.Request {
+	const block = 16
+	prompt := b.prompt(r)
+	ids := make([]int64, prompt/block)
+	for k := range ids {
+		ids[k] = int64(c)<<32 | int64(k)
+	}
+	return &trace.Request{
+		RequestID: benchID(c, r), Source: "bench_multiturn", Status: trace.StatusOK,
+		Arrival:     trace.Some(at),
+		InputTokens: trace.Some(prompt), OutputTokens: trace.Some(b.outputLen),
+		BlockSize: trace.Some(int64(block)), HashIDs: ids,
+	}
+}
+
+func benchID(c, r int) string { return fmt.Sprintf("c%d-r%d", c, r) }
+
+// A benchSend is one request the benchmark sends: client, round (from
+// 1), when.
+type benchSend struct {
+	client, round int
+	at            trace.Time
+}
+
+// sends returns the requests the benchmark sends, in order, when client
+// c's round r request takes latency(c, r) from its send to its last
+// chunk (when the client sees it complete).
+func (b benchMultiTurn) sends(latency func(c, r int) time.Duration) []benchSend {
+	rng := numpyrand.NewPython(b.seed)
+	ready := make([]int, b.clients)
+	for c := range ready {
+		ready[c] = c
+	}
+	done := make([]int, b.clients) // rounds completed, by client
+	var out []benchSend
+	var inFlight []benchSend // with at the completion time
+	var barrier []int        // clients that finished the barrier's round
+	total, completed := b.clients*b.rounds, 0
+	var now trace.Time
+	for completed < total {
+		// The response handler, at every completion up to now.
+		slices.SortStableFunc(inFlight, func(x, y benchSend) int { return int(x.at - y.at) })
+		for len(inFlight) > 0 && inFlight[0].at <= now {
+			c := inFlight[0].client
+			inFlight = inFlight[1:]
+			completed++
+			if done[c]++; done[c] == b.rounds {
+				continue
+			}
+			if !b.roundBarrier {
+				ready = append(ready, c)
+				continue
+			}
+			if barrier = append(barrier, c); len(barrier) == b.clients {
+				ready, barrier = append(ready, barrier...), nil
+			}
+		}
+		if len(out)-completed >= b.maxParallel {
+			now = now.Add(benchPoll)
+			continue
+		}
+		if len(ready) > 0 {
+			i := int(rng.Below(uint32(len(ready))))
+			c := ready[i]
+			ready = slices.Delete(ready, i, i+1)
+			s := benchSend{client: c, round: done[c] + 1, at: now}
+			out = append(out, s)
+			s.at = now.Add(latency(c, s.round))
+			inFlight = append(inFlight, s)
+		}
+		if completed == total {
+			break
+		}
+		now += trace.TimeFromSeconds(rng.Expovariate(b.rate))
+	}
+	return out
+}
+
+// A benchResult is a replay of the benchmark: the sends, the replay's
+// records by request id and its stats, and how many replays it took.
+type benchResult struct {
+	sends   []benchSend
+	records map[string]*trace.Request
+	stats   replay.Stats
+	iters   int
+}
+
+// replayBench replays the benchmark on s until its sends and the
+// replay's completions agree: the replay, an open loop, takes the sends
+// as arrivals; the sender is run again on the latencies it gave; and so
+// on until the sender sends what the replay was given (a fixed point: the
+// benchmark's closed loop, every send where its sender put it given the
+// completions the replay made of those very sends). It starts from start
+// when given (the sends stored by an earlier run: one replay checks
+// them), else from the sends of a server that answers at once; an error
+// if maxIter replays do not settle it. Each replay settles the sends of
+// about one more round of maxParallel requests, as a send depends on the
+// completions before it and those on the sends before them.
+func replayBench(s *Setup, b benchMultiTurn, start []benchSend, maxIter int) (*benchResult, error) {
+	cfg := s.Config
+	cfg.Workload = replay.WorkloadConfig{Mode: replay.ModeOpen, TimeScale: 1}
+	sends := start
+	if sends == nil {
+		sends = b.sends(func(int, int) time.Duration { return 0 })
+	}
+	for it := 1; it <= maxIter; it++ {
+		reqs := make([]*trace.Request, len(sends))
+		for i, x := range sends {
+			reqs[i] = b.request(x.client, x.round, x.at)
+		}
+		out := map[string]*trace.Request{}
+		st, err := replay.RunInputs(cfg, s.Step, s.KVBlocks, replay.Requests(reqs), func(r *trace.Request) error {
+			if r.Status != trace.StatusOK {
+				return fmt.Errorf("%s: status %s", r.RequestID, r.Status)
+			}
+			out[r.RequestID] = r
+			return nil
+		}, replay.Options{Offload: s.Offload})
+		if err != nil {
+			return nil, err
+		}
+		next := b.sends(func(c, r int) time.Duration {
+			if o := out[benchID(c, r)]; o != nil {
+				return time.Duration(trace.TimeFromSeconds(o.E2ESec.V))
+			}
+			return 0 // not sent this time: a guess the next replay corrects
+		})
+		if slices.Equal(next, sends) {
+			return &benchResult{sends: sends, records: out, stats: st, iters: it}, nil
+		}
+		sends = next
+	}
+	return nil, fmt.Errorf("bench_multiturn: the sends still moved after %d replays", maxIter)
+}
