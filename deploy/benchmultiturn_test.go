@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/opaltrace/opaltrace/internal/numpyrand"
@@ -136,6 +137,14 @@ type benchResult struct {
 	iters   int
 }
 
+// A benchPrelude is what a replay runs before the benchmark: its
+// requests (ids starting "pre-", their records dropped) and when the
+// benchmark starts.
+type benchPrelude struct {
+	reqs  []*trace.Request
+	start trace.Time
+}
+
 // replayBench replays the benchmark on s until its sends and the
 // replay's completions agree: the replay, an open loop, takes the sends
 // as arrivals; the sender is run again on the latencies it gave; and so
@@ -147,24 +156,35 @@ type benchResult struct {
 // if maxIter replays do not settle it. Each replay settles the sends of
 // about one more round of maxParallel requests, as a send depends on the
 // completions before it and those on the sends before them.
-func replayBench(s *Setup, b benchMultiTurn, start []benchSend, maxIter int) (*benchResult, error) {
+//
+// With a prelude, every replay runs its requests first and the benchmark
+// from pre.start; the records' times are then moved back by pre.start.
+func replayBench(s *Setup, b benchMultiTurn, pre *benchPrelude, start []benchSend, maxIter int) (*benchResult, error) {
 	cfg := s.Config
 	cfg.Workload = replay.WorkloadConfig{Mode: replay.ModeOpen, TimeScale: 1}
+	var offset trace.Time
+	var preReqs []*trace.Request
+	if pre != nil {
+		offset, preReqs = pre.start, pre.reqs
+	}
 	sends := start
 	if sends == nil {
 		sends = b.sends(func(int, int) time.Duration { return 0 })
 	}
 	for it := 1; it <= maxIter; it++ {
-		reqs := make([]*trace.Request, len(sends))
-		for i, x := range sends {
-			reqs[i] = b.request(x.client, x.round, x.at)
+		reqs := slices.Clone(preReqs)
+		for _, x := range sends {
+			reqs = append(reqs, b.request(x.client, x.round, x.at+offset))
 		}
 		out := map[string]*trace.Request{}
 		st, err := replay.RunInputs(cfg, s.Step, s.KVBlocks, replay.Requests(reqs), func(r *trace.Request) error {
 			if r.Status != trace.StatusOK {
 				return fmt.Errorf("%s: status %s", r.RequestID, r.Status)
 			}
-			out[r.RequestID] = r
+			if !strings.HasPrefix(r.RequestID, "pre-") {
+				r.Arrival.V -= offset
+				out[r.RequestID] = r
+			}
 			return nil
 		}, replay.Options{Offload: s.Offload})
 		if err != nil {
@@ -182,4 +202,57 @@ func replayBench(s *Setup, b benchMultiTurn, start []benchSend, maxIter int) (*b
 		sends = next
 	}
 	return nil, fmt.Errorf("bench_multiturn: the sends still moved after %d replays", maxIter)
+}
+
+// prepopulated is the prelude of the Mooncake page's "pre-populated"
+// run, which filled the store before the benchmark: the same benchmark
+// run before (its prompts are the same: numpy draws them from the same
+// seed), then the benchmark's own flush_cache, which empties SGLang's
+// radix tree and host pool (HiRadixCache.reset) and leaves the storage
+// backend as it is.
+//
+// The earlier run is each client's last prompt, which holds every
+// earlier round's prompt and output as its prefix, so it writes every
+// page the benchmark can hit (write_through sends each page to the
+// store). The replay has no flush, so the flush is modelled by prompts of
+// no client's, flushTokens tokens in all, which push every page of the
+// earlier run out of the GPU and the host pool (both LRU) and into
+// nothing the benchmark reads. Each part starts a minute after the
+// previous one ends (every write to the store is then done), found by
+// replaying the prelude so far alone.
+func prepopulated(s *Setup, b benchMultiTurn, flushTokens int64) (*benchPrelude, error) {
+	cfg := s.Config
+	cfg.Workload = replay.WorkloadConfig{Mode: replay.ModeOpen, TimeScale: 1}
+	end := func(reqs []*trace.Request) (trace.Time, error) {
+		var last trace.Time
+		_, err := replay.RunInputs(cfg, s.Step, s.KVBlocks, replay.Requests(reqs), func(r *trace.Request) error {
+			if r.Status != trace.StatusOK {
+				return fmt.Errorf("%s: status %s", r.RequestID, r.Status)
+			}
+			last = max(last, r.Arrival.V+trace.TimeFromSeconds(r.E2ESec.V))
+			return nil
+		}, replay.Options{Offload: s.Offload})
+		return last + trace.Time(time.Minute), err
+	}
+	var reqs []*trace.Request
+	for c := range b.clients {
+		r := b.request(c, b.rounds, 0)
+		r.RequestID = fmt.Sprintf("pre-run-c%d", c)
+		reqs = append(reqs, r)
+	}
+	flushAt, err := end(reqs)
+	if err != nil {
+		return nil, err
+	}
+	last := b.prompt(b.rounds)
+	for i := 0; int64(i)*last < flushTokens; i++ {
+		r := b.request(b.clients+i, b.rounds, flushAt) // a client the benchmark has not
+		r.RequestID = fmt.Sprintf("pre-flush-%d", i)
+		reqs = append(reqs, r)
+	}
+	startAt, err := end(reqs)
+	if err != nil {
+		return nil, err
+	}
+	return &benchPrelude{reqs: reqs, start: startAt}, nil
 }

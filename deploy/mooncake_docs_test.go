@@ -36,7 +36,8 @@ const mooncakeDocsSends = "testdata/hicache_mooncake_docs_sends.txt"
 // Qwen3-14B; bench_multiturn with 20 clients, 10 rounds, 2,048-token
 // requests, 16 output tokens, at most 4 in flight, request rate 20) as GPU
 // only, with the L2 host pool (hicache_ratio 2, write_through) and with
-// the Mooncake store as L3 (150 GB, wait_complete), page_size 64, and
+// the Mooncake store as L3 (150 GB, wait_complete), the last with the
+// store filled before the run too (prepopulated), page_size 64, and
 // compares the mean TTFT and input token throughput with the page's
 // (../shared/data/measurements/mooncake_docs/
 // hicache_overall_a10_qwen3-14b.csv), for each of mooncakeDocsSeeds.
@@ -67,10 +68,15 @@ scheduler:
   page_size: 64
 `
 	const l2 = "  enable_hierarchical_cache: true\n  hicache_ratio: 2\n  hicache_write_policy: write_through\n"
-	runs := []struct{ name, yaml string }{
-		{"gpu_only", base},
-		{"l1_l2", base + l2},
-		{"l1_l2_mooncake", base + l2 + "  hicache_storage_backend: mooncake\n  hicache_storage_prefetch_policy: wait_complete\n"},
+	const l3 = "  hicache_storage_backend: mooncake\n  hicache_storage_prefetch_policy: wait_complete\n"
+	runs := []struct {
+		name, yaml   string
+		prepopulated bool
+	}{
+		{"gpu_only", base, false},
+		{"l1_l2", base + l2, false},
+		{"l1_l2_mooncake", base + l2 + l3, false},
+		{"l1_l2_mooncake_prepopulated", base + l2 + l3, true},
 	}
 	stored := map[string][]benchSend{}
 	if data, err := os.ReadFile(mooncakeDocsSends); err == nil {
@@ -89,7 +95,10 @@ scheduler:
 	b.WriteString("drawn from Python's random seeded with --seed; its sends and the replay's completions agree (a fixed point).\n")
 	b.WriteString("Measured: the page's mean TTFT and input token throughput (hicache_overall_a10_qwen3-14b.csv); seed 42 is\n")
 	b.WriteString("the page's. Hit rate: prefix-hit tokens (GPU, host, store) / prompt tokens. Input token throughput: prompt\n")
-	b.WriteString("tokens / (last completion − start), as the script computes it.\n")
+	b.WriteString("tokens / (last completion − start), as the script computes it. Pre-populated: the same benchmark run before\n")
+	b.WriteString("(each client's last prompt, which holds every page it can hit) and the script's flush_cache (GPU and host pool\n")
+	b.WriteString("emptied, the store kept), the flush replayed as prompts of no client's that push the earlier run out of the\n")
+	b.WriteString("GPU and the host pool; each client's first request is checked to hit the store only.\n")
 	b.WriteString("Regenerate: go test ./deploy -run TestMooncakeDocsHiCache -mooncakedocs\n\n")
 	b.WriteString("| config | seed | mean TTFT (s) | measured (s) | error | hit rate | host hits | store hits | input tok/s | measured | error |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -105,38 +114,57 @@ scheduler:
 			t.Fatal(err)
 		}
 		m := measured[rn.name]
+		a10 := benchMultiTurn{clients: 20, rounds: 10, maxParallel: 4, requestLen: 2048, outputLen: 16, rate: 20}
+		var pre *benchPrelude // the same prompts at every seed
+		if rn.prepopulated {
+			pre = prepopulatedA10(t, s, a10)
+		}
 		for _, seed := range mooncakeDocsSeeds {
-			bench := benchMultiTurn{clients: 20, rounds: 10, maxParallel: 4, requestLen: 2048, outputLen: 16, rate: 20, seed: seed}
+			bench := a10
+			bench.seed = seed
 			key := fmt.Sprintf("%s %d", rn.name, seed)
 			start, maxIter := stored[key], 1
 			if *mooncakeDocs || updating() {
 				maxIter = 200
 			}
-			res, err := replayBench(s, bench, start, maxIter)
+			res, err := replayBench(s, bench, pre, start, maxIter)
 			if err != nil {
 				t.Fatalf("%s seed %d: %v (regenerate with -mooncakedocs)", rn.name, seed, err)
 			}
 			if len(res.records) != bench.clients*bench.rounds {
 				t.Fatalf("%s seed %d: %d of %d requests completed", rn.name, seed, len(res.records), bench.clients*bench.rounds)
 			}
+			if rn.prepopulated {
+				// A client's first request finds its prompt in the store
+				// only: the flush emptied the GPU and the host pool.
+				for c := range bench.clients {
+					r := res.records[benchID(c, 1)]
+					if r.DeviceHitTokens.Or(0) != 0 || r.HostHitTokens.Or(0) != 0 || r.RemoteHitTokens.Or(0) < bench.prompt(1)-64 {
+						t.Errorf("%s seed %d: client %d's first request hit %d tokens on the GPU, %d in the host pool, %d in the store (want 0, 0, ≥ %d)",
+							rn.name, seed, c, r.DeviceHitTokens.Or(0), r.HostHitTokens.Or(0), r.RemoteHitTokens.Or(0), bench.prompt(1)-64)
+					}
+				}
+			}
 			for _, x := range res.sends {
 				fmt.Fprintf(&sends, "%s %d %d %d\n", key, x.client, x.round, int64(x.at))
 			}
 			var sum, end float64
-			var host, store int64
+			var prompt, cached, host, store int64
 			for _, r := range res.records {
 				sum += r.TTFTSec.V
 				end = max(end, r.Arrival.V.Seconds()+r.E2ESec.V)
+				prompt += r.InputTokens.V
+				cached += r.CachedTokens.Or(0)
 				host += r.HostHitTokens.Or(0)
 				store += r.RemoteHitTokens.Or(0)
 			}
 			mean := sum / float64(len(res.records))
-			p := float64(res.stats.PromptTokens)
+			p := float64(prompt)
 			tput := p / end
 			aggs[ri].ttft = append(aggs[ri].ttft, mean)
 			aggs[ri].tput = append(aggs[ri].tput, tput)
 			fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %+.0f %% | %.4f | %.4f | %.4f | %.0f | %.0f | %+.0f %% |\n", rn.name, seed,
-				mean, m.ttft, (mean/m.ttft-1)*100, float64(res.stats.CachedTokens)/p, float64(host)/p, float64(store)/p,
+				mean, m.ttft, (mean/m.ttft-1)*100, float64(cached)/p, float64(host)/p, float64(store)/p,
 				tput, m.tput, (tput/m.tput-1)*100)
 		}
 	}
@@ -160,15 +188,31 @@ scheduler:
 	}
 	t.Log("\n" + b.String())
 	for si, seed := range mooncakeDocsSeeds {
-		g, l2, l3 := aggs[0].ttft[si], aggs[1].ttft[si], aggs[2].ttft[si]
-		if !(g > l2 && l2 > l3) {
-			t.Errorf("seed %d: mean TTFT GPU only %.3f s, +L2 %.3f s, +L3 %.3f s: not the page's order", seed, g, l2, l3)
+		g, l2, l3, pre := aggs[0].ttft[si], aggs[1].ttft[si], aggs[2].ttft[si], aggs[3].ttft[si]
+		if !(g > l2 && l2 > l3 && l3 > pre) {
+			t.Errorf("seed %d: mean TTFT GPU only %.3f s, +L2 %.3f s, +L3 %.3f s, pre-populated %.3f s: not the page's order", seed, g, l2, l3, pre)
 		}
 	}
 	// The table and the sends are golden files: every run checks them,
 	// the flag (or -update) rewrites them.
 	golden.CheckOrWrite(t, filepath.Join("testdata", "hicache_mooncake_docs.md"), []byte(b.String()), *mooncakeDocs)
 	golden.CheckOrWrite(t, mooncakeDocsSends, []byte(sends.String()), *mooncakeDocs)
+}
+
+// prepopulatedA10 is the prelude of the pre-populated run on s: a flush of
+// the GPU's and the host pool's tokens together, which the store must
+// hold beside the earlier run's pages (else the flush would evict some).
+func prepopulatedA10(t *testing.T, s *Setup, b benchMultiTurn) *benchPrelude {
+	o := s.Offload
+	flush := s.KVTokens + o.HostBlocks*o.BlockTokens
+	if have, need := o.RemoteBlocks*o.BlockTokens, int64(b.clients)*b.prompt(b.rounds)+flush; have < need {
+		t.Fatalf("the store holds %d tokens; the earlier run and the flush need %d", have, need)
+	}
+	pre, err := prepopulated(s, b, flush)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pre
 }
 
 // meanRange returns the error of xs' mean against want and the errors of
