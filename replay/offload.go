@@ -603,8 +603,7 @@ func (v *vllm) admitLoad(w *worker, r *reqState, hits []int32, done int64, now t
 		v.kv.Acquire(b)
 	}
 	r.blocks = append(r.blocks, hits...)
-	var allocated bool
-	if r.blocks, allocated = v.kv.Allocate(r.blocks, fresh); !allocated {
+	if !v.allocate(r, fresh) {
 		panic("replay: allocation failed after the free-block check")
 	}
 	r.computed = done

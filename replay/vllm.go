@@ -213,11 +213,8 @@ func (v *vllm) match(r *reqState, hits []int32) []int32 {
 func (v *vllm) grow(r *reqState, n int64) bool {
 	total := r.computed + n
 	need := ceilDiv(total, v.bs) - int64(len(r.blocks))
-	if need > 0 {
-		var ok bool
-		if r.blocks, ok = v.kv.Allocate(r.blocks, need); !ok {
-			return false
-		}
+	if need > 0 && !v.allocate(r, need) {
+		return false
 	}
 	if v.prefix {
 		full := total / v.bs
@@ -225,16 +222,16 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 			c := r.hashChain(v.bs)
 			k := r.hashed
 			if r.preemptions == 0 && !v.eager {
-				// A private block's hash is recorded only if
-				// r is preempted (preempt), the one case it is
-				// asked for.
+				// A private block is Anonymous (allocate):
+				// Release learns from r.hashed that it is
+				// cached, and its hash is recorded only if r is
+				// preempted (preempt), the one case it is asked
+				// for.
 				for ; k < min(full, c.Shared()); k++ {
 					x, _ := c.Hash(k)
 					v.kv.Commit(r.blocks[k], x)
 				}
-				for ; k < full; k++ {
-					v.kv.MarkPrivate(r.blocks[k])
-				}
+				k = full
 			}
 			for ; k < full; k++ {
 				x, private := c.Hash(k)
@@ -250,19 +247,39 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 	return true
 }
 
+// allocate appends n fresh blocks to r's block table, reporting false,
+// changing nothing, when there are not enough free blocks. A block that
+// will be private is Anonymous (kvcache.Cache) while r has not been
+// preempted: no one asks for its id, unless r is preempted (preempt
+// names it then); without prefix caching no block's id is ever asked
+// for.
+func (v *vllm) allocate(r *reqState, n int64) bool {
+	named := n
+	switch {
+	case !v.prefix:
+		named = 0
+	case r.preemptions == 0 && !v.eager:
+		named = min(max(r.hashChain(v.bs).Shared()-int64(len(r.blocks)), 0), n)
+	}
+	var ok bool
+	r.blocks, ok = v.kv.AllocateNamed(r.blocks, n, named)
+	return ok
+}
+
 // preempt frees r's blocks and puts it at the front of the waiting queue
 // to be recomputed; its generated tokens stay generated.
 func (v *vllm) preempt(w *worker, r *reqState) {
 	if r.preemptions == 0 && v.prefix {
 		// Record the hashes of its private blocks, so that it can hit
 		// them again (match) while they stay cached.
+		v.kv.Name(r.blocks)
 		c := r.hashChain(v.bs)
 		for k := c.Shared(); k < r.hashed; k++ {
 			x, _ := c.Hash(k)
 			v.kv.CommitPrivate(r.blocks[k], x)
 		}
 	}
-	v.kv.Release(r.blocks)
+	v.kv.Release(r.blocks, r.hashed)
 	if r.preemptions == 0 {
 		// Keep the table of privately committed blocks; blocks
 		// computed after this are indexed like shared ones.
@@ -356,7 +373,7 @@ func (v *vllm) stepEnded(*worker) {}
 
 func (v *vllm) leave(_ *worker, r *reqState, _ leaving) {
 	if len(r.blocks) > 0 {
-		v.kv.Release(r.blocks)
+		v.kv.Release(r.blocks, r.hashed)
 		r.blocks = r.blocks[:0]
 	}
 }

@@ -24,7 +24,7 @@ func TestAllocateReleaseLRU(t *testing.T) {
 		t.Fatal("allocated 3 of 2 free blocks")
 	}
 	mustCheck(t, c)
-	c.Release(a) // queue: 2 3 1 0 (released last block first)
+	c.Release(a, 0) // queue: 2 3 1 0 (released last block first)
 	mustCheck(t, c)
 	if b, ok := c.Lookup(100); !ok || b != 0 {
 		t.Fatalf("freed block lost its hash: %d %v", b, ok)
@@ -47,12 +47,12 @@ func TestAllocateReleaseLRU(t *testing.T) {
 	}
 	c.Acquire(0) // a second sharer
 	mustCheck(t, c)
-	c.Release([]int32{0})
+	c.Release([]int32{0}, 0)
 	if c.NumFree() != 0 {
 		t.Fatal("shared block freed while still referenced")
 	}
-	c.Release([]int32{0})
-	c.Release(got)
+	c.Release([]int32{0}, 0)
+	c.Release(got, 0)
 	if c.NumFree() != 4 {
 		t.Fatalf("free %d, want 4", c.NumFree())
 	}
@@ -68,7 +68,7 @@ func TestCommitDuplicate(t *testing.T) {
 		t.Fatalf("Lookup = %d, %d cached; want the first of two", b, c.NumCached())
 	}
 	mustCheck(t, c)
-	c.Release(a[:1])
+	c.Release(a[:1], 0)
 	c.Allocate(nil, 1) // evicts a[0]: a[1] still holds 7
 	if b, ok := c.Lookup(7); !ok || b != a[1] {
 		t.Fatalf("after evicting the first, Lookup = %d %v", b, ok)
@@ -84,7 +84,7 @@ func TestCommitPrivate(t *testing.T) {
 		t.Fatal("a private block must be held but not indexed")
 	}
 	mustCheck(t, c)
-	c.Release(a)
+	c.Release(a, 0)
 	if !c.Holds(a[0], 9) {
 		t.Fatal("a freed private block keeps its content")
 	}
@@ -92,7 +92,7 @@ func TestCommitPrivate(t *testing.T) {
 	if c.Holds(a[0], 9) || c.Evictions != 1 {
 		t.Fatalf("private block not evicted (evictions %d)", c.Evictions)
 	}
-	c.Release(got)
+	c.Release(got, 0)
 	mustCheck(t, c)
 }
 

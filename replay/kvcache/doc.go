@@ -11,9 +11,10 @@
 // gets hashes of its own, so nothing is falsely shared.
 //
 // Blocks whose content no other request can have (BlockHasher reports
-// them private) are held without being indexed (Cache.CommitPrivate); the
-// results are the same as indexing them, and a replay does half the index
-// work.
+// them private) are held without being indexed (Cache.CommitPrivate), and
+// while their owner runs unpreempted without ids at all: released, they
+// return to the free queue as one run per request (Cache.AllocateNamed);
+// the results are the same as indexing them block by block.
 //
 // Radix is SGLang's cache instead: a token-granular radix tree over a
 // pool of token slots, with lock counts from running requests and

@@ -54,7 +54,7 @@ func freeQueueMatchesReference(t *testing.T) {
 		case len(held) > 0: // release a request, tail block first
 			i := rng.IntN(len(held))
 			bs := held[i]
-			c.Release(bs)
+			c.Release(bs, 0)
 			for j := len(bs) - 1; j >= 0; j-- {
 				ref = append(ref, bs[j])
 			}
@@ -70,4 +70,194 @@ func freeQueueMatchesReference(t *testing.T) {
 	if c.compactions < 10 {
 		t.Fatalf("%d compactions; the test does not exercise them", c.compactions)
 	}
+}
+
+// TestAnonymousRunsMatchNamed drives two caches through the same random
+// requests: one gives private blocks no ids (AllocateNamed, runs in the
+// free queue), the other names every block and marks private ones one by
+// one, as before runs. Requests share prefixes (prefix hits on free and
+// referenced blocks), fill all their blocks or all but the last, complete
+// or are preempted (Name, then their private blocks are committed) and
+// come back to hit their own private blocks again while runs are cut by
+// eviction from the front; after every operation both caches must agree
+// on free blocks, evictions, the indexed hashes and what the preempted
+// requests still hold, and both must pass Check.
+func TestAnonymousRunsMatchNamed(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { anonymousRunsMatchNamed(t, false) })
+	t.Run("rebase", func(t *testing.T) {
+		// Positions past 1,000 renumber the queue, runs and all.
+		defer func(p int64) { maxPos = p }(maxPos)
+		maxPos = 1000
+		anonymousRunsMatchNamed(t, true)
+	})
+}
+
+type modelReq struct {
+	id           int
+	shared, size int      // leading shared blocks, blocks in all
+	full         int      // leading full (hashed) blocks
+	a, b         []int32  // block tables: anonymous cache, named cache
+	ghostA       []int32  // tables at preemption (named by then)
+	ghostB       []int32  //
+	prefix       uint64   // which shared prefix it has
+	preempted    bool     // it was preempted once
+	hashes       []uint64 // its blocks' hashes
+}
+
+func anonymousRunsMatchNamed(t *testing.T, rebase bool) {
+	const n = 60
+	a, b := New(n), New(n)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var running, waiting []*modelReq
+	next, ghostHits, freeHits := 0, 0, 0
+	newReq := func() *modelReq {
+		next++
+		r := &modelReq{id: next, prefix: uint64(rng.IntN(4)), size: 1 + rng.IntN(12)}
+		r.shared = min(rng.IntN(6), r.size)
+		for k := range r.size {
+			if k < r.shared {
+				r.hashes = append(r.hashes, 1000*(r.prefix+1)+uint64(k))
+			} else {
+				r.hashes = append(r.hashes, uint64(next)<<20|uint64(k))
+			}
+		}
+		return r
+	}
+	// start admits r: hits on its shared prefix (or, preempted, its own
+	// private blocks where they are still held), fresh blocks for the
+	// rest, then fills them.
+	start := func(op int, r *modelReq) bool {
+		var hitsA, hitsB []int32
+		for k := range r.size - 1 {
+			x := r.hashes[k]
+			if k >= r.shared {
+				if !r.preempted || k >= len(r.ghostA) {
+					break
+				}
+				ha, hb := a.Holds(r.ghostA[k], x), b.Holds(r.ghostB[k], x)
+				if ha != hb {
+					t.Fatalf("op %d: request %d block %d held %v in the anonymous cache, %v in the named one", op, r.id, k, ha, hb)
+				}
+				if !ha {
+					break
+				}
+				hitsA, hitsB = append(hitsA, r.ghostA[k]), append(hitsB, r.ghostB[k])
+				ghostHits++
+				continue
+			}
+			ba, oka := a.Lookup(x)
+			bb, okb := b.Lookup(x)
+			if oka != okb {
+				t.Fatalf("op %d: hash %#x found %v and %v", op, x, oka, okb)
+			}
+			if !oka {
+				break
+			}
+			hitsA, hitsB = append(hitsA, ba), append(hitsB, bb)
+		}
+		need := int64(r.size - len(hitsA))
+		for i := range hitsA {
+			if a.Ref(hitsA[i]) == 0 {
+				need++
+			}
+			if a.Ref(hitsA[i]) == 0 {
+				freeHits++
+			}
+			if (a.Ref(hitsA[i]) == 0) != (b.Ref(hitsB[i]) == 0) {
+				t.Fatalf("op %d: a hit block free in one cache only", op)
+			}
+		}
+		if need > a.NumFree() {
+			return false
+		}
+		for i := range hitsA {
+			a.Acquire(hitsA[i])
+			b.Acquire(hitsB[i])
+		}
+		fresh := int64(r.size - len(hitsA))
+		named := fresh
+		if !r.preempted {
+			named = min(max(int64(r.shared-len(hitsA)), 0), fresh)
+		}
+		var ok bool
+		if r.a, ok = a.AllocateNamed(append(r.a[:0], hitsA...), fresh, named); !ok {
+			t.Fatalf("op %d: anonymous allocation failed", op)
+		}
+		if r.b, ok = b.Allocate(append(r.b[:0], hitsB...), fresh); !ok {
+			t.Fatalf("op %d: named allocation failed", op)
+		}
+		r.full = r.size - rng.IntN(2) // the last block may stay partial
+		for k := len(hitsA); k < r.full; k++ {
+			switch {
+			case k < r.shared:
+				a.Commit(r.a[k], r.hashes[k])
+				b.Commit(r.b[k], r.hashes[k])
+			case r.preempted: // blocks after a preemption are indexed
+				a.Commit(r.a[k], r.hashes[k])
+				b.Commit(r.b[k], r.hashes[k])
+			default:
+				a.MarkPrivate(r.a[k]) // Anonymous: nothing to do
+				b.MarkPrivate(r.b[k])
+			}
+		}
+		return true
+	}
+	for op := range 30000 {
+		switch k := rng.IntN(10); {
+		case k < 4: // a request arrives or a preempted one comes back
+			r := newReq()
+			if len(waiting) > 0 && rng.IntN(2) == 0 {
+				r, waiting = waiting[0], waiting[1:]
+			}
+			if start(op, r) {
+				running = append(running, r)
+			} else if r.preempted {
+				waiting = append(waiting, r)
+			}
+		case k < 8 && len(running) > 0: // one completes
+			i := rng.IntN(len(running))
+			r := running[i]
+			running = slices.Delete(running, i, i+1)
+			a.Release(r.a, int64(r.full))
+			b.Release(r.b, int64(r.full))
+		case len(running) > 0: // one is preempted, once
+			i := rng.IntN(len(running))
+			r := running[i]
+			if r.preempted {
+				continue
+			}
+			running = slices.Delete(running, i, i+1)
+			a.Name(r.a)
+			for k := r.shared; k < r.full; k++ {
+				a.CommitPrivate(r.a[k], r.hashes[k])
+				b.CommitPrivate(r.b[k], r.hashes[k])
+			}
+			a.Release(r.a, int64(r.full))
+			b.Release(r.b, int64(r.full))
+			r.ghostA, r.ghostB = slices.Clone(r.a), slices.Clone(r.b)
+			r.preempted = true
+			waiting = append(waiting, r)
+		}
+		if a.NumFree() != b.NumFree() || a.Evictions != b.Evictions || a.NumCached() != b.NumCached() {
+			t.Fatalf("op %d: free %d/%d, evictions %d/%d, cached %d/%d", op, a.NumFree(), b.NumFree(), a.Evictions, b.Evictions, a.NumCached(), b.NumCached())
+		}
+		for _, r := range waiting {
+			for k := r.shared; k < len(r.ghostA); k++ {
+				if a.Holds(r.ghostA[k], r.hashes[k]) != b.Holds(r.ghostB[k], r.hashes[k]) {
+					t.Fatalf("op %d: request %d's private block %d held in one cache only", op, r.id, k)
+				}
+			}
+		}
+		if err := a.Check(); err != nil {
+			t.Fatalf("op %d: anonymous cache: %v", op, err)
+		}
+		if err := b.Check(); err != nil {
+			t.Fatalf("op %d: named cache: %v", op, err)
+		}
+	}
+	if rebase && a.compactions < 5 || a.Evictions == 0 || len(a.runs) == 0 || ghostHits == 0 || freeHits == 0 {
+		t.Fatalf("%d compactions, %d evictions, %d runs, %d hits on private blocks after preemption, %d on free blocks: the test does not exercise them",
+			a.compactions, a.Evictions, len(a.runs), ghostHits, freeHits)
+	}
+	t.Logf("%d compactions, %d evictions, %d runs, %d hits on private blocks after preemption, %d on free blocks", a.compactions, a.Evictions, len(a.runs), ghostHits, freeHits)
 }
