@@ -298,33 +298,39 @@ func (o *offload) tierKeys(r *reqState) []uint64 {
 	if int64(len(r.tierKeys)) == n {
 		return r.tierKeys
 	}
-	h := blockHasher(r, o.bs)
+	// The chain of r's engine blocks (vLLM's block size): the shared
+	// blocks' hashes are the ones its scheduler commits, computed once.
+	c := r.hashChain(o.bs)
+	h, shared := c.Hasher(), c.Shared()
 	f := o.spec.BlockTokens / o.bs
 	keys := r.tierKeys[:0]
-	prev, group := kvcache.Root, uint64(0)
+	group := uint64(0)
 	lastTrace, lastPrivate := int64(-1), false
-	for k := range n * f {
-		if h.Private(k) && (k+1)%f != 0 {
-			continue // private hashes do not chain
+	for i := range n {
+		// A tier block's key is its last engine block's hash; a
+		// private hash depends on the request and the block alone.
+		k := i*f + f - 1
+		var x uint64
+		private := k >= shared
+		if private {
+			x, _ = h.Hash(kvcache.Root, k)
+		} else {
+			x, _ = c.Hash(k)
 		}
-		x, private := h.Hash(prev, k)
-		prev = x
-		if (k+1)%f == 0 {
-			// A key group (kvcache.TierKey) starts where two prompts
-			// sharing the blocks before may part: at a trace block's
-			// first tier block and at the first private one, besides
-			// every GroupBlocks-th; else the groups of the prompts that
-			// part within one would pile up in one bucket of the index.
-			c, tb := k/f, int64(-1)
-			if h.TraceBlock > 0 {
-				tb = ((k+1)*o.bs - 1) / h.TraceBlock // of its last token
-			}
-			if c%kvcache.GroupBlocks == 0 || tb != lastTrace || private != lastPrivate {
-				group = x
-			}
-			lastTrace, lastPrivate = tb, private
-			keys = append(keys, kvcache.TierKey(x, group, c))
+		// A key group (kvcache.TierKey) starts where two prompts
+		// sharing the blocks before may part: at a trace block's
+		// first tier block and at the first private one, besides
+		// every GroupBlocks-th; else the groups of the prompts that
+		// part within one would pile up in one bucket of the index.
+		tb := int64(-1)
+		if h.TraceBlock > 0 {
+			tb = ((k+1)*o.bs - 1) / h.TraceBlock // of its last token
 		}
+		if i%kvcache.GroupBlocks == 0 || tb != lastTrace || private != lastPrivate {
+			group = x
+		}
+		lastTrace, lastPrivate = tb, private
+		keys = append(keys, kvcache.TierKey(x, group, i))
 	}
 	r.tierKeys = keys
 	return keys
