@@ -407,6 +407,9 @@ func (e *engine) autoscale(now trace.Time) {
 			// idle: this cannot happen.
 			panic("replay: internal error: an off worker slot has work")
 		}
+		// The slot's old worker is gone, its evictions not: RunInputs
+		// adds up only the workers the slots hold at the end.
+		e.stats.Evictions += e.workers[i].s.evictions()
 		e.workers[i] = newWorker(i, e.workers[i].name, e.cfg.Scheduler, e.kvBlocks, &e.test)
 		if e.view.kv != nil {
 			e.workers[i].onPrefilled = e.view.prefilled

@@ -16,6 +16,7 @@ import (
 	"github.com/opaltrace/opaltrace/internal/golden"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/replay/kvcache"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -215,4 +216,37 @@ func correlation(a []int, b []float64) float64 {
 		sbb += db * db
 	}
 	return sab / math.Sqrt(saa*sbb)
+}
+
+// Stats.Evictions counts the evictions of every worker a slot held: a
+// slot restarted after a scale-down starts a new cache, and the old one's
+// evictions still happened. The observer sees each step's cache after
+// scheduling, when its count is current.
+func TestAutoscaleCountsRetiredEvictions(t *testing.T) {
+	t.Parallel()
+	reqs := append(randomTrace(17, 300, 60), conversationTrace(5, 80)...)
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	cfg := Config{Workers: 4, Router: RouterLeastRequests, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 16},
+		Autoscale: AutoscaleConfig{
+			Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 4, SyncPeriodSec: 1,
+			ScaleDownStabilizationSec: ptr(5.0), ContainerStartSec: 1, WeightsGB: 16, StorageGBps: 16,
+		}}
+	seen := map[*kvcache.Cache]int64{} // each cache's evictions, as of its last step
+	st, err := RunObserved(cfg, cost, 70, reqs, func(*trace.Request) error { return nil }, func(s *Step) error {
+		seen[s.KV] = s.KV.Evictions
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, n := range seen {
+		sum += n
+	}
+	if len(seen) <= cfg.Workers {
+		t.Fatalf("%d caches for %d slots: no slot restarted", len(seen), cfg.Workers)
+	}
+	if st.Evictions != sum {
+		t.Errorf("Stats.Evictions %d, the workers' caches evicted %d", st.Evictions, sum)
+	}
 }

@@ -150,17 +150,26 @@ func BenchmarkReplayMooncake(b *testing.B) {
 // load-aware routers must be, at each arrival, not before the replay (so
 // the engine cannot tell in advance which prefix blocks meet on a
 // worker, and indexes every block that a request not arrived yet, or one
-// on the same worker, shares: onlineSharing).
+// on the same worker, shares: onlineSharing). autoscale is
+// least_requests with TestAutoscaleAzure's queue-depth HPA (target 2,
+// 1–16 replicas, 16 at the start), the fleet sized as the load goes.
 func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
 	cost, blocks := llama8BOnH100(b)
-	names := append(routerNames(), "round_robin_online")
+	names := append(routerNames(), "round_robin_online", "autoscale")
 	for _, name := range names {
 		b.Run(name, func(b *testing.B) {
 			cfg := Config{Workers: 16, Router: name}
 			var opts Options
-			if name == "round_robin_online" {
+			switch name {
+			case "round_robin_online":
 				cfg.Router, opts.test.noPreRoute = RouterRoundRobin, true
+			case "autoscale":
+				cfg.Router = RouterLeastRequests
+				cfg.Autoscale = AutoscaleConfig{
+					Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 16,
+					ScaleDownStabilizationSec: ptr(60), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
+				}
 			}
 			var st Stats
 			cpu0 := cpuTime()
@@ -174,6 +183,9 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(st.Events), "events/op")
 			b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
+			if name == "autoscale" {
+				b.ReportMetric(st.GPUHours, "gpu-hours")
+			}
 		})
 	}
 }
