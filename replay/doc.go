@@ -64,10 +64,14 @@
 //
 // The engine is a discrete-event loop over a binary heap of events ordered
 // by (time, kind, worker for step ends, else sequence number). There are
-// events for arrivals, timeouts and step ends, never one per token, no
-// goroutines and no wall clock; the only randomness is a PCG generator
-// seeded from Config.Seed. The same inputs and seed give the same outputs,
-// byte for byte.
+// events for arrivals, timeouts and step ends, never one per token, and no
+// wall clock; the only randomness is a PCG generator seeded from
+// Config.Seed. The same inputs and seed give the same outputs, byte for
+// byte. When the workers cannot affect one another (the open loop with a
+// load-blind router, no autoscaler, no KV tiers, no step observer), groups
+// of workers run their own loops on up to GOMAXPROCS goroutines and a merge
+// emits their records in the one loop's order, with the same stats
+// (parallel.go; TestPartsSameResults).
 //
 // # Fast-forward
 //

@@ -80,7 +80,9 @@ type Step struct {
 // within one step by the worker's running order), so the order is
 // deterministic. Rejected requests are emitted when they arrive.
 //
-// cost prices each forward pass. kvBlocks is each worker's KV capacity in
+// cost prices each forward pass; it is called from several goroutines
+// at once when the replay is split among them (parallel.go), which its
+// contract, a pure function of the batch, allows. kvBlocks is each worker's KV capacity in
 // blocks of cfg.Scheduler.BlockSize tokens as the model computes it; a
 // non-zero cfg.Scheduler.KVCacheTokens overrides it.
 //
@@ -193,7 +195,15 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			return Stats{}, err
 		}
 	}
-	if err := e.run(); err != nil {
+	if k := e.parts(); k > 1 {
+		err = e.runParts(k)
+	} else {
+		err = e.run()
+	}
+	if err == nil {
+		err = e.checkIdle()
+	}
+	if err != nil {
 		return e.stats, err
 	}
 	if e.sec != nil {
@@ -266,6 +276,10 @@ type engine struct {
 	done  []*reqState // scratch: requests completed by a step
 	step  Step
 
+	// part, when the workers are split among goroutines (parallel.go),
+	// is the part this engine runs; nil for the one loop.
+	part *part
+
 	test testSwitches
 }
 
@@ -287,6 +301,13 @@ type testSwitches struct {
 	noLoneMemo bool
 	// noPreRoute turns off routing in advance.
 	noPreRoute bool
+	// parts, when not 0, is the number of goroutines among which the
+	// workers are split (parallel.go), 1 for the one loop, whether or
+	// not the replay would be split by itself.
+	parts int
+	// partBatch, when not 0, is how many records or events a part
+	// keeps before it passes them to the merge (parallel.go).
+	partBatch int
 	// checkSteady, when set, is called at the end of every run of
 	// steadySteps with the worker's state, whose block tables must be
 	// what stepping one at a time leaves; grownAhead says that the run

@@ -15,7 +15,9 @@ import (
 // before the replay (arrivals, lengths, prefixes) and again when it
 // arrives, and keeps it only while it is in flight. A generator that
 // builds requests on demand thus replays a million requests without
-// holding them (see Requests for a slice).
+// holding them (see Requests for a slice). A replay split among
+// goroutines (parallel.go) asks for different requests from several
+// goroutines at once, each request from one.
 type Inputs interface {
 	Len() int
 	Request(i int) *trace.Request

@@ -44,6 +44,11 @@ func (e *engine) run() error {
 		if ev.kind == evAutoscale && e.allDone() {
 			continue // a sync after the last request changes nothing
 		}
+		if e.part != nil {
+			if err := e.part.beat(ev); err != nil {
+				return err
+			}
+		}
 		e.stats.End = ev.at
 		e.stats.Events++
 		var err error
@@ -71,6 +76,11 @@ func (e *engine) run() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// checkIdle says whether a worker was left with work after the loop.
+func (e *engine) checkIdle() error {
 	for _, w := range e.workers {
 		if w.hasWork() || w.off != nil && w.off.loading > 0 {
 			return fmt.Errorf("replay: internal error: worker %s stopped with %d running and %d waiting", w.name, len(w.running), w.waiting.Len())

@@ -8,9 +8,16 @@ func (e *engine) alloc() *reqState {
 	if n := len(e.free); n > 0 {
 		r := e.free[n-1]
 		e.free = e.free[:n-1]
+		if r.itl == nil && e.part != nil {
+			r.itl = e.part.itl()
+		}
 		return r
 	}
-	return &reqState{}
+	r := &reqState{}
+	if e.part != nil {
+		r.itl = e.part.itl()
+	}
+	return r
 }
 
 // release recycles r, keeping its block table's capacity (and its ITL
@@ -28,10 +35,14 @@ func (e *engine) release(r *reqState) {
 	e.free = append(e.free, r)
 }
 
-// record returns the record to fill: rec when records are transient.
+// record returns the record to fill: rec when records are transient (in
+// a part of a split replay, one the merge has emitted and handed back).
 func (e *engine) record() *trace.Request {
 	if e.reuse {
 		return &e.rec
+	}
+	if e.part != nil {
+		return e.part.record()
 	}
 	return new(trace.Request)
 }

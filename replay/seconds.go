@@ -145,3 +145,27 @@ func (s *seconds) done(end trace.Time) []Second {
 	}
 	return s.rows
 }
+
+// add adds a part's table to s (parallel.go): its counts and integer
+// time-weighted sums, which add up in any order. Parts have no KV tiers,
+// so no link bytes or tier occupancy.
+func (s *seconds) add(o *seconds) {
+	if len(o.rows) > 0 {
+		s.at(trace.Time(len(o.rows)-1) * trace.Time(time.Second))
+	}
+	for i := range o.rows {
+		r, x := &s.rows[i], &o.rows[i]
+		r.Arrivals += x.Arrivals
+		r.Completions += x.Completions
+		r.TimedOut += x.TimedOut
+		r.Rejected += x.Rejected
+		r.Steps += x.Steps
+		r.Tokens += x.Tokens
+		r.Preemptions += x.Preemptions
+		w, y := &s.sums[i], o.sums[i]
+		w.busy += y.busy
+		w.running += y.running
+		w.waiting += y.waiting
+		w.kv += y.kv
+	}
+}
