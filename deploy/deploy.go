@@ -146,7 +146,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	kvTokens, kvHow, err := kvCapacity(c, cfg, dep)
+	kvTokens, kvHow, err := kvCapacity(c, cfg, dep, run.Extra["engine_version"])
 	if err != nil {
 		return nil, err
 	}

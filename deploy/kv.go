@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/opaltrace/opaltrace/model"
@@ -20,10 +21,12 @@ import (
 //     defaults by tensor-parallel size as server_args does (0.88 at TP1,
 //     0.87 at 2, 0.85 at 4, 0.81 at 8, 0.79 at 16 or more);
 //   - vLLM: gpu_memory_utilization of each GPU's memory, minus the
-//     weights, minus model.Deployment.ActivationReserve (a fixed 2 GiB
-//     for the profiling forward pass's activations and non-torch memory;
-//     it does not yet grow with max_num_batched_tokens), in whole blocks.
-func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment) (int64, string, error) {
+//     weights, the activations of the profiling run of the scheduler's
+//     max_num_batched_tokens and max_num_seqs, the non-torch memory and
+//     (from vLLM 0.21) the CUDA graphs, in whole blocks
+//     (model.Deployment.VLLMMemory); version is the vLLM version the run
+//     records ("" when none).
+func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, version string) (int64, string, error) {
 	s := cfg.Scheduler
 	block := s.BlockSize
 	if block <= 0 {
@@ -55,12 +58,23 @@ func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment) (int64, str
 		return tokens, fmt.Sprintf("%d tokens (SGLang: %s %g × %.2f GiB − %.2f GiB weights per GPU)", tokens, how, frac, float64(dep.Hardware.MemBytes)/gib, float64(weights)/gib), nil
 	}
 	dep.BlockSize = block
-	tokens, err := dep.KVCacheTokens(c.GPUMemoryUtilization)
+	defaults := replay.DefaultConfig().Scheduler
+	p := model.VLLMProfile{
+		GPUMemoryUtilization: c.GPUMemoryUtilization,
+		MaxNumBatchedTokens:  cmp.Or(s.MaxNumBatchedTokens, defaults.MaxNumBatchedTokens),
+		MaxNumSeqs:           int64(cmp.Or(s.MaxNumSeqs, defaults.MaxNumSeqs)),
+		Version:              version,
+	}
+	tokens, mem, err := dep.KVCacheTokensFor(p)
 	if err != nil {
 		return 0, "", err
 	}
-	return tokens, fmt.Sprintf("%d tokens (vLLM: gpu_memory_utilization %g × %.2f GiB − %.2f GiB weights − %.2f GiB reserved for activations per GPU)",
-		tokens, c.GPUMemoryUtilization, float64(dep.Hardware.MemBytes)/gib, float64(dep.WeightBytesPerRank())/gib, float64(dep.ActivationReserve)/gib), nil
+	v := "vLLM"
+	if version != "" {
+		v += " " + version
+	}
+	return tokens, fmt.Sprintf("%d tokens (%s per GPU, gpu_memory_utilization %g of %.2f GiB, profiled at %d tokens and %d sequences: %s)",
+		tokens, v, c.GPUMemoryUtilization, float64(dep.Hardware.MemBytes)/gib, p.MaxNumBatchedTokens, p.MaxNumSeqs, mem), nil
 }
 
 // sglangMemFraction is SGLang's default mem_fraction_static for a

@@ -2,37 +2,43 @@ package model
 
 import "fmt"
 
+// Default batch sizes of vLLM's memory profile when a caller gives none:
+// the replay's scheduler defaults (vLLM V1's 8,192-token budget and 256
+// sequences).
+const (
+	DefaultProfileBatchedTokens = 8192
+	DefaultProfileSeqs          = 256
+)
+
 // KVCacheTokens is the number of tokens the GPU KV cache of the
-// deployment holds when the engine may use gpuMemUtilization of each
-// GPU's memory, computed as vLLM sizes it: per GPU,
-//
-//	MemBytes·util − weights per rank − ActivationReserve
-//
-// divided by the KV bytes one token takes on a rank, rounded down to whole
-// blocks of BlockSize tokens. Every rank of the TP group holds its share of
-// every token, so this is also the capacity of the group. It is an error
-// when the weights and the reserve do not leave room for one block.
+// deployment holds when vLLM may use gpuMemUtilization of each GPU's
+// memory and profiles the default batch (DefaultProfileBatchedTokens,
+// DefaultProfileSeqs); see KVCacheTokensFor.
 func (d *Deployment) KVCacheTokens(gpuMemUtilization float64) (int64, error) {
-	if !(gpuMemUtilization > 0 && gpuMemUtilization <= 1) {
-		return 0, fmt.Errorf("gpu memory utilization %v: must be in (0, 1]", gpuMemUtilization)
+	n, _, err := d.KVCacheTokensFor(VLLMProfile{GPUMemoryUtilization: gpuMemUtilization, MaxNumBatchedTokens: DefaultProfileBatchedTokens, MaxNumSeqs: DefaultProfileSeqs})
+	return n, err
+}
+
+// KVCacheTokensFor is the number of tokens the GPU KV cache of the
+// deployment holds as vLLM sizes it under p (VLLMMemory), rounded down
+// to whole blocks of BlockSize tokens, and the memory division it comes
+// from. Every rank of the TP group holds its share of every token, so
+// this is also the capacity of the group. It is an error when the rest
+// leaves no room for one block.
+func (d *Deployment) KVCacheTokensFor(p VLLMProfile) (int64, VLLMMemory, error) {
+	v, err := d.VLLMMemory(p)
+	if err != nil {
+		return 0, v, err
 	}
-	if err := checkShape(d.Hardware, d.LLM, d.TP); err != nil {
-		return 0, err
-	}
-	budget := int64(float64(d.Hardware.MemBytes) * gpuMemUtilization)
-	weights := d.WeightBytesPerRank()
-	free := budget - weights - d.ActivationReserve
 	perToken := d.KVBytesPerTokenPerRank()
 	block := max(d.BlockSize, 1)
 	var tokens int64
-	if free > 0 {
-		tokens = free / perToken / block * block
+	if v.KV > 0 {
+		tokens = v.KV / perToken / block * block
 	}
 	if tokens == 0 {
-		const gib = 1 << 30
-		return 0, fmt.Errorf("%s on %d×%s does not fit at gpu memory utilization %v: %.2f GiB per GPU for weights and %.2f GiB reserve, of %.2f GiB allowed, leave no room for a %d-token KV block",
-			d.LLM.Name, d.TP, d.Hardware.Name, gpuMemUtilization,
-			float64(weights)/gib, float64(d.ActivationReserve)/gib, float64(budget)/gib, block)
+		return 0, v, fmt.Errorf("%s on %d×%s does not fit at gpu memory utilization %v: %s, no room for a %d-token KV block",
+			d.LLM.Name, d.TP, d.Hardware.Name, p.GPUMemoryUtilization, v, block)
 	}
-	return tokens, nil
+	return tokens, v, nil
 }

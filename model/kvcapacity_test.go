@@ -5,21 +5,26 @@ import (
 	"testing"
 )
 
-// Llama-3.1-8B on one H100 at gpu_memory_utilization 0.9:
+// Llama-3.1-8B on one H100 at gpu_memory_utilization 0.9, profiled at
+// 8,192 tokens and 256 sequences:
 //
 //	budget  = 81,559 MiB · 0.9 = 85,520,809,984 · 0.9 = 76,968,728,985 B (floored)
 //	weights = 8,030,261,248 · 2                      = 16,060,522,496 B
-//	reserve = 2 GiB                                  =  2,147,483,648 B
-//	free    = 58,760,722,841 B / 131,072 B per token = 448,308 tokens
-//	→ 448,304 in whole 16-token blocks.
+//	rotary  = 131,072 positions · 128 · 2            =     33,554,432 B
+//	hidden  = 8,192 · 4,096 · 2                      =     67,108,864 B
+//	sampler = 256 · 128,256 · 38.33                  =  1,258,509,434 B (floored)
+//	  (the forward pass's 8,192 · (2·4,096 + 3·14,336) · 2 = 838,860,800 B is less)
+//	non-torch = 0.13 GiB                             =    139,586,437 B
+//	free    = 59,409,447,322 B / 131,072 B per token = 453,258 tokens
+//	→ 453,248 in whole 16-token blocks.
 func TestKVCacheTokensLlama8BH100(t *testing.T) {
 	d := newH100(t, "llama-3.1-8b", 1)
 	got, err := d.KVCacheTokens(0.9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != 448_304 {
-		t.Errorf("KVCacheTokens(0.9) = %d, want 448304", got)
+	if got != 453_248 {
+		t.Errorf("KVCacheTokens(0.9) = %d, want 453248", got)
 	}
 }
 
@@ -27,15 +32,19 @@ func TestKVCacheTokensTP(t *testing.T) {
 	// 70B on 4 H100s: each rank holds 2 of the 8 KV heads, so a token
 	// takes 327,680/4 = 81,920 B per rank; weights per rank are
 	// ((70,553,706,496 − 161·8192 norms)/4 + 161·8192)·2 = 35,278,831,616 B.
-	// free = 76,968,728,985 − 35,278,831,616 − 2,147,483,648
-	//      = 39,542,413,721 B → 482,695 tokens → 482,688 in blocks.
+	// The rotary cache and sampler are as at TP 1, the hidden states
+	// 8,192 · 8,192 · 2 = 134,217,728 B, non-torch memory TP 2's measured
+	// 0.55 GiB = 590,558,003 B:
+	// free = 76,968,728,985 − 35,278,831,616 − 33,554,432 − 134,217,728
+	//        − 1,258,509,434 − 590,558,003
+	//      = 39,673,057,772 B → 484,290 tokens → 484,288 in blocks.
 	d := newH100(t, "llama-3.1-70b", 4)
 	if got := d.WeightBytesPerRank(); got != 35_278_831_616 {
 		t.Errorf("WeightBytesPerRank = %d", got)
 	}
 	got, err := d.KVCacheTokens(0.9)
-	if err != nil || got != 482_688 {
-		t.Errorf("KVCacheTokens(0.9) = %d, %v; want 482688", got, err)
+	if err != nil || got != 484_288 {
+		t.Errorf("KVCacheTokens(0.9) = %d, %v; want 484288", got, err)
 	}
 	// TP 16 > 8 KV heads: heads are replicated, one per rank.
 	hw, _ := HardwareByName("h100")

@@ -24,12 +24,6 @@ const (
 	// DefaultStepOverhead is the fixed cost of a step outside the GPU
 	// kernels: scheduling, input preparation, sampling, kernel launches.
 	DefaultStepOverhead = 300 * time.Microsecond
-	// DefaultActivationReserve is the per-GPU memory vLLM holds back from
-	// the KV cache besides the weights: the profiled activation peak of a
-	// max_num_batched_tokens forward pass plus non-torch allocations
-	// (NCCL, CUDA context). 2 GiB is typical for an 8B model at 8,192
-	// batched tokens.
-	DefaultActivationReserve = 2 << 30
 	// DefaultBlockSize is vLLM's KV block size on CUDA, in tokens.
 	DefaultBlockSize = 16
 )
@@ -84,7 +78,7 @@ const (
 // which precomputes the per-step constants from them; build a new
 // Deployment to change them. The coefficients (MFU, AttentionMFU,
 // BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, StepOverhead,
-// CollectiveLatency, ActivationReserve, BlockSize) may be changed at any
+// CollectiveLatency, BlockSize) may be changed at any
 // time, which is what calibration does.
 type Deployment struct {
 	Hardware Hardware
@@ -114,9 +108,6 @@ type Deployment struct {
 	// by every all-reduce, all-to-all and stage send of a step besides
 	// its bytes over the link (default 0: the bytes alone).
 	CollectiveLatency time.Duration
-	// ActivationReserve is per-GPU bytes kept out of the KV cache besides
-	// the weights (see DefaultActivationReserve).
-	ActivationReserve int64
 	// BlockSize is the KV block size in tokens; KVCacheTokens rounds down
 	// to whole blocks.
 	BlockSize int64
@@ -190,7 +181,6 @@ func NewParallelDeployment(hw Hardware, llm LLM, p Parallelism) (*Deployment, er
 		BandwidthEfficiency: DefaultBandwidthEfficiency,
 		LinkEfficiency:      DefaultLinkEfficiency,
 		StepOverhead:        DefaultStepOverhead,
-		ActivationReserve:   DefaultActivationReserve,
 		BlockSize:           DefaultBlockSize,
 	}
 	if p.InterNode != nil {
