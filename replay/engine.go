@@ -308,6 +308,9 @@ type testSwitches struct {
 	// partBatch, when not 0, is how many records or events a part
 	// keeps before it passes them to the merge (parallel.go).
 	partBatch int
+	// wrapPart, when set, runs each part's loop (run) on the part's
+	// goroutine: benchmarks measure the part's CPU time with it.
+	wrapPart func(run func() error) error
 	// checkSteady, when set, is called at the end of every run of
 	// steadySteps with the worker's state, whose block tables must be
 	// what stepping one at a time leaves; grownAhead says that the run

@@ -219,7 +219,11 @@ func (e *engine) runParts(k int) error {
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Go(func() {
-			if err := p.e.run(); !errors.Is(err, errMergeStopped) {
+			run := p.e.run
+			if w := e.test.wrapPart; w != nil {
+				run = func() error { return w(p.e.run) }
+			}
+			if err := run(); !errors.Is(err, errMergeStopped) {
 				p.send(true, err) // fails only when the merge stopped
 			}
 		})

@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -162,4 +166,63 @@ func TestPartsEmitError(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkReplayMooncakeParts replays the Mooncake conversation trace on
+// 4 and 16 workers in the one loop (parts=1) and split as a replay splits
+// itself (parts=auto). Besides the process's CPU time it reports the
+// longest CPU time of one part (path-cpu-ns/op: each part's loop is held
+// on its own thread and that thread's CPU time read), the split replay's
+// critical path on an idle machine; the one loop's is its whole CPU time.
+func BenchmarkReplayMooncakeParts(b *testing.B) {
+	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
+	cost, blocks := llama8BOnH100(b)
+	for _, workers := range []int{4, 16} {
+		for _, parts := range []int{1, 0} {
+			name := fmt.Sprintf("workers=%d/parts=%d", workers, parts)
+			if parts == 0 {
+				name = fmt.Sprintf("workers=%d/parts=auto", workers)
+			}
+			b.Run(name, func(b *testing.B) {
+				var mu sync.Mutex
+				var path time.Duration
+				opts := Options{test: testSwitches{parts: parts, wrapPart: func(run func() error) error {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					t0 := threadCPU()
+					err := run()
+					d := threadCPU() - t0
+					mu.Lock()
+					path = max(path, d)
+					mu.Unlock()
+					return err
+				}}}
+				var total, longest time.Duration
+				for b.Loop() {
+					path = 0
+					cpu0 := cpuTime()
+					if _, err := RunInputs(Config{Workers: workers}, cost, blocks, Requests(reqs), func(*trace.Request) error { return nil }, opts); err != nil {
+						b.Fatal(err)
+					}
+					d := cpuTime() - cpu0
+					total += d
+					if path == 0 {
+						path = d // the one loop
+					}
+					longest += path
+				}
+				b.ReportMetric(float64(total)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(longest)/float64(b.N), "path-cpu-ns/op")
+			})
+		}
+	}
+}
+
+// threadCPU returns the CPU time the calling thread has used.
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
