@@ -221,13 +221,15 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 			ru.uncached -= int32(u)
 			ru.cached -= int32(k - u)
 			evicted += k - u
-			for stop := taken + int(k); taken < stop; taken++ {
-				if taken < nameEnd {
-					dst[taken] = c.name()
-				} else {
-					dst[taken] = Anonymous
-				}
+			stop := taken + int(k)
+			for ; taken < min(stop, nameEnd); taken++ {
+				dst[taken] = c.name()
 			}
+			anon := dst[taken:stop]
+			for i := range anon {
+				anon[i] = Anonymous
+			}
+			taken = stop
 			if ru.uncached == 0 && ru.cached == 0 {
 				c.spare = append(c.spare, slot)
 				head++
