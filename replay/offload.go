@@ -479,6 +479,11 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.
 	tr := w.off.tiers[t]
 	var x *xfer
 	var down []uint64
+	// The store's slices are grown in locals and put back once: an
+	// append to x's fields is a pointer write with a GC write barrier,
+	// per block.
+	var xkeys []uint64
+	var xslots []int32
 	for _, k := range keys {
 		s, st, victim, evicted := tr.Store(k)
 		if st != kvcache.StoreInserted {
@@ -486,13 +491,15 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.
 		}
 		if x == nil {
 			x = o.storeXfer(w, t)
+			xkeys, xslots = x.keys, x.slots
 		}
-		x.keys, x.slots = append(x.keys, k), append(x.slots, s)
+		xkeys, xslots = append(xkeys, k), append(xslots, s)
 		if evicted && o.spec.WritePolicy == WriteBack {
 			down = append(down, victim)
 		}
 	}
 	if x != nil {
+		x.keys, x.slots = xkeys, xslots
 		if err := o.start(e, w, now, x, int64(len(x.keys))*o.blockBytes, o.path(w.off, t, false)); err != nil {
 			return err
 		}
