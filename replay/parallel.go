@@ -43,10 +43,15 @@ import (
 // batchRecords records, or every beatEvents events with the part's
 // progress (low) so that the merge is not held up by a part that emits
 // little; a part runs at most partBacklog batches ahead of the merge.
+// Small batches keep few transient records in flight between a part and
+// the merge, each with an ITL list: on a million Azure requests, batches
+// of 256 and a backlog of 8 allocated 222 MB against 170 MB for these and
+// 138 MB for the one loop (BenchmarkReplayAzureMillion/discard with
+// OPALTRACE_BENCH_REQUESTS=300000).
 const (
-	batchRecords = 256
+	batchRecords = 64
 	beatEvents   = 1024
-	partBacklog  = 8
+	partBacklog  = 4
 )
 
 // parts returns the number of goroutines the replay's workers are split
@@ -78,11 +83,13 @@ type part struct {
 
 	// With transient records (Options.Transient), the merge hands back
 	// each batch once it has emitted its records (back), whose records
-	// and ITL lists the part then reuses.
+	// the part then reuses with their ITL lists' memory: a request state
+	// keeps its own list, as in the one loop, and a record gets a copy.
 	transient bool
-	back      chan []keyed
 	pool      []*trace.Request
-	itls      [][]float64
+	spare     []float64
+	mu        sync.Mutex // guards back
+	back      [][]keyed  // batches emitted, handed back by the merge
 }
 
 // A keyed record carries its event's place in the one loop's order.
@@ -150,37 +157,33 @@ func (p *part) send(done bool, err error) error {
 }
 
 // record returns a record to fill: one handed back by the merge, when
-// records are transient and there is one.
+// records are transient and there is one, whose ITL list's memory it
+// keeps in spare.
 func (p *part) record() *trace.Request {
-	if p.transient && len(p.pool) == 0 {
-		select {
-		case b := <-p.back:
+	p.spare = nil
+	if len(p.pool) == 0 && p.transient {
+		p.mu.Lock()
+		back := p.back
+		p.back = nil
+		p.mu.Unlock()
+		for _, b := range back {
 			for _, k := range b {
 				p.pool = append(p.pool, k.rec)
-				if cap(k.rec.ITLSec) > 0 {
-					p.itls = append(p.itls, k.rec.ITLSec[:0])
-				}
 			}
-		default:
+		}
+		if len(back) > 0 && p.recs == nil {
+			b := back[0]
+			clear(b)
+			p.recs = b[:0]
 		}
 	}
 	if n := len(p.pool); n > 0 {
 		r := p.pool[n-1]
 		p.pool = p.pool[:n-1]
+		p.spare = r.ITLSec[:0]
 		return r
 	}
 	return new(trace.Request)
-}
-
-// itl returns an empty ITL list for a request state, with the memory of
-// one the merge handed back when there is one.
-func (p *part) itl() []float64 {
-	if n := len(p.itls); n > 0 {
-		l := p.itls[n-1]
-		p.itls = p.itls[:n-1]
-		return l
-	}
-	return nil
 }
 
 // runParts runs the replay as k parts and merges them into e: records
@@ -202,9 +205,6 @@ func (e *engine) runParts(k int) error {
 		p := &part{e: &sub, out: make(chan partBatch, partBacklog), stop: stop, transient: e.reuse, batchLen: batchRecords, beatLen: beatEvents}
 		if e.test.partBatch > 0 {
 			p.batchLen, p.beatLen = e.test.partBatch, e.test.partBatch
-		}
-		if e.reuse {
-			p.back = make(chan []keyed, partBacklog)
 		}
 		sub.part, sub.emit = p, p.emit
 		parts[g] = p
@@ -282,11 +282,10 @@ func (e *engine) merge(parts []*part) error {
 		if err := e.emit(r); err != nil {
 			return err
 		}
-		if len(q.recs) == 0 && parts[best].back != nil {
-			select {
-			case parts[best].back <- q.batch: // emit keeps none of them
-			default: // the part has enough
-			}
+		if p := parts[best]; len(q.recs) == 0 && p.transient {
+			p.mu.Lock()
+			p.back = append(p.back, q.batch) // emit kept none of them
+			p.mu.Unlock()
 		}
 	}
 }

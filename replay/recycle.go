@@ -8,16 +8,9 @@ func (e *engine) alloc() *reqState {
 	if n := len(e.free); n > 0 {
 		r := e.free[n-1]
 		e.free = e.free[:n-1]
-		if r.itl == nil && e.part != nil {
-			r.itl = e.part.itl()
-		}
 		return r
 	}
-	r := &reqState{}
-	if e.part != nil {
-		r.itl = e.part.itl()
-	}
-	return r
+	return &reqState{}
 }
 
 // release recycles r, keeping its block table's capacity (and its ITL
@@ -27,7 +20,7 @@ func (e *engine) release(r *reqState) {
 	blocks, ghost := r.blocks[:0], r.ghost[:0]
 	keys, from := r.tierKeys[:0], r.loadFrom[:0]
 	var itl []float64
-	if e.reuse {
+	if e.reuse || e.part != nil && e.part.transient {
 		itl = r.itl[:0]
 	}
 	chain := r.chain // its memory; chainBS 0 makes hashChain reset it

@@ -71,6 +71,12 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 	o.TTFTSec = trace.Some(r.firstTok.Add(e.lat).Sub(r.sent).Seconds())
 	o.E2ESec = trace.Some(r.lastTok.Add(e.lat).Sub(r.sent).Seconds())
 	o.ITLSec = r.itl
+	if e.part != nil && e.part.transient {
+		// r keeps its list for its next request (release), as in the
+		// one loop; the record, emitted later, gets a copy in its own
+		// memory.
+		o.ITLSec = append(e.part.spare, r.itl...)
+	}
 	if o.ITLSec == nil {
 		o.ITLSec = []float64{}
 	}
