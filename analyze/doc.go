@@ -8,7 +8,11 @@
 //     counts by status; the semantics the values were measured under; mean
 //     tokens per chunk; goodput under SLOs (goodput.go) and vLLM's peak
 //     output tokens/s and peak concurrency (peak.go), both as vLLM computes
-//     them; trimming of warmup and cooldown (trim.go).
+//     them; trimming of warmup and cooldown (trim.go). A Summarizer
+//     (summarizer.go) makes the same summary from requests added one at a
+//     time, as a replay emits them: the pooled ITL gaps, millions in a
+//     simulated run but of few distinct values, are counted by value as
+//     they come (distinct.go) rather than sorted at the end.
 //  2. Sections (analysis.go): steady-state detection (MSER-5, shown, never
 //     applied), TTFT decomposition by TTFT percentile band (decomp.go), KV
 //     cache and tier shares (kvcache.go), per-second series on a 1-s grid

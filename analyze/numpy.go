@@ -57,3 +57,32 @@ func meanStd(x []float64) (mean, std float64) {
 	}
 	return mean, math.Sqrt(pairwiseSum(dev) / float64(n))
 }
+
+// meanStdPooled is meanStd of the concatenation of segs (n values in
+// all), without making it: numpy's pairwise sums depend on the order and
+// the count of the values only, and pairwiseStream walks the same tree.
+func meanStdPooled(segs [][]float64, n int) (mean, std float64) {
+	if n == 0 {
+		return 0, 0
+	}
+	sum := newPairwiseStream(n)
+	longest := 0
+	for _, g := range segs {
+		sum.AddSlice(g)
+		longest = max(longest, len(g))
+	}
+	total, _ := sum.Sum()
+	mean = total / float64(n)
+	sq := newPairwiseStream(n)
+	dev := make([]float64, longest)
+	for _, g := range segs {
+		d := dev[:len(g)]
+		for i, v := range g {
+			x := v - mean
+			d[i] = x * x
+		}
+		sq.AddSlice(d)
+	}
+	total, _ = sq.Sum()
+	return mean, math.Sqrt(total / float64(n))
+}

@@ -68,6 +68,13 @@ func (s *pairwiseStream) AddSlice(vs []float64) {
 		if s.done {
 			panic("analyze: pairwiseStream: more values than announced")
 		}
+		if len(s.leaf) == 0 && len(vs) >= s.leafN {
+			// A whole leaf in vs is summed where it is, not copied.
+			n := s.leafN
+			s.closeSum(pairwiseSum(vs[:n]))
+			vs = vs[n:]
+			continue
+		}
 		k := min(len(vs), s.leafN-len(s.leaf))
 		s.leaf = append(s.leaf, vs[:k]...)
 		vs = vs[k:]
@@ -78,8 +85,11 @@ func (s *pairwiseStream) AddSlice(vs []float64) {
 }
 
 // closeLeaf sums the full leaf into the tree and moves to the next leaf.
-func (s *pairwiseStream) closeLeaf() {
-	sum := pairwiseSum(s.leaf)
+func (s *pairwiseStream) closeLeaf() { s.closeSum(pairwiseSum(s.leaf)) }
+
+// closeSum adds the sum of the current leaf into the tree and moves to the
+// next leaf.
+func (s *pairwiseStream) closeSum(sum float64) {
 	for {
 		if len(s.frames) == 0 {
 			s.sum, s.done = sum, true

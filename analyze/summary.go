@@ -140,86 +140,12 @@ func SummarizeWith(run trace.Run, reqs []*trace.Request, opts Options) *Summary 
 			s.Trim = &w
 		}
 	}
-	s.Requests = len(reqs)
-	// The pooled ITL gaps are sized first: a hundred thousand simulated
-	// requests hold 2·10⁷ of them, and growing the slice by appending
-	// copied it again and again, in copies too long for the garbage
-	// collector to preempt (it spun on them: most of `stats`' time).
-	gaps := 0
+	z := newSummarizer(s, opts)
+	z.reqs = make([]*trace.Request, 0, len(reqs))
 	for _, r := range reqs {
-		if r.OK() {
-			gaps += len(r.ITLSec)
-		}
+		z.Add(r)
 	}
-	ttft := make([]float64, 0, len(reqs))
-	e2e := make([]float64, 0, len(reqs))
-	tpot := make([]float64, 0, len(reqs))
-	itl := make([]float64, 0, gaps)
-	var chunks, chunkTokens int64
-	sp := newSpan()
-	status := map[trace.Status]int{}
-	sem := semanticsSet{}
-	for _, r := range reqs {
-		status[r.Status]++
-		sp.add(r)
-		if !r.OK() {
-			s.Failed++
-			continue
-		}
-		sem.add(r)
-		s.Completed++
-		s.TotalInputTokens += r.InputTokens.Or(0)
-		s.TotalOutputTokens += r.OutputTokens.Or(0)
-		if r.TTFTSec.OK {
-			ttft = append(ttft, r.TTFTSec.V)
-		}
-		if r.E2ESec.OK {
-			e2e = append(e2e, r.E2ESec.V)
-		}
-		if n := r.OutputTokens.Or(0); n > 1 && r.E2ESec.OK && r.TTFTSec.OK {
-			tpot = append(tpot, (r.E2ESec.V-r.TTFTSec.V)/float64(n-1))
-		}
-		itl = append(itl, r.ITLSec...)
-		if r.ITLUnit == trace.ITLChunk && r.ITLSec != nil && r.OutputTokens.OK {
-			chunks += int64(len(r.ITLSec) + 1)
-			chunkTokens += r.OutputTokens.V
-		}
-	}
-	for _, st := range Statuses {
-		if n := status[st]; n > 0 {
-			s.ByStatus = append(s.ByStatus, StatusCount{st, n})
-		}
-	}
-	s.Semantics = sem.semantics()
-	if s.Semantics.Mixed {
-		s.Warnings = append(s.Warnings, mixedWarning)
-	}
-	if chunks > 0 {
-		s.TokensPerChunk = float64(chunkTokens) / float64(chunks)
-	}
-	// The pooled ITL gaps, millions in a long run, take the longest to
-	// sort: a second core sorts them while this one does the rest.
-	itlDist := make(chan Dist, 1)
-	if len(itl) >= parallelITL {
-		go func() { itlDist <- NewDist(itl) }()
-	} else {
-		itlDist <- NewDist(itl)
-	}
-	s.TTFT, s.TPOT, s.E2E = NewDist(ttft), NewDist(tpot), NewDist(e2e)
-	s.DurationSec, s.DurationMeasured = duration(run, s.Trim, sp)
-	if s.DurationSec > 0 {
-		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
-			throughputs(int64(s.Completed), s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
-	}
-	s.Peak, s.PeakMissing = PeakMetrics(reqs)
-	if !opts.Goodput.Empty() {
-		s.Goodput = ComputeGoodput(reqs, opts.Goodput, s.DurationSec)
-	}
-	if opts.ITLByRequest {
-		s.ITLRequests = itlRequests(reqs, gaps)
-	}
-	s.ITL = <-itlDist
-	return s
+	return z.Summary()
 }
 
 // itlRequests returns, for the pooled ITL gaps of the completed requests
@@ -249,10 +175,6 @@ func itlRequests(reqs []*trace.Request, gaps int) []int32 {
 	}
 	return owner
 }
-
-// parallelITL is the number of pooled ITL gaps from which SummarizeWith
-// sorts them concurrently with the rest of its work.
-const parallelITL = 1 << 16
 
 // duration is a summary's duration and whether it was measured: the
 // trimmed window, else the source's own measurement, else the span of the

@@ -15,11 +15,12 @@ import (
 	"github.com/creack/pty"
 )
 
-var timingLine = regexp.MustCompile(`(?m)^replay: 300 requests in \d+\.\d\d s$`)
+var timingLine = regexp.MustCompile(`(?m)^replay: 300 requests in \d+\.\d\d s \([\d,]+ requests/s\)$`)
 
 // TestProgressOffTerminal: with stderr not a terminal (a buffer, as
-// under CI), a replay prints one timing line and no escape code; a small
-// input is read without a line of its own, a large one with one.
+// under CI), a replay prints one timing line (its only time) and no
+// escape code; a small input is read without a line of its own, a large
+// one with one.
 func TestProgressOffTerminal(t *testing.T) {
 	dir := t.TempDir()
 	in := sampleSlice(t, dir, 300)
@@ -28,7 +29,10 @@ func TestProgressOffTerminal(t *testing.T) {
 		t.Fatalf("replay: %v\n%s", err, stderr)
 	}
 	if !timingLine.MatchString(stderr) {
-		t.Errorf("no timing line 'replay: 300 requests in N.NN s' in\n%s", stderr)
+		t.Errorf("no timing line 'replay: 300 requests in N.NN s (N requests/s)' in\n%s", stderr)
+	}
+	if n := len(regexp.MustCompile(` in \d+\.\d\d s\b`).FindAllString(stderr, -1)); n != 1 {
+		t.Errorf("the replay's time printed %d times, want once:\n%s", n, stderr)
 	}
 	if strings.Contains(stderr, "\x1b") {
 		t.Errorf("escape code on a non-terminal stderr: %q", stderr)

@@ -15,6 +15,7 @@ import (
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/internal/human"
 	"github.com/opaltrace/opaltrace/internal/numpyrand"
 	"github.com/opaltrace/opaltrace/internal/progress"
 	"github.com/opaltrace/opaltrace/metricsout"
@@ -311,7 +312,55 @@ type replayed struct {
 	sum    *analyze.StreamSummarizer // stream's first pass, made as the records were written
 
 	// memDone delivers mem, made concurrently, until replayRuns has it.
-	memDone chan *analyze.Summary
+	memDone <-chan *analyze.Summary
+}
+
+// summarizeBatch is the number of records the engine hands the in-memory
+// summary at a time: one channel send per batch rather than per record.
+const summarizeBatch = 64
+
+// A memSummary summarizes a run in memory on a goroutine of its own, fed
+// by the engine's emit as the records come (analyze.Summarizer), so that
+// the summary's heavy part, counting millions of ITL gaps, runs on the
+// second core while the engine runs on the first, and only its last steps
+// are left when the replay ends.
+type memSummary struct {
+	batch []*trace.Request
+	feed  chan []*trace.Request
+	done  chan *analyze.Summary
+}
+
+func newMemSummary(run trace.Run) *memSummary {
+	m := &memSummary{feed: make(chan []*trace.Request, 16), done: make(chan *analyze.Summary, 1)}
+	z := analyze.NewSummarizer(run, analyze.Options{})
+	go func() {
+		for b := range m.feed {
+			for _, r := range b {
+				z.Add(r)
+			}
+		}
+		m.done <- z.Summary()
+	}()
+	return m
+}
+
+// add hands r, which the summary keeps, to the goroutine.
+func (m *memSummary) add(r *trace.Request) {
+	m.batch = append(m.batch, r)
+	if len(m.batch) == summarizeBatch {
+		m.feed <- m.batch
+		m.batch = make([]*trace.Request, 0, summarizeBatch)
+	}
+}
+
+// finish hands over the last records; the summary comes on the returned
+// channel.
+func (m *memSummary) finish() <-chan *analyze.Summary {
+	if len(m.batch) > 0 {
+		m.feed <- m.batch
+	}
+	close(m.feed)
+	return m.done
 }
 
 // replayRuns replays each job through its setup and writes every
@@ -367,9 +416,11 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			}
 		}
 		keep := job.in.Len() <= streamAbove
-		var sim []*trace.Request
+		var mem *memSummary
 		var sum *analyze.StreamSummarizer // the streamed summary's first pass, as records are written
-		if !keep {
+		if keep {
+			mem = newMemSummary(run)
+		} else {
 			sum = analyze.NewStreamSummarizer(run, analyze.StreamOptions{Percentiles: report.DefaultPercentiles})
 		}
 		start := time.Now()
@@ -395,7 +446,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				r.Model = run.Model
 			}
 			if keep {
-				sim = append(sim, r)
+				mem.add(r)
 			} else {
 				sum.Add(r)
 			}
@@ -404,11 +455,21 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			}
 			return w.Write(r)
 		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, Offload: job.setup.Offload}) // the writer copies what it needs
+		var memDone <-chan *analyze.Summary
+		if keep {
+			memDone = mem.finish()
+		}
 		if err != nil {
 			task.Abort()
 			return nil, fmt.Errorf("run %s: %w", job.name, err)
 		}
 		count.Flush()
+		// The wall time covers the records written (the last row group
+		// may still be encoding), so users can see the replay's speed
+		// apart from the summary's. Off a terminal, the task's timing
+		// line prints it, with the rate; on one, the bar shows it.
+		wall := time.Since(start).Seconds()
+		task.Detail(human.Count(int64(math.Round(float64(st.Requests)/wall))) + " requests/s")
 		task.Finish()
 		if metrics != nil {
 			kv := ran.KVBlocks * int64(cfg.Workers)
@@ -426,17 +487,12 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				return nil, err
 			}
 		}
-		// The wall time covers the records written (the last row group
-		// may still be encoding), so users can see the replay's speed
-		// apart from the summary's passes over the file.
-		wall := time.Since(start).Seconds()
 		how := job.how
 		if carried != nil {
 			how += fmt.Sprintf("; after run %s's %d requests, unrecorded but counted here", job.afterOf, job.after.Len())
 		}
-		fmt.Fprintf(stderr, "%s: %d simulated requests (%s; %d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %d workers, in %.2f s (%.0f requests/s)\n",
-			job.name, st.Requests, how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers,
-			wall, float64(st.Requests)/wall)
+		fmt.Fprintf(stderr, "%s: %d simulated requests (%s; %d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %d workers\n",
+			job.name, st.Requests, how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers)
 		fmt.Fprintf(stderr, "%s: %s; KV cache %s per worker\n", job.name, job.setup.Header(), job.setup.KVHow)
 		if st.Fleet != nil {
 			lo, hi, sum := math.Inf(1), 0.0, 0.0
@@ -448,26 +504,26 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				job.name, cfg.Autoscale.Metric, st.GPUHours, lo, hi, sum/float64(len(whole)))
 		}
 		runs = append(runs, run)
-		d := replayed{run: run, sum: sum}
-		if keep {
-			// Summarised on another goroutine while the next job
-			// replays and the file's last row groups are written.
-			d.memDone = make(chan *analyze.Summary, 1)
-			go func() { d.memDone <- analyze.Summarize(run, sim) }()
-		}
-		done = append(done, d)
+		// A kept run's summary is finished on its goroutine while the
+		// next job replays and the file's last row groups are written.
+		done = append(done, replayed{run: run, sum: sum, memDone: memDone})
 	}
 	w.SetRuns(runs)
-	err = w.Close()
+	// The file is closed and synced to disk while the summaries finish.
+	written := make(chan error, 1)
+	go func() {
+		if err := w.Close(); err != nil {
+			written <- err
+			return
+		}
+		written <- f.Commit()
+	}()
 	for i := range done {
 		if done[i].memDone != nil {
 			done[i].mem = <-done[i].memDone
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Commit(); err != nil {
+	if err := <-written; err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "wrote %s: %d runs\n", out, len(runs))

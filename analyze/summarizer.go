@@ -1,0 +1,161 @@
+package analyze
+
+import (
+	"sync"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A Summarizer computes SummarizeWith's summary from requests added one at
+// a time, as a replay emits them, so that the work that grows with the
+// pooled ITL gaps is done as they come: Add counts each request's gaps by
+// distinct value (valueCounts), and Summary, once the last request is in,
+// has only the sorting of the distinct values, the pairwise sums and the
+// peaks left, spread over the cores. The summary is SummarizeWith's to the
+// last bit: SummarizeWith is a Summarizer fed in one loop.
+//
+// A Summarizer keeps the requests it is given and reads their ITL gaps
+// again in Summary: the caller must not change or reuse them. With
+// trimming (Options.TrimWarmupSec, TrimCooldownSec), whose window is known
+// only once every request is in, Add only keeps them and Summary does all
+// the work.
+type Summarizer struct {
+	s    *Summary
+	opts Options
+	reqs []*trace.Request
+	// deferred: trimming was asked, so Summary runs SummarizeWith over
+	// reqs.
+	deferred bool
+
+	status              map[trace.Status]int
+	sem                 semanticsSet
+	sp                  span
+	chunks, chunkTokens int64
+	good                *Goodput // nil without SLOs
+	ttft, tpot, e2e     []float64
+	// itl holds each completed request's gaps, in the order added: their
+	// concatenation is the pooled ITL, numpy's input order for the mean.
+	itl    [][]float64
+	gaps   int
+	counts valueCounts
+}
+
+// NewSummarizer starts the summary of run.
+func NewSummarizer(run trace.Run, opts Options) *Summarizer {
+	if opts.TrimWarmupSec > 0 || opts.TrimCooldownSec > 0 {
+		return &Summarizer{s: &Summary{Run: run}, opts: opts, deferred: true}
+	}
+	return newSummarizer(&Summary{Run: run}, opts)
+}
+
+// newSummarizer starts filling s, whose requests are not to be trimmed
+// (any trimming was done: s.Trim and its warning are set).
+func newSummarizer(s *Summary, opts Options) *Summarizer {
+	z := &Summarizer{s: s, opts: opts, status: map[trace.Status]int{}, sp: newSpan()}
+	if !opts.Goodput.Empty() {
+		z.good = &Goodput{SLO: opts.Goodput}
+	}
+	return z
+}
+
+// Add adds request r, which the Summarizer keeps.
+func (z *Summarizer) Add(r *trace.Request) {
+	z.reqs = append(z.reqs, r)
+	if z.deferred {
+		return
+	}
+	s := z.s
+	z.status[r.Status]++
+	z.sp.add(r)
+	if !r.OK() {
+		s.Failed++
+		return
+	}
+	z.sem.add(r)
+	s.Completed++
+	s.TotalInputTokens += r.InputTokens.Or(0)
+	s.TotalOutputTokens += r.OutputTokens.Or(0)
+	if r.TTFTSec.OK {
+		z.ttft = append(z.ttft, r.TTFTSec.V)
+	}
+	if r.E2ESec.OK {
+		z.e2e = append(z.e2e, r.E2ESec.V)
+	}
+	if n := r.OutputTokens.Or(0); n > 1 && r.E2ESec.OK && r.TTFTSec.OK {
+		z.tpot = append(z.tpot, (r.E2ESec.V-r.TTFTSec.V)/float64(n-1))
+	}
+	if len(r.ITLSec) > 0 {
+		z.itl = append(z.itl, r.ITLSec)
+		z.gaps += len(r.ITLSec)
+		z.counts.addAll(r.ITLSec)
+	}
+	if r.ITLUnit == trace.ITLChunk && r.ITLSec != nil && r.OutputTokens.OK {
+		z.chunks += int64(len(r.ITLSec) + 1)
+		z.chunkTokens += r.OutputTokens.V
+	}
+	if z.good != nil && z.good.Missing == "" {
+		judgeGoodput(z.good, r)
+	}
+}
+
+// Summary returns the summary of the requests added. Call it once, after
+// the last Add.
+func (z *Summarizer) Summary() *Summary {
+	if z.deferred {
+		return SummarizeWith(z.s.Run, z.reqs, z.opts)
+	}
+	s := z.s
+	s.Requests = len(z.reqs)
+	// The pooled ITL, millions of values in a long run, is the work
+	// left: its sorted values and its mean and std, each on a core of
+	// its own while this one does the rest.
+	var wg sync.WaitGroup
+	wg.Go(func() { z.itlDist(&s.ITL, &wg) })
+	for _, st := range Statuses {
+		if n := z.status[st]; n > 0 {
+			s.ByStatus = append(s.ByStatus, StatusCount{st, n})
+		}
+	}
+	s.Semantics = z.sem.semantics()
+	if s.Semantics.Mixed {
+		s.Warnings = append(s.Warnings, mixedWarning)
+	}
+	if z.chunks > 0 {
+		s.TokensPerChunk = float64(z.chunkTokens) / float64(z.chunks)
+	}
+	s.TTFT, s.TPOT, s.E2E = NewDist(z.ttft), NewDist(z.tpot), NewDist(z.e2e)
+	s.DurationSec, s.DurationMeasured = duration(s.Run, s.Trim, z.sp)
+	if s.DurationSec > 0 {
+		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
+			throughputs(int64(s.Completed), s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
+	}
+	s.Peak, s.PeakMissing = PeakMetrics(z.reqs)
+	if z.good != nil {
+		finishGoodput(z.good, s.DurationSec)
+		s.Goodput = z.good
+	}
+	if z.opts.ITLByRequest {
+		s.ITLRequests = itlRequests(z.reqs, z.gaps)
+	}
+	wg.Wait()
+	return s
+}
+
+// itlDist sets d to NewDist of the pooled gaps: their values sorted from
+// the distinct values counted, and their mean and std, which numpy sums in
+// the pooled order, computed meanwhile on a goroutine that wg waits for.
+// Without counts (too few repeats) the gaps are pooled and sorted.
+func (z *Summarizer) itlDist(d *Dist, wg *sync.WaitGroup) {
+	values := make([]float64, z.gaps)
+	if z.counts.overflow || z.gaps < radixMin {
+		i := 0
+		for _, g := range z.itl {
+			i += copy(values[i:], g)
+		}
+		*d = NewDist(values)
+		return
+	}
+	wg.Go(func() { d.Mean, d.Std = meanStdPooled(z.itl, z.gaps) })
+	z.counts.sorted(values)
+	d.Values = values
+}
