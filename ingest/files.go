@@ -50,21 +50,139 @@ func companionOf(path string) (string, bool) {
 	return "", false
 }
 
-// Files ingests every path in order. A directory contributes every regular
-// file below it (recursively, in lexical order, hidden folders excepted)
-// that some format recognises; the others are listed in Stats.Skipped, and
-// summary files read beside their main file in Stats.Companions. A
-// directory with no trace file at all is an error. A path named explicitly
-// must be recognised. "-" is standard input.
+// Files ingests every path in order: List(paths).Read.
+func Files(paths []string, opts Options, emit func(*trace.Request) error, onBad func(*SyntaxError)) ([]trace.Run, Stats, error) {
+	return List(paths).Read(opts, emit, onBad)
+}
+
+// A Listing is the files that inputs name, walked once (List): their total
+// size, which a caller may want before reading (to show progress on large
+// inputs), and what Read does with each, in order.
+type Listing struct {
+	items []listItem
+	// Size is the bytes of the files to read (0 for stdin).
+	Size int64
+}
+
+// A listItem is one step of a Listing's Read: a file to read, a file
+// skipped or read as a companion (a note for Stats), the start or the end
+// of a directory, or an error met while walking, where Read meets it.
+type listItem struct {
+	kind     listKind
+	path     string // the file, the note, or the directory
+	explicit bool   // a file the user named: it must be recognised
+	err      error
+}
+
+type listKind uint8
+
+const (
+	listFile listKind = iota
+	listSkipped
+	listCompanion
+	listDirStart
+	listDirEnd
+	listErr
+)
+
+// List walks paths as Files reads them: a directory contributes every
+// regular file below it (recursively, in lexical order, hidden folders
+// excepted); symlinks to directories, broken ones and special files are
+// noted as skipped, and summary files beside their main file as
+// companions. Errors (a path that does not exist, an unreadable
+// directory) are kept for Read to return where it meets them, after the
+// inputs before them were read.
+func List(paths []string) *Listing {
+	l := &Listing{}
+	add := func(it listItem) { l.items = append(l.items, it) }
+	for _, p := range paths {
+		if p == "-" {
+			add(listItem{kind: listFile, path: p, explicit: true})
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			add(listItem{kind: listErr, err: err})
+			return l
+		}
+		if !fi.IsDir() {
+			add(listItem{kind: listFile, path: p, explicit: true})
+			l.Size += fi.Size()
+			continue
+		}
+		add(listItem{kind: listDirStart, path: p})
+		root := p
+		if lfi, err := os.Lstat(p); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+			// WalkDir does not follow a symlinked root; with a
+			// trailing separator the system resolves it, and
+			// the files keep the names the user gave.
+			root = p + string(filepath.Separator)
+		}
+		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if path != root && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			var size int64
+			if d.Type()&fs.ModeSymlink != 0 {
+				// A symlink to a file is read; one to a
+				// directory is not followed (it may loop) and
+				// is listed, as is anything else skipped.
+				fi, err := os.Stat(path)
+				switch {
+				case err != nil:
+					add(listItem{kind: listSkipped, path: path + " (broken symlink)"})
+					return nil
+				case fi.IsDir():
+					add(listItem{kind: listSkipped, path: path + " (symlink to a directory, not followed)"})
+					return nil
+				case !fi.Mode().IsRegular():
+					add(listItem{kind: listSkipped, path: path + " (symlink to a special file)"})
+					return nil
+				}
+				size = fi.Size()
+			} else if !d.Type().IsRegular() {
+				add(listItem{kind: listSkipped, path: path + " (not a regular file)"})
+				return nil
+			} else if info, err := d.Info(); err == nil {
+				size = info.Size()
+			}
+			if main, ok := companionOf(path); ok {
+				add(listItem{kind: listCompanion, path: path + " (summary of " + filepath.Base(main) + ")"})
+				return nil
+			}
+			add(listItem{kind: listFile, path: path})
+			l.Size += size
+			return nil
+		})
+		if err != nil {
+			add(listItem{kind: listErr, err: err})
+			return l
+		}
+		add(listItem{kind: listDirEnd, path: p})
+	}
+	return l
+}
+
+// Read ingests the listed files in order. A file in a directory that no
+// format recognises is listed in Stats.Skipped, and summary files read
+// beside their main file in Stats.Companions. A directory with no trace
+// file at all is an error. A path named explicitly must be recognised.
+// "-" is standard input.
 //
-// Files calls emit for every good request in order (the request is valid
+// Read calls emit for every good request in order (the request is valid
 // only during the call) and onBad, when not nil, for every bad record. It
 // stops with an error when emit fails, on an I/O error, on an unrecognised
 // explicit path, or when more than opts.MaxErrors records are bad (an error
 // wrapping ErrTooManyErrors). It returns the runs read, whose names are
 // unique across all paths: when two inputs would share a run-name prefix
 // (opts.Run or the base name), the later one gets "~2", "~3"….
-func Files(paths []string, opts Options, emit func(*trace.Request) error, onBad func(*SyntaxError)) ([]trace.Run, Stats, error) {
+func (l *Listing) Read(opts Options, emit func(*trace.Request) error, onBad func(*SyntaxError)) ([]trace.Run, Stats, error) {
 	var (
 		runs  []trace.Run
 		st    Stats
@@ -122,68 +240,25 @@ func Files(paths []string, opts Options, emit func(*trace.Request) error, onBad 
 			return nil
 		}
 	)
-	for _, p := range paths {
-		if p != "-" {
-			fi, err := os.Stat(p)
-			if err != nil {
+	var dirFiles int // st.Files when the directory being read started
+	for _, it := range l.items {
+		switch it.kind {
+		case listFile:
+			if err := input(it.path, it.explicit); err != nil {
 				return runs, st, err
 			}
-			if fi.IsDir() {
-				before := st.Files
-				root := p
-				if lfi, err := os.Lstat(p); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
-					// WalkDir does not follow a symlinked root; with a
-					// trailing separator the system resolves it, and
-					// the files keep the names the user gave.
-					root = p + string(filepath.Separator)
-				}
-				err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-					if err != nil {
-						return err
-					}
-					if d.IsDir() {
-						if path != root && strings.HasPrefix(d.Name(), ".") {
-							return filepath.SkipDir
-						}
-						return nil
-					}
-					if d.Type()&fs.ModeSymlink != 0 {
-						// A symlink to a file is read; one to a
-						// directory is not followed (it may loop) and
-						// is listed, as is anything else skipped.
-						fi, err := os.Stat(path)
-						switch {
-						case err != nil:
-							st.Skipped = append(st.Skipped, path+" (broken symlink)")
-							return nil
-						case fi.IsDir():
-							st.Skipped = append(st.Skipped, path+" (symlink to a directory, not followed)")
-							return nil
-						case !fi.Mode().IsRegular():
-							st.Skipped = append(st.Skipped, path+" (symlink to a special file)")
-							return nil
-						}
-					} else if !d.Type().IsRegular() {
-						st.Skipped = append(st.Skipped, path+" (not a regular file)")
-						return nil
-					}
-					if main, ok := companionOf(path); ok {
-						st.Companions = append(st.Companions, path+" (summary of "+filepath.Base(main)+")")
-						return nil
-					}
-					return input(path, false)
-				})
-				if err != nil {
-					return runs, st, err
-				}
-				if st.Files == before {
-					return runs, st, fmt.Errorf("%s: no trace file in this directory or below (%w)", p, ErrUnrecognized)
-				}
-				continue
+		case listSkipped:
+			st.Skipped = append(st.Skipped, it.path)
+		case listCompanion:
+			st.Companions = append(st.Companions, it.path)
+		case listDirStart:
+			dirFiles = st.Files
+		case listDirEnd:
+			if st.Files == dirFiles {
+				return runs, st, fmt.Errorf("%s: no trace file in this directory or below (%w)", it.path, ErrUnrecognized)
 			}
-		}
-		if err := input(p, true); err != nil {
-			return runs, st, err
+		case listErr:
+			return runs, st, it.err
 		}
 	}
 	return runs, st, nil

@@ -130,3 +130,28 @@ func TestFilesSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// TestListSizeAndOrder: List walks once; its Size counts the files Read
+// reads (not companions, not hidden folders), and an error met while
+// listing is returned by Read only after the inputs before it were read.
+func TestListSizeAndOrder(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a/t.jsonl":         mcGood + mcGood,
+		"a/.hidden/t.jsonl": mcGood,
+		"a/p.jsonl":         mcGood,
+		"a/p_aiperf.json":   "{}", // AIPerf's aggregate beside p.jsonl: a companion
+		"a/README":          "not a trace\n",
+	})
+	l := List([]string{filepath.Join(dir, "a"), filepath.Join(dir, "missing")})
+	if want := int64(3*len(mcGood) + len("not a trace\n")); l.Size != want {
+		t.Errorf("Size = %d, want %d (the files to read)", l.Size, want)
+	}
+	n := 0
+	_, st, err := l.Read(Options{}, func(*trace.Request) error { n++; return nil }, nil)
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("err = %v, want the missing path's", err)
+	}
+	if n != 3 || st.Files != 2 || len(st.Companions) != 1 || len(st.Skipped) != 1 {
+		t.Errorf("read %d requests before the error, stats %+v; want 3, 2 files, 1 companion, 1 skipped", n, st)
+	}
+}

@@ -74,8 +74,8 @@ func loadDataset(arg string, opts ingest.Options, allowErrors bool, stderr io.Wr
 //
 // A large input shows its progress on stderr (readMeter).
 func eachRequest(path string, cols []string, opts ingest.Options, allowErrors bool, stderr io.Writer, add func(*trace.Request) error) ([]trace.Run, error) {
-	meter := readMeter(path, stderr)
 	if path != "-" && isParquet(path) {
+		meter := readMeter(fileSize(path), stderr)
 		runs, rows, err := trace.ReadRuns(path)
 		if err != nil {
 			return nil, err
@@ -90,10 +90,11 @@ func eachRequest(path string, cols []string, opts ingest.Options, allowErrors bo
 		task.Finish()
 		return runs, nil
 	}
-	task := meter.Start("read "+filepath.Base(path), "requests", 0)
+	list := ingest.List([]string{path}) // a directory is walked once, for its size and its files
+	task := readMeter(list.Size, stderr).Start("read "+filepath.Base(path), "requests", 0)
 	each, c := countRequests(task, add)
 	bad := badRecords{stderr: task.Out(stderr)}
-	runs, st, err := ingest.Files([]string{path}, opts, each, bad.report)
+	runs, st, err := list.Read(opts, each, bad.report)
 	if err != nil {
 		task.Abort()
 		return nil, err

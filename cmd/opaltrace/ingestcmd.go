@@ -14,7 +14,6 @@ import (
 
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
-	"github.com/opaltrace/opaltrace/internal/progress"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -96,18 +95,11 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 	if err != nil {
 		return err
 	}
-	var size int64
-	for _, in := range inputs {
-		size += inputSize(in)
-	}
-	var meter *progress.Meter
-	if size >= largeInput {
-		meter = progress.New(stderr)
-	}
-	task := meter.Start("ingest", "requests", 0)
+	list := ingest.List(inputs) // directories are walked once, for their size and their files
+	task := readMeter(list.Size, stderr).Start("ingest", "requests", 0)
 	write, c := countRequests(task, w.Write)
 	badOut := task.Out(stderr)
-	runs, st, err := ingest.Files(inputs, opts, write, func(e *ingest.SyntaxError) {
+	runs, st, err := list.Read(opts, write, func(e *ingest.SyntaxError) {
 		fmt.Fprintf(badOut, "opaltrace: %v\n", e)
 	})
 	if err != nil {

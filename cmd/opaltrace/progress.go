@@ -2,9 +2,7 @@ package main
 
 import (
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/opaltrace/opaltrace/analyze"
@@ -12,37 +10,26 @@ import (
 	"github.com/opaltrace/opaltrace/trace"
 )
 
-// largeInput is the size in bytes (a directory's files summed) from which
-// reading an input shows its progress: a bar on a terminal, else a line
-// with its timing. Smaller inputs read in well under a second, and a
-// timing line after each would be noise.
+// largeInput is the size in bytes (a directory's files to read summed,
+// ingest.Listing.Size) from which reading an input shows its progress: a
+// bar on a terminal, else a line with its timing. Smaller inputs read in
+// well under a second, and a timing line after each would be noise.
 var largeInput int64 = 32 << 20
 
-// inputSize is the size of the file at path, or of the files under it.
-func inputSize(path string) int64 {
+// fileSize is the size of the file at path (0 when it cannot be read:
+// its reader reports why).
+func fileSize(path string) int64 {
 	st, err := os.Stat(path)
 	if err != nil {
 		return 0
 	}
-	if !st.IsDir() {
-		return st.Size()
-	}
-	var n int64
-	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return n
+	return st.Size()
 }
 
-// readMeter is the Meter for reading the input at path: stderr's for a
-// large input, nil (nothing shown) for a small one or stdin.
-func readMeter(path string, stderr io.Writer) *progress.Meter {
-	if path == "-" || inputSize(path) < largeInput {
+// readMeter is the Meter for reading an input of size bytes: stderr's for
+// a large input, nil (nothing shown) for a small one or stdin (size 0).
+func readMeter(size int64, stderr io.Writer) *progress.Meter {
+	if size < largeInput {
 		return nil
 	}
 	return progress.New(stderr)
