@@ -306,3 +306,24 @@ func TestCostModelRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A cost model's eager_layer_launch_s reaches the deployment it prices,
+// which charges it only for steps without a CUDA graph.
+func TestCostModelAppliesEagerLaunch(t *testing.T) {
+	d := deployment(t, "llama-3.1-8b")
+	d.CUDAGraphMaxBS = 4
+	five, four := &model.Batch{Decode: []int64{1, 1, 1, 1, 1}}, &model.Batch{Decode: []int64{1, 1, 1, 1}}
+	gpu5, gpu4 := d.StepTime(five), d.StepTime(four)
+	cm := &CostModel{Form: model.FormRoofline, Coefficients: map[string]Coefficient{CoefEagerLayerLaunch: {Value: 1e-3}}}
+	cm.Apply(d)
+	if d.EagerLayerLaunch != time.Millisecond {
+		t.Fatalf("EagerLayerLaunch %v, want 1ms", d.EagerLayerLaunch)
+	}
+	// 32 layers × 1 ms above 4 decodes, nothing at 4.
+	if got := d.StepTime(five); got != gpu5+32*time.Millisecond {
+		t.Errorf("5 decodes: %v, want %v + 32ms", got, gpu5)
+	}
+	if got := d.StepTime(four); got != gpu4 {
+		t.Errorf("4 decodes (a graph): %v, want %v", got, gpu4)
+	}
+}

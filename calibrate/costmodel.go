@@ -69,6 +69,11 @@ const (
 	// overheads (ClientOverhead).
 	CoefRequestOverhead = "client_request_overhead_s"
 	CoefChunkOverhead   = "client_chunk_overhead_s"
+	// CoefEagerLayerLaunch is the CPU time to launch one layer's kernels
+	// in a step that runs without a CUDA graph (model.Deployment.
+	// EagerLayerLaunch): SGLang's decode batches above cuda_graph_max_bs
+	// and its prefill steps.
+	CoefEagerLayerLaunch = "eager_layer_launch_s"
 )
 
 var coefUnits = map[string]string{
@@ -89,6 +94,7 @@ var coefUnits = map[string]string{
 	CoefCollectiveLatency: "s per collective",
 	CoefRequestOverhead:   "s per request",
 	CoefChunkOverhead:     "s per streamed chunk",
+	CoefEagerLayerLaunch:  "s per layer of a step without a CUDA graph",
 }
 
 // NewCostModel derives the coefficients of a cost model from the fits of
@@ -371,6 +377,9 @@ func (cm *CostModel) Apply(d *model.Deployment) {
 	}
 	if v, ok := cm.get(CoefCollectiveLatency); ok {
 		d.CollectiveLatency = time.Duration(math.Round(v * 1e9))
+	}
+	if v, ok := cm.get(CoefEagerLayerLaunch); ok {
+		d.EagerLayerLaunch = time.Duration(math.Round(v * 1e9))
 	}
 }
 

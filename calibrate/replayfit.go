@@ -118,6 +118,7 @@ func coefSpecs(dep *model.Deployment) []coefSpec {
 		{name: CoefCollectiveLatency, unit: 10e-6},
 		{name: CoefRequestOverhead, unit: 50e-3},
 		{name: CoefChunkOverhead, unit: 100e-6},
+		{name: CoefEagerLayerLaunch, unit: 100e-6},
 	}
 }
 
@@ -129,7 +130,7 @@ const (
 
 // ReplayCoefficients are the coefficients FitReplay can fit.
 var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
-	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead}
+	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefEagerLayerLaunch}
 
 // minKVShare is the least share of the training runs' memory time that
 // KV reads and writes must have (in a replay at the default
@@ -145,9 +146,12 @@ const minKVShare = 0.2
 // is at least minKVShare of its memory traffic (kvShare: a loaded or
 // offline run, not only light ones); the client overhead per request
 // when a run measured at the client (TTFT), as engine timestamps do not
-// include it; the latency of a collective only when the runs span
-// layouts with different numbers of collectives per step, since on one
-// layout it is a fixed cost per step like the step overhead. The rest
+// include it; the launch time of a layer without a CUDA graph when a
+// run's engine replays graphs only up to a batch size (SGLang's
+// cuda_graph_max_bs: large decode batches and prefill steps launch
+// eagerly); the latency of a collective only when the runs span layouts
+// with different numbers of collectives per step, since on one layout it
+// is a fixed cost per step like the step overhead. The rest
 // keep their defaults, and a warning says why.
 func defaultFree(runs []*ReplayRun, kvShare float64) (free []string, warnings []string) {
 	free = []string{CoefMFU, CoefBandwidthEff, CoefStepOverhead}
@@ -156,12 +160,13 @@ func defaultFree(runs []*ReplayRun, kvShare float64) (free []string, warnings []
 	} else {
 		warnings = append(warnings, fmt.Sprintf("%s not fitted: KV reads and writes are at most %.0f %% of any training run's memory traffic (under %.0f %%), too little to tell their efficiency from the weights' (train on a loaded or offline run too, or --fit it)", CoefKVBandwidthEff, 100*kvShare, 100*minKVShare))
 	}
-	client := false
+	client, eager := false, false
 	colls := map[float64]bool{}
 	for _, r := range runs {
 		if !r.Train {
 			continue
 		}
+		eager = eager || r.Deployment.CUDAGraphMaxBS != 0
 		for _, t := range r.Targets {
 			client = client || t.Metric == MetricTTFT
 		}
@@ -169,6 +174,9 @@ func defaultFree(runs []*ReplayRun, kvShare float64) (free []string, warnings []
 	}
 	if client {
 		free = append(free, CoefRequestOverhead)
+	}
+	if eager {
+		free = append(free, CoefEagerLayerLaunch)
 	}
 	if len(colls) > 1 {
 		free = append(free, CoefCollectiveLatency)

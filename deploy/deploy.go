@@ -146,6 +146,10 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
+	if EngineName(cfg) == replay.EngineSGLang {
+		// Priced only when a cost model gives eager_layer_launch_s.
+		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, dep.Hardware.MemBytes, dep.TP)
+	}
 	kvTokens, kvHow, err := kvCapacity(c, cfg, dep, run.Extra["engine_version"])
 	if err != nil {
 		return nil, err

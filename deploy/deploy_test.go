@@ -321,3 +321,37 @@ func TestHardwareOverrideBadInput(t *testing.T) {
 		}
 	}
 }
+
+// An SGLang run's workers replay CUDA graphs up to SGLang 0.4's default
+// cuda_graph_max_bs (160 on an H200; 80 at TP4 and 8 below on a GPU under
+// 25,000 MB), or what the run recorded; vLLM's get no limit.
+func TestSGLangCUDAGraphMaxBS(t *testing.T) {
+	for _, tc := range []struct {
+		hw   string
+		tp   int
+		opts map[string]string
+		want int
+	}{
+		{"h200", 4, nil, 160},
+		{"rtx-4090", 1, nil, 8},
+		{"rtx-4090", 4, nil, 80},
+		{"h200", 4, map[string]string{"engine_opt.cuda_graph_max_bs": "256"}, 256},
+		{"h200", 4, map[string]string{"engine_opt.disable_cuda_graph": "true"}, -1},
+	} {
+		run := trace.Run{Name: "r", Model: "llama-3.1-8b", Hardware: tc.hw, TP: tc.tp, Engine: "sglang", Extra: tc.opts}
+		s, err := Resolve(DefaultCluster(), run, Overrides{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Deployment.CUDAGraphMaxBS; got != tc.want {
+			t.Errorf("%s TP%d %v: cuda_graph_max_bs %d, want %d", tc.hw, tc.tp, tc.opts, got, tc.want)
+		}
+	}
+	s, err := Resolve(DefaultCluster(), trace.Run{Name: "v", Model: "llama-3.1-8b", Hardware: "h200", Engine: "vllm"}, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Deployment.CUDAGraphMaxBS != 0 {
+		t.Errorf("vLLM worker: cuda_graph_max_bs %d", s.Deployment.CUDAGraphMaxBS)
+	}
+}

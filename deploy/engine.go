@@ -79,3 +79,28 @@ func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
 	}
 	return cfg, errors.Join(errs...)
 }
+
+// sglangCUDAGraphMaxBS returns the decode batch size up to which an
+// SGLang worker replays CUDA graphs: the run's
+// recorded cuda_graph_max_bs, -1 when it recorded disable_cuda_graph,
+// else SGLang's default of the DataCrunch runs' time (server_args.py,
+// v0.4, December 2024: 160, or on a GPU of under 25,000 MB 8 below TP4
+// and 80 from TP4). Later versions choose larger defaults by GPU memory
+// (up to 512 at TP4 and more on an H200), which a run of theirs must
+// record.
+func sglangCUDAGraphMaxBS(run trace.Run, memBytes int64, tp int) int {
+	if b, err := strconv.ParseBool(run.Extra[engineOptPrefix+"disable_cuda_graph"]); err == nil && b {
+		return -1
+	}
+	if n, err := strconv.Atoi(run.Extra[engineOptPrefix+"cuda_graph_max_bs"]); err == nil && n > 0 {
+		return n
+	}
+	n := 160
+	if memBytes < 25_000<<20 {
+		n = 8
+		if tp >= 4 {
+			n = 80
+		}
+	}
+	return n
+}

@@ -36,7 +36,8 @@
 // Deployment's doc comment gives the formulas; Terms returns the parts at
 // full efficiency, which calibration regresses on. The coefficients (MFU,
 // AttentionMFU, BandwidthEfficiency for weights, KVBandwidthEfficiency for
-// the KV cache, LinkEfficiency, StepOverhead, CollectiveLatency) are
+// the KV cache, LinkEfficiency, StepOverhead, CollectiveLatency,
+// EagerLayerLaunch) are
 // exported for calibration to fit; the shape constants are precomputed so
 // that StepTime, called for every simulated step, does a few multiply-adds
 // per batch entry and never allocates.
@@ -45,9 +46,19 @@
 // decode, opal-notes.md §1), selectable as FormOpal so that Opal
 // configurations reproduce; FormRoofline (Deployment) is the default.
 //
-// KVCacheTokens sizes the GPU KV cache the way vLLM does from
-// gpu_memory_utilization: memory allowed, minus weights and an activation
-// reserve, over the KV bytes of a token on one GPU, in whole blocks.
+// KVCacheTokensFor sizes the GPU KV cache the way vLLM does from
+// gpu_memory_utilization: memory allowed, minus what VLLMMemory models
+// part by part (weights and rotary cache, the activations of the
+// profiling forward pass and sampler run, non-torch memory, CUDA graphs
+// where the version subtracts them), over the KV bytes of a token on one
+// GPU, in whole blocks. The Note in vllmmemory.go gives each part's
+// source.
+//
+// An engine that replays CUDA graphs only up to a batch size
+// (Deployment.CUDAGraphMaxBS, SGLang's cuda_graph_max_bs) launches the
+// kernels of larger decode batches and of prefill steps one at a time: such
+// a step takes the layers times EagerLayerLaunch longer, a coefficient
+// calibration fits (0 by default: no launch term).
 //
 // # Links
 //

@@ -108,6 +108,19 @@ type Deployment struct {
 	// by every all-reduce, all-to-all and stage send of a step besides
 	// its bytes over the link (default 0: the bytes alone).
 	CollectiveLatency time.Duration
+	// CUDAGraphMaxBS is the largest decode batch the engine replays as a
+	// CUDA graph (SGLang's cuda_graph_max_bs). A step with more decodes,
+	// or with any prefill (SGLang runs extend batches without graphs),
+	// launches its kernels one at a time from the CPU and takes the
+	// stage's layers times EagerLayerLaunch longer. (Launches that hid
+	// under the GPU's work, max(GPU, launches), were tried first: on the
+	// DataCrunch training runs the launches never exceed the GPU time at
+	// any value the fit can reach from 0, so the coefficient was not
+	// determined; the added form is what calibrate fits.) 0: every step
+	// is priced as a graph replay, with no launch term; negative: graphs
+	// are disabled and every step is eager.
+	CUDAGraphMaxBS   int
+	EagerLayerLaunch time.Duration
 	// BlockSize is the KV block size in tokens; KVCacheTokens rounds down
 	// to whole blocks.
 	BlockSize int64
@@ -436,6 +449,10 @@ type StepTerms struct {
 	// InterNodeLatencySec is the inter-node latency of the collectives
 	// and sends that cross nodes (InterNode.Latency each), a fixed cost.
 	InterNodeLatencySec float64
+	// EagerLayers is the number of decoder layers whose kernels the
+	// step launches one at a time (see Deployment.CUDAGraphMaxBS); 0 for
+	// a step replayed as a CUDA graph.
+	EagerLayers float64
 }
 
 // Terms returns the step terms of b; an empty batch has none.
@@ -474,7 +491,20 @@ func (d *Deployment) Terms(b *Batch) StepTerms {
 	}
 	tokens += nDecode
 	seqs := float64(len(b.Prefill)) + nDecode
-	return d.terms(k, tokens, seqs, ctxFull, ctxSliding, pairsFull, pairsSliding)
+	t := d.terms(k, tokens, seqs, ctxFull, ctxSliding, pairsFull, pairsSliding)
+	t.EagerLayers = d.eagerLayers(len(b.Prefill) > 0, len(b.Decode))
+	return t
+}
+
+// eagerLayers is the number of layers a step launches without a CUDA
+// graph: all of the stage's when it has prefill or more decodes than
+// CUDAGraphMaxBS or when graphs are disabled (negative), none otherwise
+// or when the engine's graph limit is unknown (0).
+func (d *Deployment) eagerLayers(prefill bool, decodes int) float64 {
+	if d.CUDAGraphMaxBS == 0 || d.CUDAGraphMaxBS > 0 && !prefill && decodes <= d.CUDAGraphMaxBS {
+		return 0
+	}
+	return float64(d.stageLayers())
 }
 
 // constants returns the deployment's per-token constants.
@@ -543,6 +573,9 @@ func (d *Deployment) timeOf(t StepTerms) time.Duration {
 		sec += t.Collectives * d.CollectiveLatency.Seconds()
 	}
 	sec += t.InterNodeLatencySec
+	if t.EagerLayers > 0 && d.EagerLayerLaunch > 0 {
+		sec += t.EagerLayers * d.EagerLayerLaunch.Seconds()
+	}
 	return time.Duration(math.Round(sec*1e9)) + d.StepOverhead
 }
 
@@ -561,7 +594,9 @@ func (d *Deployment) DecodeStepTime(n int, ctx int64) (time.Duration, bool) {
 	pairsFull += float64(ctx) + nDecode
 	tokens += nDecode
 	seqs = 0 + nDecode
-	return d.timeOf(d.terms(k, tokens, seqs, ctxFull, 0, pairsFull, 0)), true
+	t := d.terms(k, tokens, seqs, ctxFull, 0, pairsFull, 0)
+	t.EagerLayers = d.eagerLayers(false, n)
+	return d.timeOf(t), true
 }
 
 var _ DecodeSumModel = (*Deployment)(nil)
