@@ -43,8 +43,9 @@ import (
 // so which hash is evicted when, is exactly what releasing the blocks one
 // by one gives; only the ids differ, and no result depends on them. An
 // id belongs to a named block (referenced, or free in the queue) or to
-// none (names: a stack); a run's blocks have none, and a block the queue
-// hands out takes one from the stack if it must be named. An owner that
+// none (names: a stack, and the ids never handed out yet); a run's
+// blocks have none, and a block the queue hands out takes one from the
+// stack, or a fresh one, if it must be named. An owner that
 // needs its anonymous blocks' ids after all (a preemption: it may hit
 // them again) names them (Name). This took 6.6 million of the 8.9 million
 // blocks a 4-worker Mooncake replay allocates off the per-block path.
@@ -61,8 +62,11 @@ type Cache struct {
 	// (runEntry | slot); spare, the slots not in use.
 	runs  []anonRun
 	spare []int32
-	// names holds the ids of no block (their records are stale).
+	// names holds the ids of no block (their records are stale);
+	// so do the ids fresh.. of blocks never named, whose records are
+	// zero.
 	names []int32
+	fresh int32
 
 	// Evictions counts cached blocks whose hash Allocate dropped.
 	Evictions int64
@@ -127,6 +131,15 @@ const flagShift = 24
 var maxPos int64 = math.MaxInt32
 
 // New returns a cache of n blocks, all free and uncached.
+//
+// Note: they start as one anonymous run, without ids (fresh hands them
+// out as the queue needs them), so that a new cache costs O(1) beyond
+// its zeroed arrays: a replay that scales out builds a cache per worker
+// start, and pushing every block into the queue one by one was 235
+// million instructions of an autoscaled Mooncake replay. The queue's
+// order is what pushing them gives (all uncached, in one stretch at the
+// front), so which hash is evicted when is unchanged; and while no id
+// has gone to the stack, the ids handed out are 0, 1, 2, … as before.
 func New(n int64) *Cache {
 	if n > MaxBlocks {
 		panic(fmt.Sprintf("kvcache: %d blocks, more than %d", n, MaxBlocks))
@@ -141,9 +154,10 @@ func New(n int64) *Cache {
 		ring:   make([]entry, size),
 		index:  newIndex(n),
 	}
-	for b := range int32(n) {
-		c.blocks[b].pos = none
-		c.pushBack(b)
+	if n > 0 {
+		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: int32(n)}))
+		c.tail = 1
+		c.nfree = n
 	}
 	return c
 }
@@ -171,7 +185,7 @@ func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
 func (c *Cache) Ref(b int32) int32 { return c.blocks[b].ref }
 
 // Acquire adds a reference to block b (a prefix hit), taking it out of the
-// free queue when it was free.
+// free queue when it was free. b has an id: Lookup or Holds found it.
 func (c *Cache) Acquire(b int32) {
 	if c.blocks[b].ref == 0 {
 		slot := &c.ring[int64(c.blocks[b].pos)&int64(len(c.ring)-1)]
@@ -269,10 +283,17 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 	return dst, true
 }
 
-// name takes an id from the stack for a block being handed out.
+// name takes an id from the stack, or a fresh one when it is empty, for a
+// block being handed out.
 func (c *Cache) name() int32 {
-	b := c.names[len(c.names)-1]
-	c.names = c.names[:len(c.names)-1]
+	var b int32
+	if k := len(c.names); k > 0 {
+		b = c.names[k-1]
+		c.names = c.names[:k-1]
+	} else {
+		b = c.fresh
+		c.fresh++
+	}
 	c.blocks[b] = block{ref: 1, pos: none}
 	return b
 }
@@ -401,19 +422,6 @@ func (c *Cache) newRun(r anonRun) int32 {
 	return int32(len(c.runs) - 1)
 }
 
-func (c *Cache) pushBack(b int32) {
-	if c.tail-c.head == int64(len(c.ring)) {
-		c.compact()
-	}
-	if c.tail >= maxPos {
-		c.rebase()
-	}
-	c.ring[c.tail&int64(len(c.ring)-1)] = entry(b) | c.blocks[b].flags()
-	c.blocks[b].pos = int32(c.tail)
-	c.tail++
-	c.nfree++
-}
-
 // compact drops the tombstones of a full ring. The ring holds at least
 // twice as many entries as blocks, so at least half of a full ring is
 // tombstones and compaction costs O(1) per push, amortised.
@@ -507,9 +515,18 @@ func (c *Cache) Check() error {
 			return fmt.Errorf("kvcache: run %d neither in the queue nor spare", s)
 		}
 	}
+	if c.fresh < 0 || int64(c.fresh) > int64(len(c.blocks)) {
+		return fmt.Errorf("kvcache: %d ids named of %d", c.fresh, len(c.blocks))
+	}
+	for b := int(c.fresh); b < len(c.blocks); b++ {
+		if inQueue[b] || c.blocks[b] != (block{}) {
+			return fmt.Errorf("kvcache: never-named id %d is in the free queue or has record %+v", b, c.blocks[b])
+		}
+		unnamed[b] = true
+	}
 	for _, b := range c.names {
-		if inQueue[b] || unnamed[b] {
-			return fmt.Errorf("kvcache: id %d of no block is in the free queue or twice in the stack", b)
+		if b >= c.fresh || inQueue[b] || unnamed[b] {
+			return fmt.Errorf("kvcache: id %d of no block is fresh, in the free queue or twice in the stack", b)
 		}
 		unnamed[b] = true
 	}
@@ -560,7 +577,7 @@ func (c *Cache) Check() error {
 	}
 	// Ids of no block are the runs' blocks and the anonymous blocks
 	// requests hold.
-	held := int64(len(c.names)) - runBlocks
+	held := int64(len(c.names)) + int64(len(c.blocks)) - int64(c.fresh) - runBlocks
 	if held < 0 || used+held+c.nfree != int64(len(c.blocks)) {
 		return fmt.Errorf("kvcache: used %d named + %d anonymous + free %d != total %d", used, held, c.nfree, len(c.blocks))
 	}

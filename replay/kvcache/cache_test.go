@@ -1,6 +1,9 @@
 package kvcache
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func mustCheck(t *testing.T, c *Cache) {
 	t.Helper()
@@ -246,4 +249,51 @@ func TestChainIsTheHasher(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNewIsOneRun checks that a new cache, one anonymous run of blocks
+// without ids, hands out what pushing every block into the queue gave:
+// named blocks 0, 1, 2, … in order while no id has gone to the stack,
+// never an eviction from it, and ids that stay distinct once anonymous
+// and named allocations mix; and that an empty cache is consistent.
+func TestNewIsOneRun(t *testing.T) {
+	mustCheck(t, New(0))
+	const n = 10
+	c := New(n)
+	mustCheck(t, c)
+	if c.NumFree() != n || c.NumUsed() != 0 {
+		t.Fatalf("new cache: free %d used %d", c.NumFree(), c.NumUsed())
+	}
+	a, ok := c.AllocateNamed(nil, 3, 2) // 0, 1, then one without an id
+	if !ok || a[0] != 0 || a[1] != 1 || a[2] != Anonymous {
+		t.Fatalf("AllocateNamed = %v %v", a, ok)
+	}
+	mustCheck(t, c)
+	b, ok := c.Allocate(nil, 2) // 2, 3: the anonymous one took no id
+	if !ok || b[0] != 2 || b[1] != 3 {
+		t.Fatalf("Allocate = %v %v", b, ok)
+	}
+	c.Name(a) // the anonymous block takes the next fresh id
+	if a[2] != 4 {
+		t.Fatalf("Name gave %v", a)
+	}
+	mustCheck(t, c)
+	rest, ok := c.AllocateNamed(nil, 5, 0) // the run's last 5, anonymous
+	if !ok || c.NumFree() != 0 {
+		t.Fatalf("AllocateNamed of the rest = %v %v, %d free", rest, ok, c.NumFree())
+	}
+	mustCheck(t, c)
+	c.Release(rest, 0)
+	c.Release(b, 0)
+	mustCheck(t, c)
+	// Queue: a run of 5, then 3, 2. The run is handed out named
+	// first: ids 5..9, fresh.
+	got, ok := c.Allocate(nil, 7)
+	if want := []int32{5, 6, 7, 8, 9, 3, 2}; !ok || !slices.Equal(got, want) {
+		t.Fatalf("Allocate = %v %v, want %v", got, ok, want)
+	}
+	if c.Evictions != 0 {
+		t.Fatalf("%d evictions of uncached blocks", c.Evictions)
+	}
+	mustCheck(t, c)
 }

@@ -23,7 +23,16 @@ func TestFreeQueueMatchesReference(t *testing.T) {
 
 func freeQueueMatchesReference(t *testing.T) {
 	const n = 40
+	// The test takes free blocks by id (Acquire), which a scheduler
+	// does only for blocks it found holding a hash, so named ones:
+	// every block is named first, queued 0..n-1.
 	c := New(n)
+	all, ok := c.Allocate(nil, n)
+	if !ok || !slices.Equal(all, []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39}) {
+		t.Fatalf("a new cache handed out %v, want ids 0..%d in order", all, n-1)
+	}
+	slices.Reverse(all)
+	c.Release(all, 0)
 	ref := make([]int32, n) // free blocks, eviction order
 	for b := range ref {
 		ref[b] = int32(b)
