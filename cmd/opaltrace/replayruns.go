@@ -415,14 +415,6 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				return nil, err
 			}
 		}
-		keep := job.in.Len() <= streamAbove
-		var mem *memSummary
-		var sum *analyze.StreamSummarizer // the streamed summary's first pass, as records are written
-		if keep {
-			mem = newMemSummary(run)
-		} else {
-			sum = analyze.NewStreamSummarizer(run, analyze.StreamOptions{Percentiles: report.DefaultPercentiles})
-		}
 		start := time.Now()
 		task := meter.Start(replayTaskName(job.name, len(jobs)), "requests", int64(job.in.Len()))
 		count := task.Counter() // one increment per request; the task hears every progress.Every
@@ -434,6 +426,16 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			}
 			runCfg, in = carried.Config, carried.Inputs
 			run.Extra["carried_after"] = job.afterOf
+		}
+		// Made once nothing can return before the replay: the in-memory
+		// summary's goroutine ends only when finish closes its feed.
+		keep := job.in.Len() <= streamAbove
+		var mem *memSummary
+		var sum *analyze.StreamSummarizer // the streamed summary's first pass, as records are written
+		if keep {
+			mem = newMemSummary(run)
+		} else {
+			sum = analyze.NewStreamSummarizer(run, analyze.StreamOptions{Percentiles: report.DefaultPercentiles})
 		}
 		st, err := replay.RunInputs(runCfg, job.setup.Step, job.setup.KVBlocks, in, func(r *trace.Request) error {
 			if carried != nil && !carried.Keep(r) {
