@@ -65,7 +65,11 @@ func TestPeakBinDenseIsSparse(t *testing.T) {
 				f(x)
 			}
 		}
-		if d, s := peakBinDense(each, nbins), peakBinSparse(each, float64(nbins), len(xs)); d != s {
+		spans := make([]tokenSpan, len(xs)) // one token each, at x
+		for i, x := range xs {
+			spans[i].start = x
+		}
+		if d, s := peakBinDense(spans, 0, nbins), peakBinSparse(each, float64(nbins), len(xs)); d != s {
 			t.Fatalf("trial %d: dense %d, sparse %d", trial, d, s)
 		}
 	}

@@ -33,11 +33,7 @@ type Peak struct {
 // time within a nanosecond of a bin edge may fall in the neighbouring bin
 // compared with vLLM's arithmetic on raw perf_counter values.
 func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
-	type span struct {
-		start, ttft, lat float64
-		itl              []float64
-	}
-	var spans []span
+	var spans []tokenSpan
 	hasITL := false
 	for _, r := range reqs {
 		if !r.OK() {
@@ -52,7 +48,7 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 			return nil, "requests have no TTFT"
 		}
 		hasITL = hasITL || r.ITLSec != nil
-		spans = append(spans, span{r.Arrival.V.Seconds(), r.TTFTSec.V, r.E2ESec.V, r.ITLSec})
+		spans = append(spans, tokenSpan{r.Arrival.V.Seconds(), r.TTFTSec.V, r.E2ESec.V, r.ITLSec})
 	}
 	if len(spans) == 0 {
 		return nil, "no successful requests"
@@ -79,18 +75,7 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 	}
 	peakBin := 0
 	if nbins <= float64(tokens) {
-		// As peakBinDense, in a loop of its own: a call through each
-		// per token was most of the time of a summary's peaks.
-		counts := make([]int, int(nbins))
-		for _, s := range spans {
-			t := s.start + s.ttft
-			countBin(counts, t-minStart)
-			for _, g := range s.itl {
-				t += g
-				countBin(counts, t-minStart)
-			}
-		}
-		peakBin = slices.Max(append(counts, 0))
+		peakBin = peakBinDense(spans, minStart, int(nbins))
 	} else {
 		peakBin = peakBinSparse(each, nbins, tokens)
 	}
@@ -121,8 +106,6 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 	return p, ""
 }
 
-// appendBin appends the bin of a token at offset x seconds: Python's int()
-// truncates toward zero, and vLLM drops tokens outside [0, nbins).
 // The token times are counted per bin in an array when there are no more
 // bins than tokens, and otherwise sparsely, from their sorted bin numbers:
 // either way the work and memory are bounded by the number of tokens,
@@ -131,11 +114,27 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 // first start) is in bin int(x), as Python's int() truncates toward zero,
 // and vLLM drops the times outside [0, nbins).
 
-// peakBinDense returns the largest count of the token times each yields,
-// in nbins bins, counted in an array.
-func peakBinDense(each func(func(float64)), nbins int) int {
+// A tokenSpan is a successful request's times in seconds: its start
+// (arrival), TTFT, end-to-end latency and ITL gaps.
+type tokenSpan struct {
+	start, ttft, lat float64
+	itl              []float64
+}
+
+// peakBinDense returns the largest count of the spans' token times (start
+// + ttft + cumsum(itl), less minStart) in nbins bins, counted in an array.
+// It walks the spans itself rather than taking each's times: a call
+// through each per token was most of the time of a summary's peaks.
+func peakBinDense(spans []tokenSpan, minStart float64, nbins int) int {
 	counts := make([]int, nbins)
-	each(func(x float64) { countBin(counts, x) })
+	for _, s := range spans {
+		t := s.start + s.ttft
+		countBin(counts, t-minStart)
+		for _, g := range s.itl {
+			t += g
+			countBin(counts, t-minStart)
+		}
+	}
 	return slices.Max(append(counts, 0))
 }
 
