@@ -12,7 +12,11 @@
 //     (summarizer.go) makes the same summary from requests added one at a
 //     time, as a replay emits them: the pooled ITL gaps, millions in a
 //     simulated run but of few distinct values, are counted by value as
-//     they come (distinct.go) rather than sorted at the end.
+//     they come (distinct.go) rather than sorted at the end. It stays
+//     bit-exact with numpy: the counted values, each written as often as
+//     it was counted, are the pool sorted, and the mean and std are
+//     numpy's pairwise sums over the pooled order (meanStdPooled), which
+//     Summary computes on goroutines of its own while it does the rest.
 //  2. Sections (analysis.go): steady-state detection (MSER-5, shown, never
 //     applied), TTFT decomposition by TTFT percentile band (decomp.go), KV
 //     cache and tier shares (kvcache.go), per-second series on a 1-s grid
