@@ -78,8 +78,8 @@ const (
 // which precomputes the per-step constants from them; build a new
 // Deployment to change them. The coefficients (MFU, AttentionMFU,
 // BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, StepOverhead,
-// CollectiveLatency, BlockSize) may be changed at any
-// time, which is what calibration does.
+// CollectiveLatency, EagerLayerLaunch, BlockSize) and CUDAGraphMaxBS may be
+// changed at any time, which is what calibration and deploy do.
 type Deployment struct {
 	Hardware Hardware
 	LLM      LLM
@@ -121,8 +121,8 @@ type Deployment struct {
 	// are disabled and every step is eager.
 	CUDAGraphMaxBS   int
 	EagerLayerLaunch time.Duration
-	// BlockSize is the KV block size in tokens; KVCacheTokens rounds down
-	// to whole blocks.
+	// BlockSize is the KV block size in tokens; KVCacheTokensFor rounds
+	// down to whole blocks.
 	BlockSize int64
 
 	// InterNode is the network between the worker's nodes when its GPUs
