@@ -150,6 +150,12 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		// Priced only when a cost model gives eager_layer_launch_s.
 		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, dep.Hardware.MemBytes, dep.TP)
 	}
+	if EngineName(cfg) == replay.EngineVLLM {
+		if note := vllmBatchDefaults(c, &cfg, dep.Hardware, run.Extra["engine_version"]); note != "" {
+			notes = append(notes, note)
+			c.Config = cfg
+		}
+	}
 	kvTokens, kvHow, err := kvCapacity(c, cfg, dep, run.Extra["engine_version"])
 	if err != nil {
 		return nil, err
@@ -288,4 +294,28 @@ func EngineName(cfg replay.Config) string {
 		return replay.EngineVLLM
 	}
 	return cfg.Scheduler.Engine
+}
+
+// vllmBatchDefaults sets the max_num_seqs and max_num_batched_tokens of
+// cfg that neither the run's record nor the cluster file nor a setting
+// gave (c.Given) to what vLLM's API server of the run's version chooses
+// on its GPU (model.VLLMServeBatchDefaults), so that the scheduler and
+// the KV sizing's profiling run both use them; it returns the line
+// saying so, "" when both were given.
+func vllmBatchDefaults(c Cluster, cfg *replay.Config, hw model.Hardware, version string) string {
+	s := &cfg.Scheduler
+	d := model.VLLMServeBatchDefaults(version, hw)
+	var set []string
+	if _, ok := c.Given("scheduler.max_num_seqs"); !ok {
+		s.MaxNumSeqs = int(d.MaxNumSeqs)
+		set = append(set, fmt.Sprintf("max_num_seqs %d", d.MaxNumSeqs))
+	}
+	if _, ok := c.Given("scheduler.max_num_batched_tokens"); !ok {
+		s.MaxNumBatchedTokens = d.MaxNumBatchedTokens
+		set = append(set, fmt.Sprintf("max_num_batched_tokens %d", d.MaxNumBatchedTokens))
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return strings.Join(set, ", ") + " (" + d.Why + ")"
 }

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -28,16 +29,27 @@ func TestResolveDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := dep.KVCacheTokens(0.9)
+	// No run recorded max_num_seqs or max_num_batched_tokens: vLLM's API
+	// server defaults on an H100 (1024 and 8192) size the KV cache and
+	// drive the scheduler.
+	dep.BlockSize = 16
+	want, _, err := dep.KVCacheTokensFor(model.VLLMProfile{GPUMemoryUtilization: 0.9, MaxNumBatchedTokens: 8192, MaxNumSeqs: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.KVTokens != want || s.KVBlocks != want/16 || s.Step != model.StepModel(s.Deployment) {
 		t.Errorf("KV %d tokens, %d blocks; want %d, %d", s.KVTokens, s.KVBlocks, want, want/16)
 	}
+	if sc := s.Config.Scheduler; sc.MaxNumSeqs != 1024 || sc.MaxNumBatchedTokens != 8192 ||
+		!strings.Contains(strings.Join(s.Notes, "\n"), "max_num_seqs 1024, max_num_batched_tokens 8192 (vLLM's (no version recorded: the rule of 0.9 and later assumed) default for an API server on a GPU of 70 GiB or more other than the A100") ||
+		!strings.Contains(s.KVHow, "profiled at 8192 tokens and 1024 sequences") {
+		t.Errorf("scheduler %d seqs, %d tokens; notes %q; KV %s", sc.MaxNumSeqs, sc.MaxNumBatchedTokens, s.Notes, s.KVHow)
+	}
+	effective := DefaultCluster()
+	effective.Config.Scheduler.MaxNumSeqs = 1024
 	r := s.Run
 	if r.Source != "simulated" || r.Model != "llama-3.1-8b" || r.Hardware != "h100" || r.TP != 1 || r.Engine != "vllm" ||
-		r.Extra["config"] != DefaultCluster().YAML() || !strings.HasPrefix(r.Extra["cost_model"], "roofline: llama-3.1-8b on 1 × h100") {
+		r.Extra["config"] != effective.YAML() || !strings.HasPrefix(r.Extra["cost_model"], "roofline: llama-3.1-8b on 1 × h100") {
 		t.Errorf("run %+v", r)
 	}
 	if s.Config.Scheduler.ContextLength != int64(s.Deployment.LLM.MaxPositionEmbeddings) {
@@ -353,5 +365,40 @@ func TestSGLangCUDAGraphMaxBS(t *testing.T) {
 	}
 	if s.Deployment.CUDAGraphMaxBS != 0 {
 		t.Errorf("vLLM worker: cuda_graph_max_bs %d", s.Deployment.CUDAGraphMaxBS)
+	}
+}
+
+// vLLM's default max_num_seqs and max_num_batched_tokens follow the run's
+// version and GPU; a recorded value or a setting wins over them.
+func TestVLLMBatchDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		run          trace.Run
+		settings     []Setting
+		seqs, tokens int
+		note         string
+	}{
+		{"a100-40gb", trace.Run{Name: "a", Model: "llama-3.1-8b", Hardware: "a100-40gb", Engine: "vllm", Extra: map[string]string{"engine_version": "0.11.0"}},
+			nil, 256, 2048, "max_num_seqs 256, max_num_batched_tokens 2048 (vLLM 0.11.0's default for an API server on a GPU of under 70 GiB"},
+		{"a100-80gb 0.9", trace.Run{Name: "b", Model: "llama-3.1-8b", Hardware: "a100-80gb", Engine: "vllm", Extra: map[string]string{"engine_version": "0.9.2"}},
+			nil, 256, 2048, "on an A100"},
+		{"a100-80gb 0.8.5", trace.Run{Name: "c", Model: "llama-3.1-8b", Hardware: "a100-80gb", Engine: "vllm", Extra: map[string]string{"engine_version": "0.8.5"}},
+			nil, 1024, 8192, "vLLM 0.8.5's default for an API server on a GPU of 70 GiB or more: a100-80gb"},
+		{"recorded", trace.Run{Name: "d", Model: "llama-3.1-8b", Hardware: "h200", Engine: "vllm", Extra: map[string]string{"engine_opt.max_num_seqs": "64"}},
+			nil, 64, 8192, "max_num_batched_tokens 8192 (vLLM's"},
+		{"setting", trace.Run{Name: "e", Model: "llama-3.1-8b", Hardware: "h100", Engine: "vllm"},
+			[]Setting{{"scheduler.max_num_seqs", 32, "--max-num-seqs"}, {"scheduler.max_num_batched_tokens", 4096, "--max-num-batched-tokens"}}, 32, 4096, ""},
+	} {
+		s, err := Resolve(DefaultCluster(), c.run, Overrides{Settings: c.settings})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		sc := s.Config.Scheduler
+		notes := strings.Join(s.Notes, "\n")
+		if sc.MaxNumSeqs != c.seqs || sc.MaxNumBatchedTokens != int64(c.tokens) || s.Cluster.Config.Scheduler.MaxNumSeqs != c.seqs ||
+			!strings.Contains(s.KVHow, fmt.Sprintf("profiled at %d tokens and %d sequences", c.tokens, c.seqs)) ||
+			c.note != "" && !strings.Contains(notes, c.note) || c.note == "" && strings.Contains(notes, "vLLM's") {
+			t.Errorf("%s: %d seqs, %d tokens; KV %s; notes %q", c.name, sc.MaxNumSeqs, sc.MaxNumBatchedTokens, s.KVHow, s.Notes)
+		}
 	}
 }

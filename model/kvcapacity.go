@@ -3,8 +3,11 @@ package model
 import "fmt"
 
 // Default batch sizes of vLLM's memory profile when a caller gives none:
-// the replay's scheduler defaults (vLLM V1's 8,192-token budget and 256
-// sequences).
+// the replay package's scheduler defaults (8,192 tokens and 256
+// sequences), so that a replay configured with replay.DefaultConfig is
+// sized for the batch it schedules. A replay of a deployment
+// (deploy.Resolve) uses vLLM's own defaults for the run's version and GPU
+// instead (VLLMServeBatchDefaults), for both.
 const (
 	DefaultProfileBatchedTokens = 8192
 	DefaultProfileSeqs          = 256
