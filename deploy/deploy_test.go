@@ -41,7 +41,7 @@ func TestResolveDefault(t *testing.T) {
 		t.Errorf("KV %d tokens, %d blocks; want %d, %d", s.KVTokens, s.KVBlocks, want, want/16)
 	}
 	if sc := s.Config.Scheduler; sc.MaxNumSeqs != 1024 || sc.MaxNumBatchedTokens != 8192 ||
-		!strings.Contains(strings.Join(s.Notes, "\n"), "max_num_seqs 1024, max_num_batched_tokens 8192 (vLLM's (no version recorded: the rule of 0.9 and later assumed) default for an API server on a GPU of 70 GiB or more other than the A100") ||
+		!strings.Contains(strings.Join(s.Notes, "\n"), "max_num_seqs 1024, max_num_batched_tokens 8192 (vLLM's default for an API server on a GPU of 70 GiB or more other than the A100: h100 has 79.65 GiB; no version recorded: the rule of 0.9 and later assumed)") ||
 		!strings.Contains(s.KVHow, "profiled at 8192 tokens and 1024 sequences") {
 		t.Errorf("scheduler %d seqs, %d tokens; notes %q; KV %s", sc.MaxNumSeqs, sc.MaxNumBatchedTokens, s.Notes, s.KVHow)
 	}

@@ -41,16 +41,18 @@ const vllmLargeGPUBytes = 70 << 30
 // chunked prefill off vLLM raises max_num_batched_tokens to
 // max_model_len; that is the caller's to apply.
 func VLLMServeBatchDefaults(version string, hw Hardware) VLLMBatchDefaults {
-	rule := "vLLM " + version + "'s"
+	// rule names whose default it is; assumed, appended at the end, says
+	// when that is not the recorded version's own rule.
+	rule, assumed := "vLLM "+version+"'s", ""
 	excludeA100 := true
 	switch {
 	case version == "":
-		rule = "vLLM's (no version recorded: the rule of 0.9 and later assumed)"
+		rule, assumed = "vLLM's", "; no version recorded: the rule of 0.9 and later assumed"
 	case versionAtLeast(version, 0, 9):
 	case versionAtLeastPatch(version, 0, 8, 5):
 		excludeA100 = false
 	default:
-		rule = "vLLM's (" + version + " chose by device name, not modelled: the rule of 0.9 and later assumed)"
+		rule, assumed = "vLLM's", "; "+version+" chose by device name, not modelled: the rule of 0.9 and later assumed"
 	}
 	large := hw.MemBytes >= vllmLargeGPUBytes
 	isA100 := strings.Contains(strings.ToLower(hw.Name), "a100")
@@ -60,11 +62,11 @@ func VLLMServeBatchDefaults(version string, hw Hardware) VLLMBatchDefaults {
 			what += " other than the A100"
 		}
 		return VLLMBatchDefaults{MaxNumSeqs: 1024, MaxNumBatchedTokens: 8192,
-			Why: fmt.Sprintf("%s default for an API server on %s: %s has %.2f GiB", rule, what, hw.Name, float64(hw.MemBytes)/(1<<30))}
+			Why: fmt.Sprintf("%s default for an API server on %s: %s has %.2f GiB%s", rule, what, hw.Name, float64(hw.MemBytes)/(1<<30), assumed)}
 	}
-	why := fmt.Sprintf("%s default for an API server on a GPU of under 70 GiB: %s has %.2f GiB", rule, hw.Name, float64(hw.MemBytes)/(1<<30))
+	why := fmt.Sprintf("%s default for an API server on a GPU of under 70 GiB: %s has %.2f GiB%s", rule, hw.Name, float64(hw.MemBytes)/(1<<30), assumed)
 	if large {
-		why = fmt.Sprintf("%s default for an API server on an A100 (%.2f GiB; the larger default excludes it)", rule, float64(hw.MemBytes)/(1<<30))
+		why = fmt.Sprintf("%s default for an API server on an A100 (%.2f GiB; the larger default excludes it)%s", rule, float64(hw.MemBytes)/(1<<30), assumed)
 	}
 	return VLLMBatchDefaults{MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, Why: why}
 }
