@@ -27,12 +27,8 @@ type Summarizer struct {
 	// reqs.
 	deferred bool
 
-	status              map[trace.Status]int
-	sem                 semanticsSet
-	sp                  span
-	chunks, chunkTokens int64
-	good                *Goodput // nil without SLOs
-	ttft, tpot, e2e     []float64
+	tally
+	ttft, tpot, e2e []float64
 	// itl holds each completed request's gaps, in the order added: their
 	// concatenation is the pooled ITL, numpy's input order for the mean.
 	itl    [][]float64
@@ -51,11 +47,7 @@ func NewSummarizer(run trace.Run, opts Options) *Summarizer {
 // newSummarizer starts filling s, whose requests are not to be trimmed
 // (any trimming was done: s.Trim and its warning are set).
 func newSummarizer(s *Summary, opts Options) *Summarizer {
-	z := &Summarizer{s: s, opts: opts, status: map[trace.Status]int{}, sp: newSpan()}
-	if !opts.Goodput.Empty() {
-		z.good = &Goodput{SLO: opts.Goodput}
-	}
-	return z
+	return &Summarizer{s: s, opts: opts, tally: newTally(opts.Goodput)}
 }
 
 // Add adds request r, which the Summarizer keeps.
@@ -64,17 +56,9 @@ func (z *Summarizer) Add(r *trace.Request) {
 	if z.deferred {
 		return
 	}
-	s := z.s
-	z.status[r.Status]++
-	z.sp.add(r)
-	if !r.OK() {
-		s.Failed++
+	if !z.tally.add(z.s, r) {
 		return
 	}
-	z.sem.add(r)
-	s.Completed++
-	s.TotalInputTokens += r.InputTokens.Or(0)
-	s.TotalOutputTokens += r.OutputTokens.Or(0)
 	if r.TTFTSec.OK {
 		z.ttft = append(z.ttft, r.TTFTSec.V)
 	}
@@ -88,13 +72,6 @@ func (z *Summarizer) Add(r *trace.Request) {
 		z.itl = append(z.itl, r.ITLSec)
 		z.gaps += len(r.ITLSec)
 		z.counts.addAll(r.ITLSec)
-	}
-	if r.ITLUnit == trace.ITLChunk && r.ITLSec != nil && r.OutputTokens.OK {
-		z.chunks += int64(len(r.ITLSec) + 1)
-		z.chunkTokens += r.OutputTokens.V
-	}
-	if z.good != nil && z.good.Missing == "" {
-		judgeGoodput(z.good, r)
 	}
 }
 
@@ -111,29 +88,9 @@ func (z *Summarizer) Summary() *Summary {
 	// its own while this one does the rest.
 	var wg sync.WaitGroup
 	wg.Go(func() { z.itlDist(&s.ITL, &wg) })
-	for _, st := range Statuses {
-		if n := z.status[st]; n > 0 {
-			s.ByStatus = append(s.ByStatus, StatusCount{st, n})
-		}
-	}
-	s.Semantics = z.sem.semantics()
-	if s.Semantics.Mixed {
-		s.Warnings = append(s.Warnings, mixedWarning)
-	}
-	if z.chunks > 0 {
-		s.TokensPerChunk = float64(z.chunkTokens) / float64(z.chunks)
-	}
+	z.tally.fill(s, s.Trim)
 	s.TTFT, s.TPOT, s.E2E = NewDist(z.ttft), NewDist(z.tpot), NewDist(z.e2e)
-	s.DurationSec, s.DurationMeasured = duration(s.Run, s.Trim, z.sp)
-	if s.DurationSec > 0 {
-		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
-			throughputs(int64(s.Completed), s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
-	}
 	s.Peak, s.PeakMissing = PeakMetrics(z.reqs)
-	if z.good != nil {
-		finishGoodput(z.good, s.DurationSec)
-		s.Goodput = z.good
-	}
 	if z.opts.ITLByRequest {
 		s.ITLRequests = itlRequests(z.reqs, z.gaps)
 	}

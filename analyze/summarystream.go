@@ -141,12 +141,8 @@ type StreamSummarizer struct {
 	passes int
 	ms     [4]*metricStream
 
-	span                span
-	status              map[trace.Status]int
-	sem                 semanticsSet
-	chunks, chunkTokens int64
-	good                *Goodput // nil without SLOs
-	peak                peakStream
+	tally
+	peak peakStream
 	// same, when set, summarizes the same requests: z makes no passes
 	// and takes its distributions and peaks (SummarizeStreamGroups).
 	same *StreamSummarizer
@@ -154,38 +150,20 @@ type StreamSummarizer struct {
 
 // NewStreamSummarizer starts the summary of run.
 func NewStreamSummarizer(run trace.Run, opts StreamOptions) *StreamSummarizer {
-	z := &StreamSummarizer{s: &Summary{Run: run}, opts: opts, span: newSpan(), status: map[trace.Status]int{}}
+	z := &StreamSummarizer{s: &Summary{Run: run}, opts: opts, tally: newTally(opts.Goodput)}
 	for i := range z.ms {
 		z.ms[i] = newMetricStream()
-	}
-	if !opts.Goodput.Empty() {
-		z.good = &Goodput{SLO: opts.Goodput}
 	}
 	return z
 }
 
 // Add counts request r (the first pass). It keeps nothing of r.
 func (z *StreamSummarizer) Add(r *trace.Request) {
-	s := z.s
-	s.Requests++
-	z.status[r.Status]++
-	z.span.add(r)
-	if !r.OK() {
-		s.Failed++
+	z.s.Requests++
+	if !z.tally.add(z.s, r) {
 		return
 	}
-	z.sem.add(r)
-	s.Completed++
-	s.TotalInputTokens += r.InputTokens.Or(0)
-	s.TotalOutputTokens += r.OutputTokens.Or(0)
-	if r.ITLUnit == trace.ITLChunk && r.ITLSec != nil && r.OutputTokens.OK {
-		z.chunks += int64(len(r.ITLSec) + 1)
-		z.chunkTokens += r.OutputTokens.V
-	}
 	eachMetric(r, z.count, z.countSlice)
-	if z.good != nil && z.good.Missing == "" {
-		judgeGoodput(z.good, r)
-	}
 	z.peak.add(r)
 }
 
@@ -263,28 +241,8 @@ func (z *StreamSummarizer) result() *Summary {
 		ms, peak, passes = z.same.ms, &z.same.peak, z.same.passes
 	}
 	s.Passes = passes
-	for _, st := range Statuses {
-		if n := z.status[st]; n > 0 {
-			s.ByStatus = append(s.ByStatus, StatusCount{st, n})
-		}
-	}
-	s.Semantics = z.sem.semantics()
-	if s.Semantics.Mixed {
-		s.Warnings = append(s.Warnings, mixedWarning)
-	}
-	if z.chunks > 0 {
-		s.TokensPerChunk = float64(z.chunkTokens) / float64(z.chunks)
-	}
+	z.tally.fill(s, nil)
 	s.TTFT, s.TPOT, s.ITL, s.E2E = ms[mTTFT].dist(), ms[mTPOT].dist(), ms[mITL].dist(), ms[mE2E].dist()
-	s.DurationSec, s.DurationMeasured = duration(s.Run, nil, z.span)
-	if s.DurationSec > 0 {
-		s.RequestThroughput, s.InputThroughput, s.OutputThroughput, s.TotalTokenThroughput =
-			throughputs(int64(s.Completed), s.TotalInputTokens, s.TotalOutputTokens, s.DurationSec)
-	}
 	s.Peak, s.PeakMissing = peak.result()
-	if z.good != nil {
-		finishGoodput(z.good, s.DurationSec)
-		s.Goodput = z.good
-	}
 	return s
 }
