@@ -18,9 +18,10 @@ import (
 //
 // Its workload: clients × rounds requests; client c's round r prompt is
 // its round r−1 prompt, that round's output and a new request of
-// requestLen tokens. Prefixes are named by 16-token blocks of each
-// client's own stream, so a round matches the last round's prompt and
-// output.
+// requestLen tokens (a sub-question: the next the script pops from one
+// list at each completion, so which a client gets depends on the order
+// of completions). Prefixes are named by their content (blockIDs), so a
+// round matches the last round's prompt and output.
 //
 // Its sender (request_sender): one loop that, while fewer than
 // maxParallel requests are in flight, pops a client at random from the
@@ -49,29 +50,77 @@ func (b benchMultiTurn) prompt(r int) int64 {
 	return int64(r)*b.requestLen + int64(r-1)*b.outputLen
 }
 
-// request is client c's round r request, sent at at.
-func (b benchMultiTurn) request(c, r int, at trace.Time) *trace.Request {
-	const block = 16
+// request is client c's request, sent at at, whose prompt ends with the
+// sub-questions subqs (one a round after the first; see benchSend.subq):
+// round len(subqs)+1.
+func (b benchMultiTurn) request(c int, subqs []int, at trace.Time) *trace.Request {
+	r := len(subqs) + 1
 	prompt := b.prompt(r)
-	ids := make([]int64, prompt/block)
-	for k := range ids {
-		ids[k] = int64(c)<<32 | int64(k)
-	}
 	return &trace.Request{
 		RequestID: benchID(c, r), Source: "bench_multiturn", Status: trace.StatusOK,
 		Arrival:     trace.Some(at),
 		InputTokens: trace.Some(prompt), OutputTokens: trace.Some(b.outputLen),
-		BlockSize: trace.Some(int64(block)), HashIDs: ids,
+		BlockSize: trace.Some(int64(benchBlock)), HashIDs: b.blockIDs(c, subqs),
 	}
+}
+
+// benchBlock is the tokens a prompt's block id names.
+const benchBlock = 16
+
+// blockIDs names the whole benchBlock-token blocks of client c's prompt
+// ending with sub-questions subqs by their content and everything before
+// them (a chain: equal ids, equal prefixes), as the prompt is text the
+// server tokenizes again: the client's first request
+// (candidate_inputs[c]), then per later round the output before it,
+// which greedy decoding (temperature 0) makes a function of the prompt so
+// far, and the sub-question popped for it. Two runs of the benchmark
+// then share a client's prefix up to the first sub-question they gave it
+// differently.
+func (b benchMultiTurn) blockIDs(c int, subqs []int) []int64 {
+	ids := make([]int64, 0, b.prompt(len(subqs)+1)/benchBlock)
+	var chain, block uint64 // the ids so far; the pieces of the block being filled
+	var filled int64        // its tokens
+	add := func(kind, who uint64, tokens int64) {
+		for off := int64(0); off < tokens; {
+			n := min(tokens-off, benchBlock-filled)
+			block = splitmix64(block ^ splitmix64(kind<<60|who<<32|uint64(off)))
+			off, filled = off+n, filled+n
+			if filled == benchBlock {
+				chain = splitmix64(chain ^ block)
+				ids = append(ids, int64(chain>>1))
+				block, filled = 0, 0
+			}
+		}
+	}
+	add(1, uint64(c), b.requestLen)
+	for _, q := range subqs {
+		add(2, 0, b.outputLen)
+		add(3, uint64(q), b.requestLen)
+	}
+	return ids
+}
+
+// splitmix64 is SplitMix64's output function (Steele, Lea and Flood,
+// 2014): a bijection of 64-bit words that mixes every bit into every
+// other, so chained ids of different prefixes collide with odds 2⁻⁶³.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 func benchID(c, r int) string { return fmt.Sprintf("c%d-r%d", c, r) }
 
 // A benchSend is one request the benchmark sends: client, round (from
-// 1), when.
+// 1), when, and the sub-question its prompt ends with: k for the k-th
+// the script popped (from 0; response_handler pops the next of
+// sub_question_inputs at each completion of a client with rounds left),
+// −1 in round 1.
 type benchSend struct {
 	client, round int
 	at            trace.Time
+	subq          int
 }
 
 // sends returns the requests the benchmark sends, in order, when client
@@ -84,6 +133,11 @@ func (b benchMultiTurn) sends(latency func(c, r int) time.Duration) []benchSend 
 		ready[c] = c
 	}
 	done := make([]int, b.clients) // rounds completed, by client
+	subq := make([]int, b.clients) // the sub-question of each client's next round
+	for c := range subq {
+		subq[c] = -1
+	}
+	pops := 0
 	var out []benchSend
 	var inFlight []benchSend // with at the completion time
 	var barrier []int        // clients that finished the barrier's round
@@ -99,6 +153,7 @@ func (b benchMultiTurn) sends(latency func(c, r int) time.Duration) []benchSend 
 			if done[c]++; done[c] == b.rounds {
 				continue
 			}
+			subq[c], pops = pops, pops+1
 			if !b.roundBarrier {
 				ready = append(ready, c)
 				continue
@@ -115,7 +170,7 @@ func (b benchMultiTurn) sends(latency func(c, r int) time.Duration) []benchSend 
 			i := int(rng.Below(uint32(len(ready))))
 			c := ready[i]
 			ready = slices.Delete(ready, i, i+1)
-			s := benchSend{client: c, round: done[c] + 1, at: now}
+			s := benchSend{client: c, round: done[c] + 1, at: now, subq: subq[c]}
 			out = append(out, s)
 			s.at = now.Add(latency(c, s.round))
 			inFlight = append(inFlight, s)
@@ -173,8 +228,12 @@ func replayBench(s *Setup, b benchMultiTurn, pre *benchPrelude, start []benchSen
 	}
 	for it := 1; it <= maxIter; it++ {
 		reqs := slices.Clone(preReqs)
+		hist := make([][]int, b.clients)
 		for _, x := range sends {
-			reqs = append(reqs, b.request(x.client, x.round, x.at+offset))
+			if x.round > 1 {
+				hist[x.client] = append(hist[x.client], x.subq)
+			}
+			reqs = append(reqs, b.request(x.client, slices.Clip(hist[x.client]), x.at+offset))
 		}
 		out := map[string]*trace.Request{}
 		st, err := replay.RunInputs(cfg, s.Step, s.KVBlocks, replay.Requests(reqs), func(r *trace.Request) error {
@@ -206,10 +265,14 @@ func replayBench(s *Setup, b benchMultiTurn, pre *benchPrelude, start []benchSen
 
 // prepopulated is the prelude of the Mooncake page's "pre-populated"
 // run, which filled the store before the benchmark: the same benchmark
-// run before (its prompts are the same: numpy draws them from the same
-// seed), then the benchmark's own flush_cache, which empties SGLang's
+// run before (earlier: its sends, from which each client's prompts
+// follow), then the benchmark's own flush_cache, which empties SGLang's
 // radix tree and host pool (HiRadixCache.reset) and leaves the storage
-// backend as it is.
+// backend as it is. Both runs draw the same prompts and sub-questions
+// (numpy seeded with --seed) and decode greedily, but a client gets a
+// sub-question by the order of completions, which differs between the
+// runs: a client's prompt then hits the earlier run's pages up to the
+// first sub-question it got differently (blockIDs).
 //
 // The earlier run is each client's last prompt, which holds every
 // earlier round's prompt and output as its prefix, so it writes every
@@ -220,7 +283,7 @@ func replayBench(s *Setup, b benchMultiTurn, pre *benchPrelude, start []benchSen
 // nothing the benchmark reads. Each part starts a minute after the
 // previous one ends (every write to the store is then done), found by
 // replaying the prelude so far alone.
-func prepopulated(s *Setup, b benchMultiTurn, flushTokens int64) (*benchPrelude, error) {
+func prepopulated(s *Setup, b benchMultiTurn, earlier []benchSend, flushTokens int64) (*benchPrelude, error) {
 	cfg := s.Config
 	cfg.Workload = replay.WorkloadConfig{Mode: replay.ModeOpen, TimeScale: 1}
 	end := func(reqs []*trace.Request) (trace.Time, error) {
@@ -234,9 +297,18 @@ func prepopulated(s *Setup, b benchMultiTurn, flushTokens int64) (*benchPrelude,
 		}, replay.Options{Offload: s.Offload})
 		return last + trace.Time(time.Minute), err
 	}
+	hist := make([][]int, b.clients)
+	for _, x := range earlier {
+		if x.round > 1 {
+			hist[x.client] = append(hist[x.client], x.subq)
+		}
+	}
 	var reqs []*trace.Request
 	for c := range b.clients {
-		r := b.request(c, b.rounds, 0)
+		if len(hist[c]) != b.rounds-1 {
+			return nil, fmt.Errorf("the earlier run sent client %d %d rounds, want %d", c, len(hist[c])+1, b.rounds)
+		}
+		r := b.request(c, hist[c], 0)
 		r.RequestID = fmt.Sprintf("pre-run-c%d", c)
 		reqs = append(reqs, r)
 	}
@@ -246,7 +318,7 @@ func prepopulated(s *Setup, b benchMultiTurn, flushTokens int64) (*benchPrelude,
 	}
 	last := b.prompt(b.rounds)
 	for i := 0; int64(i)*last < flushTokens; i++ {
-		r := b.request(b.clients+i, b.rounds, flushAt) // a client the benchmark has not
+		r := b.request(b.clients+i, hist[0], flushAt) // a client the benchmark has not
 		r.RequestID = fmt.Sprintf("pre-flush-%d", i)
 		reqs = append(reqs, r)
 	}

@@ -112,7 +112,7 @@ scheduler:
 				t.Fatalf("%s seed %d: %v (regenerate with -mooncakedocs)", rn.name, seed, err)
 			}
 			for _, x := range res.sends {
-				fmt.Fprintf(&sends, "%s %d %d %d\n", key, x.client, x.round, int64(x.at))
+				fmt.Fprintf(&sends, "%s %d %d %d %d\n", key, x.client, x.round, int64(x.at), x.subq)
 			}
 			for r := 1; r <= rounds; r++ {
 				var sum float64

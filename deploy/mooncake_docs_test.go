@@ -37,7 +37,8 @@ const mooncakeDocsSends = "testdata/hicache_mooncake_docs_sends.txt"
 // requests, 16 output tokens, at most 4 in flight, request rate 20) as GPU
 // only, with the L2 host pool (hicache_ratio 2, write_through) and with
 // the Mooncake store as L3 (150 GB, wait_complete), the last with the
-// store filled before the run too (prepopulated), page_size 64, and
+// store filled before the run too (prepopulated: by the +L3 run of the
+// same seed; see prepopulated), page_size 64, and
 // compares the mean TTFT and input token throughput with the page's
 // (../shared/data/measurements/mooncake_docs/
 // hicache_overall_a10_qwen3-14b.csv), for each of mooncakeDocsSeeds.
@@ -95,15 +96,20 @@ scheduler:
 	b.WriteString("drawn from Python's random seeded with --seed; its sends and the replay's completions agree (a fixed point).\n")
 	b.WriteString("Measured: the page's mean TTFT and input token throughput (hicache_overall_a10_qwen3-14b.csv); seed 42 is\n")
 	b.WriteString("the page's. Hit rate: prefix-hit tokens (GPU, host, store) / prompt tokens. Input token throughput: prompt\n")
-	b.WriteString("tokens / (last completion − start), as the script computes it. Pre-populated: the same benchmark run before\n")
-	b.WriteString("(each client's last prompt, which holds every page it can hit) and the script's flush_cache (GPU and host pool\n")
-	b.WriteString("emptied, the store kept), the flush replayed as prompts of no client's that push the earlier run out of the\n")
-	b.WriteString("GPU and the host pool; each client's first request is checked to hit the store only.\n")
+	b.WriteString("tokens / (last completion − start), as the script computes it. Prompts are named by their text: a client's\n")
+	b.WriteString("first request, then per round the output (greedy) and the sub-question the script pops at the completion\n")
+	b.WriteString("before it, so which sub-question a client gets follows the order of completions. Pre-populated: the +L3 run\n")
+	b.WriteString("of the same seed before (each client's last prompt in it, which holds every page it wrote) and the script's\n")
+	b.WriteString("flush_cache (GPU and host pool emptied, the store kept), the flush replayed as prompts of no client's that\n")
+	b.WriteString("push the earlier run out of the GPU and the host pool; a prompt hits the earlier run's pages up to the first\n")
+	b.WriteString("sub-question the two runs gave its client differently; each client's first request is checked to hit the\n")
+	b.WriteString("store only.\n")
 	b.WriteString("Regenerate: go test ./deploy -run TestMooncakeDocsHiCache -mooncakedocs\n\n")
 	b.WriteString("| config | seed | mean TTFT (s) | measured (s) | error | hit rate | host hits | store hits | input tok/s | measured | error |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	type agg struct{ ttft, tput []float64 }
 	aggs := make([]agg, len(runs))
+	l3Sends := map[uint64][]benchSend{} // the +L3 run's sends, by seed: the run before the pre-populated one
 	for ri, rn := range runs {
 		c, err := ParseCluster("a10.yaml", []byte(rn.yaml))
 		if err != nil {
@@ -115,13 +121,13 @@ scheduler:
 		}
 		m := measured[rn.name]
 		a10 := benchMultiTurn{clients: 20, rounds: 10, maxParallel: 4, requestLen: 2048, outputLen: 16, rate: 20}
-		var pre *benchPrelude // the same prompts at every seed
-		if rn.prepopulated {
-			pre = prepopulatedA10(t, s, a10)
-		}
 		for _, seed := range mooncakeDocsSeeds {
 			bench := a10
 			bench.seed = seed
+			var pre *benchPrelude
+			if rn.prepopulated {
+				pre = prepopulatedA10(t, s, bench, l3Sends[seed])
+			}
 			key := fmt.Sprintf("%s %d", rn.name, seed)
 			start, maxIter := stored[key], 1
 			if *mooncakeDocs || updating() {
@@ -145,8 +151,11 @@ scheduler:
 					}
 				}
 			}
+			if rn.name == "l1_l2_mooncake" {
+				l3Sends[seed] = res.sends
+			}
 			for _, x := range res.sends {
-				fmt.Fprintf(&sends, "%s %d %d %d\n", key, x.client, x.round, int64(x.at))
+				fmt.Fprintf(&sends, "%s %d %d %d %d\n", key, x.client, x.round, int64(x.at), x.subq)
 			}
 			var sum, end float64
 			var prompt, cached, host, store int64
@@ -199,16 +208,17 @@ scheduler:
 	golden.CheckOrWrite(t, mooncakeDocsSends, []byte(sends.String()), *mooncakeDocs)
 }
 
-// prepopulatedA10 is the prelude of the pre-populated run on s: a flush of
-// the GPU's and the host pool's tokens together, which the store must
-// hold beside the earlier run's pages (else the flush would evict some).
-func prepopulatedA10(t *testing.T, s *Setup, b benchMultiTurn) *benchPrelude {
+// prepopulatedA10 is the prelude of the pre-populated run on s: the
+// earlier run's sends, then a flush of the GPU's and the host pool's
+// tokens together, which the store must hold beside the earlier run's
+// pages (else the flush would evict some).
+func prepopulatedA10(t *testing.T, s *Setup, b benchMultiTurn, earlier []benchSend) *benchPrelude {
 	o := s.Offload
 	flush := s.KVTokens + o.HostBlocks*o.BlockTokens
 	if have, need := o.RemoteBlocks*o.BlockTokens, int64(b.clients)*b.prompt(b.rounds)+flush; have < need {
 		t.Fatalf("the store holds %d tokens; the earlier run and the flush need %d", have, need)
 	}
-	pre, err := prepopulated(s, b, flush)
+	pre, err := prepopulated(s, b, earlier, flush)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,26 +241,27 @@ func mean(xs []float64) float64 {
 }
 
 // parseBenchSends reads the stored sends: per line a configuration, a
-// seed, a client, a round and the send time in nanoseconds, in send
-// order; it returns them by "configuration seed".
+// seed, a client, a round, the send time in nanoseconds and the
+// sub-question (benchSend.subq), in send order; it returns them by
+// "configuration seed".
 func parseBenchSends(name string, data []byte) (map[string][]benchSend, error) {
 	out := map[string][]benchSend{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for line := 1; sc.Scan(); line++ {
 		f := strings.Fields(sc.Text())
-		if len(f) != 5 {
-			return nil, fmt.Errorf("%s:%d: %d fields, want 5 (config seed client round send_ns)", name, line, len(f))
+		if len(f) != 6 {
+			return nil, fmt.Errorf("%s:%d: %d fields, want 6 (config seed client round send_ns subq)", name, line, len(f))
 		}
-		var v [3]int64
+		var v [4]int64
 		for i, s := range f[2:] {
 			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || n < 0 {
+			if err != nil || n < 0 && (i < 3 || n != -1) {
 				return nil, fmt.Errorf("%s:%d: field %d: %q is not a count", name, line, i+3, s)
 			}
 			v[i] = n
 		}
 		key := f[0] + " " + f[1]
-		out[key] = append(out[key], benchSend{client: int(v[0]), round: int(v[1]), at: trace.Time(v[2])})
+		out[key] = append(out[key], benchSend{client: int(v[0]), round: int(v[1]), at: trace.Time(v[2]), subq: int(v[3])})
 	}
 	return out, sc.Err()
 }
