@@ -43,6 +43,18 @@ const mooncakeDocsSends = "testdata/hicache_mooncake_docs_sends.txt"
 // (../shared/data/measurements/mooncake_docs/
 // hicache_overall_a10_qwen3-14b.csv), for each of mooncakeDocsSeeds.
 //
+// The page's launch commands leave the rest to SGLang's defaults, which
+// the replay's SGLang defaults (v0.3/v0.4's, for larger GPUs) do not all
+// match, so the cluster gives the ones that differ as SGLang's
+// server_args.py (__post_init__, read at a mid-2025 version; the
+// chunked-prefill rule is the same in every later one read) derives them
+// for this server: chunked_prefill_size 2048 on a GPU of less than 35 GiB
+// ("A10, L40, 4090"), and schedule_policy fcfs (the dataclass default).
+// mem_fraction_static, whose rule for such GPUs changed between releases
+// ((total − (2.8 + TP/10) GiB) / total = 0.867 here mid-2025, 0.831 by a
+// later rule, against the replay's 0.87), is left at the replay's: the
+// page names no SGLang version.
+//
 // The page names neither the server's host memory nor its PCIe links:
 // the A10 preset's PCIe Gen4 and 256 GiB of DRAM are assumed (neither
 // bounds these runs). No measurement of an A10 exists in ../shared/data,
@@ -67,6 +79,8 @@ kv_store_gib: 139.7
 scheduler:
   engine: sglang
   page_size: 64
+  chunked_prefill_size: 2048
+  schedule_policy: fcfs
 `
 	const l2 = "  enable_hierarchical_cache: true\n  hicache_ratio: 2\n  hicache_write_policy: write_through\n"
 	const l3 = "  hicache_storage_backend: mooncake\n  hicache_storage_prefetch_policy: wait_complete\n"
@@ -90,7 +104,8 @@ scheduler:
 	var b, sends strings.Builder
 	b.WriteString("# The Mooncake documentation's HiCache multi-turn results, replayed\n\n")
 	b.WriteString("bench_multiturn (20 clients, 10 rounds, 2,048-token requests, 16 output tokens, 4 in flight, request rate 20,\n")
-	b.WriteString("ready queue random) on one server of 2 × A10, TP 2, Qwen3-14B, SGLang page_size 64 (roofline with the A10\n")
+	b.WriteString("ready queue random) on one server of 2 × A10, TP 2, Qwen3-14B, SGLang page_size 64, chunked_prefill_size 2048 and\n")
+	b.WriteString("schedule_policy fcfs (SGLang's defaults on a GPU of less than 35 GiB) (roofline with the A10\n")
 	b.WriteString("preset, uncalibrated: no A10 measurement exists). The benchmark's sender is replayed as its script runs it:\n")
 	b.WriteString("Poisson sleeps between sends, a 50 ms poll while 4 are in flight, a random pop from the ready queue, both\n")
 	b.WriteString("drawn from Python's random seeded with --seed; its sends and the replay's completions agree (a fixed point).\n")
