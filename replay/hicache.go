@@ -90,6 +90,7 @@ func (o *offload) pageKeys(w *worker, r *reqState) []uint64 {
 // limit, continue in whole pages that w's L2 holds ready.
 func (o *offload) hostRun(w *worker, r *reqState, from, limit int64) int64 {
 	P := o.spec.BlockTokens
+	o.expose(w, r)
 	keys := o.pageKeys(w, r)
 	host := w.off.tiers[tierHost]
 	n := int64(0)
@@ -323,7 +324,7 @@ func (o *offload) writeBack(w *worker, key []kvcache.Run, start int64) {
 	if len(ow.wb) == 0 {
 		return
 	}
-	if err := o.storeTo(o.e, w, tierHost, ow.wb, ow.now); err != nil && o.err == nil {
+	if err := o.storeTo(o.e, w, tierHost, ow.wb, len(ow.wb), 0, ow.now); err != nil && o.err == nil {
 		o.err = err
 	}
 }
@@ -332,14 +333,17 @@ func (o *offload) writeBack(w *worker, key []kvcache.Run, start int64) {
 // under HiCache's write-through policies what reached L2 goes on to L3.
 func (o *offload) stored(e *engine, x *xfer, now trace.Time) error {
 	tr := x.w.off.tiers[x.tier]
-	for i, k := range x.keys {
+	for i, k := range x.keys[:x.priv] {
 		tr.CompleteAt(x.slots[i], k)
+	}
+	if x.priv < len(x.keys) {
+		tr.CompleteRun(x.run, x.keys[x.priv:])
 	}
 	if o.spec.HiCache == nil || x.tier != tierHost || o.spec.WritePolicy == WriteBack {
 		return nil
 	}
 	if t := x.w.off.hiStorage(); t >= 0 {
-		return o.storeTo(e, x.w, t, x.keys, now)
+		return o.storeTo(e, x.w, t, x.keys, x.priv, x.owner, now)
 	}
 	return nil
 }

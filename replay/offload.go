@@ -183,8 +183,13 @@ type xfer struct {
 	r     *reqState // load or prefetch: the request; nil for a store
 	tier  int
 	keys  []uint64
-	slots []int32 // a store: each key's slot in the tier (Tier.Store)
+	slots []int32 // a store: each key's slot in the tier (Tier.Store), before priv
 	kind  uint8   // xferStore, xferLoad, ... (hicache.go)
+	// A store: keys[priv:] are private blocks of request owner, held
+	// as one run (Tier.StoreRun).
+	priv  int
+	owner uint64
+	run   kvcache.RunRef
 }
 
 func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload, error) {
@@ -285,6 +290,38 @@ func (o *offload) path(ow *offWorker, t int, load bool) []int {
 	return []int{dev, n.dram, pcie}
 }
 
+// privateFrom returns the index of r's first private tier block: its
+// content, and every later block's, no other request routed where the
+// tiers are shared can have (kvcache.BlockHasher.Private; for HiCache's
+// pages, those whose last token lies past r's shared trace blocks), so
+// only r itself can ask for it, after a preemption.
+func (o *offload) privateFrom(r *reqState) int64 {
+	if o.spec.HiCache != nil {
+		var shared int64
+		if r.in != nil {
+			if tb, ok := r.in.BlockSize.Get(); ok {
+				shared = min(int64(r.shared)*tb, r.prompt)
+			}
+		}
+		return shared / o.spec.BlockTokens
+	}
+	return r.hashChain(o.bs).Shared() / (o.spec.BlockTokens / o.bs)
+}
+
+// expose makes r's private blocks in w's tiers findable
+// (kvcache.Tier.Promote) before r looks its prompt up: r is the only one
+// that can, and only once it stored some (a preemption).
+func (o *offload) expose(w *worker, r *reqState) {
+	if r.stored <= o.privateFrom(r) {
+		return
+	}
+	for _, tr := range w.off.tiers {
+		if tr != nil {
+			tr.Promote(uint64(r.idx))
+		}
+	}
+}
+
 // tierKeys returns the keys of r's full prompt tier blocks: the chained
 // hash of each tier block's last KV block, so that equal prefixes have
 // equal keys (vLLM's offloaded block hashes are every block_size_factor-th
@@ -346,6 +383,7 @@ func (o *offload) tierKeys(r *reqState) []uint64 {
 func (o *offload) lookup(w *worker, r *reqState, done int64) int64 {
 	ow := w.off
 	T := o.spec.BlockTokens
+	o.expose(w, r)
 	keys := o.tierKeys(r)
 	maxBlocks := min(int64(len(keys)), (r.numTokens()-1)/T)
 	start := done / T
@@ -462,9 +500,13 @@ func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error
 		return nil // written when it finishes (hicache.go)
 	}
 	keys := o.tierKeys(r)[r.stored:full]
+	priv := len(keys)
+	if o.spec.WritePolicy != WriteBack {
+		priv = int(min(max(o.privateFrom(r)-r.stored, 0), int64(len(keys))))
+	}
 	r.stored = full
 	for _, t := range w.off.storeTiers {
-		if err := o.storeTo(e, w, t, keys, now); err != nil {
+		if err := o.storeTo(e, w, t, keys, priv, uint64(r.idx), now); err != nil {
 			return err
 		}
 	}
@@ -474,8 +516,9 @@ func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error
 // storeTo reserves keys in tier t of w and starts their transfer; blocks
 // the tier holds already are only touched, and blocks it has no room for
 // are dropped. Under write-back, the host tier's evictions go to the next
-// tier down.
-func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.Time) error {
+// tier down. Keys[priv:] are private blocks of request owner
+// (privateFrom), offered to the tier for the first time: one run.
+func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, priv int, owner uint64, now trace.Time) error {
 	tr := w.off.tiers[t]
 	var x *xfer
 	var down []uint64
@@ -484,7 +527,7 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.
 	// per block.
 	var xkeys []uint64
 	var xslots []int32
-	for _, k := range keys {
+	for _, k := range keys[:priv] {
 		s, st, victim, evicted := tr.Store(k)
 		if st != kvcache.StoreInserted {
 			continue // held (touched) or dropped
@@ -498,7 +541,20 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.
 			down = append(down, victim)
 		}
 	}
+	if priv < len(keys) {
+		if run, n := tr.StoreRun(owner, keys[priv:]); n > 0 {
+			if x == nil {
+				x = o.storeXfer(w, t)
+				xkeys, xslots = x.keys, x.slots
+			}
+			x.priv, x.owner, x.run = len(xkeys), owner, run
+			xkeys = append(xkeys, keys[priv:priv+n]...)
+		}
+	}
 	if x != nil {
+		if x.run == (kvcache.RunRef{}) {
+			x.priv = len(xkeys)
+		}
 		x.keys, x.slots = xkeys, xslots
 		if err := o.start(e, w, now, x, int64(len(x.keys))*o.blockBytes, o.path(w.off, t, false)); err != nil {
 			return err
@@ -507,7 +563,7 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, now trace.
 	if len(down) > 0 {
 		for next := t + 1; next < numTiers; next++ {
 			if w.off.tiers[next] != nil {
-				return o.storeTo(e, w, next, down, now)
+				return o.storeTo(e, w, next, down, len(down), 0, now)
 			}
 		}
 	}

@@ -23,17 +23,23 @@ import "fmt"
 // The hash index is a table of its own (tierIndex), sized for the
 // capacity: a Go map's probes grew long under the insert-evict churn of
 // a full tier, a third of a replay's time; keys made by TierKey fall in
-// it a group to a cache line.
+// it a group to a cache line. Blocks only one request can ask for are
+// held as runs, one LRU entry each and not indexed (StoreRun, Promote).
 type Tier struct {
 	name   string
 	cap    int64
 	slots  []tierSlot
-	hashes []uint64  // per slot, for the index
+	hashes []uint64  // per slot, for the index (a run's slot: 0)
 	index  tierIndex // hash → slot (a Go map degrades under the churn)
-	n      int64     // entries
+	n      int64     // blocks
 	free   []int32
-	// The LRU list: head is the least recently used entry; -1: empty.
+	// The LRU list of entries (a block, or a run: tierrun.go): head is
+	// the least recently used; -1: empty.
 	head, tail int32
+
+	runs     []tierRun
+	freeRuns []int32
+	owners   map[uint64]int32 // an owner's runs: the first of its list
 
 	// Counters since the tier was made.
 	Stores    int64 // entries inserted
@@ -45,6 +51,7 @@ type tierSlot struct {
 	prev, next int32
 	pins       int32
 	ready      bool
+	run        int32 // a run's entry: 1 + its index in Tier.runs; 0: one block
 }
 
 // NewTier returns an empty tier of capacity blocks.
@@ -55,7 +62,7 @@ func NewTier(name string, capacity int64) *Tier {
 	// The slots are made at once, as the index is: grown by appends
 	// they were copied over and over as a large tier filled.
 	return &Tier{name: name, cap: capacity, index: newTierIndex(capacity), head: -1, tail: -1,
-		slots: make([]tierSlot, 0, capacity), hashes: make([]uint64, 0, capacity)}
+		slots: make([]tierSlot, 0, capacity), hashes: make([]uint64, 0, capacity), owners: map[uint64]int32{}}
 }
 
 func (t *Tier) lookup(h uint64) (int32, bool) { return t.index.get(h, t.hashes) }
@@ -122,27 +129,24 @@ func (t *Tier) Store(h uint64) (s int32, st StoreResult, victim uint64, evicted 
 		return 0, StoreDropped, 0, false
 	}
 	if t.n >= t.cap {
-		s = t.head
-		for s >= 0 && (!t.slots[s].ready || t.slots[s].pins > 0) {
-			s = t.slots[s].next
-		}
-		if s < 0 {
+		v := t.evictable(t.head)
+		if v < 0 {
 			t.Dropped++
 			return 0, StoreDropped, 0, false
 		}
-		victim, evicted = t.hashes[s], true
-		t.index.del(victim, s)
-		t.unlink(s)
-		t.n--
-		t.Evictions++
-	} else if n := len(t.free); n > 0 {
-		s = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		s = int32(len(t.slots))
-		t.slots = append(t.slots, tierSlot{})
-		t.hashes = append(t.hashes, 0)
+		if t.slots[v].run != 0 {
+			victim = t.evictRun(v, 1)
+		} else {
+			victim = t.hashes[v]
+			t.index.del(victim, v)
+			t.unlink(v)
+			t.free = append(t.free, v)
+			t.n--
+			t.Evictions++
+		}
+		evicted = true
 	}
+	s = t.newSlot()
 	t.slots[s] = tierSlot{prev: -1, next: -1}
 	t.hashes[s] = h
 	t.index.add(h, s)
@@ -203,6 +207,27 @@ func (t *Tier) Remove(h uint64) bool {
 	return true
 }
 
+// evictable returns the first entry from s on, in LRU order, that can be
+// evicted: ready and unpinned; -1: none.
+func (t *Tier) evictable(s int32) int32 {
+	for s >= 0 && (!t.slots[s].ready || t.slots[s].pins > 0) {
+		s = t.slots[s].next
+	}
+	return s
+}
+
+// newSlot returns an unused slot.
+func (t *Tier) newSlot() int32 {
+	if n := len(t.free); n > 0 {
+		s := t.free[n-1]
+		t.free = t.free[:n-1]
+		return s
+	}
+	t.slots = append(t.slots, tierSlot{})
+	t.hashes = append(t.hashes, 0)
+	return int32(len(t.slots) - 1)
+}
+
 func (t *Tier) unlink(s int32) {
 	p, n := t.slots[s].prev, t.slots[s].next
 	if p >= 0 {
@@ -232,6 +257,11 @@ func (t *Tier) pushBack(s int32) {
 func (t *Tier) LRU() []uint64 {
 	var hs []uint64
 	for s := t.head; s >= 0; s = t.slots[s].next {
+		if r := t.slots[s].run; r != 0 {
+			run := &t.runs[r-1]
+			hs = append(hs, run.keys[run.first:]...)
+			continue
+		}
 		hs = append(hs, t.hashes[s])
 	}
 	return hs
