@@ -88,6 +88,8 @@ type Offload struct {
 	// the host tier is its L2 pool, the disk or remote tier its L3
 	// storage, a tier block its page.
 	HiCache *HiCache
+
+	blockByBlock bool // tests: store private blocks one by one, not as runs
 }
 
 // A HiCache holds the settings of SGLang's hierarchical cache that are
@@ -501,7 +503,7 @@ func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error
 	}
 	keys := o.tierKeys(r)[r.stored:full]
 	priv := len(keys)
-	if o.spec.WritePolicy != WriteBack {
+	if o.spec.WritePolicy != WriteBack && !o.spec.blockByBlock {
 		priv = int(min(max(o.privateFrom(r)-r.stored, 0), int64(len(keys))))
 	}
 	r.stored = full
