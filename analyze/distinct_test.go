@@ -3,6 +3,7 @@ package analyze
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -101,4 +102,58 @@ func TestMeanStdPooled(t *testing.T) {
 			t.Errorf("n=%d: %v, %v; want %v, %v", n, m, s, wm, ws)
 		}
 	}
+}
+
+// TestSummarizerSelectITL checks a summary whose pooled ITL is selected
+// by passes over the kept gaps (Options.SelectITL) against the one that
+// sorts them: the ITL's count, mean, std, median and percentiles to the
+// bit, and every other field the same; with buckets small enough to
+// collect, with a collect limit of 3 values (refinement down to single
+// 64-bit keys) and with a pass budget so small that jobs wait.
+func TestSummarizerSelectITL(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	steps := make([]float64, 3000)
+	for i := range steps {
+		steps[i] = 0.005 + rng.ExpFloat64()*0.02
+	}
+	pcts := []float64{0, 1, 50, 90, 99, 99.9, 100}
+	sets := map[string][]*trace.Request{
+		"random":     randomRequests(rng, 5000),
+		"step times": gapRequests(rng, 2000, 400, func() float64 { return steps[rng.IntN(len(steps))] }),
+		"no gaps":    gapRequests(rng, 50, 0, rng.Float64),
+		// Magnitudes over many orders, so that a sum in another order
+		// differs in its last bits.
+		"spread": gapRequests(rng, 3000, 100, func() float64 { return math.Exp(rng.NormFloat64() * 8) }),
+	}
+	check := func(t *testing.T, reqs []*trace.Request) {
+		run := trace.Run{Name: "r"}
+		want := SummarizeWith(run, reqs, Options{})
+		got := SummarizeWith(run, reqs, Options{SelectITL: true, ITLPercentiles: pcts})
+		if !got.ITL.Streamed() || got.ITL.Values != nil {
+			t.Fatal("the selected ITL holds its values")
+		}
+		if got.ITL.N() != want.ITL.N() {
+			t.Fatalf("%d gaps, want %d", got.ITL.N(), want.ITL.N())
+		}
+		g := []float64{got.ITL.Mean, got.ITL.Std, got.ITL.Median()}
+		w := []float64{want.ITL.Mean, want.ITL.Std, want.ITL.Median()}
+		for _, p := range pcts {
+			g, w = append(g, got.ITL.Percentile(p)), append(w, want.ITL.Percentile(p))
+		}
+		if !sameBits(reflect.ValueOf(g), reflect.ValueOf(w)) {
+			t.Errorf("mean, std, median, percentiles %v, want %v", g, w)
+		}
+		got.ITL = want.ITL
+		if !sameBits(reflect.ValueOf(*got), reflect.ValueOf(*want)) {
+			t.Errorf("summaries differ beyond ITL:\nselected %+v\nsorted   %+v", got, want)
+		}
+	}
+	for name, reqs := range sets {
+		t.Run(name, func(t *testing.T) { check(t, reqs) })
+	}
+	defer func(l, b int64) { collectLimit, passBudget = l, b }(collectLimit, passBudget)
+	collectLimit = 3
+	t.Run("refined", func(t *testing.T) { check(t, sets["step times"]) })
+	collectLimit, passBudget = 1<<20, 10
+	t.Run("budget", func(t *testing.T) { check(t, sets["random"]) })
 }

@@ -11,8 +11,10 @@ import (
 // pooled ITL gaps is done as they come: Add counts each request's gaps by
 // distinct value (valueCounts), and Summary, once the last request is in,
 // has only the sorting of the distinct values, the pairwise sums and the
-// peaks left, spread over the cores. The summary is SummarizeWith's to the
-// last bit: SummarizeWith is a Summarizer fed in one loop.
+// peaks left, spread over the cores. With Options.SelectITL, Add only
+// histograms the gaps, and Summary selects the ITL's quantiles by passes
+// over them (selectITL). The summary is SummarizeWith's to the last bit:
+// SummarizeWith is a Summarizer fed in one loop.
 //
 // A Summarizer keeps the requests it is given and reads their ITL gaps
 // again in Summary: the caller must not change or reuse them. With
@@ -34,6 +36,10 @@ type Summarizer struct {
 	itl    [][]float64
 	gaps   int
 	counts valueCounts
+	// sel, with Options.SelectITL, histograms the gaps as they come
+	// (the first pass of a summary by passes) instead of counting them
+	// by value.
+	sel *metricStream
 }
 
 // NewSummarizer starts the summary of run.
@@ -47,7 +53,11 @@ func NewSummarizer(run trace.Run, opts Options) *Summarizer {
 // newSummarizer starts filling s, whose requests are not to be trimmed
 // (any trimming was done: s.Trim and its warning are set).
 func newSummarizer(s *Summary, opts Options) *Summarizer {
-	return &Summarizer{s: s, opts: opts, tally: newTally(opts.Goodput)}
+	z := &Summarizer{s: s, opts: opts, tally: newTally(opts.Goodput)}
+	if opts.SelectITL && !opts.ITLByRequest {
+		z.sel = newMetricStream()
+	}
+	return z
 }
 
 // Add adds request r, which the Summarizer keeps.
@@ -71,7 +81,11 @@ func (z *Summarizer) Add(r *trace.Request) {
 	if len(r.ITLSec) > 0 {
 		z.itl = append(z.itl, r.ITLSec)
 		z.gaps += len(r.ITLSec)
-		z.counts.addAll(r.ITLSec)
+		if z.sel != nil {
+			z.sel.countSlice(r.ITLSec)
+		} else {
+			z.counts.addAll(r.ITLSec)
+		}
 	}
 }
 
@@ -103,6 +117,10 @@ func (z *Summarizer) Summary() *Summary {
 // the pooled order, computed meanwhile on a goroutine that wg waits for.
 // Without counts (too few repeats) the gaps are pooled and sorted.
 func (z *Summarizer) itlDist(d *Dist, wg *sync.WaitGroup) {
+	if z.sel != nil {
+		*d = z.selectITL()
+		return
+	}
 	values := make([]float64, z.gaps)
 	if z.counts.overflow || z.gaps < radixMin {
 		i := 0
@@ -115,4 +133,24 @@ func (z *Summarizer) itlDist(d *Dist, wg *sync.WaitGroup) {
 	wg.Go(func() { d.Mean, d.Std = meanStdPooled(z.itl, z.gaps) })
 	z.counts.sorted(values)
 	d.Values = values
+}
+
+// selectITL returns the pooled gaps' distribution as a summary by passes
+// makes it, from the histogram counted by Add and passes over the gaps
+// kept: their pairwise sum, then their squared deviations, while the
+// median's and the percentiles' buckets are narrowed down and collected.
+func (z *Summarizer) selectITL() Dist {
+	m := z.sel
+	ranks := medianRanks(m.n)
+	for _, p := range z.opts.ITLPercentiles {
+		ranks = append(ranks, percentileRanks(m.n, p)...)
+	}
+	m.plan(ranks)
+	for m.startPass(&budget{left: passBudget}) {
+		for _, g := range z.itl {
+			m.visitSlice(g)
+		}
+		m.endPass()
+	}
+	return m.dist()
 }

@@ -116,6 +116,16 @@ type Options struct {
 	// from (Summary.ITLRequests), so that Compare resamples whole
 	// requests. It costs 4 bytes a gap and a sort: only comparisons ask.
 	ITLByRequest bool
+
+	// SelectITL makes the pooled ITL a distribution as SummarizeStream
+	// makes it (Dist.Streamed): its count, mean and std, and of its
+	// order statistics only the median and ITLPercentiles, selected
+	// exactly by passes over the gaps in memory rather than by sorting
+	// them, so that a summary that is only printed does not hold a
+	// sorted copy of millions of gaps. ITLByRequest, which needs them
+	// all, overrides it.
+	SelectITL      bool
+	ITLPercentiles []float64
 }
 
 // Summarize computes the summary of one run from its requests, following

@@ -101,7 +101,7 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			done, err := replayRuns(jobs, c.String("output"), sideOutputsOf(c), c.ErrWriter, streamAbove(c))
+			done, err := replayRuns(jobs, c.String("output"), sideOutputsOf(c), c.ErrWriter, summaryPlan{streamAbove: streamAbove(c), printed: true})
 			if err != nil {
 				return err
 			}

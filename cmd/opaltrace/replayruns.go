@@ -277,7 +277,7 @@ func traceJob(cl deploy.Cluster, reqs []*trace.Request, name string) ([]replayJo
 // simulated request atomically to out, one run per job, returning their
 // in-memory summaries (the demo and --opal-workload, whose runs are small).
 func replayToParquet(jobs []replayJob, out, perSecond string, stderr io.Writer) ([]*analyze.Summary, error) {
-	done, err := replayRuns(jobs, out, sideOutputs{perSecond: perSecond}, stderr, neverStream)
+	done, err := replayRuns(jobs, out, sideOutputs{perSecond: perSecond}, stderr, summaryPlan{streamAbove: neverStream})
 	if err != nil {
 		return nil, err
 	}
@@ -299,8 +299,22 @@ func replayToParquet(jobs []replayJob, out, perSecond string, stderr io.Writer) 
 // throughput, goodput, semantics).
 const lowMemoryRequests = 50_000
 
-// neverStream, as replayRuns' streamAbove, keeps every summary in memory.
+// neverStream, as a summaryPlan's streamAbove, keeps every summary in
+// memory.
 const neverStream = math.MaxInt
+
+// A summaryPlan says how replayRuns summarizes each run.
+type summaryPlan struct {
+	// streamAbove is the run size above which the summary is made by
+	// passes over the written file (lowMemoryRequests, or 0 with
+	// --low-memory).
+	streamAbove int
+	// printed says the summaries are only printed (report.WriteStats
+	// with its default percentiles): an in-memory one then selects the
+	// pooled ITL's median and percentiles by passes over the gaps
+	// (analyze.Options.SelectITL) rather than sorting millions of them.
+	printed bool
+}
 
 // A replayed run is one job's simulated run and its summary: mem when the
 // records were kept, else stream, computed from the file after it was
@@ -330,9 +344,9 @@ type memSummary struct {
 	done  chan *analyze.Summary
 }
 
-func newMemSummary(run trace.Run) *memSummary {
+func newMemSummary(run trace.Run, opts analyze.Options) *memSummary {
 	m := &memSummary{feed: make(chan []*trace.Request, 16), done: make(chan *analyze.Summary, 1)}
-	z := analyze.NewSummarizer(run, analyze.Options{})
+	z := analyze.NewSummarizer(run, opts)
 	go func() {
 		for b := range m.feed {
 			for _, r := range b {
@@ -367,12 +381,12 @@ func (m *memSummary) finish() <-chan *analyze.Summary {
 // simulated request atomically to out, one run per job, and the
 // per-second statistics to perSecond when it is not "". The records are
 // handed to a concurrent Parquet writer and, for runs of at most
-// streamAbove requests, kept for the in-memory summary; larger runs keep
+// plan.streamAbove requests, kept for the in-memory summary; larger runs keep
 // none (the engine reuses them, Options.Transient): their summaries are
 // counted as records are written and finished by passes over the
 // committed file (analyze.StreamSummarizer), so memory does not grow with
 // the run.
-func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer, streamAbove int) ([]replayed, error) {
+func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer, plan summaryPlan) ([]replayed, error) {
 	perSecond := side.perSecond
 	if perSecond != "" && len(jobs) > 1 {
 		return nil, fmt.Errorf("--per-second: the input has %d runs to replay; per-second statistics are written for one run at a time", len(jobs))
@@ -429,11 +443,11 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		}
 		// Made once nothing can return before the replay: the in-memory
 		// summary's goroutine ends only when finish closes its feed.
-		keep := job.in.Len() <= streamAbove
+		keep := job.in.Len() <= plan.streamAbove
 		var mem *memSummary
 		var sum *analyze.StreamSummarizer // the streamed summary's first pass, as records are written
 		if keep {
-			mem = newMemSummary(run)
+			mem = newMemSummary(run, analyze.Options{SelectITL: plan.printed, ITLPercentiles: report.DefaultPercentiles})
 		} else {
 			sum = analyze.NewStreamSummarizer(run, analyze.StreamOptions{Percentiles: report.DefaultPercentiles})
 		}

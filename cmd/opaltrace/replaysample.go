@@ -62,7 +62,7 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	done, err := replayRuns([]replayJob{job}, c.String("output"), sideOutputsOf(c), c.ErrWriter, streamAbove(c))
+	done, err := replayRuns([]replayJob{job}, c.String("output"), sideOutputsOf(c), c.ErrWriter, summaryPlan{streamAbove: streamAbove(c), printed: true})
 	if err != nil {
 		return err
 	}

@@ -365,11 +365,11 @@ func TestReplayRunsThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	var errb bytes.Buffer
-	at, err := replayRuns(jobs, filepath.Join(dir, "at.parquet"), sideOutputs{}, &errb, 300)
+	at, err := replayRuns(jobs, filepath.Join(dir, "at.parquet"), sideOutputs{}, &errb, summaryPlan{streamAbove: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
-	above, err := replayRuns(jobs, filepath.Join(dir, "above.parquet"), sideOutputs{}, &errb, 299)
+	above, err := replayRuns(jobs, filepath.Join(dir, "above.parquet"), sideOutputs{}, &errb, summaryPlan{streamAbove: 299})
 	if err != nil {
 		t.Fatal(err)
 	}
