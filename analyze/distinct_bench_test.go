@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -62,6 +63,12 @@ func replayGaps() [][]float64 {
 // On the gaps of the real replay (4,110,017; read from its output file),
 // at load 5–10, in CPU time per sort: radix 294–324 ms, slices.Sort 398
 // ms, a Go map 579 ms, counting 113–140 ms.
+//
+// With the mean and std, what a Summarizer's ITL costs in all (`-bench
+// 'ITLDist/(counts\+mean|select$)' -benchtime 5x -count 3`, load 12):
+// counts+mean 180–204 ms of CPU per run, select (median and p99 by
+// passes, Options.SelectITL) 98–102 ms, of which the histogram made as
+// the records come (select/add) is a seventh.
 func BenchmarkITLDist(b *testing.B) {
 	reqs := replayGaps()
 	var pool []float64
@@ -133,6 +140,52 @@ func BenchmarkITLDist(b *testing.B) {
 			c.sorted(v)
 		}
 	})
+	// What a Summarizer's ITL costs in all, with its mean and std: the
+	// counts sorted out (the default), or its median and p99 selected
+	// by passes over the gaps (Options.SelectITL).
+	b.Run("counts+mean", func(b *testing.B) {
+		defer reportCPU(b)()
+		for b.Loop() {
+			count().sorted(v)
+			meanStdPooled(reqs, len(pool))
+		}
+	})
+	histogram := func() *metricStream {
+		m := newMetricStream()
+		for _, g := range reqs {
+			m.countSlice(g)
+		}
+		return m
+	}
+	passes := func(m *metricStream) Dist {
+		m.plan(append(medianRanks(m.n), percentileRanks(m.n, 99)...))
+		for m.startPass(&budget{left: passBudget}) {
+			for _, g := range reqs {
+				m.visitSlice(g)
+			}
+			m.endPass()
+		}
+		return m.dist()
+	}
+	b.Run("select", func(b *testing.B) {
+		defer reportCPU(b)()
+		for b.Loop() {
+			passes(histogram())
+		}
+	})
+	b.Run("select/add", func(b *testing.B) {
+		for b.Loop() {
+			histogram()
+		}
+	})
+	b.Run("select/passes", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			m := histogram()
+			b.StartTimer()
+			passes(m)
+		}
+	})
 }
 
 // mergeSortedRuns sorts v, the concatenation of reqs, by sorting each
@@ -196,4 +249,20 @@ func TestITLDistWaysAgree(t *testing.T) {
 		t.Error("the ways sort differently")
 	}
 	t.Logf("%d gaps, %d distinct", len(pool), c.distinct)
+}
+
+// reportCPU reports, when the function it returns is called, the
+// process's CPU time (user + system) per iteration since reportCPU was
+// called (cpu-ns/op): on a shared machine, wall time measures the
+// neighbours too.
+func reportCPU(b *testing.B) func() {
+	cpu := func() int64 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return 0
+		}
+		return ru.Utime.Nano() + ru.Stime.Nano()
+	}
+	start := cpu()
+	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
 }

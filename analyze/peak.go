@@ -140,8 +140,12 @@ func peakBinDense(spans []tokenSpan, minStart float64, nbins int) int {
 
 // countBin counts a token time x (seconds from the first start) in its
 // bin of counts, unless it falls outside them.
+//
+// Note: x < len(counts) is int(x) < len(counts) (truncation toward zero)
+// for every x > −1, len(counts) being an integer, without a call to
+// math.Trunc per token.
 func countBin(counts []int, x float64) {
-	if x > -1 && math.Trunc(x) < float64(len(counts)) {
+	if x > -1 && x < float64(len(counts)) {
 		counts[int(x)]++
 	}
 }

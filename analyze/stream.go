@@ -140,6 +140,10 @@ type metricStream struct {
 	// search for a value's job starts.
 	los, his []uint64
 	byTop    []int32
+	// tops has bit t set when some job's bucket lies in top-16-bit
+	// bucket t: most values are in none, and one look at tops turns
+	// them away.
+	tops [1 << 10]uint64
 	// A top bucket with many jobs (a CDF's thousands of quantiles fall
 	// in few of them) gets a table of its next 16 bits: subOf holds
 	// 1 + its index in subs, and subs[i][next 16 bits] 1 + the index of
@@ -230,9 +234,11 @@ func (m *metricStream) startPass(b *budget) bool {
 	// moves down a level with every other target in it, so buckets are
 	// disjoint.
 	m.los, m.his, m.byTop = m.los[:0], m.his[:0], nil
+	m.tops = [1 << 10]uint64{}
 	for _, j := range m.jobs {
 		lo := j.prefix << (64 - j.bits)
 		m.los, m.his = append(m.los, lo), append(m.his, lo|(1<<(64-j.bits)-1))
+		m.tops[j.top()>>6] |= 1 << (j.top() & 63)
 	}
 	m.subOf, m.subs = nil, nil
 	if len(m.jobs) > 8 {
@@ -286,6 +292,9 @@ func (m *metricStream) visit(v float64) {
 // select1 gives v to the pass's job on its bucket, if any.
 func (m *metricStream) select1(v float64) {
 	k := floatKey(v)
+	if m.tops[k>>54]&(1<<((k>>48)&63)) == 0 {
+		return
+	}
 	var j *bucketJob
 	if l := m.last; l < len(m.los) && m.los[l] <= k && k <= m.his[l] {
 		j = m.jobs[l]
@@ -353,7 +362,11 @@ func (m *metricStream) visitSlice(vs []float64) {
 		return
 	}
 	for _, v := range vs {
-		m.select1(v)
+		// select1's first look, here so that the values in no job's
+		// bucket, most of them, cost no call.
+		if k := floatKey(v); m.tops[k>>54]&(1<<((k>>48)&63)) != 0 {
+			m.select1(v)
+		}
 	}
 }
 
@@ -368,7 +381,7 @@ func (m *metricStream) endPass() {
 	}
 	for _, j := range m.jobs {
 		if j.collect {
-			slices.Sort(j.values)
+			sortFloats(j.values)
 			for _, t := range j.targets {
 				t.value, t.done = j.values[t.within], true
 			}
