@@ -417,6 +417,9 @@ func (e *engine) autoscale(now trace.Time) {
 		if r, ok := e.router.(slotResetter); ok {
 			r.resetWorker(i)
 		}
+		if e.online != nil {
+			e.online.resetWorker(i)
+		}
 		a.state[i], a.readyAt[i], a.since[i] = slotStarting, now.Add(a.cfg.startup()), now
 	}
 	for ; current > desired; current-- {

@@ -163,7 +163,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	if e.online != nil {
 		// Before r's blocks are hashed (hashChain), which the router
 		// does not ask for.
-		r.shared = int(e.online.routed(i, wi))
+		e.online.arrived(e, r, wi)
 	}
 	e.view.sent(r)
 	w.waiting.pushBack(r)

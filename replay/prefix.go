@@ -110,7 +110,9 @@ func commonPrefix(a, b []int64) int {
 // Note: it is the test of sharedOnWorkers restricted to the requests
 // that may still come, so it indexes a superset of the blocks that
 // sharedOnWorkers would for the same routing, which is exact
-// (TestOnlineSharingSameResults). Requests are sorted by (block size,
+// (TestOnlineSharingSameResults). On vLLM workers the blocks it finds
+// are hashed as shared, but indexed only once a sharer comes to the
+// worker (prefixlazy.go). Requests are sorted by (block size,
 // ids) as in sharedOnWorkers; the common prefix of two requests is the
 // least lcp between them in that order, so a walk outwards from a
 // request finds, in each direction, the deepest sharer that qualifies.
@@ -121,6 +123,11 @@ type onlineSharing struct {
 	// where holds each request's worker once routed; notArrived
 	// before, and rejected when it was rejected.
 	where []int32
+	// The requests' ids and trace block sizes, and lazy indexing
+	// (prefixlazy.go) once a worker does it.
+	ids  [][]int64
+	bs   []int64
+	lazy *lazyIndex
 }
 
 const (
@@ -134,7 +141,7 @@ const (
 )
 
 func newOnlineSharing(ids [][]int64, bs []int64) *onlineSharing {
-	o := &onlineSharing{pos: make([]int32, len(ids)), where: make([]int32, len(ids))}
+	o := &onlineSharing{pos: make([]int32, len(ids)), where: make([]int32, len(ids)), ids: ids, bs: bs}
 	for i := range ids {
 		o.pos[i], o.where[i] = -1, notArrived
 		if len(ids[i]) > 0 && bs[i] > 0 {

@@ -49,6 +49,9 @@ type vllm struct {
 	// eager records every private block's hash when it fills
 	// (testSwitches.eagerPrivate).
 	eager bool
+	// lazy, when set, indexes shared blocks only once a sharer comes
+	// to the worker (prefixlazy.go).
+	lazy *lazyIndex
 
 	hits []int32 // scratch: prefix-hit blocks
 }
@@ -227,7 +230,7 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 				// cached, and its hash is recorded only if r is
 				// preempted (preempt), the one case it is asked
 				// for.
-				for ; k < min(full, c.Shared()); k++ {
+				for n := min(full, v.indexed(r)); k < n; k++ {
 					x, _ := c.Hash(k)
 					v.kv.Commit(r.blocks[k], x)
 				}
@@ -259,7 +262,7 @@ func (v *vllm) allocate(r *reqState, n int64) bool {
 	case !v.prefix:
 		named = 0
 	case r.preemptions == 0 && !v.eager:
-		named = min(max(r.hashChain(v.bs).Shared()-int64(len(r.blocks)), 0), n)
+		named = min(max(v.indexed(r)-int64(len(r.blocks)), 0), n)
 	}
 	var ok bool
 	r.blocks, ok = v.kv.AllocateNamed(r.blocks, n, named)
@@ -274,6 +277,15 @@ func (v *vllm) preempt(w *worker, r *reqState) {
 		// them again (match) while they stay cached.
 		v.kv.Name(r.blocks)
 		c := r.hashChain(v.bs)
+		if v.lazy != nil {
+			// Index the shared blocks no sharer has asked for
+			// yet: from now on r commits every block as it fills.
+			for k := v.lazy.visible(r); k < min(c.Shared(), r.hashed); k++ {
+				x, _ := c.Hash(k)
+				v.kv.Commit(r.blocks[k], x)
+			}
+			v.lazy.preempted(r, c.Shared())
+		}
 		for k := c.Shared(); k < r.hashed; k++ {
 			x, _ := c.Hash(k)
 			v.kv.CommitPrivate(r.blocks[k], x)
@@ -372,9 +384,43 @@ func (v *vllm) growFor(r *reqState, j int64) bool {
 func (v *vllm) stepEnded(*worker) {}
 
 func (v *vllm) leave(_ *worker, r *reqState, _ leaving) {
-	if len(r.blocks) > 0 {
-		v.kv.Release(r.blocks, r.hashed)
+	var run kvcache.FreeRun
+	n := len(r.blocks)
+	if n > 0 {
+		if v.lazy != nil && r.preemptions == 0 {
+			run = v.kv.ReleaseRun(r.blocks, r.hashed)
+		} else {
+			v.kv.Release(r.blocks, r.hashed)
+		}
 		r.blocks = r.blocks[:0]
+	}
+	if v.lazy != nil {
+		v.lazy.left(v, r, run, n)
+	}
+}
+
+// indexed returns how many of r's leading blocks are indexed when they
+// fill while r has not been preempted: its shared blocks, or with lazy
+// indexing those a sharer on this worker has asked for so far.
+func (v *vllm) indexed(r *reqState) int64 {
+	s := r.hashChain(v.bs).Shared()
+	if v.lazy != nil {
+		s = min(s, v.lazy.visible(r))
+	}
+	return s
+}
+
+// promote indexes r's shared blocks from … to−1 (lazyIndex.raise), which
+// it holds, when it has them, without ids: r is running, or waiting, not
+// preempted yet.
+func (v *vllm) promote(r *reqState, from, to int64) {
+	if from < int64(len(r.blocks)) {
+		v.kv.Name(r.blocks[from:min(to, int64(len(r.blocks)))])
+	}
+	c := r.hashChain(v.bs)
+	for k := from; k < min(to, r.hashed); k++ {
+		x, _ := c.Hash(k)
+		v.kv.Commit(r.blocks[k], x)
 	}
 }
 

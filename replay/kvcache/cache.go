@@ -62,6 +62,12 @@ type Cache struct {
 	// (runEntry | slot); spare, the slots not in use.
 	runs  []anonRun
 	spare []int32
+	// serial numbers the runs made, so that a FreeRun to a slot tells
+	// its run from a later one in it.
+	serial uint64
+	// tailAt holds, for a block in a run's tail (Promote), its place
+	// there; made at the first Promote.
+	tailAt []int32
 	// names holds the ids of no block (their records are stale);
 	// so do the ids fresh.. of blocks never named, whose records are
 	// zero.
@@ -95,8 +101,20 @@ func (k block) flags() entry { return entry(uint8(^k.pos)) << flagShift }
 func withFlags(f entry) int32 { return ^int32(uint8(f >> flagShift)) }
 
 // An anonRun is a stretch of anonymous free blocks in the queue: uncached
-// ones first, then cached (private, hashed) ones.
-type anonRun struct{ uncached, cached int32 }
+// ones first, then cached (private, hashed) ones, then its tail: named,
+// indexed blocks that Promote took out of its cached ones, at their place
+// in the queue.
+type anonRun struct {
+	uncached, cached int32
+	// live counts tail's blocks not acquired since.
+	live   int32
+	serial uint64 // 0: a spare slot
+	at     int64  // its entry's ring position
+	// tail holds the promoted blocks, the one evicted last first (the
+	// owner's block at the run's start, Promote); an acquired one is
+	// Anonymous, so that the others keep their places (tailAt).
+	tail []int32
+}
 
 // Anonymous stands, in a block table, for a block without an id
 // (AllocateNamed).
@@ -155,7 +173,7 @@ func New(n int64) *Cache {
 		index:  newIndex(n),
 	}
 	if n > 0 {
-		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: int32(n)}))
+		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: int32(n), at: 0}))
 		c.tail = 1
 		c.nfree = n
 	}
@@ -188,9 +206,13 @@ func (c *Cache) Ref(b int32) int32 { return c.blocks[b].ref }
 // free queue when it was free. b has an id: Lookup or Holds found it.
 func (c *Cache) Acquire(b int32) {
 	if c.blocks[b].ref == 0 {
-		slot := &c.ring[int64(c.blocks[b].pos)&int64(len(c.ring)-1)]
-		c.blocks[b].pos = withFlags(*slot &^ idMask)
-		*slot = tombstone
+		if p := c.blocks[b].pos; p >= 0 {
+			slot := &c.ring[int64(p)&int64(len(c.ring)-1)]
+			c.blocks[b].pos = withFlags(*slot &^ idMask)
+			*slot = tombstone
+		} else {
+			c.acquireTail(b)
+		}
 		c.nfree--
 	}
 	c.blocks[b].ref++
@@ -245,8 +267,15 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 			}
 			taken = stop
 			if ru.uncached == 0 && ru.cached == 0 {
-				c.spare = append(c.spare, slot)
-				head++
+				if ru.live > 0 {
+					var ev int64
+					taken, ev = c.takeTail(ru, dst, taken, end, nameEnd)
+					evicted += ev
+				}
+				if ru.live == 0 {
+					c.freeRun(slot)
+					head++
+				}
 			}
 			continue
 		}
@@ -366,7 +395,11 @@ func (c *Cache) Holds(b int32, h uint64) bool { return c.hashes[b] == h }
 // that when a whole request becomes free its tail blocks (the least
 // shared) are evicted before its head blocks; a stretch of anonymous
 // blocks becomes one run.
-func (c *Cache) Release(blocks []int32, full int64) {
+func (c *Cache) Release(blocks []int32, full int64) { c.release(blocks, full) }
+
+// release is Release; it returns the slot of the run it made last (the
+// stretch of anonymous blocks nearest the table's start), or -1.
+func (c *Cache) release(blocks []int32, full int64) int32 {
 	// Room for every block in the ring first, so that the loop only
 	// writes (compaction and rebasing keep the queue's order, so doing
 	// them earlier changes nothing).
@@ -378,7 +411,7 @@ func (c *Cache) Release(blocks []int32, full int64) {
 	}
 	ring, recs := c.ring, c.blocks
 	mask := int64(len(ring) - 1)
-	tail, freed := c.tail, int64(0)
+	tail, freed, last := c.tail, int64(0), int32(-1)
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
 		if b == Anonymous {
@@ -388,7 +421,8 @@ func (c *Cache) Release(blocks []int32, full int64) {
 				j--
 			}
 			cached := min(max(full-int64(j), 0), int64(i-j+1))
-			ring[tail&mask] = runEntry | entry(c.newRun(anonRun{uncached: int32(int64(i-j+1) - cached), cached: int32(cached)}))
+			last = c.newRun(anonRun{uncached: int32(int64(i-j+1) - cached), cached: int32(cached), at: tail})
+			ring[tail&mask] = runEntry | entry(last)
 			tail++
 			freed += int64(i - j + 1)
 			i = j
@@ -408,13 +442,17 @@ func (c *Cache) Release(blocks []int32, full int64) {
 	}
 	c.nfree += freed
 	c.tail = tail
+	return last
 }
 
 // newRun returns the slot of a new run r.
 func (c *Cache) newRun(r anonRun) int32 {
+	c.serial++ // from 1: 0 marks a spare slot
+	r.serial = c.serial
 	if n := len(c.spare); n > 0 {
 		s := c.spare[n-1]
 		c.spare = c.spare[:n-1]
+		r.tail = c.runs[s].tail[:0] // its memory
 		c.runs[s] = r
 		return s
 	}
@@ -453,6 +491,8 @@ func (c *Cache) pack(dst []entry, at int64) int64 {
 		dst[at&mask] = e
 		if e&kindMask != runEntry {
 			c.blocks[e&idMask].pos = int32(at)
+		} else {
+			c.runs[e&idMask].at = at
 		}
 		at++
 	}
@@ -469,6 +509,7 @@ func (c *Cache) Check() error {
 	unnamed := make([]bool, len(c.blocks))
 	runSeen := make([]bool, len(c.runs))
 	flags := make([]entry, len(c.blocks))
+	tailed := make([]bool, len(c.blocks))
 	var n, runBlocks int64
 	mask := int64(len(c.ring) - 1)
 	if c.tail-c.head > int64(len(c.ring)) || c.head > c.tail || c.tail > maxPos {
@@ -486,11 +527,27 @@ func (c *Cache) Check() error {
 			}
 			runSeen[s] = true
 			r := c.runs[s]
-			if r.uncached < 0 || r.cached < 0 || r.uncached+r.cached == 0 {
-				return fmt.Errorf("kvcache: run %d holds %d uncached and %d cached blocks", s, r.uncached, r.cached)
+			if r.uncached < 0 || r.cached < 0 || r.uncached+r.cached+r.live == 0 || r.serial == 0 || r.at != p {
+				return fmt.Errorf("kvcache: run %d at %d holds %d uncached, %d cached and %d tail blocks, serial %d, says it is at %d", s, p, r.uncached, r.cached, r.live, r.serial, r.at)
 			}
 			n += int64(r.uncached) + int64(r.cached)
 			runBlocks += int64(r.uncached) + int64(r.cached)
+			live := int32(0)
+			for x, b := range r.tail {
+				if b == Anonymous {
+					continue
+				}
+				if b < 0 || b >= c.fresh || inQueue[b] || c.blocks[b] != (block{pos: inTail - int32(s)}) || c.tailAt[b] != int32(x) {
+					return fmt.Errorf("kvcache: block %d in the tail of run %d at %d has record %+v, or is in the free queue twice", b, s, x, c.blocks[b])
+				}
+				inQueue[b], tailed[b] = true, true
+				flags[b] = hashed | recorded
+				live++
+			}
+			if live != r.live {
+				return fmt.Errorf("kvcache: run %d has %d tail blocks, counts %d", s, live, r.live)
+			}
+			n += int64(live)
 			continue
 		}
 		b := int32(e & idMask)
@@ -505,8 +562,8 @@ func (c *Cache) Check() error {
 		n++
 	}
 	for _, s := range c.spare {
-		if int(s) >= len(c.runs) || runSeen[s] {
-			return fmt.Errorf("kvcache: spare run %d in the queue or twice spare", s)
+		if int(s) >= len(c.runs) || runSeen[s] || c.runs[s].serial != 0 {
+			return fmt.Errorf("kvcache: spare run %d in the queue, twice spare or numbered", s)
 		}
 		runSeen[s] = true
 	}
@@ -542,10 +599,12 @@ func (c *Cache) Check() error {
 			}
 			continue
 		}
-		if k.pos >= 0 && !inQueue[b] {
+		if tailed[b] {
+			// Checked with its run; a free, indexed block.
+		} else if k.pos >= 0 && !inQueue[b] {
 			return fmt.Errorf("kvcache: block %d claims free-queue position %d it does not hold", b, k.pos)
 		}
-		if k.pos < 0 {
+		if k.pos < 0 && !tailed[b] {
 			if k.pos < withFlags(hashed|privately|recorded) {
 				return fmt.Errorf("kvcache: referenced block %d has pos %d", b, k.pos)
 			}

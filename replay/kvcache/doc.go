@@ -14,7 +14,10 @@
 // them private) are held without being indexed (Cache.CommitPrivate), and
 // while their owner runs unpreempted without ids at all: released, they
 // return to the free queue as one run per request (Cache.AllocateNamed);
-// the results are the same as indexing them block by block.
+// the results are the same as indexing them block by block. Blocks that
+// may be shared can be held so too, and promoted when a sharer comes:
+// named and indexed, out of a run at their place in the queue
+// (Cache.Promote).
 //
 // Radix is SGLang's cache instead: a token-granular radix tree over a
 // pool of token slots, with lock counts from running requests and

@@ -1,0 +1,125 @@
+package kvcache
+
+// Promotion: private blocks made shared after they were freed.
+//
+// A replay that routes requests as they arrive cannot know, when a
+// request computes its blocks, whether a later request will share them on
+// its worker; indexing every block that might be shared was most of what
+// online routing cost beyond round-robin. So a scheduler may leave such
+// blocks anonymous, like private ones, and promote them when a sharer
+// arrives: a running request's by naming and committing them (Name,
+// Commit); a finished request's, which sit in the run Release made of its
+// anonymous blocks (ReleaseRun), by Promote, which names and indexes the
+// run's cached blocks that are evicted last and keeps them at their place
+// in the queue. Eviction order and hits are then what naming and
+// indexing the blocks at release gives (TestPromoteMatchesNamed), as long
+// as no other copy of a promoted hash was indexed in between; the
+// scheduler's promotion rule guarantees that (replay's lazyIndex).
+
+// A FreeRun names the run Release made of a table's anonymous blocks, for
+// as long as the run lasts; the zero FreeRun names none.
+type FreeRun struct {
+	serial uint64
+	slot   int32
+}
+
+// inTail is the pos of a free block in the tail of run s, less s: below
+// every referenced block's pos (withFlags).
+const inTail = -512
+
+// ReleaseRun is Release, and returns the run made of the stretch of
+// anonymous blocks nearest the table's start (its first cached block is
+// the table's first Anonymous one), or the zero FreeRun.
+func (c *Cache) ReleaseRun(blocks []int32, full int64) FreeRun {
+	s := c.release(blocks, full)
+	if s < 0 {
+		return FreeRun{}
+	}
+	return FreeRun{serial: c.runs[s].serial, slot: s}
+}
+
+// RunLeft reports, for run r, how many of its cached blocks, counted from
+// its first (the one evicted last), were promoted (done: acquired or
+// evicted since, or still free), and how many after them are still
+// anonymous and cached (left, which Promote may promote); ok is false
+// when r is gone (evicted to its end).
+func (c *Cache) RunLeft(r FreeRun) (done, left int64, ok bool) {
+	if r.serial == 0 || int(r.slot) >= len(c.runs) || c.runs[r.slot].serial != r.serial {
+		return 0, 0, false
+	}
+	ru := &c.runs[r.slot]
+	return int64(len(ru.tail)), int64(ru.cached), true
+}
+
+// Promote names the next len(hashes) anonymous cached blocks of run r
+// (RunLeft: blocks done, done+1, …; at most left), commits hashes[x] to
+// the x-th and indexes it, as Commit does. They stay free and where they
+// were in the queue: after the run's anonymous blocks, and before those
+// it promoted earlier.
+func (c *Cache) Promote(r FreeRun, hashes []uint64) {
+	if _, left, ok := c.RunLeft(r); !ok || int64(len(hashes)) > left {
+		panic("kvcache: promotion of blocks a run does not hold")
+	}
+	if c.tailAt == nil {
+		c.tailAt = make([]int32, len(c.blocks))
+	}
+	ru := &c.runs[r.slot]
+	for _, h := range hashes {
+		b := c.name()
+		c.blocks[b] = block{pos: inTail - r.slot}
+		c.hashes[b] = h
+		c.index.add(h, b)
+		c.tailAt[b] = int32(len(ru.tail))
+		ru.tail = append(ru.tail, b)
+	}
+	ru.cached -= int32(len(hashes))
+	ru.live += int32(len(hashes))
+}
+
+// acquireTail takes free block b out of its run's tail (Acquire); a run
+// left empty leaves the queue.
+func (c *Cache) acquireTail(b int32) {
+	s := inTail - c.blocks[b].pos
+	ru := &c.runs[s]
+	ru.tail[c.tailAt[b]] = Anonymous
+	ru.live--
+	c.blocks[b].pos = withFlags(hashed | recorded)
+	if ru.uncached == 0 && ru.cached == 0 && ru.live == 0 {
+		c.ring[ru.at&int64(len(c.ring)-1)] = tombstone
+		c.freeRun(s)
+	}
+}
+
+// takeTail hands out blocks of run ru's tail into dst[taken:end], as
+// AllocateNamed does (ids up to nameEnd, Anonymous after), last promoted
+// first; it returns where it stopped and how many hashes it dropped.
+func (c *Cache) takeTail(ru *anonRun, dst []int32, taken, end, nameEnd int) (int, int64) {
+	var evicted int64
+	for taken < end && ru.live > 0 {
+		b := ru.tail[len(ru.tail)-1]
+		ru.tail = ru.tail[:len(ru.tail)-1]
+		if b == Anonymous {
+			continue
+		}
+		ru.live--
+		c.index.del(c.hashes[b], b)
+		c.hashes[b] = 0
+		evicted++
+		if taken >= nameEnd {
+			c.names = append(c.names, b)
+			dst[taken] = Anonymous
+		} else {
+			c.blocks[b] = block{ref: 1, pos: none}
+			dst[taken] = b
+		}
+		taken++
+	}
+	return taken, evicted
+}
+
+// freeRun makes run slot s spare.
+func (c *Cache) freeRun(s int32) {
+	ru := &c.runs[s]
+	ru.serial, ru.live, ru.tail = 0, 0, ru.tail[:0]
+	c.spare = append(c.spare, s)
+}

@@ -1,0 +1,73 @@
+package replay
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// TestLazyIndexMooncake replays the first 4,000 requests of the Mooncake
+// conversation trace on 16 workers with routers that decide at arrival,
+// indexing lazily, and again indexing every block
+// (testSwitches.indexAll): the outputs must be byte-identical. The runs with a sixteenth of the KV capacity preempt
+// and evict, so that promotion meets preempted requests and runs cut by
+// eviction; every case must promote blocks both of running requests and
+// out of finished requests' runs.
+func TestLazyIndexMooncake(t *testing.T) {
+	t.Parallel()
+	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:4000]
+	cost, blocks := llama8BOnH100(t)
+	for _, c := range []struct {
+		name   string
+		router string
+		kv     int64
+		scale  bool
+	}{
+		{"least_requests", RouterLeastRequests, blocks, false},
+		{"sglang_cache_aware", RouterSGLang, blocks, false},
+		{"session_affinity_small_kv", RouterSession, blocks / 16, false},
+		{"autoscale", RouterLeastRequests, blocks, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Workers: 16, Router: c.router}
+			if c.scale {
+				cfg.Autoscale = AutoscaleConfig{
+					Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 16,
+					ScaleDownStabilizationSec: ptr(60.0), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
+				}
+			}
+			run := func(sw testSwitches) (string, Stats, *lazyIndex) {
+				var b []byte
+				var x *lazyIndex
+				// A hook that sees the workers: it finds the
+				// lazy index through their schedulers.
+				sw.checkSteady = func(w *worker, _ bool) {
+					if v, ok := w.s.(*vllm); ok && v.lazy != nil {
+						x = v.lazy
+					}
+				}
+				st, err := RunInputs(cfg, cost, c.kv, Requests(reqs), func(r *trace.Request) error {
+					b = append(b, r.String()...)
+					b = append(b, '\n')
+					return nil
+				}, Options{test: sw})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b), st, x
+			}
+			a, sa, x := run(testSwitches{})
+			b, sb, _ := run(testSwitches{indexAll: true})
+			if a != b || !reflect.DeepEqual(sa, sb) {
+				t.Errorf("lazy indexing changed the results: %+v vs %+v", sa, sb)
+			}
+			if x == nil || x.promotedHeld == 0 || x.promotedRuns == 0 || c.kv < blocks && sa.Preemptions == 0 {
+				t.Fatalf("the case does not exercise promotion: %+v, %d preemptions", x, sa.Preemptions)
+			}
+			t.Logf("%d blocks promoted of running requests, %d out of runs; %d preemptions, %d evictions", x.promotedHeld, x.promotedRuns, sa.Preemptions, sa.Evictions)
+		})
+	}
+}
