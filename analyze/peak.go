@@ -84,13 +84,25 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 		p.OutputTokensPerSec, p.TokensMissing = 0, "requests have no ITL gaps"
 	}
 
+	p.ConcurrentRequests = concurrentPeak(reqs, len(spans))
+	return p, ""
+}
+
+// concurrentPeak is vLLM's max_concurrent_requests over the n successful
+// requests of reqs, every one with an arrival and an E2E: the peak of a
+// sweep line over [start, start + latency), departures before arrivals at
+// equal times.
+func concurrentPeak(reqs []*trace.Request, n int) int {
 	type event struct {
 		t     float64
 		delta int
 	}
-	events := make([]event, 0, 2*len(spans))
-	for _, s := range spans {
-		events = append(events, event{s.start, 1}, event{s.start + s.lat, -1})
+	events := make([]event, 0, 2*n)
+	for _, r := range reqs {
+		if r.OK() {
+			start := r.Arrival.V.Seconds()
+			events = append(events, event{start, 1}, event{start + r.E2ESec.V, -1})
+		}
 	}
 	slices.SortFunc(events, func(a, b event) int {
 		if c := cmp.Compare(a.t, b.t); c != 0 {
@@ -98,12 +110,12 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 		}
 		return cmp.Compare(a.delta, b.delta)
 	})
-	cur := 0
+	cur, peak := 0, 0
 	for _, e := range events {
 		cur += e.delta
-		p.ConcurrentRequests = max(p.ConcurrentRequests, cur)
+		peak = max(peak, cur)
 	}
-	return p, ""
+	return peak
 }
 
 // The token times are counted per bin in an array when there are no more

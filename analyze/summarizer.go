@@ -9,12 +9,13 @@ import (
 // A Summarizer computes SummarizeWith's summary from requests added one at
 // a time, as a replay emits them, so that the work that grows with the
 // pooled ITL gaps is done as they come: Add counts each request's gaps by
-// distinct value (valueCounts), and Summary, once the last request is in,
-// has only the sorting of the distinct values, the pairwise sums and the
-// peaks left, spread over the cores. With Options.SelectITL, Add only
-// histograms the gaps, and Summary selects the ITL's quantiles by passes
-// over them (selectITL). The summary is SummarizeWith's to the last bit:
-// SummarizeWith is a Summarizer fed in one loop.
+// distinct value (valueCounts) and bins its token times for the peak
+// (peakFold), and Summary, once the last request is in, has only the
+// sorting of the distinct values and the pairwise sums left, spread over
+// the cores. With Options.SelectITL, Add only histograms the gaps, and
+// Summary selects the ITL's quantiles by passes over them (selectITL).
+// The summary is SummarizeWith's to the last bit: SummarizeWith is a
+// Summarizer fed in one loop.
 //
 // A Summarizer keeps the requests it is given and reads their ITL gaps
 // again in Summary: the caller must not change or reuse them. With
@@ -40,6 +41,8 @@ type Summarizer struct {
 	// (the first pass of a summary by passes) instead of counting them
 	// by value.
 	sel *metricStream
+	// peak bins the token times as they come.
+	peak peakFold
 }
 
 // NewSummarizer starts the summary of run.
@@ -53,7 +56,7 @@ func NewSummarizer(run trace.Run, opts Options) *Summarizer {
 // newSummarizer starts filling s, whose requests are not to be trimmed
 // (any trimming was done: s.Trim and its warning are set).
 func newSummarizer(s *Summary, opts Options) *Summarizer {
-	z := &Summarizer{s: s, opts: opts, tally: newTally(opts.Goodput)}
+	z := &Summarizer{s: s, opts: opts, tally: newTally(opts.Goodput), peak: newPeakFold()}
 	if opts.SelectITL && !opts.ITLByRequest {
 		z.sel = newMetricStream()
 	}
@@ -66,6 +69,7 @@ func (z *Summarizer) Add(r *trace.Request) {
 	if z.deferred {
 		return
 	}
+	z.peak.add(r)
 	if !z.tally.add(z.s, r) {
 		return
 	}
@@ -104,7 +108,7 @@ func (z *Summarizer) Summary() *Summary {
 	wg.Go(func() { z.itlDist(&s.ITL, &wg) })
 	z.tally.fill(s, s.Trim)
 	s.TTFT, s.TPOT, s.E2E = NewDist(z.ttft), NewDist(z.tpot), NewDist(z.e2e)
-	s.Peak, s.PeakMissing = PeakMetrics(z.reqs)
+	s.Peak, s.PeakMissing = z.peak.result(z.reqs)
 	if z.opts.ITLByRequest {
 		s.ITLRequests = itlRequests(z.reqs, z.gaps)
 	}
