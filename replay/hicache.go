@@ -76,13 +76,15 @@ func (ow *offWorker) hiStorage() int {
 	return -1
 }
 
-// pageKeys returns the keys of r's whole prompt pages.
-func (o *offload) pageKeys(w *worker, r *reqState) []uint64 {
+// pageKeys returns the keys of r's first m whole prompt pages (or more,
+// or all there are, if fewer), as tierKeys.
+func (o *offload) pageKeys(w *worker, r *reqState, m int64) []uint64 {
 	P := o.spec.BlockTokens
-	if int64(len(r.tierKeys)) == r.prompt/P {
+	n := min(m, r.prompt/P)
+	if int64(len(r.tierKeys)) >= n {
 		return r.tierKeys
 	}
-	r.tierKeys = kvcache.PageKeys(r.tierKeys, w.s.(*sglang).keys(r), P, r.prompt)
+	r.tierKeys = kvcache.PageKeysAt(r.tierKeys[:0], w.s.(*sglang).keys(r), 0, P, n*P)
 	return r.tierKeys
 }
 
@@ -91,7 +93,7 @@ func (o *offload) pageKeys(w *worker, r *reqState) []uint64 {
 func (o *offload) hostRun(w *worker, r *reqState, from, limit int64) int64 {
 	P := o.spec.BlockTokens
 	o.expose(w, r)
-	keys := o.pageKeys(w, r)
+	keys := o.pageKeys(w, r, o.lookupBlocks(r))
 	host := w.off.tiers[tierHost]
 	n := int64(0)
 	for p := from / P; p < int64(len(keys)) && (p+1)*P <= limit && host.Contains(keys[p]); p++ {
@@ -113,7 +115,7 @@ func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) er
 	P := o.spec.BlockTokens
 	m, _ := g.match(r)
 	m += o.hostRun(w, r, m, r.numTokens())
-	keys := o.pageKeys(w, r)
+	keys := o.pageKeys(w, r, o.lookupBlocks(r))
 	host, st := ow.tiers[tierHost], ow.tiers[t]
 	var fetch []uint64
 	for p := m / P; p < int64(len(keys)) && st.Contains(keys[p]) && !host.Has(keys[p]); p++ {
@@ -242,7 +244,7 @@ func (o *offload) admitHost(w *worker, r *reqState, prefix int64) int64 {
 	if n < hiLoadBackThreshold {
 		return 0
 	}
-	keys := o.pageKeys(w, r)[prefix/P : (prefix+n)/P]
+	keys := o.pageKeys(w, r, o.lookupBlocks(r))[prefix/P : (prefix+n)/P]
 	host := w.off.tiers[tierHost]
 	// Pinned first: the allocation may evict from the radix cache, and
 	// under write_back that writes pages to L2, evicting from it.
@@ -324,7 +326,7 @@ func (o *offload) writeBack(w *worker, key []kvcache.Run, start int64) {
 	if len(ow.wb) == 0 {
 		return
 	}
-	if err := o.storeTo(o.e, w, tierHost, ow.wb, len(ow.wb), 0, ow.now); err != nil && o.err == nil {
+	if err := o.storeTo(o.e, w, tierHost, ow.wb, 0, 0, 0, ow.now); err != nil && o.err == nil {
 		o.err = err
 	}
 }
@@ -333,17 +335,17 @@ func (o *offload) writeBack(w *worker, key []kvcache.Run, start int64) {
 // under HiCache's write-through policies what reached L2 goes on to L3.
 func (o *offload) stored(e *engine, x *xfer, now trace.Time) error {
 	tr := x.w.off.tiers[x.tier]
-	for i, k := range x.keys[:x.priv] {
+	for i, k := range x.keys {
 		tr.CompleteAt(x.slots[i], k)
 	}
-	if x.priv < len(x.keys) {
-		tr.CompleteRun(x.run, x.keys[x.priv:])
+	if x.runN > 0 {
+		tr.CompleteRun(x.run)
 	}
 	if o.spec.HiCache == nil || x.tier != tierHost || o.spec.WritePolicy == WriteBack {
 		return nil
 	}
 	if t := x.w.off.hiStorage(); t >= 0 {
-		return o.storeTo(e, x.w, t, x.keys, x.priv, x.owner, now)
+		return o.storeTo(e, x.w, t, x.keys, x.runFirst, x.runN, x.owner, now)
 	}
 	return nil
 }

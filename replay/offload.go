@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/opaltrace/opaltrace/model"
@@ -185,13 +186,13 @@ type xfer struct {
 	r     *reqState // load or prefetch: the request; nil for a store
 	tier  int
 	keys  []uint64
-	slots []int32 // a store: each key's slot in the tier (Tier.Store), before priv
+	slots []int32 // a store: each key's slot in the tier (Tier.Store)
 	kind  uint8   // xferStore, xferLoad, ... (hicache.go)
-	// A store: keys[priv:] are private blocks of request owner, held
-	// as one run (Tier.StoreRun).
-	priv  int
-	owner uint64
-	run   kvcache.RunRef
+	// A store, after keys: runN private blocks of request owner from
+	// its tier block runFirst on, held as one run (Tier.StoreRun).
+	runFirst, runN int64
+	owner          uint64
+	run            kvcache.RunRef
 }
 
 func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload, error) {
@@ -310,31 +311,53 @@ func (o *offload) privateFrom(r *reqState) int64 {
 	return r.hashChain(o.bs).Shared() / (o.spec.BlockTokens / o.bs)
 }
 
+// runs reports whether private blocks are stored as runs: not under
+// write-back, which stores a tier's victims below by key.
+func (o *offload) runs() bool { return o.spec.WritePolicy != WriteBack && !o.spec.blockByBlock }
+
 // expose makes r's private blocks in w's tiers findable
 // (kvcache.Tier.Promote) before r looks its prompt up: r is the only one
 // that can, and only once it stored some (a preemption).
 func (o *offload) expose(w *worker, r *reqState) {
-	if r.stored <= o.privateFrom(r) {
+	if !o.runs() || r.stored <= o.privateFrom(r) {
 		return
 	}
+	keys := o.tierKeys(r, math.MaxInt64)
 	for _, tr := range w.off.tiers {
 		if tr != nil {
-			tr.Promote(uint64(r.idx))
+			tr.Promote(uint64(r.idx), keys)
 		}
 	}
 }
 
-// tierKeys returns the keys of r's full prompt tier blocks: the chained
+// lookupBlocks is how many of r's tier keys its lookups need: none past
+// its first private block, which no tier holds unless r stored it (then
+// expose has made it findable) or, under write-back, a tier took it
+// from the one above.
+func (o *offload) lookupBlocks(r *reqState) int64 {
+	if pf := o.privateFrom(r); o.runs() && r.stored <= pf {
+		return pf
+	}
+	return math.MaxInt64
+}
+
+// tierKeys returns the keys of r's first m full prompt tier blocks (or
+// more, or all there are, if fewer): the chained
 // hash of each tier block's last KV block, so that equal prefixes have
 // equal keys (vLLM's offloaded block hashes are every block_size_factor-th
 // request block hash the same way), as kvcache.TierKey lays them out for
 // the tiers' indexes.
-func (o *offload) tierKeys(r *reqState) []uint64 {
+//
+// Note: a private block's key is needed only to look it up, which only
+// its owner can and only after it stored the block, so the keys are
+// computed up to the first private block (lookupBlocks, store) until
+// then: they were most of the cost left of a block stored as a run.
+func (o *offload) tierKeys(r *reqState, m int64) []uint64 {
 	if o.spec.HiCache != nil {
-		return o.pageKeys(o.e.workers[r.worker], r)
+		return o.pageKeys(o.e.workers[r.worker], r, m)
 	}
-	n := r.prompt / o.spec.BlockTokens
-	if int64(len(r.tierKeys)) == n {
+	n := min(m, r.prompt/o.spec.BlockTokens)
+	if int64(len(r.tierKeys)) >= n {
 		return r.tierKeys
 	}
 	// The chain of r's engine blocks (vLLM's block size): the shared
@@ -386,7 +409,7 @@ func (o *offload) lookup(w *worker, r *reqState, done int64) int64 {
 	ow := w.off
 	T := o.spec.BlockTokens
 	o.expose(w, r)
-	keys := o.tierKeys(r)
+	keys := o.tierKeys(r, o.lookupBlocks(r))
 	maxBlocks := min(int64(len(keys)), (r.numTokens()-1)/T)
 	start := done / T
 	r.loadFrom = r.loadFrom[:0]
@@ -419,7 +442,7 @@ func (o *offload) lookup(w *worker, r *reqState, done int64) int64 {
 // one transfer per tier, and records its hit tokens by tier.
 func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now trace.Time) error {
 	T := o.spec.BlockTokens
-	keys := o.tierKeys(r)
+	keys := o.tierKeys(r, o.lookupBlocks(r))
 	start := done / T
 	var per [numTiers][]uint64
 	for i, t := range r.loadFrom {
@@ -501,14 +524,18 @@ func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error
 	if o.spec.WritePolicy == WriteThroughSelective && !(r.computed == r.numTokens() && r.out+1 == r.maxOut) {
 		return nil // written when it finishes (hicache.go)
 	}
-	keys := o.tierKeys(r)[r.stored:full]
-	priv := len(keys)
-	if o.spec.WritePolicy != WriteBack && !o.spec.blockByBlock {
-		priv = int(min(max(o.privateFrom(r)-r.stored, 0), int64(len(keys))))
-	}
+	first := r.stored
 	r.stored = full
+	pf := full // blocks from pf on are stored as a run
+	if o.runs() {
+		pf = min(max(o.privateFrom(r), first), full)
+	}
+	var keys []uint64
+	if pf > first {
+		keys = o.tierKeys(r, pf)[first:pf]
+	}
 	for _, t := range w.off.storeTiers {
-		if err := o.storeTo(e, w, t, keys, priv, uint64(r.idx), now); err != nil {
+		if err := o.storeTo(e, w, t, keys, pf, full-pf, uint64(r.idx), now); err != nil {
 			return err
 		}
 	}
@@ -518,9 +545,10 @@ func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error
 // storeTo reserves keys in tier t of w and starts their transfer; blocks
 // the tier holds already are only touched, and blocks it has no room for
 // are dropped. Under write-back, the host tier's evictions go to the next
-// tier down. Keys[priv:] are private blocks of request owner
-// (privateFrom), offered to the tier for the first time: one run.
-func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, priv int, owner uint64, now trace.Time) error {
+// tier down. After keys come runN private blocks of request owner
+// (privateFrom) from its block runFirst on, offered to the tier for the
+// first time: one run.
+func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, runFirst, runN int64, owner uint64, now trace.Time) error {
 	tr := w.off.tiers[t]
 	var x *xfer
 	var down []uint64
@@ -529,7 +557,7 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, priv int, 
 	// per block.
 	var xkeys []uint64
 	var xslots []int32
-	for _, k := range keys[:priv] {
+	for _, k := range keys {
 		s, st, victim, evicted := tr.Store(k)
 		if st != kvcache.StoreInserted {
 			continue // held (touched) or dropped
@@ -543,29 +571,23 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, priv int, 
 			down = append(down, victim)
 		}
 	}
-	if priv < len(keys) {
-		if run, n := tr.StoreRun(owner, keys[priv:]); n > 0 {
-			if x == nil {
-				x = o.storeXfer(w, t)
-				xkeys, xslots = x.keys, x.slots
-			}
-			x.priv, x.owner, x.run = len(xkeys), owner, run
-			xkeys = append(xkeys, keys[priv:priv+n]...)
+	if run, n := tr.StoreRun(owner, runFirst, runN); n > 0 {
+		if x == nil {
+			x = o.storeXfer(w, t)
+			xkeys, xslots = x.keys, x.slots
 		}
+		x.runFirst, x.runN, x.owner, x.run = runFirst, n, owner, run
 	}
 	if x != nil {
-		if x.run == (kvcache.RunRef{}) {
-			x.priv = len(xkeys)
-		}
 		x.keys, x.slots = xkeys, xslots
-		if err := o.start(e, w, now, x, int64(len(x.keys))*o.blockBytes, o.path(w.off, t, false)); err != nil {
+		if err := o.start(e, w, now, x, (int64(len(x.keys))+x.runN)*o.blockBytes, o.path(w.off, t, false)); err != nil {
 			return err
 		}
 	}
 	if len(down) > 0 {
 		for next := t + 1; next < numTiers; next++ {
 			if w.off.tiers[next] != nil {
-				return o.storeTo(e, w, next, down, len(down), 0, now)
+				return o.storeTo(e, w, next, down, 0, 0, 0, now)
 			}
 		}
 	}
@@ -649,7 +671,7 @@ func (v *vllm) admitLoad(w *worker, r *reqState, hits []int32, done int64, now t
 	if load == 0 {
 		return loadNone
 	}
-	keys := o.tierKeys(r)[done/o.spec.BlockTokens:]
+	keys := o.tierKeys(r, o.lookupBlocks(r))[done/o.spec.BlockTokens:]
 	for i, t := range r.loadFrom {
 		if ow.tiers[t].Pinned(keys[i]) {
 			// Another request is loading these blocks: r waits for

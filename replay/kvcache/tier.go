@@ -100,7 +100,7 @@ func (t *Tier) Touch(h uint64) {
 // the most recently used. A block already held is only touched. When the
 // tier is full it evicts its least recently used ready, unpinned block and
 // returns it (victim, true) so that a write-back policy can store it
-// below. It reports ok false, changing nothing, when no block can be
+// below (a block of a run, whose key the tier does not know: victim 0). It reports ok false, changing nothing, when no block can be
 // evicted.
 func (t *Tier) Insert(h uint64) (victim uint64, evicted, ok bool) {
 	_, st, victim, evicted := t.Store(h)
@@ -135,7 +135,7 @@ func (t *Tier) Store(h uint64) (s int32, st StoreResult, victim uint64, evicted 
 			return 0, StoreDropped, 0, false
 		}
 		if t.slots[v].run != 0 {
-			victim = t.evictRun(v, 1)
+			t.evictRun(v, 1) // (its key unknown: reported as 0)
 		} else {
 			victim = t.hashes[v]
 			t.index.del(victim, v)
@@ -253,13 +253,16 @@ func (t *Tier) pushBack(s int32) {
 	t.tail = s
 }
 
-// LRU returns the held blocks, least recently used first (for tests).
-func (t *Tier) LRU() []uint64 {
+// LRU returns the held blocks, least recently used first (for tests);
+// key gives the key of block i of a run's owner.
+func (t *Tier) LRU(key func(owner uint64, i int64) uint64) []uint64 {
 	var hs []uint64
 	for s := t.head; s >= 0; s = t.slots[s].next {
 		if r := t.slots[s].run; r != 0 {
 			run := &t.runs[r-1]
-			hs = append(hs, run.keys[run.first:]...)
+			for i := run.first; i < run.end; i++ {
+				hs = append(hs, key(run.owner, i))
+			}
 			continue
 		}
 		hs = append(hs, t.hashes[s])

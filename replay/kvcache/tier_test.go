@@ -28,7 +28,7 @@ func TestTierLRU(t *testing.T) {
 	if !ok || !ev || v != 3 {
 		t.Fatalf("insert 4 evicted %d (%v, %v), want 3", v, ev, ok)
 	}
-	if got := tr.LRU(); !slices.Equal(got, []uint64{2, 1, 4}) {
+	if got := tr.LRU(nil); !slices.Equal(got, []uint64{2, 1, 4}) {
 		t.Errorf("LRU order %v, want [2 1 4]", got)
 	}
 	tr.Unpin(2)
@@ -40,7 +40,7 @@ func TestTierLRU(t *testing.T) {
 	if _, ev, ok := tr.Insert(1); !ok || ev || tr.Len() != 3 {
 		t.Errorf("re-insert: ok %v evicted %v len %d", ok, ev, tr.Len())
 	}
-	if got := tr.LRU(); !slices.Equal(got, []uint64{4, 5, 1}) {
+	if got := tr.LRU(nil); !slices.Equal(got, []uint64{4, 5, 1}) {
 		t.Errorf("LRU order %v, want [4 5 1]", got)
 	}
 	if !tr.Remove(5) || tr.Has(5) || tr.Len() != 2 {

@@ -1,5 +1,7 @@
 package kvcache
 
+import "fmt"
+
 // Runs: blocks only their owner can ask for, held as one LRU entry.
 //
 // Note: most blocks a replay stores are private to one request (no other
@@ -16,16 +18,25 @@ package kvcache
 // of their own, in place; from then on they are ordinary blocks. The
 // LRU order, hits, evictions and counters are the same as with every
 // block stored by Store (TestTierRunsMatchBlocks).
+//
+// A run does not even hold its blocks' keys, only where they lie in its
+// owner's sequence of blocks: computing them was most of the remaining
+// cost of a private block, and only Promote needs them, from the owner,
+// which can compute them. So a write-back policy, which stores what a
+// tier evicts below, cannot use runs (Store reports a run's block it
+// evicts without its key).
 
-// A tierRun is a run's blocks not yet evicted, keys[first:], least
-// recently used first, and its place among its owner's runs.
+// A tierRun is its owner's blocks first … end−1 (indices in the owner's
+// sequence of blocks) not yet evicted, least recently used first, and its
+// place among its owner's runs. A run promoted while pending (slot −1,
+// keys set) waits for CompleteRun to complete its blocks by key.
 type tierRun struct {
 	owner            uint64
-	keys             []uint64
-	first            int
-	slot             int32  // its entry in the LRU list
-	seq              uint32 // changes when the run ends (RunRef)
-	prevOwn, nextOwn int32  // the owner's other runs; -1: none
+	first, end       int64
+	slot             int32    // its entry in the LRU list
+	seq              uint32   // changes when the run ends (RunRef)
+	prevOwn, nextOwn int32    // the owner's other runs; -1: none
+	keys             []uint64 // promoted while pending: its blocks
 }
 
 // A RunRef names the run a StoreRun made, for CompleteRun.
@@ -34,16 +45,16 @@ type RunRef struct {
 	seq uint32
 }
 
-// StoreRun is Store of each of keys in order, for blocks that no one but
-// owner can ask for and that the tier does not hold (a request's private
-// blocks, each offered once): it inserts keys[:n], pending until
-// CompleteRun, evicting as those Stores would, and drops the rest. It
-// returns the run to complete (none when n is 0). The evicted blocks are
-// not reported: under a write-back policy, which stores them below,
-// store one by one.
-func (t *Tier) StoreRun(owner uint64, keys []uint64) (ref RunRef, n int) {
-	k := int64(len(keys))
-	if k == 0 {
+// StoreRun is Store of each of owner's blocks first … first+k−1 in
+// order (indices in owner's sequence of blocks, whose keys Promote
+// takes), for blocks that no one but owner can ask for and that the tier
+// does not hold (a request's private blocks, each offered once): it
+// inserts the first n of them, pending until CompleteRun, evicting as
+// those Stores would, and drops the rest. It returns the run to complete
+// (none when n is 0). The evicted blocks are not reported: under a
+// write-back policy, which stores them below, store one by one.
+func (t *Tier) StoreRun(owner uint64, first, k int64) (ref RunRef, n int64) {
+	if k <= 0 {
 		return RunRef{}, 0
 	}
 	if room := t.cap - t.n; k > room {
@@ -56,8 +67,8 @@ func (t *Tier) StoreRun(owner uint64, keys []uint64) (ref RunRef, n int) {
 			next := t.slots[s].next
 			if r := t.slots[s].run; r != 0 {
 				run := &t.runs[r-1]
-				m := min(need, int64(len(run.keys)-run.first))
-				t.evictRun(s, int(m))
+				m := min(need, run.end-run.first)
+				t.evictRun(s, m)
 				need -= m
 			} else {
 				t.index.del(t.hashes[s], s)
@@ -70,8 +81,8 @@ func (t *Tier) StoreRun(owner uint64, keys []uint64) (ref RunRef, n int) {
 			s = next
 		}
 	}
-	n = int(min(k, t.cap-t.n))
-	t.Dropped += k - int64(n)
+	n = min(k, t.cap-t.n)
+	t.Dropped += k - n
 	if n == 0 {
 		return RunRef{}, 0
 	}
@@ -88,35 +99,42 @@ func (t *Tier) StoreRun(owner uint64, keys []uint64) (ref RunRef, n int) {
 	t.hashes[s] = 0
 	t.pushBack(s)
 	run := &t.runs[i]
-	run.owner, run.keys, run.first, run.slot = owner, append(run.keys[:0], keys[:n]...), 0, s
+	run.owner, run.first, run.end, run.slot = owner, first, first+n, s
 	run.prevOwn, run.nextOwn = -1, -1
 	if j, ok := t.owners[owner]; ok {
 		run.nextOwn = j
 		t.runs[j].prevOwn = i
 	}
 	t.owners[owner] = i
-	t.n += int64(n)
-	t.Stores += int64(n)
+	t.n += n
+	t.Stores += n
 	return RunRef{i: i + 1, seq: run.seq}, n
 }
 
-// CompleteRun is Complete of keys, the blocks of run ref (StoreRun's
-// keys[:n]): a pending run is never evicted, so it is still there unless
+// CompleteRun completes the blocks of run ref (StoreRun's) as Complete
+// does: a pending run is never evicted, so it is still there unless
 // promoted, and then its blocks are completed one by one.
-func (t *Tier) CompleteRun(ref RunRef, keys []uint64) {
-	if i := ref.i - 1; i >= 0 && int(i) < len(t.runs) && t.runs[i].seq == ref.seq && t.runs[i].slot >= 0 {
-		t.slots[t.runs[i].slot].ready = true
+func (t *Tier) CompleteRun(ref RunRef) {
+	i := ref.i - 1
+	if i < 0 || int(i) >= len(t.runs) || t.runs[i].seq != ref.seq {
+		panic(fmt.Sprintf("kvcache: tier %s: completion of a run that ended", t.name))
+	}
+	run := &t.runs[i]
+	if run.slot >= 0 {
+		t.slots[run.slot].ready = true
 		return
 	}
-	for _, h := range keys {
+	for _, h := range run.keys {
 		t.Complete(h)
 	}
+	t.endRun(i)
 }
 
 // Promote makes the blocks of owner's runs blocks of their own, at their
 // places in the LRU order, so that lookups find them: call it before
-// owner looks up, touches or pins its blocks.
-func (t *Tier) Promote(owner uint64) {
+// owner looks up, touches or pins its blocks. Keys holds the keys of the
+// owner's blocks from its first (index 0) to at least its last in a run.
+func (t *Tier) Promote(owner uint64, keys []uint64) {
 	i, ok := t.owners[owner]
 	if !ok {
 		return
@@ -129,7 +147,7 @@ func (t *Tier) Promote(owner uint64) {
 		ready := t.slots[s].ready
 		// The run's slot takes its first block, the others follow it.
 		prev := s
-		for j, h := range run.keys[run.first:] {
+		for j, h := range keys[run.first:run.end] {
 			b := s
 			if j > 0 {
 				b = t.newSlot()
@@ -146,21 +164,26 @@ func (t *Tier) Promote(owner uint64) {
 			t.index.add(h, b)
 			prev = b
 		}
-		t.endRun(i)
+		if ready {
+			t.endRun(i)
+		} else {
+			// CompleteRun completes them by key.
+			run.slot = -1
+			run.keys = append(run.keys[:0], keys[run.first:run.end]...)
+		}
 		i = next
 	}
 }
 
 // evictRun evicts the first m blocks of the run at entry s, ending the
-// run when none is left, and returns the last one evicted.
-func (t *Tier) evictRun(s int32, m int) uint64 {
+// run when none is left.
+func (t *Tier) evictRun(s int32, m int64) {
 	i := t.slots[s].run - 1
 	run := &t.runs[i]
 	run.first += m
-	victim := run.keys[run.first-1]
-	t.n -= int64(m)
-	t.Evictions += int64(m)
-	if run.first == len(run.keys) {
+	t.n -= m
+	t.Evictions += m
+	if run.first == run.end {
 		t.unlink(s)
 		t.free = append(t.free, s)
 		// Off its owner's list.
@@ -176,7 +199,6 @@ func (t *Tier) evictRun(s int32, m int) uint64 {
 		}
 		t.endRun(i)
 	}
-	return victim
 }
 
 // endRun frees run i, whose entry is gone or taken over.

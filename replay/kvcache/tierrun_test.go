@@ -60,10 +60,11 @@ func TestTierRunsMatchBlocks(t *testing.T) {
 			run   RunRef
 			isRun bool
 		}
+		// Block i of owner o.
+		key := func(o uint64, i int64) uint64 { return (o+1)<<32 + uint64(i) }
 		var inflight []pending
-		visible := map[uint64]bool{} // keys anyone may look up
-		owned := map[uint64][]uint64{}
-		next := uint64(1000)
+		visible := map[uint64]bool{}   // keys anyone may look up
+		owned := map[uint64][]uint64{} // each owner's blocks, in order
 		for step := range 400 {
 			switch op := rng.IntN(10); {
 			case op < 2: // a shared block, perhaps held already
@@ -76,16 +77,17 @@ func TestTierRunsMatchBlocks(t *testing.T) {
 				}
 			case op < 4: // a run of fresh private blocks
 				owner := uint64(rng.IntN(4))
+				first := int64(len(owned[owner]))
 				keys := make([]uint64, rng.IntN(12))
 				for i := range keys {
-					next++
-					keys[i] = next
+					keys[i] = key(owner, first+int64(i))
 				}
-				run, n := tr.StoreRun(owner, keys)
+				run, n := tr.StoreRun(owner, first, int64(len(keys)))
 				for _, h := range keys {
 					ref.store(h)
 				}
-				owned[owner] = append(owned[owner], keys[:n]...)
+				// (Blocks dropped are never offered again.)
+				owned[owner] = append(owned[owner], keys...)
 				if n > 0 {
 					inflight = append(inflight, pending{keys: keys[:n], run: run, isRun: true})
 				}
@@ -94,7 +96,7 @@ func TestTierRunsMatchBlocks(t *testing.T) {
 				p := inflight[i]
 				inflight = slices.Delete(inflight, i, i+1)
 				if p.isRun {
-					tr.CompleteRun(p.run, p.keys)
+					tr.CompleteRun(p.run)
 				} else {
 					tr.CompleteAt(p.slot, p.keys[0])
 				}
@@ -105,7 +107,7 @@ func TestTierRunsMatchBlocks(t *testing.T) {
 				}
 			case op < 7: // an owner is about to look its blocks up
 				owner := uint64(rng.IntN(4))
-				tr.Promote(owner)
+				tr.Promote(owner, owned[owner])
 				for _, h := range owned[owner] {
 					visible[h] = true
 				}
@@ -156,7 +158,7 @@ func TestTierRunsMatchBlocks(t *testing.T) {
 			for _, b := range ref.blocks {
 				want = append(want, b.h)
 			}
-			if got := tr.LRU(); !slices.Equal(got, want) {
+			if got := tr.LRU(key); !slices.Equal(got, want) {
 				t.Fatalf("seed %d step %d: LRU %v, want %v", seed, step, got, want)
 			}
 			if tr.Len() != int64(len(ref.blocks)) || tr.Stores != ref.stores || tr.Evictions != ref.evictions || tr.Dropped != ref.dropped {
