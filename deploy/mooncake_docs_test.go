@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -325,4 +326,37 @@ func readOverallA10(t *testing.T) map[string]overallA10 {
 func updating() bool {
 	f := flag.Lookup("update")
 	return f != nil && f.Value.String() == "true"
+}
+
+// parseBenchSends never panics, and what it accepts it reads back the
+// same from the lines the tests write.
+func FuzzParseBenchSends(f *testing.F) {
+	f.Add([]byte("gpu_only 42 3 1 0 -1\ngpu_only 42 3 2 151266442 0\n"))
+	f.Add([]byte("l1_l2 1 0 1 5\n"))
+	f.Add([]byte("x 1 0 1 5 -2\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := parseBenchSends("sends.txt", data)
+		if err != nil {
+			return
+		}
+		var b strings.Builder
+		keys := slices.Sorted(maps.Keys(got))
+		for _, k := range keys {
+			for _, x := range got[k] {
+				fmt.Fprintf(&b, "%s %d %d %d %d\n", k, x.client, x.round, int64(x.at), x.subq)
+			}
+		}
+		again, err := parseBenchSends("again.txt", []byte(b.String()))
+		if err != nil {
+			t.Fatalf("written back: %v\n%s", err, b.String())
+		}
+		if len(again) != len(got) {
+			t.Fatalf("%d keys, read back %d", len(got), len(again))
+		}
+		for k, xs := range got {
+			if !slices.Equal(xs, again[k]) {
+				t.Fatalf("%s: %v, read back %v", k, xs, again[k])
+			}
+		}
+	})
 }
