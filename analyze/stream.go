@@ -381,7 +381,7 @@ func (m *metricStream) endPass() {
 	}
 	for _, j := range m.jobs {
 		if j.collect {
-			sortFloats(j.values)
+			selectSorted(j.values, withins(j.targets))
 			for _, t := range j.targets {
 				t.value, t.done = j.values[t.within], true
 			}
@@ -413,4 +413,14 @@ func (m *metricStream) dist() Dist {
 		d.ranks[t.rank] = t.value
 	}
 	return d
+}
+
+// withins returns the positions of targets (in ascending rank) within
+// their bucket.
+func withins(targets []*target) []int64 {
+	w := make([]int64, len(targets))
+	for i, t := range targets {
+		w[i] = t.within
+	}
+	return w
 }
