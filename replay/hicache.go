@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/opaltrace/opaltrace/replay/kvcache"
@@ -89,18 +90,23 @@ func (o *offload) pageKeys(w *worker, r *reqState, m int64) []uint64 {
 }
 
 // hostRun returns how many tokens, from token from (page-aligned) up to
-// limit, continue in whole pages that w's L2 holds ready.
+// limit, continue in whole pages that w's L2 holds ready, touching them;
+// w.off.hits holds their slots.
 func (o *offload) hostRun(w *worker, r *reqState, from, limit int64) int64 {
 	P := o.spec.BlockTokens
 	o.expose(w, r)
 	keys := o.pageKeys(w, r, o.lookupBlocks(r))
 	host := w.off.tiers[tierHost]
-	n := int64(0)
-	for p := from / P; p < int64(len(keys)) && (p+1)*P <= limit && host.Contains(keys[p]); p++ {
-		host.Touch(keys[p])
-		n += P
+	hits := w.off.hits[:0]
+	for p := from / P; p < int64(len(keys)) && (p+1)*P <= limit; p++ {
+		s, ok := host.Hit(keys[p])
+		if !ok {
+			break
+		}
+		hits = append(hits, s)
 	}
-	return n
+	w.off.hits = hits
+	return int64(len(hits)) * P
 }
 
 // prefetch starts r's L3 prefetch as it joins w's queue at now, when
@@ -118,9 +124,16 @@ func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) er
 	keys := o.pageKeys(w, r, o.lookupBlocks(r))
 	host, st := ow.tiers[tierHost], ow.tiers[t]
 	var fetch []uint64
-	for p := m / P; p < int64(len(keys)) && st.Contains(keys[p]) && !host.Has(keys[p]); p++ {
+	slots := ow.hits[:0]
+	for p := m / P; p < int64(len(keys)); p++ {
+		s, ok := st.Find(keys[p])
+		if !ok || host.Has(keys[p]) {
+			break
+		}
 		fetch = append(fetch, keys[p])
+		slots = append(slots, s)
 	}
+	ow.hits = slots
 	if int64(len(fetch))*P < o.spec.HiCache.PrefetchThreshold || len(fetch) == 0 {
 		return nil
 	}
@@ -133,8 +146,8 @@ func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) er
 			return nil
 		}
 	}
-	for _, k := range fetch {
-		st.Pin(k)
+	for _, s := range slots {
+		st.PinAt(s)
 	}
 	pf := &hiPrefetch{node: ow.node, tier: t, keys: fetch, start: now, deadline: never, skipped: never}
 	h := o.spec.HiCache
@@ -144,7 +157,7 @@ func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) er
 	}
 	r.pf = pf
 	ow.loading++
-	if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: fetch, kind: xferPrefetch}, int64(len(fetch))*o.blockBytes, o.storagePath(ow, t)); err != nil {
+	if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: fetch, slots: slices.Clone(slots), kind: xferPrefetch}, int64(len(fetch))*o.blockBytes, o.storagePath(ow, t)); err != nil {
 		return err
 	}
 	pf.id = o.nextID
@@ -224,8 +237,8 @@ func (o *offload) dropPrefetch(w *worker, r *reqState) {
 // prefetched handles the end of prefetch x's transfer at now.
 func (o *offload) prefetched(e *engine, x *xfer, id int64, now trace.Time) {
 	st := x.w.off.tiers[x.tier]
-	for _, k := range x.keys {
-		st.Unpin(k)
+	for _, s := range x.slots {
+		st.UnpinAt(s)
 	}
 	if pf := x.r.pf; pf != nil && pf.id == id {
 		pf.done = true
@@ -248,16 +261,17 @@ func (o *offload) admitHost(w *worker, r *reqState, prefix int64) int64 {
 	host := w.off.tiers[tierHost]
 	// Pinned first: the allocation may evict from the radix cache, and
 	// under write_back that writes pages to L2, evicting from it.
-	for _, k := range keys {
-		host.Pin(k)
+	slots := slices.Clone(w.off.hits) // (hostRun's)
+	for _, s := range slots {
+		host.PinAt(s)
 	}
 	if !g.tree.Alloc(n) {
-		for _, k := range keys {
-			host.Unpin(k)
+		for _, s := range slots {
+			host.UnpinAt(s)
 		}
 		return 0
 	}
-	w.off.stepLoads = append(w.off.stepLoads, &xfer{w: w, r: r, tier: tierHost, keys: keys, kind: xferStepLoad})
+	w.off.stepLoads = append(w.off.stepLoads, &xfer{w: w, r: r, tier: tierHost, keys: keys, slots: slots, kind: xferStepLoad})
 	if !r.scheduled {
 		st := min(r.pfTok, n)
 		r.tierHit[tierHost] += n - st
@@ -289,8 +303,8 @@ func (o *offload) startStepLoads(e *engine, w *worker, now trace.Time, d time.Du
 // stepLoaded handles the end, at at, of load x of the step in flight.
 func (o *offload) stepLoaded(e *engine, x *xfer, at trace.Time) {
 	ow := x.w.off
-	for _, k := range x.keys {
-		ow.tiers[tierHost].Unpin(k)
+	for _, s := range x.slots {
+		ow.tiers[tierHost].UnpinAt(s)
 	}
 	r := x.r
 	r.loadEnd = at

@@ -177,6 +177,7 @@ type offWorker struct {
 	stepCompute time.Duration
 	now         trace.Time // the time of the step being built (write_back)
 	wb          []uint64   // scratch of writeBack
+	hits        []int32    // scratch: the slots hostRun or prefetch found
 }
 
 // An xfer is a transfer in flight: a load of blocks into a request's GPU

@@ -275,3 +275,41 @@ func (t *Tier) Pinned(h uint64) bool {
 	s, ok := t.lookup(h)
 	return ok && t.slots[s].pins > 0
 }
+
+// Hit is Contains and Touch of block h in one lookup: it reports whether
+// the tier holds h stored and ready, and if so makes it the most
+// recently used and returns its slot, which PinAt and UnpinAt take
+// instead of looking h up again.
+func (t *Tier) Hit(h uint64) (int32, bool) {
+	s, ok := t.lookup(h)
+	if !ok || !t.slots[s].ready {
+		return 0, false
+	}
+	t.unlink(s)
+	t.pushBack(s)
+	return s, true
+}
+
+// Find is Contains that returns the block's slot (for PinAt).
+func (t *Tier) Find(h uint64) (int32, bool) {
+	s, ok := t.lookup(h)
+	return s, ok && t.slots[s].ready
+}
+
+// PinAt is Pin of the block at slot s (Hit's or Find's, nothing changed
+// in the tier since).
+func (t *Tier) PinAt(s int32) {
+	if t.slots[s].run != 0 {
+		panic(fmt.Sprintf("kvcache: tier %s: pin of a run", t.name))
+	}
+	t.slots[s].pins++
+}
+
+// UnpinAt is Unpin of the block at slot s, pinned by PinAt: a pinned
+// block stays at its slot.
+func (t *Tier) UnpinAt(s int32) {
+	if t.slots[s].pins == 0 {
+		panic(fmt.Sprintf("kvcache: tier %s: unpin of slot %d not pinned", t.name, s))
+	}
+	t.slots[s].pins--
+}

@@ -133,11 +133,21 @@ func TestTierRunsMatchBlocks(t *testing.T) {
 				}
 				switch rng.IntN(4) {
 				case 0:
-					tr.Touch(h)
+					if rng.IntN(2) == 0 {
+						tr.Touch(h)
+					} else if _, ok := tr.Hit(h); ok != ref.blocks[j].ready {
+						t.Fatalf("seed %d step %d: Hit(%d) %v", seed, step, h, ok)
+					} else if !ok {
+						break // (Hit touches only a ready block)
+					}
 					b := ref.blocks[j]
 					ref.blocks = append(slices.Delete(ref.blocks, j, j+1), b)
 				case 1:
-					tr.Pin(h)
+					if s, ok := tr.Find(h); ok {
+						tr.PinAt(s)
+					} else {
+						tr.Pin(h)
+					}
 					ref.blocks[j].pins++
 				case 2:
 					if ref.blocks[j].pins > 0 {
