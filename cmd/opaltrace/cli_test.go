@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v3"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -125,5 +130,39 @@ func TestIngestRecordsBaseNames(t *testing.T) {
 		if r.File != filepath.Base(in) {
 			t.Errorf("run %s records file %q, want %q", r.Name, r.File, filepath.Base(in))
 		}
+	}
+}
+
+// TestOverrideFlagsHideDefault: the help of every command shows no
+// default after the usage of a flag that only overrides
+// (hideOverrideDefault), whatever its value type, and still shows other
+// flags' defaults.
+func TestOverrideFlagsHideDefault(t *testing.T) {
+	var overrides, defaults int
+	for _, c := range newApp(io.Discard, io.Discard).Commands {
+		var out bytes.Buffer
+		if err := run(context.Background(), &out, io.Discard, []string{"opaltrace", c.Name, "--help"}); err != nil {
+			t.Fatalf("%s --help: %v", c.Name, err)
+		}
+		help := out.String()
+		defaults += strings.Count(help, "(default: ")
+		for _, f := range c.Flags {
+			d, ok := f.(cli.DocGenerationFlag)
+			if !ok || !strings.HasPrefix(d.GetUsage(), "override:") {
+				continue
+			}
+			overrides++
+			_, after, found := strings.Cut(help, d.GetUsage())
+			if !found {
+				t.Errorf("%s: the help lacks %q", c.Name, d.GetUsage())
+				continue
+			}
+			if line, _, _ := strings.Cut(after, "\n"); strings.Contains(line, "(default:") {
+				t.Errorf("%s: the override %v shows a default:%s", c.Name, f.Names(), line)
+			}
+		}
+	}
+	if overrides == 0 || defaults == 0 {
+		t.Errorf("%d override flags and %d defaults in the help: the check saw nothing", overrides, defaults)
 	}
 }

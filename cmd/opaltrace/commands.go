@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -52,21 +53,19 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 // hideOverrideDefault hides the default of an override flag in the help:
 // unset, an override changes nothing, so "(default: 0)" would be a value
 // the run does not use.
+//
+// Note: every flag of urfave/cli v3 is a *cli.FlagBase of its value type,
+// with the same Usage and HideDefault fields; a type switch named each
+// instantiation in use, and missed any new one.
 func hideOverrideDefault(f cli.Flag) {
-	usage := func(u string) bool { return strings.HasPrefix(u, "override:") }
-	switch f := f.(type) {
-	case *cli.IntFlag:
-		f.HideDefault = f.HideDefault || usage(f.Usage)
-	case *cli.Int64Flag:
-		f.HideDefault = f.HideDefault || usage(f.Usage)
-	case *cli.Uint64Flag:
-		f.HideDefault = f.HideDefault || usage(f.Usage)
-	case *cli.FloatFlag:
-		f.HideDefault = f.HideDefault || usage(f.Usage)
-	case *cli.BoolFlag:
-		f.HideDefault = f.HideDefault || usage(f.Usage)
-	case *cli.StringFlag:
-		f.HideDefault = f.HideDefault || usage(f.Usage)
+	v := reflect.ValueOf(f)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return
+	}
+	usage, hide := v.Elem().FieldByName("Usage"), v.Elem().FieldByName("HideDefault")
+	if usage.Kind() == reflect.String && hide.Kind() == reflect.Bool && hide.CanSet() &&
+		strings.HasPrefix(usage.String(), "override:") {
+		hide.SetBool(true)
 	}
 }
 
