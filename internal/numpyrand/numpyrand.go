@@ -82,3 +82,40 @@ func (g *Legacy) StandardExponential() float64 {
 func (g *Legacy) Exponential(scale float64) float64 {
 	return scale * g.StandardExponential()
 }
+
+// Randint returns one element of numpy.random.randint(low, high, size):
+// an integer in [low, high), drawn as numpy's legacy generator draws each
+// element of an array (random_bounded_uint64_fill with masked rejection:
+// a 32-bit output masked to the smallest all-ones mask covering
+// high−1−low, drawn again while above it; a range of one value draws
+// nothing; ranges wider than 32 bits take two outputs, high word first).
+// It panics unless low < high.
+func (g *Legacy) Randint(low, high int64) int64 {
+	if low >= high {
+		panic("numpyrand: Randint: low >= high")
+	}
+	rng := uint64(high - 1 - low)
+	if rng == 0 {
+		return low
+	}
+	mask := rng
+	for s := uint(1); s < 64; s <<= 1 {
+		mask |= mask >> s
+	}
+	switch {
+	case rng == math.MaxUint32:
+		return low + int64(g.Uint32())
+	case rng < math.MaxUint32:
+		for {
+			if v := uint64(g.Uint32()) & mask; v <= rng {
+				return low + int64(v)
+			}
+		}
+	}
+	for {
+		v := uint64(g.Uint32())<<32 | uint64(g.Uint32())
+		if v &= mask; v <= rng {
+			return low + int64(v)
+		}
+	}
+}

@@ -36,3 +36,21 @@ func TestReference(t *testing.T) {
 		t.Errorf("10000th output %d, want 4123659995", v)
 	}
 }
+
+// numpy.random.seed(0); numpy.random.randint(0, 10, size=5) is
+// [5, 0, 3, 3, 7], and with seed 42 [6, 3, 7, 4, 6] (values every numpy
+// tutorial prints); a range of one value draws nothing.
+func TestRandint(t *testing.T) {
+	for seed, want := range map[uint32][]int64{0: {5, 0, 3, 3, 7}, 42: {6, 3, 7, 4, 6}} {
+		g := NewLegacy(seed)
+		for i, w := range want {
+			if got := g.Randint(0, 10); got != w {
+				t.Errorf("seed %d: randint #%d = %d, want %d", seed, i, got, w)
+			}
+		}
+	}
+	g, h := NewLegacy(7), NewLegacy(7)
+	if g.Randint(4, 5) != 4 || g.Uint32() != h.Uint32() {
+		t.Error("a one-value range drew from the generator")
+	}
+}
