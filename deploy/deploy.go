@@ -148,7 +148,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	}
 	if EngineName(cfg) == replay.EngineSGLang {
 		// Priced only when a cost model gives eager_layer_launch_s.
-		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, dep.Hardware.MemBytes, dep.TP)
+		dep.CUDAGraphMaxBS = SGLangCUDAGraphMaxBS(run, dep.Hardware.MemBytes, dep.TP)
 	}
 	if EngineName(cfg) == replay.EngineVLLM {
 		if note := vllmBatchDefaults(c, &cfg, dep.Hardware, run.Extra["engine_version"]); note != "" {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -54,6 +55,18 @@ func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
 			return err
 		}
 	}
+	// The overlap scheduler is on by default from v0.4; a run of an
+	// earlier version that records none ran without it.
+	if !model.SGLangOverlapByDefault(run.Extra["engine_version"]) {
+		s.DisableOverlapSchedule = true
+	}
+	opt("disable_overlap_schedule", flag(&s.DisableOverlapSchedule))
+	// SGLang's bench_serving sends every request with ignore_eos (unless
+	// --disable-ignore-eos, which its results do not record), which
+	// changes how the server admits them (replay.SGLangConfig.IgnoreEOS).
+	if run.Source == "sglang-bench" {
+		s.IgnoreEOS = true
+	}
 	opt("disable_radix_cache", flag(&s.DisableRadixCache))
 	opt("enable_mixed_chunk", flag(&s.EnableMixedChunk))
 	opt("chunked_prefill_size", count(&s.ChunkedPrefillSize))
@@ -80,7 +93,7 @@ func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// sglangCUDAGraphMaxBS returns the decode batch size up to which an
+// SGLangCUDAGraphMaxBS returns the decode batch size up to which an
 // SGLang worker replays CUDA graphs: the run's
 // recorded cuda_graph_max_bs, -1 when it recorded disable_cuda_graph,
 // else SGLang's default of the DataCrunch runs' time (server_args.py,
@@ -88,7 +101,7 @@ func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
 // and 80 from TP4). Later versions choose larger defaults by GPU memory
 // (up to 512 at TP4 and more on an H200), which a run of theirs must
 // record.
-func sglangCUDAGraphMaxBS(run trace.Run, memBytes int64, tp int) int {
+func SGLangCUDAGraphMaxBS(run trace.Run, memBytes int64, tp int) int {
 	if b, err := strconv.ParseBool(run.Extra[engineOptPrefix+"disable_cuda_graph"]); err == nil && b {
 		return -1
 	}

@@ -17,9 +17,9 @@ import (
 //   - SGLang: the pool is what mem_fraction_static of each GPU's memory
 //     leaves after the weights (model_runner's profile_max_num_token:
 //     free memory after loading, minus total·(1 − mem_fraction_static)),
-//     over the KV bytes one token takes on a rank; mem_fraction_static
-//     defaults by tensor-parallel size as server_args does (0.88 at TP1,
-//     0.87 at 2, 0.85 at 4, 0.81 at 8, 0.79 at 16 or more);
+//     over the KV bytes one token takes on a rank (model.Deployment.
+//     SGLangKVCacheTokens); mem_fraction_static defaults by tensor-parallel
+//     size as server_args does (model.SGLangMemFractionStatic);
 //   - vLLM: gpu_memory_utilization of each GPU's memory, minus the
 //     weights, the activations of the profiling run of the scheduler's
 //     max_num_batched_tokens and max_num_seqs, the non-torch memory and
@@ -43,19 +43,17 @@ func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, version str
 		frac := c.MemFractionStatic
 		how := "mem_fraction_static"
 		if frac == 0 {
-			frac = sglangMemFraction(dep.TP * max(dep.PP, 1))
+			frac = model.SGLangMemFractionStatic(dep.TP * max(dep.PP, 1))
 			how = "SGLang's default mem_fraction_static for TP" + fmt.Sprint(dep.TP)
 		}
-		weights := dep.WeightBytesPerRank()
-		pool := int64(float64(dep.Hardware.MemBytes)*frac) - weights
-		tokens := int64(0)
-		if pool > 0 {
-			tokens = pool / dep.KVBytesPerTokenPerRank()
+		tokens, err := dep.SGLangKVCacheTokens(frac)
+		if err == nil && tokens < block {
+			err = fmt.Errorf("%s on %d×%s at mem_fraction_static %v: room for %d KV tokens, less than a %d-token block", dep.LLM.Name, dep.TP, dep.Hardware.Name, frac, tokens, block)
 		}
-		if tokens < block {
-			return 0, "", fmt.Errorf("%s on %d×%s does not fit at mem_fraction_static %v: %.2f GiB of weights per GPU of %.2f GiB allowed", dep.LLM.Name, dep.TP, dep.Hardware.Name, frac, float64(weights)/gib, float64(dep.Hardware.MemBytes)*frac/gib)
+		if err != nil {
+			return 0, "", err
 		}
-		return tokens, fmt.Sprintf("%d tokens (SGLang: %s %g × %.2f GiB − %.2f GiB weights per GPU)", tokens, how, frac, float64(dep.Hardware.MemBytes)/gib, float64(weights)/gib), nil
+		return tokens, fmt.Sprintf("%d tokens (SGLang: %s %g × %.2f GiB − %.2f GiB weights per GPU)", tokens, how, frac, float64(dep.Hardware.MemBytes)/gib, float64(dep.WeightBytesPerRank())/gib), nil
 	}
 	dep.BlockSize = block
 	defaults := replay.DefaultConfig().Scheduler
@@ -75,20 +73,4 @@ func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, version str
 	}
 	return tokens, fmt.Sprintf("%d tokens (%s per GPU, gpu_memory_utilization %g of %.2f GiB, profiled at %d tokens and %d sequences: %s)",
 		tokens, v, c.GPUMemoryUtilization, float64(dep.Hardware.MemBytes)/gib, p.MaxNumBatchedTokens, p.MaxNumSeqs, mem), nil
-}
-
-// sglangMemFraction is SGLang's default mem_fraction_static for a
-// server of tp GPUs (server_args.py, v0.3 to v0.4).
-func sglangMemFraction(tp int) float64 {
-	switch {
-	case tp >= 16:
-		return 0.79
-	case tp >= 8:
-		return 0.81
-	case tp >= 4:
-		return 0.85
-	case tp >= 2:
-		return 0.87
-	}
-	return 0.88
 }

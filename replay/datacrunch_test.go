@@ -76,14 +76,17 @@ func medianOf(x []float64) float64 {
 
 // TestDataCrunchPinnedNotJudged regenerates every DataCrunch Llama-3.3-70B
 // SGLang benchmark run (summary only: its arguments and its reported
-// numbers) from its recorded workload, replays it on one simulated H200 ×4
-// (TP4) worker with the default, uncalibrated roofline cost model, and
+// numbers) from its recorded workload, with the lengths and send times
+// bench_serving drew (seed 0: its default --seed 1), replays it on one
+// simulated H200 ×4 (TP4) worker with the default, uncalibrated roofline
+// cost model and the KV pool SGLang's default mem_fraction_static gives, and
 // records observed against simulated median TTFT, median ITL and mean E2E
 // with the relative error. The simulated worker runs SGLang's scheduler
-// with the radix cache off, as the runs had --disable-radix-cache, and
-// SGLang's defaults otherwise (max_running_requests from the pool and the
-// model's context length); ShareGPT runs cannot be regenerated from their
-// arguments and are listed as such.
+// with the radix cache off, as the runs had --disable-radix-cache, the
+// requests' ignore_eos (bench_serving's default) and SGLang's defaults
+// otherwise (the overlap scheduler, max_running_requests from the pool and
+// the model's context length); ShareGPT runs cannot be regenerated from
+// their arguments and are listed as such.
 //
 // Note: this test pins numbers it does not judge. The golden file makes
 // any change of the simulated numbers visible in review, but no error is
@@ -111,20 +114,21 @@ func TestDataCrunchPinnedNotJudged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := dep.KVCacheTokens(0.9)
+	frac := model.SGLangMemFractionStatic(4)
+	kv, err := dep.SGLangKVCacheTokens(frac)
 	if err != nil {
 		t.Fatal(err)
 	}
 	off := false
 	var b strings.Builder
 	fmt.Fprintf(&b, "# DataCrunch Llama-3.3-70B on H200 TP4 (SGLang, --disable-radix-cache): observed vs simulated\n")
-	fmt.Fprintf(&b, "# simulated: roofline %s, %d KV tokens at 0.9 memory, SGLang scheduler (radix cache off, SGLang's defaults), seed 1\n", llm.Name, kv)
+	fmt.Fprintf(&b, "# simulated: roofline %s, %d KV tokens (SGLang's mem_fraction_static %g at TP4), SGLang scheduler (radix cache off, overlap on, ignore_eos requests, SGLang's defaults), bench_serving's draws (seed 1)\n", llm.Name, kv, frac)
 	fmt.Fprintf(&b, "# pinned, not judged: the uncalibrated errors are recorded so that a change shows; no bound is checked\n")
 	fmt.Fprintf(&b, "# %-44s %28s %28s %28s\n", "run (file#line)", "median TTFT ms (obs sim err)", "median ITL ms (obs sim err)", "mean E2E ms (obs sim err)")
 	for _, path := range files {
 		for _, run := range readSGLangBench(t, path) {
 			name := run.Name
-			reqs, mode, err := Regenerate(run, 1)
+			reqs, mode, err := Regenerate(run, 0)
 			if err != nil {
 				fmt.Fprintf(&b, "%-46s not regenerated: %v\n", name, strings.TrimPrefix(err.Error(), "run "+run.Name+": "))
 				continue
@@ -139,7 +143,7 @@ func TestDataCrunchPinnedNotJudged(t *testing.T) {
 			}
 			cfg := Config{Workload: mode, Scheduler: SchedulerConfig{
 				Engine: EngineSGLang, EnablePrefixCaching: &off,
-				SGLangConfig: SGLangConfig{DisableRadixCache: true, ContextLength: llm.MaxPositionEmbeddings},
+				SGLangConfig: SGLangConfig{DisableRadixCache: true, IgnoreEOS: true, ContextLength: llm.MaxPositionEmbeddings},
 			}}
 			var ttft, itl []float64
 			var e2e float64
@@ -168,4 +172,46 @@ func TestDataCrunchPinnedNotJudged(t *testing.T) {
 	}
 	t.Log("\n" + b.String())
 	golden.Check(t, "testdata/datacrunch.golden", []byte(b.String()))
+}
+
+// TestSGLangBenchDraws checks that Regenerate draws what SGLang's
+// bench_serving drew: for every random-dataset DataCrunch run, the prompt
+// and output lengths sglangBench draws add up exactly to the run's
+// recorded total_input_tokens and total_output_tokens (the client sums
+// the lengths it asked for), and the last send falls before the run's
+// recorded duration ended.
+func TestSGLangBenchDraws(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, f := range []string{"online", "offline"} {
+		path := shareddata.Path(t, "formats/sglang_bench_serving/datacrunch-research_h200-benchmarks_llama_3_3_70b_"+f+"_output.jsonl")
+		for _, run := range readSGLangBench(t, path) {
+			if run.Workload.Dataset != "random" {
+				continue
+			}
+			var rep struct {
+				In       int64   `json:"total_input_tokens"`
+				Out      int64   `json:"total_output_tokens"`
+				Duration float64 `json:"duration"`
+			}
+			if err := json.Unmarshal(run.Reported, &rep); err != nil {
+				t.Fatal(err)
+			}
+			in, out, at := sglangBench(run.Workload, 0, math.IsInf(float64(run.Workload.RequestRate), 1))
+			var sumIn, sumOut int64
+			for i := range in {
+				sumIn += in[i]
+				sumOut += out[i]
+			}
+			if sumIn != rep.In || sumOut != rep.Out || at[len(at)-1] >= rep.Duration {
+				t.Errorf("%s: drew %d input and %d output tokens, last send at %.1f s; the run recorded %d, %d and a %.1f s duration",
+					run.Name, sumIn, sumOut, at[len(at)-1], rep.In, rep.Out, rep.Duration)
+			}
+			t.Logf("%s: last send %.1f s, duration %.1f s", run.Name, at[len(at)-1], rep.Duration)
+			n++
+		}
+	}
+	if n != 11 {
+		t.Errorf("%d random runs checked, want 11", n)
+	}
 }

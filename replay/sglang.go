@@ -58,6 +58,17 @@ const (
 // only when it finishes (cache_finished_req); a retracted request keeps
 // its inserted prefix in the tree, unlocked, and frees the rest.
 //
+// With the overlap scheduler (SGLang's default from v0.4), a step is built
+// when the step before begins, so a request that reaches the worker while
+// a step runs joins the second build after it, not the next: its TTFT
+// holds one step more. (The batch built ahead also still holds the
+// requests the step before finished, and cannot use the tokens they free;
+// not modelled.) With the radix cache off and requests that carry
+// ignore_eos, admission is add_one_req_ignore_eos's: a request goes in if
+// every request could then run to its end, the first of a prefill even
+// when the new_token_ratio budget is spent (which stops the prefill after
+// it).
+//
 // The rules follow SGLang v0.4's scheduler (schedule_policy.py,
 // schedule_batch.py, scheduler.py); later versions add features (priority
 // scheduling, hierarchical cache, speculative decoding, overlap
@@ -69,16 +80,21 @@ const (
 // (SGLang fails with "Prefill out of memory"); and a decode that cannot
 // get a token even after retraction waits a step (SGLang fails).
 type sglang struct {
-	tree       *kvcache.Radix
-	empty      *kvcache.Cache // Step.KV: SGLang has no block cache
-	bs         int64          // tokens per block, the unit of freeBlocks and evictions
-	radix      bool           // radix cache on (else every token is private)
-	page       int64          // page_size: the radix cache holds and matches whole pages
-	lpm        bool
-	chunk      int64 // chunked_prefill_size
-	maxPrefill int64 // max_prefill_tokens
-	maxRun     int   // max_running_requests
-	mixed      bool  // enable_mixed_chunk
+	tree        *kvcache.Radix
+	empty       *kvcache.Cache // Step.KV: SGLang has no block cache
+	bs          int64          // tokens per block, the unit of freeBlocks and evictions
+	radix       bool           // radix cache on (else every token is private)
+	page        int64          // page_size: the radix cache holds and matches whole pages
+	lpm         bool
+	chunk       int64      // chunked_prefill_size
+	maxPrefill  int64      // max_prefill_tokens
+	maxRun      int        // max_running_requests
+	mixed       bool       // enable_mixed_chunk
+	overlap     bool       // the overlap scheduler (not disable_overlap_schedule)
+	cutoff      trace.Time // overlap: a request that reached the worker after this waits a step
+	ignoreEOS   bool       // every request runs to its max_new_tokens (ignore_eos)
+	states      []sgState  // scratch: add_one_req_ignore_eos's req_states, by tokens left
+	statesBuilt bool
 
 	ratio, minRatio, decay float64 // new_token_ratio and its floor and decay
 
@@ -168,6 +184,18 @@ type SGLangConfig struct {
 	// EnableMixedChunk runs the decodes in the prefill step instead of
 	// stalling them.
 	EnableMixedChunk bool `yaml:"enable_mixed_chunk,omitempty"`
+	// DisableOverlapSchedule turns SGLang's overlap scheduler off (on
+	// by default from v0.4): with it, the next batch is built while the
+	// GPU runs the current one, so a request that arrives during a step
+	// misses the batch already built and waits one step more.
+	DisableOverlapSchedule bool `yaml:"disable_overlap_schedule,omitempty"`
+	// IgnoreEOS says the clients' requests carry ignore_eos (SGLang's
+	// bench_serving sends it unless --disable-ignore-eos): each runs to
+	// its max_new_tokens, and with the radix cache off SGLang admits
+	// such a request only if every running request can then run to its
+	// end without retraction (PrefillAdder.add_one_req_ignore_eos),
+	// instead of the new_token_ratio estimate.
+	IgnoreEOS bool `yaml:"ignore_eos,omitempty"`
 	// DisableRadixCache turns SGLang's prefix cache off.
 	DisableRadixCache bool `yaml:"disable_radix_cache,omitempty"`
 	// ScheduleConservativeness scales the initial new_token_ratio
@@ -319,6 +347,8 @@ func newSGLangScheduler(s SchedulerConfig, blocks int64, _ *testSwitches) schedu
 		maxPrefill: s.MaxPrefillTokens,
 		maxRun:     s.MaxRunningRequests,
 		mixed:      s.EnableMixedChunk,
+		overlap:    !s.DisableOverlapSchedule,
+		ignoreEOS:  s.IgnoreEOS,
 		page:       max(s.PageSize, 1),
 	}
 	init := min(sgInitNewTokenRatio*s.ScheduleConservativeness, 1)
@@ -428,6 +458,13 @@ func (g *sglang) build(w *worker, now trace.Time) {
 		w.off.now = now
 	}
 	g.flush()
+	// Overlap (event_loop_overlap): the batch that runs now was built
+	// when the step before began, from the requests received by then.
+	// An idle worker builds at once.
+	g.cutoff = now
+	if g.overlap && len(w.running) > 0 {
+		g.cutoff = w.prevStart
+	}
 	g.extend = g.prefill(w, now)
 	if !g.extend {
 		g.decode(w, now)
@@ -481,6 +518,8 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 		remChunk -= extend
 	}
 	g.admit = g.admit[:0]
+	g.states = g.states[:0]
+	g.statesBuilt = false
 	if c := g.chunked; c != nil {
 		// add_chunked_req: the chunked request goes first.
 		extend := c.numTokens() - c.computed
@@ -505,6 +544,9 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 			g.full = true
 			break
 		}
+		if r.workerArrival > g.cutoff && r.workerArrival < now {
+			continue // overlap: not received when this batch was built
+		}
 		if w.off != nil && !w.off.o.prefetchReady(w, r, now) {
 			continue // its L3 prefetch holds it in the queue
 		}
@@ -517,15 +559,23 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 		maxNew := min(r.maxOut, sgClipMaxNewTokens)
 		total := float64(extend + maxNew)
 		force := bs == 0 && len(g.admit) == 0 && extend <= g.tree.Free()+g.tree.Evictable()
-		if total >= avail()-totalOff && !force {
-			g.full = true
-			break
-		}
-		if extend > remInput && len(g.admit) != 0 {
-			break
+		exact := !g.radix && g.ignoreEOS // add_one_req_ignore_eos: no ratio pre-check
+		if exact {
+			if !force && !g.fitsToEnd(r, running, avail()-curOff) {
+				g.full = true
+				break
+			}
+		} else {
+			if total >= avail()-totalOff && !force {
+				g.full = true
+				break
+			}
+			if extend > remInput && len(g.admit) != 0 {
+				break
+			}
 		}
 		g.tree.Lock(node)
-		if total > avail()-totalOff && !force {
+		if !exact && total > avail()-totalOff && !force {
 			g.tree.Unlock(node)
 			g.full = true
 			break
@@ -771,4 +821,80 @@ func (d *deque) filter(keep func(*reqState) bool) {
 		d.buf[(d.head+i)%len(d.buf)] = nil
 	}
 	d.size = kept
+}
+
+// An sgState is a request's entry of add_one_req_ignore_eos's req_states:
+// the tokens it has left to decode and the tokens it holds.
+type sgState struct{ left, occ float64 }
+
+// stateOf is r's entry, and whether it has tokens left (SGLang lists only
+// those): max_new_tokens − its output, with new_token_ratio in place of 1
+// for a request without ignore_eos.
+func (g *sglang) stateOf(r *reqState) (sgState, bool) {
+	ratio := 1.0
+	if !g.ignoreEOS {
+		ratio = g.ratio
+	}
+	left := float64(r.maxOut)*ratio - float64(r.out)
+	return sgState{left, float64(r.prompt + r.out)}, left > 0
+}
+
+// fitsToEnd is add_one_req_ignore_eos's check that r may be admitted:
+// with the running requests and those admitted so far sorted by tokens
+// left, the pool (curRem, less r's prompt) must hold every request still
+// running at each point where one finishes, each grown by the steps until
+// then, counting the tokens of those already finished as freed. The
+// entries are listed once per prefill (r, the running batch, the admitted
+// ones, then sorted) and later candidates inserted before the first entry
+// with at least as many tokens left (or, as SGLang's loop leaves its
+// index, before the last one).
+func (g *sglang) fitsToEnd(r *reqState, running []*reqState, curRem float64) bool {
+	st, ok := g.stateOf(r)
+	if !g.statesBuilt {
+		if ok {
+			g.states = append(g.states, st)
+		}
+		for _, x := range running {
+			if s, ok := g.stateOf(x); ok {
+				g.states = append(g.states, s)
+			}
+		}
+		for _, a := range g.admit {
+			if s, ok := g.stateOf(a.r); ok {
+				g.states = append(g.states, s)
+			}
+		}
+		slices.SortStableFunc(g.states, func(a, b sgState) int {
+			switch {
+			case a.left < b.left:
+				return -1
+			case a.left > b.left:
+				return 1
+			}
+			return 0
+		})
+		g.statesBuilt = true
+	} else if ok {
+		i := 0
+		for i = range g.states {
+			if st.left <= g.states[i].left {
+				break
+			}
+		}
+		g.states = slices.Insert(g.states, i, st)
+	}
+	cur := curRem - float64(r.prompt)
+	var freed float64
+	n := len(g.states)
+	for i, s := range g.states {
+		steps := s.left
+		if i+1 < n {
+			steps = g.states[i+1].left
+		}
+		if cur+freed-steps*float64(n-i) <= 0 {
+			return false
+		}
+		freed += s.occ
+	}
+	return true
 }

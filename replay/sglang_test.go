@@ -12,9 +12,12 @@ import (
 
 // sgConfig is an SGLang worker with 1-token pages (SGLang's default page
 // size, so that the validator's whole-block check holds for token-granular
-// prefix hits) and the given KV capacity in tokens.
+// prefix hits) and the given KV capacity in tokens, without the overlap
+// scheduler (the step-by-step traces below follow the other rules; the
+// overlap's one-step delay is TestSGLangOverlap's).
 func sgConfig(tokens int64) Config {
-	return Config{Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: tokens}}
+	return Config{Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: tokens,
+		SGLangConfig: SGLangConfig{DisableOverlapSchedule: true}}}
 }
 
 // sgReplay is replay with the radix cache's accounting checked at every
@@ -111,6 +114,32 @@ func TestSGLangPrefillFirst(t *testing.T) {
 		t.Errorf("mixed step 3: %s", steps[2])
 	}
 	nearAll(t, "mixed a itl", got["a"].ITLSec[:2], []float64{0.00101, 0.00301})
+}
+
+// The overlap scheduler builds a step when the step before begins: b,
+// arriving at 2.5 ms while step 2 [2, 3.01 ms] runs, misses step 3 (built
+// at 2 ms), which decodes a alone; step 4 prefills b. A request reaching
+// an idle worker is built into a step at once.
+func TestSGLangOverlap(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+	reqs := []*trace.Request{req("a", 0, 100, 5), req("b", 2500*time.Microsecond, 200, 2)}
+	cfg := sgConfig(10000)
+	cfg.Scheduler.DisableOverlapSchedule = false
+	got, _, _, steps := sgReplay(t, cfg, cost, reqs)
+	want := []string{
+		"0s-2ms r1 w0 p0 P0+100",
+		"2ms-3.01ms r1 w0 p0 D100",
+		"3.01ms-4.02ms r1 w1 p0 D101",
+		"4.02ms-7.02ms r2 w0 p0 P0+200",
+		"7.02ms-8.04ms r2 w0 p0 D102 D200",
+		"8.04ms-9.05ms r1 w0 p0 D103",
+	}
+	if strings.Join(steps, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("steps\n%s\nwant\n%s", strings.Join(steps, "\n"), strings.Join(want, "\n"))
+	}
+	near(t, "a ttft", got["a"].TTFTSec.V, 0.002)
+	near(t, "b ttft", got["b"].TTFTSec.V, 0.00702-0.0025)
 }
 
 // Token-granular prefix sharing: a request with the same hash_ids as a
@@ -404,5 +433,32 @@ func TestSGLangBatchFull(t *testing.T) {
 	}
 	if got := strings.Join(steps[:len(want)], "\n"); got != strings.Join(want, "\n") {
 		t.Fatalf("steps\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+// With ignore_eos and the radix cache off, admission checks that every
+// request can run to its end (add_one_req_ignore_eos) instead of
+// new_token_ratio's estimate. a (10 + 100 tokens) runs in a 200-token
+// pool when b (the same) arrives: the estimate (0.7 of a's 100 left)
+// lets b in at once, and b is retracted when the pool runs out; the exact
+// check (both must reach 100 more tokens: 2 × 100 > 190 free) keeps b
+// waiting until a finishes, and nothing is retracted.
+func TestSGLangIgnoreEOSAdmission(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+	reqs := []*trace.Request{req("a", 0, 10, 100), req("b", 2500*time.Microsecond, 10, 100)}
+	cfg := sgConfig(200)
+	cfg.Scheduler.DisableRadixCache = true
+	got, _, st, _ := sgReplay(t, cfg, cost, reqs)
+	if st.Preemptions == 0 || got["b"].TTFTSec.V > 0.01 {
+		t.Errorf("new_token_ratio admission: %d preemptions, b's TTFT %.4f s; want b in at once, then retracted", st.Preemptions, got["b"].TTFTSec.V)
+	}
+	cfg.Scheduler.IgnoreEOS = true
+	got, _, st, _ = sgReplay(t, cfg, cost, reqs)
+	a, b := got["a"], got["b"]
+	aEnd := a.Arrival.V.Seconds() + a.E2ESec.V
+	if st.Preemptions != 0 || b.Arrival.V.Seconds()+b.TTFTSec.V < aEnd {
+		t.Errorf("ignore_eos admission: %d preemptions, b's first token at %.4f s, a done at %.4f s; want b after a, no retraction",
+			st.Preemptions, b.Arrival.V.Seconds()+b.TTFTSec.V, aEnd)
 	}
 }

@@ -26,7 +26,8 @@ type worker struct {
 	sched     []scheduled
 	batch     model.Batch
 	stepStart trace.Time
-	preempted int // preemptions while building the step
+	prevStart trace.Time // the step before's (SGLang's overlap scheduler built this one then)
+	preempted int        // preemptions while building the step
 
 	// scratch of steadySteps: step durations, and in seconds
 	durs []time.Duration
@@ -65,7 +66,7 @@ func (w *worker) build(now trace.Time) {
 	w.batch.Prefill = w.batch.Prefill[:0]
 	w.batch.Decode = w.batch.Decode[:0]
 	w.preempted = 0
-	w.stepStart = now
+	w.prevStart, w.stepStart = w.stepStart, now
 	w.s.build(w, now)
 }
 

@@ -1,0 +1,60 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SGLangMemFractionStatic is SGLang's default --mem-fraction-static for a
+// server of tp GPUs (server_args.py, v0.3 to v0.4: 0.88 at TP1, 0.87 at
+// 2, 0.85 at 4, 0.81 at 8, 0.79 at 16 or more).
+func SGLangMemFractionStatic(tp int) float64 {
+	switch {
+	case tp >= 16:
+		return 0.79
+	case tp >= 8:
+		return 0.81
+	case tp >= 4:
+		return 0.85
+	case tp >= 2:
+		return 0.87
+	}
+	return 0.88
+}
+
+// SGLangKVCacheTokens is the number of tokens SGLang's KV pool holds at
+// mem_fraction_static frac (model_runner's profile_max_num_token: the
+// memory free after the weights are loaded, less the share 1 − frac of
+// the memory free before, over the KV bytes one token takes on a rank).
+// The memory free before loading is taken as the device's whole memory:
+// the CUDA context and NCCL buffers SGLang finds already allocated are not
+// modelled, which overstates the pool by about frac times their size. It
+// is an error when the weights leave no room for a token.
+func (d *Deployment) SGLangKVCacheTokens(frac float64) (int64, error) {
+	const gib = 1 << 30
+	weights := d.WeightBytesPerRank()
+	pool := int64(float64(d.Hardware.MemBytes)*frac) - weights
+	if pool <= 0 || pool/d.KVBytesPerTokenPerRank() == 0 {
+		return 0, fmt.Errorf("%s on %d×%s does not fit at mem_fraction_static %v: %.2f GiB of weights per GPU of %.2f GiB allowed",
+			d.LLM.Name, d.TP, d.Hardware.Name, frac, float64(weights)/gib, float64(d.Hardware.MemBytes)*frac/gib)
+	}
+	return pool / d.KVBytesPerTokenPerRank(), nil
+}
+
+// SGLangOverlapByDefault reports whether SGLang's version runs the overlap
+// scheduler unless told not to: from v0.4 (December 2024:
+// --disable-overlap-schedule; before, --enable-overlap-schedule, off by
+// default). An unknown version ("") is taken as v0.4 or later.
+func SGLangOverlapByDefault(version string) bool {
+	f := strings.FieldsFunc(strings.TrimPrefix(version, "v"), func(r rune) bool { return r == '.' || r == '+' || r == '-' })
+	if len(f) < 2 {
+		return true
+	}
+	ma, err1 := strconv.Atoi(f[0])
+	mi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return ma > 0 || mi >= 4
+}
