@@ -327,3 +327,34 @@ func TestCostModelAppliesEagerLaunch(t *testing.T) {
 		t.Errorf("4 decodes (a graph): %v, want %v", got, gpu4)
 	}
 }
+
+// Decode steps above cuda_graph_max_bs launch their layers eagerly: from
+// server-side timings of a load whose batch crosses the limit (4 here)
+// both ways, the least-squares fit recovers the launch cost per layer;
+// with graphs off (every step eager) it says it cannot.
+func TestServerSideEagerLaunch(t *testing.T) {
+	d := truth(t)
+	d.CUDAGraphMaxBS, d.EagerLayerLaunch = 4, 200*time.Microsecond
+	reqs := syntheticTrace(t, d, 400)
+	o := Options{Deployment: deployment(t, "llama-3.1-8b")}
+	o.Deployment.CUDAGraphMaxBS = 4
+	res, err := FitServerSide(reqs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := NewCostModel(res, o.Deployment, "h100", "llama-3.1-8b")
+	c, ok := cm.Coefficients[CoefEagerLayerLaunch]
+	t.Logf("%s = %.4g s (truth 2e-04)", CoefEagerLayerLaunch, c.Value)
+	if !ok || !within(c.Value, 200e-6, 0.25) {
+		t.Errorf("%s = %+v, truth 200 µs (±25%%); fit %+v", CoefEagerLayerLaunch, c, res.Fit(QDecode).Terms)
+	}
+	o.Deployment.CUDAGraphMaxBS = -1
+	res, err = FitServerSide(reqs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm = NewCostModel(res, o.Deployment, "h100", "llama-3.1-8b")
+	if _, ok := cm.Coefficients[CoefEagerLayerLaunch]; ok || !strings.Contains(strings.Join(cm.Warnings, "\n"), "CUDA graphs are off") {
+		t.Errorf("graphs off: %s fitted, warnings %q", CoefEagerLayerLaunch, cm.Warnings)
+	}
+}

@@ -173,6 +173,9 @@ func NewCostModel(res *Result, dep *model.Deployment, hardware, modelName string
 			set(CoefStepOverhead, v, from(QPrefill, TermOverhead))
 		}
 	}
+	if v, ok := term(QDecode, TermEagerLayers); ok {
+		set(CoefEagerLayerLaunch, v, from(QDecode, TermEagerLayers))
+	}
 	// Two estimates of 1/MFU: the prefill fit's, and the decode fit's
 	// price of the prefill compute that shared decode steps.
 	if a, ok := term(QPrefill, TermInvMFU); ok {

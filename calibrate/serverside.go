@@ -75,6 +75,7 @@ const (
 	TermPerSeq        = "decode_per_seq_s"
 	TermPrefillStall  = "decode_prefill_stall"
 	TermPrefillShared = "prefill_shared"
+	TermEagerLayers   = "decode_eager_layer_s"
 	TermLatency       = "latency_s"
 	TermSecPerByte    = "s_per_byte"
 	minObservations   = 5
@@ -328,7 +329,19 @@ func fitDecode(reqs []*trace.Request, o *Options, res *Result) (*Fit, error) {
 	} else {
 		what = fmt.Sprintf("%d records with decode_s, against their own context (%d lack decode timestamps, so the batch is unknown)", n, n-withSpan)
 	}
+	var eagerWarn string
+	if batch {
+		var col *column
+		col, eagerWarn = eagerColumn(spans, d)
+		if col != nil {
+			cols = append(cols, *col)
+			what += ", with the steps run without a CUDA graph"
+		}
+	}
 	f, err := fitLinear(QDecode, "s/token", source(o, what), cols, y)
+	if err == nil && eagerWarn != "" {
+		f.Warnings = append(f.Warnings, eagerWarn)
+	}
 	if err == nil && !batch {
 		f.Warnings = append(f.Warnings, QDecode+": batch context unknown: the fit sees only each request's own context, so the bandwidth efficiency absorbs the batch's")
 	}
@@ -461,4 +474,90 @@ func fitTransfer(reqs []*trace.Request, o *Options, res *Result, q, what string,
 		{TermLatency, "s", true, ones},
 		{TermSecPerByte, "s/B (1/bandwidth)", true, bytes},
 	}, y)
+}
+
+// eagerColumn returns the regressor of the eager-launch cost of decode
+// steps (Deployment.EagerLayerLaunch): for each span, the layers a step
+// launches without a CUDA graph times the share of its decode interval
+// during which its worker decoded more requests than CUDAGraphMaxBS. It
+// returns nil and why when the data cannot identify the coefficient: the
+// engine's graph limit is unknown (0), graphs are off (every step eager:
+// the launches are part of the decode base), or every span is on the
+// same side of the limit throughout (no contrast to fit on).
+func eagerColumn(spans []decodeSpan, d *model.Deployment) (*column, string) {
+	const not = CoefEagerLayerLaunch + " not fitted by least squares: "
+	switch {
+	case d.CUDAGraphMaxBS == 0:
+		return nil, ""
+	case d.CUDAGraphMaxBS < 0:
+		return nil, not + "CUDA graphs are off, so every decode step launches eagerly and the decode base absorbs the launches"
+	}
+	layers := d.Terms(&model.Batch{Decode: make([]int64, d.CUDAGraphMaxBS+1)}).EagerLayers
+	frac := eagerShare(spans, d.CUDAGraphMaxBS)
+	lo, hi := 1.0, 0.0
+	x := make([]float64, len(spans))
+	for i, f := range frac {
+		lo, hi = min(lo, f), max(hi, f)
+		x[i] = layers * f
+	}
+	if hi-lo < narrowRange {
+		return nil, fmt.Sprintf(not+"the decode batch is on one side of cuda_graph_max_bs %d in every record (%.0f%%–%.0f%% of the time above it), so the launches cannot be told from the decode base (fit it by replay, or calibrate on runs both below and above the limit)",
+			d.CUDAGraphMaxBS, 100*lo, 100*hi)
+	}
+	return &column{TermEagerLayers, "s per layer launched without a CUDA graph (per output token, in the share of steps above cuda_graph_max_bs)", true, x}, ""
+}
+
+// eagerShare returns, for each span, the share of its interval during
+// which more than maxBS spans of its worker (itself included) were
+// decoding.
+func eagerShare(spans []decodeSpan, maxBS int) []float64 {
+	type edge struct {
+		at trace.Time
+		d  int
+	}
+	byWorker := map[string][]edge{}
+	for _, s := range spans {
+		byWorker[s.worker] = append(byWorker[s.worker], edge{s.start, 1}, edge{s.end, -1})
+	}
+	// Per worker, the intervals during which the batch exceeded maxBS.
+	above := map[string][][2]trace.Time{}
+	for w, es := range byWorker {
+		slices.SortStableFunc(es, func(a, b edge) int {
+			if c := compareTime(a.at, b.at); c != 0 {
+				return c
+			}
+			return a.d - b.d // ends before starts at the same time
+		})
+		n := 0
+		var from trace.Time
+		for _, e := range es {
+			was := n > maxBS
+			n += e.d
+			switch {
+			case !was && n > maxBS:
+				from = e.at
+			case was && n <= maxBS:
+				above[w] = append(above[w], [2]trace.Time{from, e.at})
+			}
+		}
+	}
+	frac := make([]float64, len(spans))
+	for i, s := range spans {
+		if s.end <= s.start {
+			continue
+		}
+		var in trace.Time
+		ivs := above[s.worker] // in time order, disjoint
+		k, _ := slices.BinarySearchFunc(ivs, s.start, func(iv [2]trace.Time, t trace.Time) int { return compareTime(iv[1], t+1) })
+		for _, iv := range ivs[k:] {
+			if iv[0] >= s.end {
+				break
+			}
+			if lo, hi := max(iv[0], s.start), min(iv[1], s.end); hi > lo {
+				in += hi - lo
+			}
+		}
+		frac[i] = float64(in) / float64(s.end-s.start)
+	}
+	return frac
 }

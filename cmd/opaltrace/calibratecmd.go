@@ -11,8 +11,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/opaltrace/opaltrace/calibrate"
+	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -96,6 +98,13 @@ func calibrateCommand() *cli.Command {
 						return err
 					}
 					reqs = append(reqs, ds.Requests...)
+					for _, run := range ds.Runs {
+						// SGLang launches the decode steps above its graph
+						// limit eagerly, which the decode fit prices.
+						if dep.CUDAGraphMaxBS == 0 && (strings.EqualFold(run.Engine, replay.EngineSGLang) || cl.Scheduler.Engine == replay.EngineSGLang) {
+							dep.CUDAGraphMaxBS = deploy.SGLangCUDAGraphMaxBS(run, dep.Hardware.MemBytes, dep.TP)
+						}
+					}
 				}
 				res, err = calibrate.FitServerSide(reqs, opts)
 			}
