@@ -55,12 +55,17 @@ func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
 			return err
 		}
 	}
-	// The overlap scheduler is on by default from v0.4; a run of an
-	// earlier version that records none ran without it.
-	if !model.SGLangOverlapByDefault(run.Extra["engine_version"]) {
-		s.DisableOverlapSchedule = true
+	// A recorded SGLang run ran the overlap scheduler unless its version
+	// predates v0.4, where it became the default, or it was disabled.
+	// (A replay of no recorded run leaves it as the cluster says.)
+	if strings.EqualFold(run.Engine, replay.EngineSGLang) && model.SGLangOverlapByDefault(run.Extra["engine_version"]) {
+		s.OverlapSchedule = true
 	}
-	opt("disable_overlap_schedule", flag(&s.DisableOverlapSchedule))
+	var noOverlap bool
+	opt("disable_overlap_schedule", flag(&noOverlap))
+	if noOverlap {
+		s.OverlapSchedule = false
+	}
 	// SGLang's bench_serving sends every request with ignore_eos (unless
 	// --disable-ignore-eos, which its results do not record), which
 	// changes how the server admits them (replay.SGLangConfig.IgnoreEOS).

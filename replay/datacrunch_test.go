@@ -143,7 +143,7 @@ func TestDataCrunchPinnedNotJudged(t *testing.T) {
 			}
 			cfg := Config{Workload: mode, Scheduler: SchedulerConfig{
 				Engine: EngineSGLang, EnablePrefixCaching: &off,
-				SGLangConfig: SGLangConfig{DisableRadixCache: true, IgnoreEOS: true, ContextLength: llm.MaxPositionEmbeddings},
+				SGLangConfig: SGLangConfig{DisableRadixCache: true, OverlapSchedule: true, IgnoreEOS: true, ContextLength: llm.MaxPositionEmbeddings},
 			}}
 			var ttft, itl []float64
 			var e2e float64

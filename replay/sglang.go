@@ -58,7 +58,8 @@ const (
 // only when it finishes (cache_finished_req); a retracted request keeps
 // its inserted prefix in the tree, unlocked, and frees the rest.
 //
-// With the overlap scheduler (SGLang's default from v0.4), a step is built
+// With the overlap scheduler (SGLang's default from v0.4; OverlapSchedule),
+// a step is built
 // when the step before begins, so a request that reaches the worker while
 // a step runs joins the second build after it, not the next: its TTFT
 // holds one step more. (The batch built ahead also still holds the
@@ -90,7 +91,7 @@ type sglang struct {
 	maxPrefill  int64      // max_prefill_tokens
 	maxRun      int        // max_running_requests
 	mixed       bool       // enable_mixed_chunk
-	overlap     bool       // the overlap scheduler (not disable_overlap_schedule)
+	overlap     bool       // the overlap scheduler (OverlapSchedule)
 	cutoff      trace.Time // overlap: a request that reached the worker after this waits a step
 	ignoreEOS   bool       // every request runs to its max_new_tokens (ignore_eos)
 	states      []sgState  // scratch: add_one_req_ignore_eos's req_states, by tokens left
@@ -184,11 +185,14 @@ type SGLangConfig struct {
 	// EnableMixedChunk runs the decodes in the prefill step instead of
 	// stalling them.
 	EnableMixedChunk bool `yaml:"enable_mixed_chunk,omitempty"`
-	// DisableOverlapSchedule turns SGLang's overlap scheduler off (on
-	// by default from v0.4): with it, the next batch is built while the
-	// GPU runs the current one, so a request that arrives during a step
-	// misses the batch already built and waits one step more.
-	DisableOverlapSchedule bool `yaml:"disable_overlap_schedule,omitempty"`
+	// OverlapSchedule models SGLang's overlap scheduler, which SGLang
+	// runs by default from v0.4 (--disable-overlap-schedule turns it
+	// off): the next batch is built while the GPU runs the current one,
+	// so a request that arrives during a step misses the batch already
+	// built and waits one step more. The replay leaves it off unless
+	// set; package deploy sets it for a recorded SGLang run of v0.4 or
+	// later (or of no recorded version) that did not disable it.
+	OverlapSchedule bool `yaml:"overlap_schedule,omitempty"`
 	// IgnoreEOS says the clients' requests carry ignore_eos (SGLang's
 	// bench_serving sends it unless --disable-ignore-eos): each runs to
 	// its max_new_tokens, and with the radix cache off SGLang admits
@@ -347,7 +351,7 @@ func newSGLangScheduler(s SchedulerConfig, blocks int64, _ *testSwitches) schedu
 		maxPrefill: s.MaxPrefillTokens,
 		maxRun:     s.MaxRunningRequests,
 		mixed:      s.EnableMixedChunk,
-		overlap:    !s.DisableOverlapSchedule,
+		overlap:    s.OverlapSchedule,
 		ignoreEOS:  s.IgnoreEOS,
 		page:       max(s.PageSize, 1),
 	}

@@ -12,12 +12,11 @@ import (
 
 // sgConfig is an SGLang worker with 1-token pages (SGLang's default page
 // size, so that the validator's whole-block check holds for token-granular
-// prefix hits) and the given KV capacity in tokens, without the overlap
-// scheduler (the step-by-step traces below follow the other rules; the
-// overlap's one-step delay is TestSGLangOverlap's).
+// prefix hits) and the given KV capacity in tokens (without the overlap
+// scheduler, the replay's default: its one-step delay is
+// TestSGLangOverlap's).
 func sgConfig(tokens int64) Config {
-	return Config{Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: tokens,
-		SGLangConfig: SGLangConfig{DisableOverlapSchedule: true}}}
+	return Config{Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: tokens}}
 }
 
 // sgReplay is replay with the radix cache's accounting checked at every
@@ -125,7 +124,7 @@ func TestSGLangOverlap(t *testing.T) {
 	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
 	reqs := []*trace.Request{req("a", 0, 100, 5), req("b", 2500*time.Microsecond, 200, 2)}
 	cfg := sgConfig(10000)
-	cfg.Scheduler.DisableOverlapSchedule = false
+	cfg.Scheduler.OverlapSchedule = true
 	got, _, _, steps := sgReplay(t, cfg, cost, reqs)
 	want := []string{
 		"0s-2ms r1 w0 p0 P0+100",
