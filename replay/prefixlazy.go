@@ -126,13 +126,15 @@ func (x *lazyIndex) routed(v *vllm, r *reqState, wi int) {
 	s := &x.sets[wi]
 	if q, ok := s.pred(p); ok {
 		n := x.lcpMin(q+1, p)
-		x.raise(v, x.o.order[q], n)
-		lr.vis = max(lr.vis, x.blocks(i, int64(n), v.bs))
+		k := x.blocks(i, int64(n), v.bs)
+		x.raise(v, x.o.order[q], n, r, k)
+		lr.vis = max(lr.vis, k)
 	}
 	if q, ok := s.succ(p); ok {
 		n := x.lcpMin(p+1, q)
-		x.raise(v, x.o.order[q], n)
-		lr.vis = max(lr.vis, x.blocks(i, int64(n), v.bs))
+		k := x.blocks(i, int64(n), v.bs)
+		x.raise(v, x.o.order[q], n, r, k)
+		lr.vis = max(lr.vis, k)
 	}
 	if s.words == nil {
 		*s = newPosSet(len(x.o.order))
@@ -150,8 +152,9 @@ func (x *lazyIndex) blocks(i int32, n, bs int64) int32 {
 	return min(int32(min(n*x.bs[i], lr.prompt)/bs), lr.limit)
 }
 
-// raise makes request i, on v's worker, index its first n ids' blocks.
-func (x *lazyIndex) raise(v *vllm, i int32, n int32) {
+// raise makes request i, on v's worker, index its first n ids' blocks,
+// for request by, whose first byBlocks blocks they share.
+func (x *lazyIndex) raise(v *vllm, i int32, n int32, by *reqState, byBlocks int32) {
 	lr := &x.req[i]
 	to := x.blocks(i, int64(n), v.bs)
 	if to <= lr.vis {
@@ -174,12 +177,20 @@ func (x *lazyIndex) raise(v *vllm, i int32, n int32) {
 	if m <= 0 {
 		return
 	}
+	// The blocks by shares are hashed in its chain, where its prefix
+	// match, which comes next, finds them; the others (by's prompt is
+	// shorter) from i's ids.
 	h := kvcache.BlockHasher{HashIDs: x.ids[i], TraceBlock: x.bs[i], PromptTokens: lr.prompt, EngineBlock: v.bs,
 		Unique: uint64(i) + 1, SharedIDs: len(x.ids[i])}
+	c := by.hashChain(v.bs)
 	hs := x.scratch[:0]
 	prev := lr.last
 	for k := int64(lr.j) + done; k < int64(lr.j)+done+m; k++ {
-		prev, _ = h.Hash(prev, k)
+		if k < int64(byBlocks) {
+			prev, _ = c.Hash(k)
+		} else {
+			prev, _ = h.Hash(prev, k)
+		}
 		hs = append(hs, prev)
 	}
 	x.scratch = hs
