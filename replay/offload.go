@@ -746,9 +746,16 @@ func (o *offload) stores(w *worker) bool {
 // loaded tokens are computed, their blocks' hashes committed so that
 // other requests hit them, and r goes back to the front of w's queue. A
 // request whose client gave up meanwhile leaves.
+//
+// Only a load before r's first schedule is its KV fetch (kv_fetch_s,
+// ready_s, out of queue_s): a reload after a preemption is time r spends
+// preempted, after its GPU start, which no column of the record holds
+// apart (it is in its prefill or decode time).
 func (e *engine) loaded(w *worker, r *reqState, at, now trace.Time) error {
-	r.loadEnd = at
-	r.kvWait += at.Sub(r.loadStart)
+	if !r.scheduled {
+		r.loadEnd = at
+		r.kvWait += at.Sub(r.loadStart)
+	}
 	r.computed = r.loadTo
 	if !w.s.(*vllm).grow(r, 0) {
 		return fmt.Errorf("replay: internal error: loaded blocks of request %d missing", r.idx)

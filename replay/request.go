@@ -38,7 +38,7 @@ type reqState struct {
 	loadTo    int64           // computed tokens once its load completes
 	holding   bool            // its load completed: it holds its blocks while waiting
 	tierHit   [numTiers]int64 // prompt tokens loaded from each tier before its first schedule
-	kvWait    time.Duration   // time spent waiting for loads
+	kvWait    time.Duration   // time spent waiting for loads before its first schedule
 	kvStall   time.Duration   // of which in its steps, waiting for their loads (HiCache)
 	loadStart trace.Time
 	loadEnd   trace.Time

@@ -11,7 +11,9 @@ import (
 // Holding requests' private blocks as runs (kvcache.Tier.StoreRun)
 // changes no record and no statistic: the same replays with every block
 // stored on its own, under load that preempts (vLLM) or retracts
-// (SGLang), so that requests look their own stored blocks up again.
+// (SGLang), so that requests look their own stored blocks up again; the
+// validator checks every step and record (a reload after a preemption
+// is none of the first schedule's: Ready stays before GPUStart).
 func TestTierRunsSameResults(t *testing.T) {
 	t.Parallel()
 	vcfg := DefaultConfig()
@@ -42,13 +44,15 @@ func TestTierRunsSameResults(t *testing.T) {
 				spec := c.spec()
 				spec.blockByBlock = byBlock
 				var all []*trace.Request
+				v := newValidator(t, c.cfg, reqs)
 				st, err := RunInputs(c.cfg, c.cost, 0, Requests(reqs), func(r *trace.Request) error {
 					all = append(all, r)
-					return nil
-				}, Options{Offload: spec})
+					return v.output(r)
+				}, Options{Offload: spec, Observe: v.step})
 				if err != nil {
 					t.Fatal(err)
 				}
+				v.finish(all)
 				return dump(all), st
 			}
 			blocks, bst := run(true)
