@@ -39,13 +39,8 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 		if !r.OK() {
 			continue
 		}
-		switch {
-		case !r.Arrival.OK:
-			return nil, "requests have no arrival (start) times"
-		case !r.E2ESec.OK:
-			return nil, "requests have no end-to-end latency"
-		case !r.TTFTSec.OK:
-			return nil, "requests have no TTFT"
+		if why := spanMissing(r); why != "" {
+			return nil, why
 		}
 		hasITL = hasITL || r.ITLSec != nil
 		spans = append(spans, tokenSpan{r.Arrival.V.Seconds(), r.TTFTSec.V, r.E2ESec.V, r.ITLSec})
@@ -86,6 +81,20 @@ func PeakMetrics(reqs []*trace.Request) (*Peak, string) {
 
 	p.ConcurrentRequests = concurrentPeak(reqs, len(spans))
 	return p, ""
+}
+
+// spanMissing says what successful request r lacks for the peak metrics
+// (its start, end or first token), or "".
+func spanMissing(r *trace.Request) string {
+	switch {
+	case !r.Arrival.OK:
+		return "requests have no arrival (start) times"
+	case !r.E2ESec.OK:
+		return "requests have no end-to-end latency"
+	case !r.TTFTSec.OK:
+		return "requests have no TTFT"
+	}
+	return ""
 }
 
 // concurrentPeak is vLLM's max_concurrent_requests over the n successful

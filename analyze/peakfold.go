@@ -44,15 +44,7 @@ func (f *peakFold) add(r *trace.Request) {
 	if !r.OK() || f.missing != "" {
 		return
 	}
-	switch {
-	case !r.Arrival.OK:
-		f.missing = "requests have no arrival (start) times"
-	case !r.E2ESec.OK:
-		f.missing = "requests have no end-to-end latency"
-	case !r.TTFTSec.OK:
-		f.missing = "requests have no TTFT"
-	}
-	if f.missing != "" {
+	if f.missing = spanMissing(r); f.missing != "" {
 		f.counts = nil
 		return
 	}
