@@ -291,7 +291,8 @@ func (o *offload) startStepLoads(e *engine, w *worker, now trace.Time, d time.Du
 	ow.loading++
 	for i, x := range ow.stepLoads {
 		x.r.loadStart = now
-		if err := o.start(e, w, now, x, int64(len(x.keys))*o.blockBytes, o.path(ow, tierHost, true)); err != nil {
+		var links [3]int
+		if err := o.start(e, w, now, x, int64(len(x.keys))*o.blockBytes, o.path(links[:0], ow, tierHost, true)); err != nil {
 			return err
 		}
 		ow.stepLoads[i] = nil

@@ -155,8 +155,9 @@ type offload struct {
 type offNode struct {
 	f               *kvcache.Fabric
 	dram, nvme, net int
-	queued          trace.Time // the time of its queued evTransfer; never: none
-	class           []int      // each link's class (linkH2D, ...), for per-second statistics
+	queued          trace.Time     // the time of its queued evTransfer; never: none
+	class           []int          // each link's class (linkH2D, ...), for per-second statistics
+	done            []kvcache.Done // scratch of advance
 }
 
 // An offWorker is one worker's tiers and PCIe links.
@@ -269,8 +270,10 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload,
 // crosses. Data from NVMe or the network lands in host memory and crosses
 // PCIe, unless GPUDirect Storage is set; a store to a lower tier when
 // the worker has a host tier is written from host memory (the host copy
-// crossed PCIe once, with its own store).
-func (o *offload) path(ow *offWorker, t int, load bool) []int {
+// crossed PCIe once, with its own store). It appends them to dst, which
+// callers keep on their stack: a path made per transfer was most of a
+// tiered replay's allocations.
+func (o *offload) path(dst []int, ow *offWorker, t int, load bool) []int {
 	n := o.nodes[ow.node]
 	pcie := ow.d2h
 	if load {
@@ -279,19 +282,19 @@ func (o *offload) path(ow *offWorker, t int, load bool) []int {
 	var dev int
 	switch t {
 	case tierHost:
-		return []int{n.dram, pcie}
+		return append(dst, n.dram, pcie)
 	case tierDisk:
 		dev = n.nvme
 	default:
 		dev = n.net
 	}
 	if !load && ow.tiers[tierHost] != nil {
-		return []int{n.dram, dev}
+		return append(dst, n.dram, dev)
 	}
 	if o.spec.Node.GPUDirectStorage {
-		return []int{dev, pcie}
+		return append(dst, dev, pcie)
 	}
-	return []int{dev, n.dram, pcie}
+	return append(dst, dev, n.dram, pcie)
 }
 
 // privateFrom returns the index of r's first private tier block: its
@@ -466,7 +469,8 @@ func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now t
 		for _, k := range per[t] {
 			w.off.tiers[t].Pin(k)
 		}
-		if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: per[t], kind: xferLoad}, int64(len(per[t]))*o.blockBytes, o.path(w.off, t, true)); err != nil {
+		var links [3]int
+		if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: per[t], kind: xferLoad}, int64(len(per[t]))*o.blockBytes, o.path(links[:0], w.off, t, true)); err != nil {
 			return err
 		}
 		r.loadLeft++
@@ -581,7 +585,8 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, runFirst, 
 	}
 	if x != nil {
 		x.keys, x.slots = xkeys, xslots
-		if err := o.start(e, w, now, x, (int64(len(x.keys))+x.runN)*o.blockBytes, o.path(w.off, t, false)); err != nil {
+		var links [3]int
+		if err := o.start(e, w, now, x, (int64(len(x.keys))+x.runN)*o.blockBytes, o.path(links[:0], w.off, t, false)); err != nil {
 			return err
 		}
 	}
@@ -623,7 +628,13 @@ func (o *offload) transfer(e *engine, now trace.Time, i int) error {
 // completed.
 func (o *offload) advance(e *engine, i int, now trace.Time) error {
 	n := o.nodes[i]
-	for _, d := range n.f.Advance(now) {
+	// The completions go in the node's scratch; should handling one
+	// advance the node again (hicache's prefetch may), that call gets
+	// a slice of its own.
+	done := n.f.AdvanceAppend(n.done[:0], now)
+	n.done = nil
+	defer func() { n.done = done[:0] }()
+	for _, d := range done {
 		x := o.xfers[d.ID]
 		delete(o.xfers, d.ID)
 		tr := x.w.off.tiers[x.tier]

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -37,6 +38,18 @@ type Fabric struct {
 	moving  []fabricFlow // receiving bandwidth, by id
 	rated   bool         // moving's rates are current
 
+	// paths holds the distinct paths transfers took, and pathID finds
+	// one by its links (pathKey); a flow names its path by its place
+	// here.
+	//
+	// Note: a flow that held its own path slice was a pointer the
+	// runtime had to track each time the queues moved or cleared it,
+	// besides an allocation per transfer; a replay has a few paths per
+	// worker and hundreds of thousands of transfers.
+	paths  []fabricPath
+	pathID map[string]int32
+	key    []byte // scratch of Start
+
 	// scratch of rate
 	left  []float64
 	count []int32
@@ -65,7 +78,14 @@ type fabricFlow struct {
 	ready     float64 // ns when the latency ends
 	remaining float64 // bytes
 	rate      float64 // bytes per ns while moving
-	path      []int32
+	path      int32   // in Fabric.paths
+}
+
+// A fabricPath is a valid path: its links, in the order given, and the
+// sum of their latencies in that order (ns).
+type fabricPath struct {
+	links []int32
+	lat   float64
 }
 
 // NewFabric returns a fabric without links at time 0.
@@ -121,20 +141,45 @@ func (f *Fabric) Start(now trace.Time, id int64, n int64, path []int) ([]Done, e
 	if float64(now) < f.now {
 		return nil, fmt.Errorf("kvcache: transfer %d starts at %d ns, before the fabric's clock %.0f ns", id, now, f.now)
 	}
-	p := make([]int32, len(path))
-	var lat float64
-	for i, l := range path {
-		if l < 0 || l >= len(f.links) || slices.Contains(p[:i], int32(l)) {
-			return nil, fmt.Errorf("kvcache: transfer %d: bad path %v", id, path)
-		}
-		p[i] = int32(l)
-		lat += float64(f.links[l].link.Latency)
+	p, err := f.pathOf(path)
+	if err != nil {
+		return nil, fmt.Errorf("kvcache: transfer %d: %w", id, err)
 	}
 	done := f.Advance(now)
-	fl := fabricFlow{id: id, ready: float64(now) + lat, remaining: float64(n), path: p}
+	fl := fabricFlow{id: id, ready: float64(now) + f.paths[p].lat, remaining: float64(n), path: p}
 	i, _ := slices.BinarySearchFunc(f.waiting, fl, cmpFlowReady)
 	f.waiting = slices.Insert(f.waiting, i, fl)
 	return done, nil
+}
+
+// pathOf returns the index in f.paths of path, adding it the first time.
+// A path is valid once it is: links are only ever added.
+func (f *Fabric) pathOf(path []int) (int32, error) {
+	f.key = f.key[:0]
+	for _, l := range path {
+		f.key = binary.LittleEndian.AppendUint64(f.key, uint64(l))
+	}
+	if p, ok := f.pathID[string(f.key)]; ok {
+		return p, nil
+	}
+	links := make([]int32, len(path))
+	var lat float64
+	for i, l := range path {
+		if l < 0 || l >= len(f.links) || slices.Contains(links[:i], int32(l)) {
+			// A copy: path itself must not escape, or every
+			// caller's path is a heap allocation per transfer.
+			return 0, fmt.Errorf("bad path %v", slices.Clone(path))
+		}
+		links[i] = int32(l)
+		lat += float64(f.links[l].link.Latency)
+	}
+	if f.pathID == nil {
+		f.pathID = map[string]int32{}
+	}
+	p := int32(len(f.paths))
+	f.paths = append(f.paths, fabricPath{links: links, lat: lat})
+	f.pathID[string(f.key)] = p
+	return p, nil
 }
 
 func cmpFlowReady(a, b fabricFlow) int {
@@ -161,7 +206,7 @@ func (f *Fabric) rate() {
 	}
 	for i := range f.moving {
 		f.moving[i].rate = -1
-		for _, l := range f.moving[i].path {
+		for _, l := range f.paths[f.moving[i].path].links {
 			f.count[l]++
 		}
 	}
@@ -176,12 +221,16 @@ func (f *Fabric) rate() {
 		}
 		for i := range f.moving {
 			fl := &f.moving[i]
-			if fl.rate >= 0 || !slices.Contains(fl.path, int32(best)) {
+			if fl.rate >= 0 {
+				continue
+			}
+			path := f.paths[fl.path].links
+			if !slices.Contains(path, int32(best)) {
 				continue
 			}
 			fl.rate = share
 			unrated--
-			for _, l := range fl.path {
+			for _, l := range path {
 				f.left[l] = max(f.left[l]-share, 0)
 				f.count[l]--
 			}
@@ -215,8 +264,12 @@ func (f *Fabric) Next() (trace.Time, bool) {
 // Advance moves the fabric's clock to to and returns the transfers that
 // completed by then, in completion order (ties by id). An earlier to than
 // the clock does nothing.
-func (f *Fabric) Advance(to trace.Time) []Done {
-	var done []Done
+func (f *Fabric) Advance(to trace.Time) []Done { return f.AdvanceAppend(nil, to) }
+
+// AdvanceAppend is Advance appending the completed transfers to done, so
+// that a caller advancing the fabric at every transfer event can reuse
+// one slice.
+func (f *Fabric) AdvanceAppend(done []Done, to trace.Time) []Done {
 	end := float64(to)
 	for {
 		t := f.next()
@@ -224,11 +277,15 @@ func (f *Fabric) Advance(to trace.Time) []Done {
 			break
 		}
 		f.drain(t)
-		for len(f.waiting) > 0 && f.waiting[0].ready <= t {
-			f.moving = append(f.moving, f.waiting[0])
-			f.waiting = f.waiting[1:]
+		ready := 0
+		for ready < len(f.waiting) && f.waiting[ready].ready <= t {
+			f.moving = append(f.moving, f.waiting[ready])
+			ready++
 			f.rated = false
 		}
+		// Keep waiting's front, so that Start inserts without
+		// reallocating.
+		f.waiting = f.waiting[:copy(f.waiting, f.waiting[ready:])]
 		slices.SortFunc(f.moving, func(a, b fabricFlow) int { return int(a.id - b.id) })
 		kept := f.moving[:0]
 		for _, fl := range f.moving {
@@ -259,7 +316,7 @@ func (f *Fabric) drain(t float64) {
 		if f.Observe != nil && dt > 0 {
 			f.sum = append(f.sum[:0], make([]float64, len(f.links))...)
 			for _, fl := range f.moving {
-				for _, l := range fl.path {
+				for _, l := range f.paths[fl.path].links {
 					f.sum[l] += fl.rate
 				}
 			}
@@ -272,7 +329,7 @@ func (f *Fabric) drain(t float64) {
 				sent = fl.remaining
 			}
 			fl.remaining -= sent
-			for _, l := range fl.path {
+			for _, l := range f.paths[fl.path].links {
 				f.links[l].moved += sent
 			}
 		}

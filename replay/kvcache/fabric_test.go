@@ -181,3 +181,47 @@ func TestFabricBadInput(t *testing.T) {
 		t.Error("a start in the past accepted")
 	}
 }
+
+// TestFabricAdvanceAppend checks that AdvanceAppend appends what Advance
+// returns, and that transfers over the same path, given again, share
+// it as they share its links.
+func TestFabricAdvanceAppend(t *testing.T) {
+	a, b := newTestNode(t), newTestNode(t)
+	for i, p := range [][]int{{a.nvme, a.dram, a.h2d0}, {a.dram, a.h2d0}, {a.nvme, a.dram, a.h2d0}, {a.dram, a.h2d1}} {
+		for _, f := range []*Fabric{a.f, b.f} {
+			if _, err := f.Start(trace.Time(i*1000), int64(i+1), 64_000_000, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := a.f.Advance(1e9)
+	prefix := []Done{{ID: 99, At: 5}}
+	got := b.f.AdvanceAppend(prefix, 1e9)
+	if len(want) != 4 || len(got) != 5 || got[0] != prefix[0] {
+		t.Fatalf("Advance gave %v, AdvanceAppend %v", want, got)
+	}
+	for i, d := range want {
+		if got[i+1] != d {
+			t.Errorf("AdvanceAppend's %d-th completion is %v, want %v", i, got[i+1], d)
+		}
+	}
+	if len(a.f.paths) != 3 {
+		t.Errorf("%d paths for 3 distinct ones", len(a.f.paths))
+	}
+}
+
+// TestFabricPathLater checks that a path refused for a link not added
+// yet is accepted once it is.
+func TestFabricPathLater(t *testing.T) {
+	f := NewFabric()
+	if _, err := f.Start(0, 1, 10, []int{0}); err == nil {
+		t.Fatal("a path over no link accepted")
+	}
+	l, _ := f.AddLink(model.Link{Name: "ok", Bandwidth: 1e9})
+	if _, err := f.Start(0, 2, 10, []int{l}); err != nil {
+		t.Fatal(err)
+	}
+	if d := f.Advance(100); len(d) != 1 || d[0] != (Done{ID: 2, At: 10}) {
+		t.Errorf("completed %v, want transfer 2 at 10 ns", d)
+	}
+}
