@@ -40,6 +40,7 @@ type lazyReq struct {
 func promoteMatchesNamed(t *testing.T, rebase bool) {
 	const n = 60
 	a, b := New(n), New(n)
+	p := cachePair{a, b, "lazy"}
 	rng := rand.New(rand.NewPCG(5, 6))
 	var running, waiting []*lazyReq
 	groups := map[int][]*lazyReq{}
@@ -74,66 +75,21 @@ func promoteMatchesNamed(t *testing.T, rebase bool) {
 		r.vis = v
 	}
 	start := func(op int, r *lazyReq) bool {
-		var hitsA, hitsB []int32
-		for k := range r.size - 1 {
-			x := r.hashes[k]
-			if k >= r.shared {
-				if !r.preempted || k >= len(r.ghostA) {
-					break
-				}
-				ha, hb := a.Holds(r.ghostA[k], x), b.Holds(r.ghostB[k], x)
-				if ha != hb {
-					t.Fatalf("op %d: request %d block %d held %v in the lazy cache, %v in the named one", op, r.id, k, ha, hb)
-				}
-				if !ha {
-					break
-				}
-				hitsA, hitsB = append(hitsA, r.ghostA[k]), append(hitsB, r.ghostB[k])
-				ghostHits++
-				continue
-			}
-			ba, oka := a.Lookup(x)
-			bb, okb := b.Lookup(x)
-			if oka != okb {
-				t.Fatalf("op %d: request %d hash %#x found %v and %v", op, r.id, x, oka, okb)
-			}
-			if !oka {
-				break
-			}
-			if a.Ref(ba) == 0 && a.blocks[ba].pos < 0 {
+		hitsA, hitsB, ghost := p.hits(t, op, &r.modelReq)
+		ghostHits += ghost
+		for _, h := range hitsA[:len(hitsA)-ghost] {
+			if a.Ref(h) == 0 && a.blocks[h].pos < 0 {
 				tailHits++
 			}
-			hitsA, hitsB = append(hitsA, ba), append(hitsB, bb)
 		}
-		need := int64(r.size - len(hitsA))
-		for i := range hitsA {
-			if a.Ref(hitsA[i]) == 0 {
-				need++
+		if !p.admit(t, op, rng, &r.modelReq, hitsA, hitsB, func(fresh int64) int64 {
+			if r.preempted {
+				return fresh
 			}
-			if (a.Ref(hitsA[i]) == 0) != (b.Ref(hitsB[i]) == 0) {
-				t.Fatalf("op %d: a hit block free in one cache only", op)
-			}
-		}
-		if need > a.NumFree() {
+			return min(max(int64(r.vis-len(hitsA)), 0), fresh)
+		}) {
 			return false
 		}
-		for i := range hitsA {
-			a.Acquire(hitsA[i])
-			b.Acquire(hitsB[i])
-		}
-		fresh := int64(r.size - len(hitsA))
-		named := fresh
-		if !r.preempted {
-			named = min(max(int64(r.vis-len(hitsA)), 0), fresh)
-		}
-		var ok bool
-		if r.a, ok = a.AllocateNamed(append(r.a[:0], hitsA...), fresh, named); !ok {
-			t.Fatalf("op %d: lazy allocation failed", op)
-		}
-		if r.b, ok = b.Allocate(append(r.b[:0], hitsB...), fresh); !ok {
-			t.Fatalf("op %d: named allocation failed", op)
-		}
-		r.full = r.size - rng.IntN(2) // the last block may stay partial
 		for k := len(hitsA); k < r.full; k++ {
 			if k < r.shared || r.preempted {
 				b.Commit(r.b[k], r.hashes[k])
@@ -234,19 +190,11 @@ func promoteMatchesNamed(t *testing.T, rebase bool) {
 				}
 			}
 		}
-		for _, r := range waiting {
-			for k := r.shared; k < len(r.ghostA); k++ {
-				if a.Holds(r.ghostA[k], r.hashes[k]) != b.Holds(r.ghostB[k], r.hashes[k]) {
-					t.Fatalf("op %d: request %d's private block %d held in one cache only", op, r.id, k)
-				}
-			}
+		ws := make([]*modelReq, len(waiting))
+		for i, r := range waiting {
+			ws[i] = &r.modelReq
 		}
-		if err := a.Check(); err != nil {
-			t.Fatalf("op %d: lazy cache: %v", op, err)
-		}
-		if err := b.Check(); err != nil {
-			t.Fatalf("op %d: named cache: %v", op, err)
-		}
+		p.agree(t, op, ws)
 	}
 	if rebase && a.compactions < 5 || a.Evictions == 0 || promotedRuns == 0 || tailHits == 0 || ghostHits == 0 {
 		t.Fatalf("%d compactions, %d evictions, %d promotions out of runs, %d hits on their tails, %d on private blocks after preemption: the test does not exercise them",

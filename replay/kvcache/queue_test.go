@@ -113,9 +113,106 @@ type modelReq struct {
 	hashes       []uint64 // its blocks' hashes
 }
 
+// A cachePair is the two caches a property test drives alike: a, the one
+// under test (called name in failures), and b, which names and indexes
+// every block.
+type cachePair struct {
+	a, b *Cache
+	name string
+}
+
+// hits finds r's leading hits in both caches, which must agree: its shared
+// blocks by hash, then, preempted, its own private blocks where they are
+// still held (ghost counts those).
+func (p cachePair) hits(t *testing.T, op int, r *modelReq) (hitsA, hitsB []int32, ghost int) {
+	t.Helper()
+	for k := range r.size - 1 {
+		x := r.hashes[k]
+		if k >= r.shared {
+			if !r.preempted || k >= len(r.ghostA) {
+				break
+			}
+			ha, hb := p.a.Holds(r.ghostA[k], x), p.b.Holds(r.ghostB[k], x)
+			if ha != hb {
+				t.Fatalf("op %d: request %d block %d held %v in the %s cache, %v in the named one", op, r.id, k, ha, p.name, hb)
+			}
+			if !ha {
+				break
+			}
+			hitsA, hitsB = append(hitsA, r.ghostA[k]), append(hitsB, r.ghostB[k])
+			ghost++
+			continue
+		}
+		ba, oka := p.a.Lookup(x)
+		bb, okb := p.b.Lookup(x)
+		if oka != okb {
+			t.Fatalf("op %d: request %d hash %#x found %v and %v", op, r.id, x, oka, okb)
+		}
+		if !oka {
+			break
+		}
+		hitsA, hitsB = append(hitsA, ba), append(hitsB, bb)
+	}
+	return hitsA, hitsB, ghost
+}
+
+// admit gives r its hits and size − len(hits) fresh blocks in both caches,
+// the first named of them named in a, and draws how many of its blocks
+// fill; it reports false, changing nothing, when a has too few free
+// blocks.
+func (p cachePair) admit(t *testing.T, op int, rng *rand.Rand, r *modelReq, hitsA, hitsB []int32, named func(fresh int64) int64) bool {
+	t.Helper()
+	need := int64(r.size - len(hitsA))
+	for i := range hitsA {
+		if p.a.Ref(hitsA[i]) == 0 {
+			need++
+		}
+		if (p.a.Ref(hitsA[i]) == 0) != (p.b.Ref(hitsB[i]) == 0) {
+			t.Fatalf("op %d: a hit block free in one cache only", op)
+		}
+	}
+	if need > p.a.NumFree() {
+		return false
+	}
+	for i := range hitsA {
+		p.a.Acquire(hitsA[i])
+		p.b.Acquire(hitsB[i])
+	}
+	fresh := int64(r.size - len(hitsA))
+	var ok bool
+	if r.a, ok = p.a.AllocateNamed(append(r.a[:0], hitsA...), fresh, named(fresh)); !ok {
+		t.Fatalf("op %d: %s allocation failed", op, p.name)
+	}
+	if r.b, ok = p.b.Allocate(append(r.b[:0], hitsB...), fresh); !ok {
+		t.Fatalf("op %d: named allocation failed", op)
+	}
+	r.full = r.size - rng.IntN(2) // the last block may stay partial
+	return true
+}
+
+// agree checks that the waiting requests' private blocks are held in both
+// caches alike and that both pass Check.
+func (p cachePair) agree(t *testing.T, op int, waiting []*modelReq) {
+	t.Helper()
+	for _, r := range waiting {
+		for k := r.shared; k < len(r.ghostA); k++ {
+			if p.a.Holds(r.ghostA[k], r.hashes[k]) != p.b.Holds(r.ghostB[k], r.hashes[k]) {
+				t.Fatalf("op %d: request %d's private block %d held in one cache only", op, r.id, k)
+			}
+		}
+	}
+	if err := p.a.Check(); err != nil {
+		t.Fatalf("op %d: %s cache: %v", op, p.name, err)
+	}
+	if err := p.b.Check(); err != nil {
+		t.Fatalf("op %d: named cache: %v", op, err)
+	}
+}
+
 func anonymousRunsMatchNamed(t *testing.T, rebase bool) {
 	const n = 60
 	a, b := New(n), New(n)
+	p := cachePair{a, b, "anonymous"}
 	rng := rand.New(rand.NewPCG(3, 4))
 	var running, waiting []*modelReq
 	next, ghostHits, freeHits := 0, 0, 0
@@ -136,66 +233,21 @@ func anonymousRunsMatchNamed(t *testing.T, rebase bool) {
 	// private blocks where they are still held), fresh blocks for the
 	// rest, then fills them.
 	start := func(op int, r *modelReq) bool {
-		var hitsA, hitsB []int32
-		for k := range r.size - 1 {
-			x := r.hashes[k]
-			if k >= r.shared {
-				if !r.preempted || k >= len(r.ghostA) {
-					break
-				}
-				ha, hb := a.Holds(r.ghostA[k], x), b.Holds(r.ghostB[k], x)
-				if ha != hb {
-					t.Fatalf("op %d: request %d block %d held %v in the anonymous cache, %v in the named one", op, r.id, k, ha, hb)
-				}
-				if !ha {
-					break
-				}
-				hitsA, hitsB = append(hitsA, r.ghostA[k]), append(hitsB, r.ghostB[k])
-				ghostHits++
-				continue
-			}
-			ba, oka := a.Lookup(x)
-			bb, okb := b.Lookup(x)
-			if oka != okb {
-				t.Fatalf("op %d: hash %#x found %v and %v", op, x, oka, okb)
-			}
-			if !oka {
-				break
-			}
-			hitsA, hitsB = append(hitsA, ba), append(hitsB, bb)
-		}
-		need := int64(r.size - len(hitsA))
-		for i := range hitsA {
-			if a.Ref(hitsA[i]) == 0 {
-				need++
-			}
-			if a.Ref(hitsA[i]) == 0 {
+		hitsA, hitsB, ghost := p.hits(t, op, r)
+		ghostHits += ghost
+		for _, h := range hitsA {
+			if a.Ref(h) == 0 {
 				freeHits++
 			}
-			if (a.Ref(hitsA[i]) == 0) != (b.Ref(hitsB[i]) == 0) {
-				t.Fatalf("op %d: a hit block free in one cache only", op)
-			}
 		}
-		if need > a.NumFree() {
+		if !p.admit(t, op, rng, r, hitsA, hitsB, func(fresh int64) int64 {
+			if r.preempted {
+				return fresh
+			}
+			return min(max(int64(r.shared-len(hitsA)), 0), fresh)
+		}) {
 			return false
 		}
-		for i := range hitsA {
-			a.Acquire(hitsA[i])
-			b.Acquire(hitsB[i])
-		}
-		fresh := int64(r.size - len(hitsA))
-		named := fresh
-		if !r.preempted {
-			named = min(max(int64(r.shared-len(hitsA)), 0), fresh)
-		}
-		var ok bool
-		if r.a, ok = a.AllocateNamed(append(r.a[:0], hitsA...), fresh, named); !ok {
-			t.Fatalf("op %d: anonymous allocation failed", op)
-		}
-		if r.b, ok = b.Allocate(append(r.b[:0], hitsB...), fresh); !ok {
-			t.Fatalf("op %d: named allocation failed", op)
-		}
-		r.full = r.size - rng.IntN(2) // the last block may stay partial
 		for k := len(hitsA); k < r.full; k++ {
 			switch {
 			case k < r.shared:
@@ -250,19 +302,7 @@ func anonymousRunsMatchNamed(t *testing.T, rebase bool) {
 		if a.NumFree() != b.NumFree() || a.Evictions != b.Evictions || a.NumCached() != b.NumCached() {
 			t.Fatalf("op %d: free %d/%d, evictions %d/%d, cached %d/%d", op, a.NumFree(), b.NumFree(), a.Evictions, b.Evictions, a.NumCached(), b.NumCached())
 		}
-		for _, r := range waiting {
-			for k := r.shared; k < len(r.ghostA); k++ {
-				if a.Holds(r.ghostA[k], r.hashes[k]) != b.Holds(r.ghostB[k], r.hashes[k]) {
-					t.Fatalf("op %d: request %d's private block %d held in one cache only", op, r.id, k)
-				}
-			}
-		}
-		if err := a.Check(); err != nil {
-			t.Fatalf("op %d: anonymous cache: %v", op, err)
-		}
-		if err := b.Check(); err != nil {
-			t.Fatalf("op %d: named cache: %v", op, err)
-		}
+		p.agree(t, op, waiting)
 	}
 	if rebase && a.compactions < 5 || a.Evictions == 0 || len(a.runs) == 0 || ghostHits == 0 || freeHits == 0 {
 		t.Fatalf("%d compactions, %d evictions, %d runs, %d hits on private blocks after preemption, %d on free blocks: the test does not exercise them",
