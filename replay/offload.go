@@ -146,10 +146,19 @@ type offload struct {
 	blockBytes int64 // bytes of one tier block
 	nodes      []*offNode
 	remote     *kvcache.Tier
-	xfers      map[int64]*xfer
-	nextID     int64
-	spare      []*xfer // completed stores, for storeXfer
+	// The transfers in flight, by slot: a transfer's fabric id is
+	// its sequence number times xferSlots plus its slot, so ids rise
+	// in the order transfers start (the fabric breaks ties by id) and
+	// name their slot without a map.
+	xfers     []*xfer
+	freeXfers []int32 // slots of xfers not in flight
+	seq       int64   // transfers started
+	nextID    int64   // the id of the last transfer started
+	spare     []*xfer // completed stores and vLLM loads, for storeXfer
 }
+
+// xferSlots bounds the transfers in flight at once (offload.xfers).
+const xferSlots = 1 << 24
 
 // An offNode is one node's links and the transfers on them.
 type offNode struct {
@@ -178,7 +187,7 @@ type offWorker struct {
 	stepCompute time.Duration
 	now         trace.Time // the time of the step being built (write_back)
 	wb          []uint64   // scratch of writeBack
-	hits        []int32    // scratch: the slots hostRun or prefetch found
+	hits        []int32    // scratch: the slots hostRun or prefetch found (vLLM: lookup)
 }
 
 // An xfer is a transfer in flight: a load of blocks into a request's GPU
@@ -187,9 +196,9 @@ type xfer struct {
 	w     *worker
 	r     *reqState // load or prefetch: the request; nil for a store
 	tier  int
-	keys  []uint64
-	slots []int32 // a store: each key's slot in the tier (Tier.Store)
-	kind  uint8   // xferStore, xferLoad, ... (hicache.go)
+	keys  []uint64 // (a vLLM load: none, its slots name its blocks)
+	slots []int32  // each key's slot in the tier (a store: Tier.Store's; a load: the pinned blocks')
+	kind  uint8    // xferStore, xferLoad, ... (hicache.go)
 	// A store, after keys: runN private blocks of request owner from
 	// its tier block runFirst on, held as one run (Tier.StoreRun).
 	runFirst, runN int64
@@ -198,7 +207,7 @@ type xfer struct {
 }
 
 func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload, error) {
-	o := &offload{e: e, bs: bs, spec: spec, blockBytes: spec.BlockTokens * spec.KVBytesPerToken, xfers: map[int64]*xfer{}}
+	o := &offload{e: e, bs: bs, spec: spec, blockBytes: spec.BlockTokens * spec.KVBytesPerToken}
 	if o.spec.WritePolicy == "" {
 		o.spec.WritePolicy = WriteThrough
 	}
@@ -404,11 +413,15 @@ func (o *offload) tierKeys(r *reqState, m int64) []uint64 {
 
 // lookup returns how many prompt tokens past the first done tokens r can
 // load from w's tiers, and fills r.loadFrom with the tier of each tier
-// block from the first one past done: each block comes from the fastest
-// tier that holds it, and the hit ends at the first block none holds.
-// The hit leaves at least one prompt token to compute, and a hit that
-// does not reach past done by a whole tier block loads nothing (vLLM's
-// get_num_new_matched_tokens).
+// block from the first one past done, and w.off.hits with its slot
+// there: each block comes from the fastest tier that holds it, and the
+// hit ends at the first block none holds. The hit leaves at least one
+// prompt token to compute, and a hit that does not reach past done by a
+// whole tier block loads nothing (vLLM's get_num_new_matched_tokens).
+//
+// Note: the slots spare admitLoad and startLoad a lookup of each block
+// in its tier's index to check, pin and unpin it: nothing changes in the
+// tiers between lookup and startLoad, and a pinned block keeps its slot.
 func (o *offload) lookup(w *worker, r *reqState, done int64) int64 {
 	ow := w.off
 	T := o.spec.BlockTokens
@@ -416,28 +429,32 @@ func (o *offload) lookup(w *worker, r *reqState, done int64) int64 {
 	keys := o.tierKeys(r, o.lookupBlocks(r))
 	maxBlocks := min(int64(len(keys)), (r.numTokens()-1)/T)
 	start := done / T
-	r.loadFrom = r.loadFrom[:0]
+	from, slots := r.loadFrom[:0], ow.hits[:0]
 	for b := start; b < maxBlocks; b++ {
-		t := -1
+		t, s := -1, int32(0)
 		for i, tr := range ow.tiers {
-			if tr != nil && tr.Contains(keys[b]) {
-				t = i
+			if tr == nil {
+				continue
+			}
+			if x, ok := tr.Find(keys[b]); ok {
+				t, s = i, x
 				break
 			}
 		}
 		if t < 0 {
 			break
 		}
-		r.loadFrom = append(r.loadFrom, int8(t))
+		from, slots = append(from, int8(t)), append(slots, s)
 	}
-	got := (start+int64(len(r.loadFrom)))*T - done
+	r.loadFrom, ow.hits = from, slots
+	got := (start+int64(len(from)))*T - done
 	if got < T {
-		r.loadFrom = r.loadFrom[:0]
+		r.loadFrom, ow.hits = from[:0], slots[:0]
 		return 0
 	}
 	// Touch every held block of the prompt, as vLLM's lookup does.
-	for b := start; b < start+int64(len(r.loadFrom)); b++ {
-		ow.tiers[r.loadFrom[b-start]].Touch(keys[b])
+	for i, t := range from {
+		ow.tiers[t].TouchAt(slots[i])
 	}
 	return got
 }
@@ -446,18 +463,28 @@ func (o *offload) lookup(w *worker, r *reqState, done int64) int64 {
 // one transfer per tier, and records its hit tokens by tier.
 func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now trace.Time) error {
 	T := o.spec.BlockTokens
-	keys := o.tierKeys(r, o.lookupBlocks(r))
 	start := done / T
-	var per [numTiers][]uint64
-	for i, t := range r.loadFrom {
-		per[t] = append(per[t], keys[start+int64(i)])
-	}
 	first := true
-	for t := range per {
-		if len(per[t]) == 0 {
+	for t := range numTiers {
+		var x *xfer
+		var slots []int32
+		for i, bt := range r.loadFrom {
+			if int(bt) != t {
+				continue
+			}
+			if x == nil {
+				x = o.storeXfer(w, t)
+				x.r, x.kind, slots = r, xferLoad, x.slots
+			}
+			s := w.off.hits[i]
+			w.off.tiers[t].PinAt(s)
+			slots = append(slots, s)
+		}
+		if x == nil {
 			continue
 		}
-		tokens := int64(len(per[t])) * T
+		x.slots = slots
+		tokens := int64(len(slots)) * T
 		if first {
 			// The first block may be partly in GPU memory already.
 			tokens -= done - start*T
@@ -466,11 +493,8 @@ func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now t
 		if !r.scheduled {
 			r.tierHit[t] += tokens
 		}
-		for _, k := range per[t] {
-			w.off.tiers[t].Pin(k)
-		}
 		var links [3]int
-		if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: per[t], kind: xferLoad}, int64(len(per[t]))*o.blockBytes, o.path(links[:0], w.off, t, true)); err != nil {
+		if err := o.start(e, w, now, x, int64(len(slots))*o.blockBytes, o.path(links[:0], w.off, t, true)); err != nil {
 			return err
 		}
 		r.loadLeft++
@@ -484,8 +508,20 @@ func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now t
 // transfer event.
 func (o *offload) start(e *engine, w *worker, now trace.Time, x *xfer, n int64, path []int) error {
 	node := o.nodes[w.off.node]
-	o.nextID++
-	o.xfers[o.nextID] = x
+	var slot int32
+	if k := len(o.freeXfers); k > 0 {
+		slot = o.freeXfers[k-1]
+		o.freeXfers = o.freeXfers[:k-1]
+		o.xfers[slot] = x
+	} else {
+		if len(o.xfers) == xferSlots {
+			return fmt.Errorf("replay: more than %d transfers in flight", xferSlots)
+		}
+		slot = int32(len(o.xfers))
+		o.xfers = append(o.xfers, x)
+	}
+	o.seq++
+	o.nextID = o.seq*xferSlots + int64(slot)
 	if s := e.sec; s != nil {
 		row := s.at(now)
 		switch x.kind {
@@ -600,8 +636,9 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, runFirst, 
 	return nil
 }
 
-// storeXfer returns an empty store of w's blocks into tier t: a
-// completed one reused, with its slices, or a new one.
+// storeXfer returns an empty store of w's blocks into tier t (or, made a
+// load, a load from it): a completed one reused, with its slices, or a
+// new one.
 func (o *offload) storeXfer(w *worker, t int) *xfer {
 	n := len(o.spare)
 	if n == 0 {
@@ -635,8 +672,10 @@ func (o *offload) advance(e *engine, i int, now trace.Time) error {
 	n.done = nil
 	defer func() { n.done = done[:0] }()
 	for _, d := range done {
-		x := o.xfers[d.ID]
-		delete(o.xfers, d.ID)
+		slot := int32(d.ID % xferSlots)
+		x := o.xfers[slot]
+		o.xfers[slot] = nil
+		o.freeXfers = append(o.freeXfers, slot)
 		tr := x.w.off.tiers[x.tier]
 		switch x.kind {
 		case xferStore:
@@ -652,16 +691,17 @@ func (o *offload) advance(e *engine, i int, now trace.Time) error {
 			o.prefetched(e, x, d.ID, now)
 			continue
 		}
-		for _, k := range x.keys {
-			tr.Unpin(k)
+		for _, s := range x.slots {
+			tr.UnpinAt(s)
 		}
-		r := x.r
+		w, r := x.w, x.r
+		o.spare = append(o.spare, x)
 		r.loadLeft--
 		if r.loadLeft > 0 {
 			continue
 		}
-		x.w.off.loading--
-		if err := e.loaded(x.w, r, d.At, now); err != nil {
+		w.off.loading--
+		if err := e.loaded(w, r, d.At, now); err != nil {
 			return err
 		}
 	}
@@ -683,9 +723,8 @@ func (v *vllm) admitLoad(w *worker, r *reqState, hits []int32, done int64, now t
 	if load == 0 {
 		return loadNone
 	}
-	keys := o.tierKeys(r, o.lookupBlocks(r))[done/o.spec.BlockTokens:]
 	for i, t := range r.loadFrom {
-		if ow.tiers[t].Pinned(keys[i]) {
+		if ow.tiers[t].PinnedAt(ow.hits[i]) {
 			// Another request is loading these blocks: r waits for
 			// them to reach GPU memory, skipped for this step, as
 			// vLLM delays a request whose hit blocks are being

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -35,7 +36,7 @@ type Fabric struct {
 	links   []fabricLink
 	now     float64      // ns
 	waiting []fabricFlow // in latency, by (ready, id)
-	moving  []fabricFlow // receiving bandwidth, by id
+	moving  []fabricFlow // receiving bandwidth, by id (kept in order)
 	rated   bool         // moving's rates are current
 
 	// paths holds the distinct paths transfers took, and pathID finds
@@ -50,9 +51,10 @@ type Fabric struct {
 	pathID map[string]int32
 	key    []byte // scratch of Start
 
-	// scratch of rate
+	// scratch of rate, by link; used: the links moving transfers cross
 	left  []float64
 	count []int32
+	used  []int32
 
 	// Observe, when set, is told how fast each link carries data (bytes
 	// per ns, indexed by link) over each interval [from, to) ns in which
@@ -193,29 +195,41 @@ func cmpFlowReady(a, b fabricFlow) int {
 }
 
 // rate gives every moving transfer its max-min fair rate.
+//
+// Note: only the links some moving transfer crosses (used, ascending) are
+// set up and scanned: a node has a pair of PCIe links per GPU, and a
+// handful of transfers cross a few of them. Scanned in ascending order,
+// with the same arithmetic in the same order, they give the rates a scan
+// of every link gives, to the bit.
 func (f *Fabric) rate() {
 	if f.rated {
 		return
 	}
 	f.rated = true
-	f.left = f.left[:0]
-	f.count = f.count[:0]
-	for _, l := range f.links {
-		f.left = append(f.left, l.bw)
-		f.count = append(f.count, 0)
+	if len(f.count) < len(f.links) {
+		f.left = make([]float64, len(f.links))
+		f.count = make([]int32, len(f.links))
 	}
+	// (count is all zero: every round below ends with each rated
+	// transfer's links counted down.)
+	f.used = f.used[:0]
 	for i := range f.moving {
 		f.moving[i].rate = -1
 		for _, l := range f.paths[f.moving[i].path].links {
+			if f.count[l] == 0 {
+				f.left[l] = f.links[l].bw
+				f.used = append(f.used, l)
+			}
 			f.count[l]++
 		}
 	}
+	slices.Sort(f.used)
 	for unrated := len(f.moving); unrated > 0; {
 		// The link with the least bandwidth per unrated transfer
 		// bottlenecks every unrated transfer crossing it.
-		best, share := -1, math.Inf(1)
-		for l, c := range f.count {
-			if c > 0 && f.left[l]/float64(c) < share {
+		best, share := int32(-1), math.Inf(1)
+		for _, l := range f.used {
+			if c := f.count[l]; c > 0 && f.left[l]/float64(c) < share {
 				best, share = l, f.left[l]/float64(c)
 			}
 		}
@@ -225,7 +239,7 @@ func (f *Fabric) rate() {
 				continue
 			}
 			path := f.paths[fl.path].links
-			if !slices.Contains(path, int32(best)) {
+			if !slices.Contains(path, best) {
 				continue
 			}
 			fl.rate = share
@@ -279,14 +293,16 @@ func (f *Fabric) AdvanceAppend(done []Done, to trace.Time) []Done {
 		f.drain(t)
 		ready := 0
 		for ready < len(f.waiting) && f.waiting[ready].ready <= t {
-			f.moving = append(f.moving, f.waiting[ready])
+			// moving stays in id order.
+			fl := f.waiting[ready]
+			i, _ := slices.BinarySearchFunc(f.moving, fl.id, func(m fabricFlow, id int64) int { return cmp.Compare(m.id, id) })
+			f.moving = slices.Insert(f.moving, i, fl)
 			ready++
 			f.rated = false
 		}
 		// Keep waiting's front, so that Start inserts without
 		// reallocating.
 		f.waiting = f.waiting[:copy(f.waiting, f.waiting[ready:])]
-		slices.SortFunc(f.moving, func(a, b fabricFlow) int { return int(a.id - b.id) })
 		kept := f.moving[:0]
 		for _, fl := range f.moving {
 			if fl.remaining == 0 {

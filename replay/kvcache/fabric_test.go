@@ -1,6 +1,10 @@
 package kvcache
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -223,5 +227,87 @@ func TestFabricPathLater(t *testing.T) {
 	}
 	if d := f.Advance(100); len(d) != 1 || d[0] != (Done{ID: 2, At: 10}) {
 		t.Errorf("completed %v, want transfer 2 at 10 ns", d)
+	}
+}
+
+// rateAllLinks is max-min fair sharing as Fabric.rate computed it first,
+// scanning every link of the fabric in each round: the reference rate's
+// scan of the used links only must match to the bit.
+func rateAllLinks(f *Fabric) []float64 {
+	left := make([]float64, len(f.links))
+	count := make([]int32, len(f.links))
+	rates := make([]float64, len(f.moving))
+	for l, k := range f.links {
+		left[l] = k.bw
+	}
+	for i, fl := range f.moving {
+		rates[i] = -1
+		for _, l := range f.paths[fl.path].links {
+			count[l]++
+		}
+	}
+	for unrated := len(f.moving); unrated > 0; {
+		best, share := -1, math.Inf(1)
+		for l, c := range count {
+			if c > 0 && left[l]/float64(c) < share {
+				best, share = l, left[l]/float64(c)
+			}
+		}
+		for i, fl := range f.moving {
+			path := f.paths[fl.path].links
+			if rates[i] >= 0 || !slices.Contains(path, int32(best)) {
+				continue
+			}
+			rates[i] = share
+			unrated--
+			for _, l := range path {
+				left[l] = max(left[l]-share, 0)
+				count[l]--
+			}
+		}
+	}
+	return rates
+}
+
+// TestFabricRateUsedLinks checks Fabric.rate against rateAllLinks on
+// random fabrics: links of random (and some equal) bandwidths, transfers
+// over random paths starting and ending at random times, the rates
+// compared to the bit at every change.
+func TestFabricRateUsedLinks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	checks := 0
+	for range 200 {
+		f := NewFabric()
+		nl := 1 + rng.IntN(12)
+		for l := range nl {
+			bw := float64(1+rng.IntN(4)) * 8e9 // equal shares tie
+			if rng.IntN(3) == 0 {
+				bw = 1e9 + rng.Float64()*60e9
+			}
+			if _, err := f.AddLink(model.Link{Name: fmt.Sprint("l", l), Bandwidth: bw, Latency: time.Duration(rng.IntN(3)) * time.Microsecond}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now := trace.Time(0)
+		for id := int64(1); id <= 40; id++ {
+			path := rng.Perm(nl)[:1+rng.IntN(min(nl, 4))]
+			if _, err := f.Start(now, id, 1+rng.Int64N(64_000_000), path); err != nil {
+				t.Fatal(err)
+			}
+			now += trace.Time(rng.IntN(2_000_000))
+			f.Advance(now)
+			f.rated = false
+			f.rate()
+			want := rateAllLinks(f)
+			for i, fl := range f.moving {
+				if math.Float64bits(fl.rate) != math.Float64bits(want[i]) {
+					t.Fatalf("transfer %d's rate %v, scanning every link %v", fl.id, fl.rate, want[i])
+				}
+			}
+			checks += len(want)
+		}
+	}
+	if checks < 1000 {
+		t.Errorf("only %d rates compared", checks)
 	}
 }

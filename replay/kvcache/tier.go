@@ -296,6 +296,17 @@ func (t *Tier) Find(h uint64) (int32, bool) {
 	return s, ok && t.slots[s].ready
 }
 
+// TouchAt is Touch of the block at slot s (Find's, nothing changed in
+// the tier since).
+func (t *Tier) TouchAt(s int32) {
+	t.unlink(s)
+	t.pushBack(s)
+}
+
+// PinnedAt is Pinned of the block at slot s (Find's, nothing changed in
+// the tier since).
+func (t *Tier) PinnedAt(s int32) bool { return t.slots[s].pins > 0 }
+
 // PinAt is Pin of the block at slot s (Hit's or Find's, nothing changed
 // in the tier since).
 func (t *Tier) PinAt(s int32) {
