@@ -161,9 +161,7 @@ func BenchmarkITLDist(b *testing.B) {
 	passes := func(m *metricStream) Dist {
 		m.plan(append(medianRanks(m.n), percentileRanks(m.n, 99)...))
 		for m.startPass(&budget{left: passBudget}) {
-			for _, g := range reqs {
-				m.visitSlice(g)
-			}
+			m.visitPooled(reqs)
 			m.endPass()
 		}
 		return m.dist()
@@ -179,14 +177,25 @@ func BenchmarkITLDist(b *testing.B) {
 			histogram()
 		}
 	})
-	b.Run("select/passes", func(b *testing.B) {
-		for b.Loop() {
-			b.StopTimer()
-			m := histogram()
-			b.StartTimer()
-			passes(m)
+	// The passes split between two goroutines (visitPooled, with two
+	// cores), then on one.
+	for _, split := range []int64{splitMin, math.MaxInt64} {
+		name := "select/passes"
+		if split == math.MaxInt64 {
+			name = "select/passes/one-goroutine"
 		}
-	})
+		b.Run(name, func(b *testing.B) {
+			defer func(s int64) { splitMin = s }(splitMin)
+			splitMin = split
+			defer reportCPU(b)()
+			for b.Loop() {
+				b.StopTimer()
+				m := histogram()
+				b.StartTimer()
+				passes(m)
+			}
+		})
+	}
 }
 
 // mergeSortedRuns sorts v, the concatenation of reqs, by sorting each

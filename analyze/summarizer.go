@@ -142,7 +142,8 @@ func (z *Summarizer) itlDist(d *Dist, wg *sync.WaitGroup) {
 // selectITL returns the pooled gaps' distribution as a summary by passes
 // makes it, from the histogram counted by Add and passes over the gaps
 // kept: their pairwise sum, then their squared deviations, while the
-// median's and the percentiles' buckets are narrowed down and collected.
+// median's and the percentiles' buckets are narrowed down and collected;
+// each pass split between two cores (visitPooled).
 func (z *Summarizer) selectITL() Dist {
 	m := z.sel
 	ranks := medianRanks(m.n)
@@ -151,9 +152,7 @@ func (z *Summarizer) selectITL() Dist {
 	}
 	m.plan(ranks)
 	for m.startPass(&budget{left: passBudget}) {
-		for _, g := range z.itl {
-			m.visitSlice(g)
-		}
+		m.visitPooled(z.itl)
 		m.endPass()
 	}
 	return m.dist()
