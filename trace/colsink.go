@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 )
 
 // A colSink buffers one column of the row group being written, as the
@@ -113,29 +114,93 @@ func (s *strSink) reset() {
 
 // A listSink holds a list in Parquet's three-level layout (optional list,
 // repeated group, optional element): the values and each row's length;
-// encodeList makes the levels.
+// encodeList makes the levels. A sink of a Writer whose caller leaves its
+// requests' lists alone (WriterOptions.SharedLists) keeps each row's list
+// itself, in lists, rather than a copy of its values in vals.
 type listSink[T int64 | int32 | float64] struct {
-	off  uintptr // of the []T field
-	vals []T
-	lens []int32 // per row: −1 for null, else the list's length
+	off    uintptr // of the []T field
+	vals   []T
+	lens   []int32 // per row: −1 for null, else the list's length
+	shared bool
+	lists  [][]T // per row, when shared
 }
 
 func (s *listSink[T]) add(r *Request) int {
 	l := *(*[]T)(unsafe.Add(unsafe.Pointer(r), s.off))
+	if s.shared {
+		s.lists = append(s.lists, l)
+	}
 	if l == nil {
 		s.lens = append(s.lens, -1)
 		return 0
 	}
-	if len(l) > 0 && s.vals == nil {
+	if len(l) > 0 && s.vals == nil && !s.shared {
 		// A row group's worth at once: growing by doubling copied
 		// and faulted in twice that much fresh memory.
 		s.vals = make([]T, 0, rowGroupListValues+1<<16)
 	}
-	s.vals = append(s.vals, l...)
+	if !s.shared {
+		s.vals = append(s.vals, l...)
+	}
 	s.lens = append(s.lens, int32(len(l)))
 	return len(l)
 }
 
-func (s *listSink[T]) encode(c *chunk) { encodeList(c, s.vals, s.lens) }
+func (s *listSink[T]) encode(c *chunk) {
+	if s.shared {
+		encodeList[T](c, listRows[T](s.lists), s.lens)
+		return
+	}
+	encodeList[T](c, flatList[T](s.vals), s.lens)
+}
 
-func (s *listSink[T]) reset() { s.vals, s.lens = s.vals[:0], s.lens[:0] }
+func (s *listSink[T]) reset() {
+	clear(s.lists) // let the lists go
+	s.vals, s.lens, s.lists = s.vals[:0], s.lens[:0], s.lists[:0]
+}
+
+// share makes the sink keep the rows' lists rather than copy them.
+func (s *listSink[T]) share() { s.shared = true }
+
+// listValues are the values of a list column's rows, as encodeList
+// reads them: appended, page by page, rows [from, to) that hold nv
+// values starting at the val-th, and given to the statistics.
+type listValues[T int64 | int32 | float64] interface {
+	appendRows(dst []byte, from, to, val, nv int) []byte
+	updateStats(st metadata.TypedStatistics, nulls int)
+}
+
+// flatList is the rows' values one after the other.
+type flatList[T int64 | int32 | float64] []T
+
+func (f flatList[T]) appendRows(dst []byte, _, _, val, nv int) []byte {
+	return appendPlain(dst, f[val:val+nv])
+}
+
+func (f flatList[T]) updateStats(st metadata.TypedStatistics, nulls int) {
+	updateStats(st, []T(f), nulls)
+}
+
+// listRows is each row's list (nil for a null row).
+//
+// Note: its statistics are updated list by list, which gives what one
+// update over their concatenation gives: the minimum and maximum are
+// order-independent (NaN is passed over, a zero minimum is always −0 and
+// a zero maximum +0, other equal values have equal bits), counts add.
+type listRows[T int64 | int32 | float64] [][]T
+
+func (l listRows[T]) appendRows(dst []byte, from, to, _, _ int) []byte {
+	for _, vs := range l[from:to] {
+		dst = appendPlain(dst, vs)
+	}
+	return dst
+}
+
+func (l listRows[T]) updateStats(st metadata.TypedStatistics, nulls int) {
+	for _, vs := range l {
+		if len(vs) > 0 {
+			updateStats(st, vs, 0)
+		}
+	}
+	updateStats(st, []T(nil), nulls)
+}

@@ -260,9 +260,9 @@ func (c *chunk) buildDict(vals []parquet.ByteArray) bool {
 }
 
 // encodeList encodes a list column (optional list, repeated group,
-// optional element) from its values and each row's length (−1: null),
+// optional element) from its rows' values and each row's length (−1: null),
 // in pages of about dataPageSize bytes of values that start at rows.
-func encodeList[T int64 | int32 | float64](c *chunk, vals []T, lens []int32) {
+func encodeList[T int64 | int32 | float64](c *chunk, vals listValues[T], lens []int32) {
 	if c.st != nil {
 		nulls := 0
 		for _, n := range lens {
@@ -270,7 +270,7 @@ func encodeList[T int64 | int32 | float64](c *chunk, vals []T, lens []int32) {
 				nulls++
 			}
 		}
-		updateStats(c.st, vals, nulls)
+		vals.updateStats(c.st, nulls)
 	}
 	var zero T
 	perPage := dataPageSize / int(unsafe.Sizeof(zero))
@@ -306,7 +306,7 @@ func encodeList[T int64 | int32 | float64](c *chunk, vals []T, lens []int32) {
 			}
 		}
 		c.body = endLevels(def.finish(), at)
-		c.body = appendPlain(c.body, vals[val:val+nv])
+		c.body = vals.appendRows(c.body, row, end, val, nv)
 		c.page(pageData, levels, encPlain)
 		row, val = end, val+nv
 	}

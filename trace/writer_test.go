@@ -3,11 +3,15 @@ package trace
 import (
 	"bytes"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // listHeavy returns n requests whose ITL lists (lengths 0 to 299, some
@@ -169,6 +173,66 @@ func TestWriterCallerReusesRequest(t *testing.T) {
 		}
 		if !bytes.Equal(buf.Bytes(), want) {
 			t.Errorf("concurrent %v: the file changed when the caller reused its Request", o.Concurrent)
+		}
+	}
+}
+
+// TestWriterSharedLists checks that a Writer keeping the requests' lists
+// (WriterOptions.SharedLists) writes the bytes of one copying them, with
+// and without concurrency: over row group and page boundaries (small
+// bounds), with nulls and empty lists.
+func TestWriterSharedLists(t *testing.T) {
+	defer func(n int) { rowGroupListValues = n }(rowGroupListValues)
+	rowGroupListValues = 20_000
+	rng := rand.New(rand.NewPCG(3, 14))
+	reqs := append(listHeavy(3000), randomRequests(rng, 400, true)...)
+	want := writeAll(t, reqs, WriterOptions{})
+	for _, o := range []WriterOptions{{SharedLists: true}, {SharedLists: true, Concurrent: true}} {
+		if got := writeAll(t, reqs, o); !bytes.Equal(got, want) {
+			t.Errorf("%+v: wrote %d bytes, a copying writer %d, not the same", o, len(got), len(want))
+		}
+	}
+}
+
+// TestListRowsStatistics checks that statistics updated list by list
+// (listRows) are those of one update over the lists' concatenation
+// (flatList), with values whose order could matter: NaN, ±0, ±Inf, lists
+// of only NaN or only zeros of either sign. (The writer keeps no
+// statistics of list elements today; a column that did would get them.)
+func TestListRowsStatistics(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 15))
+	negZero := math.Copysign(0, -1)
+	special := []float64{math.NaN(), negZero, 0, math.Inf(1), math.Inf(-1), 1.5, -2}
+	sc, err := pqarrow.ToParquet(Schema(), writerProperties(), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := sc.Column(itlColumn)
+	for trial := range 2000 {
+		lists := make([][]float64, rng.IntN(6))
+		var flat []float64
+		nulls := 0
+		for i := range lists {
+			switch rng.IntN(5) {
+			case 0:
+				nulls++ // a null or empty row
+				continue
+			}
+			lists[i] = make([]float64, 1+rng.IntN(4))
+			for k := range lists[i] {
+				lists[i][k] = special[rng.IntN(len(special))]
+			}
+			flat = append(flat, lists[i]...)
+		}
+		byList := metadata.NewStatistics(col, nil)
+		listRows[float64](lists).updateStats(byList, nulls)
+		whole := metadata.NewStatistics(col, nil)
+		flatList[float64](flat).updateStats(whole, nulls)
+		if byList.HasMinMax() != whole.HasMinMax() || byList.NullCount() != whole.NullCount() || byList.NumValues() != whole.NumValues() ||
+			!bytes.Equal(byList.EncodeMin(), whole.EncodeMin()) || !bytes.Equal(byList.EncodeMax(), whole.EncodeMax()) {
+			t.Fatalf("trial %d: lists %v: list by list min %x max %x nulls %d values %d; whole min %x max %x nulls %d values %d",
+				trial, lists, byList.EncodeMin(), byList.EncodeMax(), byList.NullCount(), byList.NumValues(),
+				whole.EncodeMin(), whole.EncodeMax(), whole.NullCount(), whole.NumValues())
 		}
 	}
 }

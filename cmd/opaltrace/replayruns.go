@@ -401,8 +401,14 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 	defer f.Abort()
 	// Concurrent: the file is encoded and compressed on a second core
 	// while the engine runs; Write copies each record, so the engine may
-	// reuse it once emit returns.
-	w, err := trace.NewWriterWith(f, trace.WriterOptions{Concurrent: true})
+	// reuse it once emit returns. When every run's records are kept for
+	// its summary, which reads their ITL gaps again at the end, the
+	// writer keeps their lists too rather than copy them (SharedLists).
+	shared := true
+	for _, job := range jobs {
+		shared = shared && job.in.Len() <= plan.streamAbove
+	}
+	w, err := trace.NewWriterWith(f, trace.WriterOptions{Concurrent: true, SharedLists: shared})
 	if err != nil {
 		return nil, err
 	}
