@@ -461,3 +461,33 @@ func TestSGLangIgnoreEOSAdmission(t *testing.T) {
 			st.Preemptions, b.Arrival.V.Seconds()+b.TTFTSec.V, aEnd)
 	}
 }
+
+// TestSGLangIgnoreEOSCheckUsesNextLeft pins a quirk of SGLang v0.4's
+// add_one_req_ignore_eos that the replay keeps: at each entry i of the
+// requests sorted by tokens left, it charges the whole remaining batch
+// (n − i requests) the tokens left of the entry after i, not its own, and
+// counts as freed only the tokens of the entries before i. This is
+// stricter than what running to the end needs. Here a running request
+// holding 1,000 tokens has 1 token left and the candidate 100: both could
+// finish with 2 tokens free (after 1 step the first frees 1,000), but
+// SGLang admits the candidate only when the pool, less its prompt, has
+// more than 2 × 100 tokens free.
+func TestSGLangIgnoreEOSCheckUsesNextLeft(t *testing.T) {
+	t.Parallel()
+	running := []*reqState{{prompt: 999, out: 1, maxOut: 2}}
+	const prompt = 10
+	for _, c := range []struct {
+		free float64 // tokens free, the candidate's prompt included
+		want bool
+	}{
+		{prompt + 2, false}, // what finishing needs: refused
+		{prompt + 200, false},
+		{prompt + 201, true},
+	} {
+		g := &sglang{ignoreEOS: true}
+		r := &reqState{prompt: prompt, maxOut: 100}
+		if got := g.fitsToEnd(r, running, c.free); got != c.want {
+			t.Errorf("%v tokens free: admitted %v, want %v", c.free, got, c.want)
+		}
+	}
+}
