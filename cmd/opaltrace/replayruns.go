@@ -403,7 +403,8 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 	// while the engine runs; Write copies each record, so the engine may
 	// reuse it once emit returns. When every run's records are kept for
 	// its summary, which reads their ITL gaps again at the end, the
-	// writer keeps their lists too rather than copy them (SharedLists).
+	// writer keeps their lists too rather than copy them (SharedLists),
+	// and nothing is collected after the last run (pauseGC).
 	shared := true
 	for _, job := range jobs {
 		shared = shared && job.in.Len() <= plan.streamAbove
@@ -477,6 +478,10 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			}
 			return w.Write(r)
 		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, Offload: job.setup.Offload}) // the writer copies what it needs
+		if shared && len(done) == len(jobs)-1 {
+			// The last run has replayed, and every record is kept.
+			defer pauseGC()()
+		}
 		var memDone <-chan *analyze.Summary
 		if keep {
 			memDone = mem.finish()
