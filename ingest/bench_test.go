@@ -12,23 +12,34 @@ import (
 	"github.com/opaltrace/opaltrace/trace"
 )
 
-// BenchmarkMooncake measures decoding throughput on the conversation trace.
+// BenchmarkMooncake measures decoding throughput on the conversation
+// trace, with a new request per line (fresh) and with one reused
+// (Options.Reuse, as replay reads).
 func BenchmarkMooncake(b *testing.B) {
 	data, err := os.ReadFile(shareddata.Path(b, convFile))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
-		r, err := NewReader(bytes.NewReader(data), "conv", Options{})
-		if err != nil {
-			b.Fatal(err)
+	for _, reuse := range []bool{false, true} {
+		name := "fresh"
+		if reuse {
+			name = "reuse"
 		}
-		for r.Scan() {
-		}
-		if r.Err() != nil {
-			b.Fatal(r.Err())
-		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := NewReader(bytes.NewReader(data), "conv", Options{Reuse: reuse})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for r.Scan() {
+				}
+				if r.Err() != nil {
+					b.Fatal(r.Err())
+				}
+			}
+		})
 	}
 }
 

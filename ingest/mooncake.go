@@ -48,6 +48,8 @@ type mooncakeReader struct {
 	reqs      []trace.Request // where requests are carved from
 	cur       Record
 	err       error
+	reuse     bool          // Options.Reuse: every request is one
+	one       trace.Request // with reuse
 }
 
 func newMooncakeReader(r io.Reader, file, run string, opts Options) Reader {
@@ -62,6 +64,7 @@ func newMooncakeReader(r io.Reader, file, run string, opts Options) Reader {
 			BlockSize: bs,
 		},
 		blockSize: bs,
+		reuse:     opts.Reuse,
 	}
 }
 
@@ -134,7 +137,12 @@ func (r *mooncakeReader) parse(line []byte, row int) (*trace.Request, string) {
 		r.idPrefix = append([]byte(r.run.Name), '/')
 	}
 	r.idPrefix = strconv.AppendInt(r.idPrefix[:len(r.run.Name)+1], int64(row), 10)
-	req := r.newRequest()
+	// A reused request's hash ids are rec's: the same length, nil
+	// when rec's are, as keep's copy.
+	req, ids := &r.one, rec.hashIDs
+	if !r.reuse {
+		req, ids = r.newRequest(), r.keep(rec.hashIDs)
+	}
 	*req = trace.Request{
 		RequestID:          string(r.idPrefix),
 		Run:                r.run.Name,
@@ -143,7 +151,7 @@ func (r *mooncakeReader) parse(line []byte, row int) (*trace.Request, string) {
 		InputTokens:        trace.Some(in),
 		OutputTokens:       trace.Some(out),
 		BlockSize:          trace.Some(r.blockSize),
-		HashIDs:            r.keep(rec.hashIDs),
+		HashIDs:            ids,
 		Arrival:            trace.Some(trace.Time(math.Round(rec.timestamp * 1e6))),
 		OutputTokensSource: trace.OutputRequested,
 	}

@@ -119,9 +119,11 @@ func (x *replayInputs) add(r *trace.Request) error {
 }
 
 // loadReplayInputs reads the trace at arg (opaltrace Parquet, or any
-// format ingest reads) into replayInputs.
+// format ingest reads) into replayInputs, which copies each request
+// (add), so the reader may reuse one (Options.Reuse).
 func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr io.Writer) (*replayInputs, error) {
 	_, path := splitLabel(arg)
+	opts.Reuse = true
 	x := newReplayInputs()
 	var err error
 	x.runs, err = eachRequest(path, nil, opts, allowErrors, stderr, x.add)
