@@ -83,6 +83,11 @@ func applyRecord(c *Cluster, run trace.Run, o Overrides) ([]string, error) {
 			return nil, err
 		}
 	}
+	if v := run.Extra["engine_version"]; v != "" {
+		if err := take("engine_version", v, strconv.Quote(v)); err != nil {
+			return nil, err
+		}
+	}
 	var opts []string
 	for _, v := range vllmOptions {
 		raw, ok := run.Extra[engineOptPrefix+v.opt]

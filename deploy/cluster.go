@@ -46,8 +46,14 @@ type Cluster struct {
 	NumGPUBlocksOverride int64 `yaml:"num_gpu_blocks_override,omitempty"`
 	// MemFractionStatic is SGLang's --mem-fraction-static: the fraction
 	// of each GPU's memory for weights and KV pool (0: SGLang's default
-	// for the TP size).
+	// for the GPU, the parallel sizes and engine_version).
 	MemFractionStatic float64 `yaml:"mem_fraction_static,omitempty"`
+	// EngineVersion is the version of the engine the workers run
+	// ("0.11.0", "0.5.2"), from which the defaults of the engine options
+	// the file and the run leave out follow, as that version chose them
+	// (model.VLLMServeBatchDefaults, model.SGLangServeDefaults): the
+	// run's recorded version, or "" for the documented default.
+	EngineVersion string `yaml:"engine_version,omitempty"`
 	// Node is the server the workers run on, a preset of model.NodeNames
 	// (default: the GPU's node, hgx-h100 for h100), whose links, host
 	// memory and NVMe the KV tiers use; NodeOverride changes its figures

@@ -146,17 +146,23 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
+	var sg model.SGLangDefaults
 	if EngineName(cfg) == replay.EngineSGLang {
+		sg = model.SGLangServeDefaults(c.EngineVersion, dep.Hardware, dep.TP, dep.PP)
+		if note := sglangServeDefaults(c, &cfg, sg); note != "" {
+			notes = append(notes, note)
+			c.Config = cfg
+		}
 		// Priced only when a cost model gives eager_layer_launch_s.
-		dep.CUDAGraphMaxBS = SGLangCUDAGraphMaxBS(run, dep.Hardware.MemBytes, dep.TP)
+		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, sg)
 	}
 	if EngineName(cfg) == replay.EngineVLLM {
-		if note := vllmBatchDefaults(c, &cfg, dep.Hardware, run.Extra["engine_version"]); note != "" {
+		if note := vllmBatchDefaults(c, &cfg, dep.Hardware, c.EngineVersion); note != "" {
 			notes = append(notes, note)
 			c.Config = cfg
 		}
 	}
-	kvTokens, kvHow, err := kvCapacity(c, cfg, dep, run.Extra["engine_version"])
+	kvTokens, kvHow, err := kvCapacity(c, cfg, dep, sg)
 	if err != nil {
 		return nil, err
 	}
@@ -313,6 +319,33 @@ func vllmBatchDefaults(c Cluster, cfg *replay.Config, hw model.Hardware, version
 	if _, ok := c.Given("scheduler.max_num_batched_tokens"); !ok {
 		s.MaxNumBatchedTokens = d.MaxNumBatchedTokens
 		set = append(set, fmt.Sprintf("max_num_batched_tokens %d", d.MaxNumBatchedTokens))
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return strings.Join(set, ", ") + " (" + d.Why + ")"
+}
+
+// sglangServeDefaults sets the schedule_policy and chunked_prefill_size
+// of cfg that neither the run's record nor the cluster file nor a setting
+// gave to d, SGLang's defaults for the cluster's engine_version on its
+// GPU (model.SGLangServeDefaults), and returns the line saying so and
+// which rule chose them, with the mem_fraction_static and
+// cuda_graph_max_bs the same rule gives when they too were left out
+// (kvCapacity, sglangCUDAGraphMaxBS apply them); "" when all were given.
+func sglangServeDefaults(c Cluster, cfg *replay.Config, d model.SGLangDefaults) string {
+	s := &cfg.Scheduler
+	var set []string
+	if s.SchedulePolicy == "" {
+		s.SchedulePolicy = d.SchedulePolicy
+		set = append(set, "schedule_policy "+d.SchedulePolicy)
+	}
+	if s.ChunkedPrefillSize == 0 {
+		s.ChunkedPrefillSize = d.ChunkedPrefillSize
+		set = append(set, fmt.Sprintf("chunked_prefill_size %d", d.ChunkedPrefillSize))
+	}
+	if c.MemFractionStatic == 0 && s.KVCacheTokens == 0 && c.NumGPUBlocksOverride == 0 {
+		set = append(set, fmt.Sprintf("mem_fraction_static %g", d.MemFractionStatic))
 	}
 	if len(set) == 0 {
 		return ""

@@ -279,7 +279,8 @@ func TestResolveRecord(t *testing.T) {
 }
 
 // KV capacity as the engines size it: SGLang's mem_fraction_static (its
-// default by TP size), vLLM's num_gpu_blocks_override.
+// default by TP size at SGLang 0.4.0.post1, assumed when no version is
+// recorded), vLLM's num_gpu_blocks_override.
 func TestKVCapacity(t *testing.T) {
 	run := trace.Run{Name: "dc", Model: "llama-3.3-70b", Hardware: "4xH200", Engine: "sglang"}
 	s, err := Resolve(DefaultCluster(), run, Overrides{})
@@ -288,7 +289,7 @@ func TestKVCapacity(t *testing.T) {
 	}
 	d := s.Deployment
 	want := (int64(float64(d.Hardware.MemBytes)*0.85) - d.WeightBytesPerRank()) / d.KVBytesPerTokenPerRank()
-	if s.KVTokens != want || !strings.Contains(s.KVHow, "mem_fraction_static for TP4 0.85") {
+	if s.KVTokens != want || !strings.Contains(s.KVHow, "(SGLang 0.4.0.post1's default mem_fraction_static 0.85 × 140.40 GiB") {
 		t.Errorf("SGLang KV %d (%s), want %d", s.KVTokens, s.KVHow, want)
 	}
 	s, err = Resolve(DefaultCluster(), run, Overrides{Settings: []Setting{{"mem_fraction_static", 0.5, "--x"}}})
@@ -400,5 +401,44 @@ func TestVLLMBatchDefaults(t *testing.T) {
 			c.note != "" && !strings.Contains(notes, c.note) || c.note == "" && strings.Contains(notes, "vLLM's") {
 			t.Errorf("%s: %d seqs, %d tokens; KV %s; notes %q", c.name, sc.MaxNumSeqs, sc.MaxNumBatchedTokens, s.KVHow, s.Notes)
 		}
+	}
+}
+
+// An SGLang run's options it and the cluster leave out take the defaults
+// of its recorded version on its GPU, and the note says which rule chose
+// them; what the cluster gives wins; with no version recorded
+// v0.4.0.post1's rule is assumed, and said.
+func TestSGLangServeDefaults(t *testing.T) {
+	run := trace.Run{Name: "a", Model: "llama-3.1-8b", Hardware: "2xA10", Engine: "sglang", Extra: map[string]string{"engine_version": "0.5.2"}}
+	s, err := Resolve(DefaultCluster(), run, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.Config.Scheduler
+	notes := strings.Join(s.Notes, "\n")
+	if g.SchedulePolicy != "fcfs" || g.ChunkedPrefillSize != 2048 || s.Deployment.CUDAGraphMaxBS != 8 || s.Cluster.EngineVersion != "0.5.2" ||
+		!strings.Contains(notes, "schedule_policy fcfs, chunked_prefill_size 2048, mem_fraction_static 0.867 (SGLang 0.5.2's defaults (mem_fraction_static leaving 3072 MiB") ||
+		!strings.Contains(s.KVHow, "SGLang 0.5.2's default mem_fraction_static 0.867 × 22.49 GiB") {
+		t.Errorf("0.5.2 on 2×A10: %s, %d, graphs to %d; notes:\n%s\nKV: %s", g.SchedulePolicy, g.ChunkedPrefillSize, s.Deployment.CUDAGraphMaxBS, notes, s.KVHow)
+	}
+	c := DefaultCluster()
+	c, err = c.With(Setting{"scheduler.chunked_prefill_size", 4096, "--x"}, Setting{"mem_fraction_static", 0.8, "--y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Resolve(c, run, Overrides{}); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Config.Scheduler; g.ChunkedPrefillSize != 4096 || g.SchedulePolicy != "fcfs" || !strings.Contains(s.KVHow, "(SGLang: mem_fraction_static 0.8 ×") ||
+		!strings.Contains(strings.Join(s.Notes, "\n"), "schedule_policy fcfs (SGLang 0.5.2's") || strings.Contains(strings.Join(s.Notes, "\n"), "mem_fraction_static 0.867") {
+		t.Errorf("given: %d, %s, %s, %q", g.ChunkedPrefillSize, g.SchedulePolicy, s.KVHow, s.Notes)
+	}
+	delete(run.Extra, "engine_version")
+	if s, err = Resolve(DefaultCluster(), run, Overrides{}); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Config.Scheduler; g.SchedulePolicy != "lpm" || g.ChunkedPrefillSize != 2048 || s.Deployment.CUDAGraphMaxBS != 8 ||
+		!strings.Contains(strings.Join(s.Notes, "\n"), "no version recorded: 0.4.0.post1 assumed") {
+		t.Errorf("no version: %s, %d, %d; %q", g.SchedulePolicy, g.ChunkedPrefillSize, s.Deployment.CUDAGraphMaxBS, s.Notes)
 	}
 }

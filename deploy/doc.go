@@ -22,8 +22,13 @@
 // its model (a Hugging Face id such as meta-llama/Llama-3.3-70B-Instruct
 // resolves to the shipped llama-3.3-70b, see ModelName), its hardware
 // ("4xH200": the GPU preset and, without recorded parallel sizes, TP4),
-// TP, PP, DP, engine and the engine options kept at ingest. The cluster
-// file and the settings override it, and every difference is a note. A
+// TP, PP, DP, engine, engine version and the engine options kept at
+// ingest. The cluster file and the settings override it, and every
+// difference is a note. The engine options neither gives take the
+// defaults of the engine's version (engine_version) on the GPU, as the
+// engine chooses them (model.VLLMServeBatchDefaults,
+// model.SGLangServeDefaults; a documented version when none is known),
+// and a note says which rule chose them. A
 // measured run (Overrides.Measured) whose model or hardware is unknown is
 // refused unless Overrides.AssumeDeployment. The KV capacity is sized as
 // the engine sizes it (kvCapacity: SGLang's mem_fraction_static, vLLM's

@@ -99,26 +99,26 @@ func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
 }
 
 // SGLangCUDAGraphMaxBS returns the decode batch size up to which an
-// SGLang worker replays CUDA graphs: the run's
-// recorded cuda_graph_max_bs, -1 when it recorded disable_cuda_graph,
-// else SGLang's default of the DataCrunch runs' time (server_args.py,
-// v0.4, December 2024: 160, or on a GPU of under 25,000 MB 8 below TP4
-// and 80 from TP4). Later versions choose larger defaults by GPU memory
-// (up to 512 at TP4 and more on an H200), which a run of theirs must
-// record.
+// SGLang worker replays CUDA graphs: the run's recorded
+// cuda_graph_max_bs, -1 when it recorded disable_cuda_graph, else the
+// default of the run's recorded SGLang version (or of
+// model.SGLangDefaultVersion when it records none) on a GPU of memBytes
+// at TP tp (model.SGLangServeDefaults: 160 on an H200 at v0.4.0.post1, 8
+// below TP4 and 80 from TP4 on a GPU under 25,000 MiB; larger from
+// v0.4.5.post3).
 func SGLangCUDAGraphMaxBS(run trace.Run, memBytes int64, tp int) int {
+	d := model.SGLangServeDefaults(run.Extra["engine_version"], model.Hardware{Name: run.Hardware, MemBytes: memBytes}, tp, run.PP)
+	return sglangCUDAGraphMaxBS(run, d)
+}
+
+// sglangCUDAGraphMaxBS is SGLangCUDAGraphMaxBS with the defaults d of the
+// deployment's version.
+func sglangCUDAGraphMaxBS(run trace.Run, d model.SGLangDefaults) int {
 	if b, err := strconv.ParseBool(run.Extra[engineOptPrefix+"disable_cuda_graph"]); err == nil && b {
 		return -1
 	}
 	if n, err := strconv.Atoi(run.Extra[engineOptPrefix+"cuda_graph_max_bs"]); err == nil && n > 0 {
 		return n
 	}
-	n := 160
-	if memBytes < 25_000<<20 {
-		n = 8
-		if tp >= 4 {
-			n = 80
-		}
-	}
-	return n
+	return d.CUDAGraphMaxBS
 }

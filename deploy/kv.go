@@ -18,15 +18,16 @@ import (
 //     leaves after the weights (model_runner's profile_max_num_token:
 //     free memory after loading, minus total·(1 − mem_fraction_static)),
 //     over the KV bytes one token takes on a rank (model.Deployment.
-//     SGLangKVCacheTokens); mem_fraction_static defaults by tensor-parallel
-//     size as server_args does (model.SGLangMemFractionStatic);
+//     SGLangKVCacheTokens); mem_fraction_static defaults as server_args
+//     of the cluster's engine_version chooses it on the GPU (sg, from
+//     model.SGLangServeDefaults);
 //   - vLLM: gpu_memory_utilization of each GPU's memory, minus the
 //     weights, the activations of the profiling run of the scheduler's
 //     max_num_batched_tokens and max_num_seqs, the non-torch memory and
 //     (from vLLM 0.21) the CUDA graphs, in whole blocks
-//     (model.Deployment.VLLMMemory); version is the vLLM version the run
-//     records ("" when none).
-func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, version string) (int64, string, error) {
+//     (model.Deployment.VLLMMemory) of the cluster's engine_version ("" when
+//     neither the run nor the file gives one).
+func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, sg model.SGLangDefaults) (int64, string, error) {
 	s := cfg.Scheduler
 	block := s.BlockSize
 	if block <= 0 {
@@ -41,10 +42,10 @@ func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, version str
 		return n, fmt.Sprintf("%d tokens (num_gpu_blocks_override %d × %d-token blocks)", n, c.NumGPUBlocksOverride, block), nil
 	case EngineName(cfg) == replay.EngineSGLang:
 		frac := c.MemFractionStatic
-		how := "mem_fraction_static"
+		how := "SGLang: mem_fraction_static"
 		if frac == 0 {
-			frac = model.SGLangMemFractionStatic(dep.TP * max(dep.PP, 1))
-			how = "SGLang's default mem_fraction_static for TP" + fmt.Sprint(dep.TP)
+			frac = sg.MemFractionStatic
+			how = "SGLang " + sg.Version + "'s default mem_fraction_static"
 		}
 		tokens, err := dep.SGLangKVCacheTokens(frac)
 		if err == nil && tokens < block {
@@ -53,7 +54,7 @@ func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, version str
 		if err != nil {
 			return 0, "", err
 		}
-		return tokens, fmt.Sprintf("%d tokens (SGLang: %s %g × %.2f GiB − %.2f GiB weights per GPU)", tokens, how, frac, float64(dep.Hardware.MemBytes)/gib, float64(dep.WeightBytesPerRank())/gib), nil
+		return tokens, fmt.Sprintf("%d tokens (%s %g × %.2f GiB − %.2f GiB weights per GPU)", tokens, how, frac, float64(dep.Hardware.MemBytes)/gib, float64(dep.WeightBytesPerRank())/gib), nil
 	}
 	dep.BlockSize = block
 	defaults := replay.DefaultConfig().Scheduler
@@ -61,15 +62,15 @@ func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, version str
 		GPUMemoryUtilization: c.GPUMemoryUtilization,
 		MaxNumBatchedTokens:  cmp.Or(s.MaxNumBatchedTokens, defaults.MaxNumBatchedTokens),
 		MaxNumSeqs:           int64(cmp.Or(s.MaxNumSeqs, defaults.MaxNumSeqs)),
-		Version:              version,
+		Version:              c.EngineVersion,
 	}
 	tokens, mem, err := dep.KVCacheTokensFor(p)
 	if err != nil {
 		return 0, "", err
 	}
 	v := "vLLM"
-	if version != "" {
-		v += " " + version
+	if c.EngineVersion != "" {
+		v += " " + c.EngineVersion
 	}
 	return tokens, fmt.Sprintf("%d tokens (%s per GPU, gpu_memory_utilization %g of %.2f GiB, profiled at %d tokens and %d sequences: %s)",
 		tokens, v, c.GPUMemoryUtilization, float64(dep.Hardware.MemBytes)/gib, p.MaxNumBatchedTokens, p.MaxNumSeqs, mem), nil

@@ -41,10 +41,10 @@ const (
 // hicache_per_round_h800_qwen3-235b_digitized.csv, digitised by eye:
 // ±0.08 s, ±2 points).
 //
-// SGLang's schedule_policy default, fcfs (server_args.py, mid-2025 and
-// later), is given, as the replay's SGLang default is lpm; its
-// chunked_prefill_size for a GPU of 35 to 160 GiB, 8192, is the replay's
-// already (see TestMooncakeDocsHiCache).
+// The launch commands leave the rest to the defaults of the SGLang of
+// the page's runs (mooncakeDocsSGLang), which package deploy derives:
+// schedule_policy fcfs, chunked_prefill_size 8192 and mem_fraction_static
+// round((81,559 − (9.5 + 8/2) GiB) / 81,559, 3) = 0.831 on this server.
 //
 // The page names neither the host memory nor the NICs' speed: 2 TiB of
 // DRAM (it must hold the 240 GB pool and the 760 GiB store) and eight
@@ -63,6 +63,7 @@ func TestMooncakeDocsH800PerRound(t *testing.T) {
 	const base = `hardware: h800
 model: testdata/qwen3-235b-a22b-instruct-2507
 tp: 8
+engine_version: ` + mooncakeDocsSGLang + `
 workers: 1
 node_override:
   gpus: 8
@@ -73,7 +74,6 @@ kv_store_gib: 760
 scheduler:
   engine: sglang
   page_size: 64
-  schedule_policy: fcfs
 `
 	const hi = "  enable_hierarchical_cache: true\n  hicache_write_policy: write_through\n"
 	runs := []struct{ name, yaml string }{
@@ -141,7 +141,7 @@ scheduler:
 	b.WriteString("# The Mooncake documentation's HiCache per-round results on 8 × H800, replayed\n\n")
 	b.WriteString("bench_multiturn (80 clients, 10 rounds, 2,048-token requests, 1 output token, 4 in flight, request rate 16,\n")
 	b.WriteString("ready queue random, round barrier) on 8 × H800, TP 8, Qwen3-235B-A22B-Instruct-2507, SGLang page_size 64,\n")
-	b.WriteString("schedule_policy fcfs (SGLang's default)\n")
+	b.WriteString(sglangDefaultsNote(t, base) + "\n")
 	b.WriteString("(roofline with the H800 preset, uncalibrated; 2 TiB of DRAM and 8 × 400 Gbps RDMA assumed). The sender is\n")
 	b.WriteString("replayed as in hicache_mooncake_docs.md, with the mid-2025 script's barrier: a round's requests join the\n")
 	b.WriteString("ready queue when all of the round before have completed. Measured: values **digitised by eye** from the\n")

@@ -32,6 +32,43 @@ var mooncakeDocsSeeds = []uint64{42, 1, 2, 3, 4}
 // again (about 55 replays each); -mooncakedocs finds them anew.
 const mooncakeDocsSends = "testdata/hicache_mooncake_docs_sends.txt"
 
+// mooncakeDocsSGLang is the SGLang version the Mooncake documentation's
+// HiCache runs are replayed with. The page
+// (docs/source/performance/sglang_hicache_benchmark_results_v1.md, added
+// by kvcache-ai/Mooncake 63db31c5 on 2025-09-11, whose README says SGLang
+// supports the store "Sept 10, 2025") names none, but its commands date
+// it: --hicache-storage-prefetch-policy came with sgl-project/sglang PR
+// #8692 (e2fd2b9c, 2025-08-08, first in v0.5.0rc0), and the H800 runs'
+// bench_multiturn --enable-round-barrier with PR #10203 by the page's
+// author, opened about 2025-09-09 and merged only on 2025-09-16 (4bb08f6e),
+// so those ran a branch of main of early September. Between v0.5.0rc0
+// and v0.5.3rc0 (2025-09-15) SGLang's rule for these defaults did not
+// change (server_args.py read at v0.5.0rc0, v0.5.1, v0.5.2 and v0.5.3rc0:
+// PR #7054's reserve; the next change is PR #10372 of 2025-09-26):
+// v0.5.2, tagged the day the page was committed, stands for all of them.
+const mooncakeDocsSGLang = "0.5.2"
+
+// sglangDefaultsNote is the line Resolve writes of the SGLang defaults it
+// derived for the cluster yaml.
+func sglangDefaultsNote(t *testing.T, yaml string) string {
+	t.Helper()
+	c, err := ParseCluster("cluster.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Resolve(c, trace.Run{}, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range s.Notes {
+		if strings.Contains(n, "SGLang") {
+			return n
+		}
+	}
+	t.Fatalf("no note of SGLang's defaults in %q", s.Notes)
+	return ""
+}
+
 // TestMooncakeDocsHiCache replays the Mooncake documentation's HiCache
 // multi-turn benchmark on its A10 deployment (one server of 2 × A10, TP 2,
 // Qwen3-14B; bench_multiturn with 20 clients, 10 rounds, 2,048-token
@@ -45,16 +82,12 @@ const mooncakeDocsSends = "testdata/hicache_mooncake_docs_sends.txt"
 // hicache_overall_a10_qwen3-14b.csv), for each of mooncakeDocsSeeds.
 //
 // The page's launch commands leave the rest to SGLang's defaults, which
-// the replay's SGLang defaults (v0.3/v0.4's, for larger GPUs) do not all
-// match, so the cluster gives the ones that differ as SGLang's
-// server_args.py (__post_init__, read at a mid-2025 version; the
-// chunked-prefill rule is the same in every later one read) derives them
-// for this server: chunked_prefill_size 2048 on a GPU of less than 35 GiB
-// ("A10, L40, 4090"), and schedule_policy fcfs (the dataclass default).
-// mem_fraction_static, whose rule for such GPUs changed between releases
-// ((total − (2.8 + TP/10) GiB) / total = 0.867 here mid-2025, 0.831 by a
-// later rule, against the replay's 0.87), is left at the replay's: the
-// page names no SGLang version.
+// package deploy derives from the GPU, TP and SGLang version
+// (model.SGLangServeDefaults). The page names no version; the cluster
+// gives the one its runs can have used (mooncakeDocsSGLang), whose rule
+// gives chunked_prefill_size 2048, schedule_policy fcfs and
+// mem_fraction_static round((23,028 − (2.8 + 2/10) GiB) / 23,028, 3) =
+// 0.867 on this server.
 //
 // The page names neither the server's host memory nor its PCIe links:
 // the A10 preset's PCIe Gen4 and 256 GiB of DRAM are assumed (neither
@@ -70,6 +103,7 @@ func TestMooncakeDocsHiCache(t *testing.T) {
 	const base = `hardware: a10
 model: testdata/qwen3-14b
 tp: 2
+engine_version: ` + mooncakeDocsSGLang + `
 workers: 1
 node_override:
   gpus: 2
@@ -80,8 +114,6 @@ kv_store_gib: 139.7
 scheduler:
   engine: sglang
   page_size: 64
-  chunked_prefill_size: 2048
-  schedule_policy: fcfs
 `
 	const l2 = "  enable_hierarchical_cache: true\n  hicache_ratio: 2\n  hicache_write_policy: write_through\n"
 	const l3 = "  hicache_storage_backend: mooncake\n  hicache_storage_prefetch_policy: wait_complete\n"
@@ -105,9 +137,9 @@ scheduler:
 	var b, sends strings.Builder
 	b.WriteString("# The Mooncake documentation's HiCache multi-turn results, replayed\n\n")
 	b.WriteString("bench_multiturn (20 clients, 10 rounds, 2,048-token requests, 16 output tokens, 4 in flight, request rate 20,\n")
-	b.WriteString("ready queue random) on one server of 2 × A10, TP 2, Qwen3-14B, SGLang page_size 64, chunked_prefill_size 2048 and\n")
-	b.WriteString("schedule_policy fcfs (SGLang's defaults on a GPU of less than 35 GiB) (roofline with the A10\n")
-	b.WriteString("preset, uncalibrated: no A10 measurement exists). The benchmark's sender is replayed as its script runs it:\n")
+	b.WriteString("ready queue random) on one server of 2 × A10, TP 2, Qwen3-14B, SGLang page_size 64 and\n")
+	b.WriteString(sglangDefaultsNote(t, base) + "\n")
+	b.WriteString("(roofline with the A10 preset, uncalibrated: no A10 measurement exists). The benchmark's sender is replayed as its script runs it:\n")
 	b.WriteString("Poisson sleeps between sends, a 50 ms poll while 4 are in flight, a random pop from the ready queue, both\n")
 	b.WriteString("drawn from Python's random seeded with --seed; its sends and the replay's completions agree (a fixed point).\n")
 	b.WriteString("Measured: the page's mean TTFT and input token throughput (hicache_overall_a10_qwen3-14b.csv); seed 42 is\n")

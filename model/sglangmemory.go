@@ -7,20 +7,12 @@ import (
 )
 
 // SGLangMemFractionStatic is SGLang's default --mem-fraction-static for a
-// server of tp GPUs (server_args.py, v0.3 to v0.4: 0.88 at TP1, 0.87 at
-// 2, 0.85 at 4, 0.81 at 8, 0.79 at 16 or more).
+// server of tp GPUs by the rule of v0.4.0 to v0.4.5.post2 (server_args.py: 0.88
+// at TP1, 0.87 at 2, 0.85 at 4, 0.81 at 8, 0.79 at 16 or more), the
+// DataCrunch runs' (v0.4.0.post1). SGLangServeDefaults gives each
+// version's rule, by GPU memory too.
 func SGLangMemFractionStatic(tp int) float64 {
-	switch {
-	case tp >= 16:
-		return 0.79
-	case tp >= 8:
-		return 0.81
-	case tp >= 4:
-		return 0.85
-	case tp >= 2:
-		return 0.87
-	}
-	return 0.88
+	return sglangTPFraction(tp)
 }
 
 // SGLangKVCacheTokens is the number of tokens SGLang's KV pool holds at

@@ -31,10 +31,23 @@ const vllmLargeGPUBytes = 70 << 30
 //     70 GiB or more whose name does not contain "a100"; 256 and 2048
 //     otherwise;
 //   - 0.8.5 to 0.8.x (PR #17073): the same without the A100 exception;
-//   - before 0.8.5 vLLM chose by device name (H100 and H200 only, PRs
-//     #12369 and #16158) and before 0.8 the V0 engine was the default;
-//     neither is modelled: the 0.9 rule is assumed and Why says so, as
-//     it does for a run that records no version.
+//   - 0.8.4 (PR #16158, 66d433b9, merged to main 2025-04-07, after the
+//     v0.8.3 release branch was cut): by device name, 1024 and 8192 on
+//     a GPU whose name contains "h100" or "h200", 256 and 2048 on any
+//     other;
+//   - 0.8.0 to 0.8.3 (PR #12369, 0e74d797, 2025-01-24, with V1 the
+//     default from PR #13726): 8192 tokens on an H100 or H200, else
+//     2048, and 1024 sequences on every GPU;
+//   - before 0.8 the V0 engine was the default, which is not modelled:
+//     the 0.9 rule is assumed and Why says so, as it does for a run that
+//     records no version.
+//
+// The 0.8.3/0.8.4 split was read from vLLM's history: v0.8.4's release
+// notes list PRs merged to main after #16158 (#16168, #16209, #16311,
+// #16439, #16488, #16509, #16512, up to 2025-04-12) and #16113, which
+// brought Llama 4 to main at 15:06 UTC that day, 3 hours before #16158;
+// v0.8.3's notes list Llama 4 as #16104, a PR on its release branch, so
+// that branch was cut before #16113 and #16158 reached main.
 //
 // Benchmark files come from `vllm serve`, so the usage context is always
 // the API server's (the LLM class's 16384 tokens do not apply). With
@@ -51,8 +64,10 @@ func VLLMServeBatchDefaults(version string, hw Hardware) VLLMBatchDefaults {
 	case versionAtLeast(version, 0, 9):
 	case versionAtLeastPatch(version, 0, 8, 5):
 		excludeA100 = false
+	case versionAtLeast(version, 0, 8):
+		return vllmDeviceNameDefaults(rule, versionAtLeastPatch(version, 0, 8, 4), hw)
 	default:
-		rule, assumed = "vLLM's", "; "+version+" chose by device name, not modelled: the rule of 0.9 and later assumed"
+		rule, assumed = "vLLM's", "; "+version+" ran the V0 engine by default, not modelled: the rule of 0.9 and later assumed"
 	}
 	large := hw.MemBytes >= vllmLargeGPUBytes
 	isA100 := strings.Contains(strings.ToLower(hw.Name), "a100")
@@ -69,6 +84,25 @@ func VLLMServeBatchDefaults(version string, hw Hardware) VLLMBatchDefaults {
 		why = fmt.Sprintf("%s default for an API server on an A100 (%.2f GiB; the larger default excludes it)%s", rule, float64(hw.MemBytes)/(1<<30), assumed)
 	}
 	return VLLMBatchDefaults{MaxNumSeqs: 256, MaxNumBatchedTokens: 2048, Why: why}
+}
+
+// vllmDeviceNameDefaults is vLLM 0.8.0 to 0.8.4's choice by device name
+// (get_device_name, "NVIDIA H100 80GB HBM3"; hw.Name stands for it):
+// 8192 tokens on an H100 or H200, else 2048; 1024 sequences, which from
+// 0.8.4 (revert256) only those two keep, the others getting V0's 256.
+func vllmDeviceNameDefaults(rule string, revert256 bool, hw Hardware) VLLMBatchDefaults {
+	name := strings.ToLower(hw.Name)
+	if strings.Contains(name, "h100") || strings.Contains(name, "h200") {
+		return VLLMBatchDefaults{MaxNumSeqs: 1024, MaxNumBatchedTokens: 8192,
+			Why: fmt.Sprintf("%s default for an API server on an H100 or H200 (by device name: %s)", rule, hw.Name)}
+	}
+	d := VLLMBatchDefaults{MaxNumSeqs: 1024, MaxNumBatchedTokens: 2048,
+		Why: fmt.Sprintf("%s default for an API server on a GPU other than the H100 and H200 (by device name: %s), 1024 sequences on every GPU", rule, hw.Name)}
+	if revert256 {
+		d.MaxNumSeqs = 256
+		d.Why = fmt.Sprintf("%s default for an API server on a GPU other than the H100 and H200 (by device name: %s)", rule, hw.Name)
+	}
+	return d
 }
 
 // versionAtLeastPatch reports whether version is major.minor.patch or

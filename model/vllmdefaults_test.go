@@ -25,7 +25,12 @@ func TestVLLMServeBatchDefaults(t *testing.T) {
 		{"0.11.0", "a100-40gb", 256, 2048, "under 70 GiB"},
 		{"0.11.0", "l40s", 256, 2048, "under 70 GiB"},
 		{"", "h100", 1024, 8192, "no version recorded"},
-		{"0.8.4", "a100-80gb", 256, 2048, "not modelled"},
+		{"0.8.4", "a100-80gb", 256, 2048, "vLLM 0.8.4's default for an API server on a GPU other than the H100 and H200 (by device name: a100-80gb)"},
+		{"0.8.4", "h200", 1024, 8192, "on an H100 or H200"},
+		{"0.8.3", "a100-40gb", 1024, 2048, "vLLM 0.8.3's default for an API server on a GPU other than the H100 and H200 (by device name: a100-40gb), 1024 sequences on every GPU"},
+		{"0.8.0", "h800", 1024, 2048, "other than the H100"},
+		{"0.8.3", "h100", 1024, 8192, "on an H100 or H200"},
+		{"0.7.3", "a100-80gb", 256, 2048, "0.7.3 ran the V0 engine by default, not modelled"},
 	} {
 		d := VLLMServeBatchDefaults(c.version, hw(c.hw))
 		if d.MaxNumSeqs != c.seqs || d.MaxNumBatchedTokens != c.tokens || !strings.Contains(d.Why, c.why) {
