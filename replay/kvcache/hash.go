@@ -1,5 +1,7 @@
 package kvcache
 
+import "slices"
+
 // A BlockHasher computes the chained hashes of the engine blocks of one
 // sequence (a prompt followed by its generated tokens).
 //
@@ -45,6 +47,20 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 // chain need not be carried past it. This saves the id mixing of the
 // blocks no one shares, about half of a Mooncake replay's.
 //
+// Note: a shared block that lies in the trace block block k−1 ends in
+// (a continuation: most of them, 31 of every 32 on Mooncake's 512-token
+// trace blocks and 16-token engine blocks) mixes only k into prev. Its
+// content is the ids up to that trace block, and the block size; block
+// k−1's is the same, so prev already names it, and k tells the two
+// blocks apart. Equal content still gives equal hashes (by induction
+// along the chain), and unequal content unequal ones but with the odds
+// of a 64-bit collision, as before; it takes one mix instead of three,
+// and hashing was the largest item of a replay whose router sends
+// sharers together. The hashes are identities only: nothing orders or
+// picks by their values (the index confirms a fingerprint against the
+// full hash, and returns the earliest of equal ones), so no result
+// changed.
+//
 // Note: the low half of the hash is the cache index's home slot
 // (fingerprint). Along runs of slotRun blocks (k from a multiple of
 // slotRun) inside one trace block, or among a request's private blocks,
@@ -60,18 +76,24 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	var x uint64
 	var low uint32
 	if !h.Private(k) {
-		x = prev
-		for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
-			x = mix(x, uint64(h.HashIDs[j]), 1)
-		}
-		// The trace block size is part of the content's identity: the
-		// same id under another block size names other tokens.
-		x = mix(x, uint64(h.TraceBlock), 2)
-		x = mix(x, uint64(k), 4)
-		low = uint32(x)
-		if k%slotRun != 0 && (first-1)/h.TraceBlock == last/h.TraceBlock {
-			// Blocks k−1 and k lie in the same trace block.
-			low = uint32(prev) + 1
+		if k > 0 && (first-1)/h.TraceBlock == last/h.TraceBlock {
+			// Blocks k−1 and k end in the same trace block.
+			x = mix(prev, uint64(k), continuation)
+			low = uint32(x)
+			if k%slotRun != 0 {
+				low = uint32(prev) + 1
+			}
+		} else {
+			x = prev
+			for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
+				x = mix(x, uint64(h.HashIDs[j]), 1)
+			}
+			// The trace block size is part of the content's
+			// identity: the same id under another block size
+			// names other tokens.
+			x = mix(x, uint64(h.TraceBlock), 2)
+			x = mix(x, uint64(k), 4)
+			low = uint32(x)
 		}
 	} else {
 		x = mix(h.Unique, 0x7072697661746521, 3) // "private!"
@@ -85,6 +107,10 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	}
 	return x, private
 }
+
+// continuation is the tag of a block's position mixed into the hash of
+// the block before it in the same trace block (Hash).
+const continuation = 9
 
 // Private reports whether engine block k is private to the request: its
 // hash, which Hash returns with private true, depends on Unique and k
@@ -152,50 +178,77 @@ func (c *Chain) Hash(k int64) (hash uint64, private bool) {
 	return c.hashes[k], k >= c.shared
 }
 
+// ahead is how far past a block asked for extend hashes the shared
+// blocks, ending at a multiple of it: callers ask for a request's blocks
+// one by one, in order, and a call per block was half of hashing's cost.
+// Past the blocks a request ever asks for, at most ahead−1 are hashed for
+// nothing.
+const ahead = 8
+
 // extend computes the hashes up to block k's, as BlockHasher.Hash does,
 // without its divisions: the shared blocks' trace blocks are walked
-// along, a block size at a time.
+// along, a block size at a time, in locals.
 func (c *Chain) extend(k int64) {
 	h := &c.h
+	// The shared blocks up to the end of k's group of ahead.
+	upto := min(k|(ahead-1), c.shared-1)
+	hs := c.hashes
+	if m := max(k, upto) + 1; int64(cap(hs)) < m {
+		hs = slices.Grow(hs, int(max(m, 2*int64(cap(hs))))-len(hs))
+	}
 	eb, tb := h.EngineBlock, h.TraceBlock
-	for n := int64(len(c.hashes)); n <= k; n++ {
-		if n >= c.shared {
-			x, _ := h.Hash(Root, n) // private: a function of Unique and n alone
-			c.hashes = append(c.hashes, x)
-			continue
+	j, off := c.j, c.off
+	n := int64(len(hs))
+	prev := Root
+	if n > 0 {
+		prev = hs[n-1]
+	}
+	for ; n <= upto; n++ {
+		// Block n covers tokens [n·eb, n·eb+eb): from offset off of
+		// trace block j on.
+		var x uint64
+		var low uint32
+		if off > 0 && off+eb <= tb {
+			// A continuation (see Hash): block n−1 ends in
+			// trace block j too, and so does block n.
+			x = mix(prev, uint64(n), continuation)
+			low = uint32(x)
+			if n%slotRun != 0 {
+				low = uint32(prev) + 1
+			}
+			off += eb
+		} else {
+			x = prev
+			last, end := j, off+eb-1
+			for end >= tb {
+				end -= tb
+				last++
+			}
+			for ; j <= last; j++ {
+				x = mix(x, uint64(h.HashIDs[j]), 1)
+			}
+			x = mix(x, uint64(tb), 2)
+			x = mix(x, uint64(n), 4)
+			low = uint32(x)
+			// Block n ends in trace block last at offset end:
+			// the next starts after it.
+			j, off = last, end+1
 		}
-		prev := Root
-		if n > 0 {
-			prev = c.hashes[n-1]
-		}
-		// Block n covers tokens [n·eb, n·eb+eb): from offset c.off
-		// of trace block c.j on, through trace block last.
-		x := prev
-		last, end := c.j, c.off+eb-1
-		for end >= tb {
-			end -= tb
-			last++
-		}
-		for j := c.j; j <= last; j++ {
-			x = mix(x, uint64(h.HashIDs[j]), 1)
-		}
-		x = mix(x, uint64(tb), 2)
-		x = mix(x, uint64(n), 4)
-		low := uint32(x)
-		// Blocks n−1 and n lie in the same trace block (see Hash); for
-		// n = 0, n%slotRun is 0.
-		if n%slotRun != 0 && c.off > 0 && last == c.j {
-			low = uint32(prev) + 1
+		if off >= tb {
+			off -= tb
+			j++
 		}
 		x = x&^0xffffffff | uint64(low)
 		if x == 0 {
 			x = 1
 		}
-		c.hashes = append(c.hashes, x)
-		c.off += eb
-		for c.off >= tb {
-			c.off -= tb
-			c.j++
-		}
+		hs = append(hs, x)
+		prev = x
 	}
+	c.j, c.off = j, off
+	for ; n <= k; n++ {
+		x, _ := h.Hash(Root, n) // private: a function of Unique and n alone
+		hs = append(hs, x)
+	}
+	c.hashes = hs
 }
