@@ -301,6 +301,11 @@ type testSwitches struct {
 	noLoneMemo bool
 	// noPreRoute turns off routing in advance.
 	noPreRoute bool
+	// noMatchResume makes vLLM's prefix match start over at every
+	// step instead of resuming where it missed (vllm.match).
+	noMatchResume bool
+	// checkMatchResume, when set, is vllm.checkResume.
+	checkMatchResume func(may bool, resumed, full []int32)
 	// parts, when not 0, is the number of goroutines among which the
 	// workers are split (parallel.go), 1 for the one loop, whether or
 	// not the replay would be split by itself.

@@ -76,6 +76,8 @@ type Cache struct {
 
 	// Evictions counts cached blocks whose hash Allocate dropped.
 	Evictions int64
+	// drops counts the evicted blocks that had an id (Drops).
+	drops uint64
 
 	compactions int64 // for tests
 }
@@ -199,6 +201,17 @@ func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
 	return c.index.get(h, c.hashes)
 }
 
+// Drops returns a count that changes whenever a block with an id loses
+// its hash (an eviction): the only change that can make an earlier
+// Lookup or Holds answer false, or make Lookup return another block.
+// Commits and promotions only add hashes, and Lookup returns the
+// earliest of equal ones, so while Drops stays the same every block
+// Lookup or Holds found is still the answer; a scheduler that looks the
+// same prefix up again may resume where it missed (vllm.match). Runs'
+// anonymous blocks, which have no id and are never looked up, do not
+// count.
+func (c *Cache) Drops() uint64 { return c.drops }
+
 // Ref returns the reference count of block b.
 func (c *Cache) Ref(b int32) int32 { return c.blocks[b].ref }
 
@@ -239,7 +252,7 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 	dst = slices.Grow(dst, int(n))[:at+int(n)]
 	ring, blocks, hashes := c.ring, c.blocks, c.hashes
 	mask := int64(len(ring) - 1)
-	head, evicted := c.head, int64(0)
+	head, evicted, anonEvicted := c.head, int64(0), int64(0)
 	end, nameEnd := len(dst), at+int(min(named, n))
 	for taken := at; taken < end; {
 		e := ring[head&mask]
@@ -256,7 +269,7 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 			u := min(int64(ru.uncached), k)
 			ru.uncached -= int32(u)
 			ru.cached -= int32(k - u)
-			evicted += k - u
+			anonEvicted += k - u
 			stop := taken + int(k)
 			for ; taken < min(stop, nameEnd); taken++ {
 				dst[taken] = c.name()
@@ -307,7 +320,8 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 		taken++
 	}
 	c.head = head
-	c.Evictions += evicted
+	c.Evictions += evicted + anonEvicted
+	c.drops += uint64(evicted)
 	c.nfree -= n
 	return dst, true
 }

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -296,4 +297,78 @@ func TestNewIsOneRun(t *testing.T) {
 		t.Fatalf("%d evictions of uncached blocks", c.Evictions)
 	}
 	mustCheck(t, c)
+}
+
+// TestDropsKeepsAnswers drives a cache through random allocations (named
+// and anonymous), commits of a few hashes, private commits and releases,
+// and checks Drops' promise: while it stays the same, every hash Lookup
+// found is still found in the same block, and every block Holds
+// confirmed still holds its hash; and that it does change, so the check
+// is exercised both ways.
+func TestDropsKeepsAnswers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	c := New(48)
+	var tables [][]int32
+	var found map[uint64]int32
+	var held map[int32]uint64
+	var drops uint64
+	snapshot := func() {
+		found, held, drops = map[uint64]int32{}, map[int32]uint64{}, c.Drops()
+		for h := uint64(1); h <= 24; h++ {
+			if b, ok := c.Lookup(h); ok {
+				found[h] = b
+			}
+		}
+		for _, tb := range tables {
+			for _, b := range tb {
+				if b != Anonymous && c.hashes[b] != 0 {
+					held[b] = c.hashes[b]
+				}
+			}
+		}
+	}
+	snapshot()
+	var kept, changed int
+	for range 20000 {
+		switch op := rng.IntN(10); {
+		case op < 4:
+			n := rng.Int64N(6) + 1
+			if tb, ok := c.AllocateNamed(nil, n, rng.Int64N(n+1)); ok {
+				tables = append(tables, tb)
+			}
+		case op < 7 && len(tables) > 0:
+			tb := tables[rng.IntN(len(tables))]
+			if b := tb[rng.IntN(len(tb))]; b != Anonymous {
+				if op == 6 {
+					c.CommitPrivate(b, 100+uint64(rng.IntN(24)))
+				} else {
+					c.Commit(b, 1+uint64(rng.IntN(24)))
+				}
+			}
+		case len(tables) > 0:
+			i := rng.IntN(len(tables))
+			c.Release(tables[i], int64(len(tables[i])))
+			tables = append(tables[:i], tables[i+1:]...)
+		}
+		if c.Drops() != drops {
+			changed++
+			snapshot()
+			continue
+		}
+		kept++
+		for h, b := range found {
+			if got, ok := c.Lookup(h); !ok || got != b {
+				t.Fatalf("Drops unchanged, but Lookup(%d) = %d %v, was %d", h, got, ok, b)
+			}
+		}
+		for b, h := range held {
+			if !c.Holds(b, h) {
+				t.Fatalf("Drops unchanged, but block %d no longer holds %d", b, h)
+			}
+		}
+	}
+	mustCheck(t, c)
+	if kept < 1000 || changed < 1000 {
+		t.Fatalf("Drops stayed %d times and changed %d: not exercised both ways", kept, changed)
+	}
 }

@@ -1,0 +1,90 @@
+package replay
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// TestMatchResumeSameResults checks that vLLM's prefix match, resuming
+// where it missed while the cache dropped no hash (vllm.match), gives
+// the records and stats of looking every prefix up from its start, on
+// Mooncake requests under autoscaling and on a small cache that
+// preempts, whose waiting requests are looked up again step after step.
+func TestMatchResumeSameResults(t *testing.T) {
+	t.Parallel()
+	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:4000]
+	cost, blocks := llama8BOnH100(t)
+	for _, c := range []struct {
+		name   string
+		router string
+		kv     int64
+		scale  bool
+	}{
+		{"autoscale", RouterLeastRequests, blocks, true},
+		{"session_affinity_small_kv", RouterSession, blocks / 16, false},
+		{"sglang_cache_aware_small_kv", RouterSGLang, blocks / 16, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Workers: 16, Router: c.router}
+			if c.scale {
+				cfg.Autoscale = AutoscaleConfig{
+					Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 16,
+					ScaleDownStabilizationSec: ptr(60.0), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
+				}
+			}
+			run := func(sw testSwitches) (string, Stats, int64) {
+				var b []byte
+				resumed := map[*vllm]bool{}
+				sw.checkSteady = func(w *worker, _ bool) {
+					if v, ok := w.s.(*vllm); ok {
+						resumed[v] = true
+					}
+				}
+				st, err := RunInputs(cfg, cost, c.kv, Requests(reqs), func(r *trace.Request) error {
+					b = append(b, r.String()...)
+					b = append(b, '\n')
+					return nil
+				}, Options{test: sw})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var n int64
+				for v := range resumed {
+					n += v.resumed
+				}
+				return string(b), st, n
+			}
+			// Every match that resumes finds what starting over
+			// finds; one that may not (the cache dropped a hash)
+			// would find something else, some of the time.
+			var resumes, wrong, stale int
+			check := func(may bool, resumed, full []int32) {
+				switch same := slices.Equal(resumed, full); {
+				case may && !same:
+					wrong++
+				case may:
+					resumes++
+				case !same:
+					stale++
+				}
+			}
+			a, sa, n := run(testSwitches{checkMatchResume: check})
+			b, sb, none := run(testSwitches{noMatchResume: true})
+			if a != b || !reflect.DeepEqual(sa, sb) {
+				t.Errorf("resuming the prefix match changed the results: %+v vs %+v", sa, sb)
+			}
+			if wrong > 0 {
+				t.Errorf("%d of %d resumed matches found other blocks than starting over", wrong, wrong+resumes)
+			}
+			if n == 0 || resumes == 0 || none != 0 {
+				t.Fatalf("%d blocks in %d matches not looked up again (%d with resuming off): the case does not exercise resuming", n, resumes, none)
+			}
+			t.Logf("%d blocks in %d matches not looked up again; %d matches after a drop that resuming would have got wrong; %d preemptions", n, resumes, stale, sa.Preemptions)
+		})
+	}
+}
