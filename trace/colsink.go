@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -189,7 +190,11 @@ func (f flatList[T]) updateStats(st metadata.TypedStatistics, nulls int) {
 // a zero maximum +0, other equal values have equal bits), counts add.
 type listRows[T int64 | int32 | float64] [][]T
 
-func (l listRows[T]) appendRows(dst []byte, from, to, _, _ int) []byte {
+func (l listRows[T]) appendRows(dst []byte, from, to, _, nv int) []byte {
+	// Grown once for the page, as one append of its values grows it:
+	// list by list, it grew by doubling, and faulted in twice the memory.
+	var zero T
+	dst = slices.Grow(dst, nv*int(unsafe.Sizeof(zero)))
 	for _, vs := range l[from:to] {
 		dst = appendPlain(dst, vs)
 	}
