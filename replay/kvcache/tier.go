@@ -20,19 +20,18 @@ import "fmt"
 // a store of a block already held) makes a block most recently used, as
 // vLLM's LRU policy and LMCache's LRU backends do.
 //
-// The hash index is a table of its own (tierIndex), sized for the
-// capacity: a Go map's probes grew long under the insert-evict churn of
+// The hash index is a table of its own (tierIndex), grown with its
+// entries: a Go map's probes grew long under the insert-evict churn of
 // a full tier, a third of a replay's time; keys made by TierKey fall in
 // it a group to a cache line. Blocks only one request can ask for are
 // held as runs, one LRU entry each and not indexed (StoreRun, Promote).
 type Tier struct {
-	name   string
-	cap    int64
-	slots  []tierSlot
-	hashes []uint64  // per slot, for the index (a run's slot: 0)
-	index  tierIndex // hash → slot (a Go map degrades under the churn)
-	n      int64     // blocks
-	free   []int32
+	name  string
+	cap   int64
+	slots []tierSlot
+	index tierIndex // hash → slot (a Go map degrades under the churn)
+	n     int64     // blocks
+	free  []int32
 	// The LRU list of entries (a block, or a run: tierrun.go): head is
 	// the least recently used; -1: empty.
 	head, tail int32
@@ -51,7 +50,8 @@ type tierSlot struct {
 	prev, next int32
 	pins       int32
 	ready      bool
-	run        int32 // a run's entry: 1 + its index in Tier.runs; 0: one block
+	run        int32  // a run's entry: 1 + its index in Tier.runs; 0: one block
+	hash       uint64 // the block's (a run's: 0), here for the index to confirm a match in the line read next
 }
 
 // NewTier returns an empty tier of capacity blocks.
@@ -59,13 +59,13 @@ func NewTier(name string, capacity int64) *Tier {
 	if capacity < 0 || capacity > 1<<31-1 {
 		panic(fmt.Sprintf("kvcache: tier %s of %d blocks", name, capacity))
 	}
-	// The slots are made at once, as the index is: grown by appends
-	// they were copied over and over as a large tier filled.
+	// The slots are made at once: grown by appends they were copied
+	// over and over as a large tier filled.
 	return &Tier{name: name, cap: capacity, index: newTierIndex(capacity), head: -1, tail: -1,
-		slots: make([]tierSlot, 0, capacity), hashes: make([]uint64, 0, capacity), owners: map[uint64]int32{}}
+		slots: make([]tierSlot, 0, capacity), owners: map[uint64]int32{}}
 }
 
-func (t *Tier) lookup(h uint64) (int32, bool) { return t.index.get(h, t.hashes) }
+func (t *Tier) lookup(h uint64) (int32, bool) { return t.index.get(h, t.slots) }
 
 // Name returns the tier's name.
 func (t *Tier) Name() string { return t.name }
@@ -137,7 +137,7 @@ func (t *Tier) Store(h uint64) (s int32, st StoreResult, victim uint64, evicted 
 		if t.slots[v].run != 0 {
 			t.evictRun(v, 1) // (its key unknown: reported as 0)
 		} else {
-			victim = t.hashes[v]
+			victim = t.slots[v].hash
 			t.index.del(victim, v)
 			t.unlink(v)
 			t.free = append(t.free, v)
@@ -147,9 +147,8 @@ func (t *Tier) Store(h uint64) (s int32, st StoreResult, victim uint64, evicted 
 		evicted = true
 	}
 	s = t.newSlot()
-	t.slots[s] = tierSlot{prev: -1, next: -1}
-	t.hashes[s] = h
-	t.index.add(h, s)
+	t.slots[s] = tierSlot{prev: -1, next: -1, hash: h}
+	t.index.add(h, s, t.slots)
 	t.n++
 	t.pushBack(s)
 	t.Stores++
@@ -168,7 +167,7 @@ func (t *Tier) Complete(h uint64) {
 // pending block is never evicted, so it is still there unless removed
 // (then, if s holds another block, Complete looks h up).
 func (t *Tier) CompleteAt(s int32, h uint64) {
-	if s >= 0 && int(s) < len(t.hashes) && t.hashes[s] == h {
+	if s >= 0 && int(s) < len(t.slots) && t.slots[s].hash == h {
 		t.slots[s].ready = true
 		return
 	}
@@ -224,7 +223,6 @@ func (t *Tier) newSlot() int32 {
 		return s
 	}
 	t.slots = append(t.slots, tierSlot{})
-	t.hashes = append(t.hashes, 0)
 	return int32(len(t.slots) - 1)
 }
 
@@ -265,7 +263,7 @@ func (t *Tier) LRU(key func(owner uint64, i int64) uint64) []uint64 {
 			}
 			continue
 		}
-		hs = append(hs, t.hashes[s])
+		hs = append(hs, t.slots[s].hash)
 	}
 	return hs
 }

@@ -20,10 +20,19 @@ import "math/bits"
 // that misses stops at the first bucket no entry has probed past. A bucket
 // keeps a tag byte per entry (0: empty; else 0x80 | 7 bits of the hash's
 // high half), compared eight at a time in one word; a tag match is
-// confirmed against the tier's full hash of the slot.
+// confirmed against the full hash the tier keeps in the slot, with the
+// rest of the slot the caller reads next.
+//
+// The table grows with its entries, keeping at least four times as many
+// places as entries (as a table sized for a full tier of indexed blocks
+// has): most of a tier's blocks are held as runs (tierrun.go), which are
+// not indexed, so a table sized for the capacity was mostly empty, its
+// few entries spread over a MiB a worker for a 1 TiB NVMe tier, each
+// lookup a miss of every cache.
 type tierIndex struct {
 	buckets []tierBucket
 	mask    uint64 // len(buckets) - 1
+	n       int    // entries
 }
 
 type tierBucket struct {
@@ -42,16 +51,20 @@ const (
 	highBytes = 0x8080808080808080
 )
 
-// newTierIndex returns an index for blocks entries: a power of two of
-// buckets, at least four times as many entries as blocks, so that groups
-// seldom share a bucket.
+// newTierIndex returns an empty index for up to blocks entries: a power
+// of two of buckets, at least four times as many places as entries
+// (so that groups seldom share a bucket), for the first few entries
+// (initialEntries); add grows it.
 func newTierIndex(blocks int64) tierIndex {
 	n := uint64(2)
-	for n*GroupBlocks < 4*uint64(blocks) {
+	for n*GroupBlocks < 4*uint64(min(blocks, initialEntries)) {
 		n <<= 1
 	}
 	return tierIndex{buckets: make([]tierBucket, n), mask: n - 1}
 }
+
+// initialEntries is the number of entries a new index has room for.
+const initialEntries = 256
 
 // home returns h's bucket, its tag and its place in the bucket if that is
 // free: a group's blocks, whose low bits differ in the last three only,
@@ -67,13 +80,14 @@ func match(tags, tag uint64) uint64 {
 	return (v - lowBytes) &^ v & highBytes
 }
 
-// get returns the slot holding hash h; hashes holds each slot's hash.
-func (x *tierIndex) get(h uint64, hashes []uint64) (int32, bool) {
+// get returns the slot holding hash h; slots are the tier's, each with
+// its hash.
+func (x *tierIndex) get(h uint64, slots []tierSlot) (int32, bool) {
 	b, tag, _ := x.home(h)
 	for {
 		bk := &x.buckets[b]
 		for m := match(bk.tags, tag); m != 0; m &= m - 1 {
-			if s := bk.slots[bits.TrailingZeros64(m)>>3]; hashes[s] == h {
+			if s := bk.slots[bits.TrailingZeros64(m)>>3]; slots[s].hash == h {
 				return s, true
 			}
 		}
@@ -84,8 +98,34 @@ func (x *tierIndex) get(h uint64, hashes []uint64) (int32, bool) {
 	}
 }
 
-// add stores h → s, which the index must not hold.
-func (x *tierIndex) add(h uint64, s int32) {
+// add stores h → s, which the index must not hold; slots are the
+// tier's, each indexed one with its hash (for growing).
+func (x *tierIndex) add(h uint64, s int32, slots []tierSlot) {
+	if (x.n+1)*4 > len(x.buckets)*GroupBlocks {
+		x.grow(slots)
+	}
+	x.n++
+	x.put(h, s)
+}
+
+// grow doubles the buckets and puts every entry back.
+func (x *tierIndex) grow(slots []tierSlot) {
+	old := x.buckets
+	x.buckets = make([]tierBucket, 2*len(old))
+	x.mask = uint64(len(x.buckets) - 1)
+	for i := range old {
+		bk := &old[i]
+		for j := range GroupBlocks {
+			if bk.tags>>(8*j)&0x80 != 0 {
+				s := bk.slots[j]
+				x.put(slots[s].hash, s)
+			}
+		}
+	}
+}
+
+// put places h → s in the buckets.
+func (x *tierIndex) put(h uint64, s int32) {
 	b, tag, j := x.home(h)
 	for {
 		bk := &x.buckets[b]
@@ -112,6 +152,7 @@ func (x *tierIndex) del(h uint64, s int32) {
 		for m := match(bk.tags, tag); m != 0; m &= m - 1 {
 			if i := bits.TrailingZeros64(m) >> 3; bk.slots[i] == s && bk.tags>>(8*i)&0xff == tag {
 				bk.tags &^= 0xff << (8 * i)
+				x.n--
 				return
 			}
 		}

@@ -71,7 +71,7 @@ func (t *Tier) StoreRun(owner uint64, first, k int64) (ref RunRef, n int64) {
 				t.evictRun(s, m)
 				need -= m
 			} else {
-				t.index.del(t.hashes[s], s)
+				t.index.del(t.slots[s].hash, s)
 				t.unlink(s)
 				t.free = append(t.free, s)
 				t.n--
@@ -96,7 +96,6 @@ func (t *Tier) StoreRun(owner uint64, first, k int64) (ref RunRef, n int64) {
 	}
 	s := t.newSlot()
 	t.slots[s] = tierSlot{prev: -1, next: -1, run: i + 1}
-	t.hashes[s] = 0
 	t.pushBack(s)
 	run := &t.runs[i]
 	run.owner, run.first, run.end, run.slot = owner, first, first+n, s
@@ -159,9 +158,8 @@ func (t *Tier) Promote(owner uint64, keys []uint64) {
 				}
 				t.slots[prev].next = b
 			}
-			t.slots[b].ready, t.slots[b].run = ready, 0
-			t.hashes[b] = h
-			t.index.add(h, b)
+			t.slots[b].ready, t.slots[b].run, t.slots[b].hash = ready, 0, h
+			t.index.add(h, b, t.slots)
 			prev = b
 		}
 		if ready {
