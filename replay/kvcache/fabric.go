@@ -290,19 +290,23 @@ func (f *Fabric) AdvanceAppend(done []Done, to trace.Time) []Done {
 		if t > end {
 			break
 		}
-		f.drain(t)
+		ended := f.drain(t)
 		ready := 0
 		for ready < len(f.waiting) && f.waiting[ready].ready <= t {
 			// moving stays in id order.
 			fl := f.waiting[ready]
 			i, _ := slices.BinarySearchFunc(f.moving, fl.id, func(m fabricFlow, id int64) int { return cmp.Compare(m.id, id) })
 			f.moving = slices.Insert(f.moving, i, fl)
+			ended = ended || fl.remaining == 0 // (a transfer of no bytes)
 			ready++
 			f.rated = false
 		}
 		// Keep waiting's front, so that Start inserts without
 		// reallocating.
 		f.waiting = f.waiting[:copy(f.waiting, f.waiting[ready:])]
+		if !ended {
+			continue // no moving transfer has sent everything
+		}
 		kept := f.moving[:0]
 		for _, fl := range f.moving {
 			if fl.remaining == 0 {
@@ -322,11 +326,12 @@ func (f *Fabric) AdvanceAppend(done []Done, to trace.Time) []Done {
 }
 
 // drain moves the clock to t, taking from each moving transfer the bytes
-// its rate sent meanwhile and counting them on its links. A transfer
-// whose end, as next computes it, is not after t has sent everything:
-// so the transfer that set t ends exactly then, however coarse float
-// time is late in a long replay.
-func (f *Fabric) drain(t float64) {
+// its rate sent meanwhile and counting them on its links, and reports
+// whether a transfer has sent everything. A transfer whose end, as next
+// computes it, is not after t has sent everything: so the transfer that
+// set t ends exactly then, however coarse float time is late in a long
+// replay.
+func (f *Fabric) drain(t float64) (ended bool) {
 	if dt := t - f.now; dt >= 0 && len(f.moving) > 0 {
 		f.rate()
 		if f.Observe != nil && dt > 0 {
@@ -345,10 +350,12 @@ func (f *Fabric) drain(t float64) {
 				sent = fl.remaining
 			}
 			fl.remaining -= sent
+			ended = ended || fl.remaining == 0
 			for _, l := range f.paths[fl.path].links {
 				f.links[l].moved += sent
 			}
 		}
 	}
 	f.now = max(f.now, t)
+	return ended
 }

@@ -311,3 +311,21 @@ func TestFabricRateUsedLinks(t *testing.T) {
 		t.Errorf("only %d rates compared", checks)
 	}
 }
+
+// TestFabricEmptyTransfer checks that a transfer of no bytes ends when
+// its latency does, alone or beside one moving, which it does not slow.
+func TestFabricEmptyTransfer(t *testing.T) {
+	f := NewFabric()
+	l, _ := f.AddLink(model.Link{Name: "l", Bandwidth: 1e9, Latency: time.Microsecond})
+	got := run(t, f, []start{
+		{0, 1, 10_000, []int{l}}, // moves from 1,000 to 11,000 ns alone
+		{2_000, 2, 0, []int{l}},  // ready at 3,000
+		{20_000, 3, 0, []int{l}}, // alone: ready at 21,000
+	})
+	want := map[int64]trace.Time{1: 11_000, 2: 3_000, 3: 21_000}
+	for id, at := range want {
+		if got[id] != at {
+			t.Errorf("transfer %d done at %d ns, want %d", id, got[id], at)
+		}
+	}
+}
