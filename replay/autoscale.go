@@ -410,7 +410,7 @@ func (e *engine) autoscale(now trace.Time) {
 		// The slot's old worker is gone, its evictions not: RunInputs
 		// adds up only the workers the slots hold at the end.
 		e.stats.Evictions += e.workers[i].s.evictions()
-		e.workers[i] = newWorker(i, e.workers[i].name, e.cfg.Scheduler, e.kvBlocks, &e.test)
+		e.workers[i] = e.restart(i)
 		if e.view.kv != nil {
 			e.workers[i].onPrefilled = e.view.prefilled
 		}
@@ -441,6 +441,20 @@ func (e *engine) autoscale(now trace.Time) {
 	if !e.allDone() {
 		e.q.push(now.Add(a.period), evAutoscale, 0)
 	}
+}
+
+// restart returns a new worker for slot i, whose worker stopped: on
+// vLLM's scheduler over the stopped worker's KV cache, Reset
+// (kvcache.Cache.Reset), rather than a new one.
+func (e *engine) restart(i int) *worker {
+	old := e.workers[i]
+	v, ok := old.s.(*vllm)
+	if !ok || v.kv.NumBlocks() != e.kvBlocks {
+		return newWorker(i, old.name, e.cfg.Scheduler, e.kvBlocks, &e.test)
+	}
+	v.kv.Reset()
+	// As newWorker makes it.
+	return &worker{id: i, name: old.name, s: newVLLMOn(e.cfg.Scheduler, v.kv, &e.test), stream: e.cfg.Scheduler.StreamInterval}
 }
 
 // newest returns the slot in state s that left slotOff last (the highest

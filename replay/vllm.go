@@ -80,8 +80,13 @@ type lastMatch struct {
 }
 
 func newVLLM(s SchedulerConfig, blocks int64, t *testSwitches) scheduler {
+	return newVLLMOn(s, kvcache.New(blocks), t)
+}
+
+// newVLLMOn returns a vLLM scheduler over kv, a new (or Reset) cache.
+func newVLLMOn(s SchedulerConfig, kv *kvcache.Cache, t *testSwitches) *vllm {
 	return &vllm{
-		kv:     kvcache.New(blocks),
+		kv:     kv,
 		bs:     s.BlockSize,
 		budget: s.MaxNumBatchedTokens,
 		maxSeq: s.MaxNumSeqs,

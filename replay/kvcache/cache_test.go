@@ -372,3 +372,65 @@ func TestDropsKeepsAnswers(t *testing.T) {
 		t.Fatalf("Drops stayed %d times and changed %d: not exercised both ways", kept, changed)
 	}
 }
+
+// TestResetIsNew drives a cache through random allocations, commits,
+// promotions and releases, resets it, and then drives it and a new cache
+// through the same operations: they hand out the same blocks, find the
+// same hashes and evict alike.
+func TestResetIsNew(t *testing.T) {
+	drive := func(c *Cache, seed uint64, steps int) (trace []int64) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		var tables [][]int32
+		var runs []FreeRun
+		for range steps {
+			switch op := rng.IntN(10); {
+			case op < 4:
+				n := rng.Int64N(6) + 1
+				tb, ok := c.AllocateNamed(nil, n, rng.Int64N(n+1))
+				if ok {
+					tables = append(tables, tb)
+				}
+				for _, b := range tb {
+					trace = append(trace, int64(b))
+				}
+			case op < 6 && len(tables) > 0:
+				tb := tables[rng.IntN(len(tables))]
+				if b := tb[rng.IntN(len(tb))]; b != Anonymous {
+					c.Commit(b, 1+uint64(rng.IntN(24)))
+				}
+			case op < 7:
+				h := 1 + uint64(rng.IntN(24))
+				b, ok := c.Lookup(h)
+				if ok && c.Ref(b) == 0 {
+					c.Acquire(b)
+					tables = append(tables, []int32{b})
+				}
+				trace = append(trace, int64(b))
+			case op < 8 && len(runs) > 0:
+				r := runs[rng.IntN(len(runs))]
+				if _, left, ok := c.RunLeft(r); ok && left > 0 {
+					c.Promote(r, []uint64{30 + uint64(rng.IntN(8))})
+				}
+			case len(tables) > 0:
+				i := rng.IntN(len(tables))
+				if r := c.ReleaseRun(tables[i], int64(len(tables[i]))); r != (FreeRun{}) {
+					runs = append(runs, r)
+				}
+				tables = append(tables[:i], tables[i+1:]...)
+			}
+			trace = append(trace, c.Evictions, c.NumFree(), int64(c.NumCached()))
+		}
+		mustCheck(t, c)
+		return trace
+	}
+	c := New(40)
+	drive(c, 1, 5000)
+	c.Reset()
+	mustCheck(t, c)
+	if c.Evictions != 0 || c.NumFree() != 40 || c.NumCached() != 0 {
+		t.Fatalf("reset cache: %d evictions, %d free, %d cached", c.Evictions, c.NumFree(), c.NumCached())
+	}
+	if a, b := drive(c, 2, 5000), drive(New(40), 2, 5000); !slices.Equal(a, b) {
+		t.Fatal("a reset cache and a new one part ways")
+	}
+}
