@@ -51,6 +51,17 @@
 // Held-out runs are only predicted; the error table of every run, in-sample
 // or held out, is kept with the coefficients.
 //
+// With the table comes the sweep's saturation step (saturation.go): the
+// lowest finite request rate of the fitted and held-out runs whose p99
+// TTFT exceeds a threshold (issue 13's 1 s by default), observed and as
+// the uncalibrated and calibrated replays predict it, and a verdict (same
+// step, N steps early or late, none saturated). Offline runs (rate inf)
+// are not steps. A summary-only run that reports no p99 counts as
+// saturated when a lower quantile it reports (p90, p50) exceeds the
+// threshold, since p99 is at least as high, and as unknown otherwise;
+// unknown steps before the first saturated one leave the observed step a
+// range, and a replay's step inside it is "not determined".
+//
 // A run that followed another on the same server with the same prompts
 // (SameSession, from their metadata) can be replayed after it, with the
 // prefix cache it left (carry.go): sweeps are measured that way.

@@ -56,6 +56,10 @@ type ReplayOptions struct {
 	// objective's evaluations with the number made so far (at most
 	// MaxEvals), so a command can show the fit's progress.
 	Progress func(evaluations int)
+	// SaturationTTFT is the p99 TTFT (seconds) above which a run counts
+	// as saturated in the fit's Saturation (default
+	// DefaultSaturationTTFT).
+	SaturationTTFT float64
 }
 
 // A ReplayFit is the provenance of coefficients fitted by replay in the
@@ -70,6 +74,9 @@ type ReplayFit struct {
 	// Uncalibrated is the objective at the starting coefficients.
 	Uncalibrated float64    `yaml:"uncalibrated_objective"`
 	Rows         []ErrorRow `yaml:"rows"`
+	// Saturation is the load step where p99 TTFT first exceeds
+	// ReplayOptions.SaturationTTFT, observed and predicted.
+	Saturation *Saturation `yaml:"saturation"`
 }
 
 // An ErrorRow is one run × target of the error table: observed,
@@ -308,8 +315,8 @@ func evaluate(runs []*ReplayRun, cm *CostModel, parallel int) ([][]float64, erro
 
 // evaluateMany replays every run of runs with each of cms, parallel
 // replays at a time over all of them, and returns per cost model each
-// run's simulated targets, in order.
-func evaluateMany(runs []*ReplayRun, cms []*CostModel, parallel int) ([][][]float64, error) {
+// run's simulated targets, in order, then the extra ones.
+func evaluateMany(runs []*ReplayRun, cms []*CostModel, parallel int, extra ...Target) ([][][]float64, error) {
 	out := make([][][]float64, len(cms))
 	errs := make([]error, len(cms)*len(runs))
 	var wg sync.WaitGroup
@@ -327,7 +334,7 @@ func evaluateMany(runs []*ReplayRun, cms []*CostModel, parallel int) ([][][]floa
 					errs[k*len(runs)+i] = err
 					return
 				}
-				out[k][i] = simulated(r.Targets, lat)
+				out[k][i] = simulated(append(r.Targets[:len(r.Targets):len(r.Targets)], extra...), lat)
 			}()
 		}
 	}
@@ -385,6 +392,9 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 2
+	}
+	if !(opts.SaturationTTFT > 0) {
+		opts.SaturationTTFT = DefaultSaturationTTFT
 	}
 	prior := opts.PriorWeight
 	if prior == 0 {
@@ -555,12 +565,23 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 	best := toCand(res.X)
 
 	// The error table: every run with the default and the fitted
-	// coefficients.
-	both, err := evaluateMany(runs, []*CostModel{toCand(x0).costModel(), best.costModel()}, opts.Parallel)
+	// coefficients, and past each run's targets its p99 TTFT, for the
+	// saturation step.
+	p99TTFT := Target{Metric: MetricTTFT, Stat: "p99"}
+	both, err := evaluateMany(runs, []*CostModel{toCand(x0).costModel(), best.costModel()}, opts.Parallel, p99TTFT)
 	if err != nil {
 		return nil, err
 	}
 	uncal, cal := both[0], both[1]
+	satRuns := make([]saturationInput, len(runs))
+	for i, r := range runs {
+		rate := math.NaN()
+		if w := r.Run.Workload; w != nil {
+			rate = float64(w.RequestRate)
+		}
+		last := len(r.Targets)
+		satRuns[i] = saturationInput{label: r.Label, rate: rate, targets: r.Targets, uncal: uncal[i][last], cal: cal[i][last]}
+	}
 	rf := &ReplayFit{
 		Optimiser: fmt.Sprintf("Levenberg–Marquardt, forward-difference Jacobian (step %g on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior; %d iterations", lmStep, nTargets, prior, res.Iterations),
 		Source:    opts.Source, Free: free, Fixed: fixed, Evaluations: evals, Objective: res.F, Uncalibrated: f0,
@@ -578,6 +599,7 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 			})
 		}
 	}
+	rf.Saturation = saturationOf(satRuns, opts.SaturationTTFT)
 	dep := train[0].Deployment
 	cm := &CostModel{
 		Version: CostModelVersion, Form: model.FormRoofline, Hardware: dep.Hardware.Name, Model: dep.LLM.Name, TP: dep.TP,

@@ -43,7 +43,7 @@ func syntheticRuns(t *testing.T, truth candidate) []*ReplayRun {
 	var runs []*ReplayRun
 	for i, rate := range []float64{2, 8, 20} {
 		r := &ReplayRun{
-			Label: "rate", Run: trace.Run{Name: "synthetic#" + string(rune('1'+i))}, Deployment: dep,
+			Label: "rate", Run: trace.Run{Name: "synthetic#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}}, Deployment: dep,
 			Config: replay.DefaultConfig(), KVBlocks: kv / 16, Inputs: poissonRun(80, rate, uint64(i)), Train: i < 2,
 		}
 		for _, m := range []string{MetricTTFT, MetricITL, MetricE2E} {
@@ -66,13 +66,20 @@ func syntheticRuns(t *testing.T, truth candidate) []*ReplayRun {
 // TestFitReplayRecovers fits runs replayed with known coefficients: the
 // fit finds them again within 5 %, reproduces the training runs within
 // 3 % and predicts the held-out load (2.5 times the highest training
-// rate) within 5 %.
+// rate) within 5 %; with the saturation threshold between the observed
+// p99 TTFT of the two highest rates, the calibrated replay saturates at
+// the same step.
 func TestFitReplayRecovers(t *testing.T) {
 	truth := candidate{CoefMFU: 0.3, CoefAttentionMFU: 0.3, CoefBandwidthEff: 0.55, CoefLinkEff: 0.8,
 		CoefStepOverhead: 3e-4, CoefRequestOverhead: 0.03}
 	runs := syntheticRuns(t, truth)
 	free := []string{CoefMFU, CoefBandwidthEff, CoefRequestOverhead}
-	cm, err := FitReplay(runs, ReplayOptions{Free: free, MaxEvals: 300, PriorWeight: -1})
+	p99 := func(r *ReplayRun) float64 { return r.Targets[2].Observed } // ttft p99
+	if !(p99(runs[2]) > 1.2*p99(runs[1])) {
+		t.Fatalf("p99 TTFT %.4g s at rate 20 against %.4g s at rate 8: no step to find", p99(runs[2]), p99(runs[1]))
+	}
+	threshold := math.Sqrt(p99(runs[1]) * p99(runs[2]))
+	cm, err := FitReplay(runs, ReplayOptions{Free: free, MaxEvals: 300, PriorWeight: -1, SaturationTTFT: threshold})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +101,11 @@ func TestFitReplayRecovers(t *testing.T) {
 	if holdout != 9 {
 		t.Errorf("%d held-out rows, want 9", holdout)
 	}
+	if sat := cm.Replay.Saturation; sat.Observed != "rate 20" || sat.Calibrated != (SaturationVerdict{Step: "rate 20", Verdict: "same step"}) {
+		t.Errorf("saturation: %s", sat.Line())
+	}
 	// The same runs fit again give the same bytes.
-	again, err := FitReplay(runs, ReplayOptions{Free: free, MaxEvals: 300, PriorWeight: -1})
+	again, err := FitReplay(runs, ReplayOptions{Free: free, MaxEvals: 300, PriorWeight: -1, SaturationTTFT: threshold})
 	if err != nil {
 		t.Fatal(err)
 	}

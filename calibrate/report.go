@@ -82,6 +82,9 @@ func WriteErrorTable(w io.Writer, cm *CostModel) error {
 			r.Uncalibrated*1000, 100*r.UncalErr, r.Calibrated*1000, 100*r.CalErr)
 	}
 	ew.printf("(* reported by the source's summary)\n")
+	if rf.Saturation != nil {
+		ew.printf("%s\n", rf.Saturation.Line())
+	}
 	for _, s := range cm.Warnings {
 		ew.printf("warning: %s\n", s)
 	}
@@ -109,6 +112,9 @@ func WriteErrorMarkdown(w io.Writer, cm *CostModel) error {
 		}
 		ew.printf("| %s | %s | %s | %s | %.1f | %+.1f %% | %.1f | %+.1f %% |\n", shortLabel(r.Label), set, r.Target, obs,
 			r.Uncalibrated*1000, 100*r.UncalErr, r.Calibrated*1000, 100*r.CalErr)
+	}
+	if rf.Saturation != nil {
+		ew.printf("\n%s\n", rf.Saturation.Line())
 	}
 	names := make([]string, 0, len(cm.Coefficients))
 	for n := range cm.Coefficients {

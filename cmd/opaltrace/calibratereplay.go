@@ -29,6 +29,7 @@ func replayFitFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-evals", Value: 300, Usage: "replay fit: at most this many replays of the training runs; a fit that needs more has not converged and writes nothing"},
 		&cli.FloatFlag{Name: "prior", Value: 0.01, Usage: "replay fit: weight of the coefficients' log distance from their defaults"},
 		&cli.BoolFlag{Name: "json", Usage: "replay fit: print the error table as JSON"},
+		&cli.FloatFlag{Name: "saturation-ttft", Value: calibrate.DefaultSaturationTTFT, Usage: "replay fit: a run is saturated when its p99 TTFT exceeds this many `SECONDS`; the outputs print the first such rate of the sweep, observed and replayed"},
 		&cli.BoolFlag{Name: "markdown", Usage: "replay fit: print the error table as Markdown (scripts/fidelity builds the README's table from it)"},
 		&cli.StringFlag{Name: "carry-cache", Value: "auto", Usage: "replay fit: replay each run after the run before it with the prefix cache it left: auto (when their metadata say one server ran them one after the other with the same prompts, and prefix caching is on), on (every run after the first) or off"},
 		&cli.BoolFlag{Name: "assume-deployment", Usage: "replay runs that record no model or hardware on the cluster's deployment anyway"},
@@ -44,6 +45,10 @@ func replayFitFlags() []cli.Flag {
 // of the inputs, predicts the --holdout runs, and returns the cost model
 // with the error table.
 func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
+	satTTFT := c.Float("saturation-ttft")
+	if !(satTTFT > 0) || math.IsInf(satTTFT, 0) {
+		return nil, fmt.Errorf("--saturation-ttft %g: want a positive number of seconds", satTTFT)
+	}
 	cl, err := clusterFor(c)
 	if err != nil {
 		return nil, err
@@ -184,7 +189,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 	}
 	opts := calibrate.ReplayOptions{
 		Free: free, Fixed: fixed, PriorWeight: c.Float("prior"), MaxEvals: c.Int("max-evals"),
-		Parallel: 2, Source: strings.Join(c.Args().Slice(), ", "),
+		Parallel: 2, Source: strings.Join(c.Args().Slice(), ", "), SaturationTTFT: satTTFT,
 	}
 	if opts.PriorWeight == 0 {
 		opts.PriorWeight = -1 // no prior at all
@@ -278,8 +283,9 @@ func writeErrorTable(w io.Writer, cm *calibrate.CostModel, asJSON, asMarkdown bo
 		b, err := json.MarshalIndent(struct {
 			Coefficients map[string]calibrate.Coefficient `json:"coefficients"`
 			Rows         []calibrate.ErrorRow             `json:"rows"`
+			Saturation   *calibrate.Saturation            `json:"saturation"`
 			Warnings     []string                         `json:"warnings"`
-		}{cm.Coefficients, cm.Replay.Rows, cm.Warnings}, "", "  ")
+		}{cm.Coefficients, cm.Replay.Rows, cm.Replay.Saturation, cm.Warnings}, "", "  ")
 		if err != nil {
 			return err
 		}

@@ -138,3 +138,45 @@ func TestReplayCarriesTheSweepCache(t *testing.T) {
 		t.Errorf("rate inf median TTFT %v ms carried, %v ms cold", carried, cold)
 	}
 }
+
+// TestCalibrateSaturationLine: the saturation step follows the error
+// table in text, Markdown and JSON. surajssd's sweep (per-request p99s
+// of 0.144, 0.068 and 0.120 s at qps 1, 4 and 16) is saturated from qps 1
+// at --saturation-ttft 0.13 and nowhere at the default 1 s; a threshold
+// that is not a positive number of seconds is refused.
+func TestCalibrateSaturationLine(t *testing.T) {
+	const dir = "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8/serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_"
+	args := []string{"calibrate", "-o", filepath.Join(t.TempDir(), "cm.yaml"), "--fit", "mfu",
+		"--model", "meta-llama/Llama-3.3-70B-Instruct", "--hardware", "a100-40gb", "--tp", "8",
+		"--train", "rate=1", "--holdout", "rate=4", "--holdout", "rate=16", "--holdout", "rate=inf"}
+	for _, q := range []string{"01", "04", "16", "inf"} {
+		args = append(args, shareddata.Path(t, dir+q+".json"))
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  []string
+	}{
+		{nil, []string{"(* reported by the source's summary)\nsaturation (first rate whose p99 TTFT > 1 s): observed none; ",
+			"calibrated none (none saturated, as observed)", "rate 1: not saturated (p99 0.144 s)"}},
+		{[]string{"--saturation-ttft", "0.13"}, []string{"saturation (first rate whose p99 TTFT > 0.13 s): observed rate 1; ",
+			"rate 1: saturated (p99 0.144 s)",
+			"uncalibrated none (late: none saturated); calibrated rate 1 (same step)", "rate 16: not saturated (p99 0.120 s)"}},
+		{[]string{"--markdown"}, []string{"|\n\nsaturation (first rate whose p99 TTFT > 1 s): observed none; "}},
+		{[]string{"--json"}, []string{`"saturation": {`, `"threshold_s": 1,`, `"observed": "none",`, `"evidence": "p99 0.144 s",`}},
+	} {
+		stdout, stderr, err := opaltrace(t, append(append([]string{}, args[:1]...), append(tc.flags, args[1:]...)...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", tc.flags, err, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%v: no %q in:\n%s", tc.flags, w, stdout)
+			}
+		}
+	}
+	for _, bad := range []string{"0", "-1", "inf"} {
+		if _, _, err := opaltrace(t, append([]string{"calibrate", "--saturation-ttft", bad}, args[1:]...)...); err == nil || !strings.Contains(err.Error(), "--saturation-ttft") {
+			t.Errorf("--saturation-ttft %s: %v", bad, err)
+		}
+	}
+}
