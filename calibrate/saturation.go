@@ -26,7 +26,7 @@ type Saturation struct {
 	Steps        []SaturationStep `yaml:"steps" json:"steps"`
 	// Observed is the step where the runs saturated: "rate 16", "none",
 	// or, when runs before the first known saturated one report no p99,
-	// the range it lies in ("rate 1 to rate 8").
+	// the steps it may be ("not determined: rate 1, 2, 4 or rate 8").
 	Observed     string            `yaml:"observed" json:"observed"`
 	Uncalibrated SaturationVerdict `yaml:"uncalibrated" json:"uncalibrated"`
 	Calibrated   SaturationVerdict `yaml:"calibrated" json:"calibrated"`
@@ -172,7 +172,18 @@ func saturationOf(runs []saturationInput, threshold float64) *Saturation {
 	if lo == hi {
 		sat.Observed = name(hi)
 	} else {
-		sat.Observed = fmt.Sprintf("not determined, %s to %s", name(lo), name(hi))
+		// The candidates: the unknown steps before hi, then hi.
+		var cands []string
+		for i := lo; i < hi; i++ {
+			if sat.Steps[i].Observed == satUnknown {
+				cands = append(cands, rateText(steps[i].rate))
+			}
+		}
+		last := "or rate " + rateText(steps[min(hi, n-1)].rate)
+		if hi == n {
+			last = "or none"
+		}
+		sat.Observed = fmt.Sprintf("not determined: rate %s %s", strings.Join(cands, ", "), last)
 	}
 	first := func(p99 func(SaturationStep) float64) int {
 		for i, s := range sat.Steps {
@@ -198,7 +209,7 @@ func saturationOf(runs []saturationInput, threshold float64) *Saturation {
 		case k > hi:
 			v.Verdict = stepsText(k-hi, false) + " late"
 		default:
-			v.Verdict = "not determined: within the observed range"
+			v.Verdict = "not determined"
 		}
 		return v
 	}

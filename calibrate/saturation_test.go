@@ -59,10 +59,23 @@ func TestSaturation(t *testing.T) {
 				summaryOnly("#3 rate=4", 4, 0.60, 0.9, 20),
 				summaryOnly("#4 rate=8", 8, 124, 3, 60),
 			},
-			observed: "not determined, rate 1 to rate 8",
-			uncal:    SaturationVerdict{"rate 8", "not determined: within the observed range"},
-			cal:      SaturationVerdict{"rate 4", "not determined: within the observed range"},
+			observed: "not determined: rate 1, 2, 4 or rate 8",
+			uncal:    SaturationVerdict{"rate 8", "not determined"},
+			cal:      SaturationVerdict{"rate 4", "not determined"},
 			states:   []string{satUnknown, satUnknown, satUnknown, satYes},
+		},
+		{
+			// DataCrunch 70B's shape: every median under 1 s, no p99.
+			name: "summary-only sweep, none known saturated",
+			runs: []saturationInput{
+				summaryOnly("#1 rate=1", 1, 0.086, 0.1, 0.2),
+				summaryOnly("#2 rate=2", 2, 0.088, 0.1, 0.3),
+				summaryOnly("#3 rate=16", 16, 0.614, 0.5, 80),
+			},
+			observed: "not determined: rate 1, 2, 16 or none",
+			uncal:    SaturationVerdict{"none", "not determined"},
+			cal:      SaturationVerdict{"rate 16", "not determined"},
+			states:   []string{satUnknown, satUnknown, satUnknown},
 		},
 		{
 			// Per-request runs fix the lower steps; a summary-only run
@@ -75,7 +88,7 @@ func TestSaturation(t *testing.T) {
 				summaryOnly("#4 rate=8", 8, 1.3, 2, 0.95),
 				perRequest("#5 rate=16", 16, 3, 40, 8, 0.99),
 			},
-			observed: "not determined, rate 4 to rate 8",
+			observed: "not determined: rate 4 or rate 8",
 			uncal:    SaturationVerdict{"rate 2", "at least 1 step early"},
 			cal:      SaturationVerdict{"none", "late: none saturated"},
 			states:   []string{satNo, satNo, satUnknown, satYes, satYes},
