@@ -114,7 +114,7 @@ func WriteErrorMarkdown(w io.Writer, cm *CostModel) error {
 			r.Uncalibrated*1000, 100*r.UncalErr, r.Calibrated*1000, 100*r.CalErr)
 	}
 	if rf.Saturation != nil {
-		ew.printf("\n%s\n", rf.Saturation.Line())
+		ew.printf("\n%s\n", rf.Saturation.line("**Saturation**"))
 	}
 	names := make([]string, 0, len(cm.Coefficients))
 	for n := range cm.Coefficients {

@@ -140,8 +140,12 @@ func saturationOf(runs []saturationInput, threshold float64) *Saturation {
 			return sat
 		}
 	}
-	if len(steps) < 2 {
-		sat.NoOrder = fmt.Sprintf("%d run(s) at a finite request rate, no sweep", len(steps))
+	switch len(steps) {
+	case 0:
+		sat.NoOrder = "no run records a finite request rate"
+		return sat
+	case 1:
+		sat.NoOrder = fmt.Sprintf("one run at a finite request rate (%s, rate %s), no sweep", steps[0].label, rateText(steps[0].rate))
 		return sat
 	}
 	n := len(steps)
@@ -235,8 +239,11 @@ func rateText(r float64) string { return strconv.FormatFloat(r, 'g', -1, 64) }
 // Line is the saturation verdict as one line of text: the threshold,
 // the observed step and each replay's step and verdict, then why any
 // step's observation is unknown.
-func (s *Saturation) Line() string {
-	head := fmt.Sprintf("saturation (first rate whose p99 TTFT > %s s): ", strconv.FormatFloat(s.ThresholdSec, 'g', -1, 64))
+func (s *Saturation) Line() string { return s.line("saturation") }
+
+// line is Line with its first word given ("**Saturation**" in Markdown).
+func (s *Saturation) line(word string) string {
+	head := fmt.Sprintf("%s (first rate whose p99 TTFT > %s s): ", word, strconv.FormatFloat(s.ThresholdSec, 'g', -1, 64))
 	if s.NoOrder != "" {
 		return head + "no step order: " + s.NoOrder
 	}

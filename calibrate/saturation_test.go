@@ -132,7 +132,12 @@ func TestSaturation(t *testing.T) {
 				perRequest("#2 rate=inf", inf, 10, 30, 20, 30),
 				perRequest("#3", math.NaN(), 10, 30, 20, 30),
 			},
-			noOrder: "1 run(s) at a finite request rate",
+			noOrder: "one run at a finite request rate (#1 rate=4, rate 4), no sweep",
+		},
+		{
+			name:    "no finite rate",
+			runs:    []saturationInput{perRequest("#1", math.NaN(), 10, 30, 20, 30)},
+			noOrder: "no run records a finite request rate",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -161,7 +161,7 @@ func TestCalibrateSaturationLine(t *testing.T) {
 		{[]string{"--saturation-ttft", "0.13"}, []string{"saturation (first rate whose p99 TTFT > 0.13 s): observed rate 1; ",
 			"rate 1: saturated (p99 0.144 s)",
 			"uncalibrated none (late: none saturated); calibrated rate 1 (same step)", "rate 16: not saturated (p99 0.120 s)"}},
-		{[]string{"--markdown"}, []string{"|\n\nsaturation (first rate whose p99 TTFT > 1 s): observed none; "}},
+		{[]string{"--markdown"}, []string{"|\n\n**Saturation** (first rate whose p99 TTFT > 1 s): observed none; "}},
 		{[]string{"--json"}, []string{`"saturation": {`, `"threshold_s": 1,`, `"observed": "none",`, `"evidence": "p99 0.144 s",`}},
 	} {
 		stdout, stderr, err := opaltrace(t, append(append([]string{}, args[:1]...), append(tc.flags, args[1:]...)...)...)
