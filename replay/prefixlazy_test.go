@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -19,12 +20,7 @@ func TestLazyIndexMooncake(t *testing.T) {
 	t.Parallel()
 	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:4000]
 	cost, blocks := llama8BOnH100(t)
-	for _, c := range []struct {
-		name   string
-		router string
-		kv     int64
-		scale  bool
-	}{
+	for _, c := range []sharingCase{
 		{"least_requests", RouterLeastRequests, blocks, false},
 		{"sglang_cache_aware", RouterSGLang, blocks, false},
 		{"session_affinity_small_kv", RouterSession, blocks / 16, false},
@@ -32,15 +28,7 @@ func TestLazyIndexMooncake(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := Config{Workers: 16, Router: c.router}
-			if c.scale {
-				cfg.Autoscale = AutoscaleConfig{
-					Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 16,
-					ScaleDownStabilizationSec: ptr(60.0), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
-				}
-			}
 			run := func(sw testSwitches) (string, Stats, *lazyIndex) {
-				var b []byte
 				var x *lazyIndex
 				// A hook that sees the workers: it finds the
 				// lazy index through their schedulers.
@@ -49,15 +37,8 @@ func TestLazyIndexMooncake(t *testing.T) {
 						x = v.lazy
 					}
 				}
-				st, err := RunInputs(cfg, cost, c.kv, Requests(reqs), func(r *trace.Request) error {
-					b = append(b, r.String()...)
-					b = append(b, '\n')
-					return nil
-				}, Options{test: sw})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return string(b), st, x
+				b, st := c.replay(t, cost, reqs, sw)
+				return b, st, x
 			}
 			a, sa, x := run(testSwitches{})
 			b, sb, _ := run(testSwitches{indexAll: true})
@@ -70,4 +51,38 @@ func TestLazyIndexMooncake(t *testing.T) {
 			t.Logf("%d blocks promoted of running requests, %d out of runs; %d preemptions, %d evictions", x.promotedHeld, x.promotedRuns, sa.Preemptions, sa.Evictions)
 		})
 	}
+}
+
+// A sharingCase is a replay of Mooncake requests on 16 workers that
+// decide at arrival, with a router, a KV capacity (a sixteenth of the
+// full one preempts and evicts) and optionally autoscaling: the cases
+// on which lazy indexing and resumed prefix matches must change nothing.
+type sharingCase struct {
+	name   string
+	router string
+	kv     int64
+	scale  bool
+}
+
+// replay runs c with the test switches sw and returns its records, one
+// String per line, and its stats.
+func (c sharingCase) replay(t *testing.T, cost model.StepModel, reqs []*trace.Request, sw testSwitches) (string, Stats) {
+	t.Helper()
+	cfg := Config{Workers: 16, Router: c.router}
+	if c.scale {
+		cfg.Autoscale = AutoscaleConfig{
+			Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 16,
+			ScaleDownStabilizationSec: ptr(60.0), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
+		}
+	}
+	var b []byte
+	st, err := RunInputs(cfg, cost, c.kv, Requests(reqs), func(r *trace.Request) error {
+		b = append(b, r.String()...)
+		b = append(b, '\n')
+		return nil
+	}, Options{test: sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), st
 }

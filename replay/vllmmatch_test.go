@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
-	"github.com/opaltrace/opaltrace/trace"
 )
 
 // TestMatchResumeSameResults checks that vLLM's prefix match, resuming
@@ -18,46 +17,26 @@ func TestMatchResumeSameResults(t *testing.T) {
 	t.Parallel()
 	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:4000]
 	cost, blocks := llama8BOnH100(t)
-	for _, c := range []struct {
-		name   string
-		router string
-		kv     int64
-		scale  bool
-	}{
+	for _, c := range []sharingCase{
 		{"autoscale", RouterLeastRequests, blocks, true},
 		{"session_affinity_small_kv", RouterSession, blocks / 16, false},
 		{"sglang_cache_aware_small_kv", RouterSGLang, blocks / 16, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := Config{Workers: 16, Router: c.router}
-			if c.scale {
-				cfg.Autoscale = AutoscaleConfig{
-					Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 16,
-					ScaleDownStabilizationSec: ptr(60.0), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
-				}
-			}
 			run := func(sw testSwitches) (string, Stats, int64) {
-				var b []byte
 				resumed := map[*vllm]bool{}
 				sw.checkSteady = func(w *worker, _ bool) {
 					if v, ok := w.s.(*vllm); ok {
 						resumed[v] = true
 					}
 				}
-				st, err := RunInputs(cfg, cost, c.kv, Requests(reqs), func(r *trace.Request) error {
-					b = append(b, r.String()...)
-					b = append(b, '\n')
-					return nil
-				}, Options{test: sw})
-				if err != nil {
-					t.Fatal(err)
-				}
+				b, st := c.replay(t, cost, reqs, sw)
 				var n int64
 				for v := range resumed {
 					n += v.resumed
 				}
-				return string(b), st, n
+				return b, st, n
 			}
 			// Every match that resumes finds what starting over
 			// finds; one that may not (the cache dropped a hash)
