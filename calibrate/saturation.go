@@ -1,6 +1,7 @@
 package calibrate
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -125,15 +126,7 @@ func saturationOf(runs []saturationInput, threshold float64) *Saturation {
 			steps = append(steps, r)
 		}
 	}
-	slices.SortStableFunc(steps, func(a, b saturationInput) int {
-		switch {
-		case a.rate < b.rate:
-			return -1
-		case a.rate > b.rate:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(steps, func(a, b saturationInput) int { return cmp.Compare(a.rate, b.rate) })
 	for i := 1; i < len(steps); i++ {
 		if steps[i].rate == steps[i-1].rate {
 			sat.NoOrder = fmt.Sprintf("%s and %s both ran at rate %s", steps[i-1].label, steps[i].label, rateText(steps[i].rate))
