@@ -78,6 +78,17 @@ func (v sglangVersion) before(w sglangVersion) bool {
 	return false
 }
 
+// SGLangOverlapByDefault reports whether SGLang's version runs the overlap
+// scheduler unless told not to: from v0.4 (December 2024:
+// --disable-overlap-schedule; before, --enable-overlap-schedule, off by
+// default). A version that is not given or not understood is taken as
+// v0.4 or later, as SGLangServeDefaults then assumes
+// SGLangDefaultVersion.
+func SGLangOverlapByDefault(version string) bool {
+	v, ok := parseSGLangVersion(version)
+	return !ok || v[0] > 0 || v[1] >= 4
+}
+
 // mustSGLangVersion is parseSGLangVersion for the constants below.
 func mustSGLangVersion(s string) sglangVersion {
 	v, ok := parseSGLangVersion(s)

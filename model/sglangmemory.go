@@ -2,8 +2,6 @@ package model
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 )
 
 // SGLangMemFractionStatic is SGLang's default --mem-fraction-static for a
@@ -32,21 +30,4 @@ func (d *Deployment) SGLangKVCacheTokens(frac float64) (int64, error) {
 			d.LLM.Name, d.TP, d.Hardware.Name, frac, float64(weights)/gib, float64(d.Hardware.MemBytes)*frac/gib)
 	}
 	return pool / d.KVBytesPerTokenPerRank(), nil
-}
-
-// SGLangOverlapByDefault reports whether SGLang's version runs the overlap
-// scheduler unless told not to: from v0.4 (December 2024:
-// --disable-overlap-schedule; before, --enable-overlap-schedule, off by
-// default). An unknown version ("") is taken as v0.4 or later.
-func SGLangOverlapByDefault(version string) bool {
-	f := strings.FieldsFunc(strings.TrimPrefix(version, "v"), func(r rune) bool { return r == '.' || r == '+' || r == '-' })
-	if len(f) < 2 {
-		return true
-	}
-	ma, err1 := strconv.Atoi(f[0])
-	mi, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil {
-		return true
-	}
-	return ma > 0 || mi >= 4
 }
