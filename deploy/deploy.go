@@ -137,7 +137,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if lm, ok := o.CostModel.(LinkCostModel); ok {
 		c.links = lm
 	}
-	cfg, err := engineOptions(c.Config, run)
+	cfg, err := engineOptions(c.Config, run, c.EngineVersion)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -68,7 +69,7 @@ func TestResolveDefault(t *testing.T) {
 func TestEngineOptions(t *testing.T) {
 	pick := func(cfg replay.Config, run trace.Run) replay.Config {
 		t.Helper()
-		c, err := engineOptions(cfg, run)
+		c, err := engineOptions(cfg, run, run.Extra["engine_version"])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,12 +99,12 @@ func TestEngineOptions(t *testing.T) {
 	}
 	opts.Extra["engine_opt.chunked_prefill_size"] = "many"
 	opts.Extra["engine_opt.schedule_policy"] = "lof"
-	if _, err := engineOptions(replay.Config{}, opts); err == nil ||
+	if _, err := engineOptions(replay.Config{}, opts, opts.Extra["engine_version"]); err == nil ||
 		!strings.Contains(err.Error(), `run r: engine_opt.chunked_prefill_size: "many"`) {
 		t.Errorf("bad option: %v", err)
 	}
 	delete(opts.Extra, "engine_opt.chunked_prefill_size")
-	if _, err := engineOptions(replay.Config{}, opts); err == nil || !strings.Contains(err.Error(), "schedule_policy") {
+	if _, err := engineOptions(replay.Config{}, opts, opts.Extra["engine_version"]); err == nil || !strings.Contains(err.Error(), "schedule_policy") {
 		t.Errorf("bad policy: %v", err)
 	}
 	// Through Resolve: the run's engine shows in the setup and its record.
@@ -440,5 +441,31 @@ func TestSGLangServeDefaults(t *testing.T) {
 	if g := s.Config.Scheduler; g.SchedulePolicy != "lpm" || g.ChunkedPrefillSize != 2048 || s.Deployment.CUDAGraphMaxBS != 8 ||
 		!strings.Contains(strings.Join(s.Notes, "\n"), "no version recorded: 0.4.0.post1 assumed") {
 		t.Errorf("no version: %s, %d, %d; %q", g.SchedulePolicy, g.ChunkedPrefillSize, s.Deployment.CUDAGraphMaxBS, s.Notes)
+	}
+}
+
+// Whether a recorded SGLang run ran the overlap scheduler follows the
+// cluster's engine_version, as its other defaults do: the run's recorded
+// version, or the one a cluster file gives instead.
+func TestSGLangOverlapFollowsEngineVersion(t *testing.T) {
+	run := trace.Run{Name: "a", Model: "llama-3.1-8b", Hardware: "2xA10", Engine: "sglang", Extra: map[string]string{"engine_version": "0.3.6"}}
+	for _, c := range []struct {
+		cluster string // engine_version in the cluster file, "" for none
+		want    bool
+	}{
+		{"", false},
+		{"0.4.0.post1", true},
+	} {
+		var o Overrides
+		if c.cluster != "" {
+			o.Settings = []Setting{{"engine_version", c.cluster, "cluster.yaml:3"}}
+		}
+		s, err := Resolve(DefaultCluster(), run, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Config.Scheduler.OverlapSchedule; got != c.want || s.Cluster.EngineVersion != cmp.Or(c.cluster, "0.3.6") {
+			t.Errorf("recorded 0.3.6, cluster %q: engine_version %q, overlap %v, want %v", c.cluster, s.Cluster.EngineVersion, got, c.want)
+		}
 	}
 }

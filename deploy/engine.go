@@ -20,8 +20,10 @@ const engineOptPrefix = "engine_opt."
 // replayed through SGLang's scheduler, any other through vLLM's. An
 // SGLang run's server options recorded at ingest (Run.Extra
 // "engine_opt.KEY") fill the SGLang settings the cluster leaves at their
-// defaults.
-func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
+// defaults; version is the cluster's engine_version (the run's recorded
+// one unless the cluster file gives another), which decides whether the
+// run ran the overlap scheduler as the other version defaults do.
+func engineOptions(cfg replay.Config, run trace.Run, version string) (replay.Config, error) {
 	s := &cfg.Scheduler
 	if s.Engine == "" && strings.EqualFold(run.Engine, replay.EngineSGLang) {
 		s.Engine = replay.EngineSGLang
@@ -58,7 +60,7 @@ func engineOptions(cfg replay.Config, run trace.Run) (replay.Config, error) {
 	// A recorded SGLang run ran the overlap scheduler unless its version
 	// predates v0.4, where it became the default, or it was disabled.
 	// (A replay of no recorded run leaves it as the cluster says.)
-	if strings.EqualFold(run.Engine, replay.EngineSGLang) && model.SGLangOverlapByDefault(run.Extra["engine_version"]) {
+	if strings.EqualFold(run.Engine, replay.EngineSGLang) && model.SGLangOverlapByDefault(version) {
 		s.OverlapSchedule = true
 	}
 	var noOverlap bool
