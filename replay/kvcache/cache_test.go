@@ -434,3 +434,30 @@ func TestResetIsNew(t *testing.T) {
 		t.Fatal("a reset cache and a new one part ways")
 	}
 }
+
+// TestChainIsTheHasherRandom checks Chain against BlockHasher for random
+// trace and engine block sizes (engine blocks that divide trace blocks,
+// straddle them or cover several), shared-id counts and orders of asking,
+// so that runs of continuations start and stop at every offset.
+func TestChainIsTheHasherRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for i := range 2000 {
+		tb := int64(1 + rng.IntN(64))
+		ids := make([]int64, 1+rng.IntN(8))
+		for j := range ids {
+			ids[j] = rng.Int64N(4)
+		}
+		h := BlockHasher{HashIDs: ids, TraceBlock: tb, PromptTokens: 1 + rng.Int64N(tb*int64(len(ids))+40),
+			EngineBlock: int64(1 + rng.IntN(20)), Unique: uint64(i + 1), SharedIDs: rng.IntN(len(ids) + 1)}
+		n := int64(5 + rng.IntN(60))
+		want := chain(&h, n)
+		var c Chain
+		c.Reset(h)
+		for range 3 * n {
+			k := rng.Int64N(n)
+			if x, priv := c.Hash(k); x != want[k] || priv != h.Private(k) {
+				t.Fatalf("%+v: block %d: %#x private %v, want %#x %v", h, k, x, priv, want[k], h.Private(k))
+			}
+		}
+	}
+}
