@@ -305,7 +305,7 @@ type testSwitches struct {
 	// step instead of resuming where it missed (vllm.match).
 	noMatchResume bool
 	// checkMatchResume, when set, is vllm.checkResume.
-	checkMatchResume func(may bool, resumed, full []int32)
+	checkMatchResume func(dropped bool, kept int, resumed, all, full []int32)
 	// parts, when not 0, is the number of goroutines among which the
 	// workers are split (parallel.go), 1 for the one loop, whether or
 	// not the replay would be split by itself.

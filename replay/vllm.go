@@ -63,9 +63,10 @@ type vllm struct {
 	noResume bool
 	resumed  int64
 	// checkResume, when set, is given at every match that could
-	// resume whether it may (the cache dropped no hash since) and what
-	// resuming and starting over find (testSwitches.checkMatchResume).
-	checkResume func(may bool, resumed, full []int32)
+	// resume whether the cache dropped a hash since the last, how many of the hits found last it keeps (those the cache
+	// did not evict since), and what resuming, resuming with every hit
+	// found last, and starting over find (testSwitches.checkMatchResume).
+	checkResume func(dropped bool, kept int, resumed, all, full []int32)
 }
 
 // A lastMatch is what match found for the request it looked up last:
@@ -182,18 +183,23 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		}
 		n := min(r.numTokens()-done, budget)
 		need := ceilDiv(done+n, v.bs) - int64(len(hits))
-		for _, b := range hits {
-			if v.kv.Ref(b) == 0 {
-				need++ // a free cached block leaves the free queue too
+		// A free cached block leaves the free queue too. They are
+		// counted only when it matters: when r fits even if every
+		// hit is free, or cannot fit with none, the count cannot
+		// change the answer (it was a fifth of what autoscaling
+		// cost beyond round-robin), and else only until r cannot fit.
+		if free := v.kv.NumFree(); need+int64(len(hits)) > free {
+			for i := 0; i < len(hits) && need <= free; i++ {
+				if v.kv.Ref(hits[i]) == 0 {
+					need++
+				}
+			}
+			if need > free {
+				break
 			}
 		}
-		if need > v.kv.NumFree() {
-			break
-		}
 		w.waiting.popFront()
-		for _, b := range hits {
-			v.kv.Acquire(b)
-		}
+		v.kv.AcquireAll(hits)
 		r.blocks = append(r.blocks, hits...)
 		r.computed = done
 		if !r.scheduled {
@@ -220,20 +226,25 @@ unskip:
 // Note: a preempted request waiting for room walks its whole sequence at
 // every step; that was most of what autoscaling's smaller fleets cost
 // beyond round-robin (5.6 million blocks looked up for 16,328 matches on
-// Mooncake). Until the cache drops a hash (kvcache.Cache.Drops) the hits
-// it found stay the answer (the cache only gained hashes, and lookups
-// return the earliest copy), so match resumes at the block it missed.
+// Mooncake). The hits it found stay the answer up to the first of them
+// the cache evicted since (kvcache.Cache.Kept: the cache only gained
+// hashes otherwise, and lookups return the earliest copy), so match
+// resumes there. Resuming only while the cache dropped no hash at all
+// still left a third of autoscaling's matches walking from the start.
 func (v *vllm) match(r *reqState, hits []int32) []int32 {
 	c := r.hashChain(v.bs)
 	maxBlocks := (r.numTokens() - 1) / v.bs
 	m := &v.last
 	same := m.idx == r.idx+1 && m.preemptions == r.preemptions && m.maxBlocks == maxBlocks
 	if same && v.checkResume != nil {
-		v.checkResume(m.drops == v.kv.Drops(), v.walk(r, c, slices.Clone(m.hits), maxBlocks), v.walk(r, c, nil, maxBlocks))
+		kept := v.kv.Kept(m.hits, m.drops)
+		v.checkResume(m.drops != v.kv.Drops(), kept, v.walk(r, c, slices.Clone(m.hits[:kept]), maxBlocks),
+			v.walk(r, c, slices.Clone(m.hits), maxBlocks), v.walk(r, c, nil, maxBlocks))
 	}
-	if same && m.drops == v.kv.Drops() && !v.noResume {
-		hits = append(hits, m.hits...)
-		v.resumed += int64(len(m.hits))
+	if same && !v.noResume {
+		kept := v.kv.Kept(m.hits, m.drops)
+		hits = append(hits, m.hits[:kept]...)
+		v.resumed += int64(kept)
 	}
 	hits = v.walk(r, c, hits, maxBlocks)
 	r.hashed = int64(len(hits))
@@ -244,7 +255,18 @@ func (v *vllm) match(r *reqState, hits []int32) []int32 {
 // walk appends to hits, r's blocks found so far, the blocks that follow
 // them in the cache, up to the first it misses or maxBlocks.
 func (v *vllm) walk(r *reqState, c *kvcache.Chain, hits []int32, maxBlocks int64) []int32 {
-	for k := int64(len(hits)); k < maxBlocks; k++ {
+	k := int64(len(hits))
+	// Shared blocks are looked up in the index, a group at a time
+	// (hashed as far as one at a time would hash them).
+	for shared := min(maxBlocks, c.Shared()); k < shared; {
+		to := min(k|(kvcache.Group-1)+1, shared)
+		n := len(hits)
+		if hits = v.kv.LookupAll(hits, c.Hashes(k, to)); int64(len(hits)-n) < to-k {
+			return hits
+		}
+		k = to
+	}
+	for ; k < maxBlocks; k++ {
 		x, private := c.Hash(k)
 		var b int32
 		var ok bool
@@ -285,9 +307,8 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 				// cached, and its hash is recorded only if r is
 				// preempted (preempt), the one case it is asked
 				// for.
-				for n := min(full, v.indexed(r)); k < n; k++ {
-					x, _ := c.Hash(k)
-					v.kv.Commit(r.blocks[k], x)
+				if n := min(full, v.indexed(r)); k < n {
+					v.kv.CommitAll(r.blocks[k:n], c.Hashes(k, n))
 				}
 				k = full
 			}

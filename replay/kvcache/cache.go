@@ -76,8 +76,11 @@ type Cache struct {
 
 	// Evictions counts cached blocks whose hash Allocate dropped.
 	Evictions int64
-	// drops counts the evicted blocks that had an id (Drops).
-	drops uint64
+	// drops counts the evicted blocks that had an id (Drops);
+	// dropped holds, per block, the low half of drops just after its
+	// last eviction (Kept).
+	drops   uint64
+	dropped []uint32
 
 	compactions int64 // for tests
 }
@@ -169,10 +172,11 @@ func New(n int64) *Cache {
 		size <<= 1
 	}
 	c := &Cache{
-		blocks: make([]block, n),
-		hashes: make([]uint64, n),
-		ring:   make([]entry, size),
-		index:  newIndex(n),
+		blocks:  make([]block, n),
+		hashes:  make([]uint64, n),
+		dropped: make([]uint32, n),
+		ring:    make([]entry, size),
+		index:   newIndex(n),
 	}
 	if n > 0 {
 		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: int32(n), at: 0}))
@@ -189,7 +193,9 @@ func New(n int64) *Cache {
 // cache per start (78 on an autoscaled Mooncake replay) was memory the
 // garbage collector paid for in cycles, about as much again as the
 // zeroing. Runs' serial numbers go on from where they were, so that a
-// FreeRun of the old cache names no run of the new; Drops goes on too.
+// FreeRun of the old cache names no run of the new; Drops goes on too,
+// and the blocks' eviction stamps are kept (an old stamp can only make
+// Kept keep fewer blocks, see Kept).
 func (c *Cache) Reset() {
 	n := int64(len(c.blocks))
 	clear(c.blocks)
@@ -238,6 +244,36 @@ func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
 // count.
 func (c *Cache) Drops() uint64 { return c.drops }
 
+// Kept returns how many of blocks, blocks with ids that Lookup or Holds
+// found when Drops was since, were not evicted since, counted from the
+// first: those are still what Lookup and Holds find. Lookup returns the
+// earliest indexed copy of a hash, so only the eviction of the block it
+// found can change its answer: commits add later copies, and no copy
+// older than it can come back. (A block evicted and given the same hash
+// again is a later copy, and counts as evicted.) So a scheduler that
+// looks the same prefix up again after some drops may resume at the first
+// block not kept (vllm.match).
+//
+// Note: a stamp holds the low half of Drops, so that the blocks' stamps
+// cost 4 bytes each; a stamp older than 2³² drops may then look recent,
+// which only keeps fewer blocks, and makes the caller look up more.
+func (c *Cache) Kept(blocks []int32, since uint64) int {
+	d := c.drops - since
+	if d == 0 {
+		return len(blocks)
+	}
+	if d >= 1<<32 {
+		return 0
+	}
+	for i, b := range blocks {
+		// Evicted since: its stamp is since+1 … since+d (mod 2³²).
+		if c.dropped[b]-uint32(since)-1 < uint32(d) {
+			return i
+		}
+	}
+	return len(blocks)
+}
+
 // Ref returns the reference count of block b.
 func (c *Cache) Ref(b int32) int32 { return c.blocks[b].ref }
 
@@ -276,9 +312,9 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 	// prompt, millions of times per replay.
 	at := len(dst)
 	dst = slices.Grow(dst, int(n))[:at+int(n)]
-	ring, blocks, hashes := c.ring, c.blocks, c.hashes
+	ring, blocks, hashes, dropped := c.ring, c.blocks, c.hashes, c.dropped
 	mask := int64(len(ring) - 1)
-	head, evicted, anonEvicted := c.head, int64(0), int64(0)
+	head, drops, anonEvicted := c.head, c.drops, int64(0)
 	end, nameEnd := len(dst), at+int(min(named, n))
 	for taken := at; taken < end; {
 		e := ring[head&mask]
@@ -307,9 +343,7 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 			taken = stop
 			if ru.uncached == 0 && ru.cached == 0 {
 				if ru.live > 0 {
-					var ev int64
-					taken, ev = c.takeTail(ru, dst, taken, end, nameEnd)
-					evicted += ev
+					taken, drops = c.takeTail(ru, dst, taken, end, nameEnd, drops)
 				}
 				if ru.live == 0 {
 					c.freeRun(slot)
@@ -330,7 +364,8 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 				// never recorded (MarkPrivate).
 				hashes[b] = 0
 			}
-			evicted++
+			drops++
+			dropped[b] = uint32(drops)
 		}
 		if taken >= nameEnd {
 			// Its id goes to the stack; its record is left stale.
@@ -346,8 +381,8 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 		taken++
 	}
 	c.head = head
-	c.Evictions += evicted + anonEvicted
-	c.drops += uint64(evicted)
+	c.Evictions += int64(drops-c.drops) + anonEvicted
+	c.drops = drops
 	c.nfree -= n
 	return dst, true
 }

@@ -92,9 +92,9 @@ func (c *Cache) acquireTail(b int32) {
 
 // takeTail hands out blocks of run ru's tail into dst[taken:end], as
 // AllocateNamed does (ids up to nameEnd, Anonymous after), last promoted
-// first; it returns where it stopped and how many hashes it dropped.
-func (c *Cache) takeTail(ru *anonRun, dst []int32, taken, end, nameEnd int) (int, int64) {
-	var evicted int64
+// first; drops is AllocateNamed's count of blocks with ids evicted (Drops),
+// and it returns where it stopped and that count after its own.
+func (c *Cache) takeTail(ru *anonRun, dst []int32, taken, end, nameEnd int, drops uint64) (int, uint64) {
 	for taken < end && ru.live > 0 {
 		b := ru.tail[len(ru.tail)-1]
 		ru.tail = ru.tail[:len(ru.tail)-1]
@@ -104,7 +104,8 @@ func (c *Cache) takeTail(ru *anonRun, dst []int32, taken, end, nameEnd int) (int
 		ru.live--
 		c.index.del(c.hashes[b], b)
 		c.hashes[b] = 0
-		evicted++
+		drops++
+		c.dropped[b] = uint32(drops)
 		if taken >= nameEnd {
 			c.names = append(c.names, b)
 			dst[taken] = Anonymous
@@ -114,7 +115,7 @@ func (c *Cache) takeTail(ru *anonRun, dst []int32, taken, end, nameEnd int) (int
 		}
 		taken++
 	}
-	return taken, evicted
+	return taken, drops
 }
 
 // freeRun makes run slot s spare.

@@ -1,0 +1,70 @@
+package kvcache
+
+// Lookups, commits and acquisitions of a stretch of a request's blocks
+// in one call.
+//
+// Note: a router that sends requests sharing a prefix to one worker makes
+// its cache look up, acquire and commit millions of shared blocks; one
+// call per block, with the cache's fields loaded again each time, cost
+// about a third more instructions than these loops (sglang_cache_aware on
+// Mooncake: lookups 190 → 120 million, acquisitions with the free-hit
+// count 160 → 69). Each call here does exactly what the one-block calls
+// do, block after block, in order.
+
+// LookupAll appends to dst, for hs[0], hs[1], …, the block Lookup returns,
+// up to the first hash it misses, and returns dst.
+func (c *Cache) LookupAll(dst []int32, hs []uint64) []int32 {
+	x, hashes := &c.index, c.hashes
+	slots, mask := x.slots, x.mask
+	for _, h := range hs {
+		fp := fingerprint(h)
+		i := uint64(fp) & mask
+		for {
+			s := slots[i]
+			if s == 0 {
+				return dst
+			}
+			if f, b := unpack(s); f == fp && hashes[b] == h {
+				dst = append(dst, b)
+				break
+			}
+			i = (i + 1) & mask
+		}
+	}
+	return dst
+}
+
+// CommitAll commits hs[i] to blocks[i], in order, as Commit does; the two
+// are as long.
+func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
+	recs, hashes := c.blocks, c.hashes
+	for i, b := range blocks[:len(hs)] {
+		if recs[b].flags()&recorded != 0 {
+			continue
+		}
+		h := hs[i]
+		hashes[b] = h
+		recs[b].pos = withFlags(hashed | recorded)
+		c.index.add(h, b)
+	}
+}
+
+// AcquireAll acquires blocks, in order, as Acquire does.
+func (c *Cache) AcquireAll(blocks []int32) {
+	recs, ring := c.blocks, c.ring
+	mask := int64(len(ring) - 1)
+	for _, b := range blocks {
+		k := &recs[b]
+		if k.ref == 0 {
+			if p := k.pos; p >= 0 {
+				slot := &ring[int64(p)&mask]
+				k.pos = withFlags(*slot &^ idMask)
+				*slot = tombstone
+			} else {
+				c.acquireTail(b)
+			}
+			c.nfree--
+		}
+		k.ref++
+	}
+}

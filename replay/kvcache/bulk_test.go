@@ -1,0 +1,211 @@
+package kvcache
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+// TestBulkMatchesOneByOne drives two caches through the same random
+// requests: one looks up, commits and acquires a stretch of blocks with
+// LookupAll, CommitAll and AcquireAll, the other block by block with
+// Lookup, Commit and Acquire. Requests share prefixes of a few chains
+// (duplicates too: two requests may commit one hash), hit blocks that
+// are referenced, free in the queue or promoted into a run's tail, and
+// leave; after every operation the two caches must be identical, field
+// by field, and pass Check.
+func TestBulkMatchesOneByOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	a, b := New(96), New(96)
+	chains := make([][]uint64, 4)
+	for i := range chains {
+		for k := range 24 {
+			chains[i] = append(chains[i], uint64(i+1)<<40|uint64(k+1)<<8|uint64(rng.IntN(4)))
+		}
+	}
+	type req struct {
+		chain  []uint64
+		blocks []int32 // identical in a and b
+		run    FreeRun // its run, once it left with anonymous blocks
+		hashed int64
+	}
+	var live, gone []*req
+	promote := func(r *req, all bool) {
+		done, left, ok := a.RunLeft(r.run)
+		if !ok || left == 0 {
+			return
+		}
+		first := slices.Index(r.blocks, Anonymous)
+		m := left
+		if !all {
+			m = 1 + rng.Int64N(left)
+		}
+		hs := r.chain[int64(first)+done : int64(first)+done+m]
+		a.Promote(r.run, hs)
+		b.Promote(r.run, hs)
+	}
+	var looked, committed, acquired, tailHits int
+	for op := range 30000 {
+		switch k := rng.IntN(10); {
+		case k < 4: // a request arrives: prefix hits, then fresh blocks
+			r := &req{chain: chains[rng.IntN(len(chains))]}
+			n := 1 + rng.IntN(len(r.chain))
+			// As a sharer arrives, a gone request of its chain
+			// promotes its anonymous blocks (lazy indexing).
+			for _, g := range gone {
+				if &g.chain[0] == &r.chain[0] {
+					promote(g, true)
+				}
+			}
+			ha := a.LookupAll(nil, r.chain[:n])
+			var hb []int32
+			for _, h := range r.chain[:n] {
+				x, ok := b.Lookup(h)
+				if !ok {
+					break
+				}
+				hb = append(hb, x)
+			}
+			if !slices.Equal(ha, hb) {
+				t.Fatalf("op %d: LookupAll %v, Lookup one by one %v", op, ha, hb)
+			}
+			looked += len(ha)
+			for _, x := range hb {
+				if b.Ref(x) == 0 && b.blocks[x].pos < 0 {
+					tailHits++
+				}
+			}
+			fresh := int64(n - len(ha))
+			need := fresh
+			for _, x := range ha {
+				if a.Ref(x) == 0 {
+					need++ // it leaves the free queue
+				}
+			}
+			if need > a.NumFree() {
+				continue
+			}
+			a.AcquireAll(ha)
+			for _, x := range hb {
+				b.Acquire(x)
+			}
+			acquired += len(ha)
+			// Some of its fresh blocks are anonymous (private,
+			// or shared blocks not indexed yet).
+			named := rng.Int64N(fresh + 1)
+			r.blocks, _ = a.AllocateNamed(ha, fresh, named)
+			tb, _ := b.AllocateNamed(slices.Clone(hb), fresh, named)
+			if !slices.Equal(r.blocks, tb) {
+				t.Fatalf("op %d: allocations differ: %v, %v", op, r.blocks, tb)
+			}
+			// Commit its named blocks' hashes.
+			end := len(ha) + int(named)
+			a.CommitAll(r.blocks[:end], r.chain[:end])
+			for i, x := range r.blocks[:end] {
+				b.Commit(x, r.chain[i])
+			}
+			committed += end
+			r.hashed = int64(n)
+			live = append(live, r)
+		case k < 7 && len(live) > 0: // a request leaves
+			i := rng.IntN(len(live))
+			r := live[i]
+			live = slices.Delete(live, i, i+1)
+			r.run = a.ReleaseRun(r.blocks, r.hashed)
+			if rb := b.ReleaseRun(r.blocks, r.hashed); rb != r.run {
+				t.Fatalf("op %d: runs %v, %v", op, r.run, rb)
+			}
+			gone = append(gone, r)
+			if len(gone) > 16 {
+				gone = gone[1:]
+			}
+		case len(gone) > 0: // a gone request's blocks are promoted
+			promote(gone[rng.IntN(len(gone))], false)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("op %d: the caches differ", op)
+		}
+		mustCheck(t, a)
+	}
+	if looked < 1000 || committed < 1000 || acquired < 1000 || tailHits < 30 {
+		t.Fatalf("%d blocks looked up, %d committed, %d acquired, %d out of runs' tails: not exercised", looked, committed, acquired, tailHits)
+	}
+	t.Logf("%d blocks looked up, %d committed, %d acquired (%d out of runs' tails)", looked, committed, acquired, tailHits)
+}
+
+// TestKeptKeepsAnswers drives a cache through random allocations,
+// commits (duplicates among them: some requests do not look up what they
+// compute) and releases, and checks Kept's
+// promise: for the hits a walk along a chain found at some earlier time,
+// the first Kept of them are still what Lookup returns, however many
+// hashes the cache dropped since; and that Kept keeps hits across drops,
+// so the check is exercised.
+func TestKeptKeepsAnswers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	c := New(48)
+	chains := make([][]uint64, 6)
+	for i := range chains {
+		for k := range 16 {
+			chains[i] = append(chains[i], uint64(i+1)<<40|uint64(k+1))
+		}
+	}
+	walk := func(ch []uint64) []int32 { return c.LookupAll(nil, ch) }
+	type seen struct {
+		chain []uint64
+		hits  []int32
+		drops uint64
+	}
+	var snaps []seen
+	var tables [][]int32
+	var keptAfterDrop, checks int
+	for op := range 20000 {
+		switch k := rng.IntN(10); {
+		case k < 4:
+			ch := chains[rng.IntN(len(chains))]
+			n := 1 + rng.IntN(len(ch))
+			var hits []int32
+			if rng.IntN(3) > 0 { // else it computes what it could hit: duplicates
+				hits = walk(ch[:n])
+			}
+			need := int64(n - len(hits))
+			for _, x := range hits {
+				if c.Ref(x) == 0 {
+					need++
+				}
+			}
+			if need > c.NumFree() {
+				continue
+			}
+			c.AcquireAll(hits)
+			tb, _ := c.Allocate(hits, int64(n-len(hits)))
+			c.CommitAll(tb, ch[:n])
+			tables = append(tables, tb)
+		case k < 8 && len(tables) > 0:
+			i := rng.IntN(len(tables))
+			c.Release(tables[i], int64(len(tables[i])))
+			tables = slices.Delete(tables, i, i+1)
+		default:
+			ch := chains[rng.IntN(len(chains))]
+			snaps = append(snaps, seen{ch, walk(ch), c.Drops()})
+			if len(snaps) > 20 {
+				snaps = snaps[1:]
+			}
+		}
+		for _, s := range snaps {
+			kept := c.Kept(s.hits, s.drops)
+			now := walk(s.chain)
+			if kept > len(now) || !slices.Equal(now[:kept], s.hits[:kept]) {
+				t.Fatalf("op %d: Kept %d of %v (drops %d, now %d), but Lookup finds %v", op, kept, s.hits, s.drops, c.Drops(), now)
+			}
+			checks++
+			if kept > 0 && s.drops != c.Drops() {
+				keptAfterDrop++
+			}
+		}
+	}
+	mustCheck(t, c)
+	if keptAfterDrop < 1000 {
+		t.Fatalf("%d of %d checks kept hits across drops: not exercised", keptAfterDrop, checks)
+	}
+}
