@@ -3,6 +3,7 @@ package deploy
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
@@ -14,13 +15,14 @@ import (
 //   - kv_cache_tokens, when the cluster gives it, is the capacity;
 //   - num_gpu_blocks_override (vLLM's --num-gpu-blocks-override) is a
 //     number of blocks of block_size tokens;
-//   - SGLang: the pool is what mem_fraction_static of each GPU's memory
-//     leaves after the weights (model_runner's profile_max_num_token:
-//     free memory after loading, minus total·(1 − mem_fraction_static)),
-//     over the KV bytes one token takes on a rank (model.Deployment.
-//     SGLangKVCacheTokens); mem_fraction_static defaults as server_args
-//     of the cluster's engine_version chooses it on the GPU (sg, from
-//     model.SGLangServeDefaults);
+//   - SGLang: the pool is what mem_fraction_static of the memory free
+//     when loading begins leaves after the weights (model_runner's
+//     profile_max_num_token: free memory after loading, minus free memory
+//     before it · (1 − mem_fraction_static)), over the KV bytes one token
+//     takes on a rank, in whole pages of page_size (model.Deployment.
+//     SGLangMemory, of the cluster's engine_version); mem_fraction_static
+//     defaults as server_args of that version chooses it on the GPU (sg,
+//     from model.SGLangServeDefaults);
 //   - vLLM: gpu_memory_utilization of each GPU's memory, minus the
 //     weights, the activations of the profiling run of the scheduler's
 //     max_num_batched_tokens and max_num_seqs, the non-torch memory and
@@ -47,14 +49,16 @@ func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, sg model.SG
 			frac = sg.MemFractionStatic
 			how = "SGLang " + sg.Version + "'s default mem_fraction_static"
 		}
-		tokens, err := dep.SGLangKVCacheTokens(frac)
-		if err == nil && tokens < block {
-			err = fmt.Errorf("%s on %d×%s at mem_fraction_static %v: room for %d KV tokens, less than a %d-token block", dep.LLM.Name, dep.TP, dep.Hardware.Name, frac, tokens, block)
+		page := max(s.SGLangConfig.PageSize, 1)
+		mem, err := dep.SGLangMemory(frac, sg.Version, page)
+		if whole := mem.KV / dep.KVBytesPerTokenPerRank(); err != nil && mem.KV > 0 && whole > 0 {
+			return 0, "", c.bad("scheduler.page_size", c.given["scheduler.page_size"], strconv.FormatInt(page, 10),
+				fmt.Sprintf("a page larger than what %s can use: a worker's KV pool is %d tokens", dep.LLM.Name, whole))
 		}
 		if err != nil {
 			return 0, "", err
 		}
-		return tokens, fmt.Sprintf("%d tokens (%s %g × %.2f GiB − %.2f GiB weights per GPU)", tokens, how, frac, float64(dep.Hardware.MemBytes)/gib, float64(dep.WeightBytesPerRank())/gib), nil
+		return mem.Tokens, fmt.Sprintf("%d tokens (%s %g; per GPU, in %d-token pages: %s)", mem.Tokens, how, frac, page, mem), nil
 	}
 	dep.BlockSize = block
 	defaults := replay.DefaultConfig().Scheduler

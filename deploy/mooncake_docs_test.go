@@ -69,6 +69,21 @@ func sglangDefaultsNote(t *testing.T, yaml string) string {
 	return ""
 }
 
+// sglangKVNote is the line Resolve writes of the KV pool it sized for the
+// cluster yaml.
+func sglangKVNote(t *testing.T, yaml string) string {
+	t.Helper()
+	c, err := ParseCluster("cluster.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Resolve(c, trace.Run{}, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.KVHow
+}
+
 // TestMooncakeDocsHiCache replays the Mooncake documentation's HiCache
 // multi-turn benchmark on its A10 deployment (one server of 2 × A10, TP 2,
 // Qwen3-14B; bench_multiturn with 20 clients, 10 rounds, 2,048-token
@@ -87,7 +102,10 @@ func sglangDefaultsNote(t *testing.T, yaml string) string {
 // gives the one its runs can have used (mooncakeDocsSGLang), whose rule
 // gives chunked_prefill_size 2048, schedule_policy fcfs and
 // mem_fraction_static round((23,028 − (2.8 + 2/10) GiB) / 23,028, 3) =
-// 0.867 on this server.
+// 0.867 on this server. SGLang applies it to the memory free when loading
+// begins: the A10's CUDA total (22.07 GiB) less what the process holds by
+// then (0.35 GiB), both from a public log (model's A10 preset), which
+// gives 64,768 tokens where the driver's 22.49 GiB gave 75,273.
 //
 // The page names neither the server's host memory nor its PCIe links:
 // the A10 preset's PCIe Gen4 and 256 GiB of DRAM are assumed (neither
@@ -139,6 +157,7 @@ scheduler:
 	b.WriteString("bench_multiturn (20 clients, 10 rounds, 2,048-token requests, 16 output tokens, 4 in flight, request rate 20,\n")
 	b.WriteString("ready queue random) on one server of 2 × A10, TP 2, Qwen3-14B, SGLang page_size 64 and\n")
 	b.WriteString(sglangDefaultsNote(t, base) + "\n")
+	b.WriteString("KV pool (model.Deployment.SGLangMemory): " + sglangKVNote(t, base) + "\n")
 	b.WriteString("(roofline with the A10 preset, uncalibrated: no A10 measurement exists). The benchmark's sender is replayed as its script runs it:\n")
 	b.WriteString("Poisson sleeps between sends, a 50 ms poll while 4 are in flight, a random pop from the ready queue, both\n")
 	b.WriteString("drawn from Python's random seeded with --seed; its sends and the replay's completions agree (a fixed point).\n")

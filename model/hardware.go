@@ -29,9 +29,27 @@ type Hardware struct {
 	// PCIeBandwidth is the host link of one GPU, per direction, in
 	// bytes/s: what KV offload to and from CPU memory moves over.
 	PCIeBandwidth float64
+	// CUDAMemBytes is the device total CUDA itself reports
+	// (cudaMemGetInfo, torch's "total capacity"), less than MemBytes by
+	// what the driver keeps; 0 where no public log gives it. SGLang sizes
+	// its KV pool from CUDA's free memory (SGLangMemory).
+	CUDAMemBytes int64
+	// ProcessBytes is what a serving process holds on each GPU before it
+	// loads weights, outside PyTorch's allocator: the CUDA context, NCCL
+	// communicators and custom all-reduce buffers; 0 where no public log
+	// gives it.
+	ProcessBytes int64
 }
 
 const mib = 1 << 20
+
+// The A10's CUDA total and a serving process's memory before loading, from
+// the log the Note below cites: 22.07 GiB; 22.05 GiB in use less 21.68
+// GiB allocated and 24.24 MiB reserved by PyTorch. Printed to 0.01 GiB.
+const (
+	a10CUDAMemBytes = 2207 << 30 / 100
+	a10ProcessBytes = (2205-2168)<<30/100 - 2424<<20/100
+)
 
 // Note: datasheet sources, as printed by NVIDIA (dense = sparse/2):
 //
@@ -74,7 +92,19 @@ const mib = 1 << 20
 //   - A10 (NVIDIA A10 datasheet): BF16 125 TFLOPS dense (250 sparse), no
 //     FP8; 24 GB GDDR6 at 600 GB/s; no NVLink, PCIe Gen4 x16 (32 GB/s each
 //     way). Driver total 23,028 MiB. (AWS's A10G is a different clock and
-//     has no NVIDIA datasheet: not a preset.)
+//     has no NVIDIA datasheet: not a preset.) CUDA's total 22.07 GiB and
+//     0.35 GiB held by a serving process before its weights load, both
+//     from one log of Oracle's (oracle-samples/oci-data-science-ai-samples
+//     ai-quick-actions/troubleshooting-tips.md, an A10 shape, vLLM with
+//     more than one GPU): vLLM prints "total_gpu_memory (22.07GiB)" and
+//     torch's out-of-memory error during load_model "GPU 1 has a total
+//     capacity of 22.07 GiB ... this process has 22.05 GiB memory in use.
+//     Of the allocated memory 21.68 GiB is allocated by PyTorch, and 24.24
+//     MiB is reserved by PyTorch but unallocated": 22.05 − 21.68 − 0.02
+//     GiB outside PyTorch (the context, NCCL and custom all-reduce, which
+//     SGLang's start-up creates as vLLM's does). An SGLang v0.5.3 log on
+//     one A10G (the same 24 GB board, TP1: no NCCL) agrees: "Load weight
+//     begin. avail mem=21.82 GB", 0.25 GiB under 22.07.
 //   - GeForce RTX 4090 (NVIDIA Ada Lovelace architecture whitepaper,
 //     appendix table): BF16 tensor with FP32 accumulate 165.2 TFLOPS dense
 //     (330.4 sparse), FP8 with FP32 accumulate 330.3 dense; 24 GB GDDR6X
@@ -101,7 +131,8 @@ var hardwarePresets = []Hardware{
 	{Name: "h800", PeakFLOPS: 989.5e12, PeakFP8FLOPS: 1979e12, MemBandwidth: 3.35e12, MemBytes: 81559 * mib, LinkBandwidth: 200e9, PCIeBandwidth: 64e9},
 	{Name: "h20", PeakFLOPS: 148e12, PeakFP8FLOPS: 296e12, MemBandwidth: 4.0e12, MemBytes: 97871 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9},
 	{Name: "h20-3e", PeakFLOPS: 148e12, PeakFP8FLOPS: 296e12, MemBandwidth: 4.8e12, MemBytes: 143771 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9},
-	{Name: "a10", PeakFLOPS: 125e12, MemBandwidth: 600e9, MemBytes: 23028 * mib, LinkBandwidth: 32e9, PCIeBandwidth: 32e9},
+	{Name: "a10", PeakFLOPS: 125e12, MemBandwidth: 600e9, MemBytes: 23028 * mib, LinkBandwidth: 32e9, PCIeBandwidth: 32e9,
+		CUDAMemBytes: a10CUDAMemBytes, ProcessBytes: a10ProcessBytes},
 	{Name: "rtx-4090", PeakFLOPS: 165.2e12, PeakFP8FLOPS: 330.3e12, MemBandwidth: 1.008e12, MemBytes: 25_250_627_584, LinkBandwidth: 32e9, PCIeBandwidth: 32e9},
 	{Name: "rtx-pro-6000", PeakFLOPS: 503.8e12, PeakFP8FLOPS: 1007.6e12, MemBandwidth: 1.792e12, MemBytes: 97887 * mib, LinkBandwidth: 64e9, PCIeBandwidth: 64e9},
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -49,6 +50,39 @@ func TestHardwarePresetsSane(t *testing.T) {
 		}
 		if ridge < low || ridge > 600 || h.LinkBandwidth <= 0 || h.MemBytes < 22<<30 {
 			t.Errorf("%s: ridge %.0f FLOP/B, link %g, mem %d", h.Name, ridge, h.LinkBandwidth, h.MemBytes)
+		}
+	}
+}
+
+// hardware_override's cuda_mem_mib and process_mib set what SGLang's pool
+// starts from; a new mem_mib drops the preset's CUDA total (it was of the
+// preset's board); totals that do not fit are errors naming the key.
+func TestHardwareSpecStartupMemory(t *testing.T) {
+	a10, err := HardwareByName("a10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a10.CUDAMemBytes != 2207<<30/100 || a10.ProcessBytes <= 0 || a10.ProcessBytes >= 1<<30 {
+		t.Fatalf("a10 preset: %d CUDA, %d process", a10.CUDAMemBytes, a10.ProcessBytes)
+	}
+	h, err := a10.With(HardwareSpec{CUDAMemMiB: 22000, ProcessMiB: 500})
+	if err != nil || h.CUDAMemBytes != 22000*mib || h.ProcessBytes != 500*mib {
+		t.Errorf("override: %+v, %v", h, err)
+	}
+	if h, err := a10.With(HardwareSpec{MemMiB: 24000}); err != nil || h.CUDAMemBytes != 0 || h.ProcessBytes != a10.ProcessBytes {
+		t.Errorf("mem_mib alone: %+v, %v", h, err)
+	}
+	for _, c := range []struct {
+		s   HardwareSpec
+		key string
+	}{
+		{HardwareSpec{CUDAMemMiB: 30000}, "cuda_mem_mib"},
+		{HardwareSpec{ProcessMiB: 23000}, "process_mib"},
+		{HardwareSpec{ProcessMiB: -1}, "process_mib"},
+	} {
+		var e *HardwareSpecError
+		if _, err := a10.With(c.s); !errors.As(err, &e) || e.Key != c.key {
+			t.Errorf("%+v: %v, want an error of %s", c.s, err, c.key)
 		}
 	}
 }

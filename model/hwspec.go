@@ -16,6 +16,11 @@ type HardwareSpec struct {
 	MemBandwidthTBps float64 `yaml:"mem_bandwidth_tbps,omitempty" json:"mem_bandwidth_tbps,omitempty"` // 10¹² B/s
 	LinkGBps         float64 `yaml:"link_gbps,omitempty" json:"link_gbps,omitempty"`                   // GPU-GPU per direction, 10⁹ B/s
 	PCIeGBps         float64 `yaml:"pcie_gbps,omitempty" json:"pcie_gbps,omitempty"`                   // GPU-host per direction, 10⁹ B/s
+	// CUDAMemMiB and ProcessMiB are Hardware.CUDAMemBytes and
+	// Hardware.ProcessBytes in MiB: CUDA's total and what a serving
+	// process holds before loading weights (SGLang's KV pool).
+	CUDAMemMiB float64 `yaml:"cuda_mem_mib,omitempty" json:"cuda_mem_mib,omitempty"`
+	ProcessMiB float64 `yaml:"process_mib,omitempty" json:"process_mib,omitempty"`
 }
 
 // CustomHardwareName is the hardware name that starts from no preset.
@@ -61,14 +66,37 @@ func (h Hardware) With(s HardwareSpec) (Hardware, error) {
 			*f.dst = f.v * f.unit
 		}
 	}
-	if !(s.MemMiB >= 0) {
-		return h, &HardwareSpecError{"mem_mib", fmt.Sprintf("%v is not a non-negative number", s.MemMiB)}
+	for _, f := range []struct {
+		name string
+		v    float64
+		dst  *int64
+	}{
+		{"mem_mib", s.MemMiB, &h.MemBytes},
+		{"cuda_mem_mib", s.CUDAMemMiB, &h.CUDAMemBytes},
+		{"process_mib", s.ProcessMiB, &h.ProcessBytes},
+	} {
+		if !(f.v >= 0) {
+			return h, &HardwareSpecError{f.name, fmt.Sprintf("%v is not a non-negative number", f.v)}
+		}
+		if f.v > 1<<30 {
+			return h, &HardwareSpecError{f.name, fmt.Sprintf("%v is over the limit of %d", f.v, 1<<30)}
+		}
+		if f.v > 0 {
+			*f.dst = int64(f.v * mib)
+		}
 	}
-	if s.MemMiB > 1<<30 {
-		return h, &HardwareSpecError{"mem_mib", fmt.Sprintf("%v is over the limit of %d", s.MemMiB, 1<<30)}
+	if s.MemMiB > 0 && s.CUDAMemMiB == 0 {
+		h.CUDAMemBytes = 0 // the preset's CUDA total was of its own board
 	}
-	if s.MemMiB > 0 {
-		h.MemBytes = int64(s.MemMiB * mib)
+	visible := h.MemBytes
+	if h.CUDAMemBytes > 0 {
+		visible = h.CUDAMemBytes
+	}
+	if h.CUDAMemBytes > h.MemBytes {
+		return h, &HardwareSpecError{"cuda_mem_mib", fmt.Sprintf("%v is more than the device's %d MiB", s.CUDAMemMiB, h.MemBytes/mib)}
+	}
+	if h.ProcessBytes >= visible {
+		return h, &HardwareSpecError{"process_mib", fmt.Sprintf("%d MiB leaves nothing of the %d MiB CUDA has", h.ProcessBytes/mib, visible/mib)}
 	}
 	return h, nil
 }

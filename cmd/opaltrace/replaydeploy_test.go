@@ -31,7 +31,7 @@ func TestReplayDataCrunchDeployment(t *testing.T) {
 	for _, want := range []string{
 		`records 4 GPUs ("4xH200") and no parallel sizes: TP4`,
 		"llama-3.3-70b on 4×h200 (TP4), sglang, 1 worker; KV cache ",
-		"SGLang 0.4.0.post1's default mem_fraction_static 0.85 × 140.40 GiB",
+		"SGLang 0.4.0.post1's default mem_fraction_static 0.85; per GPU, in 1-token pages: 140.40 GiB free before loading",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
