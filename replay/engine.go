@@ -54,6 +54,11 @@ type Options struct {
 	// Offload, when not nil, gives every worker KV tiers below its GPU
 	// (offload.go; under SGLang's scheduler, HiCache: hicache.go).
 	Offload *Offload
+	// KeepRecords says that emit keeps every record, and its lists, to
+	// the end (a summary in memory): the engine then allocates them all
+	// at once and has the kernel map their memory ahead (recordSlab).
+	// Ignored with Transient.
+	KeepRecords bool
 
 	test testSwitches // set by tests only
 }
@@ -190,6 +195,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		}
 	}
 	e.prepare()
+	if opts.KeepRecords && !opts.Transient {
+		e.slab = newRecordSlab(e)
+	}
 	if e.sec != nil {
 		if err := checkPerSecondSpan(e.at); err != nil {
 			return Stats{}, err
@@ -273,8 +281,14 @@ type engine struct {
 	// states keep their ITL lists' memory when recycled.
 	reuse bool
 	rec   trace.Request
-	done  []*reqState // scratch: requests completed by a step
-	step  Step
+	// inScratch is the request arriving, when the inputs build it on
+	// demand (peeker); a served one's state keeps a copy (reqState.inBuf).
+	inScratch trace.Request
+	// slab, when every record is kept (Options.KeepRecords), holds them
+	// and their ITL lists; nil otherwise.
+	slab *recordSlab
+	done []*reqState // scratch: requests completed by a step
+	step Step
 
 	// part, when the workers are split among goroutines (parallel.go),
 	// is the part this engine runs; nil for the one loop.

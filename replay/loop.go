@@ -105,7 +105,11 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	if e.sh != nil {
 		prompt, out, _ = e.sh.shape(int(i))
 	} else {
-		in = e.reqs.Request(int(i))
+		// Columns build a request on demand: into the engine's scratch,
+		// kept in the request's state (below) when it is served, rather
+		// than a new kilobyte each (12 MB of garbage for the Mooncake
+		// trace's 12,031 requests).
+		in = peek(e.reqs, int(i), &e.inScratch)
 		prompt, out = in.InputTokens.V, in.OutputTokens.V
 	}
 	sent := now.Add(-e.lat)
@@ -131,7 +135,14 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		return e.emit(o)
 	}
 	r := e.alloc()
+	if in == &e.inScratch {
+		r.inBuf = e.inScratch
+		in = &r.inBuf
+	}
 	r.in, r.idx, r.prompt, r.maxOut = in, i, prompt, out
+	if e.slab != nil {
+		r.itl = e.slab.itlList(i) // emitTokens takes it when it fits
+	}
 	r.shared = 0
 	if in != nil {
 		r.shared = len(in.HashIDs)

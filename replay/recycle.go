@@ -28,11 +28,17 @@ func (e *engine) release(r *reqState) {
 	e.free = append(e.free, r)
 }
 
-// record returns the record to fill: rec when records are transient (in
-// a part of a split replay, one the merge has emitted and handed back).
-func (e *engine) record() *trace.Request {
+// record returns the record of request i to fill: rec when records are
+// transient (in a part of a split replay, one the merge has emitted and
+// handed back), its place in the slab when they are all kept.
+func (e *engine) record(i int32) *trace.Request {
 	if e.reuse {
 		return &e.rec
+	}
+	if e.slab != nil {
+		if r := e.slab.record(i); r != nil {
+			return r
+		}
 	}
 	if e.part != nil {
 		return e.part.record()

@@ -60,6 +60,10 @@ type reqState struct {
 	sent, arrival, workerArrival, gpuStart, firstTok, lastTok trace.Time
 	lastChunk                                                 trace.Time // when the server sent the last chunk
 	itl                                                       []float64  // gaps between chunks
+
+	// inBuf is in, when the inputs build requests on demand (Columns):
+	// the state, recycled, keeps its memory for the next request.
+	inBuf trace.Request
 }
 
 // hashChain returns the hashes of r's engine blocks of bs tokens

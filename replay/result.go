@@ -16,7 +16,7 @@ const SourceSimulated = "simulated"
 // its lengths; sent is when the client sent it, arrival when it reached
 // the router.
 func (e *engine) base(in *trace.Request, i int32, prompt, out int64, sent, arrival trace.Time) *trace.Request {
-	o := e.record()
+	o := e.record(i)
 	*o = trace.Request{
 		Source:        SourceSimulated,
 		InputTokens:   trace.Some(prompt),

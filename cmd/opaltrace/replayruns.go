@@ -479,7 +479,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				metrics.Add(r)
 			}
 			return w.Write(r)
-		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, Offload: job.setup.Offload}) // the writer copies what it needs
+		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, KeepRecords: keep, Offload: job.setup.Offload}) // the writer copies what it needs
 		if shared && len(done) == len(jobs)-1 {
 			// The last run has replayed, and every record is kept.
 			defer pauseGC()()

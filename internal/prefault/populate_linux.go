@@ -1,0 +1,29 @@
+package prefault
+
+import (
+	"runtime"
+	"syscall"
+	"unsafe"
+)
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14, include/uapi/asm-generic/mman-common.h).
+const madvPopulateWrite = 23
+
+// pageSize is the system's page size.
+var pageSize = uintptr(syscall.Getpagesize())
+
+// populate advises the whole pages inside b: madvise needs a page-aligned
+// start, and a page b shares with other memory is mapped anyway once any
+// of it was written.
+func populate(b []byte) syscall.Errno {
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := start + uintptr(len(b))
+	start = (start + pageSize - 1) &^ (pageSize - 1)
+	end &^= pageSize - 1
+	if start >= end {
+		return 0
+	}
+	_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, madvPopulateWrite)
+	runtime.KeepAlive(b) // start is a uintptr: b must outlive the call
+	return errno
+}

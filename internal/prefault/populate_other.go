@@ -1,0 +1,7 @@
+//go:build !linux
+
+package prefault
+
+import "syscall"
+
+func populate([]byte) syscall.Errno { return 0 }

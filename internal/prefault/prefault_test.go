@@ -1,0 +1,69 @@
+package prefault
+
+import (
+	"bytes"
+	"runtime"
+	"syscall"
+	"testing"
+)
+
+// TestPopulateKeepsContents: populating memory being written changes none
+// of it, whether its pages were written before or not.
+func TestPopulateKeepsContents(t *testing.T) {
+	b := make([]byte, 3<<20+123)
+	for i := 0; i < len(b); i += 4096 * 3 {
+		b[i] = byte(i/4096) | 1
+	}
+	want := bytes.Clone(b)
+	Populate(b[7:]) // an unaligned start
+	Populate(b)
+	if !bytes.Equal(b, want) {
+		t.Fatal("Populate changed the memory")
+	}
+	Populate(nil)
+	Populate(b[:0])
+}
+
+// TestPopulateFaultsIn: once a fresh mapping is populated, writing every
+// page of it takes (next to) no page fault; without, one each.
+func TestPopulateFaultsIn(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Populate does nothing outside Linux")
+	}
+	const pages = 2048
+	faults := func(populated bool) int64 {
+		m, err := syscall.Mmap(-1, 0, pages*4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Munmap(m)
+		if populated {
+			if errno := populate(m); errno == syscall.EINVAL {
+				t.Skip("the kernel has no MADV_POPULATE_WRITE (Linux before 5.14)")
+			} else if errno != 0 {
+				t.Fatal(errno)
+			}
+		}
+		runtime.LockOSThread() // RUSAGE_THREAD counts this thread's faults
+		defer runtime.UnlockOSThread()
+		before := minorFaults(t)
+		for i := 0; i < len(m); i += 4096 {
+			m[i] = 1
+		}
+		return minorFaults(t) - before
+	}
+	if n := faults(false); n < pages/2 {
+		t.Fatalf("writing %d fresh pages took %d faults: the test cannot see faults", pages, n)
+	}
+	if n := faults(true); n > pages/20 {
+		t.Fatalf("writing %d populated pages took %d faults", pages, n)
+	}
+}
+
+func minorFaults(t *testing.T) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return ru.Minflt
+}
