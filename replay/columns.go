@@ -2,8 +2,8 @@ package replay
 
 import (
 	"math"
-	"slices"
 
+	"github.com/opaltrace/opaltrace/internal/prefault"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -123,12 +123,20 @@ func (c *Columns) grow() {
 }
 
 // grow returns s with room for n more values, doubling its capacity when
-// it has to grow.
+// it has to grow. The new memory is not cleared (append clears the room it
+// adds, writing every page of it at once): make leaves memory fresh from
+// the kernel as it is, zero. The kernel maps the part the copy writes at
+// once (prefault.Populate) and the room ahead (prefault.Async) while rows
+// are appended.
 func grow[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	return slices.Grow(s, max(n, cap(s)))
+	g := make([]T, len(s), len(s)+max(n, cap(s)))
+	prefault.Populate(prefault.Slice(g))
+	copy(g, s)
+	prefault.Async(prefault.Slice(g[len(g):cap(g)]))
+	return g
 }
 
 // Arrivals reports whether any request has an arrival time.

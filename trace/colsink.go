@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -194,7 +193,7 @@ func (l listRows[T]) appendRows(dst []byte, from, to, _, nv int) []byte {
 	// Grown once for the page, as one append of its values grows it:
 	// list by list, it grew by doubling, and faulted in twice the memory.
 	var zero T
-	dst = slices.Grow(dst, nv*int(unsafe.Sizeof(zero)))
+	dst = growBytes(dst, nv*int(unsafe.Sizeof(zero)))
 	for _, vs := range l[from:to] {
 		dst = appendPlain(dst, vs)
 	}

@@ -58,7 +58,8 @@ func (c *chunk) reset() {
 // page compresses c.body and appends it as a page of type typ holding
 // numValues levels (a data page) or dictionary entries.
 func (c *chunk) page(typ int32, numValues int, encoding int32) {
-	c.z = c.zenc.EncodeAll(c.body, c.z[:0])
+	c.z = c.zenc.EncodeAll(c.body, growBytes(c.z[:0], c.zenc.MaxEncodedSize(len(c.body))))
+	c.buf = growBytes(c.buf, maxPageHeader+len(c.z))
 	start := len(c.buf)
 	c.buf = appendPageHeader(c.buf, typ, len(c.body), len(c.z), numValues, encoding)
 	c.uncompressed += int64(len(c.buf) - start + len(c.body))

@@ -213,3 +213,22 @@ func TestWriterEmptyAndNullColumns(t *testing.T) {
 		t.Error("file does not begin and end with PAR1")
 	}
 }
+
+// TestMaxPageHeader: no page header is longer than maxPageHeader, and
+// growBytes keeps what it is given and makes the room asked for.
+func TestMaxPageHeader(t *testing.T) {
+	for _, typ := range []int32{pageData, pageDictionary} {
+		h := appendPageHeader(nil, typ, math.MaxInt32, math.MaxInt32, math.MaxInt32, math.MinInt32)
+		if len(h) > maxPageHeader {
+			t.Errorf("page type %d: a header of %d bytes, maxPageHeader %d", typ, len(h), maxPageHeader)
+		}
+	}
+	b := []byte("abc")
+	for _, n := range []int{0, 1, 5, 1 << 20} {
+		g := growBytes(b, n)
+		if string(g) != "abc" || cap(g)-len(g) < n || cap(g) != cap(b) && cap(g) < len(b)+max(n, cap(b)) {
+			t.Fatalf("growBytes(%q, %d): %q, cap %d", b, n, g, cap(g))
+		}
+		b = g
+	}
+}

@@ -45,6 +45,11 @@ func appendI32(dst []byte, v int32) []byte {
 	return binary.AppendUvarint(dst, uint64(uint32(v<<1)^uint32(v>>31)))
 }
 
+// maxPageHeader is the longest page header appendPageHeader writes: a data
+// page's 8 field headers and 2 ends, and at most 5 bytes for each of its 7
+// numbers (a room to reserve, not a limit: append grows past it).
+const maxPageHeader = 10 + 7*5
+
 // appendPageHeader appends the PageHeader of a page: a data page
 // (DataPageHeader: num_values levels, encoding, RLE levels) or a dictionary
 // page (DictionaryPageHeader: num_values entries, PLAIN).
