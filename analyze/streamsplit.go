@@ -3,6 +3,8 @@ package analyze
 import (
 	"runtime"
 	"sync"
+
+	"github.com/opaltrace/opaltrace/internal/prefault"
 )
 
 // splitMin is the number of pooled values from which a pass over values
@@ -48,8 +50,15 @@ func (m *metricStream) visitPooled(pooled [][]float64) {
 	other.jobs = make([]*bucketJob, len(m.jobs))
 	for i, j := range m.jobs {
 		o := &bucketJob{prefix: j.prefix, bits: j.bits, collect: j.collect, targets: j.targets}
-		if !j.collect {
+		// As startPass's, mapped at once (prefault.Populate); the
+		// second half's values, about half the bucket's, get a little
+		// more than half its room, and grow past it if they must.
+		if j.collect {
+			o.values = make([]float64, 0, cap(j.values)/2+cap(j.values)/8)
+			prefault.Populate(prefault.Slice(o.values[:cap(o.values)]))
+		} else {
 			o.hist = make([]int64, len(j.hist))
+			prefault.Populate(prefault.Slice(o.hist))
 		}
 		other.jobs[i] = o
 	}
