@@ -16,8 +16,29 @@ import (
 // leave; after every operation the two caches must be identical, field
 // by field, and pass Check.
 func TestBulkMatchesOneByOne(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	a, b := New(96), New(96)
+	looked, committed, acquired, tailHits := bulkMatchesOneByOne(t, 11, 12, 30000, 96)
+	if looked < 1000 || committed < 1000 || acquired < 1000 || tailHits < 30 {
+		t.Fatalf("%d blocks looked up, %d committed, %d acquired, %d out of runs' tails: not exercised", looked, committed, acquired, tailHits)
+	}
+	t.Logf("%d blocks looked up, %d committed, %d acquired (%d out of runs' tails)", looked, committed, acquired, tailHits)
+}
+
+// FuzzBulkMatchesOneByOne is TestBulkMatchesOneByOne from other seeds
+// and cache sizes (go test -fuzz FuzzBulkMatchesOneByOne).
+func FuzzBulkMatchesOneByOne(f *testing.F) {
+	f.Add(uint64(11), uint64(12), uint8(96))
+	f.Add(uint64(1), uint64(2), uint8(8))
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, blocks uint8) {
+		bulkMatchesOneByOne(t, s1, s2, 2000, int64(blocks))
+	})
+}
+
+// bulkMatchesOneByOne runs ops random operations on two caches of n
+// blocks from the seeds, and returns how many blocks were looked up,
+// committed, acquired, and acquired out of a run's tail.
+func bulkMatchesOneByOne(t *testing.T, s1, s2 uint64, ops int, n int64) (looked, committed, acquired, tailHits int) {
+	rng := rand.New(rand.NewPCG(s1, s2))
+	a, b := New(n), New(n)
 	chains := make([][]uint64, 4)
 	for i := range chains {
 		for k := range 24 {
@@ -45,8 +66,7 @@ func TestBulkMatchesOneByOne(t *testing.T) {
 		a.Promote(r.run, hs)
 		b.Promote(r.run, hs)
 	}
-	var looked, committed, acquired, tailHits int
-	for op := range 30000 {
+	for op := range ops {
 		switch k := rng.IntN(10); {
 		case k < 4: // a request arrives: prefix hits, then fresh blocks
 			r := &req{chain: chains[rng.IntN(len(chains))]}
@@ -128,10 +148,7 @@ func TestBulkMatchesOneByOne(t *testing.T) {
 		}
 		mustCheck(t, a)
 	}
-	if looked < 1000 || committed < 1000 || acquired < 1000 || tailHits < 30 {
-		t.Fatalf("%d blocks looked up, %d committed, %d acquired, %d out of runs' tails: not exercised", looked, committed, acquired, tailHits)
-	}
-	t.Logf("%d blocks looked up, %d committed, %d acquired (%d out of runs' tails)", looked, committed, acquired, tailHits)
+	return looked, committed, acquired, tailHits
 }
 
 // TestKeptKeepsAnswers drives a cache through random allocations,
