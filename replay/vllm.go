@@ -186,8 +186,10 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		// A free cached block leaves the free queue too. They are
 		// counted only when it matters: when r fits even if every
 		// hit is free, or cannot fit with none, the count cannot
-		// change the answer (it was a fifth of what autoscaling
-		// cost beyond round-robin), and else only until r cannot fit.
+		// change the answer, and else only until r cannot fit (the
+		// count was 50 million instructions of the autoscaled
+		// Mooncake trace, a fifth of its cost beyond round-robin;
+		// build took 22 million fewer with this and AcquireAll).
 		if free := v.kv.NumFree(); need+int64(len(hits)) > free {
 			for i := 0; i < len(hits) && need <= free; i++ {
 				if v.kv.Ref(hits[i]) == 0 {
@@ -230,7 +232,11 @@ unskip:
 // the cache evicted since (kvcache.Cache.Kept: the cache only gained
 // hashes otherwise, and lookups return the earliest copy), so match
 // resumes there. Resuming only while the cache dropped no hash at all
-// still left a third of autoscaling's matches walking from the start.
+// walked every match after a drop from the start (240 of 1,422 repeated
+// matches on the first 4,000 Mooncake requests autoscaled,
+// TestMatchResumeSameResults); keeping hits across drops, with bulk
+// lookups, took the autoscaled trace's matches from 160 to 79 million
+// instructions.
 func (v *vllm) match(r *reqState, hits []int32) []int32 {
 	c := r.hashChain(v.bs)
 	maxBlocks := (r.numTokens() - 1) / v.bs
