@@ -41,10 +41,10 @@ type optSink[T int64 | float64] struct {
 
 func (s *optSink[T]) add(r *Request) int {
 	if v := (*Opt[T])(unsafe.Add(unsafe.Pointer(r), s.off)); v.OK {
-		s.vals = append(s.vals, v.V)
-		s.def = append(s.def, 1)
+		s.vals = appendRow(s.vals, v.V)
+		s.def = appendRow(s.def, 1)
 	} else {
-		s.def = append(s.def, 0)
+		s.def = appendRow(s.def, 0)
 	}
 	return 0
 }
@@ -63,10 +63,10 @@ type timeSink struct {
 
 func (s *timeSink) add(r *Request) int {
 	if v := (*Opt[Time])(unsafe.Add(unsafe.Pointer(r), s.off)); v.OK {
-		s.vals = append(s.vals, v.V.Seconds())
-		s.def = append(s.def, 1)
+		s.vals = appendRow(s.vals, v.V.Seconds())
+		s.def = appendRow(s.def, 1)
 	} else {
-		s.def = append(s.def, 0)
+		s.def = appendRow(s.def, 0)
 	}
 	return 0
 }
@@ -97,10 +97,10 @@ type strSink struct {
 
 func (s *strSink) add(r *Request) int {
 	if v := *(*string)(unsafe.Add(unsafe.Pointer(r), s.off)); v != "" {
-		s.vals = append(s.vals, unsafe.Slice(unsafe.StringData(v), len(v)))
-		s.def = append(s.def, 1)
+		s.vals = appendRow(s.vals, unsafe.Slice(unsafe.StringData(v), len(v)))
+		s.def = appendRow(s.def, 1)
 	} else {
-		s.def = append(s.def, 0)
+		s.def = appendRow(s.def, 0)
 	}
 	return 0
 }
@@ -128,10 +128,10 @@ type listSink[T int64 | int32 | float64] struct {
 func (s *listSink[T]) add(r *Request) int {
 	l := *(*[]T)(unsafe.Add(unsafe.Pointer(r), s.off))
 	if s.shared {
-		s.lists = append(s.lists, l)
+		s.lists = appendRow(s.lists, l)
 	}
 	if l == nil {
-		s.lens = append(s.lens, -1)
+		s.lens = appendRow(s.lens, -1)
 		return 0
 	}
 	if len(l) > 0 && s.vals == nil && !s.shared {
@@ -142,7 +142,7 @@ func (s *listSink[T]) add(r *Request) int {
 	if !s.shared {
 		s.vals = append(s.vals, l...)
 	}
-	s.lens = append(s.lens, int32(len(l)))
+	s.lens = appendRow(s.lens, int32(len(l)))
 	return len(l)
 }
 

@@ -33,3 +33,24 @@ func growBytes(b []byte, n int) []byte {
 // populateBytes is the least room growBytes maps in one call: below, a
 // few page faults cost about as much as the call.
 const populateBytes = 64 << 10
+
+// appendRow appends v to a sink's slice, doubling it when full into memory
+// mapped by one madvise (prefault.Populate) when of a few pages: a row group's
+// sinks regrow as the first row groups double, and append's growth faulted
+// in their fresh memory page by page (1,200 of the 4-worker Mooncake
+// replay's 13,500 page faults).
+func appendRow[T any](s []T, v T) []T {
+	if len(s) < cap(s) {
+		return append(s, v)
+	}
+	g := make([]T, len(s), max(2*cap(s), 64))
+	if b := prefault.Slice(g[:cap(g)]); len(b) >= populateRowBytes {
+		prefault.Populate(b)
+	}
+	copy(g, s)
+	return append(g, v)
+}
+
+// populateRowBytes is the least growth appendRow maps in one call: a sink
+// is a few pages, each a fault of 12–21 µs where the call costs about 1.
+const populateRowBytes = 16 << 10

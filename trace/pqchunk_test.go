@@ -232,3 +232,21 @@ func TestMaxPageHeader(t *testing.T) {
 		b = g
 	}
 }
+
+// TestAppendRow: appendRow appends as append does, doubling a full slice
+// (at least 64), across the sizes it maps with one madvise.
+func TestAppendRow(t *testing.T) {
+	var s []int64
+	var want []int64
+	for i := range int64(20000) {
+		c := cap(s)
+		s = appendRow(s, i)
+		want = append(want, i)
+		if c > 0 && len(s) == c+1 && cap(s) != 2*c {
+			t.Fatalf("grown from %d to %d, want %d", c, cap(s), 2*c)
+		}
+	}
+	if !reflect.DeepEqual(s, want) || cap(appendRow([]int16(nil), 1)) != 64 {
+		t.Fatal("appendRow does not append as append does")
+	}
+}
