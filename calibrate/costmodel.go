@@ -74,6 +74,11 @@ const (
 	// EagerLayerLaunch): SGLang's decode batches above cuda_graph_max_bs
 	// and its prefill steps.
 	CoefEagerLayerLaunch = "eager_layer_launch_s"
+	// CoefUncompiledLayer is what one layer of a step costs more when it
+	// is not torch-compiled, on an engine that compiles its small decode
+	// batches (model.Deployment.UncompiledLayer): SGLang's plain-graph
+	// and eager steps under --enable-torch-compile.
+	CoefUncompiledLayer = "uncompiled_layer_s"
 )
 
 var coefUnits = map[string]string{
@@ -95,6 +100,7 @@ var coefUnits = map[string]string{
 	CoefRequestOverhead:   "s per request",
 	CoefChunkOverhead:     "s per streamed chunk",
 	CoefEagerLayerLaunch:  "s per layer of a step without a CUDA graph",
+	CoefUncompiledLayer:   "s per layer of a step not torch-compiled",
 }
 
 // NewCostModel derives the coefficients of a cost model from the fits of
@@ -383,6 +389,9 @@ func (cm *CostModel) Apply(d *model.Deployment) {
 	}
 	if v, ok := cm.get(CoefEagerLayerLaunch); ok {
 		d.EagerLayerLaunch = time.Duration(math.Round(v * 1e9))
+	}
+	if v, ok := cm.get(CoefUncompiledLayer); ok {
+		d.UncompiledLayer = time.Duration(math.Round(v * 1e9))
 	}
 }
 

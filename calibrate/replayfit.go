@@ -126,6 +126,7 @@ func coefSpecs(dep *model.Deployment) []coefSpec {
 		{name: CoefRequestOverhead, unit: 50e-3},
 		{name: CoefChunkOverhead, unit: 100e-6},
 		{name: CoefEagerLayerLaunch, unit: 100e-6},
+		{name: CoefUncompiledLayer, unit: 100e-6},
 	}
 }
 
@@ -137,7 +138,7 @@ const (
 
 // ReplayCoefficients are the coefficients FitReplay can fit.
 var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
-	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefEagerLayerLaunch}
+	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefEagerLayerLaunch, CoefUncompiledLayer}
 
 // minKVShare is the least share of the training runs' memory time that
 // KV reads and writes must have (in a replay at the default
@@ -159,13 +160,18 @@ const minKVShare = 0.2
 // eagerly); the latency of a collective only when the runs span layouts
 // with different numbers of collectives per step, since on one layout it
 // is a fixed cost per step like the step overhead. The rest
-// keep their defaults, and a warning says why.
-func defaultFree(runs []*ReplayRun, kvShare float64) (free []string, warnings []string) {
+// keep their defaults, and a warning says why; the extra cost of a
+// layer not torch-compiled is only fitted when asked for, with a warning
+// saying whether the runs could determine it (shares.uncompiledWarning).
+func defaultFree(runs []*ReplayRun, sh shares) (free []string, warnings []string) {
 	free = []string{CoefMFU, CoefBandwidthEff, CoefStepOverhead}
-	if kvShare >= minKVShare {
+	if sh.kv >= minKVShare {
 		free = append(free, CoefKVBandwidthEff)
 	} else {
-		warnings = append(warnings, fmt.Sprintf("%s not fitted: KV reads and writes are at most %.0f %% of any training run's memory traffic (under %.0f %%), too little to tell their efficiency from the weights' (train on a loaded or offline run too, or --fit it)", CoefKVBandwidthEff, 100*kvShare, 100*minKVShare))
+		warnings = append(warnings, fmt.Sprintf("%s not fitted: KV reads and writes are at most %.0f %% of any training run's memory traffic (under %.0f %%), too little to tell their efficiency from the weights' (train on a loaded or offline run too, or --fit it)", CoefKVBandwidthEff, 100*sh.kv, 100*minKVShare))
+	}
+	if w := sh.uncompiledWarning(); w != "" {
+		warnings = append(warnings, w)
 	}
 	client, eager := false, false
 	colls := map[float64]bool{}
@@ -194,50 +200,6 @@ func defaultFree(runs []*ReplayRun, kvShare float64) (free []string, warnings []
 		fmt.Sprintf("%s not fitted: tied to mfu (--fit it when the runs have long prompts at several lengths)", CoefAttentionMFU),
 		fmt.Sprintf("%s not fitted: the ITL quantiles of serving runs rarely separate it from the decode step's time (--fit it when the client was the bottleneck)", CoefChunkOverhead))
 	return free, warnings
-}
-
-// maxKVShare replays each training run (parallel at a time) at its
-// deployment's coefficients and returns the largest share, over the
-// runs, of KV bytes in the bytes its steps moved (weights and KV, at
-// full bandwidth).
-func maxKVShare(train []*ReplayRun, parallel int) (float64, error) {
-	shares := make([]float64, len(train))
-	errs := make([]error, len(train))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(parallel, 1))
-	for i, r := range train {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			shares[i], errs[i] = kvShare(r)
-		}()
-	}
-	wg.Wait()
-	return slices.Max(shares), errors.Join(errs...)
-}
-
-// kvShare is the share of KV in the memory traffic of run's steps.
-func kvShare(run *ReplayRun) (float64, error) {
-	d := *run.Deployment
-	cfg := run.Config
-	var weights, kv float64
-	observe := func(s *replay.Step) error {
-		t := d.Terms(s.Batch)
-		weights += t.WeightSec
-		kv += t.KVSec
-		return nil
-	}
-	_, err := replay.RunInputs(cfg, &d, run.KVBlocks, run.Inputs, func(*trace.Request) error { return nil },
-		replay.Options{Transient: true, Observe: observe})
-	if err != nil {
-		return 0, fmt.Errorf("run %s: %w", run.Run.Name, err)
-	}
-	if weights+kv == 0 {
-		return 0, nil
-	}
-	return kv / (weights + kv), nil
 }
 
 // A candidate is one point of the search: a full set of coefficients.
@@ -406,11 +368,11 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	var warnings []string
 	free := opts.Free
 	if free == nil {
-		share, err := maxKVShare(train, opts.Parallel)
+		shares, err := trainShares(train, opts.Parallel)
 		if err != nil {
 			return nil, err
 		}
-		free, warnings = defaultFree(runs, share)
+		free, warnings = defaultFree(runs, shares)
 	}
 	byName := map[string]coefSpec{}
 	for _, s := range specs {

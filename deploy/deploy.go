@@ -153,8 +153,11 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 			notes = append(notes, note)
 			c.Config = cfg
 		}
-		// Priced only when a cost model gives eager_layer_launch_s.
+		// Priced only when a cost model gives eager_layer_launch_s or
+		// uncompiled_layer_s.
 		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, sg)
+		dep.TorchCompileMaxBS = sglangTorchCompileMaxBS(run)
+		notes = append(notes, regimeNote(dep))
 	}
 	if EngineName(cfg) == replay.EngineVLLM {
 		if note := vllmBatchDefaults(c, &cfg, dep.Hardware, c.EngineVersion); note != "" {

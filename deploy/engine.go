@@ -124,3 +124,39 @@ func sglangCUDAGraphMaxBS(run trace.Run, d model.SGLangDefaults) int {
 	}
 	return d.CUDAGraphMaxBS
 }
+
+// sglangTorchCompileMaxBS returns the decode batch size up to which an
+// SGLang worker replays torch-compiled CUDA graphs: 0 unless the run
+// recorded enable_torch_compile, else its recorded torch_compile_max_bs
+// (max_torch_compile_bs in v0.3.2–v0.3.4) or SGLang's default, 32 in
+// every release from v0.3.0 (a fixed list up to 32 there) to v0.5.5
+// (server_args.py; model.Deployment.Regime says what it changes).
+func sglangTorchCompileMaxBS(run trace.Run) int {
+	if b, err := strconv.ParseBool(run.Extra[engineOptPrefix+"enable_torch_compile"]); err != nil || !b {
+		return 0
+	}
+	for _, key := range []string{"torch_compile_max_bs", "max_torch_compile_bs"} {
+		if n, err := strconv.Atoi(run.Extra[engineOptPrefix+key]); err == nil && n > 0 {
+			return n
+		}
+	}
+	return SGLangTorchCompileMaxBS
+}
+
+// SGLangTorchCompileMaxBS is SGLang's default torch_compile_max_bs.
+const SGLangTorchCompileMaxBS = 32
+
+// regimeNote is the printed line saying how an SGLang worker runs its
+// steps (model.Deployment.Regime): which decode batches replay
+// torch-compiled or plain CUDA graphs, and which run eagerly.
+func regimeNote(dep *model.Deployment) string {
+	g, c := dep.CUDAGraphMaxBS, dep.TorchCompileMaxBS
+	switch {
+	case g < 0:
+		return "steps: every step eager (disable_cuda_graph)"
+	case c > 0:
+		return fmt.Sprintf("steps: decode batches up to %d torch-compiled CUDA graphs, up to %d plain CUDA graphs, larger ones and prefill eager (enable_torch_compile, torch_compile_max_bs %d, cuda_graph_max_bs %d)",
+			min(c, g), g, c, g)
+	}
+	return fmt.Sprintf("steps: decode batches up to %d CUDA graphs, larger ones and prefill eager (cuda_graph_max_bs %d; torch compile off)", g, g)
+}

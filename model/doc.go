@@ -37,7 +37,7 @@
 // full efficiency, which calibration regresses on. The coefficients (MFU,
 // AttentionMFU, BandwidthEfficiency for weights, KVBandwidthEfficiency for
 // the KV cache, LinkEfficiency, StepOverhead, CollectiveLatency,
-// EagerLayerLaunch) are
+// EagerLayerLaunch, UncompiledLayer) are
 // exported for calibration to fit; the shape constants are precomputed so
 // that StepTime, called for every simulated step, does a few multiply-adds
 // per batch entry and never allocates.
@@ -58,7 +58,12 @@
 // (Deployment.CUDAGraphMaxBS, SGLang's cuda_graph_max_bs) launches the
 // kernels of larger decode batches and of prefill steps one at a time: such
 // a step takes the layers times EagerLayerLaunch longer, a coefficient
-// calibration fits (0 by default: no launch term).
+// calibration fits (0 by default: no launch term). An engine that also
+// torch-compiles its small decode batches (Deployment.TorchCompileMaxBS,
+// SGLang's torch_compile_max_bs under --enable-torch-compile) runs every
+// other step uncompiled, the layers times UncompiledLayer longer (0 by
+// default). Deployment.Regime says which of the three (compiled graph,
+// plain graph, eager) a batch runs in.
 //
 // # Links
 //

@@ -78,8 +78,9 @@ const (
 // which precomputes the per-step constants from them; build a new
 // Deployment to change them. The coefficients (MFU, AttentionMFU,
 // BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, StepOverhead,
-// CollectiveLatency, EagerLayerLaunch, BlockSize) and CUDAGraphMaxBS may be
-// changed at any time, which is what calibration and deploy do.
+// CollectiveLatency, EagerLayerLaunch, UncompiledLayer, BlockSize),
+// CUDAGraphMaxBS and TorchCompileMaxBS may be changed at any time, which
+// is what calibration and deploy do.
 type Deployment struct {
 	Hardware Hardware
 	LLM      LLM
@@ -121,6 +122,17 @@ type Deployment struct {
 	// are disabled and every step is eager.
 	CUDAGraphMaxBS   int
 	EagerLayerLaunch time.Duration
+	// TorchCompileMaxBS is the largest decode batch the engine replays
+	// as a torch-compiled CUDA graph (SGLang's torch_compile_max_bs under
+	// --enable-torch-compile; 0: nothing is compiled). Compiled graphs
+	// fuse the layers' small kernels (norms, rotary, activation) that an
+	// uncompiled graph or an eager step runs one by one; every step of
+	// an engine that compiles and is not itself compiled takes the
+	// stage's layers times UncompiledLayer longer (see Regime). 0 by
+	// default: the regimes are told apart, and priced alike, until
+	// calibration fits it.
+	TorchCompileMaxBS int
+	UncompiledLayer   time.Duration
 	// BlockSize is the KV block size in tokens; KVCacheTokensFor rounds
 	// down to whole blocks.
 	BlockSize int64
@@ -453,6 +465,12 @@ type StepTerms struct {
 	// step launches one at a time (see Deployment.CUDAGraphMaxBS); 0 for
 	// a step replayed as a CUDA graph.
 	EagerLayers float64
+	// UncompiledLayers is the number of decoder layers the step runs
+	// without torch.compile on an engine that compiles its small decode
+	// batches (see Deployment.TorchCompileMaxBS): every layer of a step
+	// in RegimeGraph or RegimeEager there; 0 for a compiled step and on
+	// an engine that compiles nothing.
+	UncompiledLayers float64
 }
 
 // Terms returns the step terms of b; an empty batch has none.
@@ -492,19 +510,8 @@ func (d *Deployment) Terms(b *Batch) StepTerms {
 	tokens += nDecode
 	seqs := float64(len(b.Prefill)) + nDecode
 	t := d.terms(k, tokens, seqs, ctxFull, ctxSliding, pairsFull, pairsSliding)
-	t.EagerLayers = d.eagerLayers(len(b.Prefill) > 0, len(b.Decode))
+	d.regimeTerms(&t, len(b.Prefill) > 0, len(b.Decode))
 	return t
-}
-
-// eagerLayers is the number of layers a step launches without a CUDA
-// graph: all of the stage's when it has prefill or more decodes than
-// CUDAGraphMaxBS or when graphs are disabled (negative), none otherwise
-// or when the engine's graph limit is unknown (0).
-func (d *Deployment) eagerLayers(prefill bool, decodes int) float64 {
-	if d.CUDAGraphMaxBS == 0 || d.CUDAGraphMaxBS > 0 && !prefill && decodes <= d.CUDAGraphMaxBS {
-		return 0
-	}
-	return float64(d.stageLayers())
 }
 
 // constants returns the deployment's per-token constants.
@@ -576,6 +583,9 @@ func (d *Deployment) timeOf(t StepTerms) time.Duration {
 	if t.EagerLayers > 0 && d.EagerLayerLaunch > 0 {
 		sec += t.EagerLayers * d.EagerLayerLaunch.Seconds()
 	}
+	if t.UncompiledLayers > 0 && d.UncompiledLayer > 0 {
+		sec += t.UncompiledLayers * d.UncompiledLayer.Seconds()
+	}
 	return time.Duration(math.Round(sec*1e9)) + d.StepOverhead
 }
 
@@ -595,7 +605,7 @@ func (d *Deployment) DecodeStepTime(n int, ctx int64) (time.Duration, bool) {
 	tokens += nDecode
 	seqs = 0 + nDecode
 	t := d.terms(k, tokens, seqs, ctxFull, 0, pairsFull, 0)
-	t.EagerLayers = d.eagerLayers(false, n)
+	d.regimeTerms(&t, false, n)
 	return d.timeOf(t), true
 }
 
