@@ -45,8 +45,13 @@ type ReplayOptions struct {
 	// the targets: a weak prior keeps what the runs do not determine
 	// near its default instead of wandering (default 0.01; negative: 0).
 	PriorWeight float64
-	// MaxEvals bounds the objective's evaluations (each replays every
-	// training run); a fit that reaches it has not converged (default 300).
+	// Restarts is how many times the descent restarts from the best
+	// minimum found so far, moved (restart.go): 0 means DefaultRestarts,
+	// a negative number none.
+	Restarts int
+	// MaxEvals bounds each descent's evaluations of the objective (each
+	// replays every training run); a first descent that reaches it has not
+	// converged (default 300).
 	MaxEvals int
 	// Parallel is how many replays run at once (default 2).
 	Parallel int
@@ -54,7 +59,7 @@ type ReplayOptions struct {
 	Source string
 	// Progress, when not nil, is called after each batch of the
 	// objective's evaluations with the number made so far (at most
-	// MaxEvals), so a command can show the fit's progress.
+	// MaxEvals × (1 + restarts)), so a command can show the fit's progress.
 	Progress func(evaluations int)
 	// SaturationTTFT is the p99 TTFT (seconds) above which a run counts
 	// as saturated in the fit's Saturation (default
@@ -502,7 +507,9 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 // overheads) so that replays of the training runs reproduce their
 // observed targets: it minimises the mean squared log error of the
 // targets, plus a weak prior, by Levenberg–Marquardt (levmar.go) from the
-// default coefficients (deterministic: the same runs give the same fit). Each
+// default coefficients, restarted from the best minimum so far moved along
+// every coefficient (restart.go, ReplayOptions.Restarts), keeping the
+// lowest (deterministic: the same runs give the same fit). Each
 // evaluation replays every training run, Parallel at a time. It returns
 // the cost model (the fitted coefficients with the fit's provenance and
 // the error table of every run, held-out ones included) or, when the
@@ -515,7 +522,14 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 	opts, train, free, fixed, freeSpecs, warnings := p.opts, p.train, p.free, p.fixed, p.freeSpecs, p.warnings
 	toCand, nTargets, prior, tieAttention := p.toCand, p.nTargets, p.prior, p.tieAttention
 	x0 := make([]float64, len(freeSpecs))
-	res, err := levenbergMarquardt(p.residuals, x0, p.lower, p.upper, opts.MaxEvals)
+	restarts := opts.Restarts
+	switch {
+	case restarts == 0:
+		restarts = DefaultRestarts
+	case restarts < 0:
+		restarts = 0
+	}
+	res, descents, err := restartedLM(p.residuals, x0, p.lower, p.upper, opts.MaxEvals, restarts)
 	if err != nil {
 		return nil, err
 	}
@@ -545,7 +559,7 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 		satRuns[i] = saturationInput{label: r.Label, rate: rate, targets: r.Targets, uncal: uncal[i][last], cal: cal[i][last]}
 	}
 	rf := &ReplayFit{
-		Optimiser: fmt.Sprintf("Levenberg–Marquardt, forward-difference Jacobian (step %g on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior; %d iterations", lmStep, nTargets, prior, res.Iterations),
+		Optimiser: fmt.Sprintf("Levenberg–Marquardt, forward-difference Jacobian (step %g on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior; %d iterations; %d restarts from the best minimum so far, each coefficient moved by ±%g: %s", lmStep, nTargets, prior, res.Iterations, restarts, lmKick, describeDescents(descents, res)),
 		Source:    opts.Source, Free: free, Fixed: fixed, Evaluations: evals, Objective: res.F, Uncalibrated: f0,
 	}
 	for i, r := range runs {

@@ -26,7 +26,8 @@ func replayFitFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "fit", Usage: "replay fit: coefficients to fit (default: what the training runs determine): " + strings.Join(calibrate.ReplayCoefficients, ", ")},
 		&cli.StringSliceFlag{Name: "fix", Usage: "replay fit and --table: coefficient held at a value, `NAME=VALUE` (repeatable)"},
 		&cli.StringSliceFlag{Name: "assume", Usage: "--table: a prior on a coefficient, `NAME=VALUE±REL` (REL a relative standard deviation such as 20%; repeatable)"},
-		&cli.IntFlag{Name: "max-evals", Value: 300, Usage: "replay fit: at most this many replays of the training runs; a fit that needs more has not converged and writes nothing"},
+		&cli.IntFlag{Name: "max-evals", Value: 300, Usage: "replay fit: at most this many replays of the training runs per descent; a first descent that needs more has not converged and writes nothing"},
+		&cli.IntFlag{Name: "restarts", Value: calibrate.DefaultRestarts, Usage: "replay fit: restart the descent this many times from the best minimum so far, each coefficient moved, and keep the lowest (0: one descent only)"},
 		&cli.FloatFlag{Name: "prior", Value: 0.01, Usage: "replay fit: weight of the coefficients' log distance from their defaults"},
 		&cli.BoolFlag{Name: "json", Usage: "replay fit: print the error table as JSON"},
 		&cli.FloatFlag{Name: "saturation-ttft", Value: calibrate.DefaultSaturationTTFT, Usage: "replay fit: a run is saturated when its p99 TTFT exceeds this many `SECONDS`; the outputs print the first such rate of the sweep, observed and replayed"},
@@ -188,16 +189,23 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		free = append(free, strings.Split(f, ",")...)
 	}
 	opts := calibrate.ReplayOptions{
-		Free: free, Fixed: fixed, PriorWeight: c.Float("prior"), MaxEvals: c.Int("max-evals"),
+		Free: free, Fixed: fixed, PriorWeight: c.Float("prior"), MaxEvals: c.Int("max-evals"), Restarts: c.Int("restarts"),
 		Parallel: 2, Source: strings.Join(c.Args().Slice(), ", "), SaturationTTFT: satTTFT,
 	}
 	if opts.PriorWeight == 0 {
 		opts.PriorWeight = -1 // no prior at all
 	}
+	if opts.Restarts < 0 {
+		return nil, fmt.Errorf("--restarts %d: not a number of restarts", opts.Restarts)
+	}
+	if opts.Restarts == 0 {
+		opts.Restarts = -1 // FitReplay's none; its 0 is the default
+	}
 	maxEvals := opts.MaxEvals
 	if maxEvals <= 0 {
 		maxEvals = 300 // FitReplay's default
 	}
+	maxEvals *= 1 + max(c.Int("restarts"), 0)
 	task := progress.New(c.ErrWriter).Start("calibrate", "evaluations", int64(maxEvals))
 	opts.Progress = func(n int) { task.Set(int64(n)) }
 	cm, err := calibrate.FitReplay(rr, opts)
