@@ -48,18 +48,7 @@ func fitReplay5x1000Runs(b *testing.B) []*ReplayRun {
 			Label: "rate", Run: trace.Run{Name: "synthetic#" + string(rune('1'+i))}, Deployment: dep,
 			Config: replay.DefaultConfig(), KVBlocks: kv / 16, Inputs: poissonRun(1000, rate, uint64(i)), Train: true,
 		}
-		for _, m := range []string{MetricTTFT, MetricITL, MetricE2E} {
-			for _, s := range targetStats {
-				r.Targets = append(r.Targets, Target{Metric: m, Stat: s})
-			}
-		}
-		sims, err := evaluate([]*ReplayRun{r}, truth.costModel(), 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for j := range r.Targets {
-			r.Targets[j].Observed = sims[0][j]
-		}
+		observe(b, r, truth)
 		runs = append(runs, r)
 	}
 	return runs

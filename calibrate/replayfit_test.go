@@ -46,21 +46,28 @@ func syntheticRuns(t *testing.T, truth candidate) []*ReplayRun {
 			Label: "rate", Run: trace.Run{Name: "synthetic#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}}, Deployment: dep,
 			Config: replay.DefaultConfig(), KVBlocks: kv / 16, Inputs: poissonRun(80, rate, uint64(i)), Train: i < 2,
 		}
-		for _, m := range []string{MetricTTFT, MetricITL, MetricE2E} {
-			for _, s := range targetStats {
-				r.Targets = append(r.Targets, Target{Metric: m, Stat: s})
-			}
-		}
-		sims, err := evaluate([]*ReplayRun{r}, truth.costModel(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j := range r.Targets {
-			r.Targets[j].Observed = sims[0][j]
-		}
+		observe(t, r, truth)
 		runs = append(runs, r)
 	}
 	return runs
+}
+
+// observe gives r the targets of TTFT, ITL and E2E at every stat of
+// targetStats, observed as truth replays r.
+func observe(tb testing.TB, r *ReplayRun, truth candidate) {
+	tb.Helper()
+	for _, m := range []string{MetricTTFT, MetricITL, MetricE2E} {
+		for _, s := range targetStats {
+			r.Targets = append(r.Targets, Target{Metric: m, Stat: s})
+		}
+	}
+	sims, err := evaluate([]*ReplayRun{r}, truth.costModel(), 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for j := range r.Targets {
+		r.Targets[j].Observed = sims[0][j]
+	}
 }
 
 // TestFitReplayRecovers fits runs replayed with known coefficients: the

@@ -33,18 +33,7 @@ func compiledRuns(t *testing.T, truth candidate) []*ReplayRun {
 			Label: "rate", Run: trace.Run{Name: "compiled#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}},
 			Deployment: dep, Config: cfg, KVBlocks: kv / 16, Inputs: poissonRun(150, rate, uint64(10+i)), Train: true,
 		}
-		for _, m := range []string{MetricTTFT, MetricITL, MetricE2E} {
-			for _, s := range targetStats {
-				r.Targets = append(r.Targets, Target{Metric: m, Stat: s})
-			}
-		}
-		sims, err := evaluate([]*ReplayRun{r}, truth.costModel(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j := range r.Targets {
-			r.Targets[j].Observed = sims[0][j]
-		}
+		observe(t, r, truth)
 		runs = append(runs, r)
 	}
 	return runs
