@@ -48,9 +48,8 @@ const mooncakeDocsSends = "testdata/hicache_mooncake_docs_sends.txt"
 // v0.5.2, tagged the day the page was committed, stands for all of them.
 const mooncakeDocsSGLang = "0.5.2"
 
-// sglangDefaultsNote is the line Resolve writes of the SGLang defaults it
-// derived for the cluster yaml.
-func sglangDefaultsNote(t *testing.T, yaml string) string {
+// resolveYAML resolves the cluster yaml for a run that records nothing.
+func resolveYAML(t *testing.T, yaml string) *Setup {
 	t.Helper()
 	c, err := ParseCluster("cluster.yaml", []byte(yaml))
 	if err != nil {
@@ -60,6 +59,14 @@ func sglangDefaultsNote(t *testing.T, yaml string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// sglangDefaultsNote is the line Resolve writes of the SGLang defaults it
+// derived for the cluster yaml.
+func sglangDefaultsNote(t *testing.T, yaml string) string {
+	t.Helper()
+	s := resolveYAML(t, yaml)
 	for _, n := range s.Notes {
 		if strings.Contains(n, "SGLang") {
 			return n
@@ -73,15 +80,7 @@ func sglangDefaultsNote(t *testing.T, yaml string) string {
 // cluster yaml.
 func sglangKVNote(t *testing.T, yaml string) string {
 	t.Helper()
-	c, err := ParseCluster("cluster.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Resolve(c, trace.Run{}, Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.KVHow
+	return resolveYAML(t, yaml).KVHow
 }
 
 // TestMooncakeDocsHiCache replays the Mooncake documentation's HiCache
