@@ -49,22 +49,15 @@ func TestRegimeBoundaries(t *testing.T) {
 // changes.
 func TestRegimePricing(t *testing.T) {
 	d := newH100(t, "llama-3.1-70b", 4)
-	decodes := func(n int) *Batch {
-		b := &Batch{Decode: make([]int64, n)}
-		for i := range b.Decode {
-			b.Decode[i] = 1000
-		}
-		return b
-	}
 	d.CUDAGraphMaxBS, d.EagerLayerLaunch = 160, 300*time.Microsecond
 	sizes := []int{32, 33, 160, 161}
 	base := map[int]time.Duration{}
 	for _, n := range sizes {
-		base[n] = d.StepTime(decodes(n))
+		base[n] = d.StepTime(decodeBatch(n))
 	}
 	d.TorchCompileMaxBS = 32
 	for _, n := range sizes {
-		if got := d.StepTime(decodes(n)); got != base[n] {
+		if got := d.StepTime(decodeBatch(n)); got != base[n] {
 			t.Errorf("compile on, UncompiledLayer 0, %d decodes: %v, was %v", n, got, base[n])
 		}
 	}
@@ -73,7 +66,7 @@ func TestRegimePricing(t *testing.T) {
 	want := map[int]time.Duration{32: base[32], 33: base[33] + layers*20*time.Microsecond,
 		160: base[160] + layers*20*time.Microsecond, 161: base[161] + layers*20*time.Microsecond}
 	for _, n := range sizes {
-		got := d.StepTime(decodes(n))
+		got := d.StepTime(decodeBatch(n))
 		if got != want[n] {
 			t.Errorf("%d decodes: %v, want %v", n, got, want[n])
 		}
@@ -81,11 +74,11 @@ func TestRegimePricing(t *testing.T) {
 			t.Errorf("%d decodes: DecodeStepTime %v, StepTime %v", n, ds, got)
 		}
 	}
-	if tm := d.Terms(decodes(33)); tm.UncompiledLayers != layers || tm.EagerLayers != 0 {
+	if tm := d.Terms(decodeBatch(33)); tm.UncompiledLayers != layers || tm.EagerLayers != 0 {
 		t.Errorf("33 decodes: terms %+v", tm)
 	}
 	d.TorchCompileMaxBS = 0
-	if got := d.StepTime(decodes(33)); got != base[33] {
+	if got := d.StepTime(decodeBatch(33)); got != base[33] {
 		t.Errorf("compile off: 33 decodes %v, want %v", got, base[33])
 	}
 }

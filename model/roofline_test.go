@@ -277,41 +277,44 @@ func TestDecodeStepTimeEqualsStepTime(t *testing.T) {
 	}
 }
 
+// decodeBatch is a decode step of n requests with 1,000 tokens of
+// context each.
+func decodeBatch(n int) *Batch {
+	b := &Batch{Decode: make([]int64, n)}
+	for i := range b.Decode {
+		b.Decode[i] = 1000
+	}
+	return b
+}
+
 // An SGLang-style deployment launches eagerly above cuda_graph_max_bs and
 // for prefill: Llama-3.1-70B at TP4 has 80 layers, so at 300 µs a layer
 // an eager step takes 24 ms longer than the GPU's time, a step replayed
 // as a graph nothing.
 func TestEagerLaunchTerm(t *testing.T) {
 	d := newH100(t, "llama-3.1-70b", 4)
-	decodes := func(n int) *Batch {
-		b := &Batch{Decode: make([]int64, n)}
-		for i := range b.Decode {
-			b.Decode[i] = 1000
-		}
-		return b
-	}
 	small := &Batch{Prefill: []PrefillChunk{{Tokens: 8}}}
-	gpu160, gpu161, gpuSmall := d.StepTime(decodes(160)), d.StepTime(decodes(161)), d.StepTime(small)
+	gpu160, gpu161, gpuSmall := d.StepTime(decodeBatch(160)), d.StepTime(decodeBatch(161)), d.StepTime(small)
 	d.CUDAGraphMaxBS, d.EagerLayerLaunch = 160, 300*time.Microsecond
 	const launch = 80 * 300 * time.Microsecond
-	if got := d.StepTime(decodes(160)); got != gpu160 {
+	if got := d.StepTime(decodeBatch(160)); got != gpu160 {
 		t.Errorf("160 decodes (a graph): %v, was %v", got, gpu160)
 	}
-	if got := d.StepTime(decodes(161)); got != gpu161+launch {
+	if got := d.StepTime(decodeBatch(161)); got != gpu161+launch {
 		t.Errorf("161 decodes (eager): %v, want %v + %v", got, gpu161, launch)
 	}
-	if got, ok := d.DecodeStepTime(161, 161*1000); !ok || got != d.StepTime(decodes(161)) {
-		t.Errorf("DecodeStepTime %v, StepTime %v", got, d.StepTime(decodes(161)))
+	if got, ok := d.DecodeStepTime(161, 161*1000); !ok || got != d.StepTime(decodeBatch(161)) {
+		t.Errorf("DecodeStepTime %v, StepTime %v", got, d.StepTime(decodeBatch(161)))
 	}
 	if got := d.StepTime(small); got != gpuSmall+launch {
 		t.Errorf("a small prefill (eager): %v, want %v + %v", got, gpuSmall, launch)
 	}
 	d.CUDAGraphMaxBS = -1
-	if got := d.StepTime(decodes(1)); got <= launch {
+	if got := d.StepTime(decodeBatch(1)); got <= launch {
 		t.Errorf("graphs disabled, 1 decode: %v, want more than %v", got, launch)
 	}
 	d.CUDAGraphMaxBS = 0
-	if got := d.StepTime(decodes(161)); got != gpu161 {
+	if got := d.StepTime(decodeBatch(161)); got != gpu161 {
 		t.Errorf("no graph limit: %v, want %v", got, gpu161)
 	}
 }
