@@ -272,6 +272,11 @@ type engine struct {
 
 	tabs [maxTabN + 1][][]time.Duration // decode prices by batch size and context sum, in pages (decodePrice)
 	one  [1]int64                       // scratch: a lone decode's batch
+	// oneBatch is the lone decode's batch, one (decodePrice).
+	oneBatch model.Batch
+	// pricePages holds the fresh price table pages not handed out yet
+	// (pricePage).
+	pricePages []time.Duration
 	// sum is the step model when it prices decode batches by their
 	// contexts' sum (steadySteps); nil otherwise.
 	sum model.DecodeSumModel

@@ -3,7 +3,6 @@ package kvcache
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // A Cache is one worker's pool of GPU KV blocks with a full-block prefix
@@ -177,7 +176,9 @@ func New(n int64) *Cache {
 		dropped: make([]uint32, n),
 		ring:    make([]entry, size),
 		index:   newIndex(n),
+		names:   make([]int32, 0, n),
 	}
+	c.populate()
 	if n > 0 {
 		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: int32(n), at: 0}))
 		c.tail = 1
@@ -311,7 +312,7 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 	// Locals, and dst grown once: the loop runs once per block of every
 	// prompt, millions of times per replay.
 	at := len(dst)
-	dst = slices.Grow(dst, int(n))[:at+int(n)]
+	dst = grow(dst, int(n))[:at+int(n)]
 	ring, blocks, hashes, dropped := c.ring, c.blocks, c.hashes, c.dropped
 	mask := int64(len(ring) - 1)
 	head, drops, anonEvicted := c.head, c.drops, int64(0)

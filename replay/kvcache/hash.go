@@ -1,7 +1,5 @@
 package kvcache
 
-import "slices"
-
 // A BlockHasher computes the chained hashes of the engine blocks of one
 // sequence (a prompt followed by its generated tokens).
 //
@@ -208,7 +206,7 @@ func (c *Chain) extend(k int64) {
 	upto := min(k|(ahead-1), c.shared-1)
 	hs := c.hashes
 	if m := max(k, upto) + 1; int64(cap(hs)) < m {
-		hs = slices.Grow(hs, int(max(m, 2*int64(cap(hs))))-len(hs))
+		hs = grow(hs, int(max(m, 2*int64(cap(hs))))-len(hs))
 	}
 	eb, tb := h.EngineBlock, h.TraceBlock
 	j, off := c.j, c.off
