@@ -285,28 +285,39 @@ func evaluate(runs []*ReplayRun, cm *CostModel, parallel int) ([][]float64, erro
 // run's simulated targets, in order, then the extra ones.
 func evaluateMany(runs []*ReplayRun, cms []*CostModel, parallel int, extra ...Target) ([][][]float64, error) {
 	out := make([][][]float64, len(cms))
-	errs := make([]error, len(cms)*len(runs))
+	for k := range cms {
+		out[k] = make([][]float64, len(runs))
+	}
+	err := inParallel(len(cms)*len(runs), parallel, func(j int) error {
+		k, i := j/len(runs), j%len(runs)
+		r := runs[i]
+		lat, err := simulate(r, cms[k])
+		if err != nil {
+			return err
+		}
+		out[k][i] = simulated(append(r.Targets[:len(r.Targets):len(r.Targets)], extra...), lat)
+		return nil
+	})
+	return out, err
+}
+
+// inParallel calls f(0), …, f(n−1), at most parallel (at least 1) at a
+// time, and returns their errors joined in index order.
+func inParallel(n, parallel int, f func(i int) error) error {
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(parallel, 1))
-	for k, cm := range cms {
-		out[k] = make([][]float64, len(runs))
-		for i, r := range runs {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				lat, err := simulate(r, cm)
-				if err != nil {
-					errs[k*len(runs)+i] = err
-					return
-				}
-				out[k][i] = simulated(append(r.Targets[:len(r.Targets):len(r.Targets)], extra...), lat)
-			}()
-		}
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		}()
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // logErr is a target's error on the log scale: symmetric in over- and

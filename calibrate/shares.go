@@ -1,9 +1,7 @@
 package calibrate
 
 import (
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
@@ -56,19 +54,10 @@ func (sh shares) uncompiledWarning() string {
 // the runs.
 func trainShares(train []*ReplayRun, parallel int) (shares, error) {
 	per := make([]shares, len(train))
-	errs := make([]error, len(train))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(parallel, 1))
-	for i, r := range train {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			per[i], errs[i] = runShares(r)
-		}()
-	}
-	wg.Wait()
+	err := inParallel(len(train), parallel, func(i int) (err error) {
+		per[i], err = runShares(train[i])
+		return err
+	})
 	var sh shares
 	for _, s := range per {
 		sh.kv = max(sh.kv, s.kv)
@@ -76,7 +65,7 @@ func trainShares(train []*ReplayRun, parallel int) (shares, error) {
 		sh.graph = max(sh.graph, s.graph)
 		sh.compiles = sh.compiles || s.compiles
 	}
-	return sh, errors.Join(errs...)
+	return sh, err
 }
 
 // runShares is the shares of one run's steps.
