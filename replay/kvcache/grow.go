@@ -59,7 +59,7 @@ func (c *Cache) populate() {
 	}
 }
 
-// populateTables is the most table memory populate maps: 8 MiB, 100,000
-// to 160,000 blocks (52 to 84 bytes a block, as the ring and index round
-// up to powers of two), five times the H100's llama-3.1-8b cache.
+// populateTables is the most table memory populate maps: 8 MiB, 84,000
+// to 140,000 blocks (60 to 100 bytes a block, as the ring and index round
+// up to powers of two), three to five times the H100's llama-3.1-8b cache.
 const populateTables = 8 << 20
