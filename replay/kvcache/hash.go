@@ -47,14 +47,16 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 //
 // Note: a shared block that lies in the trace block block k−1 ends in
 // (a continuation: most of them, 31 of every 32 on Mooncake's 512-token
-// trace blocks and 16-token engine blocks) mixes only k into prev. Its
-// content is the ids up to that trace block, and the block size; block
-// k−1's is the same, so prev already names it, and k tells the two
-// blocks apart. Equal content still gives equal hashes (by induction
-// along the chain), and unequal content unequal ones but with the odds
-// of a 64-bit collision, as before; it takes one mix instead of three,
-// and hashing was the largest item of a replay whose router sends
-// sharers together. The hashes are identities only: nothing orders or
+// trace blocks and 16-token engine blocks) mixes only k into prev, and
+// inside a run of slotRun blocks not even that: it is prev moved on by
+// a constant (step). Its content is the ids up to that trace block, and
+// the block size; block k−1's is the same, so prev already names it, and
+// its place tells the two blocks apart. Equal content still gives equal
+// hashes (by induction along the chain), and unequal content unequal
+// ones but with the odds of a 64-bit collision, as before; it takes one
+// mix, or an addition, instead of three mixes, and hashing was the
+// largest item of a replay whose router sends sharers together. The
+// hashes are identities only: nothing orders or
 // picks by their values (the index confirms a fingerprint against the
 // full hash, and returns the earliest of equal ones), so no result
 // changed.
@@ -66,8 +68,9 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 // so that the blocks a request commits, finds or evicts one after the
 // other share a cache line of the index. Longer runs (a whole trace
 // block) merged the table's probe runs into long clusters, and the
-// lookups that miss scan a cluster to its end. The high half is random,
-// and block k's hash still depends on all of its content through prev.
+// lookups that miss scan a cluster to its end. The high half is random
+// at each run's start, and block k's hash still depends on all of its
+// content through prev.
 func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	first := k * h.EngineBlock
 	last := first + h.EngineBlock - 1
@@ -76,11 +79,11 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	if !h.Private(k) {
 		if k > 0 && (first-1)/h.TraceBlock == last/h.TraceBlock {
 			// Blocks k−1 and k end in the same trace block.
+			if k%slotRun != 0 {
+				return step(prev), false
+			}
 			x = mix(prev, uint64(k), continuation)
 			low = uint32(x)
-			if k%slotRun != 0 {
-				low = uint32(prev) + 1
-			}
 		} else {
 			x = prev
 			for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
@@ -109,6 +112,35 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 // continuation is the tag of a block's position mixed into the hash of
 // the block before it in the same trace block (Hash).
 const continuation = 9
+
+// contStep is what step adds: its low half 1, so that the index's home
+// slot moves on by one; its high half odd, so that the blocks of a run
+// differ in the high half too (TierKey keeps only that half of a hash).
+const contStep uint64 = 0x9e3779b9_00000001
+
+// step returns the hash of a continuation inside a run of slotRun blocks
+// (Hash), given the hash of the block before it, prev: prev + contStep,
+// never 0.
+//
+// Note: a continuation's content is its predecessor's and its position,
+// and prev names both (by induction along the chain, prev depends on
+// every id before and on k−1), so any injective function of prev will do:
+// equal content gives equal hashes, and hashes of different blocks at one
+// position stay different, as prev's are. Blocks at other positions
+// collide only when the run starts of two chains differ by a multiple of
+// contStep below slotRun, 2⁻⁶⁴ per pair of runs as with a random hash.
+// Mixing k in at every block (three multiplications, some 40
+// instructions with the block's bookkeeping) was the largest item of
+// BenchmarkReplayMooncakeRouters/sglang_cache_aware, whose router makes
+// every request hash its whole shared prefix; the run's first block is
+// still mixed, so that runs start at random home slots.
+func step(prev uint64) uint64 {
+	x := prev + contStep
+	if x == 0 {
+		x = 1
+	}
+	return x
+}
 
 // Private reports whether engine block k is private to the request: its
 // hash, which Hash returns with private true, depends on Unique and k
@@ -224,17 +256,19 @@ func (c *Chain) extend(k int64) {
 			// over them without the checks the other case needs:
 			// they were a third of extend's instructions.
 			run := min((tb-off)/eb, upto-n+1)
-			for end := n + run; n < end; n++ {
-				x := mix(prev, uint64(n), continuation)
-				low := uint32(x)
+			end := n + run
+			hs = hs[:end]
+			for ; n < end; n++ {
+				var x uint64
 				if n%slotRun != 0 {
-					low = uint32(prev) + 1
+					x = step(prev)
+				} else {
+					x = mix(prev, uint64(n), continuation)
+					if x == 0 {
+						x = 1
+					}
 				}
-				x = x&^0xffffffff | uint64(low)
-				if x == 0 {
-					x = 1
-				}
-				hs = append(hs, x)
+				hs[n] = x
 				prev = x
 			}
 			if off += run * eb; off >= tb {
