@@ -183,14 +183,18 @@ func (x *lazyIndex) raise(v *vllm, i int32, n int32, by *reqState, byBlocks int3
 	h := kvcache.BlockHasher{HashIDs: x.ids[i], TraceBlock: x.bs[i], PromptTokens: lr.prompt, EngineBlock: v.bs,
 		Unique: uint64(i) + 1, SharedIDs: len(x.ids[i])}
 	c := by.hashChain(v.bs)
+	lo, hi := int64(lr.j)+done, int64(lr.j)+done+m
 	hs := x.scratch[:0]
+	if mid := min(hi, int64(byBlocks)); lo < mid {
+		hs = append(hs, c.Hashes(lo, mid)...)
+		lo = mid
+	}
 	prev := lr.last
-	for k := int64(lr.j) + done; k < int64(lr.j)+done+m; k++ {
-		if k < int64(byBlocks) {
-			prev, _ = c.Hash(k)
-		} else {
-			prev, _ = h.Hash(prev, k)
-		}
+	if len(hs) > 0 {
+		prev = hs[len(hs)-1]
+	}
+	for k := lo; k < hi; k++ {
+		prev, _ = h.Hash(prev, k)
 		hs = append(hs, prev)
 	}
 	x.scratch = hs

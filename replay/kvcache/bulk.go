@@ -50,21 +50,37 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 }
 
 // AcquireAll acquires blocks, in order, as Acquire does.
+//
+// Note: a block promoted out of a run (Promote) is taken out of its
+// run's tail here, in the loop's locals, not by a call to acquireTail: a
+// router that sends sharers together acquires most of its hits there
+// (815,000 of sglang_cache_aware's on Mooncake, 47 instructions each
+// through the call).
 func (c *Cache) AcquireAll(blocks []int32) {
-	recs, ring := c.blocks, c.ring
+	recs, ring, runs, tailAt := c.blocks, c.ring, c.runs, c.tailAt
 	mask := int64(len(ring) - 1)
+	freed := int64(0)
 	for _, b := range blocks {
 		k := &recs[b]
 		if k.ref == 0 {
+			freed++
 			if p := k.pos; p >= 0 {
 				slot := &ring[int64(p)&mask]
 				k.pos = withFlags(*slot &^ idMask)
 				*slot = tombstone
 			} else {
-				c.acquireTail(b)
+				s := inTail - p
+				ru := &runs[s]
+				ru.tail[tailAt[b]] = Anonymous
+				ru.live--
+				k.pos = withFlags(hashed | recorded)
+				if ru.live == 0 && ru.uncached == 0 && ru.cached == 0 {
+					ring[ru.at&mask] = tombstone
+					c.freeRun(s)
+				}
 			}
-			c.nfree--
 		}
 		k.ref++
 	}
+	c.nfree -= freed
 }

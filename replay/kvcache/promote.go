@@ -64,14 +64,26 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		c.tailAt = make([]int32, len(c.blocks))
 	}
 	ru := &c.runs[r.slot]
+	recs, hs, tailAt := c.blocks, c.hashes, c.tailAt
+	tail := grow(ru.tail, len(hashes))
+	names, fresh := c.names, c.fresh
 	for _, h := range hashes {
-		b := c.name()
-		c.blocks[b] = block{pos: inTail - r.slot}
-		c.hashes[b] = h
+		// An id as name gives it, from the stack or fresh.
+		var b int32
+		if k := len(names); k > 0 {
+			b = names[k-1]
+			names = names[:k-1]
+		} else {
+			b = fresh
+			fresh++
+		}
+		recs[b] = block{pos: inTail - r.slot}
+		hs[b] = h
 		c.index.add(h, b)
-		c.tailAt[b] = int32(len(ru.tail))
-		ru.tail = append(ru.tail, b)
+		tailAt[b] = int32(len(tail))
+		tail = append(tail, b)
 	}
+	c.names, c.fresh, ru.tail = names, fresh, tail
 	ru.cached -= int32(len(hashes))
 	ru.live += int32(len(hashes))
 }
