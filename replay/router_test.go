@@ -165,6 +165,47 @@ func TestPrefixIndexEvictsDeepestFirst(t *testing.T) {
 	}
 }
 
+// The holder bits say what the stamps say: matchBits and matchStamps
+// agree after random insertions (with evictions at a small capacity),
+// matches and workers dropped, for worker counts up to 64.
+func TestPrefixIndexHolderBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, workers := range []int{1, 3, 16, 64} {
+		x := newPrefixIndex(workers, 40*16)
+		a, b := make([]int, workers), make([]int, workers)
+		ids := func() []int64 {
+			q := make([]int64, 1+rng.IntN(12))
+			for j := range q {
+				// A few short common prefixes, then other ids.
+				if j < 3 {
+					q[j] = int64(rng.IntN(3))
+				} else {
+					q[j] = int64(rng.IntN(200))
+				}
+			}
+			return q
+		}
+		for op := range 5000 {
+			switch k := rng.IntN(20); {
+			case k == 0:
+				x.dropWorker(rng.IntN(workers))
+			case k < 10:
+				x.insert(rng.IntN(workers), ids(), 16)
+			default:
+				q := ids()
+				x.matchBits(q, a)
+				clear(b)
+				x.matchStamps(q, b)
+				for w := range a {
+					if a[w] != b[w] {
+						t.Fatalf("%d workers, op %d: %v matches %v by holder bits, %v by stamps", workers, op, q, a, b)
+					}
+				}
+			}
+		}
+	}
+}
+
 // A slotTable gives each id one slot, whether it lands in the dense part
 // (small counters) or the map (hashes, negative ids, and counters too far
 // ahead when they came, which the dense part may reach later), and every
