@@ -461,3 +461,41 @@ func TestChainIsTheHasherRandom(t *testing.T) {
 		}
 	}
 }
+
+// stretchStart finds the start of an anonymous stretch as a walk back
+// one block at a time does, and fillAnonymous fills as a plain loop, on
+// random tables whose stretches have every length and alignment.
+func TestStretchStartAndFill(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for range 20000 {
+		blocks := make([]int32, rng.IntN(40))
+		for i := range blocks {
+			if rng.IntN(4) != 0 {
+				blocks[i] = Anonymous
+			} else {
+				blocks[i] = int32(rng.IntN(100))
+			}
+		}
+		for i, b := range blocks {
+			if b != Anonymous {
+				continue
+			}
+			want := i
+			for want > 0 && blocks[want-1] == Anonymous {
+				want--
+			}
+			if got := stretchStart(blocks, i); got != want {
+				t.Fatalf("%v: stretch ending at %d starts at %d, want %d", blocks, i, got, want)
+			}
+		}
+		lo := rng.IntN(len(blocks) + 1)
+		hi := lo + rng.IntN(len(blocks)-lo+1)
+		got := slices.Clone(blocks)
+		fillAnonymous(got[lo:hi])
+		for i := range blocks {
+			if want := blocks[i]; (i >= lo && i < hi && got[i] != Anonymous) || ((i < lo || i >= hi) && got[i] != want) {
+				t.Fatalf("fillAnonymous of %d..%d in %v gave %v", lo, hi, blocks, got)
+			}
+		}
+	}
+}
