@@ -37,14 +37,25 @@ type chunk struct {
 	dataPages    int32
 	st           metadata.TypedStatistics
 
-	body, z []byte        // scratch: a page's uncompressed and compressed body
-	zenc    *zstd.Encoder // compresses the pages; one goroutine at a time uses it (newFastZstd)
+	pg *pager // makes the pages; shared with the chunks the same goroutine encodes
 
 	// Dictionary encoding: each distinct string's index, the strings in
 	// index order, and each value's index.
 	index    map[string]uint32
 	dictVals []parquet.ByteArray
 	idx      []uint32
+}
+
+// A pager holds what making a page takes: the compressor and the scratch
+// of a page's uncompressed and compressed bodies. The chunks one goroutine
+// encodes share one (encoder.write: the ITL column's, the others').
+//
+// Note: a scratch per chunk grew, row group after row group, in each of
+// some sixty columns: a page's body and its compressed copy each, up to a
+// list page's 4 MiB, allocated over again at each doubling.
+type pager struct {
+	zenc    *zstd.Encoder // newFastZstd
+	body, z []byte
 }
 
 func (c *chunk) reset() {
@@ -55,15 +66,15 @@ func (c *chunk) reset() {
 	}
 }
 
-// page compresses c.body and appends it as a page of type typ holding
+// page compresses c.pg.body and appends it as a page of type typ holding
 // numValues levels (a data page) or dictionary entries.
 func (c *chunk) page(typ int32, numValues int, encoding int32) {
-	c.z = c.zenc.EncodeAll(c.body, growBytes(c.z[:0], c.zenc.MaxEncodedSize(len(c.body))))
-	c.buf = growBytes(c.buf, maxPageHeader+len(c.z))
+	c.pg.z = c.pg.zenc.EncodeAll(c.pg.body, growBytes(c.pg.z[:0], c.pg.zenc.MaxEncodedSize(len(c.pg.body))))
+	c.buf = growBytes(c.buf, maxPageHeader+len(c.pg.z))
 	start := len(c.buf)
-	c.buf = appendPageHeader(c.buf, typ, len(c.body), len(c.z), numValues, encoding)
-	c.uncompressed += int64(len(c.buf) - start + len(c.body))
-	c.buf = append(c.buf, c.z...)
+	c.buf = appendPageHeader(c.buf, typ, len(c.pg.body), len(c.pg.z), numValues, encoding)
+	c.uncompressed += int64(len(c.buf) - start + len(c.pg.body))
+	c.buf = append(c.buf, c.pg.z...)
 	if typ == pageData {
 		c.levels += int64(numValues)
 		c.dataPages++
@@ -167,8 +178,8 @@ func encodeOptional[T int64 | int32 | float64](c *chunk, vals []T, def []int16) 
 	if c.st != nil {
 		updateStats(c.st, vals, len(def)-len(vals))
 	}
-	c.body = appendDefLevels(c.body[:0], def)
-	c.body = appendPlain(c.body, vals)
+	c.pg.body = appendDefLevels(c.pg.body[:0], def)
+	c.pg.body = appendPlain(c.pg.body, vals)
 	c.page(pageData, len(def), encPlain)
 }
 
@@ -193,8 +204,8 @@ func encodeStrings(c *chunk, vals []parquet.ByteArray, def []int16) {
 				}
 				end++
 			}
-			c.body = appendDefLevels(c.body[:0], def[row:end])
-			c.body = appendPlainBytes(c.body, vals[val:val+nv])
+			c.pg.body = appendDefLevels(c.pg.body[:0], def[row:end])
+			c.pg.body = appendPlainBytes(c.pg.body, vals[val:val+nv])
 			c.page(pageData, end-row, encPlain)
 			row, val = end, val+nv
 		}
@@ -206,10 +217,10 @@ func encodeStrings(c *chunk, vals []parquet.ByteArray, def []int16) {
 		st.Update(c.dictVals, int64(nulls))
 		st.IncNumValues(int64(len(vals) - len(c.dictVals)))
 	}
-	c.body = appendPlainBytes(c.body[:0], c.dictVals)
+	c.pg.body = appendPlainBytes(c.pg.body[:0], c.dictVals)
 	c.page(pageDictionary, len(c.dictVals), encPlain)
 
-	c.body = appendDefLevels(c.body[:0], def)
+	c.pg.body = appendDefLevels(c.pg.body[:0], def)
 	width := 0 // as arrow-go: 1 for a single entry
 	switch n := len(c.dictVals); {
 	case n == 1:
@@ -217,12 +228,12 @@ func encodeStrings(c *chunk, vals []parquet.ByteArray, def []int16) {
 	case n > 1:
 		width = bitWidth(n - 1)
 	}
-	c.body = append(c.body, byte(width))
-	r := newRLE(c.body, width)
+	c.pg.body = append(c.pg.body, byte(width))
+	r := newRLE(c.pg.body, width)
 	for _, i := range c.idx {
 		r.put(i, 1)
 	}
-	c.body = r.finish()
+	c.pg.body = r.finish()
 	c.page(pageData, len(def), encRLEDictionary)
 }
 
@@ -287,15 +298,15 @@ func encodeList[T int64 | int32 | float64](c *chunk, vals listValues[T], lens []
 			end++
 		}
 		var at int
-		c.body, at = beginLevels(c.body[:0])
-		rep := newRLE(c.body, 1)
+		c.pg.body, at = beginLevels(c.pg.body[:0])
+		rep := newRLE(c.pg.body, 1)
 		for _, n := range lens[row:end] {
 			rep.put(0, 1)
 			rep.put(1, int(n)-1)
 		}
-		c.body = endLevels(rep.finish(), at)
-		c.body, at = beginLevels(c.body)
-		def := newRLE(c.body, 2)
+		c.pg.body = endLevels(rep.finish(), at)
+		c.pg.body, at = beginLevels(c.pg.body)
+		def := newRLE(c.pg.body, 2)
 		for _, n := range lens[row:end] {
 			switch {
 			case n < 0:
@@ -306,8 +317,8 @@ func encodeList[T int64 | int32 | float64](c *chunk, vals listValues[T], lens []
 				def.put(3, int(n))
 			}
 		}
-		c.body = endLevels(def.finish(), at)
-		c.body = vals.appendRows(c.body, row, end, val, nv)
+		c.pg.body = endLevels(def.finish(), at)
+		c.pg.body = vals.appendRows(c.pg.body, row, end, val, nv)
 		c.page(pageData, levels, encPlain)
 		row, val = end, val+nv
 	}

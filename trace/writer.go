@@ -322,9 +322,9 @@ func newEncoder(w io.Writer) (*encoder, error) {
 		return nil, err
 	}
 	chunks := make([]*chunk, len(columns))
-	// The ITL column may be encoded beside the others (write): it has an
-	// encoder of its own.
-	zrest, zitl := newFastZstd(), newFastZstd()
+	// The ITL column may be encoded beside the others (write): it has a
+	// pager of its own.
+	rest, itl := &pager{zenc: newFastZstd()}, &pager{zenc: newFastZstd()}
 	for i, c := range columns {
 		// The levels the sinks write (pqchunk.go).
 		def, rep := int16(1), int16(0)
@@ -338,9 +338,9 @@ func newEncoder(w io.Writer) (*encoder, error) {
 		}
 		path := d.Path()
 		chunks[i] = &chunk{descr: d, stats: props.StatisticsEnabledFor(path), dict: props.DictionaryEnabledFor(path),
-			maxStats: int(props.MaxStatsSizeFor(path)), zenc: zrest}
+			maxStats: int(props.MaxStatsSizeFor(path)), pg: rest}
 		if i == itlColumn {
-			chunks[i].zenc = zitl
+			chunks[i].pg = itl
 		}
 	}
 	// The Arrow schema, stored as pqarrow stores it, lets Arrow readers
