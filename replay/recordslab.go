@@ -104,7 +104,7 @@ func (s *recordSlab) alloc(b int32) *slabBlock {
 		return blk
 	}
 	first, end := s.start[b], s.start[b+1]
-	blk := &slabBlock{recs: make([]trace.Request, end-first), taken: make([]bool, end-first), itl: make([]float64, s.itlEnd[end-1])}
+	blk := &slabBlock{recs: make([]trace.Request, end-first), taken: make([]bool, end-first), itl: prefault.MakeHuge[float64](int(s.itlEnd[end-1]))}
 	s.blocks[b] = blk
 	prefault.Async(prefault.Slice(blk.recs))
 	prefault.Async(prefault.Slice(blk.itl))

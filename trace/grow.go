@@ -25,7 +25,7 @@ import "github.com/opaltrace/opaltrace/internal/prefault"
 // instead was slower: the caller's writes overtook it at once.
 func growBytes(b []byte, n int) []byte {
 	if cap(b)-len(b) < n {
-		g := make([]byte, len(b), len(b)+max(n+n/16, cap(b)))
+		g := prefault.MakeHuge[byte](len(b) + max(n+n/16, cap(b)))[:len(b)]
 		if len(b)+n >= populateBytes {
 			prefault.Populate(g[:len(b)+n])
 		}

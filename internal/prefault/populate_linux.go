@@ -6,15 +6,20 @@ import (
 	"unsafe"
 )
 
-// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14, include/uapi/asm-generic/mman-common.h).
-const madvPopulateWrite = 23
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14), madvHugepage
+// MADV_HUGEPAGE (Linux 2.6.38; include/uapi/asm-generic/mman-common.h).
+const (
+	madvPopulateWrite = 23
+	madvHugepage      = 14
+)
 
 // pageSize is the system's page size.
 var pageSize = uintptr(syscall.Getpagesize())
 
 // populate advises the whole pages inside b: madvise needs a page-aligned
 // start, and a page b shares with other memory is mapped anyway once any
-// of it was written.
+// of it was written. The whole huge pages inside b are first marked for
+// transparent huge pages (MADV_HUGEPAGE).
 func populate(b []byte) syscall.Errno {
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	end := start + uintptr(len(b))
@@ -22,6 +27,9 @@ func populate(b []byte) syscall.Errno {
 	end &^= pageSize - 1
 	if start >= end {
 		return 0
+	}
+	if hs, he := (start+hugePageSize-1)&^(hugePageSize-1), end&^(hugePageSize-1); hs < he {
+		syscall.Syscall(syscall.SYS_MADVISE, hs, he-hs, madvHugepage) // without, the pages are small
 	}
 	_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, madvPopulateWrite)
 	runtime.KeepAlive(b) // start is a uintptr: b must outlive the call

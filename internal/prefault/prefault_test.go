@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+	"unsafe"
 )
 
 // TestPopulateKeepsContents: populating memory being written changes none
@@ -66,4 +67,33 @@ func minorFaults(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	return ru.Minflt
+}
+
+// TestMakeHuge: a slice spanning a huge page starts at a huge page's
+// boundary, has the length and capacity asked, and is zero; a smaller
+// one is make's.
+func TestMakeHuge(t *testing.T) {
+	for _, n := range []int{0, 1, 1000, int(hugePageSize / 8), int(hugePageSize/8) + 3, 3 * int(hugePageSize) / 8} {
+		s := MakeHuge[float64](n)
+		if len(s) != n || cap(s) != n {
+			t.Fatalf("MakeHuge(%d): len %d cap %d", n, len(s), cap(s))
+		}
+		for i, v := range s {
+			if v != 0 {
+				t.Fatalf("MakeHuge(%d)[%d] = %v", n, i, v)
+			}
+		}
+		if n*8 >= int(hugePageSize) {
+			if at := uintptr(unsafe.Pointer(unsafe.SliceData(s))); at%hugePageSize != 0 {
+				t.Errorf("MakeHuge(%d) starts at %#x, not at a huge page", n, at)
+			}
+			Populate(Slice(s))
+			s[n-1] = 1
+		}
+	}
+	// Values whose size does not divide the boundary's distance stay
+	// where make puts them.
+	if s := MakeHuge[[3]byte](int(hugePageSize)); len(s) != int(hugePageSize) || cap(s) != int(hugePageSize) {
+		t.Fatalf("MakeHuge of 3-byte values: len %d cap %d", len(s), cap(s))
+	}
 }
