@@ -56,6 +56,9 @@ type chunk struct {
 type pager struct {
 	zenc    *zstd.Encoder // newFastZstd
 	body, z []byte
+	// ready, when not nil, closes when Prewarm's goroutine is done with
+	// zenc (encoder).
+	ready chan struct{}
 }
 
 func (c *chunk) reset() {
@@ -69,7 +72,8 @@ func (c *chunk) reset() {
 // page compresses c.pg.body and appends it as a page of type typ holding
 // numValues levels (a data page) or dictionary entries.
 func (c *chunk) page(typ int32, numValues int, encoding int32) {
-	c.pg.z = c.pg.zenc.EncodeAll(c.pg.body, growBytes(c.pg.z[:0], c.pg.zenc.MaxEncodedSize(len(c.pg.body))))
+	zenc := c.pg.encoder()
+	c.pg.z = zenc.EncodeAll(c.pg.body, growBytes(c.pg.z[:0], zenc.MaxEncodedSize(len(c.pg.body))))
 	c.buf = growBytes(c.buf, maxPageHeader+len(c.pg.z))
 	start := len(c.buf)
 	c.buf = appendPageHeader(c.buf, typ, len(c.pg.body), len(c.pg.z), numValues, encoding)

@@ -324,7 +324,7 @@ func newEncoder(w io.Writer) (*encoder, error) {
 	chunks := make([]*chunk, len(columns))
 	// The ITL column may be encoded beside the others (write): it has a
 	// pager of its own.
-	rest, itl := &pager{zenc: newFastZstd()}, &pager{zenc: newFastZstd()}
+	rest, itl := &pager{zenc: newFastZstd()}, itlPager()
 	for i, c := range columns {
 		// The levels the sinks write (pqchunk.go).
 		def, rep := int16(1), int16(0)

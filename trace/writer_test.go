@@ -236,3 +236,31 @@ func TestListRowsStatistics(t *testing.T) {
 		}
 	}
 }
+
+// TestPrewarmSameBytes: a Writer whose ITL compressor Prewarm readied
+// writes the bytes of one that made its own, and a second Prewarm before
+// a Writer takes the first readies no other.
+func TestPrewarmSameBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	reqs := append(listHeavy(2000), randomRequests(rng, 300, true)...)
+	want := writeAll(t, reqs, WriterOptions{})
+	Prewarm()
+	warm.Lock()
+	first := warm.itl
+	warm.Unlock()
+	Prewarm()
+	warm.Lock()
+	second := warm.itl
+	warm.Unlock()
+	if first == nil || second != first {
+		t.Fatalf("Prewarm twice: pagers %p then %p, want one", first, second)
+	}
+	if got := writeAll(t, reqs, WriterOptions{Concurrent: true, SharedLists: true}); !bytes.Equal(got, want) {
+		t.Errorf("after Prewarm: wrote %d bytes, without %d, not the same", len(got), len(want))
+	}
+	warm.Lock()
+	defer warm.Unlock()
+	if warm.itl == first {
+		t.Error("the Writer did not take the prewarmed pager")
+	}
+}

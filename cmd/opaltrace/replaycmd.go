@@ -90,6 +90,7 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			trace.Prewarm() // the writer's compressor, while the input is read on this core
 			in, err := loadReplayInputs(c.Args().First(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 			if err != nil {
 				return err

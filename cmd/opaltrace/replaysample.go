@@ -50,6 +50,7 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	trace.Prewarm() // the writer's compressor, while the inputs are read on this core
 	pairs, err := samplePairs(c.Args().Slice(), sels, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 	if err != nil {
 		return err
