@@ -79,6 +79,10 @@ const (
 	// batches (model.Deployment.UncompiledLayer): SGLang's plain-graph
 	// and eager steps under --enable-torch-compile.
 	CoefUncompiledLayer = "uncompiled_layer_s"
+	// CoefSerialFraction is the share of the lesser of a step's compute
+	// and memory times not hidden under the greater (model.Deployment.
+	// SerialFraction): 0 the roofline's max, 1 their sum.
+	CoefSerialFraction = "serial_fraction"
 )
 
 var coefUnits = map[string]string{
@@ -101,6 +105,7 @@ var coefUnits = map[string]string{
 	CoefChunkOverhead:     "s per streamed chunk",
 	CoefEagerLayerLaunch:  "s per layer of a step without a CUDA graph",
 	CoefUncompiledLayer:   "s per layer of a step not torch-compiled",
+	CoefSerialFraction:    "fraction of the lesser of compute and memory time",
 }
 
 // NewCostModel derives the coefficients of a cost model from the fits of
@@ -237,6 +242,8 @@ func coefRange(name string) (lo, hi float64, what string) {
 	switch coefUnits[name] {
 	case "fraction of peak FLOP/s", "fraction of peak memory bandwidth", "fraction of link bandwidth":
 		return 1e-3, 1, "a fraction of peak"
+	case "fraction of the lesser of compute and memory time":
+		return 1e-9, 1, "a fraction"
 	case "B/s":
 		return 1e6, 1e15, "a bandwidth in B/s (1 MB/s to 1 PB/s)"
 	case "FLOP per (layer·hidden·token pair)", "FLOP per (layer·hidden²·token)":
@@ -392,6 +399,9 @@ func (cm *CostModel) Apply(d *model.Deployment) {
 	}
 	if v, ok := cm.get(CoefUncompiledLayer); ok {
 		d.UncompiledLayer = time.Duration(math.Round(v * 1e9))
+	}
+	if v, ok := cm.get(CoefSerialFraction); ok {
+		d.SerialFraction = v
 	}
 }
 

@@ -112,6 +112,7 @@ type coefSpec struct {
 	log      bool
 	fraction bool    // a fraction of a peak, at most 1
 	unit     float64 // additive: the value of x = 1
+	most     float64 // additive: the largest value (0: unbounded)
 	start    float64 // default
 }
 
@@ -132,6 +133,7 @@ func coefSpecs(dep *model.Deployment) []coefSpec {
 		{name: CoefChunkOverhead, unit: 100e-6},
 		{name: CoefEagerLayerLaunch, unit: 100e-6},
 		{name: CoefUncompiledLayer, unit: 100e-6},
+		{name: CoefSerialFraction, unit: 0.1, most: 1},
 	}
 }
 
@@ -143,7 +145,7 @@ const (
 
 // ReplayCoefficients are the coefficients FitReplay can fit.
 var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
-	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefEagerLayerLaunch, CoefUncompiledLayer}
+	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefEagerLayerLaunch, CoefUncompiledLayer, CoefSerialFraction}
 
 // minKVShare is the least share of the training runs' memory time that
 // KV reads and writes must have (in a replay at the default
@@ -164,7 +166,11 @@ const minKVShare = 0.2
 // cuda_graph_max_bs: large decode batches and prefill steps launch
 // eagerly); the latency of a collective only when the runs span layouts
 // with different numbers of collectives per step, since on one layout it
-// is a fixed cost per step like the step overhead. The rest
+// is a fixed cost per step like the step overhead; the share of the
+// lesser of compute and memory time a step does not overlap
+// (serial_fraction) when some training run decodes a fifth of its tokens
+// in memory-bound steps and some a fifth in compute-bound ones
+// (shares.serialWarning). The rest
 // keep their defaults, and a warning says why; the extra cost of a
 // layer not torch-compiled is only fitted when asked for, with a warning
 // saying whether the runs could determine it (shares.uncompiledWarning).
@@ -177,6 +183,11 @@ func defaultFree(runs []*ReplayRun, sh shares) (free []string, warnings []string
 	}
 	if w := sh.uncompiledWarning(); w != "" {
 		warnings = append(warnings, w)
+	}
+	if w := sh.serialWarning(); w != "" {
+		warnings = append(warnings, w)
+	} else {
+		free = append(free, CoefSerialFraction)
 	}
 	client, eager := false, false
 	colls := map[float64]bool{}
@@ -462,6 +473,9 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 		}
 		if s.fraction {
 			upper[i] = math.Log(1 / s.start)
+		}
+		if s.most > 0 {
+			upper[i] = (s.most - s.start) / s.unit
 		}
 	}
 	nTargets := 0

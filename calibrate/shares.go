@@ -19,13 +19,29 @@ const minRegimeShare = 0.2
 // shares are what the training runs' replays at the default
 // coefficients say about which coefficients they can determine: the
 // largest share, over the runs, of KV bytes in the bytes the steps moved
-// (weights and KV, at full bandwidth), and of decoded tokens from
-// torch-compiled and from plain-graph steps; compiles is whether any
+// (weights and KV, at full bandwidth), of decoded tokens from
+// torch-compiled and from plain-graph steps, and of decoded tokens from
+// memory-bound and from compute-bound steps; compiles is whether any
 // run's engine compiles some steps.
 type shares struct {
-	kv              float64
-	compiled, graph float64
-	compiles        bool
+	kv                        float64
+	compiled, graph           float64
+	memoryBound, computeBound float64
+	compiles                  bool
+}
+
+// serialWarning says why serial_fraction is not fitted on runs of these
+// shares ("" when it is): what it adds to a memory-bound step is a share
+// of its compute, a cost per token as the KV and link efficiencies' are,
+// and to a compute-bound step a share of its weight and KV reads, so
+// only runs that decode on both sides of the roofline tell it from
+// those efficiencies.
+func (sh shares) serialWarning() string {
+	if sh.memoryBound >= minRegimeShare && sh.computeBound >= minRegimeShare {
+		return ""
+	}
+	return fmt.Sprintf("%s not fitted: the training runs decode at most %.1f %% of their tokens in memory-bound steps and at most %.1f %% in compute-bound ones (each needs %.0f %% in some run), so the share of the lesser time a step does not overlap cannot be told from the bandwidth and compute efficiencies (train on a light run and an offline or loaded one, or --fit it)",
+		CoefSerialFraction, 100*sh.memoryBound, 100*sh.computeBound, 100*minRegimeShare)
 }
 
 // uncompiledWarning says why uncompiled_layer_s is not fitted on runs
@@ -63,6 +79,8 @@ func trainShares(train []*ReplayRun, parallel int) (shares, error) {
 		sh.kv = max(sh.kv, s.kv)
 		sh.compiled = max(sh.compiled, s.compiled)
 		sh.graph = max(sh.graph, s.graph)
+		sh.memoryBound = max(sh.memoryBound, s.memoryBound)
+		sh.computeBound = max(sh.computeBound, s.computeBound)
 		sh.compiles = sh.compiles || s.compiles
 	}
 	return sh, err
@@ -73,6 +91,7 @@ func runShares(run *ReplayRun) (shares, error) {
 	d := *run.Deployment
 	var weights, kv, tokens float64
 	var byRegime [model.RegimeEager + 1]float64
+	var memoryBound, computeBound float64
 	observe := func(s *replay.Step) error {
 		t := d.Terms(s.Batch)
 		weights += t.WeightSec
@@ -80,6 +99,11 @@ func runShares(run *ReplayRun) (shares, error) {
 		n := float64(len(s.Batch.Decode))
 		tokens += n
 		byRegime[d.Regime(len(s.Batch.Prefill) > 0, len(s.Batch.Decode))] += n
+		if compute, memory := d.Roofline(t); memory >= compute {
+			memoryBound += n
+		} else {
+			computeBound += n
+		}
 		return nil
 	}
 	_, err := replay.RunInputs(run.Config, &d, run.KVBlocks, run.Inputs, func(*trace.Request) error { return nil },
@@ -94,6 +118,8 @@ func runShares(run *ReplayRun) (shares, error) {
 	if tokens > 0 {
 		sh.compiled = byRegime[model.RegimeCompiled] / tokens
 		sh.graph = byRegime[model.RegimeGraph] / tokens
+		sh.memoryBound = memoryBound / tokens
+		sh.computeBound = computeBound / tokens
 	}
 	return sh, nil
 }

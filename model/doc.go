@@ -32,12 +32,14 @@
 // A Deployment (an LLM on TP×PP GPUs, with DP and EP for MoE) implements
 // StepModel. One step is one forward pass over all prefill chunks and
 // decode tokens of the batch, so their work adds up; the time is
-// max(compute, memory) + collectives + a fixed overhead, per GPU.
+// max(compute, memory) + collectives + a fixed overhead, per GPU (plus
+// SerialFraction of the lesser of compute and memory when it is fitted).
 // Deployment's doc comment gives the formulas; Terms returns the parts at
 // full efficiency, which calibration regresses on. The coefficients (MFU,
 // AttentionMFU, BandwidthEfficiency for weights, KVBandwidthEfficiency for
 // the KV cache, LinkEfficiency, StepOverhead, CollectiveLatency,
-// EagerLayerLaunch, UncompiledLayer) are
+// EagerLayerLaunch, UncompiledLayer, and SerialFraction, the share of the
+// lesser of compute and memory time a step does not overlap) are
 // exported for calibration to fit; the shape constants are precomputed so
 // that StepTime, called for every simulated step, does a few multiply-adds
 // per batch entry and never allocates.

@@ -42,7 +42,7 @@ const (
 //	          + (KV read + KV written) / (MemBandwidth · KVBandwidthEfficiency)
 //	comm    = all-reduces (TP) + all-to-alls (EP) + stage sends (PP), over LinkBandwidth · LinkEfficiency,
 //	          plus CollectiveLatency for each of them
-//	step    = max(compute, memory) + comm + StepOverhead
+//	step    = max(compute, memory) + SerialFraction · min(compute, memory) + comm + StepOverhead
 //
 // Linear FLOPs = 2·(active matmul weights)·tokens + 2·(LM head)·sequences;
 // the peak is PeakFP8FLOPS for fp8 checkpoints on parts that have it,
@@ -77,8 +77,8 @@ const (
 // Note: Hardware, LLM and the parallel sizes are fixed by NewDeployment,
 // which precomputes the per-step constants from them; build a new
 // Deployment to change them. The coefficients (MFU, AttentionMFU,
-// BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, StepOverhead,
-// CollectiveLatency, EagerLayerLaunch, UncompiledLayer, BlockSize),
+// BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, SerialFraction,
+// StepOverhead, CollectiveLatency, EagerLayerLaunch, UncompiledLayer, BlockSize),
 // CUDAGraphMaxBS and TorchCompileMaxBS may be changed at any time, which
 // is what calibration and deploy do.
 type Deployment struct {
@@ -103,7 +103,16 @@ type Deployment struct {
 	// hidden under them; 0 means BandwidthEfficiency.
 	KVBandwidthEfficiency float64
 	LinkEfficiency        float64
-	StepOverhead          time.Duration
+	// SerialFraction is the share of the lesser of a step's compute and
+	// memory times that is not hidden under the greater: 0 (default) is
+	// the roofline's max, 1 their sum. A step is a sequence of kernels,
+	// each a GEMM over the batch's tokens, an attention over its KV, an
+	// all-reduce or a small elementwise kernel, and a GEMM over a decode
+	// batch of tens of tokens (memory-bound) still runs its tensor-core
+	// tiles after its loads, not under them; calibration fits how much
+	// of the lesser time shows.
+	SerialFraction float64
+	StepOverhead   time.Duration
 	// CollectiveLatency is the fixed cost of one collective operation
 	// (NCCL's α: launch and synchronisation, whatever its size), paid
 	// by every all-reduce, all-to-all and stage send of a step besides
@@ -556,15 +565,15 @@ func (d *Deployment) StepTime(b *Batch) time.Duration {
 	return d.timeOf(d.Terms(b))
 }
 
-// timeOf prices step terms: the roofline of compute and memory at their
-// efficiencies, plus communication and the fixed overhead.
-func (d *Deployment) timeOf(t StepTerms) time.Duration {
+// Roofline returns the compute and memory seconds of step terms at the
+// deployment's efficiencies: the two sides of the roofline, whose max
+// (plus SerialFraction of the lesser) a step pays.
+func (d *Deployment) Roofline(t StepTerms) (compute, memory float64) {
 	attnMFU := d.AttentionMFU
 	if attnMFU <= 0 {
 		attnMFU = d.MFU
 	}
-	compute := t.LinearSec/d.MFU + t.AttentionSec/attnMFU
-	var memory float64
+	compute = t.LinearSec/d.MFU + t.AttentionSec/attnMFU
 	if kvEff := d.KVBandwidthEfficiency; kvEff > 0 {
 		memory = t.WeightSec/d.BandwidthEfficiency + t.KVSec/kvEff
 	} else {
@@ -572,7 +581,17 @@ func (d *Deployment) timeOf(t StepTerms) time.Duration {
 		// rounding, so replays without the coefficient are unchanged).
 		memory = (t.WeightSec + t.KVSec) / d.BandwidthEfficiency
 	}
+	return compute, memory
+}
+
+// timeOf prices step terms: the roofline of compute and memory at their
+// efficiencies, plus communication and the fixed overhead.
+func (d *Deployment) timeOf(t StepTerms) time.Duration {
+	compute, memory := d.Roofline(t)
 	sec := max(compute, memory)
+	if d.SerialFraction > 0 {
+		sec += d.SerialFraction * min(compute, memory)
+	}
 	if t.CommSec > 0 {
 		sec += t.CommSec / d.LinkEfficiency
 	}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -316,5 +317,42 @@ func TestEagerLaunchTerm(t *testing.T) {
 	d.CUDAGraphMaxBS = 0
 	if got := d.StepTime(decodeBatch(161)); got != gpu161 {
 		t.Errorf("no graph limit: %v, want %v", got, gpu161)
+	}
+}
+
+// TestSerialFraction: a decode batch of 64 on a 70B model at TP4 is
+// memory-bound; SerialFraction adds that share of its compute time (the
+// lesser) to the roofline's max, 0 leaving the price as it was and 1
+// pricing compute and memory one after the other; a compute-bound
+// prefill adds the share of its memory time. DecodeStepTime agrees.
+func TestSerialFraction(t *testing.T) {
+	d := newH100(t, "llama-3.1-70b", 4)
+	decode := &Batch{Decode: make([]int64, 64)}
+	for i := range decode.Decode {
+		decode.Decode[i] = 1000
+	}
+	prefill := &Batch{Prefill: []PrefillChunk{{Tokens: 8192}}}
+	for _, b := range []*Batch{decode, prefill} {
+		tm := d.Terms(b)
+		compute := tm.LinearSec/d.MFU + tm.AttentionSec/d.MFU
+		memory := (tm.WeightSec + tm.KVSec) / d.BandwidthEfficiency
+		base := d.StepTime(b)
+		if (b == decode) != (memory > compute) {
+			t.Fatalf("compute %v s, memory %v s: the decode should be memory-bound, the prefill compute-bound", compute, memory)
+		}
+		for _, f := range []float64{0, 0.5, 1} {
+			d.SerialFraction = f
+			got := d.StepTime(b)
+			want := base + time.Duration(math.Round(f*min(compute, memory)*1e9))
+			if diff := got - want; diff < -time.Nanosecond || diff > time.Nanosecond {
+				t.Errorf("%d prefill chunks, %d decodes, SerialFraction %g: %v, want %v", len(b.Prefill), len(b.Decode), f, got, want)
+			}
+			if b == decode {
+				if ds, ok := d.DecodeStepTime(64, 64_000); !ok || ds != got {
+					t.Errorf("SerialFraction %g: DecodeStepTime %v, StepTime %v", f, ds, got)
+				}
+			}
+		}
+		d.SerialFraction = 0
 	}
 }

@@ -1,0 +1,121 @@
+package calibrate
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// boundRuns replays, with the coefficients truth, a load of 40 requests
+// a second whose decode batches of tens are memory-bound and 800 short
+// requests sent at once,
+// whose large decode batches over short contexts are compute-bound
+// (Llama-3.1-8B on an H100 at SGLang's scheduler), and takes their TTFT,
+// ITL and E2E quantiles as the observed targets.
+func boundRuns(t *testing.T, truth candidate) []*ReplayRun {
+	t.Helper()
+	dep := deployment(t, "llama-3.1-8b")
+	kv, err := dep.KVCacheTokens(0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := replay.DefaultConfig()
+	cfg.Scheduler.Engine = replay.EngineSGLang
+	var runs []*ReplayRun
+	for i, rate := range []float64{40, math.Inf(1)} {
+		in := poissonRun(150, rate, uint64(20+i))
+		if math.IsInf(rate, 1) {
+			in = poissonRun(800, 1e6, 21)
+			for j, r := range in {
+				r.InputTokens, r.OutputTokens = trace.Some(int64(50+j%100)), trace.Some(int64(100+j%150))
+			}
+		}
+		r := &ReplayRun{
+			Label: "rate", Run: trace.Run{Name: "bound#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}},
+			Deployment: dep, Config: cfg, KVBlocks: kv / 16, Inputs: in, Train: true,
+		}
+		observe(t, r, truth)
+		runs = append(runs, r)
+	}
+	return runs
+}
+
+// TestFitReplayRecoversSerialFraction: a run that decodes memory-bound
+// and an offline one that decodes compute-bound, replayed with a known
+// serial fraction, give it back within 10 % (with the weights' bandwidth
+// efficiency and MFU, which the two runs set, within 10 %); the default
+// choice fits it for these runs, and leaves it out with a warning giving
+// the shares for the first run alone. (With a light first run, 4
+// requests a second and batches of a few, the compute it adds to a
+// memory-bound step is too small to tell: the fit stopped at 0.27.)
+func TestFitReplayRecoversSerialFraction(t *testing.T) {
+	truth := candidate{CoefMFU: 0.45, CoefAttentionMFU: 0.45, CoefBandwidthEff: 0.6, CoefLinkEff: 0.8,
+		CoefStepOverhead: 3e-4, CoefSerialFraction: 0.5}
+	runs := boundRuns(t, truth)
+	light, err := runShares(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	heavy, err := runShares(runs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("decoded tokens: light run %.1f %% memory-bound, offline run %.1f %% compute-bound", 100*light.memoryBound, 100*heavy.computeBound)
+	if light.memoryBound < minRegimeShare || heavy.computeBound < minRegimeShare {
+		t.Fatalf("the runs do not decode on both sides of the roofline: %+v, %+v", light, heavy)
+	}
+	sh, err := trainShares(runs, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free, warnings := defaultFree(runs, sh); !slices.Contains(free, CoefSerialFraction) || strings.Contains(strings.Join(warnings, "\n"), CoefSerialFraction) {
+		t.Errorf("both runs: fitted %v, warnings %q", free, warnings)
+	}
+	want := CoefSerialFraction + " not fitted: the training runs decode at most 100.0 % of their tokens in memory-bound steps and at most 0.0 % in compute-bound ones"
+	if free, warnings := defaultFree(runs[:1], light); slices.Contains(free, CoefSerialFraction) || !strings.Contains(strings.Join(warnings, "\n"), want) {
+		t.Errorf("light run: fitted %v, warnings %q", free, warnings)
+	}
+
+	free := []string{CoefMFU, CoefBandwidthEff, CoefSerialFraction}
+	cm, err := FitReplay(runs, ReplayOptions{Free: free, MaxEvals: 200, PriorWeight: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("objective %.4g from %.4g in %d replays", cm.Replay.Objective, cm.Replay.Uncalibrated, cm.Replay.Evaluations)
+	for _, name := range free {
+		got := cm.Coefficients[name].Value
+		t.Logf("%s = %.4g (truth %.4g)", name, got, truth[name])
+		if math.Abs(got/truth[name]-1) > 0.1 {
+			t.Errorf("%s = %.4g, the runs were replayed with %.4g", name, got, truth[name])
+		}
+	}
+}
+
+// TestSerialFractionApplied: the coefficient reaches the deployment from
+// a cost model and moves a memory-bound decode by that share of its
+// compute; a cost model with a fraction above 1 is refused.
+func TestSerialFractionApplied(t *testing.T) {
+	d := deployment(t, "llama-3.1-8b")
+	b := &model.Batch{Decode: make([]int64, 64)}
+	before := d.StepTime(b)
+	compute, _ := d.Roofline(d.Terms(b))
+	cm, err := ParseCostModel("cm.yaml", []byte("opaltrace_cost_model: 1\ncoefficients:\n  serial_fraction: {value: 0.25, unit: x, from: x}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Apply(d)
+	if d.SerialFraction != 0.25 {
+		t.Fatalf("SerialFraction %v", d.SerialFraction)
+	}
+	if got, want := (d.StepTime(b) - before).Seconds(), 0.25*compute; math.Abs(got-want) > 2e-9 {
+		t.Errorf("64 decodes: %v s more, want %v", got, want)
+	}
+	if _, err := ParseCostModel("cm.yaml", []byte("opaltrace_cost_model: 1\ncoefficients:\n  serial_fraction: {value: 1.5, unit: x, from: x}\n")); err == nil || !strings.Contains(err.Error(), "cm.yaml:3: coefficients.serial_fraction: 1.5 is not a fraction") {
+		t.Errorf("serial_fraction 1.5: %v", err)
+	}
+}
