@@ -77,5 +77,5 @@ func kvCapacity(c Cluster, cfg replay.Config, dep *model.Deployment, sg model.SG
 		v += " " + c.EngineVersion
 	}
 	return tokens, fmt.Sprintf("%d tokens (%s per GPU, gpu_memory_utilization %g of %.2f GiB, profiled at %d tokens and %d sequences: %s)",
-		tokens, v, c.GPUMemoryUtilization, float64(dep.Hardware.MemBytes)/gib, p.MaxNumBatchedTokens, p.MaxNumSeqs, mem), nil
+		tokens, v, c.GPUMemoryUtilization, float64(dep.Hardware.CUDATotal())/gib, p.MaxNumBatchedTokens, p.MaxNumSeqs, mem), nil
 }

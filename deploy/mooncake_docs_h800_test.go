@@ -45,6 +45,11 @@ const (
 // the page's runs (mooncakeDocsSGLang), which package deploy derives:
 // schedule_policy fcfs, chunked_prefill_size 8192 and mem_fraction_static
 // round((81,559 − (9.5 + 8/2) GiB) / 81,559, 3) = 0.831 on this server.
+// SGLang applies it to the memory free when loading begins: the CUDA
+// total of the board (79.18 GiB) less the 1.75 GiB an SGLang server at TP
+// 8 holds by then (model's H800 preset, from an H100 TP 8 log of SGLang
+// v0.5.2rc2), which gives 209,728 tokens where the driver's 79.65 GiB,
+// all free, gave 250,816.
 //
 // The page names neither the host memory nor the NICs' speed: 2 TiB of
 // DRAM (it must hold the 240 GB pool and the 760 GiB store) and eight
@@ -142,6 +147,7 @@ scheduler:
 	b.WriteString("bench_multiturn (80 clients, 10 rounds, 2,048-token requests, 1 output token, 4 in flight, request rate 16,\n")
 	b.WriteString("ready queue random, round barrier) on 8 × H800, TP 8, Qwen3-235B-A22B-Instruct-2507, SGLang page_size 64,\n")
 	b.WriteString(sglangDefaultsNote(t, base) + "\n")
+	b.WriteString("KV pool (model.Deployment.SGLangMemory): " + sglangKVNote(t, base) + "\n")
 	b.WriteString("(roofline with the H800 preset, uncalibrated; 2 TiB of DRAM and 8 × 400 Gbps RDMA assumed). The sender is\n")
 	b.WriteString("replayed as in hicache_mooncake_docs.md, with the mid-2025 script's barrier: a round's requests join the\n")
 	b.WriteString("ready queue when all of the round before have completed. Measured: values **digitised by eye** from the\n")

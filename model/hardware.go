@@ -16,9 +16,11 @@ type Hardware struct {
 	// MemBandwidth is the HBM (or GDDR) bandwidth in bytes/s.
 	MemBandwidth float64
 	// MemBytes is the device memory the driver reports (nvidia-smi's
-	// "Total", torch.cuda.mem_get_info's total): what vLLM multiplies by
-	// gpu_memory_utilization. It is less than the datasheet's decimal GB
-	// for HBM parts (H100: 81,559 MiB, not 80 GiB or 80 GB).
+	// "Total", which SGLang's default mem_fraction_static is chosen by:
+	// srt/utils.py get_nvgpu_memory_capacity, v0.5.2).
+	// It is less than the datasheet's decimal GB for HBM parts (H100:
+	// 81,559 MiB, not 80 GiB or 80 GB), and more than CUDA's total
+	// (CUDAMemBytes).
 	MemBytes int64
 	// LinkBandwidth is the per-direction GPU-to-GPU bandwidth in bytes/s
 	// used by all-reduce: NVLink where the part has it, else PCIe.
@@ -43,12 +45,31 @@ type Hardware struct {
 
 const mib = 1 << 20
 
+// CUDATotal is the device total CUDA reports (CUDAMemBytes), or the
+// driver's (MemBytes) where no public log gives CUDA's: what vLLM
+// multiplies by gpu_memory_utilization.
+func (h Hardware) CUDATotal() int64 {
+	if h.CUDAMemBytes > 0 {
+		return h.CUDAMemBytes
+	}
+	return h.MemBytes
+}
+
 // The A10's CUDA total and a serving process's memory before loading, from
 // the log the Note below cites: 22.07 GiB; 22.05 GiB in use less 21.68
 // GiB allocated and 24.24 MiB reserved by PyTorch. Printed to 0.01 GiB.
 const (
 	a10CUDAMemBytes = 2207 << 30 / 100
 	a10ProcessBytes = (2205-2168)<<30/100 - 2424<<20/100
+)
+
+// The CUDA total of an 80 GB H100 SXM board and what an SGLang server at
+// TP 8 holds on each of its GPUs before loading, from the logs the Note
+// below cites: 79.18 GiB; 79.18 − 77.43 GiB. The H800 SXM5 is the same
+// board with slower NVLink and takes both.
+const (
+	h100CUDAMemBytes    = 7918 << 30 / 100
+	h100TP8ProcessBytes = (7918 - 7743) << 30 / 100
 )
 
 // Note: datasheet sources, as printed by NVIDIA (dense = sparse/2):
@@ -80,7 +101,13 @@ const (
 //   - H800 SXM5 80GB (NVIDIA H800 datasheet, the export variant of the
 //     H100 SXM): the H100's compute and HBM3 (3.35 TB/s), NVLink 400 GB/s
 //     (200 each way). Driver total 81,559 MiB (the H100 board; the
-//     Mooncake H800 runs in ../shared/data say 81 GB).
+//     Mooncake H800 runs in ../shared/data say 81 GB), and the H100's CUDA
+//     total, 79.18 GiB; no public log of an H800's was found. Its only
+//     replay is at TP 8 (SGLang, the Mooncake documentation's HiCache
+//     runs), so it takes the H100 TP 8 log's 1.75 GiB held before loading
+//     as ProcessBytes. An SGLang log on H800s (DeepSeek-V4, TP 16 over two
+//     nodes) shows "Load weight begin. avail mem=77.75 GB", as high as an
+//     80 GB board allows.
 //   - H20 (NVIDIA HGX H20 product brief): BF16 148 TFLOPS dense (296
 //     sparse), FP8 296 dense; 96 GB HBM3 at 4.0 TB/s; NVLink 900 GB/s
 //     (450 each way); PCIe Gen5 x16. Driver total 97,871 MiB. Its ridge
@@ -121,14 +148,16 @@ const (
 // Driver totals are the nvidia-smi "Total" values seen in public logs of
 // each part; the A800's is the A100's (same board).
 var hardwarePresets = []Hardware{
-	{Name: "h100", PeakFLOPS: 989.5e12, PeakFP8FLOPS: 1979e12, MemBandwidth: 3.35e12, MemBytes: 81559 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9},
+	{Name: "h100", PeakFLOPS: 989.5e12, PeakFP8FLOPS: 1979e12, MemBandwidth: 3.35e12, MemBytes: 81559 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9,
+		CUDAMemBytes: h100CUDAMemBytes},
 	{Name: "h200", PeakFLOPS: 989.5e12, PeakFP8FLOPS: 1979e12, MemBandwidth: 4.8e12, MemBytes: 143771 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9},
 	{Name: "a100-80gb", PeakFLOPS: 312e12, MemBandwidth: 2.039e12, MemBytes: 81920 * mib, LinkBandwidth: 300e9, PCIeBandwidth: 32e9},
 	{Name: "a800-80gb", PeakFLOPS: 312e12, MemBandwidth: 2.039e12, MemBytes: 81920 * mib, LinkBandwidth: 200e9, PCIeBandwidth: 32e9},
 	{Name: "l40s", PeakFLOPS: 362.05e12, PeakFP8FLOPS: 733e12, MemBandwidth: 864e9, MemBytes: 46068 * mib, LinkBandwidth: 32e9, PCIeBandwidth: 32e9},
 	{Name: "b200", PeakFLOPS: 2250e12, PeakFP8FLOPS: 4500e12, MemBandwidth: 8e12, MemBytes: 183359 * mib, LinkBandwidth: 900e9, PCIeBandwidth: 64e9},
 	{Name: "a100-40gb", PeakFLOPS: 312e12, MemBandwidth: 1.555e12, MemBytes: 40960 * mib, LinkBandwidth: 300e9, PCIeBandwidth: 32e9},
-	{Name: "h800", PeakFLOPS: 989.5e12, PeakFP8FLOPS: 1979e12, MemBandwidth: 3.35e12, MemBytes: 81559 * mib, LinkBandwidth: 200e9, PCIeBandwidth: 64e9},
+	{Name: "h800", PeakFLOPS: 989.5e12, PeakFP8FLOPS: 1979e12, MemBandwidth: 3.35e12, MemBytes: 81559 * mib, LinkBandwidth: 200e9, PCIeBandwidth: 64e9,
+		CUDAMemBytes: h100CUDAMemBytes, ProcessBytes: h100TP8ProcessBytes},
 	{Name: "h20", PeakFLOPS: 148e12, PeakFP8FLOPS: 296e12, MemBandwidth: 4.0e12, MemBytes: 97871 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9},
 	{Name: "h20-3e", PeakFLOPS: 148e12, PeakFP8FLOPS: 296e12, MemBandwidth: 4.8e12, MemBytes: 143771 * mib, LinkBandwidth: 450e9, PCIeBandwidth: 64e9},
 	{Name: "a10", PeakFLOPS: 125e12, MemBandwidth: 600e9, MemBytes: 23028 * mib, LinkBandwidth: 32e9, PCIeBandwidth: 32e9,

@@ -8,23 +8,24 @@ import (
 // Llama-3.1-8B on one H100 at gpu_memory_utilization 0.9, profiled at
 // 8,192 tokens and 256 sequences:
 //
-//	budget  = 81,559 MiB · 0.9 = 85,520,809,984 · 0.9 = 76,968,728,985 B (floored)
+//	budget  = 79.18 GiB · 0.9 = 85,018,877,624 · 0.9 = 76,516,989,861 B (floored;
+//	          CUDA's total, not the driver's 81,559 MiB)
 //	weights = 8,030,261,248 · 2                      = 16,060,522,496 B
 //	rotary  = 131,072 positions · 128 · 2            =     33,554,432 B
 //	hidden  = 8,192 · 4,096 · 2                      =     67,108,864 B
 //	sampler = 256 · 128,256 · 38.33                  =  1,258,509,434 B (floored)
 //	  (the forward pass's 8,192 · (2·4,096 + 3·14,336) · 2 = 838,860,800 B is less)
 //	non-torch = 0.13 GiB                             =    139,586,437 B
-//	free    = 59,409,447,322 B / 131,072 B per token = 453,258 tokens
-//	→ 453,248 in whole 16-token blocks.
+//	free    = 58,957,708,198 B / 131,072 B per token = 449,811 tokens
+//	→ 449,808 in whole 16-token blocks.
 func TestKVCacheTokensLlama8BH100(t *testing.T) {
 	d := newH100(t, "llama-3.1-8b", 1)
 	got, err := d.KVCacheTokens(0.9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != 453_248 {
-		t.Errorf("KVCacheTokens(0.9) = %d, want 453248", got)
+	if got != 449_808 {
+		t.Errorf("KVCacheTokens(0.9) = %d, want 449808", got)
 	}
 }
 
@@ -35,16 +36,16 @@ func TestKVCacheTokensTP(t *testing.T) {
 	// The rotary cache and sampler are as at TP 1, the hidden states
 	// 8,192 · 8,192 · 2 = 134,217,728 B, non-torch memory TP 2's measured
 	// 0.55 GiB = 590,558,003 B:
-	// free = 76,968,728,985 − 35,278,831,616 − 33,554,432 − 134,217,728
+	// free = 76,516,989,861 − 35,278,831,616 − 33,554,432 − 134,217,728
 	//        − 1,258,509,434 − 590,558,003
-	//      = 39,673,057,772 B → 484,290 tokens → 484,288 in blocks.
+	//      = 39,221,318,648 B → 478,775 tokens → 478,768 in blocks.
 	d := newH100(t, "llama-3.1-70b", 4)
 	if got := d.WeightBytesPerRank(); got != 35_278_831_616 {
 		t.Errorf("WeightBytesPerRank = %d", got)
 	}
 	got, err := d.KVCacheTokens(0.9)
-	if err != nil || got != 484_288 {
-		t.Errorf("KVCacheTokens(0.9) = %d, %v; want 484288", got, err)
+	if err != nil || got != 478_768 {
+		t.Errorf("KVCacheTokens(0.9) = %d, %v; want 478768", got, err)
 	}
 	// TP 16 > 8 KV heads: heads are replicated, one per rank.
 	hw, _ := HardwareByName("h100")

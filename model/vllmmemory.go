@@ -14,7 +14,7 @@ import (
 // sampler run on the last token of min(max_num_seqs,
 // max_num_batched_tokens) requests — and gives the KV cache
 //
-//	gpu_memory_utilization · device memory
+//	gpu_memory_utilization · CUDA's total (Hardware.CUDATotal)
 //	  − weights (model_memory_usage, what loading allocated)
 //	  − torch peak increase of profile_run (the activations)
 //	  − non-torch increase (NCCL and custom all-reduce buffers, cuBLAS
@@ -23,6 +23,12 @@ import (
 //
 // The parts are modelled as follows.
 //
+//   - The device's memory: the total torch.cuda.mem_get_info reports
+//     (gpu_worker.py init_device: requested_memory =
+//     init_snapshot.total_memory · gpu_memory_utilization, MemorySnapshot
+//     measuring torch.cuda.mem_get_info; vLLM 0.11.0), which is less
+//     than nvidia-smi's total by what the driver keeps: 79.18 GiB on an
+//     H100 against 81,559 MiB (79.65 GiB).
 //   - Weights: the parameters per rank, plus the rotary embedding's
 //     cos/sin cache (max_position_embeddings × rotary dim in the model
 //     dtype), which loading allocates as well: Llama-3.1-8B's 14.99 GiB
@@ -93,6 +99,8 @@ type VLLMProfile struct {
 // bytes, part by part (see the Note above VLLMProfile). KV is what is
 // left for the KV cache; it is negative when the rest does not fit.
 type VLLMMemory struct {
+	// Device is CUDA's total (Hardware.CUDATotal), Budget its share
+	// gpu_memory_utilization.
 	Device, Budget int64
 	Weights        int64 // parameters per rank
 	RotaryCache    int64 // the rotary embedding's cos/sin cache
@@ -124,8 +132,8 @@ func (d *Deployment) VLLMMemory(p VLLMProfile) (VLLMMemory, error) {
 	tokens := p.MaxNumBatchedTokens
 	rows := min(p.MaxNumSeqs, tokens)
 	v := VLLMMemory{
-		Device:      d.Hardware.MemBytes,
-		Budget:      int64(float64(d.Hardware.MemBytes) * p.GPUMemoryUtilization),
+		Device:      d.Hardware.CUDATotal(),
+		Budget:      int64(float64(d.Hardware.CUDATotal()) * p.GPUMemoryUtilization),
 		Weights:     d.WeightBytesPerRank(),
 		RotaryCache: m.MaxPositionEmbeddings * m.rotaryDim() * wb,
 		Hidden:      tokens * m.HiddenSize * wb,

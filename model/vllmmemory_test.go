@@ -80,11 +80,13 @@ func TestSamplerBytesPerLogit(t *testing.T) {
 // Llama-3.1-8B with the defaults llm-d's run had (8,192 tokens, 1,024
 // sequences) against what that run measured: weights 14.99 GiB (the
 // parameters and the rotary cache), activation 4.76 GiB, KV 51.38 GiB of
-// the H100's 79.18 GiB at 0.9 (the run's own device size, not the
-// preset's 79.65 GiB, so the KV is compared on the measured budget).
+// the H100's 79.18 GiB at 0.9 (the preset's CUDA total, which vLLM
+// multiplies, not the driver's 79.65 GiB).
 func TestVLLMMemoryLlama8BH100(t *testing.T) {
 	d := newH100(t, "llama-3.1-8b", 1)
-	d.Hardware.MemBytes = 7918 << 30 / 100
+	if got := d.Hardware.CUDATotal(); got != 7918<<30/100 {
+		t.Fatalf("H100 CUDA total %d B, want the run's 79.18 GiB", got)
+	}
 	v, err := d.VLLMMemory(VLLMProfile{GPUMemoryUtilization: 0.9, MaxNumBatchedTokens: 8192, MaxNumSeqs: 1024, Version: "0.11.0"})
 	if err != nil {
 		t.Fatal(err)
