@@ -28,7 +28,9 @@ func (c *Cache) LookupAll(dst []int32, hs []uint64) []int32 {
 				dst = append(dst, b)
 				break
 			}
-			i = (i + 1) & mask
+			if i += probeStride; i > mask {
+				i = (i + 1) & (probeStride - 1) // x.next
+			}
 		}
 	}
 	return dst

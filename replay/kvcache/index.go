@@ -1,5 +1,7 @@
 package kvcache
 
+import "math/bits"
+
 // An index maps block hashes to blocks: an open-addressing hash table with
 // linear probing and backward-shift deletion.
 //
@@ -24,7 +26,39 @@ package kvcache
 type index struct {
 	slots []uint64
 	mask  uint64
-	n     int
+	// rowBits is log2 of the table's rows of probeStride slots (order).
+	rowBits uint
+	n       int
+}
+
+// probeStride is how far apart consecutive slots of a probe sequence
+// are: a probe goes from slot i to i+probeStride, and from a residue
+// class's last slot to the next class's first (next), so that the
+// sequence visits every slot once, and the table is linear probing over
+// the slots in that order (order).
+//
+// Note: a prefix's blocks have consecutive home slots, slotRun of them
+// (BlockHasher). Probing slot after slot, a run whose homes overlap
+// another's probed past the other's end for every one of its blocks
+// (four probes an add on sglang_cache_aware, with the table a quarter
+// full); probing a stride of slotRun apart, each of a run's blocks probes
+// its own residue class, where the other run holds one slot, as if the
+// homes were random; the run's blocks still share the cache lines of
+// their homes.
+const probeStride = slotRun
+
+// next returns the slot after i in probe order.
+func (x *index) next(i uint64) uint64 {
+	if i += probeStride; i > x.mask {
+		i = (i + 1) & (probeStride - 1)
+	}
+	return i
+}
+
+// order returns slot i's place in probe order: its residue class's
+// rows, then its row.
+func (x *index) order(i uint64) uint64 {
+	return (i&(probeStride-1))<<x.rowBits | i/probeStride
 }
 
 // slotsPerBlock is how many slots, at least, the index has per block.
@@ -46,7 +80,7 @@ func newIndex(blocks int64) index {
 	for size < slotsPerBlock*uint64(blocks) {
 		size <<= 1
 	}
-	return index{slots: make([]uint64, size), mask: size - 1}
+	return index{slots: make([]uint64, size), mask: size - 1, rowBits: uint(bits.TrailingZeros64(size / probeStride))}
 }
 
 // fingerprint is the low half of h, which the home slot is taken from.
@@ -65,7 +99,7 @@ func (x *index) home(fp uint32) uint64 { return uint64(fp) & x.mask }
 // hashes holds each block's hash.
 func (x *index) get(h uint64, hashes []uint64) (int32, bool) {
 	fp := fingerprint(h)
-	for i := x.home(fp); x.slots[i] != 0; i = (i + 1) & x.mask {
+	for i := x.home(fp); x.slots[i] != 0; i = x.next(i) {
 		if f, b := unpack(x.slots[i]); f == fp && hashes[b] == h {
 			return b, true
 		}
@@ -81,7 +115,7 @@ func (x *index) add(h uint64, b int32) {
 	fp := fingerprint(h)
 	i := x.home(fp)
 	for x.slots[i] != 0 {
-		i = (i + 1) & x.mask
+		i = x.next(i)
 	}
 	x.slots[i] = pack(fp, b)
 	x.n++
@@ -93,13 +127,13 @@ func (x *index) del(h uint64, b int32) {
 	want := pack(fp, b)
 	i := x.home(fp)
 	for x.slots[i] != want {
-		i = (i + 1) & x.mask
+		i = x.next(i)
 	}
 	// Shift later entries of the probe run back into the hole when their
-	// home slot is at or before it (cyclically).
-	for j := (i + 1) & x.mask; x.slots[j] != 0; j = (j + 1) & x.mask {
+	// home slot is at or before it (cyclically, in probe order).
+	for j := x.next(i); x.slots[j] != 0; j = x.next(j) {
 		f, _ := unpack(x.slots[j])
-		if (j-x.home(f))&x.mask >= (j-i)&x.mask {
+		if oj := x.order(j); (oj-x.order(x.home(f)))&x.mask >= (oj-x.order(i))&x.mask {
 			x.slots[i] = x.slots[j]
 			i = j
 		}

@@ -11,7 +11,17 @@ import (
 // fingerprints and home slots on purpose (few distinct low halves), so
 // probe runs, backward shifts and fingerprint confirmation all happen.
 func TestIndexChurn(t *testing.T) {
-	for _, n := range []int64{4, 1000} {
+	for _, c := range []struct {
+		n   int64
+		low func(*rand.Rand) uint64
+	}{
+		{4, func(r *rand.Rand) uint64 { return uint64(r.IntN(8)) }},
+		{1000, func(r *rand.Rand) uint64 { return uint64(r.IntN(8)) }},
+		// One residue class (probeStride): its probe runs pass the
+		// table's end into the next classes.
+		{1000, func(r *rand.Rand) uint64 { return uint64(r.IntN(4) * probeStride) }},
+	} {
+		n := c.n
 		x := newIndex(n)
 		blocks := make([]uint64, n)
 		var free []int32
@@ -23,7 +33,7 @@ func TestIndexChurn(t *testing.T) {
 		keys := make([]uint64, 3*n)
 		for i := range keys {
 			// The fingerprint is the low half: many keys share one.
-			keys[i] = uint64(i+1)<<32 | uint64(rng.IntN(8))
+			keys[i] = uint64(i+1)<<32 | c.low(rng)
 		}
 		for step := range 200000 {
 			h := keys[rng.IntN(len(keys))]
