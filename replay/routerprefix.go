@@ -116,6 +116,10 @@ func (x *prefixIndex) matchBits(ids []int64, n []int) {
 // evicts its least recently used blocks beyond the capacity.
 func (x *prefixIndex) insert(w int, ids []int64, blockSize int64) {
 	bounded := x.capTokens > 0 && blockSize > 0
+	// In locals, written back once: the queue's header is stored with a
+	// write barrier, and the clock and count are fields.
+	q, clock, count := x.lru[w], x.clock, x.count[w]
+	withBits := x.workers <= 64          // holders kept
 	for j := len(ids) - 1; j >= 0; j-- { // deepest first: evicted first
 		id := ids[j]
 		s, ok := x.slots.get(id)
@@ -124,45 +128,51 @@ func (x *prefixIndex) insert(w int, ids []int64, blockSize int64) {
 			if int(s)/stampChunk == len(x.stamp) {
 				x.stamp = append(x.stamp, make([]uint64, stampChunk*x.workers))
 			}
-			if x.workers <= 64 {
+			if withBits {
 				x.holders = append(x.holders, 0)
 			}
 		}
-		x.clock++
-		p := &x.row(s)[w]
+		clock++
+		p := x.stampOf(s, w)
 		if *p == 0 {
-			x.count[w]++
-			if x.workers <= 64 {
+			count++
+			if withBits {
 				x.holders[s] |= 1 << w
 			}
 		}
-		*p = x.clock
+		*p = clock
 		if bounded {
-			x.lru[w] = append(x.lru[w], lruEntry{s, x.clock})
+			q = append(q, lruEntry{s, clock})
 		}
 	}
-	if !bounded {
-		return
-	}
-	limit := x.capTokens / blockSize
-	q := x.lru[w]
-	// The queue is by insertion, not by stamp; a block inserted again
-	// has a newer entry, and its older ones are stale and skipped.
-	for x.count[w] > limit && len(q) > 0 {
-		e := q[0]
-		q = q[1:]
-		if p := &x.row(e.slot)[w]; *p == e.stamp {
-			*p = 0
-			x.count[w]--
-			if x.workers <= 64 {
-				x.holders[e.slot] &^= 1 << w
+	x.clock = clock
+	if bounded {
+		limit := x.capTokens / blockSize
+		// The queue is by insertion, not by stamp; a block inserted
+		// again has a newer entry, and its older ones are stale and
+		// skipped.
+		for count > limit && len(q) > 0 {
+			e := q[0]
+			q = q[1:]
+			if p := x.stampOf(e.slot, w); *p == e.stamp {
+				*p = 0
+				count--
+				if withBits {
+					x.holders[e.slot] &^= 1 << w
+				}
 			}
 		}
+		if cap(q) > 64 && len(q) < cap(q)/4 {
+			q = append([]lruEntry(nil), q...)
+		}
+		x.lru[w] = q
 	}
-	if cap(q) > 64 && len(q) < cap(q)/4 {
-		q = append([]lruEntry(nil), q...)
-	}
-	x.lru[w] = q
+	x.count[w] = count
+}
+
+// stampOf returns worker w's stamp of slot s (row(s)[w]).
+func (x *prefixIndex) stampOf(s int32, w int) *uint64 {
+	return &x.stamp[uint32(s)/stampChunk][int(uint32(s)%stampChunk)*x.workers+w]
 }
 
 // dropWorker forgets everything worker w held: it was started afresh.
