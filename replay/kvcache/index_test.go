@@ -176,3 +176,85 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestIndexMatchesReference and FuzzIndexMatchesReference drive the
+// index through random adds and deletes of hashes with few distinct low
+// halves (so probe runs of neighbouring homes merge, wrap past the
+// table's end and pass between residue classes), several blocks per
+// hash, against a plain list of entries in insertion order: get must
+// return the earliest added block of a hash still present.
+func TestIndexMatchesReference(t *testing.T) {
+	for seed := range uint64(50) {
+		indexMatchesReference(t, seed, seed*7+1, 3000)
+	}
+}
+
+func FuzzIndexMatchesReference(f *testing.F) {
+	f.Add(uint64(1), uint64(2), uint16(500))
+	f.Add(uint64(3), uint64(0), uint16(4000))
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, ops uint16) {
+		indexMatchesReference(t, s1, s2, int(ops))
+	})
+}
+
+func indexMatchesReference(t *testing.T, s1, s2 uint64, ops int) {
+	rng := rand.New(rand.NewPCG(s1, s2))
+	n := int64(1 + rng.IntN(64))
+	if rng.IntN(2) == 0 {
+		n = 4 // a table of two rows: probe runs wrap often
+	}
+	x := newIndex(n)
+	blocks := make([]uint64, n) // each block's hash, 0: none
+	type ent struct {
+		h uint64
+		b int32
+	}
+	var ref []ent // entries in insertion order
+	// Hashes: a few home slots near each other, the last row's (whose
+	// probe runs go on in the next residue class) and one at random,
+	// several high halves each.
+	homes := []uint64{0, 1, 2, uint64(rng.IntN(int(x.mask + 1)))}
+	for c := range uint64(probeStride) {
+		homes = append(homes, x.mask-c)
+	}
+	key := func() uint64 {
+		return uint64(1+rng.IntN(3))<<32 | homes[rng.IntN(len(homes))]
+	}
+	for op := range ops {
+		if rng.IntN(2) == 0 || len(ref) == 0 {
+			// Add to a free block, if there is one.
+			b := int32(rng.Int64N(n))
+			if blocks[b] != 0 {
+				continue
+			}
+			h := key()
+			x.add(h, b)
+			blocks[b] = h
+			ref = append(ref, ent{h, b})
+		} else {
+			i := rng.IntN(len(ref))
+			e := ref[i]
+			x.del(e.h, e.b)
+			blocks[e.b] = 0
+			ref = append(ref[:i], ref[i+1:]...)
+		}
+		for hi := uint64(1); hi <= 3; hi++ {
+			for _, lo := range homes {
+				h := hi<<32 | lo
+				want, wok := int32(0), false
+				for _, e := range ref {
+					if e.h == h {
+						want, wok = e.b, true
+						break
+					}
+				}
+				if got, ok := x.get(h, blocks); ok != wok || got != want {
+					t.Fatalf("op %d: get(%#x) = %d, %v; the earliest added is %d, %v", op, h, got, ok, want, wok)
+				}
+			}
+		}
+		if x.n != len(ref) {
+			t.Fatalf("op %d: %d entries, reference %d", op, x.n, len(ref))
+		}
+	}
+}
