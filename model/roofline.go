@@ -108,9 +108,11 @@ type Deployment struct {
 	// the roofline's max, 1 their sum. A step is a sequence of kernels,
 	// each a GEMM over the batch's tokens, an attention over its KV, an
 	// all-reduce or a small elementwise kernel, and a GEMM over a decode
-	// batch of tens of tokens (memory-bound) still runs its tensor-core
-	// tiles after its loads, not under them; calibration fits how much
-	// of the lesser time shows.
+	// batch of tens of tokens (memory-bound) may run part of its
+	// tensor-core work after its loads rather than under them; how much
+	// of the lesser time shows is not derived here but fitted by
+	// calibration, which fits it only from runs on both sides of the
+	// roofline.
 	SerialFraction float64
 	StepOverhead   time.Duration
 	// CollectiveLatency is the fixed cost of one collective operation
