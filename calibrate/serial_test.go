@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/opaltrace/opaltrace/model"
-	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -20,12 +19,6 @@ import (
 func boundRuns(t *testing.T, truth candidate) []*ReplayRun {
 	t.Helper()
 	dep := deployment(t, "llama-3.1-8b")
-	kv, err := dep.KVCacheTokens(0.9)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := replay.DefaultConfig()
-	cfg.Scheduler.Engine = replay.EngineSGLang
 	var runs []*ReplayRun
 	for i, rate := range []float64{40, math.Inf(1)} {
 		in := poissonRun(150, rate, uint64(20+i))
@@ -35,12 +28,7 @@ func boundRuns(t *testing.T, truth candidate) []*ReplayRun {
 				r.InputTokens, r.OutputTokens = trace.Some(int64(50+j%100)), trace.Some(int64(100+j%150))
 			}
 		}
-		r := &ReplayRun{
-			Label: "rate", Run: trace.Run{Name: "bound#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}},
-			Deployment: dep, Config: cfg, KVBlocks: kv / 16, Inputs: in, Train: true,
-		}
-		observe(t, r, truth)
-		runs = append(runs, r)
+		runs = append(runs, sglangRun(t, dep, "bound#"+string(rune('1'+i)), rate, in, truth))
 	}
 	return runs
 }

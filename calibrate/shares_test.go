@@ -21,22 +21,30 @@ func compiledRuns(t *testing.T, truth candidate) []*ReplayRun {
 	t.Helper()
 	dep := deployment(t, "llama-3.1-8b")
 	dep.CUDAGraphMaxBS, dep.TorchCompileMaxBS = 160, 32
+	var runs []*ReplayRun
+	for i, rate := range []float64{4, 40} {
+		runs = append(runs, sglangRun(t, dep, "compiled#"+string(rune('1'+i)), rate, poissonRun(150, rate, uint64(10+i)), truth))
+	}
+	return runs
+}
+
+// sglangRun is a training run of the inputs in on SGLang workers of dep
+// (the KV pool vLLM's sizing gives at 0.9), labelled by its request
+// rate, whose targets are the quantiles of its replay with truth.
+func sglangRun(t *testing.T, dep *model.Deployment, name string, rate float64, in replay.Requests, truth candidate) *ReplayRun {
+	t.Helper()
 	kv, err := dep.KVCacheTokens(0.9)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := replay.DefaultConfig()
 	cfg.Scheduler.Engine = replay.EngineSGLang
-	var runs []*ReplayRun
-	for i, rate := range []float64{4, 40} {
-		r := &ReplayRun{
-			Label: "rate", Run: trace.Run{Name: "compiled#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}},
-			Deployment: dep, Config: cfg, KVBlocks: kv / 16, Inputs: poissonRun(150, rate, uint64(10+i)), Train: true,
-		}
-		observe(t, r, truth)
-		runs = append(runs, r)
+	r := &ReplayRun{
+		Label: "rate", Run: trace.Run{Name: name, Workload: &trace.Workload{RequestRate: trace.Rate(rate)}},
+		Deployment: dep, Config: cfg, KVBlocks: kv / 16, Inputs: in, Train: true,
 	}
-	return runs
+	observe(t, r, truth)
+	return r
 }
 
 // TestFitReplayRecoversUncompiledLayer: runs replayed with a known cost
