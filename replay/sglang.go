@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/opaltrace/opaltrace/replay/kvcache"
@@ -669,13 +670,7 @@ func (g *sglang) orderQueue(w *worker) {
 		inBatch.Insert(k, 0, n)
 	}
 	slices.SortStableFunc(g.order, func(a, b *reqState) int {
-		switch {
-		case a.sg.prefix > b.sg.prefix:
-			return -1
-		case a.sg.prefix < b.sg.prefix:
-			return 1
-		}
-		return 0
+		return cmp.Compare(b.sg.prefix, a.sg.prefix) // longest first
 	})
 	w.waiting.filter(func(*reqState) bool { return false })
 	for _, r := range g.order {
@@ -770,19 +765,7 @@ func (g *sglang) retract(w *worker, batch []*reqState) []*reqState {
 	// sorted_indices.sort(key=(len(output_ids), -len(origin_input_ids)),
 	// reverse=True), popped from the end.
 	slices.SortStableFunc(batch, func(a, b *reqState) int {
-		switch {
-		case a.out != b.out:
-			if a.out > b.out {
-				return -1
-			}
-			return 1
-		case a.prompt != b.prompt:
-			if a.prompt < b.prompt {
-				return -1
-			}
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(b.out, a.out), cmp.Compare(a.prompt, b.prompt))
 	})
 	for first := true; first || g.tree.Free() < int64(len(batch))*sgRetractDecodeSteps; first = false {
 		if len(batch) == 1 {
@@ -869,13 +852,7 @@ func (g *sglang) fitsToEnd(r *reqState, running []*reqState, curRem float64) boo
 			}
 		}
 		slices.SortStableFunc(g.states, func(a, b sgState) int {
-			switch {
-			case a.left < b.left:
-				return -1
-			case a.left > b.left:
-				return 1
-			}
-			return 0
+			return cmp.Compare(a.left, b.left)
 		})
 		g.statesBuilt = true
 	} else if ok {
