@@ -75,13 +75,7 @@ func TestFitReplayRecoversSerialFraction(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("objective %.4g from %.4g in %d replays", cm.Replay.Objective, cm.Replay.Uncalibrated, cm.Replay.Evaluations)
-	for _, name := range free {
-		got := cm.Coefficients[name].Value
-		t.Logf("%s = %.4g (truth %.4g)", name, got, truth[name])
-		if math.Abs(got/truth[name]-1) > 0.1 {
-			t.Errorf("%s = %.4g, the runs were replayed with %.4g", name, got, truth[name])
-		}
-	}
+	checkRecovered(t, cm, truth, map[string]float64{CoefMFU: 0.1, CoefBandwidthEff: 0.1, CoefSerialFraction: 0.1})
 }
 
 // TestSerialFractionApplied: the coefficient reaches the deployment from

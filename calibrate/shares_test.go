@@ -1,7 +1,6 @@
 package calibrate
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -106,14 +105,7 @@ func TestFitReplayRecoversUncompiledLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("objective %.4g from %.4g in %d replays: %s", cm.Replay.Objective, cm.Replay.Uncalibrated, cm.Replay.Evaluations, cm.Replay.Optimiser)
-	tolerance := map[string]float64{CoefBandwidthEff: 0.1, CoefUncompiledLayer: 0.3}
-	for _, name := range free {
-		got := cm.Coefficients[name].Value
-		t.Logf("%s = %.4g (truth %.4g)", name, got, truth[name])
-		if math.Abs(got/truth[name]-1) > tolerance[name] {
-			t.Errorf("%s = %.4g, the runs were replayed with %.4g", name, got, truth[name])
-		}
-	}
+	checkRecovered(t, cm, truth, map[string]float64{CoefBandwidthEff: 0.1, CoefUncompiledLayer: 0.3})
 }
 
 // TestUncompiledLayerApplied: the coefficient reaches the deployment
