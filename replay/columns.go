@@ -123,18 +123,14 @@ func (c *Columns) grow() {
 }
 
 // grow returns s with room for n more values, doubling its capacity when
-// it has to grow. The new memory is not cleared (append clears the room it
-// adds, writing every page of it at once): make leaves memory fresh from
-// the kernel as it is, zero. The kernel maps the part the copy writes at
-// once (prefault.Populate) and the room ahead (prefault.Async) while rows
-// are appended.
+// it has to grow, in memory that append has not cleared
+// (prefault.Regrow): the kernel maps the part the copy writes at once and
+// the room ahead (prefault.Async) while rows are appended.
 func grow[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	g := make([]T, len(s), len(s)+max(n, cap(s)))
-	prefault.Populate(prefault.Slice(g))
-	copy(g, s)
+	g := prefault.Regrow(s, len(s)+max(n, cap(s)), len(s))
 	prefault.Async(prefault.Slice(g[len(g):cap(g)]))
 	return g
 }

@@ -1,6 +1,10 @@
 package trace
 
-import "github.com/opaltrace/opaltrace/internal/prefault"
+import (
+	"unsafe"
+
+	"github.com/opaltrace/opaltrace/internal/prefault"
+)
 
 // growBytes returns b with room for n more bytes, at least doubling its
 // capacity when it has to grow, the room mapped (prefault.Populate) when
@@ -51,12 +55,12 @@ func appendRow[T any](s []T, v T) []T {
 	if len(s) < cap(s) {
 		return append(s, v)
 	}
-	g := make([]T, len(s), max(2*cap(s), 64))
-	if b := prefault.Slice(g[:cap(g)]); len(b) >= populateRowBytes {
-		prefault.Populate(b)
+	var zero T
+	capacity, mapped := max(2*cap(s), 64), 0
+	if capacity*int(unsafe.Sizeof(zero)) >= populateRowBytes {
+		mapped = capacity
 	}
-	copy(g, s)
-	return append(g, v)
+	return append(prefault.Regrow(s, capacity, mapped), v)
 }
 
 // populateRowBytes is the least growth appendRow maps in one call: a sink

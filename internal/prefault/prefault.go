@@ -71,3 +71,16 @@ func MakeHuge[T any](n int) []T {
 // hugePageSize is the size of a transparent huge page: a page table's
 // span, 512 pages (2 MiB on x86-64 and on arm64 with 4 KiB pages).
 var hugePageSize = 512 * uintptr(os.Getpagesize())
+
+// Regrow returns a copy of s in a new slice of capacity values (at least
+// len(s)), whose first mapped values' pages are populated before the copy
+// writes them: make leaves memory fresh from the kernel as it is (zero),
+// where append and slices.Grow clear the room they add, a page fault per
+// fresh page. The caller chooses capacity and what to map: what it will
+// write next.
+func Regrow[T any](s []T, capacity, mapped int) []T {
+	g := make([]T, len(s), capacity)
+	Populate(Slice(g[:mapped]))
+	copy(g, s)
+	return g
+}

@@ -97,3 +97,22 @@ func TestMakeHuge(t *testing.T) {
 		t.Fatalf("MakeHuge of 3-byte values: len %d cap %d", len(s), cap(s))
 	}
 }
+
+// TestRegrow: the copy keeps s's values and length at the capacity asked
+// for, whatever part is mapped, and leaves s as it was.
+func TestRegrow(t *testing.T) {
+	s := []int64{1, 2, 3}
+	for _, mapped := range []int{0, 3, 5, 1 << 20} {
+		g := Regrow(s, 1<<20, mapped)
+		if len(g) != 3 || cap(g) != 1<<20 || g[0] != 1 || g[2] != 3 {
+			t.Errorf("mapped %d: len %d cap %d %v", mapped, len(g), cap(g), g[:3])
+		}
+		g[0] = 9
+		if s[0] != 1 {
+			t.Fatalf("mapped %d: s changed to %v", mapped, s)
+		}
+		if g[:4][3] != 0 {
+			t.Errorf("mapped %d: room not zero", mapped)
+		}
+	}
+}

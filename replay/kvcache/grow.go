@@ -23,10 +23,7 @@ func grow[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	g := make([]T, len(s), max(len(s)+n, 2*cap(s)))
-	prefault.Populate(prefault.Slice(g[:len(s)+n]))
-	copy(g, s)
-	return g
+	return prefault.Regrow(s, max(len(s)+n, 2*cap(s)), len(s)+n)
 }
 
 // populate maps the cache's tables (prefault.Populate), fresh from make,
