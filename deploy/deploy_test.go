@@ -218,6 +218,12 @@ func TestModelName(t *testing.T) {
 		"meta-llama/Meta-Llama-3-8B-Instruct":    "",
 		"meta-llama/Llama-3.1-405B-Instruct-FP8": "",
 		"Qwen/Qwen2.5-3B-Instruct":               "",
+		// The DataCrunch DeepSeek run's two launch lines: one architecture,
+		// bf16 and fp8.
+		"deepseek-ai/DeepSeek-V2.5-1210":             "deepseek-v2",
+		"neuralmagic/DeepSeek-Coder-V2-Instruct-FP8": "deepseek-coder-v2-instruct-fp8",
+		"deepseek-ai/DeepSeek-V2-Chat":               "deepseek-v2",
+		"deepseek-ai/DeepSeek-V2-Lite-Chat":          "deepseek-v2-lite",
 	} {
 		if got, ok := ModelName(in); got != want || ok != (want != "") {
 			t.Errorf("ModelName(%q) = %q, %v; want %q", in, got, ok, want)

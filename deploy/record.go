@@ -98,7 +98,24 @@ func ModelName(name string) (string, bool) {
 			return c, true
 		}
 	}
+	if a, ok := sameArchitecture[base]; ok && shipped[a] {
+		return a, true
+	}
 	return "", false
+}
+
+// sameArchitecture maps checkpoints (lower case, organisation dropped)
+// whose config.json has the architecture and dtype of a shipped one under
+// another name to that one. DeepSeek-V2.5 merges DeepSeek-V2-Chat and
+// DeepSeek-Coder-V2-Instruct (its model card); the 1210 release and the
+// 0628/0724 updates keep the architecture (samples/models/SOURCES.md).
+var sameArchitecture = map[string]string{
+	"deepseek-v2.5":                   "deepseek-v2",
+	"deepseek-v2.5-1210":              "deepseek-v2",
+	"deepseek-v2-chat-0628":           "deepseek-v2",
+	"deepseek-coder-v2-instruct":      "deepseek-v2",
+	"deepseek-coder-v2-instruct-0724": "deepseek-v2",
+	"deepseek-coder-v2-base":          "deepseek-v2",
 }
 
 // shippedModels are the names in samples/models.

@@ -27,6 +27,13 @@ func TestShippedShapesPublished(t *testing.T) {
 		// DeepSeek-V2 paper: V2-Lite 15.7B total, 2.4B activated. MLA KV:
 		// 27 layers · (512 latent + 64 rope) · 2 B.
 		{"deepseek-v2-lite", 15_706_484_224, 15.71, 2.45, 27 * 576 * 2},
+		// DeepSeek-V2 paper (arXiv:2405.04434): 236B total, 21B activated
+		// per token. Per layer MLA: q_a 5120·1536 + q_b 1536·128·192 +
+		// kv_a 5120·576 + kv_b 512·128·256 + o 128·128·5120 =
+		// 149,225,472, + norms 1536 + 512 + 2·5120. MoE: 160+2 experts of
+		// 3·5120·1536 and a 5120·160 router in 59 of 60 layers; the first
+		// has a 3·5120·12288 dense MLP. Embedding and LM head 102400·5120.
+		{"deepseek-v2", 235_741_434_880, 235.74, 20.85, 60 * 576 * 2},
 		// DeepSeek-V3 README_WEIGHTS: 671B main model, 36.6B activated
 		// (including the 0.9B output head, not the embedding).
 		// Per layer MLA: q_a 7168·1536 + q_b 1536·128·192 + kv_a
@@ -167,3 +174,36 @@ func TestSlidingPairs(t *testing.T) {
 		}
 	}
 }
+
+// DeepSeek-V2's paper (arXiv:2405.04434) gives 236B parameters and 21B
+// activated per token, rounded to the billion; the FP8 checkpoint of the
+// DataCrunch run's first launch line has the same shapes in one byte per
+// matmul weight.
+func TestDeepSeekV2Published(t *testing.T) {
+	bf16 := loadSample(t, "deepseek-v2")
+	if got := math.Round(float64(bf16.Params()) / 1e9); got != 236 {
+		t.Errorf("deepseek-v2: %.0fB parameters, paper says 236B", got)
+	}
+	for _, active := range []int64{bf16.ActiveParams(), bf16.ActiveParams() - bf16.EmbeddingParams()} {
+		if got := math.Round(float64(active) / 1e9); got != 21 {
+			t.Errorf("deepseek-v2: %.0fB activated, paper says 21B", got)
+		}
+	}
+	fp8 := loadSample(t, "deepseek-coder-v2-instruct-fp8")
+	if fp8.Params() != bf16.Params() || fp8.KVBytesPerToken() != bf16.KVBytesPerToken() {
+		t.Errorf("fp8 checkpoint: %d parameters, %d KV bytes; bf16 %d, %d", fp8.Params(), fp8.KVBytesPerToken(), bf16.Params(), bf16.KVBytesPerToken())
+	}
+	if !fp8.FP8Compute || fp8.LinearBytes != 1 || fp8.ExpertBytes != 1 || bf16.FP8Compute || bf16.WeightBytes != 2 {
+		t.Errorf("dtypes: fp8 %+v; bf16 %+v", fp8, bf16)
+	}
+	// Embedding and LM head stay 16-bit: 2 · 102400 · 5120 · 2 bytes, the
+	// rest one byte a parameter (norms and routers at 2).
+	emb := 2 * bf16.EmbeddingParams()
+	if got, want := bf16.ModelBytes()-fp8.ModelBytes(), bf16.Params()-emb-smallParams(bf16); got != want {
+		t.Errorf("bf16 − fp8 weight bytes = %d, want %d (one byte less per matmul weight)", got, want)
+	}
+}
+
+// smallParams is what layerCounts keeps at the model dtype besides the
+// embeddings: norms, routers, the final norm.
+func smallParams(m LLM) int64 { return m.layerCounts().small + m.HiddenSize }
