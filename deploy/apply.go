@@ -20,6 +20,7 @@ var vllmOptions = []struct{ opt, key string }{
 	{"num_gpu_blocks_override", "num_gpu_blocks_override"},
 	{"mem_fraction_static", "mem_fraction_static"},
 	{"kv_cache_dtype", "kv_cache_dtype"},
+	{"enable_dp_attention", "enable_dp_attention"},
 }
 
 // applyRecord sets the keys of c that the cluster file and the settings

@@ -48,6 +48,11 @@ type Cluster struct {
 	// of each GPU's memory for weights and KV pool (0: SGLang's default
 	// for the GPU, the parallel sizes and engine_version).
 	MemFractionStatic float64 `yaml:"mem_fraction_static,omitempty"`
+	// EnableDPAttention is SGLang's --enable-dp-attention (v0.4.x, MLA
+	// models): each server's TP GPUs are data-parallel attention ranks,
+	// replayed as one worker each (see dpAttention); workers counts the
+	// servers.
+	EnableDPAttention bool `yaml:"enable_dp_attention,omitempty"`
 	// EngineVersion is the version of the engine the workers run
 	// ("0.11.0", "0.5.2"), from which the defaults of the engine options
 	// the file and the run leave out follow, as that version chose them

@@ -107,6 +107,10 @@ func (s *Setup) Header() string {
 	if s.Config.Workers != 1 {
 		w = fmt.Sprintf("%d workers", s.Config.Workers)
 	}
+	if d.DPAttention {
+		par += " DP-attention"
+		w = fmt.Sprintf("%d workers (one per DP-attention rank)", s.Config.Workers)
+	}
 	if in := d.InterNode; in != nil {
 		par += fmt.Sprintf(" over %d nodes, %s %g Gb/s", in.Nodes, in.Transport, in.Bandwidth*8/1e9)
 	}
@@ -157,7 +161,18 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		// uncompiled_layer_s.
 		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, sg)
 		dep.TorchCompileMaxBS = sglangTorchCompileMaxBS(run)
+		if c.EnableDPAttention {
+			note, err := dpAttention(&c, &cfg, dep)
+			if err != nil {
+				return nil, err
+			}
+			notes = append(notes, note)
+			c.Config = cfg
+		}
 		notes = append(notes, regimeNote(dep))
+	}
+	if c.EnableDPAttention && EngineName(cfg) != replay.EngineSGLang {
+		return nil, c.bad("enable_dp_attention", c.given["enable_dp_attention"], "true", "is SGLang's: set scheduler.engine sglang")
 	}
 	if EngineName(cfg) == replay.EngineVLLM {
 		if note := vllmBatchDefaults(c, &cfg, dep.Hardware, c.EngineVersion); note != "" {
@@ -233,7 +248,7 @@ func (c Cluster) Deployment() (*model.Deployment, error) {
 	if llm, err = llm.WithKVCacheDType(c.KVCacheDType); err != nil {
 		return nil, err
 	}
-	p := model.Parallelism{TP: c.TP, PP: c.PP, DP: c.DP, EP: c.EP}
+	p := model.Parallelism{TP: c.TP, PP: c.PP, DP: c.DP, EP: c.EP, DPAttention: c.EnableDPAttention}
 	if p.InterNode, err = c.interNode(); err != nil {
 		return nil, err
 	}

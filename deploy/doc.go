@@ -30,7 +30,10 @@
 // model.SGLangServeDefaults; a documented version when none is known),
 // and a note says which rule chose them. A
 // measured run (Overrides.Measured) whose model or hardware is unknown is
-// refused unless Overrides.AssumeDeployment. The KV capacity is sized as
+// refused unless Overrides.AssumeDeployment. A run of SGLang with
+// enable_dp_attention (the cluster key, or the engine option recorded at
+// ingest) is replayed one worker per attention rank (dpAttention), its
+// steps priced by model.Deployment.DPAttention. The KV capacity is sized as
 // the engine sizes it (kvCapacity: SGLang's mem_fraction_static, vLLM's
 // gpu_memory_utilization, num_gpu_blocks_override) and said in
 // Setup.KVHow; Setup.Header names the deployment.

@@ -44,6 +44,15 @@
 // that StepTime, called for every simulated step, does a few multiply-adds
 // per batch entry and never allocates.
 //
+// With DPAttention (SGLang's --enable-dp-attention for MLA models, as
+// v0.4.x runs it; dpattention.go cites the code) the TP GPUs are
+// data-parallel attention ranks: each holds all of the attention and the
+// LM head and runs them over its own requests, and every GPU runs the
+// TP-split MLPs and experts over all ranks' tokens, gathered before each
+// MLP. The ranks step together: a step costs the slowest rank's own part
+// plus the shared part over the group's tokens (DPStepTime); StepTime
+// prices the group with every rank running the batch given.
+//
 // OpalStep is Opal's form (max of the longest prefill chunk and the
 // decode, opal-notes.md §1), selectable as FormOpal so that Opal
 // configurations reproduce; FormRoofline (Deployment) is the default.

@@ -148,12 +148,22 @@ type Deployment struct {
 	// down to whole blocks.
 	BlockSize int64
 
+	// DPAttention is SGLang's --enable-dp-attention (v0.4.x, MLA models):
+	// the TP GPUs are data-parallel attention ranks, each with its own
+	// requests and KV pool and all of the attention weights, that step
+	// together and run the MLPs TP-split over all ranks' tokens (see
+	// dpattention.go). The batch StepTime prices is one rank's, the others
+	// running the same; DPStepTime prices any per-rank batches. Fixed by
+	// NewParallelDeployment.
+	DPAttention bool
+
 	// InterNode is the network between the worker's nodes when its GPUs
 	// span several (see InterNode); nil: one node, every collective on
 	// LinkBandwidth. Fixed by NewParallelDeployment.
 	InterNode *InterNode
 
-	k stepConsts
+	k   stepConsts
+	dpk *dpConsts // with DPAttention
 }
 
 // A Parallelism gives the parallel sizes of a Deployment. Zero fields
@@ -162,6 +172,9 @@ type Deployment struct {
 type Parallelism struct {
 	TP, PP, DP, EP int
 	InterNode      *InterNode
+	// DPAttention makes the TP GPUs SGLang's data-parallel attention
+	// ranks (Deployment.DPAttention).
+	DPAttention bool
 }
 
 // stepConsts are the per-rank shape constants StepTime needs, so that a
@@ -213,6 +226,7 @@ func NewParallelDeployment(hw Hardware, llm LLM, p Parallelism) (*Deployment, er
 		PP:                  max(p.PP, 1),
 		DP:                  max(p.DP, 1),
 		EP:                  max(p.EP, 1),
+		DPAttention:         p.DPAttention,
 		MFU:                 DefaultMFU,
 		BandwidthEfficiency: DefaultBandwidthEfficiency,
 		LinkEfficiency:      DefaultLinkEfficiency,
@@ -232,6 +246,10 @@ func NewParallelDeployment(hw Hardware, llm LLM, p Parallelism) (*Deployment, er
 		}
 	}
 	d.k = d.consts()
+	if d.DPAttention {
+		k := d.dpConstants()
+		d.dpk = &k
+	}
 	return d, nil
 }
 
@@ -255,7 +273,7 @@ func (d *Deployment) check() error {
 	case (pp > 1 || ep > 1) && d.Hardware.LinkBandwidth <= 0:
 		return fmt.Errorf("hardware %q: pipeline or expert parallelism needs a link bandwidth", d.Hardware.Name)
 	}
-	return nil
+	return d.checkDPAttention()
 }
 
 func checkShape(hw Hardware, llm LLM, tp int) error {
@@ -331,6 +349,9 @@ func (d *Deployment) KVBytesPerTokenPerRank() int64 {
 // replicated vectors, matrices split TP ways, and routed experts split
 // over expertShards.
 func (d *Deployment) weightSplit() (replicated, split, experts float64) {
+	if d.DPAttention {
+		return d.dpWeightSplit()
+	}
 	m := &d.LLM
 	c := m.layerCounts()
 	wb := float64(m.WeightBytes)
@@ -489,6 +510,9 @@ func (d *Deployment) Terms(b *Batch) StepTerms {
 	if b == nil || len(b.Prefill) == 0 && len(b.Decode) == 0 {
 		return StepTerms{}
 	}
+	if d.DPAttention {
+		return d.dpTerms(b)
+	}
 	k := d.constants()
 	var tokens, ctxFull, ctxSliding, pairsFull, pairsSliding float64
 	w := k.window
@@ -564,6 +588,9 @@ func (d *Deployment) StepTime(b *Batch) time.Duration {
 	if b == nil || len(b.Prefill) == 0 && len(b.Decode) == 0 {
 		return 0
 	}
+	if d.DPAttention {
+		return d.dpStepTime(b)
+	}
 	return d.timeOf(d.Terms(b))
 }
 
@@ -589,11 +616,7 @@ func (d *Deployment) Roofline(t StepTerms) (compute, memory float64) {
 // timeOf prices step terms: the roofline of compute and memory at their
 // efficiencies, plus communication and the fixed overhead.
 func (d *Deployment) timeOf(t StepTerms) time.Duration {
-	compute, memory := d.Roofline(t)
-	sec := max(compute, memory)
-	if d.SerialFraction > 0 {
-		sec += d.SerialFraction * min(compute, memory)
-	}
+	sec := d.roofSec(t)
 	if t.CommSec > 0 {
 		sec += t.CommSec / d.LinkEfficiency
 	}
@@ -617,6 +640,9 @@ func (d *Deployment) DecodeStepTime(n int, ctx int64) (time.Duration, bool) {
 	k := d.constants()
 	if k.slidingPairFLOPs > 0 || n <= 0 {
 		return 0, false
+	}
+	if d.DPAttention {
+		return d.dpDecodeStepTime(n, ctx), true
 	}
 	// The sums of Terms for a batch without prefill, in its order.
 	nDecode := float64(n)

@@ -1,0 +1,73 @@
+package deploy
+
+import (
+	"fmt"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+)
+
+// sglangDPCUDAGraphMaxBS and sglangDPConservativeness are what SGLang's
+// server_args.py (v0.4.0.post1, __post_init__ under enable_dp_attention)
+// does to cuda_graph_max_bs (min with 96) and schedule_conservativeness
+// (times 0.3); the same block halves chunked_prefill_size, sets dp_size
+// to tp_size and disables the overlap scheduler.
+const (
+	sglangDPCUDAGraphMaxBS   = 96
+	sglangDPConservativeness = 0.3
+)
+
+// dpAttention sets up the replay of servers running SGLang with
+// --enable-dp-attention: each server's TP GPUs are attention ranks with a
+// scheduler, requests and a KV pool each, so each rank is a replay worker
+// (workers becomes servers × TP), to which SGLang's data-parallel
+// controller dispatches round-robin (load_balance_method's default in
+// v0.4.x), and dep prices their steps with DP attention
+// (model.Deployment.DPAttention: every rank running the batch priced). The
+// scheduler gets server_args.py's adjustments: chunked_prefill_size
+// halved, schedule_conservativeness × 0.3, no overlap scheduler, CUDA
+// graphs up to 96. It returns the note saying so.
+//
+// Note: the ranks of a server step together, and the replay's workers
+// each step alone. Priced as if every rank ran the same batch, the replay
+// is exact when the ranks see the same requests at the same times (a
+// round-robin dispatch of identical requests arriving together, as a
+// rate-inf bench_serving run of fixed lengths sends them); otherwise a
+// rank's step ignores the others' batches (model.Deployment.DPStepTime
+// prices them; the engine does not yet step the ranks in lockstep).
+func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string, error) {
+	if !dep.DPAttention {
+		return "", fmt.Errorf("enable_dp_attention: the deployment was built without it")
+	}
+	s := &cfg.Scheduler
+	servers := cfg.Workers
+	cfg.Workers = servers * dep.TP
+	if cfg.Workers > MaxWorkers {
+		return "", c.bad("workers", c.given["workers"], fmt.Sprint(servers),
+			fmt.Sprintf("%d servers of %d DP-attention ranks are more than %d workers", servers, dep.TP, MaxWorkers))
+	}
+	routed := ""
+	if cfg.Router != replay.RouterRoundRobin {
+		routed = fmt.Sprintf(" (router %s replaced)", cfg.Router)
+		cfg.Router = replay.RouterRoundRobin
+	}
+	if s.ChunkedPrefillSize > 0 {
+		s.ChunkedPrefillSize /= 2
+	}
+	s.ScheduleConservativeness = max(s.ScheduleConservativeness, 0)
+	if s.ScheduleConservativeness == 0 {
+		s.ScheduleConservativeness = 1
+	}
+	s.ScheduleConservativeness *= sglangDPConservativeness
+	s.OverlapSchedule = false
+	if dep.CUDAGraphMaxBS > sglangDPCUDAGraphMaxBS {
+		dep.CUDAGraphMaxBS = sglangDPCUDAGraphMaxBS
+	}
+	if err := cfg.Validate(); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("enable_dp_attention: %d server(s) × %d DP-attention ranks replayed as %d workers, requests dispatched round-robin%s; "+
+		"each rank's step priced with every rank running its batch; chunked_prefill_size %d, schedule_conservativeness %g, "+
+		"overlap scheduler off, cuda_graph_max_bs ≤ %d (SGLang v0.4.x server_args.py)",
+		servers, dep.TP, cfg.Workers, routed, s.ChunkedPrefillSize, s.ScheduleConservativeness, sglangDPCUDAGraphMaxBS), nil
+}
