@@ -11,6 +11,7 @@ import (
 
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/internal/prefault"
 	"github.com/opaltrace/opaltrace/metricsout"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
@@ -90,6 +91,7 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			prefault.HugeHeap(replayHugeHeap)
 			trace.Prewarm() // the writer's compressor, while the input is read on this core
 			in, err := loadReplayInputs(c.Args().First(), ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 			if err != nil {
@@ -110,6 +112,16 @@ func replayCommand() *cli.Command {
 		},
 	}
 }
+
+// replayHugeHeap is how much of its heap a replay of a trace has mapped
+// in huge pages before it reads the input (prefault.HugeHeap): the
+// Mooncake trace's replay on 4 or 16 workers peaks at 175–225 MiB with it
+// (145–180 MiB without).
+//
+// Note: it is done before the input is read, not on a goroutine while it
+// is: the reader's allocations then faulted in page by page (on the
+// 4-worker command, 3,900 faults against 2,700, under load).
+const replayHugeHeap = 256 << 20
 
 // streamAbove is the run size above which replay summarises from the
 // written file: lowMemoryRequests, or every run with --low-memory.

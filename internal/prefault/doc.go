@@ -24,4 +24,8 @@
 // slice at a huge page's boundary so that all of it can be. Pages only
 // partly inside stay small: a huge page is never mapped for memory the
 // caller did not ask to populate.
+//
+// HugeHeap extends that to the heap's other objects: it has the runtime
+// map a stretch of heap at once, advised for huge pages, before a command
+// allocates into it.
 package prefault

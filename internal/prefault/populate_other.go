@@ -5,3 +5,5 @@ package prefault
 import "syscall"
 
 func populate([]byte) syscall.Errno { return 0 }
+
+func adviseHuge([]byte) {}

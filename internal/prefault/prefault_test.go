@@ -116,3 +116,25 @@ func TestRegrow(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeHeap: once HugeHeap has mapped the heap ahead in huge pages, a
+// large object allocated after it faults in 2 MiB at a time: writing
+// every 4 KiB page of it takes a few faults, not one a page.
+func TestHugeHeap(t *testing.T) {
+	if runtime.GOOS != "linux" || !hugePagesAdvised() {
+		t.Skip("no transparent huge pages to advise")
+	}
+	HugeHeap(64 << 20)
+	HugeHeap(1 << 30)      // once a process: does nothing
+	const pages = 4096     // 16 MiB
+	runtime.LockOSThread() // RUSAGE_THREAD counts this thread's faults
+	defer runtime.UnlockOSThread()
+	before := minorFaults(t)
+	b := make([]byte, pages*4096)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	if n := minorFaults(t) - before; n > pages/8 {
+		t.Fatalf("writing a %d-page object allocated after HugeHeap took %d faults", pages, n)
+	}
+}
