@@ -48,6 +48,9 @@ type Coefficient struct {
 const (
 	CoefMFU          = "mfu"
 	CoefAttentionMFU = "attention_mfu"
+	// CoefExpertMFU is the routed experts' GEMMs' fraction of peak
+	// FLOP/s (model.Deployment.ExpertMFU); absent, mfu prices them.
+	CoefExpertMFU    = "expert_mfu"
 	CoefBandwidthEff = "bandwidth_efficiency"
 	// CoefKVBandwidthEff is the attention kernels' fraction of HBM
 	// bandwidth on KV reads and writes (model.Deployment.
@@ -88,6 +91,7 @@ const (
 var coefUnits = map[string]string{
 	CoefMFU:            "fraction of peak FLOP/s",
 	CoefAttentionMFU:   "fraction of peak FLOP/s",
+	CoefExpertMFU:      "fraction of peak FLOP/s",
 	CoefBandwidthEff:   "fraction of peak memory bandwidth",
 	CoefKVBandwidthEff: "fraction of peak memory bandwidth",
 	CoefLinkEff:        "fraction of link bandwidth",
@@ -146,7 +150,7 @@ func NewCostModel(res *Result, dep *model.Deployment, hardware, modelName string
 			set(CoefOpalBandwidth, dep.Hardware.MemBandwidth/v, from(QDecode, TermInvBWEff))
 		}
 	} else {
-		for _, c := range []struct{ term, coef string }{{TermInvMFU, CoefMFU}, {TermInvAttnMFU, CoefAttentionMFU}} {
+		for _, c := range []struct{ term, coef string }{{TermInvMFU, CoefMFU}, {TermInvAttnMFU, CoefAttentionMFU}, {TermInvExpertMFU, CoefExpertMFU}} {
 			if v, ok := term(QPrefill, c.term); ok {
 				if 1/v > 1 {
 					cm.Warnings = append(cm.Warnings, fmt.Sprintf("%s = %.3f exceeds peak, not used: the prefill times are shorter than the shape allows (wrong model, hardware or parallelism?)", c.coef, 1/v))
@@ -378,6 +382,9 @@ func (cm *CostModel) Apply(d *model.Deployment) {
 	}
 	if v, ok := cm.get(CoefAttentionMFU); ok {
 		d.AttentionMFU = v
+	}
+	if v, ok := cm.get(CoefExpertMFU); ok {
+		d.ExpertMFU = v
 	}
 	if v, ok := cm.get(CoefBandwidthEff); ok {
 		d.BandwidthEfficiency = v

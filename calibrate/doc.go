@@ -13,7 +13,9 @@
 //     tokens over their cached context, plus a fixed cost, and — when the
 //     trace has prefill intervals — the compute of the prefills that ran
 //     at the same time. Coefficients: 1/MFU, 1/attention MFU, step
-//     overhead. In the Opal form the regressors are Opal's a and b terms.
+//     overhead, and for a MoE model whose expert_mfu a table fit is given
+//     (--fix, --assume) 1/expert MFU on the routed experts' part of the
+//     matmuls. In the Opal form the regressors are Opal's a and b terms.
 //  2. decode_s_per_token: decode time / (output tokens − 1), against the
 //     KV bytes of the batch (reconstructed from the decode intervals of
 //     all requests, else the request's own context), the number of

@@ -121,9 +121,14 @@ func coefSpecs(dep *model.Deployment) []coefSpec {
 	if kvStart <= 0 {
 		kvStart = dep.BandwidthEfficiency
 	}
+	expertStart := dep.ExpertMFU
+	if expertStart <= 0 {
+		expertStart = dep.MFU
+	}
 	return []coefSpec{
 		{name: CoefMFU, log: true, fraction: true, start: dep.MFU},
 		{name: CoefAttentionMFU, log: true, fraction: true, start: dep.MFU},
+		{name: CoefExpertMFU, log: true, fraction: true, start: expertStart},
 		{name: CoefBandwidthEff, log: true, fraction: true, start: dep.BandwidthEfficiency},
 		{name: CoefKVBandwidthEff, log: true, fraction: true, start: kvStart},
 		{name: CoefLinkEff, log: true, fraction: true, start: dep.LinkEfficiency},
@@ -144,7 +149,7 @@ const (
 )
 
 // ReplayCoefficients are the coefficients FitReplay can fit.
-var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
+var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefExpertMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
 	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefEagerLayerLaunch, CoefUncompiledLayer, CoefSerialFraction}
 
 // minKVShare is the least share of the training runs' memory time that
@@ -170,7 +175,9 @@ const minKVShare = 0.2
 // lesser of compute and memory time a step does not overlap
 // (serial_fraction) when some training run decodes a fifth of its tokens
 // in memory-bound steps and some a fifth in compute-bound ones
-// (shares.serialWarning). The rest
+// (shares.serialWarning); the routed experts' compute efficiency when
+// some training run's model has routed experts (expertRuns; it is not
+// offered otherwise). The rest
 // keep their defaults, and a warning says why; the extra cost of a
 // layer not torch-compiled is only fitted when asked for, with a warning
 // saying whether the runs could determine it (shares.uncompiledWarning).
@@ -188,6 +195,9 @@ func defaultFree(runs []*ReplayRun, sh shares) (free []string, warnings []string
 		warnings = append(warnings, w)
 	} else {
 		free = append(free, CoefSerialFraction)
+	}
+	if expertRuns(runs) {
+		free = append(free, CoefExpertMFU)
 	}
 	client, eager := false, false
 	colls := map[float64]bool{}
@@ -433,6 +443,9 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	if len(freeSpecs) == 0 {
 		return nil, errors.New("calibrate: no coefficient to fit")
 	}
+	if slices.Contains(free, CoefExpertMFU) && !expertRuns(train) {
+		return nil, fmt.Errorf("calibrate: --fit %s: no training run's model has routed experts", CoefExpertMFU)
+	}
 	// x → coefficients. Attention efficiency follows MFU unless it is
 	// fitted or fixed on its own; KV reads are priced at the weights'
 	// bandwidth efficiency unless theirs is.
@@ -442,6 +455,10 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	}
 	_, kvFixed := opts.Fixed[CoefKVBandwidthEff]
 	kvShared := !slices.Contains(free, CoefKVBandwidthEff) && !kvFixed
+	// The experts are priced at MFU unless their efficiency is fitted or
+	// fixed (a deployment's own ExpertMFU, which replay keeps, aside).
+	_, expertFixed := opts.Fixed[CoefExpertMFU]
+	expertShared := !slices.Contains(free, CoefExpertMFU) && !expertFixed
 	toCand := func(x []float64) candidate {
 		c := candidate{}
 		for k, v := range base {
@@ -459,6 +476,9 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 		}
 		if kvShared {
 			delete(c, CoefKVBandwidthEff)
+		}
+		if expertShared {
+			delete(c, CoefExpertMFU)
 		}
 		return c
 	}
@@ -700,4 +720,15 @@ func cosine(a, b []float64) float64 {
 		return 0
 	}
 	return ab / math.Sqrt(aa*bb)
+}
+
+// expertRuns reports whether some training run's model has routed
+// experts, the only runs expert_mfu prices.
+func expertRuns(runs []*ReplayRun) bool {
+	for _, r := range runs {
+		if r.Train && r.Deployment.LLM.IsMoE() {
+			return true
+		}
+	}
+	return false
 }

@@ -68,6 +68,7 @@ const (
 	TermOverhead      = "step_overhead_s"
 	TermInvMFU        = "inv_mfu"
 	TermInvAttnMFU    = "inv_attention_mfu"
+	TermInvExpertMFU  = "inv_expert_mfu"
 	TermOpalA         = "opal_a"
 	TermOpalB         = "opal_b"
 	TermDecodeBase    = "decode_step_base_s"
@@ -88,6 +89,14 @@ func prefillColumns(o *Options, u, p []int64) []column {
 	ones := make([]float64, n)
 	x1, x2 := make([]float64, n), make([]float64, n)
 	d := o.Deployment
+	// The routed experts get a column of their own only when expert_mfu
+	// is constrained (fixed or given a prior): free, it is one more
+	// coefficient than a prefill table of a MoE model determines beside
+	// mfu, since both scale with the tokens.
+	var x3 []float64
+	if o.constrains(TermInvExpertMFU) {
+		x3 = make([]float64, n)
+	}
 	for i := range n {
 		ones[i] = 1
 		if o.Form == model.FormOpal {
@@ -100,6 +109,9 @@ func prefillColumns(o *Options, u, p []int64) []column {
 		}
 		t := d.Terms(&model.Batch{Prefill: []model.PrefillChunk{{Tokens: u[i], Context: p[i]}}})
 		x1[i], x2[i] = t.LinearSec, t.AttentionSec
+		if x3 != nil {
+			x1[i], x3[i] = t.LinearSec-t.ExpertSec, t.ExpertSec
+		}
 	}
 	if o.Form == model.FormOpal {
 		return []column{
@@ -108,11 +120,22 @@ func prefillColumns(o *Options, u, p []int64) []column {
 			{TermOpalB, "FLOP per (layer·hidden²·token)", true, x2},
 		}
 	}
-	return []column{
+	cols := []column{
 		{TermOverhead, "s", true, ones},
 		{TermInvMFU, "1/MFU (s per s of matmul FLOPs at peak)", true, x1},
 		{TermInvAttnMFU, "1/attention MFU (s per s of attention FLOPs at peak)", true, x2},
 	}
+	if x3 != nil {
+		cols = append(cols, column{TermInvExpertMFU, "1/expert MFU (s per s of routed-expert FLOPs at peak)", true, x3})
+	}
+	return cols
+}
+
+// constrains reports whether o fixes term or puts a prior on it.
+func (o *Options) constrains(term string) bool {
+	_, fixed := o.Fixed[term]
+	_, prior := o.Priors[term]
+	return fixed || prior
 }
 
 // FitServerSide fits the cost model to the server-side timings of reqs:

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/opaltrace/opaltrace/model"
 )
 
 // A Point is one prefill measurement: a prompt of Tokens new tokens over
@@ -182,6 +184,9 @@ func FitTable(pts []Point, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	if o.constrains(TermInvExpertMFU) && (o.Form == model.FormOpal || !o.Deployment.LLM.IsMoE()) {
+		return nil, fmt.Errorf("%s: %s has no routed experts in the %s form", CoefExpertMFU, o.Deployment.LLM.Name, o.Form)
+	}
 	u, p, y := make([]int64, len(pts)), make([]int64, len(pts)), make([]float64, len(pts))
 	for i, pt := range pts {
 		u[i], p[i], y[i] = pt.Tokens, pt.Context, pt.Seconds
@@ -195,9 +200,9 @@ func FitTable(pts []Point, o Options) (*Result, error) {
 
 // TableTerm returns the term of the prefill fit that a coefficient
 // constrains, and the term's value for the coefficient's value v: mfu
-// and attention_mfu are fitted as their inverses (inv_mfu,
-// inv_attention_mfu); step_overhead_s, opal_a and opal_b, or a term's
-// own name, as they are.
+// attention_mfu and expert_mfu are fitted as their inverses (inv_mfu,
+// inv_attention_mfu, inv_expert_mfu); step_overhead_s, opal_a and opal_b,
+// or a term's own name, as they are.
 func TableTerm(name string, v float64) (string, float64, error) {
 	if !(v > 0) || math.IsInf(v, 0) {
 		return "", 0, fmt.Errorf("%s = %v: want a positive number", name, v)
@@ -207,9 +212,11 @@ func TableTerm(name string, v float64) (string, float64, error) {
 		return TermInvMFU, 1 / v, nil
 	case CoefAttentionMFU:
 		return TermInvAttnMFU, 1 / v, nil
-	case TermOverhead, TermInvMFU, TermInvAttnMFU, TermOpalA, TermOpalB:
+	case CoefExpertMFU:
+		return TermInvExpertMFU, 1 / v, nil
+	case TermOverhead, TermInvMFU, TermInvAttnMFU, TermInvExpertMFU, TermOpalA, TermOpalB:
 		return name, v, nil
 	}
 	return "", 0, fmt.Errorf("%s: not a coefficient of the prefill table fit (%s)", name,
-		strings.Join([]string{CoefMFU, CoefAttentionMFU, TermOverhead, TermInvMFU, TermInvAttnMFU, TermOpalA, TermOpalB}, ", "))
+		strings.Join([]string{CoefMFU, CoefAttentionMFU, CoefExpertMFU, TermOverhead, TermInvMFU, TermInvAttnMFU, TermInvExpertMFU, TermOpalA, TermOpalB}, ", "))
 }

@@ -36,7 +36,8 @@
 // SerialFraction of the lesser of compute and memory when it is fitted).
 // Deployment's doc comment gives the formulas; Terms returns the parts at
 // full efficiency, which calibration regresses on. The coefficients (MFU,
-// AttentionMFU, BandwidthEfficiency for weights, KVBandwidthEfficiency for
+// AttentionMFU, ExpertMFU for the routed experts' GEMMs of a MoE model,
+// BandwidthEfficiency for weights, KVBandwidthEfficiency for
 // the KV cache, LinkEfficiency, StepOverhead, CollectiveLatency,
 // EagerLayerLaunch, UncompiledLayer, and SerialFraction, the share of the
 // lesser of compute and memory time a step does not overlap) are

@@ -183,6 +183,7 @@ func (d *Deployment) dpShared(k *dpConsts, total, most float64) StepTerms {
 	}
 	var t StepTerms
 	t.LinearSec = (k.mlpFLOPsPerToken + k.expertFLOPsPerToken) * total / k.linearPeak
+	t.ExpertSec = k.expertFLOPsPerToken * total / k.linearPeak
 	wb := k.mlpBytes
 	if k.expertBytes > 0 {
 		wb += k.expertBytes * (1 - math.Pow(k.expertPick, total))
@@ -298,7 +299,8 @@ func (d *Deployment) dpDecodeStepTime(n int, ctx int64) time.Duration {
 }
 
 // dpTerms is Terms under DP attention: the terms of the rank's own part
-// and of the shared part for every rank running b, added. (StepTime takes
+// and of the shared part for every rank running b, added (the routed
+// experts, ExpertSec, are all in the shared part). (StepTime takes
 // the roofline of each part apart; the sum is what calibration's shares
 // and identifiability checks read.)
 func (d *Deployment) dpTerms(b *Batch) StepTerms {

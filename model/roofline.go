@@ -37,7 +37,8 @@ const (
 // work adds up (Opal instead takes the max of the parts; OpalStep has
 // that form). Per GPU of the tensor-parallel group:
 //
-//	compute = linear FLOPs/TP / (peak · MFU) + attention FLOPs/TP / (PeakFLOPS · AttentionMFU)
+//	compute = dense linear FLOPs/TP / (peak · MFU) + routed-expert FLOPs/TP / (peak · ExpertMFU)
+//	          + attention FLOPs/TP / (PeakFLOPS · AttentionMFU)
 //	memory  = weights/TP read / (MemBandwidth · BandwidthEfficiency)
 //	          + (KV read + KV written) / (MemBandwidth · KVBandwidthEfficiency)
 //	comm    = all-reduces (TP) + all-to-alls (EP) + stage sends (PP), over LinkBandwidth · LinkEfficiency,
@@ -77,7 +78,7 @@ const (
 // Note: Hardware, LLM and the parallel sizes are fixed by NewDeployment,
 // which precomputes the per-step constants from them; build a new
 // Deployment to change them. The coefficients (MFU, AttentionMFU,
-// BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, SerialFraction,
+// ExpertMFU, BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, SerialFraction,
 // StepOverhead, CollectiveLatency, EagerLayerLaunch, UncompiledLayer, BlockSize),
 // CUDAGraphMaxBS and TorchCompileMaxBS may be changed at any time, which
 // is what calibration and deploy do.
@@ -93,7 +94,16 @@ type Deployment struct {
 	// AttentionMFU is the efficiency of the attention kernels (QKᵀ and
 	// PV), fitted apart from MFU because FlashAttention's efficiency
 	// differs from a GEMM's; 0 means MFU.
-	AttentionMFU        float64
+	AttentionMFU float64
+	// ExpertMFU is the efficiency of the routed experts' GEMMs (the
+	// fused-MoE kernel), fitted apart from MFU: each expert multiplies
+	// only the few tokens routed to it (a step of n tokens gives each of
+	// E experts about n·k/E) by a shard of intermediate/TP columns, a
+	// shape far from the large dense GEMMs MFU is fitted on, and the
+	// kernel also gathers, sorts and scatters the tokens by expert. 0
+	// means MFU. It prices FLOPs only; the experts' weight reads stay at
+	// BandwidthEfficiency.
+	ExpertMFU           float64
 	BandwidthEfficiency float64
 	// KVBandwidthEfficiency is the fraction of HBM bandwidth the
 	// attention kernels reach reading and writing the KV cache, fitted
@@ -481,7 +491,13 @@ func (k *stepConsts) interNode(d *Deployment, in *InterNode, act, allReduces flo
 // seconds: what the coefficients of a Deployment divide. Calibration
 // regresses measured times on them.
 type StepTerms struct {
-	LinearSec    float64 // matmul and LM-head FLOPs at peak
+	LinearSec float64 // matmul and LM-head FLOPs at peak, the routed experts' included
+	// ExpertSec is the part of LinearSec that the routed experts' GEMMs
+	// are (0 for a dense model): what ExpertMFU divides, the rest of
+	// LinearSec being MFU's. It is kept inside LinearSec so that a
+	// Deployment without ExpertMFU, and every fit that regresses on
+	// LinearSec, prices a step exactly as before the term existed.
+	ExpertSec    float64
 	AttentionSec float64 // attention FLOPs at PeakFLOPS
 	WeightSec    float64 // weight bytes read at MemBandwidth
 	KVSec        float64 // KV bytes read and written at MemBandwidth
@@ -564,6 +580,7 @@ func (d *Deployment) terms(k *stepConsts, tokens, seqs, ctxFull, ctxSliding, pai
 	peak, bw := d.Hardware.PeakFLOPS, d.Hardware.MemBandwidth
 	var t StepTerms
 	t.LinearSec = (k.linearFLOPsPerToken+k.expertFLOPsPerToken)*tokens/k.linearPeak + k.lmHeadFLOPsPerSeq*seqs/peak
+	t.ExpertSec = k.expertFLOPsPerToken * tokens / k.linearPeak
 	t.AttentionSec = (k.fullPairFLOPs*pairsFull + k.slidingPairFLOPs*pairsSliding) / peak
 	wb := k.weightBytes
 	if k.expertBytes > 0 {
@@ -602,7 +619,13 @@ func (d *Deployment) Roofline(t StepTerms) (compute, memory float64) {
 	if attnMFU <= 0 {
 		attnMFU = d.MFU
 	}
-	compute = t.LinearSec/d.MFU + t.AttentionSec/attnMFU
+	if d.ExpertMFU > 0 && t.ExpertSec > 0 {
+		compute = (t.LinearSec-t.ExpertSec)/d.MFU + t.ExpertSec/d.ExpertMFU + t.AttentionSec/attnMFU
+	} else {
+		// The form without the term (the same rounding: replays without
+		// ExpertMFU are unchanged).
+		compute = t.LinearSec/d.MFU + t.AttentionSec/attnMFU
+	}
 	if kvEff := d.KVBandwidthEfficiency; kvEff > 0 {
 		memory = t.WeightSec/d.BandwidthEfficiency + t.KVSec/kvEff
 	} else {
