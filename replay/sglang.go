@@ -63,13 +63,15 @@ const (
 // a step is built
 // when the step before begins, so a request that reaches the worker while
 // a step runs joins the second build after it, not the next: its TTFT
-// holds one step more. (The batch built ahead also still holds the
-// requests the step before finished, and cannot use the tokens they free;
-// not modelled.) With the radix cache off and requests that carry
-// ignore_eos, admission is add_one_req_ignore_eos's: a request goes in if
-// every request could then run to its end, the first of a prefill even
-// when the new_token_ratio budget is spent (which stops the prefill after
-// it).
+// holds one step more. For the same reason the batch built ahead knows
+// nothing of the step before's results: a request that step finished is
+// still running to it (a decode step decodes it once more, into one more
+// token of the pool), and what it holds is released, and the running
+// batch shrinks, only for the build after (see sgDone). With the radix
+// cache off and requests that carry ignore_eos, admission is
+// add_one_req_ignore_eos's: a request goes in if every request could then
+// run to its end, the first of a prefill even when the new_token_ratio
+// budget is spent (which stops the prefill after it).
 //
 // The rules follow SGLang v0.4's scheduler (schedule_policy.py,
 // schedule_batch.py, scheduler.py); later versions add features (priority
@@ -79,8 +81,14 @@ const (
 // pass the new-token estimate (a request as large as the whole pool), it
 // is admitted anyway rather than stalling the worker forever; a chunk of
 // the chunked request that the pool cannot hold shrinks to what it can
-// (SGLang fails with "Prefill out of memory"); and a decode that cannot
-// get a token even after retraction waits a step (SGLang fails).
+// (SGLang fails with "Prefill out of memory"); a decode that cannot
+// get a token even after retraction waits a step (SGLang fails); and
+// under the overlap scheduler the finished requests a build still carries
+// are priced and given their slot but not counted against
+// max_running_requests, the decode's memory check or add_one_req_ignore_eos's
+// states, and when no request is left running the worker is taken as
+// idle, every result processed (SGLang's next build would still decode
+// the finished ones once).
 type sglang struct {
 	tree        *kvcache.Radix
 	empty       *kvcache.Cache // Step.KV: SGLang has no block cache
@@ -101,6 +109,11 @@ type sglang struct {
 	ratio, minRatio, decay float64 // new_token_ratio and its floor and decay
 
 	chunked *reqState // the request whose prefill is chunked, if any
+	// Overlap: doneLast holds the requests that finished as the last
+	// step ended, which the step built now does not know of; doneCarried
+	// those that finished a step earlier, which the step built now
+	// carries and the next build releases (sgDone).
+	doneLast, doneCarried []sgDone
 	// full is running_batch.batch_is_full: no prefill admits new
 	// requests until it is cleared, when an extend step's batch loses a
 	// request or continues a chunked prefill, or the running batch
@@ -137,6 +150,26 @@ type sgReq struct {
 	held   int64              // tokens held in the tree through node
 	prefix int64              // lpm: prefix match when the queue was last ordered (−1: deprioritised)
 	taken  bool               // admitted by the prefill being built
+}
+
+// An sgDone is a request that finished but whose result the overlap
+// scheduler has not yet processed when it builds the next batch
+// (v0.4.0.post1 scheduler.py event_loop_overlap: get_next_batch_to_run
+// builds batch k+1 before process_batch_result of batch k marks its
+// requests finished and frees them; the same order through v0.5). The
+// batch built then still holds it: a decode step decodes it once more
+// into one more pool slot ("Free the one delayed token" in
+// process_batch_result_decode), and the pool gets its tokens back, and
+// update_running_batch's filter_batch shrinks the running batch (which
+// clears batch_is_full), only for the build after. It keeps what
+// release needs, as the request's own state is recycled once it leaves.
+type sgDone struct {
+	keys     []kvcache.Run      // token keys (radix cache on)
+	computed int64              // tokens it holds
+	held     int64              // of which held in the tree through node
+	node     *kvcache.RadixNode // locked prefix, or nil
+	context  int64              // its context, when decoded once more
+	token    bool               // decoded once more: holds one more slot
 }
 
 type sgAdmit struct {
@@ -419,16 +452,40 @@ func (g *sglang) flush() {
 // tokens go to the tree (insert) when insert is set, else the private ones
 // are freed; its prefix is unlocked.
 func (g *sglang) release(r *reqState, insert bool) {
-	if upTo := g.aligned(r.computed); g.radix && insert && upTo > r.sg.held {
-		g.tree.Insert(g.keys(r), r.sg.held, upTo)
-		g.tree.FreePrivate(r.computed - upTo)
-	} else {
-		g.tree.FreePrivate(r.computed - r.sg.held)
+	var keys []kvcache.Run
+	if g.radix && insert {
+		keys = g.keys(r)
 	}
-	if r.sg.node != nil {
-		g.tree.Unlock(r.sg.node)
-	}
+	g.releaseHeld(keys, r.computed, r.sg.held, r.sg.node)
 	r.sg.node, r.sg.held = nil, 0
+}
+
+// releaseHeld gives back computed tokens of which held are in the tree
+// through node: with keys (radix cache on, insert) the rest go into the
+// tree, else they are freed; node is unlocked.
+func (g *sglang) releaseHeld(keys []kvcache.Run, computed, held int64, node *kvcache.RadixNode) {
+	if upTo := g.aligned(computed); keys != nil && upTo > held {
+		g.tree.Insert(keys, held, upTo)
+		g.tree.FreePrivate(computed - upTo)
+	} else {
+		g.tree.FreePrivate(computed - held)
+	}
+	if node != nil {
+		g.tree.Unlock(node)
+	}
+}
+
+// releaseDone releases the finished requests of done (cache_finished_req
+// as process_batch_result reaches them), with the slot of the decode
+// that carried one, and reports whether there were any.
+func (g *sglang) releaseDone(done []sgDone) bool {
+	for _, d := range done {
+		g.releaseHeld(d.keys, d.computed, d.held, d.node)
+		if d.token {
+			g.tree.FreePrivate(1)
+		}
+	}
+	return len(done) > 0
 }
 
 // leave implements scheduler: a request leaving a waiting queue holds
@@ -446,10 +503,20 @@ func (g *sglang) leave(w *worker, r *reqState, from leaving) {
 // ends (else between steps: a client abort).
 func (g *sglang) finished(r *reqState, atStepEnd bool) {
 	g.flush()
-	g.release(r, true)
 	if g.chunked == r {
 		g.chunked = nil
 	}
+	if g.overlap && atStepEnd {
+		// The next build does not know yet (sgDone).
+		d := sgDone{computed: r.computed, held: r.sg.held, node: r.sg.node, context: r.computed}
+		if g.radix {
+			d.keys = g.keys(r)
+		}
+		g.doneLast = append(g.doneLast, d)
+		r.sg.node, r.sg.held = nil, 0
+		return
+	}
+	g.release(r, true)
 	if atStepEnd && g.extend {
 		g.full = false // the extend batch shrank
 	} else {
@@ -467,12 +534,36 @@ func (g *sglang) build(w *worker, now trace.Time) {
 	// when the step before began, from the requests received by then.
 	// An idle worker builds at once.
 	g.cutoff = now
-	if g.overlap && len(w.running) > 0 {
+	overlapped := g.overlap && len(w.running) > 0
+	if overlapped {
 		g.cutoff = w.prevStart
+	}
+	// The results of the step before the last were processed while the
+	// last one ran; the last one's only if the worker was idle (with
+	// nothing running the loop processes it before it builds again).
+	if g.releaseDone(g.doneCarried) {
+		g.shrunk = true
+	}
+	clear(g.doneCarried)
+	g.doneCarried, g.doneLast = g.doneLast, g.doneCarried[:0]
+	if !overlapped && g.releaseDone(g.doneCarried) {
+		g.shrunk = true
+		clear(g.doneCarried)
+		g.doneCarried = g.doneCarried[:0]
 	}
 	g.extend = g.prefill(w, now)
 	if !g.extend {
 		g.decode(w, now)
+	}
+	if (!g.extend || g.mixed) && len(w.sched) > 0 {
+		// The running batch decodes the finished requests it does
+		// not know of once more (a slot each while the pool has one).
+		for i := range g.doneCarried {
+			d := &g.doneCarried[i]
+			if d.token = g.tree.Alloc(1); d.token {
+				w.batch.Decode = append(w.batch.Decode, d.context)
+			}
+		}
 	}
 }
 
@@ -685,7 +776,7 @@ func (g *sglang) orderQueue(w *worker) {
 // clears). Until a request completes or arrives, the next steps are the
 // same decode one token further, each one as decodeAlloc builds it.
 func (g *sglang) steady(w *worker) bool {
-	return !g.extend && g.chunked == nil && !g.shrunk && w.preempted == 0 && len(w.running) > 0 &&
+	return !g.extend && g.chunked == nil && !g.shrunk && len(g.doneCarried) == 0 && w.preempted == 0 && len(w.running) > 0 &&
 		len(w.sched) == len(w.running) && (g.full || w.waiting.Len() == 0)
 }
 

@@ -118,7 +118,9 @@ func TestSGLangPrefillFirst(t *testing.T) {
 // The overlap scheduler builds a step when the step before begins: b,
 // arriving at 2.5 ms while step 2 [2, 3.01 ms] runs, misses step 3 (built
 // at 2 ms), which decodes a alone; step 4 prefills b. A request reaching
-// an idle worker is built into a step at once.
+// an idle worker is built into a step at once. b finishes as step 5 ends,
+// which step 6, built when step 5 began, does not know: step 6 decodes b
+// once more (D201: priced, its token dropped; sgDone).
 func TestSGLangOverlap(t *testing.T) {
 	t.Parallel()
 	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
@@ -132,7 +134,7 @@ func TestSGLangOverlap(t *testing.T) {
 		"3.01ms-4.02ms r1 w1 p0 D101",
 		"4.02ms-7.02ms r2 w0 p0 P0+200",
 		"7.02ms-8.04ms r2 w0 p0 D102 D200",
-		"8.04ms-9.05ms r1 w0 p0 D103",
+		"8.04ms-9.06ms r1 w0 p0 D103 D201",
 	}
 	if strings.Join(steps, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("steps\n%s\nwant\n%s", strings.Join(steps, "\n"), strings.Join(want, "\n"))
@@ -488,6 +490,52 @@ func TestSGLangIgnoreEOSCheckUsesNextLeft(t *testing.T) {
 		r := &reqState{prompt: prompt, maxOut: 100}
 		if got := g.fitsToEnd(r, running, c.free); got != c.want {
 			t.Errorf("%v tokens free: admitted %v, want %v", c.free, got, c.want)
+		}
+	}
+}
+
+// Under the overlap scheduler a finished request is released one build
+// late (sgDone): a's tokens keep c out of a 420-token pool until a
+// finishes at the end of step 3. Without overlap step 4 sees the running
+// batch shrink (clearing batch_is_full) and step 5 prefills c; with it
+// step 4, built when step 3 began, decodes a once more, step 5 sees the
+// batch shrink, and c waits for step 6.
+func TestSGLangOverlapFreesLate(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+	reqs := []*trace.Request{req("a", 0, 300, 3), req("b", 0, 10, 8), req("c", 100*time.Microsecond, 250, 2)}
+	for _, c := range []struct {
+		overlap bool
+		want    []string
+	}{
+		{false, []string{
+			"0s-4.1ms r2 w0 p0 P0+300 P0+10",
+			"4.1ms-5.12ms r2 w1 p0 D300 D10",
+			"5.12ms-6.14ms r2 w1 p0 D301 D11",
+			"6.14ms-7.15ms r1 w1 p0 D12", // a left: the batch shrank, batch_is_full cleared
+			"7.15ms-10.65ms r2 w0 p0 P0+250",
+			"10.65ms-11.67ms r2 w0 p0 D13 D250",
+			"11.67ms-12.68ms r1 w0 p0 D14",
+			"12.68ms-13.69ms r1 w0 p0 D15",
+			"13.69ms-14.7ms r1 w0 p0 D16",
+		}},
+		{true, []string{
+			"0s-4.1ms r2 w0 p0 P0+300 P0+10",
+			"4.1ms-5.12ms r2 w1 p0 D300 D10",
+			"5.12ms-6.14ms r2 w1 p0 D301 D11",
+			"6.14ms-7.16ms r1 w1 p0 D12 D302", // a, finished, decoded once more
+			"7.16ms-8.17ms r1 w1 p0 D13",      // a released: the batch shrank
+			"8.17ms-11.67ms r2 w0 p0 P0+250",
+			"11.67ms-12.69ms r2 w0 p0 D14 D250",
+			"12.69ms-13.71ms r1 w0 p0 D15 D251", // c, finished, once more
+			"13.71ms-14.72ms r1 w0 p0 D16",
+		}},
+	} {
+		cfg := sgConfig(420)
+		cfg.Scheduler.OverlapSchedule = c.overlap
+		_, _, _, steps := sgReplay(t, cfg, cost, reqs)
+		if strings.Join(steps, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("overlap %v: steps\n%s\nwant\n%s", c.overlap, strings.Join(steps, "\n"), strings.Join(c.want, "\n"))
 		}
 	}
 }
