@@ -115,8 +115,9 @@ type anonRun struct {
 	serial uint64 // 0: a spare slot
 	at     int64  // its entry's ring position
 	// tail holds the promoted blocks, the one evicted last first (the
-	// owner's block at the run's start, Promote); an acquired one is
-	// Anonymous, so that the others keep their places (tailAt).
+	// owner's block at the run's start, Promote); an acquired one stays,
+	// so that the others keep their places (tailAt), and is known stale
+	// (tailed).
 	tail []int32
 }
 
@@ -341,7 +342,7 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 			taken = stop
 			if ru.uncached == 0 && ru.cached == 0 {
 				if ru.live > 0 {
-					taken, drops = c.takeTail(ru, dst, taken, end, nameEnd, drops)
+					taken, drops = c.takeTail(slot, dst, taken, end, nameEnd, drops)
 				}
 				if ru.live == 0 {
 					c.freeRun(slot)
@@ -511,16 +512,18 @@ func (c *Cache) release(blocks []int32, full int64) int32 {
 			i = j
 			continue
 		}
+		// The record read and written whole, once.
 		k := &recs[b]
-		if k.ref <= 0 {
-			panic(fmt.Sprintf("kvcache: release of free block %d", b))
-		}
-		k.ref--
-		if k.ref == 0 {
-			ring[tail&mask] = entry(b) | k.flags()
-			k.pos = int32(tail)
+		switch r := *k; {
+		case r.ref == 1:
+			ring[tail&mask] = entry(b) | r.flags()
+			*k = block{pos: int32(tail)}
 			tail++
 			freed++
+		case r.ref > 1:
+			k.ref = r.ref - 1
+		default:
+			panic(fmt.Sprintf("kvcache: release of free block %d", b))
 		}
 	}
 	c.nfree += freed
@@ -639,11 +642,11 @@ func (c *Cache) Check() error {
 			runBlocks += int64(r.uncached) + int64(r.cached)
 			live := int32(0)
 			for x, b := range r.tail {
-				if b == Anonymous {
-					continue
+				if !c.tailed(b, int32(s)) {
+					continue // acquired since
 				}
-				if b < 0 || b >= c.fresh || inQueue[b] || c.blocks[b] != (block{pos: inTail - int32(s)}) || c.tailAt[b] != int32(x) {
-					return fmt.Errorf("kvcache: block %d in the tail of run %d at %d has record %+v, or is in the free queue twice", b, s, x, c.blocks[b])
+				if b >= c.fresh || inQueue[b] || c.tailAt[b] != int32(x) {
+					return fmt.Errorf("kvcache: block %d in the tail of run %d at %d is not named, in the free queue twice, or says it is at %d", b, s, x, c.tailAt[b])
 				}
 				inQueue[b], tailed[b] = true, true
 				flags[b] = hashed | recorded

@@ -93,7 +93,6 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 func (c *Cache) acquireTail(b int32) {
 	s := inTail - c.blocks[b].pos
 	ru := &c.runs[s]
-	ru.tail[c.tailAt[b]] = Anonymous
 	ru.live--
 	c.blocks[b].pos = withFlags(hashed | recorded)
 	if ru.uncached == 0 && ru.cached == 0 && ru.live == 0 {
@@ -106,12 +105,14 @@ func (c *Cache) acquireTail(b int32) {
 // AllocateNamed does (ids up to nameEnd, Anonymous after), last promoted
 // first; drops is AllocateNamed's count of blocks with ids evicted (Drops),
 // and it returns where it stopped and that count after its own.
-func (c *Cache) takeTail(ru *anonRun, dst []int32, taken, end, nameEnd int, drops uint64) (int, uint64) {
+func (c *Cache) takeTail(slot int32, dst []int32, taken, end, nameEnd int, drops uint64) (int, uint64) {
+	ru := &c.runs[slot]
 	for taken < end && ru.live > 0 {
-		b := ru.tail[len(ru.tail)-1]
-		ru.tail = ru.tail[:len(ru.tail)-1]
-		if b == Anonymous {
-			continue
+		x := len(ru.tail) - 1
+		b := ru.tail[x]
+		ru.tail = ru.tail[:x]
+		if !c.tailed(b, slot) {
+			continue // acquired since
 		}
 		ru.live--
 		c.index.del(c.hashes[b], b)
@@ -128,6 +129,22 @@ func (c *Cache) takeTail(ru *anonRun, dst []int32, taken, end, nameEnd int, drop
 		taken++
 	}
 	return taken, drops
+}
+
+// tailed reports whether b, the x-th block of run s's tail, is still
+// there: its record says it is free in s's tail.
+//
+// Note: a block acquired out of a tail (AcquireAll) leaves its entry
+// there, where writing Anonymous over it was a load of its place and a
+// store to the tail, a fifth of AcquireAll's instructions on
+// BenchmarkReplayMooncakeRouters/sglang_cache_aware. The entry is known
+// stale by its record: referenced, or free in the ring. The block cannot
+// come back to s's tail while s lasts, which would make the record say
+// so again: only an id from the stack is promoted, and the block's id
+// reaches the stack only when it is evicted, from the ring behind s's
+// entry (it was released after s was made), so after s is gone.
+func (c *Cache) tailed(b, s int32) bool {
+	return c.blocks[b] == (block{pos: inTail - s})
 }
 
 // freeRun makes run slot s spare.
