@@ -206,6 +206,77 @@ func TestPrefixIndexHolderBits(t *testing.T) {
 	}
 }
 
+// TestInsertHeldMatchesInsert drives two prefix indexes through the same
+// random insertions, dropped workers and matches, one inserting every id
+// (insert), the other leaving out the prefix that matchAll says the
+// worker holds (insertHeld, as SGLang's router inserts). Unbounded, the
+// one that leaves the prefix out must match every query as a plain set
+// of ids per worker does, and count what the set holds; bounded (LRU),
+// insertHeld must insert every id, and the two match and evict alike.
+// For more than 64 workers the stamps themselves say who holds a slot
+// (matchStamps).
+func TestInsertHeldMatchesInsert(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, workers := range []int{1, 3, 16, 65} {
+		for _, capTokens := range []int64{0, 40 * 16} {
+			x, y := newPrefixIndex(workers, capTokens), newPrefixIndex(workers, capTokens)
+			a, b := make([]int, workers), make([]int, workers)
+			held := make([]map[int64]bool, workers) // the reference, unbounded
+			for w := range held {
+				held[w] = map[int64]bool{}
+			}
+			ids := func() []int64 {
+				q := make([]int64, 1+rng.IntN(12))
+				for j := range q {
+					// A few common prefixes, some long, then other ids.
+					if j < 3+rng.IntN(6) {
+						q[j] = int64(j*10 + rng.IntN(2))
+					} else {
+						q[j] = int64(100 + rng.IntN(200))
+					}
+				}
+				return q
+			}
+			for op := range 5000 {
+				q := ids()
+				x.matchAll(q, a)
+				y.matchAll(q, b)
+				for w := range a {
+					want := a[w]
+					if capTokens == 0 {
+						want = 0
+						for want < len(q) && held[w][q[want]] {
+							want++
+						}
+					}
+					if b[w] != want || a[w] != want {
+						t.Fatalf("%d workers, capacity %d, op %d: %v matches worker %d to %d inserting all, %d leaving out what is held, %d by the reference", workers, capTokens, op, q, w, a[w], b[w], want)
+					}
+				}
+				switch k := rng.IntN(20); {
+				case k == 0:
+					w := rng.IntN(workers)
+					x.dropWorker(w)
+					y.dropWorker(w)
+					clear(held[w])
+				case k < 12:
+					w := rng.IntN(workers)
+					x.insert(w, q, 16)
+					y.insertHeld(w, q, 16, b[w])
+					for _, id := range q {
+						held[w][id] = true
+					}
+				}
+				for w := range workers {
+					if x.count[w] != y.count[w] || capTokens == 0 && y.count[w] != int64(len(held[w])) {
+						t.Fatalf("%d workers, capacity %d, op %d: worker %d holds %d blocks inserting all, %d leaving out what is held, %d by the reference", workers, capTokens, op, w, x.count[w], y.count[w], len(held[w]))
+					}
+				}
+			}
+		}
+	}
+}
+
 // A slotTable gives each id one slot, whether it lands in the dense part
 // (small counters) or the map (hashes, negative ids, and counters too far
 // ahead when they came, which the dense part may reach later), and every

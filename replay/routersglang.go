@@ -44,7 +44,7 @@ func (r *sglangCacheAware) Route(q *Routed, c Cluster) int {
 			q.Score = float64(r.match[w]) / float64(len(q.HashIDs))
 		}
 		q.Scored = true
-		r.tree.insert(w, q.HashIDs, q.BlockSize)
+		r.tree.insertHeld(w, q.HashIDs, q.BlockSize, r.match[w])
 		return w
 	}
 	if maxL-minL > r.cfg.BalanceAbsThreshold && float64(maxL) > float64(minL)*r.cfg.BalanceRelThreshold {
