@@ -57,11 +57,12 @@ type pager struct {
 	zenc    *zstd.Encoder // newFastZstd
 	body, z []byte
 	// ready, when not nil, closes when Prewarm's goroutine is done with
-	// zenc (encoder).
+	// the pager (await).
 	ready chan struct{}
 }
 
 func (c *chunk) reset() {
+	c.pg.await()
 	c.buf, c.dictLen, c.levels, c.uncompressed, c.dataPages = c.buf[:0], 0, 0, 0, 0
 	c.st = nil
 	if c.stats {
@@ -72,7 +73,7 @@ func (c *chunk) reset() {
 // page compresses c.pg.body and appends it as a page of type typ holding
 // numValues levels (a data page) or dictionary entries.
 func (c *chunk) page(typ int32, numValues int, encoding int32) {
-	zenc := c.pg.encoder()
+	zenc := c.pg.zenc
 	c.pg.z = zenc.EncodeAll(c.pg.body, growBytes(c.pg.z[:0], zenc.MaxEncodedSize(len(c.pg.body))))
 	c.buf = growBytes(c.buf, maxPageHeader+len(c.pg.z))
 	start := len(c.buf)
