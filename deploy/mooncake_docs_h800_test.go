@@ -29,6 +29,24 @@ const (
 	h800HitUncertainty  = 2.0  // percentage points
 )
 
+// h800Cluster is the GPU-only cluster of the Mooncake documentation's
+// H800 server (see TestMooncakeDocsH800PerRound).
+const h800Cluster = `hardware: h800
+model: testdata/qwen3-235b-a22b-instruct-2507
+tp: 8
+engine_version: ` + mooncakeDocsSGLang + `
+workers: 1
+node_override:
+  gpus: 8
+  host_mem_gib: 2048
+  network: rdma
+  nic_gbps: 3200
+kv_store_gib: 760
+scheduler:
+  engine: sglang
+  page_size: 64
+`
+
 // TestMooncakeDocsH800PerRound replays the Mooncake documentation's
 // per-round HiCache benchmark on its H800 server (8 × H800, TP 8,
 // Qwen3-235B-A22B-Instruct-2507; bench_multiturn with 80 clients, 10
@@ -65,21 +83,7 @@ const (
 // against the replay, or when the table differs from its golden file.
 func TestMooncakeDocsH800PerRound(t *testing.T) {
 	measured := readPerRoundH800(t)
-	const base = `hardware: h800
-model: testdata/qwen3-235b-a22b-instruct-2507
-tp: 8
-engine_version: ` + mooncakeDocsSGLang + `
-workers: 1
-node_override:
-  gpus: 8
-  host_mem_gib: 2048
-  network: rdma
-  nic_gbps: 3200
-kv_store_gib: 760
-scheduler:
-  engine: sglang
-  page_size: 64
-`
+	const base = h800Cluster
 	const hi = "  enable_hierarchical_cache: true\n  hicache_write_policy: write_through\n"
 	runs := []struct{ name, yaml string }{
 		{"gpu_only", base},
