@@ -162,7 +162,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, sg)
 		dep.TorchCompileMaxBS = sglangTorchCompileMaxBS(run)
 		if c.EnableDPAttention {
-			note, err := dpAttention(&c, &cfg, dep)
+			note, err := dpAttention(&c, &cfg, dep, run)
 			if err != nil {
 				return nil, err
 			}

@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // sglangDPCUDAGraphMaxBS and sglangDPConservativeness are what SGLang's
@@ -26,7 +28,9 @@ const (
 // (model.Deployment.DPAttention: every rank running the batch priced). The
 // scheduler gets server_args.py's adjustments: chunked_prefill_size
 // halved, schedule_conservativeness × 0.3, no overlap scheduler, CUDA
-// graphs up to 96. It returns the note saying so.
+// graphs up to 96. It returns the note saying so, with a warning when
+// run's workload does not give every rank the same requests at the same
+// times (see the Note).
 //
 // Note: the ranks of a server step together, and the replay's workers
 // each step alone. Priced as if every rank ran the same batch, the replay
@@ -35,7 +39,7 @@ const (
 // rate-inf bench_serving run of fixed lengths sends them); otherwise a
 // rank's step ignores the others' batches (model.Deployment.DPStepTime
 // prices them; the engine does not yet step the ranks in lockstep).
-func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string, error) {
+func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment, run trace.Run) (string, error) {
 	if !dep.DPAttention {
 		return "", fmt.Errorf("enable_dp_attention: the deployment was built without it")
 	}
@@ -66,8 +70,21 @@ func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string,
 	if err := cfg.Validate(); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("enable_dp_attention: %d server(s) × %d DP-attention ranks replayed as %d workers, requests dispatched round-robin%s; "+
+	note := fmt.Sprintf("enable_dp_attention: %d server(s) × %d DP-attention ranks replayed as %d workers, requests dispatched round-robin%s; "+
 		"each rank's step priced with every rank running its batch; chunked_prefill_size %d, schedule_conservativeness %g, "+
 		"overlap scheduler off, cuda_graph_max_bs ≤ %d (SGLang v0.4.x server_args.py)",
-		servers, dep.TP, cfg.Workers, routed, s.ChunkedPrefillSize, s.ScheduleConservativeness, sglangDPCUDAGraphMaxBS), nil
+		servers, dep.TP, cfg.Workers, routed, s.ChunkedPrefillSize, s.ScheduleConservativeness, sglangDPCUDAGraphMaxBS)
+	if !sameRequestsAtOnce(run.Workload) {
+		note += "; warning: this workload does not give every rank the same requests at the same times " +
+			"(only a run of fixed lengths sent all at once does), so a rank's step is priced without the other ranks' batches"
+	}
+	return note, nil
+}
+
+// sameRequestsAtOnce reports whether a recorded benchmark sent requests
+// of one input and one output length all at once: dispatched
+// round-robin, every rank then runs the same requests at the same times.
+func sameRequestsAtOnce(w *trace.Workload) bool {
+	return w != nil && w.RangeRatio == 1 && math.IsInf(float64(w.RequestRate), 1) && w.Concurrency == 0 &&
+		(w.Dataset == "random" || w.Dataset == "random-ids")
 }

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -37,6 +38,16 @@ func TestResolveDPAttention(t *testing.T) {
 	// testdata/datacrunch_deepseek.md).
 	if s.KVTokens != 593791 {
 		t.Errorf("KV tokens per rank %d, want 593791", s.KVTokens)
+	}
+	if !strings.Contains(strings.Join(s.Notes, "\n"), "warning: this workload does not give every rank") {
+		t.Errorf("a run with no recorded workload: no warning that the ranks' loads may differ:\n%s", strings.Join(s.Notes, "\n"))
+	}
+	run.Workload = &trace.Workload{Dataset: "random", InputLen: 1, OutputLen: 512, RangeRatio: 1, RequestRate: trace.Rate(math.Inf(1)), NumPrompts: 10000}
+	if s, err = Resolve(DefaultCluster(), run, Overrides{Measured: true}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(s.Notes, "\n"), "warning") {
+		t.Errorf("identical requests sent at once: a warning:\n%s", strings.Join(s.Notes, "\n"))
 	}
 	run.Engine = "vllm"
 	if _, err := Resolve(DefaultCluster(), run, Overrides{Measured: true}); err == nil || !strings.Contains(err.Error(), "enable_dp_attention") {

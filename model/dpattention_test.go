@@ -134,3 +134,52 @@ func TestDPStepTimeSlowestRank(t *testing.T) {
 		t.Error("dp attention on a model without MLA: no error")
 	}
 }
+
+// StepTime, DecodeStepTime and DPStepTime agree: every rank running b is
+// DPStepTime of R copies of b, on DeepSeek-V2 at TP8 with fitted-looking
+// coefficients, over random batches.
+func TestDPStepTimeForms(t *testing.T) {
+	hw, err := HardwareByName("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewParallelDeployment(hw, loadSample(t, "deepseek-v2"), Parallelism{TP: 8, DPAttention: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.MFU, d.BandwidthEfficiency, d.KVBandwidthEfficiency, d.SerialFraction = 0.46, 0.56, 0.2, 0.07
+	d.CUDAGraphMaxBS, d.TorchCompileMaxBS, d.EagerLayerLaunch, d.UncompiledLayer = 96, 32, 90*time.Microsecond, 20*time.Microsecond
+	rng := uint64(1)
+	next := func(n uint64) int64 {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int64(rng>>33) % int64(n)
+	}
+	for i := range 200 {
+		var b Batch
+		for range next(3) {
+			b.Prefill = append(b.Prefill, PrefillChunk{Tokens: 1 + next(4096), Context: next(8192)})
+		}
+		var ctx int64
+		for range 1 + next(300) {
+			c := next(4096)
+			b.Decode = append(b.Decode, c)
+			ctx += c
+		}
+		ranks := make([]*Batch, 8)
+		for r := range ranks {
+			ranks[r] = &b
+		}
+		dp, err := d.DPStepTime(ranks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := d.StepTime(&b); st != dp {
+			t.Fatalf("batch %d: StepTime %v, DPStepTime of 8 copies %v", i, st, dp)
+		}
+		if len(b.Prefill) == 0 {
+			if ds, ok := d.DecodeStepTime(len(b.Decode), ctx); !ok || ds != dp {
+				t.Fatalf("batch %d: DecodeStepTime %v %v, StepTime %v", i, ds, ok, dp)
+			}
+		}
+	}
+}
