@@ -160,7 +160,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		// Priced only when a cost model gives eager_layer_launch_s or
 		// uncompiled_layer_s.
 		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, sg)
-		dep.TorchCompileMaxBS = sglangTorchCompileMaxBS(run)
+		dep.TorchCompileMaxBS = sglangTorchCompileMaxBS(run, sg)
 		if c.EnableDPAttention {
 			note, err := dpAttention(&c, &cfg, dep, run)
 			if err != nil {

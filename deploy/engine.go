@@ -128,10 +128,9 @@ func sglangCUDAGraphMaxBS(run trace.Run, d model.SGLangDefaults) int {
 // sglangTorchCompileMaxBS returns the decode batch size up to which an
 // SGLang worker replays torch-compiled CUDA graphs: 0 unless the run
 // recorded enable_torch_compile, else its recorded torch_compile_max_bs
-// (max_torch_compile_bs in v0.3.2–v0.3.4) or SGLang's default, 32 in
-// every release from v0.3.0 (a fixed list up to 32 there) to v0.5.5
-// (server_args.py; model.Deployment.Regime says what it changes).
-func sglangTorchCompileMaxBS(run trace.Run) int {
+// (max_torch_compile_bs in v0.3.2–v0.3.4) or the version's default, sg's
+// (model.Deployment.Regime says what it changes).
+func sglangTorchCompileMaxBS(run trace.Run, sg model.SGLangDefaults) int {
 	if b, err := strconv.ParseBool(run.Extra[engineOptPrefix+"enable_torch_compile"]); err != nil || !b {
 		return 0
 	}
@@ -140,11 +139,8 @@ func sglangTorchCompileMaxBS(run trace.Run) int {
 			return n
 		}
 	}
-	return SGLangTorchCompileMaxBS
+	return sg.TorchCompileMaxBS
 }
-
-// SGLangTorchCompileMaxBS is SGLang's default torch_compile_max_bs.
-const SGLangTorchCompileMaxBS = 32
 
 // regimeNote is the printed line saying how an SGLang worker runs its
 // steps (model.Deployment.Regime): which decode batches replay

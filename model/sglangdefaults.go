@@ -21,6 +21,12 @@ type SGLangDefaults struct {
 	// graph: --cuda-graph-max-bs, or where server_args leaves it unset
 	// the largest size of cuda_graph_runner's default capture list.
 	CUDAGraphMaxBS int
+	// TorchCompileMaxBS is --torch-compile-max-bs: the largest decode
+	// batch replayed as a torch-compiled CUDA graph when the launch line
+	// has --enable-torch-compile. 32 in every release from v0.3.0 (a
+	// fixed list up to 32 there; max_torch_compile_bs in v0.3.2–v0.3.4)
+	// to v0.5.5 (server_args.py).
+	TorchCompileMaxBS int
 	// SchedulePolicy is --schedule-policy (lpm or fcfs).
 	SchedulePolicy string
 	// Version is the version whose rule chose them: the one given, or
@@ -144,7 +150,8 @@ var (
 )
 
 // SGLangServeDefaults returns SGLang's defaults of mem_fraction_static,
-// chunked_prefill_size, cuda_graph_max_bs and schedule_policy for a
+// chunked_prefill_size, cuda_graph_max_bs, torch_compile_max_bs and
+// schedule_policy for a
 // server of the given version ("" when the run records none:
 // SGLangDefaultVersion) on hw at tensor-parallel size tp and pipeline
 // size pp, as server_args.py (__post_init__, from v0.5.3
@@ -184,7 +191,7 @@ func SGLangServeDefaults(version string, hw Hardware, tp, pp int) SGLangDefaults
 		v = mustSGLangVersion("0.5.9")
 		rule, assumed = "SGLang 0.5.9's", "; "+given+" reserves memory for piecewise CUDA graphs from v0.5.10, not modelled: 0.5.9's rule assumed"
 	}
-	d := SGLangDefaults{Version: strings.TrimSuffix(strings.TrimPrefix(rule, "SGLang "), "'s"), SchedulePolicy: "fcfs"}
+	d := SGLangDefaults{Version: strings.TrimSuffix(strings.TrimPrefix(rule, "SGLang "), "'s"), SchedulePolicy: "fcfs", TorchCompileMaxBS: 32}
 	if v.before(sgV043p3) {
 		d.SchedulePolicy = "lpm"
 	}

@@ -63,6 +63,10 @@ func TestSGLangServeDefaults(t *testing.T) {
 		if !strings.HasPrefix(d.Why, "SGLang "+d.Version+"'s defaults (") {
 			t.Errorf("%q: version %q, why %q", c.version, d.Version, d.Why)
 		}
+		// torch_compile_max_bs has one default in all these versions.
+		if d.TorchCompileMaxBS != 32 {
+			t.Errorf("%q on %s: torch_compile_max_bs %d, want 32", c.version, c.hw, d.TorchCompileMaxBS)
+		}
 		if d.MemFractionStatic != c.frac || d.ChunkedPrefillSize != c.chunk || d.CUDAGraphMaxBS != c.graphs || d.SchedulePolicy != c.policy || !strings.Contains(d.Why, c.why) {
 			t.Errorf("%q on %s TP%d: %v, %d, %d, %s, %q; want %v, %d, %d, %s, %q", c.version, c.hw, c.tp,
 				d.MemFractionStatic, d.ChunkedPrefillSize, d.CUDAGraphMaxBS, d.SchedulePolicy, d.Why, c.frac, c.chunk, c.graphs, c.policy, c.why)
