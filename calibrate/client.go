@@ -19,9 +19,14 @@ import (
 // chunks that come faster than the client handles them queue up (ITL
 // gaps of at least the cost, E2E later by the backlog) and slower ones
 // are not delayed.
+//
+// APIServerSec is the API server's serial time per request
+// (replay.ClientConfig.APIServerRequestSec): requests wait for it one
+// after another, so it matters only in bursts (apiserver.go).
 type ClientOverhead struct {
 	PerRequestSec float64
 	PerChunkSec   float64
+	APIServerSec  float64
 }
 
 // clientOverhead returns the overheads cm holds (zero when none).
@@ -29,16 +34,21 @@ func (cm *CostModel) clientOverhead() ClientOverhead {
 	var o ClientOverhead
 	o.PerRequestSec, _ = cm.get(CoefRequestOverhead)
 	o.PerChunkSec, _ = cm.get(CoefChunkOverhead)
+	o.APIServerSec, _ = cm.get(CoefAPIServer)
 	return o
 }
 
 // ClientOverhead returns the client overheads of cm.
 func (cm *CostModel) ClientOverhead() ClientOverhead { return cm.clientOverhead() }
 
-// ApplyConfig adds the per-request overhead to cfg's client latency.
+// ApplyConfig adds the per-request overhead to cfg's client latency and
+// sets its API server's time per request.
 func (o ClientOverhead) ApplyConfig(cfg *replay.Config) {
 	if o.PerRequestSec > 0 {
 		cfg.Client.LatencySec += o.PerRequestSec / 2
+	}
+	if o.APIServerSec > 0 {
+		cfg.Client.APIServerRequestSec = o.APIServerSec
 	}
 }
 

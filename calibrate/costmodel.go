@@ -72,6 +72,10 @@ const (
 	// overheads (ClientOverhead).
 	CoefRequestOverhead = "client_request_overhead_s"
 	CoefChunkOverhead   = "client_chunk_overhead_s"
+	// CoefAPIServer is the API server's serial time per request
+	// (replay.ClientConfig.APIServerRequestSec): a queue, where the
+	// per-request overhead is a delay (apiserver.go).
+	CoefAPIServer = "api_server_request_s"
 	// CoefEagerLayerLaunch is the CPU time to launch one layer's kernels
 	// in a step that runs without a CUDA graph (model.Deployment.
 	// EagerLayerLaunch): SGLang's decode batches above cuda_graph_max_bs
@@ -107,6 +111,7 @@ var coefUnits = map[string]string{
 	CoefCollectiveLatency: "s per collective",
 	CoefRequestOverhead:   "s per request",
 	CoefChunkOverhead:     "s per streamed chunk",
+	CoefAPIServer:         "s per request, serial",
 	CoefEagerLayerLaunch:  "s per layer of a step without a CUDA graph",
 	CoefUncompiledLayer:   "s per layer of a step not torch-compiled",
 	CoefSerialFraction:    "fraction of the lesser of compute and memory time",

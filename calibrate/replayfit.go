@@ -136,6 +136,7 @@ func coefSpecs(dep *model.Deployment) []coefSpec {
 		{name: CoefCollectiveLatency, unit: 10e-6},
 		{name: CoefRequestOverhead, unit: 50e-3},
 		{name: CoefChunkOverhead, unit: 100e-6},
+		{name: CoefAPIServer, unit: 10e-3},
 		{name: CoefEagerLayerLaunch, unit: 100e-6},
 		{name: CoefUncompiledLayer, unit: 100e-6},
 		{name: CoefSerialFraction, unit: 0.1, most: 1},
@@ -150,7 +151,7 @@ const (
 
 // ReplayCoefficients are the coefficients FitReplay can fit.
 var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefExpertMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
-	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefEagerLayerLaunch, CoefUncompiledLayer, CoefSerialFraction}
+	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefAPIServer, CoefEagerLayerLaunch, CoefUncompiledLayer, CoefSerialFraction}
 
 // minKVShare is the least share of the training runs' memory time that
 // KV reads and writes must have (in a replay at the default
@@ -177,7 +178,8 @@ const minKVShare = 0.2
 // in memory-bound steps and some a fifth in compute-bound ones
 // (shares.serialWarning); the routed experts' compute efficiency when
 // some training run's model has routed experts (expertRuns; it is not
-// offered otherwise). The rest
+// offered otherwise); the API server's serial time per request when some
+// training run sends bursts that would queue at it (burstRuns). The rest
 // keep their defaults, and a warning says why; the extra cost of a
 // layer not torch-compiled is only fitted when asked for, with a warning
 // saying whether the runs could determine it (shares.uncompiledWarning).
@@ -213,6 +215,11 @@ func defaultFree(runs []*ReplayRun, sh shares) (free []string, warnings []string
 	}
 	if client {
 		free = append(free, CoefRequestOverhead)
+	}
+	if burstRuns(runs) {
+		free = append(free, CoefAPIServer)
+	} else {
+		warnings = append(warnings, fmt.Sprintf("%s not fitted: no training run sends a burst (a tenth of its requests within %v of the one before), so requests never queue at the API server and its time per request is a delay the per-request overhead already is (train on a run of rate inf or of a maximum concurrency, or --fix it)", CoefAPIServer, burstGap))
 	}
 	if eager {
 		free = append(free, CoefEagerLayerLaunch)
@@ -442,6 +449,9 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	}
 	if len(freeSpecs) == 0 {
 		return nil, errors.New("calibrate: no coefficient to fit")
+	}
+	if slices.Contains(free, CoefAPIServer) && !burstRuns(train) {
+		return nil, fmt.Errorf("calibrate: --fit %s: no training run sends a burst that would queue at the API server (a tenth of its requests within %v of the one before)", CoefAPIServer, burstGap)
 	}
 	if slices.Contains(free, CoefExpertMFU) && !expertRuns(train) {
 		return nil, fmt.Errorf("calibrate: --fit %s: no training run's model has routed experts", CoefExpertMFU)

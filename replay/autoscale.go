@@ -350,7 +350,7 @@ func (e *engine) promote(now trace.Time) {
 // drained stops a draining worker that has no request left.
 func (e *engine) drained(now trace.Time, w *worker) {
 	a := e.scale
-	if a.state[w.id] == slotDraining && !w.hasWork() && !w.busy {
+	if a.state[w.id] == slotDraining && !w.hasWork() && !w.busy && w.api.empty() {
 		a.stop(w.id, now)
 		a.note(now)
 	}
@@ -402,7 +402,7 @@ func (e *engine) autoscale(now trace.Time) {
 		if i < 0 {
 			break
 		}
-		if e.workers[i].hasWork() || e.workers[i].busy {
+		if e.workers[i].hasWork() || e.workers[i].busy || !e.workers[i].api.empty() {
 			// A drained slot stopped only when idle, so an off slot is
 			// idle: this cannot happen.
 			panic("replay: internal error: an off worker slot has work")

@@ -48,6 +48,17 @@ func (e *engine) abort(now trace.Time, i int32) error {
 		return nil
 	}
 	w := e.workers[r.worker]
+	if w.api.remove(r) {
+		// Still at the API server: it leaves the line now, and the
+		// server's later hand-overs keep their times (ingress.go).
+		if err := e.timedOut(r, now); err != nil {
+			return err
+		}
+		if e.scale != nil {
+			e.drained(now, w)
+		}
+		return nil
+	}
 	if w.waiting.remove(r) {
 		w.s.leave(w, r, leaveWaiting)
 		err := e.timedOut(r, now)

@@ -75,6 +75,12 @@ type ClientConfig struct {
 	// once if it is waiting or between steps, else when its step ends;
 	// the record has status timeout.
 	TimeoutSec float64 `yaml:"timeout_s"`
+	// APIServerRequestSec is the serial time a worker's API server spends
+	// on each request (HTTP handling, tokenising, handing it to the
+	// engine) before the scheduler sees it: requests pass it one at a
+	// time in arrival order, so a burst reaches the scheduler spread out
+	// (ingress.go). TTFT and E2E include the wait (default 0: none).
+	APIServerRequestSec float64 `yaml:"api_server_request_s"`
 }
 
 // A WorkloadConfig says how requests are sent.
@@ -247,6 +253,9 @@ func (c Config) Validate() error {
 	}
 	if l := c.Client.LatencySec; !(l >= 0) || l > 3600 {
 		bad("client.latency_s", "%v is not a number of seconds in [0, 3600]", l)
+	}
+	if l := c.Client.APIServerRequestSec; !(l >= 0) || l > 3600 {
+		bad("client.api_server_request_s", "%v is not a number of seconds in [0, 3600]", l)
 	}
 	if l := c.Client.TimeoutSec; !(l >= 0) || l > 1e7 {
 		bad("client.timeout_s", "%v is not a number of seconds in [0, 1e7]", l)

@@ -19,6 +19,9 @@
 //     million-request replay does not hold its input.
 //  2. Client. The simulated client is ClientConfig.LatencySec away from
 //     the router, both ways, and gives up after ClientConfig.TimeoutSec.
+//     A worker's API server, when ClientConfig.APIServerRequestSec is
+//     set, hands the requests routed to it to the scheduler one at a
+//     time, that long each (ingress.go).
 //  3. Router. A Router picks a worker per request, one file per router
 //     (router*.go): round-robin and random (load-blind, routed before the
 //     replay starts); least outstanding requests or tokens and power of

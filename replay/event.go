@@ -8,7 +8,8 @@ import "github.com/opaltrace/opaltrace/trace"
 // finish then (their tokens, completions, and the next
 // requests of closed-loop clients; a request that completes at its
 // client's deadline is not timed out), then aborts timed-out requests,
-// then delivers arrivals, and only then
+// then delivers arrivals, then the requests
+// the API servers hand over (ingress.go), and only then
 // lets idle or just-finished workers build their next batch, so a batch
 // built at time t sees every request that arrived by t.
 type eventKind uint8
@@ -18,6 +19,7 @@ const (
 	evStepEnd                    // a worker's forward pass ends
 	evTimeout                    // a client gave up on a request: the server aborts it
 	evArrival                    // a request reaches the router
+	evIngress                    // a worker's API server hands a request to its scheduler (ingress.go)
 	evSchedule                   // a worker builds its next batch
 	evAutoscale                  // the autoscaler's sync (autoscale.go), after all else at its instant
 )

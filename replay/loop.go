@@ -58,6 +58,8 @@ func (e *engine) run() error {
 				e.pushNextOpen()
 			}
 			err = e.arrive(ev.at, ev.arg)
+		case evIngress:
+			err = e.ingressed(ev.at, e.workers[ev.arg])
 		case evSchedule:
 			err = e.schedule(ev.at, e.workers[ev.arg])
 		case evStepEnd:
@@ -177,6 +179,15 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		e.online.arrived(e, r, wi)
 	}
 	e.view.sent(r)
+	if e.apiSvc > 0 {
+		e.ingress(now, w, r)
+		return nil
+	}
+	return e.admit(now, w, r)
+}
+
+// admit hands request r to w's scheduler at now.
+func (e *engine) admit(now trace.Time, w *worker, r *reqState) error {
 	w.waiting.pushBack(r)
 	if w.off != nil && e.off.spec.HiCache != nil {
 		if err := e.off.prefetch(e, w, r, now); err != nil {
@@ -333,6 +344,12 @@ func (e *engine) window(now trace.Time, w *worker) trace.Time {
 
 // arrivalBound returns the time before which no request can reach w.
 func (e *engine) arrivalBound(w *worker) trace.Time {
+	return min(e.routerBound(w), w.api.next())
+}
+
+// routerBound returns the time before which no request can reach the
+// router for w.
+func (e *engine) routerBound(w *worker) trace.Time {
 	switch {
 	case e.cfg.Workload.Mode != ModeOpen:
 		if e.q.Len() == 0 {

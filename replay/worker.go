@@ -38,6 +38,10 @@ type worker struct {
 	arrivals []trace.Time
 	arrived  int
 
+	// api is the worker's API server: the requests routed here that it
+	// has not yet handed to the scheduler (ingress.go).
+	api apiServer
+
 	// onPrefilled, when set, is told of each request whose prompt is
 	// computed (its first token): the KV event a cache-aware router is
 	// fed by (routerView.prefilled).

@@ -1,0 +1,91 @@
+package replay
+
+import "github.com/opaltrace/opaltrace/trace"
+
+// A worker's API server takes the requests routed to it one after another
+// before they reach its scheduler: ClientConfig.APIServerRequestSec is
+// its serial time per request, and a request that arrives while it is
+// busy with others waits its turn (a FIFO single server), so a burst
+// reaches the scheduler spread out, one service time apart.
+//
+// Why: both engines ingest requests in one process. vLLM's API server
+// (vllm/v1/engine/async_llm.py, AsyncLLM.add_request, v0.8.x) runs on one
+// asyncio loop and, for each request, processes its inputs (tokenising
+// the prompt: processor.process_inputs) before it hands the request to
+// the engine core; SGLang's TokenizerManager (v0.4.0,
+// python/sglang/srt/managers/tokenizer_manager.py, generate_request →
+// _tokenize_one_request → send_to_scheduler) is one process that
+// tokenises each request and sends it to the scheduler over ZMQ. A
+// request's TTFT and E2E include its wait; its WorkerArrival (and so
+// QueueSec) is when the scheduler got it.
+//
+// Note: the hand-over times are fixed when a request joins the line, so
+// a request that times out while in it leaves at once without moving the
+// others' (the server had done their work regardless). With a service
+// time of 0 (the default) requests reach the scheduler as they reach the
+// router, by the path they always took.
+
+// An apiServer is the line of one worker's API server.
+type apiServer struct {
+	reqs []*reqState  // in hand-over order; nil: timed out while in line
+	at   []trace.Time // when each is handed over
+	head int          // first entry not yet handed over
+	free trace.Time   // when the server finishes the last request in line
+}
+
+// empty reports whether no request is in the line.
+func (a *apiServer) empty() bool {
+	for _, r := range a.reqs[a.head:] {
+		if r != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// next returns the time of the next hand-over, never when none is due.
+func (a *apiServer) next() trace.Time {
+	if a.head < len(a.at) {
+		return a.at[a.head]
+	}
+	return never
+}
+
+// remove takes r out of the line, reporting whether it was in it.
+func (a *apiServer) remove(r *reqState) bool {
+	for k := a.head; k < len(a.reqs); k++ {
+		if a.reqs[k] == r {
+			a.reqs[k] = nil
+			return true
+		}
+	}
+	return false
+}
+
+// ingress puts request r, which reached the router at now for w, in the
+// line of w's API server: it is handed to the scheduler one service time
+// after both it arrived and the server finished the request before it.
+func (e *engine) ingress(now trace.Time, w *worker, r *reqState) {
+	a := &w.api
+	if a.head == len(a.reqs) {
+		a.reqs, a.at, a.head = a.reqs[:0], a.at[:0], 0
+	}
+	a.free = max(a.free, now).Add(e.apiSvc)
+	a.reqs = append(a.reqs, r)
+	a.at = append(a.at, a.free)
+	e.q.push(a.free, evIngress, int32(w.id))
+}
+
+// ingressed hands the head of w's API server's line, due at now, to w's
+// scheduler (nothing when it timed out while in line).
+func (e *engine) ingressed(now trace.Time, w *worker) error {
+	a := &w.api
+	r := a.reqs[a.head]
+	a.reqs[a.head] = nil
+	a.head++
+	if r == nil {
+		return nil
+	}
+	r.workerArrival = now
+	return e.admit(now, w, r)
+}

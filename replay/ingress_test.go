@@ -1,0 +1,85 @@
+package replay
+
+import (
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// Four requests sent at once pass an API server of 1.5 ms a request: the
+// k-th (from 1) reaches the scheduler k·1.5 ms after it reaches the
+// router, and each step (1 ms + 0.1 ms a token, 10-token prompts, one
+// output token) prefills what has arrived by its start.
+func TestAPIServerByHand(t *testing.T) {
+	t.Parallel()
+	var reqs []*trace.Request
+	for _, id := range []string{"r1", "r2", "r3", "r4"} {
+		reqs = append(reqs, req(id, 0, 10, 1))
+	}
+	cfg := Config{Workers: 1, Client: ClientConfig{LatencySec: 0.001, APIServerRequestSec: 0.0015}}
+	byID, _, _ := replay(t, cfg, linearCost{Base: ms, PerToken: 100 * time.Microsecond}, 100, reqs)
+	// Router arrivals at 1 ms; the scheduler gets r1..r4 at 2.5, 4, 5.5
+	// and 7 ms. Steps: r1 2.5–4.5; r2 (there at 4) 4.5–6.5; r3 (5.5)
+	// 6.5–8.5; r4 (7) 8.5–10.5. TTFT = first token + 1 ms back − 0 sent.
+	// QueueSec is the wait at the scheduler only: step start − hand-over.
+	want := map[string]struct{ worker, ttft, queue time.Duration }{
+		"r1": {2500 * time.Microsecond, 5500 * time.Microsecond, 0},
+		"r2": {4000 * time.Microsecond, 7500 * time.Microsecond, 500 * time.Microsecond},
+		"r3": {5500 * time.Microsecond, 9500 * time.Microsecond, 1000 * time.Microsecond},
+		"r4": {7000 * time.Microsecond, 11500 * time.Microsecond, 1500 * time.Microsecond},
+	}
+	for id, w := range want {
+		r := byID[id]
+		if got := r.WorkerArrival.V; got != trace.Time(w.worker) {
+			t.Errorf("%s reached the scheduler at %d ns, want %d", id, got, w.worker)
+		}
+		if got := time.Duration(r.TTFTSec.V * 1e9).Round(time.Nanosecond); got != w.ttft {
+			t.Errorf("%s TTFT %v, want %v", id, got, w.ttft)
+		}
+		if r.E2ESec.V != r.TTFTSec.V {
+			t.Errorf("%s E2E %v, want its TTFT %v", id, r.E2ESec.V, r.TTFTSec.V)
+		}
+		if got := time.Duration(r.QueueSec.V * 1e9).Round(time.Nanosecond); got != w.queue {
+			t.Errorf("%s queued %v at the scheduler, want %v", id, got, w.queue)
+		}
+	}
+}
+
+// Requests spaced wider than the service time never wait: each reaches
+// the scheduler one service time after the router.
+func TestAPIServerNoQueue(t *testing.T) {
+	t.Parallel()
+	reqs := []*trace.Request{req("a", 0, 10, 1), req("b", 10*ms, 10, 1)}
+	cfg := Config{Workers: 1, Client: ClientConfig{APIServerRequestSec: 0.002}}
+	byID, _, _ := replay(t, cfg, linearCost{Base: ms, PerToken: 100 * time.Microsecond}, 100, reqs)
+	for id, w := range map[string]trace.Time{"a": trace.Time(2 * ms), "b": trace.Time(12 * ms)} {
+		if got := byID[id].WorkerArrival.V; got != w {
+			t.Errorf("%s reached the scheduler at %d, want %d", id, got, w)
+		}
+		if got := byID[id].TTFTSec.V; got != 0.004 {
+			t.Errorf("%s TTFT %v, want 0.004", id, got)
+		}
+	}
+}
+
+// A request whose client gives up while it waits at the API server leaves
+// the line at its deadline; the others keep their hand-over times.
+func TestAPIServerTimeout(t *testing.T) {
+	t.Parallel()
+	reqs := []*trace.Request{req("a", 0, 10, 1), req("b", 0, 10, 1), req("c", 0, 10, 1)}
+	cfg := Config{Workers: 1, Client: ClientConfig{APIServerRequestSec: 0.002, TimeoutSec: 0.003}}
+	byID, _, st := replay(t, cfg, linearCost{Base: ms, PerToken: 100 * time.Microsecond}, 100, reqs)
+	// a: in 2 ms, done 4 ms (late: timed out at 3 ms, in its step, and
+	// leaves when it ends); b: in line until 4 ms, gives up at 3 ms; c
+	// likewise.
+	if st.TimedOut != 3 {
+		t.Errorf("%d timed out, want 3", st.TimedOut)
+	}
+	for _, id := range []string{"b", "c"} {
+		r := byID[id]
+		if r.Status != trace.StatusTimeout || r.DoneAtRouter.V != trace.Time(3*ms) || r.GPUStart.OK {
+			t.Errorf("%s: status %s done %d GPU start %v, want a timeout at 3 ms before the GPU", id, r.Status, r.DoneAtRouter.V, r.GPUStart)
+		}
+	}
+}
