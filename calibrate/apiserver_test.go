@@ -115,3 +115,16 @@ func TestAPIServerApply(t *testing.T) {
 		t.Errorf("client %+v, want api_server_request_s 0.0025 and latency_s 0.005", cfg.Client)
 	}
 }
+
+// --fix takes a coefficient the runs could determine out of the default
+// free set instead of failing as both fitted and fixed.
+func TestAPIServerFixedZero(t *testing.T) {
+	runs := apiRuns(t, candidate{CoefMFU: 0.5, CoefBandwidthEff: 0.8, CoefLinkEff: 0.8, CoefStepOverhead: 3e-4})
+	p, err := newReplayProblem(runs, ReplayOptions{Fixed: map[string]float64{CoefAPIServer: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(p.free, CoefAPIServer) {
+		t.Errorf("--fix %s=0: still fitted (%v)", CoefAPIServer, p.free)
+	}
+}

@@ -417,6 +417,12 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 			return nil, err
 		}
 		free, warnings = defaultFree(runs, shares)
+		// What --fix holds is not fitted, whatever the runs could
+		// determine (--fix api_server_request_s=0 on a burst).
+		free = slices.DeleteFunc(free, func(name string) bool {
+			_, ok := opts.Fixed[name]
+			return ok
+		})
 	}
 	byName := map[string]coefSpec{}
 	for _, s := range specs {
