@@ -40,15 +40,21 @@ func (c *Cache) LookupAll(dst []int32, hs []uint64) []int32 {
 // are as long.
 func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 	recs, hashes := c.blocks, c.hashes
+	slots, mask := c.index.slots, c.index.mask // index.add's, in locals
+	added := 0
 	for i, b := range blocks[:len(hs)] {
-		if recs[b].flags()&recorded != 0 {
+		k := &recs[b]
+		if k.flags()&recorded != 0 {
 			continue
 		}
 		h := hs[i]
 		hashes[b] = h
-		recs[b].pos = withFlags(hashed | recorded)
-		c.index.add(h, b)
+		k.pos = withFlags(hashed | recorded)
+		fp := fingerprint(h)
+		slots[freeSlot(slots, mask, fp)] = pack(fp, b)
+		added++
 	}
+	c.index.n += added
 }
 
 // AcquireAll acquires blocks, in order, as Acquire does.

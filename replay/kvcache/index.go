@@ -113,12 +113,24 @@ func (x *index) get(h uint64, hashes []uint64) (int32, bool) {
 // entries of one home slot in insertion order.
 func (x *index) add(h uint64, b int32) {
 	fp := fingerprint(h)
-	i := x.home(fp)
-	for x.slots[i] != 0 {
-		i = x.next(i)
-	}
-	x.slots[i] = pack(fp, b)
+	x.slots[freeSlot(x.slots, x.mask, fp)] = pack(fp, b)
 	x.n++
+}
+
+// freeSlot returns the first empty slot of fingerprint fp's probe
+// sequence (index.next) in slots, a table with mask, where add puts it.
+//
+// Note: the callers that add many entries in a loop (CommitAll,
+// Promote) keep the table in locals and count the entries once; through
+// add, slots and mask were loaded from the cache at every entry.
+func freeSlot(slots []uint64, mask uint64, fp uint32) uint64 {
+	i := uint64(fp) & mask
+	for slots[i] != 0 {
+		if i += probeStride; i > mask {
+			i = (i + 1) & (probeStride - 1)
+		}
+	}
+	return i
 }
 
 // del removes the entry h → b, which must be present.

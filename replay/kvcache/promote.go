@@ -65,9 +65,16 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 	}
 	ru := &c.runs[r.slot]
 	recs, hs, tailAt := c.blocks, c.hashes, c.tailAt
-	tail := grow(ru.tail, len(hashes))
+	// The tail grown once and written by index, and the index's table
+	// in locals (freeSlot): a router that sends sharers together
+	// promotes most of its hits (816,000 blocks of sglang_cache_aware's
+	// on Mooncake).
+	n0 := len(ru.tail)
+	tail := grow(ru.tail, len(hashes))[:n0+len(hashes)]
 	names, fresh := c.names, c.fresh
-	for _, h := range hashes {
+	slots, mask := c.index.slots, c.index.mask
+	in := block{pos: inTail - r.slot}
+	for x, h := range hashes {
 		// An id as name gives it, from the stack or fresh.
 		var b int32
 		if k := len(names); k > 0 {
@@ -77,12 +84,14 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 			b = fresh
 			fresh++
 		}
-		recs[b] = block{pos: inTail - r.slot}
+		recs[b] = in
 		hs[b] = h
-		c.index.add(h, b)
-		tailAt[b] = int32(len(tail))
-		tail = append(tail, b)
+		fp := fingerprint(h) // index.add
+		slots[freeSlot(slots, mask, fp)] = pack(fp, b)
+		tailAt[b] = int32(n0 + x)
+		tail[n0+x] = b
 	}
+	c.index.n += len(hashes)
 	c.names, c.fresh, ru.tail = names, fresh, tail
 	ru.cached -= int32(len(hashes))
 	ru.live += int32(len(hashes))
