@@ -69,23 +69,25 @@ func TestFitReplayRecoversAPIServer(t *testing.T) {
 
 func abs(x float64) float64 { return max(x, -x) }
 
-// The API server's time is offered when a training run has a burst, and
-// refused with --fit when none has; a closed loop of several clients
-// counts as one.
+// The API server's time is fitted only when asked for: with a burst in
+// training a warning says to --fit it, without one --fit is refused; a
+// closed loop of several clients counts as a burst.
 func TestAPIServerOffered(t *testing.T) {
 	truth := candidate{CoefMFU: 0.5, CoefBandwidthEff: 0.8, CoefLinkEff: 0.8, CoefStepOverhead: 3e-4}
 	runs := apiRuns(t, truth)
-	free, _ := defaultFree(runs, shares{})
-	if !slices.Contains(free, CoefAPIServer) {
-		t.Errorf("a burst in training: default free %v lacks %s", free, CoefAPIServer)
-	}
-	runs[1].Train = false
-	free, warnings := defaultFree(runs, shares{})
-	if slices.Contains(free, CoefAPIServer) {
-		t.Errorf("no burst in training: default free %v has %s", free, CoefAPIServer)
-	}
-	if !slices.ContainsFunc(warnings, func(w string) bool { return strings.HasPrefix(w, CoefAPIServer+" not fitted") }) {
-		t.Errorf("no warning says why %s is not fitted: %q", CoefAPIServer, warnings)
+	for _, burst := range []bool{true, false} {
+		runs[1].Train = burst
+		free, warnings := defaultFree(runs, shares{})
+		if slices.Contains(free, CoefAPIServer) {
+			t.Errorf("burst in training %v: default free %v has %s", burst, free, CoefAPIServer)
+		}
+		want := CoefAPIServer + " not fitted: no training run sends a burst"
+		if burst {
+			want = CoefAPIServer + " not fitted unless asked"
+		}
+		if !slices.ContainsFunc(warnings, func(w string) bool { return strings.HasPrefix(w, want) }) {
+			t.Errorf("burst in training %v: no warning %q in %q", burst, want, warnings)
+		}
 	}
 	_, err := FitReplay(runs, ReplayOptions{Free: []string{CoefMFU, CoefAPIServer}, MaxEvals: 10})
 	if err == nil || !strings.Contains(err.Error(), "no training run sends a burst") {
@@ -118,13 +120,13 @@ func TestAPIServerApply(t *testing.T) {
 
 // --fix takes a coefficient the runs could determine out of the default
 // free set instead of failing as both fitted and fixed.
-func TestAPIServerFixedZero(t *testing.T) {
+func TestFixLeavesDefaultFree(t *testing.T) {
 	runs := apiRuns(t, candidate{CoefMFU: 0.5, CoefBandwidthEff: 0.8, CoefLinkEff: 0.8, CoefStepOverhead: 3e-4})
-	p, err := newReplayProblem(runs, ReplayOptions{Fixed: map[string]float64{CoefAPIServer: 0}})
+	p, err := newReplayProblem(runs, ReplayOptions{Fixed: map[string]float64{CoefMFU: 0.5}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(p.free, CoefAPIServer) {
-		t.Errorf("--fix %s=0: still fitted (%v)", CoefAPIServer, p.free)
+	if slices.Contains(p.free, CoefMFU) || !slices.Contains(p.free, CoefBandwidthEff) {
+		t.Errorf("--fix %s=0.5: free %v, want %s out and %s in", CoefMFU, p.free, CoefMFU, CoefBandwidthEff)
 	}
 }

@@ -178,11 +178,14 @@ const minKVShare = 0.2
 // in memory-bound steps and some a fifth in compute-bound ones
 // (shares.serialWarning); the routed experts' compute efficiency when
 // some training run's model has routed experts (expertRuns; it is not
-// offered otherwise); the API server's serial time per request when some
-// training run sends bursts that would queue at it (burstRuns). The rest
-// keep their defaults, and a warning says why; the extra cost of a
-// layer not torch-compiled is only fitted when asked for, with a warning
-// saying whether the runs could determine it (shares.uncompiledWarning).
+// offered otherwise). The rest keep their defaults, and a warning says
+// why; the extra cost of a layer not torch-compiled and the API server's
+// serial time per request are only fitted when asked for, with a warning
+// saying whether the runs could determine them (shares.uncompiledWarning;
+// burstRuns: a burst is needed, and one of long prompts queues at the
+// prefill instead, as on the DataCrunch 70B's offline runs, where the
+// default fit with it put it at 0 and settled in a worse minimum, its
+// held-out errors larger: README).
 func defaultFree(runs []*ReplayRun, sh shares) (free []string, warnings []string) {
 	free = []string{CoefMFU, CoefBandwidthEff, CoefStepOverhead}
 	if sh.kv >= minKVShare {
@@ -217,7 +220,7 @@ func defaultFree(runs []*ReplayRun, sh shares) (free []string, warnings []string
 		free = append(free, CoefRequestOverhead)
 	}
 	if burstRuns(runs) {
-		free = append(free, CoefAPIServer)
+		warnings = append(warnings, fmt.Sprintf("%s not fitted unless asked: a training run sends a burst, but a burst of long prompts queues at the prefill, not at the API server, and cannot determine it (--fit it when the burst's prompts are short or cached)", CoefAPIServer))
 	} else {
 		warnings = append(warnings, fmt.Sprintf("%s not fitted: no training run sends a burst (a tenth of its requests within %v of the one before), so requests never queue at the API server and its time per request is a delay the per-request overhead already is (train on a run of rate inf or of a maximum concurrency, or --fix it)", CoefAPIServer, burstGap))
 	}
