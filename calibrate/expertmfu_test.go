@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/opaltrace/opaltrace/model"
-	"github.com/opaltrace/opaltrace/replay"
-	"github.com/opaltrace/opaltrace/trace"
 )
 
 // moeRuns replays three loads of DeepSeek-V2-Lite (64 routed experts,
@@ -18,21 +16,7 @@ import (
 // training runs.
 func moeRuns(t *testing.T, truth candidate) []*ReplayRun {
 	t.Helper()
-	dep := deployment(t, "deepseek-v2-lite")
-	kv, err := dep.KVCacheTokens(0.9)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var runs []*ReplayRun
-	for i, rate := range []float64{2, 8, 20} {
-		r := &ReplayRun{
-			Label: "rate", Run: trace.Run{Name: "moe#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}}, Deployment: dep,
-			Config: replay.DefaultConfig(), KVBlocks: kv / 16, Inputs: poissonRun(80, rate, uint64(i)), Train: i < 2,
-		}
-		observe(t, r, truth)
-		runs = append(runs, r)
-	}
-	return runs
+	return threeLoads(t, "deepseek-v2-lite", "moe", truth)
 }
 
 // TestFitReplayRecoversExpertMFU fits MoE runs replayed with the routed

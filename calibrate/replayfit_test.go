@@ -37,7 +37,16 @@ func poissonRun(n int, rate float64, seed uint64) replay.Requests {
 // takes their TTFT, ITL and E2E quantiles as the observed targets.
 func syntheticRuns(t *testing.T, truth candidate) []*ReplayRun {
 	t.Helper()
-	dep := deployment(t, "llama-3.1-8b")
+	return threeLoads(t, "llama-3.1-8b", "synthetic", truth)
+}
+
+// threeLoads replays 80 requests of modelName on one H100 at rates 2, 8
+// and 20 with the coefficients truth, runs named prefix#1–3, the first
+// two training runs, and takes their TTFT, ITL and E2E quantiles as the
+// observed targets.
+func threeLoads(t *testing.T, modelName, prefix string, truth candidate) []*ReplayRun {
+	t.Helper()
+	dep := deployment(t, modelName)
 	kv, err := dep.KVCacheTokens(0.9)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +54,7 @@ func syntheticRuns(t *testing.T, truth candidate) []*ReplayRun {
 	var runs []*ReplayRun
 	for i, rate := range []float64{2, 8, 20} {
 		r := &ReplayRun{
-			Label: "rate", Run: trace.Run{Name: "synthetic#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}}, Deployment: dep,
+			Label: "rate", Run: trace.Run{Name: prefix + "#" + string(rune('1'+i)), Workload: &trace.Workload{RequestRate: trace.Rate(rate)}}, Deployment: dep,
 			Config: replay.DefaultConfig(), KVBlocks: kv / 16, Inputs: poissonRun(80, rate, uint64(i)), Train: i < 2,
 		}
 		observe(t, r, truth)

@@ -119,14 +119,7 @@ func TestExpertMFURegimes(t *testing.T) {
 		_, s, _, _ := deepseekSetup(t, cand.name)
 		b.WriteString(regimeRow(t, "DeepSeek "+cand.name+" decode, 8×H200 DP attention", s.Deployment, decode, 10000))
 	}
-	c, err := ParseCluster("h800.yaml", []byte(h800Cluster))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Resolve(c, trace.Run{}, Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := resolveYAML(t, h800Cluster)
 	round1 := &model.Batch{Prefill: []model.PrefillChunk{{Tokens: 2048}, {Tokens: 2048}, {Tokens: 2048}, {Tokens: 2048}}}
 	b.WriteString(regimeRow(t, "Qwen3-235B round-1 prefill, 8×H800 TP 8", s.Deployment, round1, 8192))
 	h20 := h20Deployment(t, s.Deployment.LLM)
@@ -263,19 +256,12 @@ func deepseekFit(t *testing.T, name string, itlOnly bool) (float64, *calibrate.C
 	return cm.Coefficients[calibrate.CoefExpertMFU].Value, cm
 }
 
-// h800Round1 is the H800 chart's round-1 mean TTFT of the GPU-only
+// h800RoundTTFT is the H800 chart's round-1 mean TTFT of the GPU-only
 // configuration (s): no cache can hit in round 1, so it is the four
 // clients' 2,048-token prefills and their queueing alone.
 func h800RoundTTFT(t *testing.T, expertMFU float64, rounds int, seeds []uint64, maxIter int) [][]float64 {
 	t.Helper()
-	c, err := ParseCluster("h800.yaml", []byte(h800Cluster))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Resolve(c, trace.Run{}, Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := resolveYAML(t, h800Cluster)
 	d := *s.Deployment
 	applyDC405(&d, expertMFU)
 	s.Deployment, s.Step = &d, &d
@@ -478,14 +464,7 @@ func TestExpertMFUHeldOut(t *testing.T) {
 	b.WriteString("\n### Third check: the H20 PD table (Qwen3-235B, 8×H20-3e TP 8), prefill increments over 1,024 tokens\n\n")
 	b.WriteString("Measured: (TTFT − KV transfer)(n) − the same at 1,024 (the PD/proxy floor cancels). Replayed: one prefill step\n")
 	b.WriteString("of n tokens less one of 1,024 (chunked prefill off, as the page's server ran).\n\n")
-	c, err := ParseCluster("h800.yaml", []byte(h800Cluster))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Resolve(c, trace.Run{}, Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := resolveYAML(t, h800Cluster)
 	b.WriteString(h20Increments(t, s.Deployment.LLM, xs))
 	t.Log("\n" + b.String())
 	golden.CheckOrWrite(t, filepath.Join("testdata", "expert_mfu.md"), []byte(b.String()), true)
