@@ -134,7 +134,15 @@ func TestHugeHeap(t *testing.T) {
 	for i := 0; i < len(b); i += 4096 {
 		b[i] = 1
 	}
-	if n := minorFaults(t) - before; n > pages/8 {
+	// Without HugeHeap every page faults. With it most of the object is in
+	// huge pages, but where the kernel finds no free 2 MiB at the fault it
+	// falls back to small ones (memory fragmented by other processes: 14
+	// to 396 faults in five runs beside a running scripts/fidelity, 516 at
+	// load 15, where the bound was an eighth of the pages), so the bound is
+	// half the pages.
+	n := minorFaults(t) - before
+	t.Logf("%d faults writing %d pages", n, pages)
+	if n > pages/2 {
 		t.Fatalf("writing a %d-page object allocated after HugeHeap took %d faults", pages, n)
 	}
 }
