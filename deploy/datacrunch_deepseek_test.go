@@ -12,6 +12,7 @@ import (
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/golden"
 	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -74,20 +75,7 @@ func TestDataCrunchDeepSeekTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := s.Config
-		cfg.Workload = mode
-		var sim []*trace.Request
-		st, err := replay.RunInputs(cfg, s.Step, s.KVBlocks, gen, func(q *trace.Request) error {
-			sim = append(sim, q.Clone())
-			return nil
-		}, replay.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Completed != 10000 {
-			t.Fatalf("%s: %d of 10000 completed", cand.name, st.Completed)
-		}
-		sum := analyze.Summarize(trace.Run{Name: "simulated", Source: "simulated"}, sim)
+		sum := replayDeepSeek(t, cand.name, s, s.Step, gen, mode)
 		rep := analyze.ReportedStats(run)
 		var reported struct {
 			OutputThroughput float64 `json:"output_throughput"`
@@ -123,4 +111,25 @@ func TestDataCrunchDeepSeekTable(t *testing.T) {
 	b.WriteString("\n" + strings.Join(kv, "\n") + "\n")
 	t.Log("\n" + b.String())
 	golden.CheckOrWrite(t, filepath.Join("testdata", "datacrunch_deepseek.md"), []byte(b.String()), *deepseekTable)
+}
+
+// replayDeepSeek replays the DataCrunch DeepSeek run's 10,000 requests,
+// regenerated as gen and mode, on the setup s of the candidate named,
+// priced by step, and summarises them; every request must complete.
+func replayDeepSeek(t *testing.T, name string, s *Setup, step model.StepModel, gen replay.Inputs, mode replay.WorkloadConfig) *analyze.Summary {
+	t.Helper()
+	cfg := s.Config
+	cfg.Workload = mode
+	var sim []*trace.Request
+	st, err := replay.RunInputs(cfg, step, s.KVBlocks, gen, func(q *trace.Request) error {
+		sim = append(sim, q.Clone())
+		return nil
+	}, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != 10000 {
+		t.Fatalf("%s: %d of 10000 completed", name, st.Completed)
+	}
+	return analyze.Summarize(trace.Run{Name: "simulated", Source: "simulated"}, sim)
 }

@@ -201,20 +201,7 @@ func deepseekReplay(t *testing.T, name string, expertMFU float64) deepseekResult
 	_, s, gen, mode := deepseekSetup(t, name)
 	d := *s.Deployment
 	applyDC405(&d, expertMFU)
-	cfg := s.Config
-	cfg.Workload = mode
-	var sim []*trace.Request
-	st, err := replay.RunInputs(cfg, &d, s.KVBlocks, gen, func(q *trace.Request) error {
-		sim = append(sim, q.Clone())
-		return nil
-	}, replay.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Completed != 10000 {
-		t.Fatalf("%s: %d of 10000 completed", name, st.Completed)
-	}
-	sum := analyze.Summarize(trace.Run{Name: "simulated", Source: "simulated"}, sim)
+	sum := replayDeepSeek(t, name, s, &d, gen, mode)
 	return deepseekResult{sum.TTFT.Percentile(50), sum.ITL.Percentile(50), sum.E2E.Percentile(50), sum.OutputThroughput}
 }
 
