@@ -213,41 +213,15 @@ func (d *Deployment) roofSec(t StepTerms) float64 {
 // step (any rank prefilling, the largest decode batch) and the overhead.
 func (d *Deployment) dpTime(ownSec float64, shared StepTerms, prefill bool, decodes int) time.Duration {
 	d.regimeTerms(&shared, prefill, decodes)
-	sec := ownSec + d.roofSec(shared)
-	if shared.CommSec > 0 {
-		sec += shared.CommSec / d.LinkEfficiency
-	}
-	if d.CollectiveLatency > 0 {
-		sec += shared.Collectives * d.CollectiveLatency.Seconds()
-	}
-	if shared.EagerLayers > 0 && d.EagerLayerLaunch > 0 {
-		sec += shared.EagerLayers * d.EagerLayerLaunch.Seconds()
-	}
-	if shared.UncompiledLayers > 0 && d.UncompiledLayer > 0 {
-		sec += shared.UncompiledLayers * d.UncompiledLayer.Seconds()
-	}
-	return time.Duration(math.Round(sec*1e9)) + d.StepOverhead
+	// shared has no inter-node latency (dpShared sets none): priced adds 0.
+	return d.priced(ownSec+d.roofSec(shared), shared)
 }
 
 // dpSums returns a batch's tokens, sequences, context sum and attention
 // pairs (no sliding layers under DP attention).
 func dpSums(b *Batch) (tokens, seqs, ctx, pairs float64) {
-	for i := range b.Prefill {
-		t, c := float64(b.Prefill[i].Tokens), float64(b.Prefill[i].Context)
-		tokens += t
-		ctx += c
-		pairs += t * (c + (t+1)/2)
-	}
-	var decodeCtx int64
-	for _, c := range b.Decode {
-		decodeCtx += c
-	}
-	n := float64(len(b.Decode))
-	ctx += float64(decodeCtx)
-	pairs += float64(decodeCtx) + n
-	tokens += n
-	seqs = float64(len(b.Prefill)) + n
-	return tokens, seqs, ctx, pairs
+	s := sumBatch(b, false, 0)
+	return s.tokens, s.seqs, s.ctxFull, s.pairsFull
 }
 
 // DPStepTime prices one step of a DP-attention group whose rank i runs

@@ -530,16 +530,34 @@ func (d *Deployment) Terms(b *Batch) StepTerms {
 		return d.dpTerms(b)
 	}
 	k := d.constants()
-	var tokens, ctxFull, ctxSliding, pairsFull, pairsSliding float64
-	w := k.window
+	s := sumBatch(b, k.slidingPairFLOPs > 0, k.window)
+	t := d.terms(k, s.tokens, s.seqs, s.ctxFull, s.ctxSliding, s.pairsFull, s.pairsSliding)
+	d.regimeTerms(&t, len(b.Prefill) > 0, len(b.Decode))
+	return t
+}
+
+// batchSums are what a step's terms need of its batch: its tokens and
+// sequences, the contexts its tokens read and its attention's (query,
+// key) pairs, over full-attention layers and, when the model has them,
+// over sliding-window ones.
+type batchSums struct {
+	tokens, seqs            float64
+	ctxFull, ctxSliding     float64
+	pairsFull, pairsSliding float64
+}
+
+// sumBatch sums b for Terms and the DP-attention ranks (dpSums); the
+// sliding sums, with window w, only when sliding is set.
+func sumBatch(b *Batch, sliding bool, w float64) batchSums {
+	var s batchSums
 	for i := range b.Prefill {
 		t, c := float64(b.Prefill[i].Tokens), float64(b.Prefill[i].Context)
-		tokens += t
-		ctxFull += c
-		pairsFull += t * (c + (t+1)/2)
-		if k.slidingPairFLOPs > 0 {
-			ctxSliding += min(c, w)
-			pairsSliding += slidingPairs(t, c, w)
+		s.tokens += t
+		s.ctxFull += c
+		s.pairsFull += t * (c + (t+1)/2)
+		if sliding {
+			s.ctxSliding += min(c, w)
+			s.pairsSliding += slidingPairs(t, c, w)
 		}
 	}
 	// A decode token over c cached ones reads c and attends to c + 1:
@@ -549,20 +567,18 @@ func (d *Deployment) Terms(b *Batch) StepTerms {
 		decodeCtx += c
 	}
 	nDecode := float64(len(b.Decode))
-	ctxFull += float64(decodeCtx)
-	pairsFull += float64(decodeCtx) + nDecode
-	if k.slidingPairFLOPs > 0 {
+	s.ctxFull += float64(decodeCtx)
+	s.pairsFull += float64(decodeCtx) + nDecode
+	if sliding {
 		for _, c := range b.Decode {
 			cf := float64(c)
-			ctxSliding += min(cf, w)
-			pairsSliding += min(cf+1, w)
+			s.ctxSliding += min(cf, w)
+			s.pairsSliding += min(cf+1, w)
 		}
 	}
-	tokens += nDecode
-	seqs := float64(len(b.Prefill)) + nDecode
-	t := d.terms(k, tokens, seqs, ctxFull, ctxSliding, pairsFull, pairsSliding)
-	d.regimeTerms(&t, len(b.Prefill) > 0, len(b.Decode))
-	return t
+	s.tokens += nDecode
+	s.seqs = float64(len(b.Prefill)) + nDecode
+	return s
 }
 
 // constants returns the deployment's per-token constants.
@@ -639,7 +655,14 @@ func (d *Deployment) Roofline(t StepTerms) (compute, memory float64) {
 // timeOf prices step terms: the roofline of compute and memory at their
 // efficiencies, plus communication and the fixed overhead.
 func (d *Deployment) timeOf(t StepTerms) time.Duration {
-	sec := d.roofSec(t)
+	return d.priced(d.roofSec(t), t)
+}
+
+// priced adds to sec, a step's roofline seconds, what t's communication,
+// collectives, inter-node latency, launches and uncompiled layers cost,
+// and the fixed overhead: the tail of every step price (timeOf, and
+// dpTime's over the slowest rank plus the shared part).
+func (d *Deployment) priced(sec float64, t StepTerms) time.Duration {
 	if t.CommSec > 0 {
 		sec += t.CommSec / d.LinkEfficiency
 	}
