@@ -207,15 +207,23 @@ func TestResolveSettings(t *testing.T) {
 
 func TestModelName(t *testing.T) {
 	for in, want := range map[string]string{
-		"meta-llama/Llama-3.3-70B-Instruct":      "llama-3.3-70b",
-		"meta-llama/Meta-Llama-3.1-8B-Instruct":  "llama-3.1-8b",
-		"meta-llama/Llama-3.1-8B":                "llama-3.1-8b",
-		"Qwen/Qwen3-32B":                         "qwen3-32b",
-		"deepseek-ai/DeepSeek-V3":                "deepseek-v3",
-		"ibm-granite/granite-3.3-8b-instruct":    "granite-3.3-8b-instruct",
-		"openai/gpt-oss-20b":                     "gpt-oss-20b",
-		"llama-3.1-8b":                           "llama-3.1-8b",
-		"meta-llama/Meta-Llama-3-8B-Instruct":    "",
+		"meta-llama/Llama-3.3-70B-Instruct":     "llama-3.3-70b",
+		"meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b",
+		"meta-llama/Llama-3.1-8B":               "llama-3.1-8b",
+		"Qwen/Qwen3-32B":                        "qwen3-32b",
+		"deepseek-ai/DeepSeek-V3":               "deepseek-v3",
+		"ibm-granite/granite-3.3-8b-instruct":   "granite-3.3-8b-instruct",
+		"openai/gpt-oss-20b":                    "gpt-oss-20b",
+		"llama-3.1-8b":                          "llama-3.1-8b",
+		// Llama 3 is not 3.1: its own config (8,192 positions, no RoPE
+		// scaling).
+		"meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
+		"meta-llama/Meta-Llama-3-8B":          "llama-3-8b",
+		// The three runs of ../shared/data these configs came for.
+		"Qwen/Qwen3-30B-A3B-Instruct-2507":       "qwen3-30b-a3b-instruct-2507",
+		"01-ai/Yi-1.5-34B-Chat":                  "yi-1.5-34b",
+		"Qwen/Qwen3-30B-A3B":                     "",
+		"01-ai/Yi-34B-Chat":                      "",
 		"meta-llama/Llama-3.1-405B-Instruct-FP8": "",
 		"Qwen/Qwen2.5-3B-Instruct":               "",
 		// The DataCrunch DeepSeek run's two launch lines: one architecture,

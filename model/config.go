@@ -218,7 +218,10 @@ func parseConfig(file string, data []byte) (LLM, error) {
 		// Qwen2 has q, k, v biases and no config key for them.
 		m.AttentionBias = true
 	}
-	m.QKNorm = c.ModelType == "qwen3"
+	// Qwen3 and Qwen3-MoE put an RMSNorm on each head of q and k
+	// (vLLM models/qwen3.py and qwen3_moe.py, Qwen3MoeAttention's q_norm and
+	// k_norm); the config has no key for it.
+	m.QKNorm = c.ModelType == "qwen3" || c.ModelType == "qwen3_moe"
 
 	if err := parseAttention(&c, &m, fail); err != nil {
 		return LLM{}, err

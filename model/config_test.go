@@ -28,7 +28,7 @@ func TestLoadConfig(t *testing.T) {
 
 func TestLLMByNameUnknown(t *testing.T) {
 	_, err := LLMByName(samples, "llama-4")
-	if err == nil || !strings.Contains(err.Error(), "valid: deepseek-coder-v2-instruct-fp8, deepseek-v2, deepseek-v2-lite, deepseek-v3, gpt-oss-20b, granite-3.3-8b, granite-3.3-8b-instruct, llama-3.1-405b, llama-3.1-70b, llama-3.1-8b, llama-3.3-70b, qwen3-32b)") {
+	if err == nil || !strings.Contains(err.Error(), "valid: deepseek-coder-v2-instruct-fp8, deepseek-v2, deepseek-v2-lite, deepseek-v3, gpt-oss-20b, granite-3.3-8b, granite-3.3-8b-instruct, llama-3-8b, llama-3.1-405b, llama-3.1-70b, llama-3.1-8b, llama-3.3-70b, qwen3-30b-a3b-instruct-2507, qwen3-32b, yi-1.5-34b)") {
 		t.Errorf("err = %v, want the list of names", err)
 	}
 	for _, bad := range []string{"../etc", "a/b", ""} {

@@ -176,11 +176,13 @@ var hardwareAliases = map[string]string{
 	"h100-sxm5":                             "h100",
 	"h100-sxm5-80gb":                        "h100",
 	"h100-80gb-hbm3":                        "h100",
+	"h100-80gb-sxm":                         "h100", // LambdaLabsML/vllm-benchmark's "1xH100-80GB-SXM"
 	"h200-sxm":                              "h200",
 	"h200-141gb":                            "h200",
 	"a100":                                  "a100-80gb",
 	"a100-sxm-80gb":                         "a100-80gb",
 	"a100-sxm4-80gb":                        "a100-80gb",
+	"a100-80gb-sxm":                         "a100-80gb",
 	"a100-40g":                              "a100-40gb",
 	"a100-sxm4-40gb":                        "a100-40gb",
 	"a100-sxm-40gb":                         "a100-40gb",

@@ -25,6 +25,8 @@ func TestHardwareByName(t *testing.T) {
 	for name, want := range map[string]string{
 		"NVIDIA GeForce RTX 4090": "rtx-4090", "A100-SXM4-40GB": "a100-40gb", "NVIDIA-A100-SXM4-80GB": "a100-80gb",
 		"RTX PRO 6000": "rtx-pro-6000", "RTXPRO6000": "rtx-pro-6000", "H800": "h800", "h20": "h20", "NVIDIA H100 80GB HBM3": "h100",
+		// LambdaLabsML/vllm-benchmark names its result folders so.
+		"H100-80GB-SXM": "h100", "A100-80GB-SXM": "a100-80gb",
 	} {
 		if h, err := HardwareByName(name); err != nil || h.Name != want {
 			t.Errorf("%q = %q, %v; want %s", name, h.Name, err, want)

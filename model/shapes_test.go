@@ -1,7 +1,11 @@
 package model
 
 import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
 	"math"
+	"strconv"
 	"testing"
 )
 
@@ -49,6 +53,13 @@ func TestShippedShapesPublished(t *testing.T) {
 		// granite-3.3-8b: 8,170,864,640 in the checkpoint; Opal's estimate
 		// (opal-notes §1) is this without the final norm, 8,170,860,544.
 		{"granite-3.3-8b-instruct", 8_170_864_640, 8.17, 0, 163_840},
+		// Meta's Llama 3 model card: 8B (the Llama 3 paper's Table 3 gives
+		// the 8B's shapes, which Llama 3.1 kept): the 3.1 8B's count.
+		{"llama-3-8b", 8_030_261_248, 8.03, 0, 2 * 32 * 8 * 128 * 2},
+		// Yi-1.5-34B model card: 34.4B. Per layer: q and o 2·7168², k
+		// and v 2·7168·1024, MLP 3·7168·20480, two norms of 7168; ×60,
+		// + embedding and LM head 2·64000·7168 and the final norm.
+		{"yi-1.5-34b", 34_388_917_248, 34.39, 0, 2 * 60 * 8 * 128 * 2},
 	} {
 		m := loadSample(t, tc.name)
 		if got := m.Params(); got != tc.params {
@@ -94,7 +105,6 @@ func TestMoEActiveParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qwen.QKNorm = true // model_type qwen3_moe has q/k norms as qwen3 does
 	if got := float64(qwen.Params()) / 1e9; math.Abs(got-30.53) > 0.01 {
 		t.Errorf("qwen3-30b-a3b: %.3fB params, card 30.5B", got)
 	}
@@ -207,3 +217,75 @@ func TestDeepSeekV2Published(t *testing.T) {
 // smallParams is what layerCounts keeps at the model dtype besides the
 // embeddings: norms, routers, the final norm.
 func smallParams(m LLM) int64 { return m.layerCounts().small + m.HiddenSize }
+
+// Qwen3-30B-A3B-Instruct-2507's model card: 30.5B parameters in total,
+// 29.9B without the embedding and LM head, 3.3B activated (Qwen gives
+// one decimal, cut rather than rounded: 3.35B by the shapes, with the
+// embedding and head, as Qwen counts). 48 layers of 32 Q and 4 KV heads
+// of 128 with q/k norms; 128 experts of 768, top 8, in every layer.
+func TestQwen3MoEPublished(t *testing.T) {
+	m := loadSample(t, "qwen3-30b-a3b-instruct-2507")
+	if !m.QKNorm || m.NumExperts != 128 || m.ExpertsPerToken != 8 || m.MaxPositionEmbeddings != 262_144 {
+		t.Fatalf("shapes: %+v", m)
+	}
+	// Per layer: q 2048·4096, k and v 2·2048·512, o 4096·2048, q/k norms
+	// 2·128, router 2048·128, 128 experts of 3·2048·768, two norms of
+	// 2048; ×48, + embedding and LM head 2·151936·2048 and the final norm.
+	const want = 30_532_122_624
+	if got := m.Params(); got != want {
+		t.Errorf("Params = %d, want %d", got, want)
+	}
+	if got := math.Round(float64(m.Params())/1e8) / 10; got != 30.5 {
+		t.Errorf("%.1fB parameters, card says 30.5B", got)
+	}
+	if got := math.Round(float64(m.Params()-2*m.EmbeddingParams())/1e8) / 10; got != 29.9 {
+		t.Errorf("%.1fB without embedding and head, card says 29.9B", got)
+	}
+	if got := math.Floor(float64(m.ActiveParams())/1e8) / 10; got != 3.3 {
+		t.Errorf("%.1fB activated, card says 3.3B", got)
+	}
+	// KV: 48 layers · 2 · 4 heads · 128 · 2 bytes.
+	if got := m.KVBytesPerToken(); got != 48*2*4*128*2 {
+		t.Errorf("KVBytesPerToken = %d", got)
+	}
+}
+
+// Llama 3 and Llama 3.1 8B have the same shapes; Llama 3 was trained to
+// 8,192 positions with plain RoPE, where 3.1 scales RoPE (llama3, ×8) to
+// 131,072 (Llama 3 model card: context length 8k; the Llama 3 paper).
+func TestLlama3Versus31(t *testing.T) {
+	l3, l31 := loadSample(t, "llama-3-8b"), loadSample(t, "llama-3.1-8b")
+	if l3.MaxPositionEmbeddings != 8192 || l31.MaxPositionEmbeddings != 131_072 {
+		t.Errorf("context: llama-3-8b %d, llama-3.1-8b %d", l3.MaxPositionEmbeddings, l31.MaxPositionEmbeddings)
+	}
+	// The RoPE scaling is not a shape the roofline reads: it is checked
+	// in the files themselves.
+	for name, want := range map[string]string{"llama-3-8b": "null", "llama-3.1-8b": `"llama3"`} {
+		raw, err := fs.ReadFile(samples, name+"/config.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c struct {
+			RopeScaling json.RawMessage `json:"rope_scaling"`
+		}
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		var rs struct {
+			RopeType string `json:"rope_type"`
+		}
+		got := string(c.RopeScaling)
+		if got != "null" && json.Unmarshal(c.RopeScaling, &rs) == nil {
+			got = strconv.Quote(rs.RopeType)
+		}
+		if got != want {
+			t.Errorf("%s: rope_scaling %s, want %s", name, got, want)
+		}
+	}
+	a, b := l3, l31
+	a.MaxPositionEmbeddings, b.MaxPositionEmbeddings = 0, 0
+	a.Name, b.Name = "", ""
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("shapes differ beyond the context:\n%+v\n%+v", a, b)
+	}
+}
