@@ -368,7 +368,12 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 		}
 		if taken >= nameEnd {
 			// Its id goes to the stack; its record is left stale.
-			c.names = append(c.names, b)
+			// (The stack has room for every id: no append, whose
+			// growslice call made the loop keep its values on the
+			// stack.)
+			k := len(c.names)
+			c.names = c.names[:k+1]
+			c.names[k] = b
 			dst[taken] = Anonymous
 			taken++
 			continue
@@ -496,21 +501,44 @@ func (c *Cache) release(blocks []int32, full int64) int32 {
 	if c.tail+int64(len(blocks)) > maxPos {
 		c.rebase()
 	}
-	ring, recs := c.ring, c.blocks
+	ring := c.ring
 	mask := int64(len(ring) - 1)
 	tail, freed, last := c.tail, int64(0), int32(-1)
 	for i := len(blocks) - 1; i >= 0; i-- {
+		if blocks[i] != Anonymous {
+			var n int64
+			i, tail, n = releaseNamed(blocks[:i+1], c.blocks, ring, tail)
+			freed += n
+			if i < 0 {
+				break
+			}
+		}
+		// The stretch of anonymous blocks i′..i, one run.
+		j := stretchStart(blocks, i)
+		cached := min(max(full-int64(j), 0), int64(i-j+1))
+		last = c.newRun(anonRun{uncached: int32(int64(i-j+1) - cached), cached: int32(cached), at: tail})
+		ring[tail&mask] = runEntry | entry(last)
+		tail++
+		freed += int64(i - j + 1)
+		i = j
+	}
+	c.nfree += freed
+	c.tail = tail
+	return last
+}
+
+// releaseNamed is release's loop over named blocks, a function of its
+// own so that the compiler keeps its values in registers (with the runs'
+// code beside it, it reloaded four of them from the stack at every
+// block): it releases blocks from the last down to an Anonymous one,
+// pushing those left free at the queue's tail, and returns that one's
+// place (-1: none), the tail after, and how many it freed.
+func releaseNamed(blocks []int32, recs []block, ring []entry, tail int64) (i int, after, freed int64) {
+	mask := int64(len(ring) - 1)
+	for i = len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
 		if b == Anonymous {
-			// The stretch of anonymous blocks i′..i, one run.
-			j := stretchStart(blocks, i)
-			cached := min(max(full-int64(j), 0), int64(i-j+1))
-			last = c.newRun(anonRun{uncached: int32(int64(i-j+1) - cached), cached: int32(cached), at: tail})
-			ring[tail&mask] = runEntry | entry(last)
-			tail++
-			freed += int64(i - j + 1)
-			i = j
-			continue
+			return i, tail, freed
 		}
 		// The record read and written whole, once.
 		k := &recs[b]
@@ -523,13 +551,14 @@ func (c *Cache) release(blocks []int32, full int64) int32 {
 		case r.ref > 1:
 			k.ref = r.ref - 1
 		default:
-			panic(fmt.Sprintf("kvcache: release of free block %d", b))
+			badRelease(b)
 		}
 	}
-	c.nfree += freed
-	c.tail = tail
-	return last
+	return -1, tail, freed
 }
+
+// badRelease panics: block b was released while free.
+func badRelease(b int32) { panic(fmt.Sprintf("kvcache: release of free block %d", b)) }
 
 // stretchStart returns where the stretch of Anonymous blocks that ends
 // at blocks[i] starts.

@@ -499,3 +499,37 @@ func TestStretchStartAndFill(t *testing.T) {
 		}
 	}
 }
+
+// TestSteps checks steps against step one block at a time, at run starts
+// whose low half wraps within the run (where a step gives 1 for 0) and
+// at random ones.
+func TestSteps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 11))
+	c := contStep
+	starts := []uint64{1, 0xffffffff, 0x12345678_fffffff8, 0x12345678_fffffff9, 0xffffffff_fffffffa,
+		-(3 * c), -(7 * c), -(8 * c), -c + 1}
+	for range 1000 {
+		starts = append(starts, rng.Uint64())
+	}
+	wraps := 0
+	for _, x := range starts {
+		if x == 0 {
+			continue
+		}
+		var got [slotRun]uint64
+		steps(got[:], x)
+		want := x
+		for i := range slotRun {
+			if got[i] != want {
+				t.Fatalf("steps from %#x: block %d is %#x, want %#x", x, i, got[i], want)
+			}
+			if want+contStep == 0 {
+				wraps++
+			}
+			want = step(want)
+		}
+	}
+	if wraps < 2 {
+		t.Fatalf("%d runs stepped through 0: not exercised", wraps)
+	}
+}

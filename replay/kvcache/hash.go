@@ -1,5 +1,7 @@
 package kvcache
 
+import "math"
+
 // A BlockHasher computes the chained hashes of the engine blocks of one
 // sequence (a prompt followed by its generated tokens).
 //
@@ -142,6 +144,27 @@ func step(prev uint64) uint64 {
 	return x
 }
 
+// steps sets g[0] to x and each later block of g, a run of slotRun, to
+// step of the one before.
+//
+// Note: contStep's low half is 1, so the low half of x + i·contStep is
+// x's plus i, and a sum is 0 only if that wraps: when it cannot, the
+// sums are the steps, without step's test for 0 at each (a third of
+// Chain.extend on BenchmarkReplayMooncakeRouters/sglang_cache_aware).
+func steps(g []uint64, x uint64) {
+	g = g[:slotRun]
+	if uint32(x) <= math.MaxUint32-(slotRun-1) {
+		c := contStep
+		g[0], g[1], g[2], g[3] = x, x+c, x+2*c, x+3*c
+		g[4], g[5], g[6], g[7] = x+4*c, x+5*c, x+6*c, x+7*c
+		return
+	}
+	for i := range g {
+		g[i] = x
+		x = step(x)
+	}
+}
+
 // Private reports whether engine block k is private to the request: its
 // hash, which Hash returns with private true, depends on Unique and k
 // alone.
@@ -259,6 +282,18 @@ func (c *Chain) extend(k int64) {
 			end := n + run
 			hs = hs[:end]
 			for ; n < end; n++ {
+				if n%slotRun == 0 && end-n >= slotRun {
+					// A whole run of slotRun: its first
+					// block mixed, the others stepped.
+					x := mix(prev, uint64(n), continuation)
+					if x == 0 {
+						x = 1
+					}
+					steps(hs[n:n+slotRun], x)
+					n += slotRun - 1
+					prev = hs[n]
+					continue
+				}
 				var x uint64
 				if n%slotRun != 0 {
 					x = step(prev)

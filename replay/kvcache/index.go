@@ -134,22 +134,36 @@ func freeSlot(slots []uint64, mask uint64, fp uint32) uint64 {
 }
 
 // del removes the entry h → b, which must be present.
+//
+// Note: the table, its mask and its rows in locals, and the hole's
+// place in probe order kept: the table's stores might write the index's
+// fields (the compiler cannot tell a slot from the mask, both uint64),
+// so it loaded them again at every step of the shift.
 func (x *index) del(h uint64, b int32) {
+	slots, mask, rowBits := x.slots, x.mask, x.rowBits&63
+	next := func(i uint64) uint64 { // x.next
+		if i += probeStride; i > mask {
+			i = (i + 1) & (probeStride - 1)
+		}
+		return i
+	}
+	order := func(i uint64) uint64 { return (i&(probeStride-1))<<rowBits | i/probeStride } // x.order
 	fp := fingerprint(h)
 	want := pack(fp, b)
-	i := x.home(fp)
-	for x.slots[i] != want {
-		i = x.next(i)
+	i := uint64(fp) & mask
+	for slots[i] != want {
+		i = next(i)
 	}
 	// Shift later entries of the probe run back into the hole when their
 	// home slot is at or before it (cyclically, in probe order).
-	for j := x.next(i); x.slots[j] != 0; j = x.next(j) {
-		f, _ := unpack(x.slots[j])
-		if oj := x.order(j); (oj-x.order(x.home(f)))&x.mask >= (oj-x.order(i))&x.mask {
-			x.slots[i] = x.slots[j]
-			i = j
+	oi := order(i)
+	for j := next(i); slots[j] != 0; j = next(j) {
+		f, _ := unpack(slots[j])
+		if oj := order(j); (oj-order(uint64(f)&mask))&mask >= (oj-oi)&mask {
+			slots[i] = slots[j]
+			i, oi = j, oj
 		}
 	}
-	x.slots[i] = 0
+	slots[i] = 0
 	x.n--
 }
