@@ -104,6 +104,21 @@ func applyRecord(c *Cluster, run trace.Run, o Overrides) ([]string, error) {
 		}
 		opts = append(opts, v.opt+"="+raw)
 	}
+	// vLLM's --enable-expert-parallel spreads the experts over every GPU
+	// of the server, TP·DP of them (config/parallel.py: expert parallel
+	// size = tensor × data parallel size).
+	if raw, ok := run.Extra[engineOptPrefix+"enable_expert_parallel"]; ok {
+		on, err := strconv.ParseBool(raw)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %senable_expert_parallel: %q: %v", name, engineOptPrefix, raw, err)
+		}
+		if ep := max(c.TP, 1) * max(c.DP, 1); on && ep > 1 {
+			if err := take("ep", ep, fmt.Sprintf("%d (enable_expert_parallel, TP·DP)", ep)); err != nil {
+				return nil, err
+			}
+		}
+		opts = append(opts, "enable_expert_parallel="+raw)
+	}
 	if len(opts) > 0 {
 		sort.Strings(opts)
 		note("engine options from its record: %s", strings.Join(opts, ", "))

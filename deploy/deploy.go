@@ -107,9 +107,15 @@ func (s *Setup) Header() string {
 	if s.Config.Workers != 1 {
 		w = fmt.Sprintf("%d workers", s.Config.Workers)
 	}
-	if d.DPAttention {
+	if d.EP > 1 {
+		par += fmt.Sprintf(" EP%d", d.EP)
+	}
+	switch {
+	case d.DPAttention:
 		par += " DP-attention"
 		w = fmt.Sprintf("%d workers (one per DP-attention rank)", s.Config.Workers)
+	case d.DP > 1:
+		w = fmt.Sprintf("%d workers (one per DP rank)", s.Config.Workers)
 	}
 	if in := d.InterNode; in != nil {
 		par += fmt.Sprintf(" over %d nodes, %s %g Gb/s", in.Nodes, in.Transport, in.Bandwidth*8/1e9)
@@ -179,6 +185,14 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 			notes = append(notes, note)
 			c.Config = cfg
 		}
+	}
+	if dep.DP > 1 && !c.EnableDPAttention {
+		note, err := dataParallel(&c, &cfg, dep)
+		if err != nil {
+			return nil, err
+		}
+		notes = append(notes, note)
+		c.Config = cfg
 	}
 	kvTokens, kvHow, err := kvCapacity(c, cfg, dep, sg)
 	if err != nil {

@@ -104,6 +104,7 @@ var routers = []routerSpec{
 	{RouterLLMD, "llm-d's weighted scorers", newLLMD},
 	{RouterDynamo, "Dynamo's KV router", newDynamoKV},
 	{RouterMaxPrefix, "Opal's MaxPrefix, matching", newMaxPrefix},
+	{RouterVLLMDP, "vLLM's data-parallel front end", func(cfg *Config, slots int, _ int64, _ *rand.Rand) Router { return newVLLMDP(cfg, slots) }},
 }
 
 // Router names.
@@ -118,6 +119,7 @@ const (
 	RouterLLMD          = "llm_d"
 	RouterDynamo        = "dynamo_kv"
 	RouterMaxPrefix     = "max_prefix"
+	RouterVLLMDP        = "vllm_dp"
 )
 
 func routerFor(name string) (routerSpec, bool) {

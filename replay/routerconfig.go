@@ -52,6 +52,11 @@ type RouterConfig struct {
 	// (consistent hashing with bounded loads; Envoy's hash_balance_factor
 	// as a ratio; default 1.25).
 	HashBalanceFactor float64 `yaml:"hash_balance_factor,omitempty"`
+
+	// StatsUpdateIntervalMs is how often vLLM's DP coordinator publishes
+	// the engine cores' request counts to the front end (vllm_dp; 100, its
+	// min_stats_update_interval_ms; 0: every decision sees them live).
+	StatsUpdateIntervalMs *int `yaml:"stats_update_interval_ms,omitempty"`
 }
 
 // Defaults of the routers' settings.
@@ -103,6 +108,11 @@ func (c RouterConfig) withDefaults(router string) RouterConfig {
 		if c.HashBalanceFactor == 0 {
 			c.HashBalanceFactor = sessionHashBalanceFactor
 		}
+	case RouterVLLMDP:
+		if c.StatsUpdateIntervalMs == nil {
+			v := vllmDPStatsIntervalMs
+			c.StatsUpdateIntervalMs = &v
+		}
 	}
 	return c
 }
@@ -135,6 +145,9 @@ func (c RouterConfig) validate(bad func(field, format string, args ...any)) {
 		if w.v != nil && (!(*w.v >= 0) || !finite(*w.v)) {
 			bad("router_config."+w.name, "%v is not a non-negative number", *w.v)
 		}
+	}
+	if v := c.StatsUpdateIntervalMs; v != nil && (*v < 0 || *v > 86400e3) {
+		bad("router_config.stats_update_interval_ms", "%d is not a number of milliseconds in [0, 86400000]", *v)
 	}
 	if v := c.HashBalanceFactor; v != 0 && (!(v >= 1) || !finite(v)) {
 		bad("router_config.hash_balance_factor", "%v is not a number ≥ 1", v)
