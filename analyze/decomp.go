@@ -11,6 +11,9 @@ import (
 // "queue" is the server's queue wait (schedule_s when the source has no
 // queue_s), "other" is the rest of TTFT: network, tokenization, detokenization
 // and anything the server did not itemize (negative when the parts overlap).
+// The engines count the queue from the loop pass that takes a request in,
+// after the step in flight when it arrived, and so do replays (vLLM's
+// request_queue_time_seconds): that step's rest is in "other".
 var DecompParts = []string{"queue", "prefill", "kv_fetch", "other"}
 
 // A DecompBand is the TTFT decomposition of the requests whose TTFT lies in

@@ -86,6 +86,6 @@ func (e *engine) ingressed(now trace.Time, w *worker) error {
 	if r == nil {
 		return nil
 	}
-	r.workerArrival = now
+	r.workerArrival, r.engineQueued = now, now
 	return e.admit(now, w, r)
 }

@@ -152,7 +152,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	if e.shared != nil {
 		r.shared = int(e.shared[i])
 	}
-	r.sent, r.arrival, r.workerArrival = sent, now, now
+	r.sent, r.arrival, r.workerArrival, r.engineQueued = sent, now, now, now
 	r.deadline = never
 	if e.timeout > 0 {
 		r.deadline = sent.Add(e.timeout + e.lat)
@@ -189,6 +189,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 // admit hands request r to w's scheduler at now.
 func (e *engine) admit(now trace.Time, w *worker, r *reqState) error {
 	w.waiting.pushBack(r)
+	w.unseen = append(w.unseen, r)
 	if w.off != nil && e.off.spec.HiCache != nil {
 		if err := e.off.prefetch(e, w, r, now); err != nil {
 			return err
@@ -238,6 +239,11 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 	if w.busy || !w.hasWork() {
 		return nil
 	}
+	for _, r := range w.unseen {
+		r.engineQueued = now
+	}
+	clear(w.unseen)
+	w.unseen = w.unseen[:0]
 	bound := e.window(now, w)
 	// The per-step hooks need every step; fast-forward's inner loop
 	// serves both schedulers without them (SGLang's steps are then built

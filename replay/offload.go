@@ -845,7 +845,9 @@ func (o *offload) result(r *reqState, out *trace.Request) {
 	// first forward leaves the queue wait, the stall of a step waiting
 	// for its loads (HiCache) leaves the prefill.
 	if pre := r.kvWait - r.kvStall; pre > 0 {
-		out.QueueSec = trace.Some((r.gpuStart.Sub(r.workerArrival) - pre).Seconds())
+		// A prefetch starts when r reaches the scheduler, before the
+		// pass that queues it: that part of the KV wait is not queue.
+		out.QueueSec = trace.Some(max(r.gpuStart.Sub(r.engineQueued)-pre, 0).Seconds())
 	}
 	if r.kvStall > 0 {
 		out.PrefillSec = trace.Some((r.firstTok.Sub(r.gpuStart) - r.kvStall).Seconds())

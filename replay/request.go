@@ -58,6 +58,11 @@ type reqState struct {
 	// sent is when the client sent the request; arrival when it reached
 	// the router (sent + client latency).
 	sent, arrival, workerArrival, gpuStart, firstTok, lastTok trace.Time
+	// engineQueued is when the engine's loop first saw r: the first
+	// scheduling pass on its worker at or after workerArrival (see
+	// worker.unseen), where vLLM stamps queued_ts and SGLang starts its
+	// queue time.
+	engineQueued trace.Time
 	lastChunk                                                 trace.Time // when the server sent the last chunk
 	itl                                                       []float64  // gaps between chunks
 

@@ -84,9 +84,11 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 		o.ITLUnit = trace.ITLChunk
 		o.ChunkTokens = chunkTokens(r.out, k)
 	}
-	wait := r.gpuStart.Sub(r.workerArrival).Seconds()
-	o.QueueSec = trace.Some(wait)
-	o.ScheduleSec = trace.Some(wait)
+	// Queue time as the engines count it, from the scheduling pass that
+	// took r in (worker.unseen); ScheduleSec keeps the whole wait since
+	// r reached the scheduler.
+	o.QueueSec = trace.Some(r.gpuStart.Sub(r.engineQueued).Seconds())
+	o.ScheduleSec = trace.Some(r.gpuStart.Sub(r.workerArrival).Seconds())
 	o.PrefillSec = trace.Some(r.firstTok.Sub(r.gpuStart).Seconds())
 	o.DecodeSec = trace.Some(r.lastTok.Sub(r.firstTok).Seconds())
 	o.Preemptions = trace.Some(r.preemptions)

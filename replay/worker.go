@@ -19,6 +19,20 @@ type worker struct {
 
 	running []*reqState
 	waiting deque
+	// unseen are the requests handed to the scheduler since its last
+	// scheduling pass. Both engines take new requests in only between
+	// steps, at the top of their loop, and stamp them there: vLLM's
+	// EngineCore.run_busy_loop drains its input queue before each step
+	// (_process_input_queue; Scheduler.add_request records the QUEUED
+	// event, v1/core/sched/scheduler.py, v0.8–0.19), SGLang's
+	// event_loop calls recv_requests before get_next_batch_to_run
+	// (scheduler.py, v0.4–0.5; queue_time_start in
+	// handle_generate_request). So a request reaching a busy worker is
+	// queued, as the engines count it, when the step in flight ends
+	// (reqState.engineQueued), and its queue time (vLLM's
+	// request_queue_time_seconds: scheduled − queued) does not include
+	// the rest of that step.
+	unseen []*reqState
 	busy    bool // a step is in flight
 	queued  bool // an evSchedule for this worker is in the queue
 
