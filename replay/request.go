@@ -63,8 +63,8 @@ type reqState struct {
 	// worker.unseen), where vLLM stamps queued_ts and SGLang starts its
 	// queue time.
 	engineQueued trace.Time
-	lastChunk                                                 trace.Time // when the server sent the last chunk
-	itl                                                       []float64  // gaps between chunks
+	lastChunk    trace.Time // when the server sent the last chunk
+	itl          []float64  // gaps between chunks
 
 	// inBuf is in, when the inputs build requests on demand (Columns):
 	// the state, recycled, keeps its memory for the next request.

@@ -33,8 +33,8 @@ type worker struct {
 	// request_queue_time_seconds: scheduled − queued) does not include
 	// the rest of that step.
 	unseen []*reqState
-	busy    bool // a step is in flight
-	queued  bool // an evSchedule for this worker is in the queue
+	busy   bool // a step is in flight
+	queued bool // an evSchedule for this worker is in the queue
 
 	// The step in flight, reused from step to step.
 	sched     []scheduled
