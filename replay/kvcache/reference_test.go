@@ -12,18 +12,21 @@ import (
 // indistinguishable from (TestCacheMatchesReference), whatever Cache
 // keeps as runs, tails, anonymous blocks, tombstones or bulk calls.
 //
-// It follows vllm/v1/core/block_pool.py (v0.8–v0.10):
-//   - get_new_blocks pops blocks from the free queue's head, least
-//     recently freed first, and _maybe_evict_cached_block drops a popped
-//     block's hash from cached_block_hash_to_block: an eviction;
+// It follows vLLM v1's BlockPool (vllm/v1/core/block_pool.py, read at
+// vllm-project/vllm 002f349):
+//   - get_new_blocks pops blocks from the free queue's head (popleft),
+//     least recently freed first, and _maybe_evict_cached_block drops a
+//     popped block's hash from cached_block_hash_to_block: an eviction;
 //   - touch takes a hit block out of the free queue when its ref_cnt is
 //     0, and increments it;
 //   - free_blocks decrements each block's ref_cnt and appends the blocks
-//     that reach 0 to the queue's tail, in the order given;
-//     KVCacheManager.free gives a request's blocks in reverse, so that
-//     its tail blocks are evicted first;
-//   - get_cached_block returns the first block of its hash's dict, the
-//     earliest indexed that is still cached.
+//     that reach 0 to the queue's tail, in the order given ("ordered by
+//     their eviction priority"); the request's free
+//     (SingleTypeKVCacheManager.free in single_type_kv_cache_manager.py,
+//     KVCacheManager.free before it) gives its blocks reversed, "so that
+//     the tail blocks are freed first";
+//   - get_cached_block returns the first block of its hash's dict
+//     (insertion order), the earliest cached that is still cached.
 //
 // Private blocks (CommitPrivate, MarkPrivate, the cached blocks of a
 // released table that Cache holds anonymous) hold a hash that is not
