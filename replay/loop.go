@@ -239,11 +239,13 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 	if w.busy || !w.hasWork() {
 		return nil
 	}
-	for _, r := range w.unseen {
-		r.engineQueued = now
+	if len(w.unseen) > 0 {
+		for _, r := range w.unseen {
+			r.engineQueued = now
+		}
+		clear(w.unseen)
+		w.unseen = w.unseen[:0]
 	}
-	clear(w.unseen)
-	w.unseen = w.unseen[:0]
 	bound := e.window(now, w)
 	// The per-step hooks need every step; fast-forward's inner loop
 	// serves both schedulers without them (SGLang's steps are then built
