@@ -368,12 +368,7 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 		}
 		if taken >= nameEnd {
 			// Its id goes to the stack; its record is left stale.
-			// (The stack has room for every id: no append, whose
-			// growslice call made the loop keep its values on the
-			// stack.)
-			k := len(c.names)
-			c.names = c.names[:k+1]
-			c.names[k] = b
+			c.names = append(c.names, b)
 			dst[taken] = Anonymous
 			taken++
 			continue
