@@ -55,8 +55,22 @@ import (
 // where a roofline is max(compute, memory) + SerialFraction ·
 // min(compute, memory), as Deployment prices a whole step. The all-gather
 // before every MLP is a barrier, so no rank's MLP overlaps another's
-// attention, and the two parts are priced apart. As elsewhere in this
-// package, MLA attention is priced in its prefill (non-absorbed) form.
+// attention, and the two parts are priced apart.
+//
+// MLA's attention is priced in the form v0.4.x runs it
+// (models/deepseek_v2.py, DeepseekV2AttentionMLA.forward at v0.4.0.post1:
+// forward_normal only for an extend batch whose extend_prefix_lens sum to
+// 0, forward_absorb otherwise). A first prefill runs the heads over the
+// decompressed keys and values: per (query, key) pair and head
+// 2·(qk_nope + qk_rope) + 2·v_head FLOPs. Every other step, decodes
+// above all, runs forward_absorb: the query is absorbed into the latent
+// (w_kc) and attn_mqa (RadixAttention with one KV head of kv_lora_rank +
+// qk_rope_head_dim, v_head_dim kv_lora_rank) attends over the cached
+// latent itself, 2·(kv_lora + qk_rope) + 2·kv_lora FLOPs a pair and head,
+// 3.4 times the first form's for DeepSeek-V2 (1,088 against 320 dims).
+// The absorption matmuls (w_kc, w_vc) have kv_b_proj's weights and are
+// priced with it. Elsewhere in this package (no DP attention) MLA is
+// priced in the first form throughout.
 //
 // StepTime(b) prices the group's step with every rank running b (the
 // workload of a DP-attention worker replayed one rank per replay worker:
@@ -69,7 +83,8 @@ type dpConsts struct {
 	linearPeak          float64 // PeakFP8FLOPS or PeakFLOPS, as stepConsts
 	ownFLOPsPerToken    float64 // 2 · attention matmul weights, all layers (replicated)
 	lmHeadFLOPsPerSeq   float64 // 2 · vocab · hidden (replicated LM head)
-	pairFLOPs           float64 // attention FLOPs per (query, key) pair, all layers, all heads
+	pairFLOPs           float64 // attention FLOPs per (query, key) pair, all layers, all heads (forward_normal)
+	absorbedPairFLOPs   float64 // the same in forward_absorb's form (MLA; else pairFLOPs)
 	ownBytes            float64 // replicated weights a rank with tokens reads: attention, norms, LM head
 	kvPerToken          float64 // the MLA latent, all layers
 	mlpFLOPsPerToken    float64 // 2 · (dense MLP + shared experts) / TP + 2 · routers
@@ -137,6 +152,10 @@ func (d *Deployment) dpConstants() dpConsts {
 	k.ownFLOPsPerToken = 2 * attn
 	k.lmHeadFLOPsPerSeq = 2 * float64(m.LMHeadParams())
 	k.pairFLOPs = float64(m.NumLayers) * m.attnFLOPsPerPairLayer()
+	k.absorbedPairFLOPs = k.pairFLOPs
+	if m.IsMLA() {
+		k.absorbedPairFLOPs = float64(m.NumLayers) * 2 * float64(m.NumHeads) * float64(2*m.KVLoraRank+m.QKRopeHeadDim)
+	}
 	// A tied LM head reads the embedding as the head; an untied one's
 	// embedding is gathered row by row (negligible), as in consts.
 	k.ownBytes = attn*m.linearBytes() + float64(c.small-routers+m.HiddenSize+m.LMHeadParams())*wb
@@ -161,15 +180,16 @@ func (d *Deployment) dpConstants() dpConsts {
 
 // dpOwn returns the terms of one rank's own part of a step: its tokens
 // and sequences, the sum of the contexts its tokens read, and its
-// attention's (query, key) pairs. An idle rank has none.
-func (d *Deployment) dpOwn(k *dpConsts, tokens, seqs, ctx, pairs float64) StepTerms {
+// attention's (query, key) pairs, those priced in forward_normal's form
+// and those in forward_absorb's. An idle rank has none.
+func (d *Deployment) dpOwn(k *dpConsts, tokens, seqs, ctx, pairs, absorbed float64) StepTerms {
 	if tokens == 0 {
 		return StepTerms{}
 	}
 	peak, bw := d.Hardware.PeakFLOPS, d.Hardware.MemBandwidth
 	var t StepTerms
 	t.LinearSec = k.ownFLOPsPerToken*tokens/k.linearPeak + k.lmHeadFLOPsPerSeq*seqs/peak
-	t.AttentionSec = k.pairFLOPs * pairs / peak
+	t.AttentionSec = (k.pairFLOPs*pairs + k.absorbedPairFLOPs*absorbed) / peak
 	t.WeightSec = k.ownBytes / bw
 	t.KVSec = k.kvPerToken * (ctx + tokens) / bw
 	return t
@@ -218,10 +238,21 @@ func (d *Deployment) dpTime(ownSec float64, shared StepTerms, prefill bool, deco
 }
 
 // dpSums returns a batch's tokens, sequences, context sum and attention
-// pairs (no sliding layers under DP attention).
-func dpSums(b *Batch) (tokens, seqs, ctx, pairs float64) {
+// pairs (no sliding layers under DP attention), the pairs split into
+// forward_normal's and forward_absorb's: a batch of prefills none of
+// which has a prefix runs the first, any other batch (a decode, a chunk
+// after the first, a prefill with a cached prefix, a mixed batch, whose
+// extend_prefix_lens hold its decodes' contexts) the second.
+func dpSums(b *Batch) (tokens, seqs, ctx, normal, absorbed float64) {
 	s := sumBatch(b, false, 0)
-	return s.tokens, s.seqs, s.ctxFull, s.pairsFull
+	first := len(b.Decode) == 0
+	for i := range b.Prefill {
+		first = first && b.Prefill[i].Context == 0
+	}
+	if first {
+		return s.tokens, s.seqs, s.ctxFull, s.pairsFull, 0
+	}
+	return s.tokens, s.seqs, s.ctxFull, 0, s.pairsFull
 }
 
 // DPStepTime prices one step of a DP-attention group whose rank i runs
@@ -241,8 +272,8 @@ func (d *Deployment) DPStepTime(ranks []*Batch) (time.Duration, error) {
 		if b == nil {
 			continue
 		}
-		tokens, seqs, ctx, pairs := dpSums(b)
-		own = max(own, d.roofSec(d.dpOwn(k, tokens, seqs, ctx, pairs)))
+		tokens, seqs, ctx, pairs, absorbed := dpSums(b)
+		own = max(own, d.roofSec(d.dpOwn(k, tokens, seqs, ctx, pairs, absorbed)))
 		total += tokens
 		most = max(most, tokens)
 		prefill = prefill || len(b.Prefill) > 0
@@ -257,8 +288,8 @@ func (d *Deployment) DPStepTime(ranks []*Batch) (time.Duration, error) {
 // dpStepTime is StepTime under DP attention: every rank runs b.
 func (d *Deployment) dpStepTime(b *Batch) time.Duration {
 	k := d.dpConsts()
-	tokens, seqs, ctx, pairs := dpSums(b)
-	own := d.roofSec(d.dpOwn(k, tokens, seqs, ctx, pairs))
+	tokens, seqs, ctx, pairs, absorbed := dpSums(b)
+	own := d.roofSec(d.dpOwn(k, tokens, seqs, ctx, pairs, absorbed))
 	r := float64(d.tp())
 	return d.dpTime(own, d.dpShared(k, r*tokens, tokens), len(b.Prefill) > 0, len(b.Decode))
 }
@@ -268,7 +299,7 @@ func (d *Deployment) dpStepTime(b *Batch) time.Duration {
 func (d *Deployment) dpDecodeStepTime(n int, ctx int64) time.Duration {
 	k := d.dpConsts()
 	tokens := float64(n)
-	own := d.roofSec(d.dpOwn(k, tokens, tokens, float64(ctx), float64(ctx)+tokens))
+	own := d.roofSec(d.dpOwn(k, tokens, tokens, float64(ctx), 0, float64(ctx)+tokens))
 	return d.dpTime(own, d.dpShared(k, float64(d.tp())*tokens, tokens), false, n)
 }
 
@@ -279,8 +310,8 @@ func (d *Deployment) dpDecodeStepTime(n int, ctx int64) time.Duration {
 // and identifiability checks read.)
 func (d *Deployment) dpTerms(b *Batch) StepTerms {
 	k := d.dpConsts()
-	tokens, seqs, ctx, pairs := dpSums(b)
-	o := d.dpOwn(k, tokens, seqs, ctx, pairs)
+	tokens, seqs, ctx, pairs, absorbed := dpSums(b)
+	o := d.dpOwn(k, tokens, seqs, ctx, pairs, absorbed)
 	s := d.dpShared(k, float64(d.tp())*tokens, tokens)
 	s.LinearSec += o.LinearSec
 	s.AttentionSec += o.AttentionSec

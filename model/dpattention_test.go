@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -47,7 +48,8 @@ func tinyDP(t *testing.T) *Deployment {
 //
 // A rank's own part: 2·(2·4,352) = 17,408 FLOPs a token, the LM head
 // 2·100·64 = 12,800 a sequence, attention 2 layers · 2·2·(8+4+8) = 160
-// FLOPs a pair; it reads the attention, the norms and the LM head,
+// FLOPs a pair of a first prefill and 2 layers · 2·2·(2·16+4) = 288 of a
+// decode (forward_absorb, over the latent); it reads the attention, the norms and the LM head,
 // 2 B · (8,704 + (288 + 64 + 6,400)) = 30,912 B (the router is the
 // shared part's), and 2 · 20 · 2 = 80 KV bytes a token.
 //
@@ -65,8 +67,8 @@ func TestDPStepTimeByHand(t *testing.T) {
 	decode := &Batch{Decode: []int64{4, 6}}                 // 2 tokens, 2 sequences, context 10, 12 pairs
 	// Rank 0 (prefill): compute (17,408·3 + 12,800 + 160·6) / 1e12 / 0.5
 	// = 131.968 ns; memory (30,912 + 80·3) / 1e9 / 0.5 = 62,304 ns.
-	// Rank 1 (decode): compute (17,408·2 + 12,800·2 + 160·12) / 1e12 /
-	// 0.5 = 124.672 ns; memory (30,912 + 80·12) / 1e9 / 0.5 = 63,744 ns,
+	// Rank 1 (decode): compute (17,408·2 + 12,800·2 + 288·12) / 1e12 /
+	// 0.5 = 127.744 ns; memory (30,912 + 80·12) / 1e9 / 0.5 = 63,744 ns,
 	// the slower rank.
 	for _, tc := range []struct {
 		name  string
@@ -180,6 +182,29 @@ func TestDPStepTimeForms(t *testing.T) {
 			if ds, ok := d.DecodeStepTime(len(b.Decode), ctx); !ok || ds != dp {
 				t.Fatalf("batch %d: DecodeStepTime %v %v, StepTime %v", i, ds, ok, dp)
 			}
+		}
+	}
+}
+
+// The attention runs in forward_normal's form only for a batch of first
+// prefills (no prefix anywhere); decodes, later chunks and mixed batches
+// run forward_absorb's, over the latent (v0.4.0.post1 deepseek_v2.py). On
+// tinyMLA a pair costs 2 layers · 2·2·(8+4+8) = 160 FLOPs in the first
+// form and 2 layers · 2·2·(2·16+4) = 288 in the second, at 1 TFLOP/s.
+func TestDPAttentionMLAForms(t *testing.T) {
+	d := tinyDP(t)
+	for _, tc := range []struct {
+		name string
+		b    Batch
+		want float64 // AttentionSec
+	}{
+		{"first prefill", Batch{Prefill: []PrefillChunk{{Tokens: 3}}}, 160 * 6 / 1e12},                         // 3·(0 + 2) pairs
+		{"later chunk", Batch{Prefill: []PrefillChunk{{Tokens: 3}, {Tokens: 3, Context: 2}}}, 288 * 18 / 1e12}, // 6 + 3·(2 + 2)
+		{"decode", Batch{Decode: []int64{4, 6}}, 288 * 12 / 1e12},                                              // (4 + 1) + (6 + 1)
+		{"mixed", Batch{Prefill: []PrefillChunk{{Tokens: 3}}, Decode: []int64{4, 6}}, 288 * 18 / 1e12},
+	} {
+		if got := d.Terms(&tc.b).AttentionSec; math.Abs(got-tc.want) > 1e-9*tc.want {
+			t.Errorf("%s: AttentionSec %g, want %g", tc.name, got, tc.want)
 		}
 	}
 }
