@@ -81,6 +81,12 @@ const (
 	// EagerLayerLaunch): SGLang's decode batches above cuda_graph_max_bs
 	// and its prefill steps.
 	CoefEagerLayerLaunch = "eager_layer_launch_s"
+	// CoefEagerLayerCPU is the host's time to issue one layer's kernels
+	// in a step without a CUDA graph, as a bound the step's GPU time
+	// hides when longer (model.Deployment.EagerLayerCPU): launches run
+	// ahead of the GPU, so they cost only what the GPU work does not
+	// cover.
+	CoefEagerLayerCPU = "eager_layer_cpu_s"
 	// CoefUncompiledLayer is what one layer of a step costs more when it
 	// is not torch-compiled, on an engine that compiles its small decode
 	// batches (model.Deployment.UncompiledLayer): SGLang's plain-graph
@@ -113,6 +119,7 @@ var coefUnits = map[string]string{
 	CoefChunkOverhead:     "s per streamed chunk",
 	CoefAPIServer:         "s per request, serial",
 	CoefEagerLayerLaunch:  "s per layer of a step without a CUDA graph",
+	CoefEagerLayerCPU:     "s per layer of a step without a CUDA graph, a bound on the step",
 	CoefUncompiledLayer:   "s per layer of a step not torch-compiled",
 	CoefSerialFraction:    "fraction of the lesser of compute and memory time",
 }
@@ -408,6 +415,9 @@ func (cm *CostModel) Apply(d *model.Deployment) {
 	}
 	if v, ok := cm.get(CoefEagerLayerLaunch); ok {
 		d.EagerLayerLaunch = time.Duration(math.Round(v * 1e9))
+	}
+	if v, ok := cm.get(CoefEagerLayerCPU); ok {
+		d.EagerLayerCPU = time.Duration(math.Round(v * 1e9))
 	}
 	if v, ok := cm.get(CoefUncompiledLayer); ok {
 		d.UncompiledLayer = time.Duration(math.Round(v * 1e9))

@@ -113,7 +113,11 @@ type coefSpec struct {
 	fraction bool    // a fraction of a peak, at most 1
 	unit     float64 // additive: the value of x = 1
 	most     float64 // additive: the largest value (0: unbounded)
-	start    float64 // default
+	// scan: the coefficient is a bound on the step (a max with the
+	// rest of it), with no gradient where it does not bind; the fit
+	// starts it at the best of a few values (scanStart).
+	scan  bool
+	start float64 // default
 }
 
 func coefSpecs(dep *model.Deployment) []coefSpec {
@@ -138,6 +142,7 @@ func coefSpecs(dep *model.Deployment) []coefSpec {
 		{name: CoefChunkOverhead, unit: 100e-6},
 		{name: CoefAPIServer, unit: 10e-3},
 		{name: CoefEagerLayerLaunch, unit: 100e-6},
+		{name: CoefEagerLayerCPU, unit: 100e-6, scan: true},
 		{name: CoefUncompiledLayer, unit: 100e-6},
 		{name: CoefSerialFraction, unit: 0.1, most: 1},
 	}
@@ -151,7 +156,7 @@ const (
 
 // ReplayCoefficients are the coefficients FitReplay can fit.
 var ReplayCoefficients = []string{CoefMFU, CoefAttentionMFU, CoefExpertMFU, CoefBandwidthEff, CoefKVBandwidthEff, CoefLinkEff, CoefStepOverhead,
-	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefAPIServer, CoefEagerLayerLaunch, CoefUncompiledLayer, CoefSerialFraction}
+	CoefCollectiveLatency, CoefRequestOverhead, CoefChunkOverhead, CoefAPIServer, CoefEagerLayerLaunch, CoefEagerLayerCPU, CoefUncompiledLayer, CoefSerialFraction}
 
 // minKVShare is the least share of the training runs' memory time that
 // KV reads and writes must have (in a replay at the default
@@ -179,7 +184,9 @@ const minKVShare = 0.2
 // (shares.serialWarning); the routed experts' compute efficiency when
 // some training run's model has routed experts (expertRuns; it is not
 // offered otherwise). The rest keep their defaults, and a warning says
-// why; the extra cost of a layer not torch-compiled and the API server's
+// why; the extra cost of a layer not torch-compiled, the host's launch
+// time as a bound on eager steps (eager_layer_cpu_s: README, issue 13's
+// decode price) and the API server's
 // serial time per request are only fitted when asked for, with a warning
 // saying whether the runs could determine them (shares.uncompiledWarning;
 // burstRuns: a burst is needed, and one of long prompts queues at the
@@ -226,6 +233,7 @@ func defaultFree(runs []*ReplayRun, sh shares) (free []string, warnings []string
 	}
 	if eager {
 		free = append(free, CoefEagerLayerLaunch)
+		warnings = append(warnings, fmt.Sprintf("%s not fitted unless asked: the host's launch time bounds an eager step only where the step's GPU work is shorter (a decode batch just above cuda_graph_max_bs, a small prefill), and a fit of it has not yet been shown to predict held-out loads better than %s's additive launches (--fit it, with --fix %s=0)", CoefEagerLayerCPU, CoefEagerLayerLaunch, CoefEagerLayerLaunch))
 	}
 	if len(colls) > 1 {
 		free = append(free, CoefCollectiveLatency)
@@ -597,6 +605,11 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 	if err != nil {
 		return nil, err
 	}
+	if res.Converged {
+		if res, descents, err = scanDescent(p.residuals, freeSpecs, res, descents, p.lower, p.upper, opts.MaxEvals); err != nil {
+			return nil, err
+		}
+	}
 	evals, f0 := res.Evals, res.F0
 	if !res.Converged {
 		return nil, fmt.Errorf("calibrate: %w after %d replays of the %d training runs (objective %.4g from %.4g): nothing written; raise --max-evals or fit fewer coefficients",
@@ -622,8 +635,14 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 		last := len(r.Targets)
 		satRuns[i] = saturationInput{label: r.Label, rate: rate, targets: r.Targets, uncal: uncal[i][last], cal: cal[i][last]}
 	}
+	scanned := ""
+	for _, s := range freeSpecs {
+		if s.scan {
+			scanned += fmt.Sprintf("; then %s scanned at the best minimum (%g to %g units of %g) and, when that moved it, one more descent", s.name, boundScan[1], boundScan[len(boundScan)-1], s.unit)
+		}
+	}
 	rf := &ReplayFit{
-		Optimiser: fmt.Sprintf("Levenberg–Marquardt, forward-difference Jacobian (step %g on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior; %d iterations; %d restarts from the best minimum so far, each coefficient moved by ±%g: %s", lmStep, nTargets, prior, res.Iterations, restarts, lmKick, describeDescents(descents, res)),
+		Optimiser: fmt.Sprintf("Levenberg–Marquardt, forward-difference Jacobian (step %g on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior; %d iterations; %d restarts from the best minimum so far, each coefficient moved by ±%g%s: %s", lmStep, nTargets, prior, res.Iterations, restarts, lmKick, scanned, describeDescents(descents, res)),
 		Source:    opts.Source, Free: free, Fixed: fixed, Evaluations: evals, Objective: res.F, Uncalibrated: f0,
 	}
 	for i, r := range runs {

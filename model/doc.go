@@ -39,7 +39,7 @@
 // AttentionMFU, ExpertMFU for the routed experts' GEMMs of a MoE model,
 // BandwidthEfficiency for weights, KVBandwidthEfficiency for
 // the KV cache, LinkEfficiency, StepOverhead, CollectiveLatency,
-// EagerLayerLaunch, UncompiledLayer, and SerialFraction, the share of the
+// EagerLayerLaunch, EagerLayerCPU, UncompiledLayer, and SerialFraction, the share of the
 // lesser of compute and memory time a step does not overlap) are
 // exported for calibration to fit; the shape constants are precomputed so
 // that StepTime, called for every simulated step, does a few multiply-adds
@@ -70,7 +70,11 @@
 // (Deployment.CUDAGraphMaxBS, SGLang's cuda_graph_max_bs) launches the
 // kernels of larger decode batches and of prefill steps one at a time: such
 // a step takes the layers times EagerLayerLaunch longer, a coefficient
-// calibration fits (0 by default: no launch term). An engine that also
+// calibration fits (0 by default: no launch term). EagerLayerCPU prices
+// the same launches as what they are on the host, a bound rather than an
+// addition: the CPU issues them ahead of the GPU, so an eager step takes
+// the greater of its GPU time and the layers times EagerLayerCPU (0 by
+// default: no bound). An engine that also
 // torch-compiles its small decode batches (Deployment.TorchCompileMaxBS,
 // SGLang's torch_compile_max_bs under --enable-torch-compile) runs every
 // other step uncompiled, the layers times UncompiledLayer longer (0 by

@@ -43,7 +43,8 @@ const (
 //	          + (KV read + KV written) / (MemBandwidth · KVBandwidthEfficiency)
 //	comm    = all-reduces (TP) + all-to-alls (EP) + stage sends (PP), over LinkBandwidth · LinkEfficiency,
 //	          plus CollectiveLatency for each of them
-//	step    = max(compute, memory) + SerialFraction · min(compute, memory) + comm + StepOverhead
+//	gpu     = max(compute, memory) + SerialFraction · min(compute, memory) + comm (+ regime terms)
+//	step    = gpu + StepOverhead, or max(gpu, layers · EagerLayerCPU) + StepOverhead for an eager step
 //
 // Linear FLOPs = 2·(active matmul weights)·tokens + 2·(LM head)·sequences;
 // the peak is PeakFP8FLOPS for fp8 checkpoints on parts that have it,
@@ -79,7 +80,7 @@ const (
 // which precomputes the per-step constants from them; build a new
 // Deployment to change them. The coefficients (MFU, AttentionMFU,
 // ExpertMFU, BandwidthEfficiency, KVBandwidthEfficiency, LinkEfficiency, SerialFraction,
-// StepOverhead, CollectiveLatency, EagerLayerLaunch, UncompiledLayer, BlockSize),
+// StepOverhead, CollectiveLatency, EagerLayerLaunch, EagerLayerCPU, UncompiledLayer, BlockSize),
 // CUDAGraphMaxBS and TorchCompileMaxBS may be changed at any time, which
 // is what calibration and deploy do.
 type Deployment struct {
@@ -143,6 +144,15 @@ type Deployment struct {
 	// are disabled and every step is eager.
 	CUDAGraphMaxBS   int
 	EagerLayerLaunch time.Duration
+	// EagerLayerCPU is the host's time to issue one decoder layer's
+	// kernels in an eager step, as a bound rather than an addition:
+	// PyTorch launches asynchronously, so the CPU runs ahead of the GPU
+	// and an eager step takes max(its GPU time, stage layers ×
+	// EagerLayerCPU). A step whose GPU work is short (a small prefill,
+	// a decode batch just above CUDAGraphMaxBS) waits for its launches;
+	// under a long one (a decode batch of thousands, an 8,192-token
+	// chunk) they are hidden. 0 (default): no bound.
+	EagerLayerCPU time.Duration
 	// TorchCompileMaxBS is the largest decode batch the engine replays
 	// as a torch-compiled CUDA graph (SGLang's torch_compile_max_bs under
 	// --enable-torch-compile; 0: nothing is compiled). Compiled graphs
@@ -675,6 +685,9 @@ func (d *Deployment) priced(sec float64, t StepTerms) time.Duration {
 	}
 	if t.UncompiledLayers > 0 && d.UncompiledLayer > 0 {
 		sec += t.UncompiledLayers * d.UncompiledLayer.Seconds()
+	}
+	if t.EagerLayers > 0 && d.EagerLayerCPU > 0 {
+		sec = max(sec, t.EagerLayers*d.EagerLayerCPU.Seconds())
 	}
 	return time.Duration(math.Round(sec*1e9)) + d.StepOverhead
 }
