@@ -84,12 +84,7 @@ scheduler:
 func TestMooncakeDocsH800PerRound(t *testing.T) {
 	measured := readPerRoundH800(t)
 	const base = h800Cluster
-	const hi = "  enable_hierarchical_cache: true\n  hicache_write_policy: write_through\n"
-	runs := []struct{ name, yaml string }{
-		{"gpu_only", base},
-		{"l1_l2", base + hi + "  hicache_size: 30\n"},
-		{"l1_l2_mooncake", base + hi + "  hicache_ratio: 2\n  hicache_storage_backend: mooncake\n  hicache_storage_prefetch_policy: timeout\n"},
-	}
+	runs := h800Configs()
 	stored := map[string][]benchSend{}
 	if data, err := os.ReadFile(h800Sends); err == nil {
 		if stored, err = parseBenchSends(h800Sends, data); err != nil {
@@ -195,6 +190,18 @@ func TestMooncakeDocsH800PerRound(t *testing.T) {
 	}
 	golden.CheckOrWrite(t, filepath.Join("testdata", "hicache_mooncake_docs_h800.md"), []byte(b.String()), *mooncakeDocs)
 	golden.CheckOrWrite(t, h800Sends, []byte(sends.String()), *mooncakeDocs)
+}
+
+// h800Configs are the chart's three configurations as cluster files: GPU
+// only, the L2 host pool (hicache_size 30 GB a rank, write_through) and a
+// Mooncake store as L3 (hicache_ratio 2, prefetch policy timeout).
+func h800Configs() []struct{ name, yaml string } {
+	const hi = "  enable_hierarchical_cache: true\n  hicache_write_policy: write_through\n"
+	return []struct{ name, yaml string }{
+		{"gpu_only", h800Cluster},
+		{"l1_l2", h800Cluster + hi + "  hicache_size: 30\n"},
+		{"l1_l2_mooncake", h800Cluster + hi + "  hicache_ratio: 2\n  hicache_storage_backend: mooncake\n  hicache_storage_prefetch_policy: timeout\n"},
+	}
 }
 
 func seedList(seeds []uint64) string {
