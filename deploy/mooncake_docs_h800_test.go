@@ -108,7 +108,7 @@ func TestMooncakeDocsH800PerRound(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, seed := range h800Seeds {
-			bench := benchMultiTurn{clients: 80, rounds: rounds, maxParallel: 4, requestLen: 2048, outputLen: 1, rate: 16, seed: seed, roundBarrier: true}
+			bench := h800Bench(t, seed, rounds, false)
 			key := fmt.Sprintf("%s %d", rn.name, seed)
 			maxIter := 1
 			if *mooncakeDocs || updating() {
@@ -202,6 +202,22 @@ func h800Configs() []struct{ name, yaml string } {
 		{"l1_l2", h800Cluster + hi + "  hicache_size: 30\n"},
 		{"l1_l2_mooncake", h800Cluster + hi + "  hicache_ratio: 2\n  hicache_storage_backend: mooncake\n  hicache_storage_prefetch_policy: timeout\n"},
 	}
+}
+
+// h800Bench is bench_multiturn as the page ran it on the H800 server
+// (80 clients, 2,048-token requests, 1 output token, 4 in flight, rate
+// 16, the round barrier), seed seed, up to round rounds of its 10. The
+// prompts are 2,048 tokens, or, when retokenised, as many as the server
+// counts in their text (benchQwen3Tokens: which prompts the script draws
+// does not depend on rounds, as it draws them for all 10).
+func h800Bench(t *testing.T, seed uint64, rounds int, retokenised bool) benchMultiTurn {
+	t.Helper()
+	b := benchMultiTurn{clients: 80, rounds: 10, maxParallel: 4, requestLen: 2048, outputLen: 1, rate: 16, seed: seed, roundBarrier: true}
+	if retokenised {
+		benchQwen3Tokens(t, &b)
+	}
+	b.rounds = rounds
+	return b
 }
 
 func seedList(seeds []uint64) string {
