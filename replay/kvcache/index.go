@@ -26,7 +26,9 @@ import "math/bits"
 type index struct {
 	slots []uint64
 	mask  uint64
-	// rowBits is log2 of the table's rows of probeStride slots (order).
+	// rowBits is log2 of the table's rows of probeStride slots: slot i's
+	// place in probe order is its residue class's rows, then its row
+	// (del's order).
 	rowBits uint
 	n       int
 }
@@ -53,12 +55,6 @@ func (x *index) next(i uint64) uint64 {
 		i = (i + 1) & (probeStride - 1)
 	}
 	return i
-}
-
-// order returns slot i's place in probe order: its residue class's
-// rows, then its row.
-func (x *index) order(i uint64) uint64 {
-	return (i&(probeStride-1))<<x.rowBits | i/probeStride
 }
 
 // slotsPerBlock is how many slots, at least, the index has per block.
@@ -147,7 +143,8 @@ func (x *index) del(h uint64, b int32) {
 		}
 		return i
 	}
-	order := func(i uint64) uint64 { return (i&(probeStride-1))<<rowBits | i/probeStride } // x.order
+	// A slot's place in probe order: its residue class's rows, then its row.
+	order := func(i uint64) uint64 { return (i&(probeStride-1))<<rowBits | i/probeStride }
 	fp := fingerprint(h)
 	want := pack(fp, b)
 	i := uint64(fp) & mask
