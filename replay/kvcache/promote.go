@@ -60,11 +60,8 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 	if _, left, ok := c.RunLeft(r); !ok || int64(len(hashes)) > left {
 		panic("kvcache: promotion of blocks a run does not hold")
 	}
-	if c.tailAt == nil {
-		c.tailAt = make([]int32, len(c.blocks))
-	}
 	ru := &c.runs[r.slot]
-	recs, hs, tailAt := c.blocks, c.hashes, c.tailAt
+	recs, hs := c.blocks, c.hashes
 	// The tail grown once and written by index, and the index's table
 	// in locals (freeSlot): a router that sends sharers together
 	// promotes most of its hits (816,000 blocks of sglang_cache_aware's
@@ -88,7 +85,6 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		hs[b] = h
 		fp := fingerprint(h) // index.add
 		slots[freeSlot(slots, mask, fp)] = pack(fp, b)
-		tailAt[b] = int32(n0 + x)
 		tail[n0+x] = b
 	}
 	c.index.n += len(hashes)
