@@ -532,4 +532,24 @@ func TestSteps(t *testing.T) {
 	if wraps < 2 {
 		t.Fatalf("%d runs stepped through 0: not exercised", wraps)
 	}
+	// stepRun, every length, from the same starts.
+	wraps = 0
+	for _, x := range starts {
+		for n := range slotRun {
+			got := make([]uint64, n)
+			stepRun(got, x)
+			want := x
+			for i := range n {
+				if want+contStep == 0 {
+					wraps++
+				}
+				if want = step(want); got[i] != want {
+					t.Fatalf("stepRun of %d from %#x: block %d is %#x, want %#x", n, x, i, got[i], want)
+				}
+			}
+		}
+	}
+	if wraps < 2 {
+		t.Fatalf("%d stepRuns stepped through 0: not exercised", wraps)
+	}
 }
