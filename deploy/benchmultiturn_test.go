@@ -59,9 +59,10 @@ type benchMultiTurn struct {
 	firstTokens, subqTokens []int64
 }
 
-// first is the tokens of client c's first request.
+// first is the tokens of client c's first request (requestLen for a
+// client past the script's: the stand-ins of prepopulated's flush).
 func (b benchMultiTurn) first(c int) int64 {
-	if b.firstTokens == nil {
+	if c >= len(b.firstTokens) {
 		return b.requestLen
 	}
 	return b.firstTokens[c]

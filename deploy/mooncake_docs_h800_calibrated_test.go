@@ -6,10 +6,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/golden"
+	"github.com/opaltrace/opaltrace/model"
 )
 
 var h800Calibrated = flag.Bool("h800calibrated", false, "rewrite testdata/hicache_mooncake_docs_h800_calibrated.md and its sends: the H800 per-round chart replayed at expert_mfu fitted on the GPU-only round 1, every other cell held out")
@@ -192,6 +194,13 @@ func TestMooncakeDocsH800Calibrated(t *testing.T) {
 			fmt.Fprintf(&b, "| %s | %s | %d of %d | %d of %d |\n", rn.name, v.name, sc.within, sc.heldOut, sc.withinDigit, sc.heldOut)
 		}
 	}
+	gpuOnly := make([]float64, 10)
+	obs := make([]float64, 10)
+	for r := range 10 {
+		gpuOnly[r] = mean(res[0][0].ttft[r])
+		obs[r] = measured[r]["gpu_only"].ttft
+	}
+	b.WriteString(attentionGrowth(t, fits[0][0], gpuOnly, obs))
 	t.Log("\n" + b.String())
 	for vi, v := range variants {
 		got := res[vi]
@@ -204,4 +213,50 @@ func TestMooncakeDocsH800Calibrated(t *testing.T) {
 	}
 	golden.CheckOrWrite(t, filepath.Join("testdata", "hicache_mooncake_docs_h800_calibrated.md"), []byte(b.String()), *h800Calibrated)
 	golden.CheckOrWrite(t, h800CalibratedSends, []byte(sends.String()), *h800Calibrated)
+}
+
+// attentionGrowth is the table of what the step model charges for one
+// client's round-r prompt (2,048 tokens a request and one output token),
+// prefilled alone in chunks of chunked_prefill_size (SGLang's chunked
+// prefill: each chunk attends to the chunks before it), at the fitted
+// expert_mfu: the time per 1,000 tokens and the attention kernels' share
+// of it. The GPU-only rounds from 5 on have no cache hits, so their TTFT
+// is this cost queued behind up to 3 others: the mean TTFT by round,
+// replayed (2,048 tokens) and measured, over this time says how many
+// prompts' time a request waits.
+func attentionGrowth(t *testing.T, expertMFU float64, replayed, measured []float64) string {
+	t.Helper()
+	s := resolveYAML(t, h800Cluster)
+	d := *s.Deployment
+	applyDC405(&d, expertMFU)
+	chunk := s.Cluster.Scheduler.ChunkedPrefillSize
+	attnMFU := d.AttentionMFU
+	if attnMFU <= 0 {
+		attnMFU = d.MFU
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nWhere the GPU-only rounds' cost grows: one client's prompt of round r prefilled alone in chunks of %d tokens at\n", chunk)
+	fmt.Fprintf(&b, "expert_mfu %.4g (2,048-token requests): the step model's time per 1,000 prompt tokens and the attention kernels'\n", expertMFU)
+	b.WriteString("share of it (at attention_mfu " + strconv.FormatFloat(attnMFU, 'g', 4, 64) + ", the 405B fit's, where attention is a small part of every step).\n")
+	b.WriteString("Then the GPU-only mean TTFT (2,048 tokens) over that time, replayed and measured.\n\n")
+	b.WriteString("| round | prompt tokens | time (s) | per 1,000 tokens (ms) | vs round 1 | attention | TTFT / time, replayed | measured |\n|---|---|---|---|---|---|---|---|\n")
+	var first float64
+	for r := 1; r <= 10; r++ {
+		prompt := int64(r)*2048 + int64(r-1)
+		var sec, attn float64
+		for done := int64(0); done < prompt; {
+			n := min(chunk, prompt-done)
+			batch := &model.Batch{Prefill: []model.PrefillChunk{{Tokens: n, Context: done}}}
+			sec += d.StepTime(batch).Seconds()
+			attn += d.Terms(batch).AttentionSec / attnMFU
+			done += n
+		}
+		per := sec / float64(prompt) * 1e6
+		if r == 1 {
+			first = per
+		}
+		fmt.Fprintf(&b, "| %d | %d | %.3f | %.1f | %+.0f %% | %.1f %% | %.2f | %.2f |\n", r, prompt, sec, per, (per/first-1)*100, attn/sec*100,
+			replayed[r-1]/sec, measured[r-1]/sec)
+	}
+	return b.String()
 }

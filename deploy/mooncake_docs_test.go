@@ -170,103 +170,124 @@ scheduler:
 	b.WriteString("push the earlier run out of the GPU and the host pool, the store given their room (SGLang's flush writes\n")
 	b.WriteString("nothing to it); a prompt hits the earlier run's pages up to the first sub-question the two runs gave its\n")
 	b.WriteString("client differently; each client's first request is checked to hit the store only.\n")
+	b.WriteString("Two workloads: the prompts at the **2,048 tokens** the script asks for, and at the **server's tokens**: the\n")
+	b.WriteString("script's prompts are the text of 2,048 random token ids, which the server tokenizes again; Qwen3-14B's\n")
+	b.WriteString("tokenizer is Qwen3's (testdata/bench_multiturn_qwen3_tokens_a10.txt: this run's 20 clients draw other prompts\n")
+	b.WriteString("than the H800 run's 80; a history is the sum of its pieces and the outputs).\n")
 	b.WriteString("Regenerate: go test ./deploy -run TestMooncakeDocsHiCache -mooncakedocs\n\n")
-	b.WriteString("| config | seed | mean TTFT (s) | measured (s) | error | hit rate | host hits | store hits | input tok/s | measured | error |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| config | prompts | seed | mean TTFT (s) | measured (s) | error | hit rate | host hits | store hits | input tok/s | measured | error |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	variants := []struct {
+		name, suffix string
+		retokenised  bool
+	}{
+		{"2,048 tokens", "", false},
+		{"server's tokens", "+qwen3tokens", true},
+	}
 	type agg struct{ ttft, tput []float64 }
-	aggs := make([]agg, len(runs))
-	l3Sends := map[uint64][]benchSend{} // the +L3 run's sends, by seed: the run before the pre-populated one
-	for ri, rn := range runs {
-		c, err := ParseCluster("a10.yaml", []byte(rn.yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := Resolve(c, trace.Run{}, Overrides{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := measured[rn.name]
-		a10 := benchMultiTurn{clients: 20, rounds: 10, maxParallel: 4, requestLen: 2048, outputLen: 16, rate: 20}
-		room := false // the store has the flush's room (prepopulatedA10)
-		for _, seed := range mooncakeDocsSeeds {
-			bench := a10
-			bench.seed = seed
-			var pre *benchPrelude
-			if rn.prepopulated {
-				pre = prepopulatedA10(t, s, bench, l3Sends[seed], &room)
-			}
-			key := fmt.Sprintf("%s %d", rn.name, seed)
-			start, maxIter := stored[key], 1
-			if *mooncakeDocs || updating() {
-				maxIter = 200
-			}
-			res, err := replayBench(s, bench, pre, start, maxIter)
+	aggs := make([][]agg, len(variants)) // by variant, config
+	for vi, v := range variants {
+		aggs[vi] = make([]agg, len(runs))
+		l3Sends := map[uint64][]benchSend{} // the +L3 run's sends, by seed: the run before the pre-populated one
+		for ri, rn := range runs {
+			c, err := ParseCluster("a10.yaml", []byte(rn.yaml))
 			if err != nil {
-				t.Fatalf("%s seed %d: %v (regenerate with -mooncakedocs)", rn.name, seed, err)
+				t.Fatal(err)
 			}
-			if len(res.records) != bench.clients*bench.rounds {
-				t.Fatalf("%s seed %d: %d of %d requests completed", rn.name, seed, len(res.records), bench.clients*bench.rounds)
+			s, err := Resolve(c, trace.Run{}, Overrides{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if rn.prepopulated {
-				// A client's first request finds its prompt in the store
-				// only: the flush emptied the GPU and the host pool.
-				for c := range bench.clients {
-					r := res.records[benchID(c, 1)]
-					if r.DeviceHitTokens.Or(0) != 0 || r.HostHitTokens.Or(0) != 0 || r.RemoteHitTokens.Or(0) < bench.prompt(1)-64 {
-						t.Errorf("%s seed %d: client %d's first request hit %d tokens on the GPU, %d in the host pool, %d in the store (want 0, 0, ≥ %d)",
-							rn.name, seed, c, r.DeviceHitTokens.Or(0), r.HostHitTokens.Or(0), r.RemoteHitTokens.Or(0), bench.prompt(1)-64)
+			m := measured[rn.name]
+			a10 := benchMultiTurn{clients: 20, rounds: 10, maxParallel: 4, requestLen: 2048, outputLen: 16, rate: 20}
+			room := false // the store has the flush's room (prepopulatedA10)
+			for _, seed := range mooncakeDocsSeeds {
+				bench := a10
+				bench.seed = seed
+				if v.retokenised {
+					benchQwen3Tokens(t, &bench)
+				}
+				var pre *benchPrelude
+				if rn.prepopulated {
+					pre = prepopulatedA10(t, s, bench, l3Sends[seed], &room)
+				}
+				key := fmt.Sprintf("%s%s %d", rn.name, v.suffix, seed)
+				start, maxIter := stored[key], 1
+				if *mooncakeDocs || updating() {
+					maxIter = 200
+				}
+				res, err := replayBench(s, bench, pre, start, maxIter)
+				if err != nil {
+					t.Fatalf("%s, %s, seed %d: %v (regenerate with -mooncakedocs)", rn.name, v.name, seed, err)
+				}
+				if len(res.records) != bench.clients*bench.rounds {
+					t.Fatalf("%s seed %d: %d of %d requests completed", rn.name, seed, len(res.records), bench.clients*bench.rounds)
+				}
+				if rn.prepopulated {
+					// A client's first request finds its prompt in the store
+					// only: the flush emptied the GPU and the host pool.
+					for c := range bench.clients {
+						r := res.records[benchID(c, 1)]
+						if r.DeviceHitTokens.Or(0) != 0 || r.HostHitTokens.Or(0) != 0 || r.RemoteHitTokens.Or(0) < bench.first(c)-64 {
+							t.Errorf("%s, %s, seed %d: client %d's first request hit %d tokens on the GPU, %d in the host pool, %d in the store (want 0, 0, ≥ %d)",
+								rn.name, v.name, seed, c, r.DeviceHitTokens.Or(0), r.HostHitTokens.Or(0), r.RemoteHitTokens.Or(0), bench.first(c)-64)
+						}
 					}
 				}
+				if rn.name == "l1_l2_mooncake" {
+					l3Sends[seed] = res.sends
+				}
+				for _, x := range res.sends {
+					fmt.Fprintf(&sends, "%s %d %d %d %d\n", key, x.client, x.round, int64(x.at), x.subq)
+				}
+				var sum, end float64
+				var prompt, cached, host, store int64
+				for _, r := range res.records {
+					sum += r.TTFTSec.V
+					end = max(end, r.Arrival.V.Seconds()+r.E2ESec.V)
+					prompt += r.InputTokens.V
+					cached += r.CachedTokens.Or(0)
+					host += r.HostHitTokens.Or(0)
+					store += r.RemoteHitTokens.Or(0)
+				}
+				mean := sum / float64(len(res.records))
+				p := float64(prompt)
+				tput := p / end
+				aggs[vi][ri].ttft = append(aggs[vi][ri].ttft, mean)
+				aggs[vi][ri].tput = append(aggs[vi][ri].tput, tput)
+				fmt.Fprintf(&b, "| %s | %s | %d | %.2f | %.2f | %+.0f %% | %.4f | %.4f | %.4f | %.0f | %.0f | %+.0f %% |\n", rn.name, v.name, seed,
+					mean, m.ttft, (mean/m.ttft-1)*100, float64(cached)/p, float64(host)/p, float64(store)/p,
+					tput, m.tput, (tput/m.tput-1)*100)
 			}
-			if rn.name == "l1_l2_mooncake" {
-				l3Sends[seed] = res.sends
-			}
-			for _, x := range res.sends {
-				fmt.Fprintf(&sends, "%s %d %d %d %d\n", key, x.client, x.round, int64(x.at), x.subq)
-			}
-			var sum, end float64
-			var prompt, cached, host, store int64
-			for _, r := range res.records {
-				sum += r.TTFTSec.V
-				end = max(end, r.Arrival.V.Seconds()+r.E2ESec.V)
-				prompt += r.InputTokens.V
-				cached += r.CachedTokens.Or(0)
-				host += r.HostHitTokens.Or(0)
-				store += r.RemoteHitTokens.Or(0)
-			}
-			mean := sum / float64(len(res.records))
-			p := float64(prompt)
-			tput := p / end
-			aggs[ri].ttft = append(aggs[ri].ttft, mean)
-			aggs[ri].tput = append(aggs[ri].tput, tput)
-			fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %+.0f %% | %.4f | %.4f | %.4f | %.0f | %.0f | %+.0f %% |\n", rn.name, seed,
-				mean, m.ttft, (mean/m.ttft-1)*100, float64(cached)/p, float64(host)/p, float64(store)/p,
-				tput, m.tput, (tput/m.tput-1)*100)
 		}
 	}
 	fmt.Fprintf(&b, "\nOver the %d seeds: the mean, and the range in brackets.\n\n", len(mooncakeDocsSeeds))
-	b.WriteString("| config | mean TTFT (s) | measured (s) | error | input tok/s | measured | error | TTFT within 25 % |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| config | prompts | mean TTFT (s) | measured (s) | error | input tok/s | measured | error | TTFT within 25 % |\n|---|---|---|---|---|---|---|---|---|\n")
 	for ri, rn := range runs {
-		m := measured[rn.name]
-		tt, tp := aggs[ri].ttft, aggs[ri].tput
-		em, elo, ehi := meanRange(tt, m.ttft)
-		pm, plo, phi := meanRange(tp, m.tput)
-		verdict := "yes, at every seed"
-		switch {
-		case math.Abs(em) > 25:
-			verdict = "**no**"
-		case math.Abs(elo) > 25 || math.Abs(ehi) > 25:
-			verdict = "on the mean; not at every seed"
+		for vi, v := range variants {
+			m := measured[rn.name]
+			tt, tp := aggs[vi][ri].ttft, aggs[vi][ri].tput
+			em, elo, ehi := meanRange(tt, m.ttft)
+			pm, plo, phi := meanRange(tp, m.tput)
+			verdict := "yes, at every seed"
+			switch {
+			case math.Abs(em) > 25:
+				verdict = "**no**"
+			case math.Abs(elo) > 25 || math.Abs(ehi) > 25:
+				verdict = "on the mean; not at every seed"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.2f [%.2f, %.2f] | %.2f | %+.0f %% [%+.0f, %+.0f] | %.0f [%.0f, %.0f] | %.0f | %+.0f %% [%+.0f, %+.0f] | %s |\n",
+				rn.name, v.name, mean(tt), slices.Min(tt), slices.Max(tt), m.ttft, em, elo, ehi,
+				mean(tp), slices.Min(tp), slices.Max(tp), m.tput, pm, plo, phi, verdict)
 		}
-		fmt.Fprintf(&b, "| %s | %.2f [%.2f, %.2f] | %.2f | %+.0f %% [%+.0f, %+.0f] | %.0f [%.0f, %.0f] | %.0f | %+.0f %% [%+.0f, %+.0f] | %s |\n",
-			rn.name, mean(tt), slices.Min(tt), slices.Max(tt), m.ttft, em, elo, ehi,
-			mean(tp), slices.Min(tp), slices.Max(tp), m.tput, pm, plo, phi, verdict)
 	}
 	t.Log("\n" + b.String())
-	for si, seed := range mooncakeDocsSeeds {
-		g, l2, l3, pre := aggs[0].ttft[si], aggs[1].ttft[si], aggs[2].ttft[si], aggs[3].ttft[si]
-		if !(g > l2 && l2 > l3 && l3 > pre) {
-			t.Errorf("seed %d: mean TTFT GPU only %.3f s, +L2 %.3f s, +L3 %.3f s, pre-populated %.3f s: not the page's order", seed, g, l2, l3, pre)
+	for vi, v := range variants {
+		for si, seed := range mooncakeDocsSeeds {
+			g, l2, l3, pre := aggs[vi][0].ttft[si], aggs[vi][1].ttft[si], aggs[vi][2].ttft[si], aggs[vi][3].ttft[si]
+			if !(g > l2 && l2 > l3 && l3 > pre) {
+				t.Errorf("%s, seed %d: mean TTFT GPU only %.3f s, +L2 %.3f s, +L3 %.3f s, pre-populated %.3f s: not the page's order", v.name, seed, g, l2, l3, pre)
+			}
 		}
 	}
 	// The table and the sends are golden files: every run checks them,

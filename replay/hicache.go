@@ -29,15 +29,26 @@ import (
 //     tokens) they are loaded to the GPU during the prefill step, layer
 //     by layer: layer i computes once its KV has arrived, so the step
 //     ends at max(compute, load + compute/layers).
-//   - L3 prefetch: when a request reaches the worker's queue
-//     (_prefetch_kvcache) the pages after its L1+L2 match that L3 holds
-//     (at least prefetch_threshold tokens) are fetched into L2 while it
-//     waits. When the scheduler reaches it (check_prefetch_progress),
-//     best_effort takes the pages fetched so far, wait_complete skips it
-//     until all are, timeout until all are or base + per-page time has
-//     passed; the fetched pages join L2 and load as L2 hits.
+//   - L3 prefetch: when the scheduler receives a request (its first
+//     build after the request reached the worker: _prefetch_kvcache
+//     from _add_request_to_queue) whose prompt past its L1+L2 match is
+//     at least prefetch_threshold tokens, an operation is issued whatever
+//     L3 holds; its storage query takes a round trip of the L3 path, and
+//     revokes it if L3 holds fewer than prefetch_threshold tokens of it,
+//     else those pages are fetched into L2 while the request waits. When
+//     the scheduler reaches it (check_prefetch_progress), best_effort
+//     takes the pages fetched so far (none at the build that issued it);
+//     wait_complete and timeout never take it at the build that issued
+//     the operation nor before its query ends, then wait_complete skips
+//     it until all pages are in, timeout until they are or base +
+//     per-page time has passed; the fetched pages join L2 and load as L2
+//     hits.
 //
-// Departures: SGLang's L2 evicts only pages the GPU no longer holds, here
+// Departures: the query is one round trip whatever the pages (SGLang
+// hashes them in Python and asks batch_exists per batch of pages, then
+// all-reduces the hit count over the TP group) and the fetch starts with
+// it, not after it; a retracted request is not queried again;
+// SGLang's L2 evicts only pages the GPU no longer holds, here
 // L2 is LRU over all its pages; write_back's eviction waits for its writes
 // in SGLang, here they run in the background; a prefetch's progress is
 // counted in pages, not in the backend's batches; generated tokens are
@@ -55,15 +66,20 @@ const (
 	xferPrefetch        // SGLang: an L3 prefetch into L2
 )
 
-// A hiPrefetch is a queued request's L3 prefetch in flight.
+// A hiPrefetch is a queued request's L3 prefetch operation: issued when
+// the scheduler receives the request, its storage query (hashes and
+// batch_exists) ends at queryEnd; revoked, no page is fetched (the query
+// found fewer than prefetch_threshold tokens), else its pages are.
 type hiPrefetch struct {
-	id       int64      // its transfer
+	id       int64      // its transfer (not revoked)
 	node     int        // its node's fabric
 	tier     int        // the L3 tier read
 	keys     []uint64   // pages fetched, in order
-	start    trace.Time // when it started
+	start    trace.Time // when the scheduler issued it
+	queryEnd trace.Time // when its storage query ends
 	deadline trace.Time // timeout policy: when the scheduler stops waiting
 	done     bool       // every page arrived
+	revoked  bool       // the query found too few pages: nothing to fetch
 	skipped  trace.Time // when the scheduler first skipped its request; never: not yet
 }
 
@@ -109,18 +125,55 @@ func (o *offload) hostRun(w *worker, r *reqState, from, limit int64) int64 {
 	return int64(len(hits)) * P
 }
 
-// prefetch starts r's L3 prefetch as it joins w's queue at now, when
-// L3 holds at least the threshold of the pages past its L1 and L2 match.
+// prefetch is _prefetch_kvcache for r reaching w's queue at now: the
+// scheduler issues the operation when it receives r, at its next build
+// (receive).
 func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) error {
+	if w.off.hiStorage() >= 0 {
+		w.off.unissued = append(w.off.unissued, r)
+	}
+	return nil
+}
+
+// receive issues, at the build at now, the L3 prefetch operations of the
+// requests that reached w's queue since the last build: SGLang's
+// scheduler (v0.5.2, managers/scheduler.py) calls _prefetch_kvcache from
+// _add_request_to_queue as recv_requests hands it a request, at the top
+// of the loop iteration that then builds a batch (get_new_batch_prefill).
+func (o *offload) receive(w *worker, now trace.Time) {
+	ow := w.off
+	for _, r := range ow.unissued {
+		if err := o.issue(o.e, w, r, now); err != nil && o.err == nil {
+			o.err = err
+		}
+	}
+	clear(ow.unissued)
+	ow.unissued = ow.unissued[:0]
+}
+
+// issue is _prefetch_kvcache and HiRadixCache.prefetch_from_storage for
+// r at now (SGLang v0.5.2): when the prompt past its L1 and L2 match
+// (fill_ids[matched_len:], whole pages) is at least prefetch_threshold
+// tokens, an operation is issued, whatever L3 holds: what it holds is
+// only known when the controller's prefetch thread has hashed the pages
+// and asked the backend (HiCacheController.prefetch_thread_func,
+// _storage_hit_query: batch_exists), which here takes one round trip of
+// the L3 path (2 × its links' latency). A query that finds fewer than
+// prefetch_threshold tokens revokes the operation (prefetch_revoke_queue,
+// seen at the next build's check_revoked_prefetch); otherwise its pages
+// are fetched into L2 while r waits (prefetch_io_aux_func). Host memory
+// for the fetch is taken at once, or no operation is issued.
+func (o *offload) issue(e *engine, w *worker, r *reqState, now trace.Time) error {
 	ow := w.off
 	t := ow.hiStorage()
-	if t < 0 {
-		return nil
-	}
 	g := w.s.(*sglang)
 	P := o.spec.BlockTokens
+	h := o.spec.HiCache
 	m, _ := g.match(r)
 	m += o.hostRun(w, r, m, r.numTokens())
+	if tail := (r.numTokens() - m) / P * P; tail == 0 || tail < h.PrefetchThreshold {
+		return nil
+	}
 	keys := o.pageKeys(w, r, o.lookupBlocks(r))
 	host, st := ow.tiers[tierHost], ow.tiers[t]
 	var fetch []uint64
@@ -134,7 +187,18 @@ func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) er
 		slots = append(slots, s)
 	}
 	ow.hits = slots
-	if int64(len(fetch))*P < o.spec.HiCache.PrefetchThreshold || len(fetch) == 0 {
+	var rtt time.Duration
+	for _, l := range o.storagePath(ow, t) {
+		rtt += 2 * o.nodes[ow.node].f.Link(l).Latency
+	}
+	pf := &hiPrefetch{node: ow.node, tier: t, start: now, queryEnd: now.Add(max(rtt, time.Nanosecond)), deadline: never, skipped: never}
+	if int64(len(fetch))*P < h.PrefetchThreshold || len(fetch) == 0 {
+		pf.revoked = true
+		r.pf = pf
+		ow.loading++ // (the request waits for it as for a load)
+		if h.PrefetchPolicy != PrefetchBestEffort {
+			e.q.push(pf.queryEnd, evSchedule, int32(w.id))
+		}
 		return nil
 	}
 	// Host memory for all of it, or no prefetch (prefetch_from_storage).
@@ -149,8 +213,10 @@ func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) er
 	for _, s := range slots {
 		st.PinAt(s)
 	}
-	pf := &hiPrefetch{node: ow.node, tier: t, keys: fetch, start: now, deadline: never, skipped: never}
-	h := o.spec.HiCache
+	pf.keys = fetch
+	if h.PrefetchPolicy != PrefetchBestEffort {
+		e.q.push(pf.queryEnd, evSchedule, int32(w.id))
+	}
 	if h.PrefetchPolicy == PrefetchTimeout {
 		pf.deadline = now.Add(h.PrefetchTimeoutBase + time.Duration(len(fetch))*h.PrefetchTimeoutPerPage)
 		e.q.push(pf.deadline, evSchedule, int32(w.id))
@@ -173,16 +239,31 @@ func (o *offload) storagePath(ow *offWorker, t int) []int {
 	return []int{n.net, n.dram}
 }
 
-// prefetchReady is check_prefetch_progress for waiting request r at now:
-// it reports false while the policy has r wait for its prefetch, else
-// ends the prefetch, keeping the pages that arrived in L2.
-func (o *offload) prefetchReady(w *worker, r *reqState, now trace.Time) bool {
+// prefetchReady is check_prefetch_progress for waiting request r at the
+// build at now, which stands for SGLang's build at cutoff (overlap: the
+// one before): it reports false while the policy has r wait for its
+// prefetch, else ends the prefetch, keeping the pages that arrived in L2.
+// Under wait_complete and timeout an operation cannot end at the build
+// that issued it, nor before its query has ended (can_terminate_prefetch:
+// with no hash values yet the operation is not complete, and a revoked
+// one leaves only at a check_revoked_prefetch after its query);
+// best_effort ends it at once with what has arrived.
+func (o *offload) prefetchReady(w *worker, r *reqState, now, cutoff trace.Time) bool {
 	pf := r.pf
 	if pf == nil {
 		return true
 	}
+	policy := o.spec.HiCache.PrefetchPolicy
+	if policy != PrefetchBestEffort && (cutoff <= pf.start || cutoff < pf.queryEnd) {
+		pf.skipped = min(pf.skipped, now)
+		return false
+	}
+	if pf.revoked {
+		o.endPrefetch(w, r, 0, now)
+		return true
+	}
 	if !pf.done {
-		switch o.spec.HiCache.PrefetchPolicy {
+		switch policy {
 		case PrefetchWaitComplete:
 			pf.skipped = min(pf.skipped, now)
 			return false
@@ -229,6 +310,9 @@ func (o *offload) endPrefetch(w *worker, r *reqState, got int64, now trace.Time)
 
 // dropPrefetch ends the prefetch of r, leaving the queue, with nothing kept.
 func (o *offload) dropPrefetch(w *worker, r *reqState) {
+	if i := slices.Index(w.off.unissued, r); i >= 0 {
+		w.off.unissued = slices.Delete(w.off.unissued, i, i+1)
+	}
 	if r.pf != nil {
 		o.endPrefetch(w, r, 0, r.pf.start)
 	}

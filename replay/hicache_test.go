@@ -286,3 +286,53 @@ func BenchmarkReplayMooncakeHiCache(b *testing.B) {
 	b.ReportMetric(float64(st.Events), "events/op")
 	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
 }
+
+// An L3 prefetch operation whose query finds nothing, after SGLang
+// v0.5.2: _prefetch_kvcache issues one for every request whose prompt
+// past its L1+L2 match is at least prefetch_threshold tokens, whatever
+// L3 holds; under wait_complete and timeout the request is held until
+// the query (one round trip of the L3 path: 2 × (400 + 1) µs) has
+// revoked it, and never joins the batch built as the scheduler receives
+// it; best_effort ends the operation at once.
+//
+// A (512 new tokens) reaches an idle worker at 0; D (200 tokens: below
+// the threshold, no operation) at 1 ms and B (512 new tokens) at 1.5 ms,
+// while A's step (1 ms + 512 × 10 µs = 6.12 ms) runs. Under
+// wait_complete and timeout A starts after the query (0.802 ms); at A's
+// end D and B are received, B's operation is issued and D runs alone
+// (3 ms), B after it (6.12 ms). Under best_effort A starts at once, and D
+// and B share a step (1 ms + 712 × 10 µs).
+func TestHiCacheStorageQueryRevoked(t *testing.T) {
+	t.Parallel()
+	cfg, cost := hiConfig(200 * 16)
+	reqs := func() []*trace.Request {
+		return []*trace.Request{
+			withHashes(req("A", 0, 512, 1), 64, ids(1, 8)...),
+			withHashes(req("D", ms, 200, 1), 64, ids(50, 3)...),
+			withHashes(req("B", 1500*time.Microsecond, 512, 1), 64, ids(100, 8)...),
+		}
+	}
+	const rtt = 2 * 401 * time.Microsecond
+	stepA := ms + 512*10*time.Microsecond
+	for _, c := range []struct {
+		policy           string
+		ttftA, ttftD, tB time.Duration
+	}{
+		{PrefetchWaitComplete, rtt + stepA, rtt + stepA - ms + 3*ms, rtt + stepA + 3*ms + stepA - 1500*time.Microsecond},
+		{PrefetchTimeout, rtt + stepA, rtt + stepA - ms + 3*ms, rtt + stepA + 3*ms + stepA - 1500*time.Microsecond},
+		{PrefetchBestEffort, stepA, stepA - ms + ms + 712*10*time.Microsecond, stepA - 1500*time.Microsecond + ms + 712*10*time.Microsecond},
+	} {
+		got, _ := runTiers(t, cfg, cost, hiSpec(t, 1000, 0, 1000, c.policy, 1), reqs())
+		for _, x := range []struct {
+			id   string
+			want time.Duration
+		}{{"A", c.ttftA}, {"D", c.ttftD}, {"B", c.tB}} {
+			if ttft := ttftNs(got[x.id]); ttft != x.want {
+				t.Errorf("%s: %s's TTFT %v, want %v", c.policy, x.id, ttft, x.want)
+			}
+		}
+		if h := got["B"].StorageHitTokens.Or(0); h != 0 {
+			t.Errorf("%s: B has %d storage hit tokens", c.policy, h)
+		}
+	}
+}

@@ -185,9 +185,10 @@ type offWorker struct {
 	stepLeft    int
 	stepStart   trace.Time
 	stepCompute time.Duration
-	now         trace.Time // the time of the step being built (write_back)
-	wb          []uint64   // scratch of writeBack
-	hits        []int32    // scratch: the slots hostRun or prefetch found (vLLM: lookup)
+	now         trace.Time  // the time of the step being built (write_back)
+	wb          []uint64    // scratch of writeBack
+	hits        []int32     // scratch: the slots hostRun or prefetch found (vLLM: lookup)
+	unissued    []*reqState // HiCache L3: requests whose prefetch the next build issues (receive)
 }
 
 // An xfer is a transfer in flight: a load of blocks into a request's GPU

@@ -528,6 +528,9 @@ func (g *sglang) finished(r *reqState, atStepEnd bool) {
 func (g *sglang) build(w *worker, now trace.Time) {
 	if w.off != nil {
 		w.off.now = now
+		if len(w.off.unissued) > 0 {
+			w.off.o.receive(w, now)
+		}
 	}
 	g.flush()
 	// Overlap (event_loop_overlap): the batch that runs now was built
@@ -643,7 +646,7 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 		if r.workerArrival > g.cutoff && r.workerArrival < now {
 			continue // overlap: not received when this batch was built
 		}
-		if w.off != nil && !w.off.o.prefetchReady(w, r, now) {
+		if w.off != nil && !w.off.o.prefetchReady(w, r, now, g.cutoff) {
 			continue // its L3 prefetch holds it in the queue
 		}
 		var prefix int64
