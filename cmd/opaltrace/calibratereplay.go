@@ -23,7 +23,7 @@ func replayFitFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "train", Usage: "replay fit: the runs to fit (run selectors as --run; default: every run)"},
 		&cli.StringSliceFlag{Name: "holdout", Usage: "replay fit: runs only predicted, to measure the error out of sample (run selectors)"},
-		&cli.StringSliceFlag{Name: "fit", Usage: "replay fit: coefficients to fit (default: what the training runs determine): " + strings.Join(calibrate.ReplayCoefficients, ", ")},
+		&cli.StringSliceFlag{Name: "fit", Usage: "replay fit: coefficients to fit (default: what the training runs determine; +NAME: that and NAME): " + strings.Join(calibrate.ReplayCoefficients, ", ")},
 		&cli.StringSliceFlag{Name: "fix", Usage: "replay fit and --table: coefficient held at a value, `NAME=VALUE` (repeatable)"},
 		&cli.StringSliceFlag{Name: "assume", Usage: "--table: a prior on a coefficient, `NAME=VALUE±REL` (REL a relative standard deviation such as 20%; repeatable)"},
 		&cli.IntFlag{Name: "max-evals", Value: 300, Usage: "replay fit: at most this many replays of the training runs per descent; a first descent that needs more has not converged and writes nothing"},
@@ -184,12 +184,21 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	var free []string
+	var free, also []string
 	for _, f := range c.StringSlice("fit") {
-		free = append(free, strings.Split(f, ",")...)
+		for _, name := range strings.Split(f, ",") {
+			if a, ok := strings.CutPrefix(name, "+"); ok {
+				also = append(also, a)
+			} else {
+				free = append(free, name)
+			}
+		}
+	}
+	if free != nil && also != nil {
+		return nil, fmt.Errorf("--fit %s: either the coefficients to fit or additions to the default choice (+NAME), not both", strings.Join(c.StringSlice("fit"), ","))
 	}
 	opts := calibrate.ReplayOptions{
-		Free: free, Fixed: fixed, PriorWeight: c.Float("prior"), MaxEvals: c.Int("max-evals"), Restarts: c.Int("restarts"),
+		Free: free, Also: also, Fixed: fixed, PriorWeight: c.Float("prior"), MaxEvals: c.Int("max-evals"), Restarts: c.Int("restarts"),
 		Parallel: 2, Source: strings.Join(c.Args().Slice(), ", "), SaturationTTFT: satTTFT,
 	}
 	if opts.PriorWeight == 0 {

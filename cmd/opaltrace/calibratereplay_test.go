@@ -180,3 +180,31 @@ func TestCalibrateSaturationLine(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibrateFitPlus: --fit +NAME fits the default choice and NAME (on
+// surajssd's qps 1 and 4, serial_fraction, which the default leaves out
+// with a warning); mixed with a plain --fit NAME it is refused.
+func TestCalibrateFitPlus(t *testing.T) {
+	const dir = "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8/serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_"
+	args := []string{"calibrate", "--markdown", "-o", filepath.Join(t.TempDir(), "cm.yaml"),
+		"--model", "meta-llama/Llama-3.3-70B-Instruct", "--hardware", "a100-40gb", "--tp", "8",
+		"--train", "rate=1", "--train", "rate=4"}
+	for _, q := range []string{"01", "04"} {
+		args = append(args, shareddata.Path(t, dir+q+".json"))
+	}
+	stdout, stderr, err := opaltrace(t, append([]string{"calibrate", "--fit", "+serial_fraction"}, args[1:]...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, w := range []string{"mfu 0.", "bandwidth_efficiency 0.", "client_request_overhead_s 0.", "serial_fraction 0."} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("no %q in:\n%s", w, stdout)
+		}
+	}
+	if strings.Contains(stdout, "serial_fraction not fitted") {
+		t.Errorf("the warning that left serial_fraction out is still there:\n%s", stdout)
+	}
+	if _, _, err := opaltrace(t, append([]string{"calibrate", "--fit", "mfu", "--fit", "+serial_fraction"}, args[1:]...)...); err == nil || !strings.Contains(err.Error(), "+NAME") {
+		t.Errorf("--fit mfu --fit +serial_fraction: %v", err)
+	}
+}
