@@ -23,6 +23,10 @@ type llmD struct {
 	match      []int
 	total      []float64
 	ties       []int
+	// loads holds each ready server's Cluster.Load for one Route:
+	// asked once, not once per scorer (each a call through the
+	// Cluster and, with an oracle view, a read of the worker's state).
+	loads []WorkerLoad
 }
 
 func newLLMD(cfg *Config, slots int, _ int64, rng *rand.Rand) Router {
@@ -30,7 +34,7 @@ func newLLMD(cfg *Config, slots int, _ int64, rng *rand.Rand) Router {
 	return &llmD{
 		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
 		index: newPrefixIndex(slots, rc.LRUCapacityTokens), rng: rng,
-		match: make([]int, slots), total: make([]float64, slots),
+		match: make([]int, slots), total: make([]float64, slots), loads: make([]WorkerLoad, slots),
 	}
 }
 
@@ -41,7 +45,8 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 	r.index.matchAll(q.HashIDs, r.match)
 	minQ, maxQ := 0, 0
 	for k, w := range ready {
-		l := c.Load(w).Waiting
+		r.loads[w] = c.Load(w)
+		l := r.loads[w].Waiting
 		if k == 0 || l < minQ {
 			minQ = l
 		}
@@ -50,7 +55,7 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 		}
 	}
 	for _, w := range ready {
-		l := c.Load(w)
+		l := r.loads[w]
 		var prefix float64
 		if len(q.HashIDs) > 0 {
 			prefix = float64(r.match[w]) / float64(len(q.HashIDs))
