@@ -238,6 +238,29 @@ type benchResult struct {
 	iters   int
 }
 
+// roundMeans is, for each round 1..rounds of the replay, its clients'
+// mean TTFT (s) and its hit rate (%: cached tokens, GPU, host and store,
+// over the round's prompt tokens); an error names the first request
+// that did not complete.
+func (res *benchResult) roundMeans(clients, rounds int) (ttft, hit []float64, err error) {
+	for r := 1; r <= rounds; r++ {
+		var sum float64
+		var prompt, cached int64
+		for cl := range clients {
+			o := res.records[benchID(cl, r)]
+			if o == nil {
+				return nil, nil, fmt.Errorf("client %d round %d did not complete", cl, r)
+			}
+			sum += o.TTFTSec.V
+			prompt += o.InputTokens.V
+			cached += o.CachedTokens.Or(0)
+		}
+		ttft = append(ttft, sum/float64(clients))
+		hit = append(hit, 100*float64(cached)/float64(prompt))
+	}
+	return ttft, hit, nil
+}
+
 // A benchPrelude is what a replay runs before the benchmark: its
 // requests (ids starting "pre-", their records dropped) and when the
 // benchmark starts.

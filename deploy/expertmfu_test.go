@@ -259,12 +259,12 @@ func h800RoundTTFT(t *testing.T, expertMFU float64, rounds int, seeds []uint64, 
 		if err != nil {
 			t.Fatalf("expert_mfu %g seed %d: %v", expertMFU, seed, err)
 		}
-		for r := 1; r <= rounds; r++ {
-			var sum float64
-			for cl := range bench.clients {
-				sum += res.records[benchID(cl, r)].TTFTSec.V
-			}
-			out[r-1] = append(out[r-1], sum/float64(bench.clients))
+		ttft, _, err := res.roundMeans(bench.clients, rounds)
+		if err != nil {
+			t.Fatalf("expert_mfu %g seed %d: %v", expertMFU, seed, err)
+		}
+		for r := range rounds {
+			out[r] = append(out[r], ttft[r])
 		}
 	}
 	return out

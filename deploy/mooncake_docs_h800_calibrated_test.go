@@ -44,20 +44,13 @@ func h800Replay(t *testing.T, key, yaml string, retokenised bool, expertMFU floa
 		for _, x := range res.sends {
 			fmt.Fprintf(&b, "%s %d %d %d %d\n", k, x.client, x.round, int64(x.at), x.subq)
 		}
-		for r := 1; r <= rounds; r++ {
-			var sum float64
-			var prompt, cached int64
-			for cl := range bench.clients {
-				o := res.records[benchID(cl, r)]
-				if o == nil {
-					t.Fatalf("%s seed %d: client %d round %d did not complete", key, seed, cl, r)
-				}
-				sum += o.TTFTSec.V
-				prompt += o.InputTokens.V
-				cached += o.CachedTokens.Or(0)
-			}
-			ttft[r-1] = append(ttft[r-1], sum/float64(bench.clients))
-			hit[r-1] = append(hit[r-1], 100*float64(cached)/float64(prompt))
+		rt, rh, err := res.roundMeans(bench.clients, rounds)
+		if err != nil {
+			t.Fatalf("%s seed %d: %v", key, seed, err)
+		}
+		for r := range rounds {
+			ttft[r] = append(ttft[r], rt[r])
+			hit[r] = append(hit[r], rh[r])
 		}
 	}
 	return ttft, hit, b.String()

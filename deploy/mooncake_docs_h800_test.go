@@ -124,20 +124,13 @@ func TestMooncakeDocsH800PerRound(t *testing.T) {
 			for _, x := range res.sends {
 				fmt.Fprintf(&sends, "%s %d %d %d %d\n", key, x.client, x.round, int64(x.at), x.subq)
 			}
-			for r := 1; r <= rounds; r++ {
-				var sum float64
-				var prompt, cached int64
-				for cl := range bench.clients {
-					o := res.records[benchID(cl, r)]
-					if o == nil {
-						t.Fatalf("%s seed %d: client %d round %d did not complete", rn.name, seed, cl, r)
-					}
-					sum += o.TTFTSec.V
-					prompt += o.InputTokens.V
-					cached += o.CachedTokens.Or(0)
-				}
-				ttft[ri][r-1] = append(ttft[ri][r-1], sum/float64(bench.clients))
-				hit[ri][r-1] = append(hit[ri][r-1], 100*float64(cached)/float64(prompt))
+			rt, rh, err := res.roundMeans(bench.clients, rounds)
+			if err != nil {
+				t.Fatalf("%s seed %d: %v", rn.name, seed, err)
+			}
+			for r := range rounds {
+				ttft[ri][r] = append(ttft[ri][r], rt[r])
+				hit[ri][r] = append(hit[ri][r], rh[r])
 			}
 		}
 	}
