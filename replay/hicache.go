@@ -137,9 +137,15 @@ func (o *offload) prefetch(e *engine, w *worker, r *reqState, now trace.Time) er
 
 // receive issues, at the build at now, the L3 prefetch operations of the
 // requests that reached w's queue since the last build: SGLang's
-// scheduler (v0.5.2, managers/scheduler.py) calls _prefetch_kvcache from
+// scheduler (managers/scheduler.py) calls _prefetch_kvcache from
 // _add_request_to_queue as recv_requests hands it a request, at the top
 // of the loop iteration that then builds a batch (get_new_batch_prefill).
+//
+// Note: this and issue are written for SGLang 0.5.2 (the Mooncake
+// documentation's runs) but read from later upstream sources
+// (sgl-project/sglang at 350cb87, with one 0.5.x-era excerpt of
+// _prefetch_kvcache): the v0.5.2 tag itself was not available to read.
+// The flow below is the same in every version read.
 func (o *offload) receive(w *worker, now trace.Time) {
 	ow := w.off
 	for _, r := range ow.unissued {
@@ -152,7 +158,7 @@ func (o *offload) receive(w *worker, now trace.Time) {
 }
 
 // issue is _prefetch_kvcache and HiRadixCache.prefetch_from_storage for
-// r at now (SGLang v0.5.2): when the prompt past its L1 and L2 match
+// r at now (see receive's note on the version read): when the prompt past its L1 and L2 match
 // (fill_ids[matched_len:], whole pages) is at least prefetch_threshold
 // tokens, an operation is issued, whatever L3 holds: what it holds is
 // only known when the controller's prefetch thread has hashed the pages
