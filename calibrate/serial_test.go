@@ -70,6 +70,17 @@ func TestFitReplayRecoversSerialFraction(t *testing.T) {
 		t.Errorf("light run: fitted %v, warnings %q", free, warnings)
 	}
 
+	recoverSerialFraction(t, runs, truth)
+}
+
+// TestSerialFractionApplied: the coefficient reaches the deployment from
+// a cost model and moves a memory-bound decode by that share of its
+// compute; a cost model with a fraction above 1 is refused.
+// recoverSerialFraction fits mfu, bandwidth_efficiency and
+// serial_fraction to runs without a prior and checks each is within 10 %
+// of truth, the coefficients the runs were replayed with.
+func recoverSerialFraction(t *testing.T, runs []*ReplayRun, truth candidate) {
+	t.Helper()
 	free := []string{CoefMFU, CoefBandwidthEff, CoefSerialFraction}
 	cm, err := FitReplay(runs, ReplayOptions{Free: free, MaxEvals: 200, PriorWeight: -1})
 	if err != nil {
@@ -79,9 +90,6 @@ func TestFitReplayRecoversSerialFraction(t *testing.T) {
 	checkRecovered(t, cm, truth, map[string]float64{CoefMFU: 0.1, CoefBandwidthEff: 0.1, CoefSerialFraction: 0.1})
 }
 
-// TestSerialFractionApplied: the coefficient reaches the deployment from
-// a cost model and moves a memory-bound decode by that share of its
-// compute; a cost model with a fraction above 1 is refused.
 func TestSerialFractionApplied(t *testing.T) {
 	d := deployment(t, "llama-3.1-8b")
 	b := &model.Batch{Decode: make([]int64, 64)}
@@ -136,13 +144,7 @@ func TestFitReplayRecoversSerialFractionFromLightRuns(t *testing.T) {
 	if free, _ := defaultFree(runs, sh); slices.Contains(free, CoefSerialFraction) {
 		t.Errorf("default choice fits %s on light runs alone: %v", CoefSerialFraction, free)
 	}
-	free := []string{CoefMFU, CoefBandwidthEff, CoefSerialFraction}
-	cm, err := FitReplay(runs, ReplayOptions{Free: free, MaxEvals: 200, PriorWeight: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("objective %.4g from %.4g in %d replays", cm.Replay.Objective, cm.Replay.Uncalibrated, cm.Replay.Evaluations)
-	checkRecovered(t, cm, truth, map[string]float64{CoefMFU: 0.1, CoefBandwidthEff: 0.1, CoefSerialFraction: 0.1})
+	recoverSerialFraction(t, runs, truth)
 }
 
 // vllmRun replays in on dep at vLLM's scheduler with the coefficients
