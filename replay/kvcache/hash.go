@@ -84,8 +84,7 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 			if k%slotRun != 0 {
 				return step(prev), false
 			}
-			x = mix(prev, uint64(k), continuation)
-			low = uint32(x)
+			return runStart(prev, k), false
 		} else {
 			x = prev
 			for j := first / h.TraceBlock; j <= last/h.TraceBlock; j++ {
@@ -114,6 +113,17 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 // continuation is the tag of a block's position mixed into the hash of
 // the block before it in the same trace block (Hash).
 const continuation = 9
+
+// runStart returns the hash of continuation k that starts a run of
+// slotRun blocks (Hash), given the hash of the block before it, prev:
+// its position mixed in, never 0.
+func runStart(prev uint64, k int64) uint64 {
+	x := mix(prev, uint64(k), continuation)
+	if x == 0 {
+		x = 1
+	}
+	return x
+}
 
 // contStep is what step adds: its low half 1, so that the index's home
 // slot moves on by one; its high half odd, so that the blocks of a run
@@ -317,18 +327,11 @@ func (c *Chain) extend(k int64) {
 				prev = hs[n-1]
 			}
 			for ; end-n >= slotRun; n += slotRun {
-				x := mix(prev, uint64(n), continuation)
-				if x == 0 {
-					x = 1
-				}
-				steps(hs[n:n+slotRun], x)
+				steps(hs[n:n+slotRun], runStart(prev, n))
 				prev = hs[n+slotRun-1]
 			}
 			if n < end {
-				x := mix(prev, uint64(n), continuation)
-				if x == 0 {
-					x = 1
-				}
+				x := runStart(prev, n)
 				hs[n] = x
 				stepRun(hs[n+1:end], x)
 				n = end
