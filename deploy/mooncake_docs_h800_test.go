@@ -12,7 +12,6 @@ import (
 
 	"github.com/opaltrace/opaltrace/internal/golden"
 	"github.com/opaltrace/opaltrace/internal/shareddata"
-	"github.com/opaltrace/opaltrace/trace"
 )
 
 // h800Seeds: the page gives no --seed, so the script's default (1) ran;
@@ -99,14 +98,7 @@ func TestMooncakeDocsH800PerRound(t *testing.T) {
 	hit := make([][rounds][]float64, len(runs))
 	var sends strings.Builder
 	for ri, rn := range runs {
-		c, err := ParseCluster("h800.yaml", []byte(rn.yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := Resolve(c, trace.Run{}, Overrides{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := resolveYAML(t, rn.yaml)
 		for _, seed := range h800Seeds {
 			bench := h800Bench(t, seed, rounds, false)
 			key := fmt.Sprintf("%s %d", rn.name, seed)

@@ -190,14 +190,7 @@ scheduler:
 		aggs[vi] = make([]agg, len(runs))
 		l3Sends := map[uint64][]benchSend{} // the +L3 run's sends, by seed: the run before the pre-populated one
 		for ri, rn := range runs {
-			c, err := ParseCluster("a10.yaml", []byte(rn.yaml))
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := Resolve(c, trace.Run{}, Overrides{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := resolveYAML(t, rn.yaml)
 			m := measured[rn.name]
 			a10 := benchMultiTurn{clients: 20, rounds: 10, maxParallel: 4, requestLen: 2048, outputLen: 16, rate: 20}
 			room := false // the store has the flush's room (prepopulatedA10)
