@@ -20,6 +20,7 @@ import (
 
 // calibrateCommand fits the cost model:
 //
+//	opaltrace calibrate -o costmodel.yaml [--train SEL]... [--holdout SEL]... RUNS...
 //	opaltrace calibrate --server-side -o costmodel.yaml [--config cluster.yaml] TRACE...
 //	opaltrace calibrate --table -o costmodel.yaml [--form opal] MEASUREMENTS...
 //	opaltrace calibrate --links -o links.yaml [--config cluster.yaml] LINKTABLE...
@@ -31,7 +32,7 @@ import (
 func calibrateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "calibrate",
-		Usage:     "fit the cost model's coefficients to server-side timings or prefill measurement tables",
+		Usage:     "fit the cost model's coefficients: by replaying measured runs (benchmark results, engine-side timestamps), or to server-side timings, prefill tables or tier tables",
 		ArgsUsage: "DATA...",
 		Flags: append(append(ingestFlags(),
 			&cli.BoolFlag{Name: "server-side", Usage: "DATA are traces with server-side timings (prefill_s, decode_s, storage_prefetch_io_s, kv_fetch_s)"},
