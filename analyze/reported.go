@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"encoding/json"
 	"math"
 	"regexp"
 	"strconv"
@@ -20,15 +19,10 @@ var reportedKey = regexp.MustCompile(`^(mean|median|p[0-9]+(?:\.[0-9]+)?)_(ttft|
 // "e2el") and statistic ("mean", "p50", "p99", … as Compare names them;
 // "median" is "p50"), in seconds. Values that are not finite and ≥ 0 are
 // left out; nil when the run reported none. A summary-only run (e.g. an
-// old SGLang bench_serving line) has nothing else to compare.
+// old SGLang bench_serving line) has nothing else to compare. Other
+// sources' summaries are read through ReportedFields.
 func ReportedStats(run trace.Run) map[string]map[string]float64 {
-	if len(run.Reported) == 0 {
-		return nil
-	}
-	var rep map[string]any
-	if json.Unmarshal(run.Reported, &rep) != nil {
-		return nil
-	}
+	rep := ReportedFields(run)
 	var out map[string]map[string]float64
 	for k, v := range rep {
 		m := reportedKey.FindStringSubmatch(k)

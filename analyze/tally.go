@@ -56,6 +56,12 @@ func (t *tally) fill(s *Summary, trim *TrimWindow) {
 		}
 	}
 	s.Semantics = t.sem.semantics()
+	if s.Semantics == (Semantics{}) {
+		// No request says how it was measured (a summary-only run): the
+		// run does, where its reader recorded the source's way.
+		x := s.Run.Extra
+		s.Semantics = Semantics{ITLUnit: x["itl_unit"], E2EBasis: x["e2e_basis"], TTFTBasis: x["ttft_basis"], OutputTokens: x["output_tokens_source"]}
+	}
 	if s.Semantics.Mixed {
 		s.Warnings = append(s.Warnings, mixedWarning)
 	}

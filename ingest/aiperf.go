@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -17,7 +18,8 @@ import (
 // metadata stamps the request with timestamp_ns, newer with
 // request_start_ns (and credit_issued_ns, request_end_ns); both are epoch
 // nanoseconds. The aggregate profile_export_aiperf.json beside it, when
-// present, becomes the run's Reported summary.
+// present, becomes the run's Reported summary; read alone, the aggregate
+// is a summary-only run (loneSummary).
 const aiperfName = "aiperf"
 
 var aiperf = Format{
@@ -27,11 +29,12 @@ var aiperf = Format{
 }
 
 // sniffAIPerf accepts a first line with AIPerf's metadata and metrics
-// objects and one of its metadata keys.
+// objects and one of its metadata keys, or the aggregate export.
 func sniffAIPerf(head []byte) bool {
 	line := firstLine(head)
 	return startsWith(line, '{') && containsAll(line, `"metadata"`, `"metrics"`) &&
-		containsAny(line, `"x_request_id"`, `"timestamp_ns"`, `"request_start_ns"`, `"credit_phase"`, `"benchmark_phase"`)
+		containsAny(line, `"x_request_id"`, `"timestamp_ns"`, `"request_start_ns"`, `"credit_phase"`, `"benchmark_phase"`) ||
+		sniffAIPerfAggregate(head)
 }
 
 type aiperfRecord struct {
@@ -61,9 +64,41 @@ type aiperfRow struct {
 	start, intended int64 // epoch ns; 0 when absent
 }
 
+// sniffAIPerfAggregate accepts AIPerf's aggregate export: an object of
+// records, each with its tag, unit and header.
+func sniffAIPerfAggregate(head []byte) bool {
+	return startsWith(head, '{') && !containsAll(firstLine(head), `"metadata"`) &&
+		containsAll(head, `"records"`, `"tag"`, `"unit"`, `"header"`)
+}
+
+// aiperfAggregate reads profile_export_aiperf.json alone.
+var aiperfAggregate = loneSummary{
+	source: aiperfName, summaryEnd: "_aiperf.json", mainEnd: ".jsonl",
+	valid: func(top map[string]json.RawMessage) string {
+		if r := bytes.TrimSpace(top["records"]); len(r) == 0 || r[0] != '{' {
+			return "records: missing or not an object (AIPerf's aggregate export has its metrics there)"
+		}
+		return ""
+	},
+	summarize: aiperfSummary,
+	semantics: benchSemantics{itl: trace.ITLChunk, ttft: trace.TTFTFirstText, e2e: trace.E2ELastToken},
+}
+
 func newAIPerfReader(r io.Reader, file, run string, opts Options) Reader {
+	br := bufio.NewReaderSize(r, SniffLen)
+	head, _ := br.Peek(SniffLen)
+	if sniffAIPerfAggregate(head) {
+		return &batchReader{load: func() ([]Record, []trace.Run, error) {
+			b, err := readInput(br, file, opts.maxDocumentBytes())
+			if err != nil {
+				return nil, nil, err
+			}
+			recs, runs := aiperfAggregate.read(b, file, run)
+			return recs, runs, nil
+		}}
+	}
 	return &batchReader{load: func() ([]Record, []trace.Run, error) {
-		return readAIPerf(r, file, run, opts)
+		return readAIPerf(br, file, run, opts)
 	}}
 }
 

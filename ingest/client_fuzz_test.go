@@ -6,7 +6,7 @@ import "testing"
 // no panic, Validate on every accepted request, and a Parquet round trip.
 
 func FuzzAIPerf(f *testing.F) {
-	seed(f, "aiperf", aiperfFile)
+	seed(f, "aiperf", aiperfFile, aiperfAggregateFile)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, aiperfName, data) })
 }
 
@@ -21,7 +21,7 @@ func FuzzGuideLLM(f *testing.F) {
 }
 
 func FuzzLLMPerf(f *testing.F) {
-	seed(f, "llmperf", llmperfFile)
+	seed(f, "llmperf", llmperfFile, llmperfSummaryFile)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzFormat(t, llmperfName, data) })
 }
 

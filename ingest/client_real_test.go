@@ -17,15 +17,19 @@ import (
 )
 
 const (
-	aiperfFile    = "formats/aiperf/ai-dynamo_aiperf_examples_artifacts_run1_profile_export.jsonl"
-	guideLLMFile  = "formats/guidellm/danielkorat_guidellm-bench_Qwen_Qwen3-4B-Thinking-2507_tp2_quant-fp8_benchmarks.json"
-	llmperfFile   = "formats/llmperf/ray-project_llmperf_vllm_Yi-1-5-34B-Chat_550_150_c16_individual_responses.json"
-	ipStageFile   = "formats/inference_perf/kubernetes-sigs_inference-perf_kubecon-na-2025_vllm_stage_3_lifecycle_metrics.json"
-	azureCodeFile = "traces/azure_llm_2023/AzureLLMInferenceTrace_code.csv"
-	azureConvFile = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
-	opalStage0    = "formats/opal/defaults/stage_0_opal_stats.json"
-	opalOneLong   = "formats/opal/micro_one_long/opal_stats.json"
-	wekaDir       = "traces/weka_agentic_coding"
+	aiperfFile = "formats/aiperf/ai-dynamo_aiperf_examples_artifacts_run1_profile_export.jsonl"
+	// aiperfAggregateFile and llmperfSummaryFile are the two runs'
+	// summaries, which also read alone (loneSummary).
+	aiperfAggregateFile = "formats/aiperf/ai-dynamo_aiperf_examples_artifacts_run1_profile_export_aiperf.json"
+	llmperfSummaryFile  = "formats/llmperf/ray-project_llmperf_vllm_Yi-1-5-34B-Chat_550_150_c16_summary.json"
+	guideLLMFile        = "formats/guidellm/danielkorat_guidellm-bench_Qwen_Qwen3-4B-Thinking-2507_tp2_quant-fp8_benchmarks.json"
+	llmperfFile         = "formats/llmperf/ray-project_llmperf_vllm_Yi-1-5-34B-Chat_550_150_c16_individual_responses.json"
+	ipStageFile         = "formats/inference_perf/kubernetes-sigs_inference-perf_kubecon-na-2025_vllm_stage_3_lifecycle_metrics.json"
+	azureCodeFile       = "traces/azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+	azureConvFile       = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
+	opalStage0          = "formats/opal/defaults/stage_0_opal_stats.json"
+	opalOneLong         = "formats/opal/micro_one_long/opal_stats.json"
+	wekaDir             = "traces/weka_agentic_coding"
 )
 
 func readShared(t *testing.T, rel string) ([]*trace.Request, Reader) {

@@ -60,11 +60,13 @@
 // Each file's doc comment is the format's spec: what maps to which column
 // and which semantics it records. aiperf (aiperf.go): profile_export.jsonl,
 // old and new metadata, error records as failed rows, its _aiperf.json
-// aggregate paired as Reported. genai-perf (genaiperf.go):
+// aggregate paired as Reported (read alone, a summary-only run:
+// summaryonly.go). genai-perf (genaiperf.go):
 // profile_export.json, one run per experiment. guidellm (guidellm.go):
 // benchmarks.json 0.5 and 0.2–0.3, one run per benchmark, errored and
 // incomplete requests kept. llmperf (llmperf.go): individual_responses,
-// no arrivals, its _summary.json paired as Reported. inference-perf
+// no arrivals, its _summary.json paired as Reported (alone, a
+// summary-only run). inference-perf
 // (inferenceperf.go): per-request lifecycle metrics, one run per stage,
 // and stage summaries as summary-only runs. lmbenchmark (lmbenchmark.go):
 // LMBenchmark's ShareGPT per-request CSV (llm-d's benchmark results), the

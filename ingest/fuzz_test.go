@@ -158,6 +158,14 @@ func checkCounts(name string, data []byte, requests, bad int) string {
 			lines++
 		}
 	}
+	if name == aiperfName && sniffAIPerfAggregate(data[:min(len(data), SniffLen)]) {
+		// AIPerf's aggregate export, read whole: a summary-only run or
+		// one bad record.
+		if requests != 0 || bad > 1 {
+			return fmt.Sprintf("%d requests + %d bad records from an aggregate export", requests, bad)
+		}
+		return ""
+	}
 	if oneRecordALine[name] && requests+bad != lines {
 		return fmt.Sprintf("%d requests + %d bad records from %d non-blank lines", requests, bad, lines)
 	}

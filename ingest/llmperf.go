@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -27,12 +29,35 @@ var llmperf = Format{
 	NewReader: newLLMPerfReader,
 }
 
-// sniffLLMPerf accepts a JSON array whose first object has llmperf's keys.
-// The *_summary.json (an object) is not an input of its own: it is read
-// with the responses file it belongs to.
+// sniffLLMPerf accepts a JSON array whose first object has llmperf's keys,
+// or llmperf's *_summary.json (an object of results_* keys). The summary
+// is read with the responses file it belongs to; alone, it is a
+// summary-only run (loneSummary).
 func sniffLLMPerf(head []byte) bool {
 	return startsWith(head, '[') &&
-		containsAll(head, `"end_to_end_latency_s"`, `"ttft_s"`, `"number_input_tokens"`)
+		containsAll(head, `"end_to_end_latency_s"`, `"ttft_s"`, `"number_input_tokens"`) ||
+		sniffLLMPerfSummary(head)
+}
+
+func sniffLLMPerfSummary(head []byte) bool {
+	return startsWith(head, '{') && containsAll(head, `"num_concurrent_requests"`, `"results_`) &&
+		containsAny(head, `"results_ttft_s_mean"`, `"results_end_to_end_latency_s_mean"`, `"results_num_completed_requests"`)
+}
+
+// llmperfLone reads a *_summary.json alone.
+var llmperfLone = loneSummary{
+	source: llmperfName, summaryEnd: "_summary.json", mainEnd: "_individual_responses.json",
+	valid: func(top map[string]json.RawMessage) string {
+		for k := range top {
+			if strings.HasPrefix(k, "results_") {
+				return ""
+			}
+		}
+		return "no results_* key: not llmperf's summary"
+	},
+	summarize: llmperfSummary,
+	// No ITL: llmperf's is not one (see above).
+	semantics: benchSemantics{ttft: trace.TTFTFirstText, e2e: trace.E2EStreamEnd, outputs: trace.OutputRetokenized},
 }
 
 type llmperfRecord struct {
@@ -49,6 +74,10 @@ func newLLMPerfReader(r io.Reader, file, run string, opts Options) Reader {
 		b, err := readInput(r, file, opts.maxDocumentBytes())
 		if err != nil {
 			return nil, nil, err
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
+			recs, runs := llmperfLone.read(b, file, run)
+			return recs, runs, nil
 		}
 		return parseLLMPerf(b, file, run, opts.maxDocumentBytes())
 	}}

@@ -50,13 +50,9 @@ func reportedValue(rep map[string]any, stat, key string) (float64, bool) {
 	return 0, false
 }
 
-func decodeReported(s *analyze.Summary) map[string]any {
-	var rep map[string]any
-	if len(s.Run.Reported) > 0 {
-		json.Unmarshal(s.Run.Reported, &rep)
-	}
-	return rep
-}
+// decodeReported is the summary the run's source reported, under vLLM's
+// keys (analyze.ReportedFields).
+func decodeReported(s *analyze.Summary) map[string]any { return analyze.ReportedFields(s.Run) }
 
 // WriteStats prints a vLLM-style "Serving Benchmark Result" block per run.
 // Every number is recomputed from the per-request data; where the data has
