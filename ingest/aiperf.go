@@ -178,12 +178,20 @@ func aiperfSummary(run *trace.Run, b []byte, path string) {
 	var s struct {
 		Records map[string]struct {
 			Avg  optNum `json:"avg"`
+			Std  optNum `json:"std"`
 			Unit string `json:"unit"`
 		} `json:"records"`
 		InputConfig struct {
 			Endpoint struct {
 				ModelNames []string `json:"model_names"`
 			} `json:"endpoint"`
+			Input struct {
+				Prompt struct {
+					OutputTokens struct {
+						Mean optNum `json:"mean"`
+					} `json:"output_tokens"`
+				} `json:"prompt"`
+			} `json:"input"`
 			Loadgen struct {
 				Concurrency  int    `json:"concurrency"`
 				RequestRate  optNum `json:"request_rate"`
@@ -210,6 +218,16 @@ func aiperfSummary(run *trace.Run, b []byte, path string) {
 			run.Workload.RequestRate = trace.Rate(lg.RequestRate.V)
 		} else {
 			run.Workload.RequestRate = trace.Rate(math.Inf(1))
+		}
+		// The lengths, so that a summary-only run can be regenerated:
+		// the prompt length where every prompt had it (AIPerf's
+		// synthetic prompts, --isl with no stddev), the output length
+		// asked for (--osl).
+		if isl, ok := s.Records["input_sequence_length"]; ok && isl.Unit == "tokens" && isl.Std.Set && isl.Std.V == 0 && wholeCount(isl.Avg) {
+			run.Workload.InputLen = int(isl.Avg.V)
+		}
+		if osl := s.InputConfig.Input.Prompt.OutputTokens.Mean; wholeCount(osl) {
+			run.Workload.OutputLen = int(osl.V)
 		}
 	}
 }
@@ -340,4 +358,10 @@ func parseAIPerf(run *trace.Run, line []byte, index int, file string, lineNo int
 		return aiperfRow{}, fe.msg
 	}
 	return row, ""
+}
+
+// wholeCount reports whether v is a positive whole number that fits an
+// int32.
+func wholeCount(v optNum) bool {
+	return v.Set && v.V >= 1 && v.V < 1<<31 && v.V == math.Trunc(v.V)
 }

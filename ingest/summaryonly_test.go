@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,9 +19,15 @@ import (
 func TestLoneSummaryReal(t *testing.T) {
 	for _, c := range []struct {
 		rel, source, model string
+		// the workload a replay regenerates the run from: AIPerf's
+		// --num-requests 100 --concurrency 100 --osl 250 with its
+		// 550-token prompts (std 0); llmperf's 16 clients of 550/150.
+		workload trace.Workload
 	}{
-		{aiperfAggregateFile, aiperfName, "openai/gpt-oss-20b"},
-		{llmperfSummaryFile, llmperfName, "01-ai/Yi-1.5-34B-Chat"},
+		{aiperfAggregateFile, aiperfName, "openai/gpt-oss-20b",
+			trace.Workload{Concurrency: 100, NumPrompts: 100, InputLen: 550, OutputLen: 250, RequestRate: trace.Rate(math.Inf(1))}},
+		{llmperfSummaryFile, llmperfName, "01-ai/Yi-1.5-34B-Chat",
+			trace.Workload{Concurrency: 16, InputLen: 550, OutputLen: 150, RequestRate: trace.Rate(math.Inf(1))}},
 	} {
 		t.Run(c.source, func(t *testing.T) {
 			src := shareddata.Path(t, c.rel)
@@ -50,6 +57,9 @@ func TestLoneSummaryReal(t *testing.T) {
 				run := runs[0]
 				if run.Source != c.source || run.Model != c.model || !bytes.Equal(run.Reported, compactJSON(raw)) || run.Extra["summary_only"] == "" {
 					t.Errorf("%s: run %+v", path, run)
+				}
+				if run.Workload == nil || *run.Workload != c.workload {
+					t.Errorf("%s: workload %+v, want %+v", path, run.Workload, c.workload)
 				}
 				wantWarn := path == src
 				if got := len(warns) == 1 && strings.Contains(warns[0], "per-request records are in"); got != wantWarn || len(warns) > 1 {
