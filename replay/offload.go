@@ -734,19 +734,12 @@ func (v *vllm) admitLoad(w *worker, r *reqState, hits []int32, done int64, now t
 		}
 	}
 	fresh := ceilDiv(done+load, v.bs) - int64(len(hits))
-	need := fresh
-	for _, b := range hits {
-		if v.kv.Ref(b) == 0 {
-			need++ // a free cached block leaves the free queue too
-		}
-	}
-	if need > v.kv.NumFree() {
+	// A free cached block leaves the free queue too.
+	if fresh+v.kv.FreeAmong(hits) > v.kv.NumFree() {
 		return loadNoRoom
 	}
 	w.waiting.popFront()
-	for _, b := range hits {
-		v.kv.Acquire(b)
-	}
+	v.kv.AcquireAll(hits)
 	r.blocks = append(r.blocks, hits...)
 	if !v.allocate(r, fresh) {
 		panic("replay: allocation failed after the free-block check")

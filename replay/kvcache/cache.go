@@ -14,19 +14,18 @@ import (
 // prefix can take it back (a prefix hit) until Allocate reuses it for other
 // content (an eviction). Only free blocks are ever evicted.
 //
-// Note: with many workers the blocks' records outgrow the CPU caches, and
-// every allocation and release touches a record the CPU has long
-// forgotten: that was a sixth of a million-request replay. So the record
-// Allocate and Release touch is 8 bytes (a reference count and a queue
-// position), the hashes live apart, and the free queue is a ring of
-// entries in eviction order rather than an intrusive linked list (vLLM's),
-// which made Allocate a pointer chase, each block a cache miss waiting for
-// the previous one. A block taken out of the middle of the queue (a prefix
-// hit on a free block) leaves a tombstone in its slot, and compaction drops
-// tombstones when the ring is full. An entry also says whether its block
-// holds a hash, whether that hash is private, and whether it is recorded,
-// so that Allocate writes a block's record without reading it, and clears
-// a hash only where one was written. The hash index is a fixed-size
+// Note: with many workers the records outgrow the CPU caches, and every
+// allocation and release touched a record the CPU had long forgotten:
+// that was a sixth of a million-request replay. So the free queue is a
+// ring of entries in eviction order rather than an intrusive linked list
+// (vLLM's), which made Allocate a pointer chase, each block a cache miss
+// waiting for the previous one; and blocks with ids are held as runs of
+// consecutive ids, with one record and one queue entry per run, not per
+// block (runs.go). A run taken out of the middle of the queue (a prefix
+// hit on a free run) leaves a tombstone in its slot, and compaction drops
+// tombstones when the ring is full. The hashes and a byte of flags per
+// block (whether it holds a hash, whether that hash is private, whether
+// it is recorded) live apart. The hash index is a fixed-size
 // open-addressing table. The cache allocates nothing per step; memory is
 // O(blocks), not O(requests).
 //
@@ -41,18 +40,23 @@ import (
 // cached ones as evictions, all in O(1) per run. The queue's order, and
 // so which hash is evicted when, is exactly what releasing the blocks one
 // by one gives; only the ids differ, and no result depends on them. An
-// id belongs to a named block (referenced, or free in the queue) or to
-// none (names: a stack, and the ids never handed out yet); a run's
+// id belongs to a named block (in a run: referenced, or free in the
+// queue) or to none (ids: a stack of ranges of them); an anonymous run's
 // blocks have none, and a block the queue hands out takes one from the
-// stack, or a fresh one, if it must be named. An owner that
-// needs its anonymous blocks' ids after all (a preemption: it may hit
-// them again) names them (Name). This took 6.6 million of the 8.9 million
-// blocks a 4-worker Mooncake replay allocates off the per-block path.
+// stack if it must be named. An owner that needs its anonymous blocks'
+// ids after all (a preemption: it may hit them again) names them (Name).
+// This took 6.6 million of the 8.9 million blocks a 4-worker Mooncake
+// replay allocates off the per-block path.
 type Cache struct {
-	blocks []block
-	hashes []uint64 // per block; 0: not cached
+	// Per id: the records of runs (at a run's lowest id), a bit per
+	// id that starts a run, the flags (fHashed…) and hashes (0: not
+	// cached) of blocks.
+	recs   []runRec
+	starts []uint64
+	flags  []uint8
+	hashes []uint64
 	// ring holds the free queue: entries head..tail-1, taken modulo
-	// its power-of-two length; positions fit an int32 (see rebase).
+	// its power-of-two length; positions stay below maxPos (see rebase).
 	ring       []entry
 	head, tail int64
 	nfree      int64
@@ -61,14 +65,17 @@ type Cache struct {
 	// (runEntry | slot); spare, the slots not in use.
 	runs  []anonRun
 	spare []int32
+	// spans holds the spans of named runs, in the queue (entries
+	// name them by slot) or in anonymous runs' tails; spareSpans, the
+	// slots not in use.
+	spans      []span
+	spareSpans []int32
 	// serial numbers the runs made, so that a FreeRun to a slot tells
 	// its run from a later one in it.
 	serial uint64
-	// names holds the ids of no block (their records are stale);
-	// so do the ids fresh.. of blocks never named, whose records are
-	// zero.
-	names []int32
-	fresh int32
+	// ids holds the ids of no block, as a stack of ranges (their
+	// records and flags are stale, their hashes 0).
+	ids []idRange
 
 	// Evictions counts cached blocks whose hash Allocate dropped.
 	Evictions int64
@@ -81,44 +88,19 @@ type Cache struct {
 	compactions int64 // for tests
 }
 
-// A block is the record of one KV block that allocation and release
-// touch.
-//
-// Note: a free block's flags are in its ring entry, and a referenced
-// block's in its pos, which it does not need then: a separate array of
-// flags was one more cache miss per block in Allocate and in Release.
-type block struct {
-	ref int32
-	// pos is, for a free block, its position in the ring (≥ 0); for a
-	// referenced one, the complement of the flag bits its ring entry will
-	// carry, shifted down by flagShift (< 0; none: no flags).
-	pos int32
-}
-
-// flags returns a referenced block's flag bits, as in a ring entry.
-func (k block) flags() entry { return entry(uint8(^k.pos)) << flagShift }
-
-// withFlags returns the pos of a referenced block with flag bits f.
-func withFlags(f entry) int32 { return ^int32(uint8(f >> flagShift)) }
-
 // An anonRun is a stretch of anonymous free blocks in the queue: uncached
-// ones first, then cached (private, hashed) ones, then its tail: named,
-// indexed blocks that Promote took out of its cached ones, at their place
-// in the queue.
+// ones first, then cached (private, hashed) ones, then its tail: spans of
+// named, indexed blocks that Promote took out of its cached ones, at
+// their place in the queue.
 type anonRun struct {
 	uncached, cached int32
-	// live counts tail's blocks not acquired since.
-	live   int32
-	serial uint64 // 0: a spare slot
-	at     int64  // its entry's ring position
-	// tail holds the promoted blocks, the one evicted last first (the
-	// owner's block at the run's start, Promote); an acquired one stays,
-	// so that the others keep their places, and is known stale (tailed).
-	//
-	// Note: a block's place in the tail is not kept apart (it was,
-	// tailAt, written by Promote at each block and read by Check
-	// alone: 5.7 million instructions of
-	// BenchmarkReplayMooncakeRouters/sglang_cache_aware).
+	// live counts the tail's free blocks; done, the blocks promoted.
+	live, done int32
+	serial     uint64 // 0: a spare slot
+	at         int64  // its entry's ring position
+	// tail holds the slots of the promoted spans, the one evicted last
+	// first; a span stays while the run lasts, even emptied by
+	// acquisitions.
 	tail []int32
 }
 
@@ -126,44 +108,33 @@ type anonRun struct {
 // (AllocateNamed).
 const Anonymous int32 = -1
 
-// An entry is a ring slot: a block id and its hash state when it was
-// freed (a free block's hash does not change), or a tombstone.
+// An entry is a ring slot: an anonymous run (runEntry | its slot), a
+// span of a named run (its slot), or a tombstone.
 type entry uint32
 
 const (
-	hashed    entry = 1 << 31
-	privately entry = 1 << 30
-	recorded  entry = 1 << 29 // hashes[b] holds the hash (MarkPrivate does not record it)
-	idMask    entry = recorded - 1
-	tombstone entry = idMask
-	// runEntry marks an entry that names a run (privately alone:
-	// a block's entry that is private is also hashed).
-	runEntry = privately
-	kindMask = hashed | privately
+	runEntry  entry = 1 << 31
+	tombstone entry = ^entry(0)
 
 	// MaxBlocks is the most blocks a Cache holds.
-	MaxBlocks = int64(idMask)
+	MaxBlocks = int64(1<<29 - 1)
 )
 
-const none = -1 // a referenced block without flags
-
-// flagShift moves an entry's flags into a byte and back.
-const flagShift = 24
-
-// maxPos bounds ring positions, which blocks keep as int32s; a variable
-// so that tests can make the cache rebase often.
+// maxPos bounds ring positions; a variable so that tests can make the
+// cache rebase often.
 var maxPos int64 = math.MaxInt32
 
 // New returns a cache of n blocks, all free and uncached.
 //
-// Note: they start as one anonymous run, without ids (fresh hands them
-// out as the queue needs them), so that a new cache costs O(1) beyond
-// its zeroed arrays: a replay that scales out builds a cache per worker
-// start, and pushing every block into the queue one by one was 235
-// million instructions of an autoscaled Mooncake replay. The queue's
-// order is what pushing them gives (all uncached, in one stretch at the
-// front), so which hash is evicted when is unchanged; and while no id
-// has gone to the stack, the ids handed out are 0, 1, 2, … as before.
+// Note: they start as one anonymous run, without ids (every id is on
+// the stack, one range, handed out as the queue needs them), so that a
+// new cache costs O(1) beyond its zeroed arrays: a replay that scales
+// out builds a cache per worker start, and pushing every block into the
+// queue one by one was 235 million instructions of an autoscaled
+// Mooncake replay. The queue's order is what pushing them gives (all
+// uncached, in one stretch at the front), so which hash is evicted when
+// is unchanged; and while no id has gone back to the stack, the ids
+// handed out are 0, 1, 2, … as before.
 func New(n int64) *Cache {
 	if n > MaxBlocks {
 		panic(fmt.Sprintf("kvcache: %d blocks, more than %d", n, MaxBlocks))
@@ -173,20 +144,28 @@ func New(n int64) *Cache {
 		size <<= 1
 	}
 	c := &Cache{
-		blocks:  make([]block, n),
+		recs:    make([]runRec, n),
+		starts:  make([]uint64, n/64+1),
+		flags:   make([]uint8, n),
 		hashes:  make([]uint64, n),
 		dropped: make([]uint32, n),
 		ring:    make([]entry, size),
 		index:   newIndex(n),
-		names:   make([]int32, 0, n),
 	}
 	c.populate()
-	if n > 0 {
-		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: int32(n), at: 0}))
-		c.tail = 1
-		c.nfree = n
-	}
+	c.start()
 	return c
+}
+
+// start makes every block free and uncached: one anonymous run, every id
+// on the stack.
+func (c *Cache) start() {
+	if n := int32(len(c.recs)); n > 0 {
+		c.ids = append(c.ids, idRange{0, n})
+		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: n, at: 0}))
+		c.tail = 1
+		c.nfree = int64(n)
+	}
 }
 
 // Reset makes c what New(c.NumBlocks()) returns, all free and uncached,
@@ -200,31 +179,29 @@ func New(n int64) *Cache {
 // and the blocks' eviction stamps are kept (an old stamp can only make
 // Kept keep fewer blocks, see Kept).
 func (c *Cache) Reset() {
-	n := int64(len(c.blocks))
-	clear(c.blocks)
+	clear(c.recs)
+	clear(c.starts)
+	clear(c.flags)
 	clear(c.hashes)
 	clear(c.ring)
 	clear(c.index.slots)
 	c.index.n = 0
-	c.runs, c.spare, c.names = c.runs[:0], c.spare[:0], c.names[:0]
-	c.head, c.tail, c.nfree, c.fresh = 0, 0, 0, 0
+	c.runs, c.spare, c.ids = c.runs[:0], c.spare[:0], c.ids[:0]
+	c.spans, c.spareSpans = c.spans[:0], c.spareSpans[:0]
+	c.head, c.tail, c.nfree = 0, 0, 0
 	c.Evictions, c.compactions = 0, 0
-	if n > 0 {
-		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: int32(n), at: 0}))
-		c.tail = 1
-		c.nfree = n
-	}
+	c.start()
 }
 
 // NumBlocks returns the total number of blocks.
-func (c *Cache) NumBlocks() int64 { return int64(len(c.blocks)) }
+func (c *Cache) NumBlocks() int64 { return int64(len(c.recs)) }
 
 // NumFree returns the number of unreferenced blocks, cached or not: what
 // Allocate can hand out.
 func (c *Cache) NumFree() int64 { return c.nfree }
 
 // NumUsed returns the number of referenced blocks.
-func (c *Cache) NumUsed() int64 { return int64(len(c.blocks)) - c.nfree }
+func (c *Cache) NumUsed() int64 { return int64(len(c.recs)) - c.nfree }
 
 // NumCached returns the number of indexed blocks that hold a hash
 // (referenced or free; private blocks not counted).
@@ -277,22 +254,13 @@ func (c *Cache) Kept(blocks []int32, since uint64) int {
 }
 
 // Ref returns the reference count of block b.
-func (c *Cache) Ref(b int32) int32 { return c.blocks[b].ref }
+func (c *Cache) Ref(b int32) int32 { return c.recs[c.runStart(b)].ref }
 
 // Acquire adds a reference to block b (a prefix hit), taking it out of the
 // free queue when it was free. b has an id: Lookup or Holds found it.
 func (c *Cache) Acquire(b int32) {
-	if c.blocks[b].ref == 0 {
-		if p := c.blocks[b].pos; p >= 0 {
-			slot := &c.ring[int64(p)&int64(len(c.ring)-1)]
-			c.blocks[b].pos = withFlags(*slot &^ idMask)
-			*slot = tombstone
-		} else {
-			c.acquireTail(b)
-		}
-		c.nfree--
-	}
-	c.blocks[b].ref++
+	one := [1]int32{b}
+	c.acquireRun(one[:])
 }
 
 // Allocate appends n fresh blocks to dst, taken from the head of the free
@@ -310,25 +278,20 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 	if n > c.nfree {
 		return dst, false
 	}
-	// Locals, and dst grown once: the loop runs once per block of every
-	// prompt, millions of times per replay.
 	at := len(dst)
 	dst = grow(dst, int(n))[:at+int(n)]
-	ring, blocks, hashes, dropped := c.ring, c.blocks, c.hashes, c.dropped
-	slots, imask, unindexed := c.index.slots, c.index.mask, 0 // index.del's
-	mask := int64(len(ring) - 1)
-	head, drops, anonEvicted := c.head, c.drops, int64(0)
+	mask := int64(len(c.ring) - 1)
+	head, anonEvicted := c.head, int64(0)
 	end, nameEnd := len(dst), at+int(min(named, n))
 	for taken := at; taken < end; {
-		e := ring[head&mask]
-		if e == tombstone {
+		e := c.ring[head&mask]
+		switch {
+		case e == tombstone:
 			head++
-			continue
-		}
-		if e&kindMask == runEntry {
+		case e&runEntry != 0:
 			// Blocks from a run: anonymous ones where dst may
 			// take them, named from the stack where it may not.
-			slot := int32(e & idMask)
+			slot := int32(e &^ runEntry)
 			ru := &c.runs[slot]
 			k := min(int64(ru.uncached)+int64(ru.cached), int64(end-taken))
 			u := min(int64(ru.uncached), k)
@@ -336,58 +299,32 @@ func (c *Cache) AllocateNamed(dst []int32, n, named int64) ([]int32, bool) {
 			ru.cached -= int32(k - u)
 			anonEvicted += k - u
 			stop := taken + int(k)
-			for ; taken < min(stop, nameEnd); taken++ {
-				dst[taken] = c.name()
+			if m := min(stop, nameEnd); taken < m {
+				c.nameRange(dst[taken:m])
+				taken = m
 			}
 			fillAnonymous(dst[taken:stop])
 			taken = stop
 			if ru.uncached == 0 && ru.cached == 0 {
 				if ru.live > 0 {
-					taken, drops = c.takeTail(slot, dst, taken, end, nameEnd, drops)
+					taken = c.takeTail(slot, dst, taken, end, nameEnd)
 				}
-				if ru.live == 0 {
+				if c.runs[slot].live == 0 {
 					c.freeRun(slot)
 					head++
 				}
 			}
-			continue
-		}
-		head++
-		b := int32(e & idMask)
-		if e&hashed != 0 {
-			if e&privately == 0 {
-				// index.del, its common case inline (take).
-				if i, ok := take(slots, imask, pack(fingerprint(hashes[b]), b)); !ok {
-					c.index.shiftInto(i)
-				}
-				unindexed++
+		default:
+			x := int32(e)
+			taken = c.evictSpan(x, dst, taken, end, nameEnd)
+			if c.spans[x].live == 0 {
+				c.freeSpan(x)
+				head++
 			}
-			if e&recorded != 0 {
-				// A write to the hashes, another array, only
-				// where one was made: most private blocks are
-				// never recorded (MarkPrivate).
-				hashes[b] = 0
-			}
-			drops++
-			dropped[b] = uint32(drops)
 		}
-		if taken >= nameEnd {
-			// Its id goes to the stack; its record is left stale.
-			c.names = append(c.names, b)
-			dst[taken] = Anonymous
-			taken++
-			continue
-		}
-		// A store only: the block's record need not be read;
-		// it holds no hash now.
-		blocks[b] = block{ref: 1, pos: none}
-		dst[taken] = b
-		taken++
 	}
 	c.head = head
-	c.index.n -= unindexed
-	c.Evictions += int64(drops-c.drops) + anonEvicted
-	c.drops = drops
+	c.Evictions += anonEvicted
 	c.nfree -= n
 	return dst, true
 }
@@ -405,28 +342,19 @@ func fillAnonymous(s []int32) {
 	}
 }
 
-// name takes an id from the stack, or a fresh one when it is empty, for a
-// block being handed out.
-func (c *Cache) name() int32 {
-	var b int32
-	if k := len(c.names); k > 0 {
-		b = c.names[k-1]
-		c.names = c.names[:k-1]
-	} else {
-		b = c.fresh
-		c.fresh++
-	}
-	c.blocks[b] = block{ref: 1, pos: none}
-	return b
-}
-
 // Name gives each Anonymous block of blocks, a block table, an id: a
 // referenced block without flags, as Allocate would have handed it out.
 func (c *Cache) Name(blocks []int32) {
-	for i, b := range blocks {
-		if b == Anonymous {
-			blocks[i] = c.name()
+	for i := 0; i < len(blocks); i++ {
+		if blocks[i] != Anonymous {
+			continue
 		}
+		j := i + 1
+		for j < len(blocks) && blocks[j] == Anonymous {
+			j++
+		}
+		c.nameRange(blocks[i:j])
+		i = j
 	}
 }
 
@@ -435,11 +363,11 @@ func (c *Cache) Name(blocks []int32) {
 // (two requests computed the same prefix at once), as in vLLM; Lookup
 // returns the earliest committed that is still cached.
 func (c *Cache) Commit(b int32, h uint64) {
-	if c.blocks[b].flags()&recorded != 0 {
+	if c.flags[b]&fRecorded != 0 {
 		return
 	}
 	c.hashes[b] = h
-	c.blocks[b].pos = withFlags(hashed | recorded)
+	c.flags[b] = fHashed | fRecorded
 	c.index.add(h, b)
 }
 
@@ -454,27 +382,27 @@ func (c *Cache) Commit(b int32, h uint64) {
 // delete is a cache miss once several workers' tables outgrow the CPU
 // caches.
 func (c *Cache) CommitPrivate(b int32, h uint64) {
-	if c.blocks[b].flags()&recorded != 0 {
+	if c.flags[b]&fRecorded != 0 {
 		return
 	}
 	c.hashes[b] = h
-	c.blocks[b].pos = withFlags(hashed | privately | recorded)
+	c.flags[b] = fHashed | fPrivate | fRecorded
 }
 
-// MarkPrivate records that block b holds private content (as
-// CommitPrivate does) without recording its hash. Only its owner could
-// hit it again, and only after a preemption, so the owner records the
-// hash with CommitPrivate when it is preempted; a block whose owner
+// MarkPrivate records that block b, referenced, holds private content
+// (as CommitPrivate does) without recording its hash. Only its owner
+// could hit it again, and only after a preemption, so the owner records
+// the hash with CommitPrivate when it is preempted; a block whose owner
 // completes never needs it. It is evicted like any cached block.
 //
-// Note: the hashes are a second array beside the blocks' records; every
+// Note: the hashes are a second array beside the blocks' flags; every
 // private block's hash written there was a cache miss, for a value
 // almost never read.
 //
 // An Anonymous block is private already: Release says which are cached.
 func (c *Cache) MarkPrivate(b int32) {
-	if b != Anonymous && c.blocks[b].pos == none {
-		c.blocks[b].pos = withFlags(hashed | privately)
+	if b != Anonymous && c.flags[b] == 0 && c.Ref(b) > 0 {
+		c.flags[b] = fHashed | fPrivate
 	}
 }
 
@@ -487,7 +415,8 @@ func (c *Cache) Holds(b int32, h uint64) bool { return c.hashes[b] == h }
 // their own flags). They are released last block first, as vLLM does, so
 // that when a whole request becomes free its tail blocks (the least
 // shared) are evicted before its head blocks; a stretch of anonymous
-// blocks becomes one run.
+// blocks becomes one run, and a run of named blocks whose last reference
+// goes one span.
 func (c *Cache) Release(blocks []int32, full int64) { c.release(blocks, full) }
 
 // release is Release; it returns the slot of the run it made last (the
@@ -505,65 +434,73 @@ func (c *Cache) release(blocks []int32, full int64) int32 {
 	ring := c.ring
 	mask := int64(len(ring) - 1)
 	tail, freed, last := c.tail, int64(0), int32(-1)
-	for i := len(blocks) - 1; i >= 0; i-- {
-		if blocks[i] != Anonymous {
-			var n int64
-			i, tail, n = releaseNamed(blocks[:i+1], c.blocks, ring, tail)
-			freed += n
-			if i < 0 {
-				break
+	for i := len(blocks) - 1; i >= 0; {
+		if b := blocks[i]; b != Anonymous {
+			// A run, held whole: b is its last block.
+			lo := c.runStart(b)
+			r := &c.recs[lo]
+			if first, last := lo, lo+r.n-1; r.desc {
+				first, last = last, first
+				if b != last || int(r.n) > i+1 || blocks[i+1-int(r.n)] != first {
+					lo = c.releasePart(blocks[:i+1], lo)
+				}
+			} else if b != last || int(r.n) > i+1 || blocks[i+1-int(r.n)] != first {
+				lo = c.releasePart(blocks[:i+1], lo)
 			}
+			r = &c.recs[lo]
+			switch {
+			case r.ref == 1:
+				x := c.newSpan(span{lo: lo, hi: lo + r.n, live: r.n, up: r.desc, owner: -1, at: tail})
+				r = &c.recs[lo]
+				r.ref, r.span = 0, x
+				ring[tail&mask] = entry(x)
+				tail++
+				freed += int64(r.n)
+			case r.ref > 1:
+				r.ref--
+			default:
+				badRelease(b)
+			}
+			i -= int(r.n)
+			continue
 		}
-		// The stretch of anonymous blocks i′..i, one run.
+		// The stretch of anonymous blocks j..i, one run.
 		j := stretchStart(blocks, i)
 		cached := min(max(full-int64(j), 0), int64(i-j+1))
 		last = c.newRun(anonRun{uncached: int32(int64(i-j+1) - cached), cached: int32(cached), at: tail})
 		ring[tail&mask] = runEntry | entry(last)
 		tail++
 		freed += int64(i - j + 1)
-		i = j
+		i = j - 1
 	}
 	c.nfree += freed
 	c.tail = tail
 	return last
 }
 
-// releaseNamed is release's loop over named blocks, a function of its
-// own so that the compiler keeps its values in registers (with the runs'
-// code beside it, it reloaded four of them from the stack at every
-// block): it releases blocks from the last down to an Anonymous one,
-// pushing those left free at the queue's tail, and returns that one's
-// place (-1: none), the tail after, and how many it freed.
-//
-// Note: it frees exactly the blocks it pushes, so it counts them as the
-// tail's advance, not in a counter of their own: 2 instructions a freed
-// block (3.14 million on BenchmarkReplayMooncakeRouters/
-// sglang_cache_aware).
-func releaseNamed(blocks []int32, recs []block, ring []entry, tail int64) (i int, after, freed int64) {
-	mask := int64(len(ring) - 1)
-	from := tail
-	for i = len(blocks) - 1; i >= 0; i-- {
-		b := blocks[i]
-		if b == Anonymous {
-			return i, tail, tail - from
+// releasePart makes the blocks that end blocks, and follow each other in
+// the run at lo in its tables' order, a run of their own, and returns its
+// lowest id: a table that holds part of a run (a caller may release any
+// blocks it holds, in any order; the replay's tables hold whole runs).
+func (c *Cache) releasePart(blocks []int32, lo int32) int32 {
+	r := c.recs[lo]
+	i := len(blocks) - 1
+	b := blocks[i]
+	var off, m int32
+	if !r.desc {
+		off = b - lo
+		for m = 1; m <= off && m <= int32(i) && blocks[i-int(m)] == b-m; m++ {
 		}
-		// The record read and written whole, once.
-		k := &recs[b]
-		switch r := *k; {
-		case r.ref == 1:
-			ring[tail&mask] = entry(b) | r.flags()
-			*k = block{pos: int32(tail)}
-			tail++
-		case r.ref > 1:
-			k.ref = r.ref - 1
-		default:
-			badRelease(b)
+	} else {
+		off = lo + r.n - 1 - b
+		for m = 1; m <= off && m <= int32(i) && blocks[i-int(m)] == b+m; m++ {
 		}
 	}
-	return -1, tail, tail - from
+	return c.carve(lo, r.n, off-m+1, m)
 }
 
-// badRelease panics: block b was released while free.
+// badRelease panics: block b was released while free, or not as the
+// last block of its run.
 func badRelease(b int32) { panic(fmt.Sprintf("kvcache: release of free block %d", b)) }
 
 // stretchStart returns where the stretch of Anonymous blocks that ends
@@ -611,8 +548,8 @@ func (c *Cache) compact() {
 	c.compactions++
 }
 
-// rebase renumbers the queue from position 0, so that positions fit the
-// blocks' int32s: once every 2³¹ releases.
+// rebase renumbers the queue from position 0, so that positions stay
+// below maxPos: once every 2³¹ releases.
 func (c *Cache) rebase() {
 	ring := make([]entry, len(c.ring))
 	c.tail = c.pack(ring, 0)
@@ -622,8 +559,9 @@ func (c *Cache) rebase() {
 
 // pack copies the live entries of the queue, in order, into dst from
 // position at on (modulo its length, which is the ring's), records their
-// new positions in their blocks, and returns the position after the last.
-// dst may be the ring itself when at is the head: writes never pass reads.
+// new positions in their runs and spans, and returns the position after
+// the last. dst may be the ring itself when at is the head: writes never
+// pass reads.
 func (c *Cache) pack(dst []entry, at int64) int64 {
 	mask := int64(len(c.ring) - 1)
 	for p := c.head; p < c.tail; p++ {
@@ -632,10 +570,10 @@ func (c *Cache) pack(dst []entry, at int64) int64 {
 			continue
 		}
 		dst[at&mask] = e
-		if e&kindMask != runEntry {
-			c.blocks[e&idMask].pos = int32(at)
+		if e&runEntry != 0 {
+			c.runs[e&^runEntry].at = at
 		} else {
-			c.runs[e&idMask].at = at
+			c.spans[e].at = at
 		}
 		at++
 	}
@@ -643,66 +581,133 @@ func (c *Cache) pack(dst []entry, at int64) int64 {
 }
 
 // Check recounts the cache's invariants from scratch: every id is either
-// referenced, in the free queue exactly once, or in the stack of ids of no
-// block; every run is in the queue once or spare; free + used = total, the
-// anonymous blocks held add up, and the hash index and the blocks' hashes
-// agree. It is O(blocks), for tests and validators.
+// in one run or on the stack of ids of no block, once; runs tile the ids
+// they hold; every run without references is free in exactly one span,
+// in the queue or in an anonymous run's tail, and every span counts its
+// free blocks; every anonymous run is in the queue once or spare; free +
+// used = total, the anonymous blocks held add up, and the hash index and
+// the blocks' hashes agree. It is O(blocks), for tests and validators.
 func (c *Cache) Check() error {
-	inQueue := make([]bool, len(c.blocks))
-	unnamed := make([]bool, len(c.blocks))
-	runSeen := make([]bool, len(c.runs))
-	flags := make([]entry, len(c.blocks))
-	tailed := make([]bool, len(c.blocks))
-	var n, runBlocks int64
+	n := int32(len(c.recs))
+	const (
+		onStack = 1
+		inRun   = 2
+	)
+	state := make([]uint8, n)
+	runOf := make([]int32, n) // the lowest id of each id's run
+	free := make([]bool, n)
 	mask := int64(len(c.ring) - 1)
 	if c.tail-c.head > int64(len(c.ring)) || c.head > c.tail || c.tail > maxPos {
 		return fmt.Errorf("kvcache: free queue spans %d..%d in a ring of %d", c.head, c.tail, len(c.ring))
 	}
+	var stacked int64
+	for _, g := range c.ids {
+		if g.lo < 0 || g.hi > n || g.lo >= g.hi {
+			return fmt.Errorf("kvcache: ids of no block %d..%d of %d", g.lo, g.hi, n)
+		}
+		for b := g.lo; b < g.hi; b++ {
+			if state[b] != 0 {
+				return fmt.Errorf("kvcache: id %d twice on the stack", b)
+			}
+			state[b] = onStack
+			if c.hashes[b] != 0 || c.flags[b] != 0 {
+				return fmt.Errorf("kvcache: id %d of no block holds hash %#x, flags %#x", b, c.hashes[b], c.flags[b])
+			}
+		}
+		stacked += int64(g.hi - g.lo)
+	}
+	var used, named int64
+	bit := func(b int32) bool { return c.starts[b>>6]&(1<<uint(b&63)) != 0 }
+	for b := int32(0); b < n; {
+		if state[b] == onStack {
+			b++
+			continue
+		}
+		r := c.recs[b]
+		if !bit(b) || r.n <= 0 || r.n > n-b || r.ref < 0 {
+			return fmt.Errorf("kvcache: id %d starts no run: %+v, start bit %v", b, r, bit(b))
+		}
+		for x := b; x < b+r.n; x++ {
+			if state[x] != 0 || x > b && bit(x) {
+				return fmt.Errorf("kvcache: id %d of run %d (%+v) is on the stack or starts a run", x, b, r)
+			}
+			state[x], runOf[x] = inRun, b
+		}
+		if r.ref > 0 {
+			used += int64(r.n)
+		}
+		named += int64(r.n)
+		b += r.n
+	}
+	spanSeen := make([]bool, len(c.spans))
+	// checkSpan counts span x's free blocks, marking them.
+	checkSpan := func(x int32, owner int32, at int64) error {
+		if int(x) >= len(c.spans) || spanSeen[x] {
+			return fmt.Errorf("kvcache: span %d unknown or twice in use", x)
+		}
+		spanSeen[x] = true
+		sp := c.spans[x]
+		if sp.owner != owner || owner < 0 && sp.at != at || sp.lo < 0 || sp.hi > n || sp.lo > sp.hi {
+			return fmt.Errorf("kvcache: span %d is %+v, in run %d at %d", x, sp, owner, at)
+		}
+		live := int32(0)
+		for b := sp.lo; b < sp.hi; {
+			if state[b] != inRun || runOf[b] != b {
+				return fmt.Errorf("kvcache: span %d (%+v) holds id %d, not a run's first", x, sp, b)
+			}
+			r := c.recs[b]
+			if b+r.n > sp.hi {
+				return fmt.Errorf("kvcache: run %d (%+v) passes the end of span %d (%+v)", b, r, x, sp)
+			}
+			if r.ref == 0 && r.span == x {
+				for y := b; y < b+r.n; y++ {
+					free[y] = true
+				}
+				live += r.n
+			}
+			b += r.n
+		}
+		if live != sp.live || owner < 0 && live == 0 {
+			return fmt.Errorf("kvcache: span %d holds %d free blocks, counts %d", x, live, sp.live)
+		}
+		return nil
+	}
+	runSeen := make([]bool, len(c.runs))
+	var nfree, runBlocks int64
 	for p := c.head; p < c.tail; p++ {
 		e := c.ring[p&mask]
 		if e == tombstone {
 			continue
 		}
-		if e&kindMask == runEntry {
-			s := int(e & idMask)
-			if s >= len(c.runs) || runSeen[s] {
-				return fmt.Errorf("kvcache: run %d at free-queue position %d unknown or twice in the queue", s, p)
+		if e&runEntry == 0 {
+			if err := checkSpan(int32(e), -1, p); err != nil {
+				return err
 			}
-			runSeen[s] = true
-			r := c.runs[s]
-			if r.uncached < 0 || r.cached < 0 || r.uncached+r.cached+r.live == 0 || r.serial == 0 || r.at != p {
-				return fmt.Errorf("kvcache: run %d at %d holds %d uncached, %d cached and %d tail blocks, serial %d, says it is at %d", s, p, r.uncached, r.cached, r.live, r.serial, r.at)
-			}
-			n += int64(r.uncached) + int64(r.cached)
-			runBlocks += int64(r.uncached) + int64(r.cached)
-			live := int32(0)
-			for x, b := range r.tail {
-				if !c.tailed(b, int32(s)) {
-					continue // acquired since
-				}
-				if b >= c.fresh || inQueue[b] {
-					return fmt.Errorf("kvcache: block %d in the tail of run %d at %d is not named, or in the free queue twice", b, s, x)
-				}
-				inQueue[b], tailed[b] = true, true
-				flags[b] = hashed | recorded
-				live++
-			}
-			if live != r.live {
-				return fmt.Errorf("kvcache: run %d has %d tail blocks, counts %d", s, live, r.live)
-			}
-			n += int64(live)
+			nfree += int64(c.spans[e].live)
 			continue
 		}
-		b := int32(e & idMask)
-		if int64(c.blocks[b].pos) != p {
-			return fmt.Errorf("kvcache: block %d at free-queue position %d says it is at %d", b, p, c.blocks[b].pos)
+		s := int(e &^ runEntry)
+		if s >= len(c.runs) || runSeen[s] {
+			return fmt.Errorf("kvcache: run %d at free-queue position %d unknown or twice in the queue", s, p)
 		}
-		if inQueue[b] {
-			return fmt.Errorf("kvcache: block %d twice in the free queue", b)
+		runSeen[s] = true
+		r := c.runs[s]
+		if r.uncached < 0 || r.cached < 0 || r.uncached+r.cached+r.live == 0 || r.serial == 0 || r.at != p {
+			return fmt.Errorf("kvcache: run %d at %d holds %d uncached, %d cached and %d tail blocks, serial %d, says it is at %d", s, p, r.uncached, r.cached, r.live, r.serial, r.at)
 		}
-		inQueue[b] = true
-		flags[b] = e &^ idMask
-		n++
+		nfree += int64(r.uncached) + int64(r.cached)
+		runBlocks += int64(r.uncached) + int64(r.cached)
+		live := int32(0)
+		for _, x := range r.tail {
+			if err := checkSpan(x, int32(s), 0); err != nil {
+				return err
+			}
+			live += c.spans[x].live
+		}
+		if live != r.live {
+			return fmt.Errorf("kvcache: run %d has %d tail blocks, counts %d", s, live, r.live)
+		}
+		nfree += int64(live)
 	}
 	for _, s := range c.spare {
 		if int(s) >= len(c.runs) || runSeen[s] || c.runs[s].serial != 0 {
@@ -715,80 +720,52 @@ func (c *Cache) Check() error {
 			return fmt.Errorf("kvcache: run %d neither in the queue nor spare", s)
 		}
 	}
-	if c.fresh < 0 || int64(c.fresh) > int64(len(c.blocks)) {
-		return fmt.Errorf("kvcache: %d ids named of %d", c.fresh, len(c.blocks))
-	}
-	for b := int(c.fresh); b < len(c.blocks); b++ {
-		if inQueue[b] || c.blocks[b] != (block{}) {
-			return fmt.Errorf("kvcache: never-named id %d is in the free queue or has record %+v", b, c.blocks[b])
+	for _, x := range c.spareSpans {
+		if int(x) >= len(c.spans) || spanSeen[x] {
+			return fmt.Errorf("kvcache: spare span %d in use or twice spare", x)
 		}
-		unnamed[b] = true
+		spanSeen[x] = true
 	}
-	for _, b := range c.names {
-		if b >= c.fresh || inQueue[b] || unnamed[b] {
-			return fmt.Errorf("kvcache: id %d of no block is fresh, in the free queue or twice in the stack", b)
+	for x, ok := range spanSeen {
+		if !ok {
+			return fmt.Errorf("kvcache: span %d neither in use nor spare", x)
 		}
-		unnamed[b] = true
 	}
-	var used int64
 	cached := 0
-	for b := range c.blocks {
-		k := c.blocks[b]
-		if unnamed[b] {
-			// Its record is stale; its hash must be gone, so
-			// that Holds is false.
-			if c.hashes[b] != 0 {
-				return fmt.Errorf("kvcache: id %d of no block holds hash %#x", b, c.hashes[b])
-			}
+	for b := int32(0); b < n; b++ {
+		if state[b] != inRun {
 			continue
 		}
-		if tailed[b] {
-			// Checked with its run; a free, indexed block.
-		} else if k.pos >= 0 && !inQueue[b] {
-			return fmt.Errorf("kvcache: block %d claims free-queue position %d it does not hold", b, k.pos)
-		}
-		if k.pos < 0 && !tailed[b] {
-			if k.pos < withFlags(hashed|privately|recorded) {
-				return fmt.Errorf("kvcache: referenced block %d has pos %d", b, k.pos)
-			}
-			flags[b] = k.flags()
+		if r := c.recs[runOf[b]]; r.ref == 0 && !free[b] {
+			return fmt.Errorf("kvcache: unreferenced block %d (run %d) is in no span", b, runOf[b])
 		}
 		// A private block's hash may be unrecorded (MarkPrivate).
-		if f := flags[b]; (f&recorded != 0) != (c.hashes[b] != 0) || f != 0 && f != hashed|recorded && f != hashed|privately && f != hashed|privately|recorded {
-			return fmt.Errorf("kvcache: block %d has flags %#x and hash %#x", b, uint32(f), c.hashes[b])
+		f, h := c.flags[b], c.hashes[b]
+		if (f&fRecorded != 0) != (h != 0) || f != 0 && f != fHashed|fRecorded && f != fHashed|fPrivate && f != fHashed|fPrivate|fRecorded {
+			return fmt.Errorf("kvcache: block %d has flags %#x and hash %#x", b, f, h)
 		}
-		switch r := k.ref; {
-		case r < 0:
-			return fmt.Errorf("kvcache: block %d has ref %d", b, r)
-		case r == 0 && !inQueue[b]:
-			return fmt.Errorf("kvcache: unreferenced block %d is not in the free queue", b)
-		case r > 0 && inQueue[b]:
-			return fmt.Errorf("kvcache: referenced block %d is in the free queue", b)
-		case r > 0:
-			used++
-		}
-		if h := c.hashes[b]; h != 0 && flags[b]&privately == 0 {
+		if h != 0 && f&fPrivate == 0 {
 			if _, ok := c.index.get(h, c.hashes); !ok {
 				return fmt.Errorf("kvcache: block %d hash %#x not indexed", b, h)
 			}
 			cached++
 		}
 	}
-	if n != c.nfree {
-		return fmt.Errorf("kvcache: %d blocks in the free queue, counter says %d", n, c.nfree)
+	if nfree != c.nfree {
+		return fmt.Errorf("kvcache: %d blocks in the free queue, counter says %d", nfree, c.nfree)
 	}
-	// Ids of no block are the runs' blocks and the anonymous blocks
-	// requests hold.
-	held := int64(len(c.names)) + int64(len(c.blocks)) - int64(c.fresh) - runBlocks
-	if held < 0 || used+held+c.nfree != int64(len(c.blocks)) {
-		return fmt.Errorf("kvcache: used %d named + %d anonymous + free %d != total %d", used, held, c.nfree, len(c.blocks))
+	// Ids of no block are the anonymous runs' blocks and the anonymous
+	// blocks requests hold.
+	held := stacked - runBlocks
+	if held < 0 || named+stacked != int64(n) || used+held+c.nfree != int64(n) {
+		return fmt.Errorf("kvcache: used %d named + %d anonymous + free %d != total %d", used, held, c.nfree, n)
 	}
 	if cached != c.index.n {
 		return fmt.Errorf("kvcache: %d hashed blocks, %d index entries", cached, c.index.n)
 	}
 	for _, s := range c.index.slots {
-		if fp, b := unpack(s); s != 0 && (unnamed[b] || c.hashes[b] == 0 || flags[b]&privately != 0 || fingerprint(c.hashes[b]) != fp) {
-			return fmt.Errorf("kvcache: index entry %#x for block %d holding %#x", fp, b, c.hashes[b])
+		if fp, b := unpack(s); s != 0 && (b < 0 || b >= n || state[b] != inRun || c.hashes[b] == 0 || c.flags[b]&fPrivate != 0 || fingerprint(c.hashes[b]) != fp) {
+			return fmt.Errorf("kvcache: index entry %#x for block %d", fp, b)
 		}
 	}
 	return nil

@@ -273,6 +273,9 @@ func cacheMatchesReference(t *testing.T, s1, s2 uint64, n, ops int) diffStats {
 				need++
 			}
 		}
+		if got := c.FreeAmong(hc); got != int64(need-fresh) {
+			t.Fatalf("op %d: FreeAmong %d of the hits, the references say %d", p.op, got, need-fresh)
+		}
 		if int64(need) > c.NumFree() {
 			x.lastC, x.lastR, x.drops, x.since = hc, hr, c.Drops(), ref.evictions
 			return false
@@ -281,7 +284,7 @@ func cacheMatchesReference(t *testing.T, s1, s2 uint64, n, ops int) diffStats {
 		for i, b := range hc {
 			if ref.ref[hr[i]] == 0 {
 				st.freeHits++
-				if c.blocks[b].pos < 0 {
+				if c.inTail(b) {
 					st.tailHits++ // free in a run's tail
 				}
 			}

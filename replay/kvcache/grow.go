@@ -41,7 +41,8 @@ func grow[T any](s []T, n int) []T {
 // 26,528 blocks, is 1.6 MB of tables.
 func (c *Cache) populate() {
 	tables := [][]byte{
-		prefault.Slice(c.blocks), prefault.Slice(c.hashes), prefault.Slice(c.dropped),
+		prefault.Slice(c.recs), prefault.Slice(c.starts), prefault.Slice(c.flags),
+		prefault.Slice(c.hashes), prefault.Slice(c.dropped),
 		prefault.Slice(c.ring), prefault.Slice(c.index.slots),
 	}
 	size := 0

@@ -23,10 +23,6 @@ type FreeRun struct {
 	slot   int32
 }
 
-// inTail is the pos of a free block in the tail of run s, less s: below
-// every referenced block's pos (withFlags).
-const inTail = -512
-
 // ReleaseRun is Release, and returns the run made of the stretch of
 // anonymous blocks nearest the table's start (its first cached block is
 // the table's first Anonymous one), or the zero FreeRun.
@@ -48,7 +44,7 @@ func (c *Cache) RunLeft(r FreeRun) (done, left int64, ok bool) {
 		return 0, 0, false
 	}
 	ru := &c.runs[r.slot]
-	return int64(len(ru.tail)), int64(ru.cached), true
+	return int64(ru.done), int64(ru.cached), true
 }
 
 // Promote names the next len(hashes) anonymous cached blocks of run r
@@ -56,105 +52,70 @@ func (c *Cache) RunLeft(r FreeRun) (done, left int64, ok bool) {
 // the x-th and indexes it, as Commit does. They stay free and where they
 // were in the queue: after the run's anonymous blocks, and before those
 // it promoted earlier.
+//
+// Note: they take consecutive ids, a span of the run's tail each range
+// of the stack gives (the x-th block the range's x-th id, so that the
+// span is evicted from its highest id down, as the blocks are), with
+// one record: a router that sends sharers together promotes most of its
+// hits (816,000 blocks of sglang_cache_aware's on Mooncake).
 func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 	if _, left, ok := c.RunLeft(r); !ok || int64(len(hashes)) > left {
 		panic("kvcache: promotion of blocks a run does not hold")
 	}
-	ru := &c.runs[r.slot]
-	recs, hs := c.blocks, c.hashes
-	// The tail grown once and written by index, and the index's table
-	// in locals (freeSlot): a router that sends sharers together
-	// promotes most of its hits (816,000 blocks of sglang_cache_aware's
-	// on Mooncake).
-	n0 := len(ru.tail)
-	tail := grow(ru.tail, len(hashes))[:n0+len(hashes)]
-	names, fresh := c.names, c.fresh
-	slots, mask := c.index.slots, c.index.mask
-	in := block{pos: inTail - r.slot}
-	for x, h := range hashes {
-		// An id as name gives it, from the stack or fresh.
-		var b int32
-		if k := len(names); k > 0 {
-			b = names[k-1]
-			names = names[:k-1]
-		} else {
-			b = fresh
-			fresh++
+	flags, hs := c.flags, c.hashes
+	slots, mask := c.index.slots, c.index.mask // index.add's, in locals
+	for len(hashes) > 0 {
+		lo, k := c.takeIDs(int32(len(hashes)))
+		x := c.newSpan(span{lo: lo, hi: lo + k, live: k, owner: r.slot})
+		c.makeRun(lo, runRec{n: k, span: x})
+		for i, h := range hashes[:k] {
+			b := lo + int32(i)
+			flags[b] = fHashed | fRecorded
+			hs[b] = h
+			fp := fingerprint(h)
+			slots[freeSlot(slots, mask, fp)] = pack(fp, b)
 		}
-		recs[b] = in
-		hs[b] = h
-		fp := fingerprint(h) // index.add
-		slots[freeSlot(slots, mask, fp)] = pack(fp, b)
-		tail[n0+x] = b
-	}
-	c.index.n += len(hashes)
-	c.names, c.fresh, ru.tail = names, fresh, tail
-	ru.cached -= int32(len(hashes))
-	ru.live += int32(len(hashes))
-}
-
-// acquireTail takes free block b out of its run's tail (Acquire); a run
-// left empty leaves the queue.
-func (c *Cache) acquireTail(b int32) {
-	s := inTail - c.blocks[b].pos
-	ru := &c.runs[s]
-	ru.live--
-	c.blocks[b].pos = withFlags(hashed | recorded)
-	if ru.uncached == 0 && ru.cached == 0 && ru.live == 0 {
-		c.ring[ru.at&int64(len(c.ring)-1)] = tombstone
-		c.freeRun(s)
+		ru := &c.runs[r.slot]
+		ru.tail = append(ru.tail, x)
+		ru.cached -= k
+		ru.live += k
+		ru.done += k
+		c.index.n += int(k)
+		hashes = hashes[k:]
 	}
 }
 
-// takeTail hands out blocks of run ru's tail into dst[taken:end], as
+// takeTail hands out blocks of run slot's tail into dst[taken:end], as
 // AllocateNamed does (ids up to nameEnd, Anonymous after), last promoted
-// first; drops is AllocateNamed's count of blocks with ids evicted (Drops),
-// and it returns where it stopped and that count after its own.
-func (c *Cache) takeTail(slot int32, dst []int32, taken, end, nameEnd int, drops uint64) (int, uint64) {
-	ru := &c.runs[slot]
-	for taken < end && ru.live > 0 {
-		x := len(ru.tail) - 1
-		b := ru.tail[x]
-		ru.tail = ru.tail[:x]
-		if !c.tailed(b, slot) {
-			continue // acquired since
+// first, and returns where it stopped.
+func (c *Cache) takeTail(slot int32, dst []int32, taken, end, nameEnd int) int {
+	for taken < end && c.runs[slot].live > 0 {
+		ru := &c.runs[slot]
+		x := ru.tail[len(ru.tail)-1]
+		live := c.spans[x].live
+		taken = c.evictSpan(x, dst, taken, end, nameEnd)
+		ru = &c.runs[slot]
+		ru.live -= live - c.spans[x].live
+		if c.spans[x].live == 0 {
+			ru.tail = ru.tail[:len(ru.tail)-1]
+			c.freeSpan(x)
 		}
-		ru.live--
-		c.index.del(c.hashes[b], b)
-		c.hashes[b] = 0
-		drops++
-		c.dropped[b] = uint32(drops)
-		if taken >= nameEnd {
-			c.names = append(c.names, b)
-			dst[taken] = Anonymous
-		} else {
-			c.blocks[b] = block{ref: 1, pos: none}
-			dst[taken] = b
-		}
-		taken++
 	}
-	return taken, drops
+	return taken
 }
 
-// tailed reports whether b, the x-th block of run s's tail, is still
-// there: its record says it is free in s's tail.
-//
-// Note: a block acquired out of a tail (AcquireAll) leaves its entry
-// there, where writing Anonymous over it was a load of its place and a
-// store to the tail, a fifth of AcquireAll's instructions on
-// BenchmarkReplayMooncakeRouters/sglang_cache_aware. The entry is known
-// stale by its record: referenced, or free in the ring. The block cannot
-// come back to s's tail while s lasts, which would make the record say
-// so again: only an id from the stack is promoted, and the block's id
-// reaches the stack only when it is evicted, from the ring behind s's
-// entry (it was released after s was made), so after s is gone.
-func (c *Cache) tailed(b, s int32) bool {
-	return c.blocks[b] == (block{pos: inTail - s})
+// inTail reports whether b is free in a run's tail (for tests).
+func (c *Cache) inTail(b int32) bool {
+	r := c.recs[c.runStart(b)]
+	return r.ref == 0 && c.spans[r.span].owner >= 0
 }
 
-// freeRun makes run slot s spare.
+// freeRun makes run slot s spare, and the spans of its tail.
 func (c *Cache) freeRun(s int32) {
 	ru := &c.runs[s]
-	ru.serial, ru.live, ru.tail = 0, 0, ru.tail[:0]
+	for _, x := range ru.tail {
+		c.freeSpan(x)
+	}
+	ru.serial, ru.live, ru.done, ru.tail = 0, 0, 0, ru.tail[:0]
 	c.spare = append(c.spare, s)
 }

@@ -78,7 +78,7 @@ func promoteMatchesNamed(t *testing.T, rebase bool) {
 		hitsA, hitsB, ghost := p.hits(t, op, &r.modelReq)
 		ghostHits += ghost
 		for _, h := range hitsA[:len(hitsA)-ghost] {
-			if a.Ref(h) == 0 && a.blocks[h].pos < 0 {
+			if a.inTail(h) {
 				tailHits++
 			}
 		}

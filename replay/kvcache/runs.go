@@ -1,0 +1,353 @@
+package kvcache
+
+import "math/bits"
+
+// Named runs: a request's blocks with ids as stretches of consecutive ids.
+//
+// A router that sends requests sharing a prefix to one worker makes its
+// cache acquire, release and evict millions of shared blocks, each with
+// an id, and each did per-block work at every step of its life: its
+// record read and written at acquisition, at release, at allocation; a
+// free-queue entry each; its id pushed to the stack and popped again
+// (on BenchmarkReplayMooncakeRouters/sglang_cache_aware some 400 million
+// instructions beyond round-robin's). So every block with an id lies in
+// a run: ids lo..lo+n-1 that one or more block tables hold whole, in
+// order (ascending, or descending: desc), with one reference count and
+// one record, at lo (runRec), and a bit set at lo in starts, so that the
+// run of any id is found by a scan back to it (runStart). A table
+// acquiring part of a run splits it (split), so tables hold whole runs
+// always, and release walks a table a run at a time: a run whose last
+// reference goes becomes one span, one entry of the free queue.
+//
+// A span is the ids of a run freed at once, evicted in the order
+// releasing its blocks one by one, last block first, would have queued
+// them: for an ascending run its highest id first, for a descending one
+// its lowest (up). Pieces of it acquired since are runs of their own,
+// referenced, or freed again into a later span; a piece is free in the
+// span while its record says so (ref 0 and the span's slot), and
+// eviction passes the others by. The ids of a span's range stay in runs
+// while it lasts: a piece acquired out of it can only be evicted from a
+// later span, after this one. Promote's blocks are spans too, in their
+// run's tail.
+//
+// Ids of no block are a stack of ranges (ids); a run is made from one
+// range, so a request's shared blocks get consecutive ids. An evicted
+// block is handed out in eviction order, as before: a span evicted from
+// its highest id down gives a descending run.
+//
+// Per block there remain what is per block in vLLM's pool too: a hash
+// indexed at commit and deleted at eviction, and the eviction's stamp.
+
+// A runRec is the record of a run, at its lowest id.
+type runRec struct {
+	ref  int32
+	n    int32 // its ids: lo..lo+n-1
+	span int32 // free (ref 0): the span it is in
+	desc bool  // its tables hold it from lo+n-1 down to lo
+}
+
+// A span is a run freed into the free queue (owner −1, at its ring
+// position at) or promoted into the tail of anonymous run owner.
+type span struct {
+	lo, hi int32 // its pieces lie within
+	live   int32 // its blocks free in it
+	up     bool  // evicted from lo upward; else from hi−1 down
+	owner  int32
+	at     int64
+}
+
+// An idRange is the ids lo..hi−1 of no block.
+type idRange struct{ lo, hi int32 }
+
+// Per-id flags (Cache.flags).
+const (
+	fHashed   uint8 = 1
+	fPrivate  uint8 = 2
+	fRecorded uint8 = 4 // hashes[b] holds the hash (MarkPrivate does not record it)
+)
+
+// runStart returns the lowest id of the run that holds id b.
+func (c *Cache) runStart(b int32) int32 {
+	w := int(b >> 6)
+	m := c.starts[w] & (^uint64(0) >> (63 - uint(b&63)))
+	for m == 0 {
+		w--
+		m = c.starts[w]
+	}
+	return int32(w<<6 + 63 - bits.LeadingZeros64(m))
+}
+
+// makeRun makes ids lo..lo+r.n−1 a run with record r.
+func (c *Cache) makeRun(lo int32, r runRec) {
+	c.recs[lo] = r
+	// The starts inside it cleared: ids of no block keep stale bits.
+	for x, hi := lo+1, lo+r.n; x < hi; {
+		w := x >> 6
+		end := min(hi, (w+1)<<6)
+		c.starts[w] &^= (^uint64(0) >> (64 - uint(end-x))) << uint(x&63)
+		x = end
+	}
+	c.starts[lo>>6] |= 1 << uint(lo&63)
+}
+
+// split splits the run at lo after its first off blocks in its tables'
+// order (0 < off < n), and returns the lowest ids of the two parts, in
+// that order. Both keep its reference count and span.
+func (c *Cache) split(lo, off int32) (first, second int32) {
+	r := &c.recs[lo]
+	rest := *r
+	if !r.desc {
+		rest.n -= off
+		r.n = off
+		first, second = lo, lo+off
+		c.recs[second] = rest
+		c.starts[second>>6] |= 1 << uint(second&63)
+		return first, second
+	}
+	// Descending: its first off blocks are its highest ids.
+	rest.n = off
+	r.n -= off
+	first, second = lo+r.n, lo
+	c.recs[first] = rest
+	c.starts[first>>6] |= 1 << uint(first&63)
+	return first, second
+}
+
+// takeIDs takes up to n consecutive ids from the stack of ids of no
+// block (at least one; the caller knows there are n) and returns the
+// first and how many.
+func (c *Cache) takeIDs(n int32) (lo, k int32) {
+	top := &c.ids[len(c.ids)-1]
+	lo = top.lo
+	k = min(n, top.hi-top.lo)
+	top.lo += k
+	if top.lo == top.hi {
+		c.ids = c.ids[:len(c.ids)-1]
+	}
+	return lo, k
+}
+
+// freeIDs puts ids lo..hi−1 on the stack of ids of no block.
+func (c *Cache) freeIDs(lo, hi int32) {
+	if n := len(c.ids); n > 0 {
+		if top := &c.ids[n-1]; top.lo == hi {
+			top.lo = lo
+			return
+		} else if top.hi == lo {
+			top.hi = hi
+			return
+		}
+	}
+	c.ids = append(c.ids, idRange{lo, hi})
+}
+
+// nameRange gives the blocks of dst ids, as runs referenced once
+// without flags: blocks handed out, or named (Name).
+func (c *Cache) nameRange(dst []int32) {
+	for len(dst) > 0 {
+		lo, k := c.takeIDs(int32(len(dst)))
+		c.makeRun(lo, runRec{ref: 1, n: k})
+		for i := range dst[:k] {
+			dst[i] = lo + int32(i)
+		}
+		dst = dst[k:]
+	}
+}
+
+// newSpan returns the slot of a new span s.
+func (c *Cache) newSpan(s span) int32 {
+	if n := len(c.spareSpans); n > 0 {
+		x := c.spareSpans[n-1]
+		c.spareSpans = c.spareSpans[:n-1]
+		c.spans[x] = s
+		return x
+	}
+	c.spans = append(c.spans, s)
+	return int32(len(c.spans) - 1)
+}
+
+// freeSpan makes span slot x spare.
+func (c *Cache) freeSpan(x int32) {
+	c.spans[x].live = -1 // spare (Check)
+	c.spareSpans = append(c.spareSpans, x)
+}
+
+// takeFree takes m blocks of a free run out of span x (an acquisition);
+// a span left empty leaves the queue, and so does an anonymous run left
+// empty by its tail.
+func (c *Cache) takeFree(x int32, m int32) {
+	c.nfree -= int64(m)
+	sp := &c.spans[x]
+	sp.live -= m
+	if sp.owner < 0 {
+		if sp.live == 0 {
+			c.ring[sp.at&int64(len(c.ring)-1)] = tombstone
+			c.freeSpan(x)
+		}
+		return
+	}
+	s := sp.owner
+	ru := &c.runs[s]
+	ru.live -= m
+	if ru.live == 0 && ru.uncached == 0 && ru.cached == 0 {
+		c.ring[ru.at&int64(len(c.ring)-1)] = tombstone
+		c.freeRun(s)
+	}
+}
+
+// carve makes blocks off..off+m−1, in its tables' order, of the run of n
+// blocks at lo a run of their own, and returns its lowest id.
+func (c *Cache) carve(lo, n, off, m int32) int32 {
+	if off > 0 {
+		_, lo = c.split(lo, off)
+	}
+	if m < n-off {
+		lo, _ = c.split(lo, m)
+	}
+	return lo
+}
+
+// follow returns, for blocks[0], a block of the run at lo, its place in
+// the run's tables' order and how many of blocks follow it there, itself
+// included.
+func (c *Cache) follow(blocks []int32, lo int32) (off, m int32) {
+	b, r := blocks[0], &c.recs[lo]
+	if !r.desc {
+		off = b - lo
+	} else {
+		off = lo + r.n - 1 - b
+	}
+	limit := int32(min(int64(r.n-off), int64(len(blocks))))
+	if !r.desc {
+		for m = 1; m < limit && blocks[m] == b+m; m++ {
+		}
+	} else {
+		for m = 1; m < limit && blocks[m] == b-m; m++ {
+		}
+	}
+	return off, m
+}
+
+// acquireRun acquires the leading blocks of blocks that follow each other
+// in one run, in its tables' order, splitting them off as a run of their
+// own, and returns how many.
+func (c *Cache) acquireRun(blocks []int32) int {
+	lo := c.runStart(blocks[0])
+	off, m := c.follow(blocks, lo)
+	lo = c.carve(lo, c.recs[lo].n, off, m)
+	k := &c.recs[lo]
+	if k.ref == 0 {
+		c.takeFree(k.span, m)
+		k = &c.recs[lo]
+	}
+	k.ref++
+	return int(m)
+}
+
+// evictSpan hands out blocks of span x's free pieces into dst[taken:end],
+// in eviction order, as AllocateNamed does (ids up to nameEnd, Anonymous
+// after), evicting their hashes; it returns where it stopped.
+func (c *Cache) evictSpan(x int32, dst []int32, taken, end, nameEnd int) int {
+	for taken < end {
+		sp := &c.spans[x]
+		if sp.live == 0 {
+			break
+		}
+		var lo int32 // the piece's
+		if sp.up {
+			lo = sp.lo
+		} else {
+			lo = c.runStart(sp.hi - 1)
+		}
+		r := &c.recs[lo]
+		if r.ref != 0 || r.span != x {
+			// Acquired since: passed by.
+			if sp.up {
+				sp.lo += r.n
+			} else {
+				sp.hi = lo
+			}
+			continue
+		}
+		k := min(r.n, int32(end-taken))
+		sp.live -= k
+		var from int32 // the evicted ids: from..from+k−1
+		if sp.up {
+			from = lo
+			if k < r.n {
+				rest := *r
+				rest.n -= k
+				c.recs[lo+k] = rest
+				c.starts[(lo+k)>>6] |= 1 << uint((lo+k)&63)
+			}
+			sp.lo += k
+		} else {
+			from = lo + r.n - k
+			r.n -= k
+			sp.hi -= k
+		}
+		c.evict(from, k, sp.up)
+		// Handed out in eviction order: a span evicted upward gives
+		// an ascending run, one evicted downward a descending one.
+		j := min(k, int32(max(nameEnd-taken, 0)))
+		out := dst[taken : taken+int(k)]
+		if sp.up {
+			if j > 0 {
+				c.makeRun(from, runRec{ref: 1, n: j})
+				for i := range out[:j] {
+					out[i] = from + int32(i)
+				}
+			}
+			if j < k {
+				c.freeIDs(from+j, from+k)
+			}
+		} else {
+			if j > 0 {
+				c.makeRun(from+k-j, runRec{ref: 1, n: j, desc: true})
+				for i := range out[:j] {
+					out[i] = from + k - 1 - int32(i)
+				}
+			}
+			if j < k {
+				c.freeIDs(from, from+k-j)
+			}
+		}
+		fillAnonymous(out[j:])
+		taken += int(k)
+	}
+	return taken
+}
+
+// evict drops the hashes of the k blocks from..from+k−1, in eviction
+// order (upward, or from the highest id down), counting the evictions
+// and stamping them (Kept).
+func (c *Cache) evict(from, k int32, up bool) {
+	flags, hashes, dropped := c.flags, c.hashes, c.dropped
+	slots, imask := c.index.slots, c.index.mask // index.del's
+	drops, unindexed := c.drops, 0
+	b, step := from, int32(1)
+	if !up {
+		b, step = from+k-1, -1
+	}
+	for range k {
+		if f := flags[b]; f != 0 {
+			if f&fPrivate == 0 {
+				// index.del, its common case inline (take).
+				if i, ok := take(slots, imask, pack(fingerprint(hashes[b]), b)); !ok {
+					c.index.shiftInto(i)
+				}
+				unindexed++
+			}
+			if f&fRecorded != 0 {
+				hashes[b] = 0
+			}
+			flags[b] = 0
+			drops++
+			dropped[b] = uint32(drops)
+		}
+		b += step
+	}
+	c.index.n -= unindexed
+	c.Evictions += int64(drops - c.drops)
+	c.drops = drops
+}
