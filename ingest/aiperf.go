@@ -113,11 +113,13 @@ func readAIPerf(r io.Reader, file, runPrefix string, opts Options) ([]Record, []
 	if err != nil {
 		return nil, nil, err
 	}
+	var recs []Record
 	if ok {
-		aiperfSummary(&run, b, p)
+		if bad := aiperfSummary(&run, b, p); bad != nil {
+			recs = append(recs, summaryNotKept(bad))
+		}
 	}
 	lr := newLineReader(r, opts.maxLineBytes())
-	var recs []Record
 	var rows []aiperfRow
 	origin := int64(math.MaxInt64)
 	index := 0
@@ -174,7 +176,7 @@ func readAIPerf(r io.Reader, file, runPrefix string, opts Options) ([]Record, []
 
 // aiperfSummary keeps the aggregate export as the run's Reported summary
 // and takes the model and the benchmark duration from it.
-func aiperfSummary(run *trace.Run, b []byte, path string) {
+func aiperfSummary(run *trace.Run, b []byte, path string) *SyntaxError {
 	var s struct {
 		Records map[string]struct {
 			Avg  optNum `json:"avg"`
@@ -200,8 +202,8 @@ func aiperfSummary(run *trace.Run, b []byte, path string) {
 		} `json:"input_config"`
 	}
 	b = quoteNonFinite(b)
-	if json.Unmarshal(b, &s) != nil {
-		return
+	if bad := unmarshalAt(b, path, &s); bad != nil {
+		return bad
 	}
 	run.Reported = compactJSON(b)
 	run.Extra = map[string]string{"summary_file": path}
@@ -230,6 +232,7 @@ func aiperfSummary(run *trace.Run, b []byte, path string) {
 			run.Workload.OutputLen = int(osl.V)
 		}
 	}
+	return nil
 }
 
 // aiperfUnit is how many of each AIPerf time unit make a second.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -90,14 +91,17 @@ func parseLLMPerf(b []byte, file, prefix string, maxDoc int64) ([]Record, []trac
 	if err != nil {
 		return nil, nil, err
 	}
+	var recs []Record
 	if ok {
-		llmperfSummary(&run, s, p)
+		if bad := llmperfSummary(&run, s, p); bad != nil {
+			recs = append(recs, summaryNotKept(bad))
+		}
 	}
 	elems, bad := jsonArray(quoteNonFinite(b), file)
 	if bad != nil {
-		return []Record{bad}, []trace.Run{run}, nil
+		return append(recs, bad), []trace.Run{run}, nil
 	}
-	recs := make([]Record, 0, len(elems))
+	recs = slices.Grow(recs, len(elems))
 	for i, e := range elems {
 		var rec llmperfRecord
 		if err := json.Unmarshal(e.raw, &rec); err != nil {
@@ -149,7 +153,7 @@ func parseLLMPerf(b []byte, file, prefix string, maxDoc int64) ([]Record, []trac
 
 // llmperfSummary keeps the summary as Reported, with its model and
 // concurrency.
-func llmperfSummary(run *trace.Run, b []byte, path string) {
+func llmperfSummary(run *trace.Run, b []byte, path string) *SyntaxError {
 	var s struct {
 		Model       string `json:"model"`
 		Concurrency int    `json:"num_concurrent_requests"`
@@ -157,8 +161,8 @@ func llmperfSummary(run *trace.Run, b []byte, path string) {
 		OutputLen   optNum `json:"mean_output_tokens"`
 	}
 	b = quoteNonFinite(b)
-	if json.Unmarshal(b, &s) != nil {
-		return
+	if bad := unmarshalAt(b, path, &s); bad != nil {
+		return bad
 	}
 	run.Reported = compactJSON(b)
 	run.Extra["summary_file"] = path
@@ -170,4 +174,5 @@ func llmperfSummary(run *trace.Run, b []byte, path string) {
 	if s.OutputLen.Set && s.OutputLen.V >= 0 && s.OutputLen.V < 1<<31 {
 		run.Workload.OutputLen = int(s.OutputLen.V)
 	}
+	return nil
 }

@@ -31,8 +31,9 @@ type loneSummary struct {
 	// ("" when nothing is).
 	valid func(map[string]json.RawMessage) string
 	// summarize sets the run's Reported and what it says of the run
-	// (model, workload, duration).
-	summarize func(run *trace.Run, b []byte, path string)
+	// (model, workload, duration), or says where the summary is not the
+	// tool's.
+	summarize func(run *trace.Run, b []byte, path string) *SyntaxError
 	// semantics is how the tool measures what it reports, as its
 	// per-request reader records it on each request (benchSemantics).
 	semantics benchSemantics
@@ -51,9 +52,9 @@ func (s loneSummary) read(b []byte, file, prefix string) ([]Record, []trace.Run)
 		return []Record{badAt(file, 1, "%s", msg)}, nil
 	}
 	run := trace.Run{Name: prefix + "#1", Source: s.source, File: file, Extra: map[string]string{}}
-	s.summarize(&run, b, file)
-	if len(run.Reported) == 0 {
-		return []Record{badAt(file, 1, "not %s's summary: a field of it has another type than the tool writes", s.source)}, nil
+	if bad := s.summarize(&run, b, file); bad != nil {
+		bad.Msg = "not " + s.source + "'s summary: " + bad.Msg
+		return []Record{bad}, nil
 	}
 	delete(run.Extra, "summary_file") // the input itself
 	run.Extra["summary_only"] = "the tool's aggregate summary, read without its per-request file"
@@ -91,4 +92,34 @@ func jsonObject(b []byte, file string) (map[string]json.RawMessage, *SyntaxError
 		return nil, badAt(file, lines.at(int(dec.InputOffset())), "data after the JSON object")
 	}
 	return top, nil
+}
+
+// unmarshalAt decodes b, the whole of file, into v; a failure is a
+// SyntaxError at the line where decoding failed.
+func unmarshalAt(b []byte, file string, v any) *SyntaxError {
+	err := json.Unmarshal(b, v)
+	if err == nil {
+		return nil
+	}
+	off := -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = int(se.Offset)
+	case errors.As(err, &te):
+		off = int(te.Offset)
+	}
+	line := 1
+	if off >= 0 {
+		lines := lineCounter{b: b}
+		line = lines.at(off)
+	}
+	return &SyntaxError{File: file, Line: line, Msg: err.Error()}
+}
+
+// summaryNotKept is the warning for a summary beside a per-request file
+// that does not parse: the requests are read, the run has no Reported.
+func summaryNotKept(e *SyntaxError) *Warning {
+	return &Warning{File: e.File, Line: e.Line, Msg: "the run's summary, not kept: " + e.Msg}
 }

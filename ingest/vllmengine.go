@@ -266,8 +266,8 @@ func (r *vllmEngineReader) readMeta(dir string) error {
 		return err
 	}
 	var m vllmEngineMeta
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("%s: %v", path, err)
+	if bad := unmarshalAt(b, path, &m); bad != nil {
+		return bad
 	}
 	run := &r.run
 	run.Extra["meta_file"] = path
@@ -336,8 +336,8 @@ func (r *vllmEngineReader) readClusterConfig(path string) error {
 			} `json:"instances"`
 		} `json:"nodes"`
 	}
-	if err := json.Unmarshal(b, &c); err != nil {
-		return fmt.Errorf("%s: %v", path, err)
+	if bad := unmarshalAt(b, path, &c); bad != nil {
+		return bad
 	}
 	// The instances of one run serve the one model (DP ranks are
 	// instances of their own), so the run's GPUs are all their NPUs.
