@@ -86,8 +86,9 @@ func agenticHash(seed uint64, local int64) int64 {
 
 func parseAgentic(b []byte, file, prefix string) ([]Record, []trace.Run) {
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(quoteNonFinite(b), &top); err != nil {
-		return []Record{badAt(file, 1, "invalid JSON: %v", err)}, nil
+	if bad := unmarshalAt(quoteNonFinite(b), file, &top); bad != nil {
+		bad.Msg = "invalid JSON: " + bad.Msg
+		return []Record{bad}, nil
 	}
 	var doc struct {
 		ID        string   `json:"id"`
@@ -95,8 +96,9 @@ func parseAgentic(b []byte, file, prefix string) ([]Record, []trace.Run) {
 		BlockSize optNum   `json:"block_size"`
 		Scope     string   `json:"hash_id_scope"`
 	}
-	if err := json.Unmarshal(quoteNonFinite(b), &doc); err != nil {
-		return []Record{badAt(file, 1, "session: %v", err)}, nil
+	if bad := unmarshalAt(quoteNonFinite(b), file, &doc); bad != nil {
+		bad.Msg = "session: " + bad.Msg
+		return []Record{bad}, nil
 	}
 	bs, msg := doc.BlockSize.count()
 	switch {

@@ -72,8 +72,9 @@ func parseGenAIPerf(b []byte, file, prefix string) ([]Record, []trace.Run) {
 		Endpoint    string `json:"endpoint"`
 		Version     string `json:"version"`
 	}
-	if err := json.Unmarshal(quoteNonFinite(b), &doc); err != nil {
-		return []Record{badAt(file, 1, "invalid JSON: %v", err)}, nil
+	if bad := unmarshalAt(quoteNonFinite(b), file, &doc); bad != nil {
+		bad.Msg = "invalid JSON: " + bad.Msg
+		return []Record{bad}, nil
 	}
 	var recs []Record
 	var runs []trace.Run

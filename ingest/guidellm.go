@@ -126,8 +126,9 @@ func parseGuideLLM(b []byte, file, prefix string) ([]Record, []trace.Run) {
 		} `json:"args"`
 		Benchmarks []json.RawMessage `json:"benchmarks"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return []Record{badAt(file, 1, "invalid JSON: %v", err)}, nil
+	if bad := unmarshalAt(b, file, &doc); bad != nil {
+		bad.Msg = "invalid JSON: " + bad.Msg
+		return []Record{bad}, nil
 	}
 	var recs []Record
 	var runs []trace.Run

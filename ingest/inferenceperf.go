@@ -105,8 +105,9 @@ func parseInferencePerfStage(b []byte, file, prefix string) ([]Record, []trace.R
 			RequestedRate optNum `json:"requested_rate"`
 		} `json:"load_summary"`
 	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return []Record{badAt(file, 1, "invalid JSON: %v", err)}, nil
+	if bad := unmarshalAt(b, file, &s); bad != nil {
+		bad.Msg = "invalid JSON: " + bad.Msg
+		return []Record{bad}, nil
 	}
 	run := trace.Run{Name: prefix + "#1", Source: inferencePerfName, File: file, Reported: compactJSON(b)}
 	if m := opalStage.FindStringSubmatch(filepath.ToSlash(file)); m != nil {

@@ -64,8 +64,9 @@ func newOpalReader(r io.Reader, file, run string, opts Options) Reader {
 
 func parseOpal(b []byte, file, prefix string) ([]Record, []trace.Run) {
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(quoteNonFinite(b), &top); err != nil {
-		return []Record{badAt(file, 1, "invalid JSON: %v", err)}, nil
+	if bad := unmarshalAt(quoteNonFinite(b), file, &top); bad != nil {
+		bad.Msg = "invalid JSON: " + bad.Msg
+		return []Record{bad}, nil
 	}
 	var s struct {
 		Latency   []optNum    `json:"raw_latency_values"`
@@ -80,8 +81,9 @@ func parseOpal(b []byte, file, prefix string) ([]Record, []trace.Run) {
 		Finished  optNum      `json:"finished_requests"`
 		QueuedReq optNum      `json:"queued_requests"`
 	}
-	if err := json.Unmarshal(quoteNonFinite(b), &s); err != nil {
-		return []Record{badAt(file, 1, "stats: %v", err)}, nil
+	if bad := unmarshalAt(quoteNonFinite(b), file, &s); bad != nil {
+		bad.Msg = "stats: " + bad.Msg
+		return []Record{bad}, nil
 	}
 	run := trace.Run{Name: prefix + "#1", Source: opalName, File: file, Engine: "opal"}
 	if m := opalStage.FindStringSubmatch(filepath.ToSlash(file)); m != nil {

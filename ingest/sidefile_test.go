@@ -106,3 +106,31 @@ func FuzzVLLMEngineSideFiles(f *testing.F) {
 		}
 	})
 }
+
+// A whole-document input that breaks on line 4 is a bad record at line 4,
+// not at line 1, whatever the format: a truncated 200 MB export names
+// where it ends.
+func TestWholeDocumentErrorLine(t *testing.T) {
+	for _, c := range []struct{ format, head string }{
+		{guideLLMName, `{"benchmarks": [`},
+		{inferencePerfName, `{"load_summary": {"count": 1,`},
+		{opalName, `{"finished_requests": 1,`},
+		{genAIPerfName, `{"experiments": [`},
+		{agenticName, `{"block_size": 16,`},
+	} {
+		input := c.head + "\n\n\n  \"x\": tru\n}\n"
+		r, err := NewReader(strings.NewReader(input), "doc", Options{Format: c.format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for r.Scan() {
+			if e, ok := r.Record().(*SyntaxError); ok {
+				got = append(got, e.Error())
+			}
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0], "doc:4: ") {
+			t.Errorf("%s: %q, want one bad record at doc:4", c.format, got)
+		}
+	}
+}

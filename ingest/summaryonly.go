@@ -106,12 +106,12 @@ func unmarshalAt(b []byte, file string, v any) *SyntaxError {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		off = int(se.Offset)
+		off = int(se.Offset) - 1 // the offending byte: Offset bytes were read
 	case errors.As(err, &te):
-		off = int(te.Offset)
+		off = int(te.Offset) - 1
 	}
 	line := 1
-	if off >= 0 {
+	if off > 0 {
 		lines := lineCounter{b: b}
 		line = lines.at(off)
 	}
