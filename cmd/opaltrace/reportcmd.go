@@ -20,7 +20,7 @@ func reportCommand() *cli.Command {
 		Usage:     "write an offline HTML report comparing datasets (observed and simulated)",
 		ArgsUsage: "[LABEL=]FILE...",
 		Flags: append(ingestFlags(),
-			&cli.StringFlag{Name: "html", Required: true, Usage: "HTML file to write"},
+			&cli.StringFlag{Name: "html", Aliases: []string{"o", "output"}, Required: true, Usage: "HTML file to write (-o and --output, as the other commands name their output)"},
 			&cli.StringFlag{Name: "per-second", Usage: "add a replay's per-second `FILE` (replay --per-second): KV cache usage of its capacity, running and waiting requests, busy and ready workers over time"},
 			&cli.BoolFlag{Name: "no-compare", Usage: "leave out the comparison of each dataset with the first, run by run"},
 			runFlag(),

@@ -146,6 +146,14 @@ func TestPerSecondFileReadByStatsAndReport(t *testing.T) {
 	if _, _, err := opaltrace(t, "stats", "--per-second", out, out); err == nil {
 		t.Error("a requests' file was read as a per-second file")
 	}
+	// -o names the page, as it names the other commands' outputs.
+	short := filepath.Join(dir, "o.html")
+	if _, stderr, err := opaltrace(t, "report", "-o", short, "--per-second", sec, out); err != nil {
+		t.Fatalf("report -o: %v\n%s", err, stderr)
+	}
+	if b, _ := os.ReadFile(short); !bytes.Equal(b, page) {
+		t.Error("report -o wrote another page than --html")
+	}
 }
 
 // An autoscaled replay's per-second file records the ready workers of
