@@ -204,6 +204,12 @@ func writeCostModelData(c *cli.Command, cm *calibrate.CostModel, data []byte) er
 	if err := f.Commit(); err != nil {
 		return err
 	}
+	if rf := cm.Replay; rf != nil {
+		// A replay fit has no regression fits; say what it did instead.
+		fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients fitted by replay (%d replays of the training runs, objective %.4g uncalibrated, %.4g fitted)\n",
+			c.String("output"), len(cm.Coefficients), rf.Evaluations, rf.Uncalibrated, rf.Objective)
+		return nil
+	}
 	fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients from %d fits\n", c.String("output"), len(cm.Coefficients), len(cm.Fits))
 	return nil
 }

@@ -52,6 +52,9 @@ func TestCalibrateReplayEngineSide(t *testing.T) {
 	if !strings.Contains(stdout, "cannot separate") && !strings.Contains(stdout, "not determined") {
 		t.Errorf("one run at one load leaves coefficients undetermined, and no warning says so:\n%s", stdout)
 	}
+	if !strings.Contains(stderr, "coefficients fitted by replay (") {
+		t.Errorf("the closing line does not say the fit was by replay:\n%s", stderr)
+	}
 	sim := filepath.Join(dir, "sim.parquet")
 	if _, stderr, err := opaltrace(t, "replay", "--model", cm, "-o", sim, in); err != nil {
 		t.Fatalf("replay with the fitted cost model: %v\n%s", err, stderr)
