@@ -219,8 +219,8 @@ func (d *Deployment) dpShared(k *dpConsts, total, most float64) StepTerms {
 // roofSec is the roofline of step terms in seconds: the greater of their
 // compute and memory times at the deployment's efficiencies, plus
 // SerialFraction of the lesser.
-func (d *Deployment) roofSec(t StepTerms) float64 {
-	compute, memory := d.Roofline(t)
+func (d *Deployment) roofSec(t *StepTerms) float64 {
+	compute, memory := d.roofline(t)
 	sec := max(compute, memory)
 	if d.SerialFraction > 0 {
 		sec += d.SerialFraction * min(compute, memory)
@@ -234,7 +234,7 @@ func (d *Deployment) roofSec(t StepTerms) float64 {
 func (d *Deployment) dpTime(ownSec float64, shared StepTerms, prefill bool, decodes int) time.Duration {
 	d.regimeTerms(&shared, prefill, decodes)
 	// shared has no inter-node latency (dpShared sets none): priced adds 0.
-	return d.priced(ownSec+d.roofSec(shared), shared)
+	return d.priced(ownSec+d.roofSec(&shared), &shared)
 }
 
 // dpSums returns a batch's tokens, sequences, context sum and attention
@@ -273,7 +273,8 @@ func (d *Deployment) DPStepTime(ranks []*Batch) (time.Duration, error) {
 			continue
 		}
 		tokens, seqs, ctx, pairs, absorbed := dpSums(b)
-		own = max(own, d.roofSec(d.dpOwn(k, tokens, seqs, ctx, pairs, absorbed)))
+		o := d.dpOwn(k, tokens, seqs, ctx, pairs, absorbed)
+		own = max(own, d.roofSec(&o))
 		total += tokens
 		most = max(most, tokens)
 		prefill = prefill || len(b.Prefill) > 0
@@ -289,7 +290,8 @@ func (d *Deployment) DPStepTime(ranks []*Batch) (time.Duration, error) {
 func (d *Deployment) dpStepTime(b *Batch) time.Duration {
 	k := d.dpConsts()
 	tokens, seqs, ctx, pairs, absorbed := dpSums(b)
-	own := d.roofSec(d.dpOwn(k, tokens, seqs, ctx, pairs, absorbed))
+	o := d.dpOwn(k, tokens, seqs, ctx, pairs, absorbed)
+	own := d.roofSec(&o)
 	r := float64(d.tp())
 	return d.dpTime(own, d.dpShared(k, r*tokens, tokens), len(b.Prefill) > 0, len(b.Decode))
 }
@@ -299,7 +301,8 @@ func (d *Deployment) dpStepTime(b *Batch) time.Duration {
 func (d *Deployment) dpDecodeStepTime(n int, ctx int64) time.Duration {
 	k := d.dpConsts()
 	tokens := float64(n)
-	own := d.roofSec(d.dpOwn(k, tokens, tokens, float64(ctx), 0, float64(ctx)+tokens))
+	o := d.dpOwn(k, tokens, tokens, float64(ctx), 0, float64(ctx)+tokens)
+	own := d.roofSec(&o)
 	return d.dpTime(own, d.dpShared(k, float64(d.tp())*tokens, tokens), false, n)
 }
 

@@ -71,17 +71,20 @@ func (d *Deployment) Regime(prefill bool, decodes int) StepRegime {
 // engine that compiles some (TorchCompileMaxBS > 0 with graphs on): an
 // eager step runs the same uncompiled kernels as a plain graph, and
 // launches them besides.
+//
+// Note: the stage's layers are counted only for a step that has regime
+// terms: a vLLM step has none (RegimeUnknown), and the count divides.
 func (d *Deployment) regimeTerms(t *StepTerms, prefill bool, decodes int) {
-	layers := float64(d.stageLayers())
 	switch d.Regime(prefill, decodes) {
 	case RegimeEager:
+		layers := float64(d.stageLayers())
 		t.EagerLayers = layers
 		if d.compiles() {
 			t.UncompiledLayers = layers
 		}
 	case RegimeGraph:
 		if d.compiles() {
-			t.UncompiledLayers = layers
+			t.UncompiledLayers = float64(d.stageLayers())
 		}
 	}
 }

@@ -603,17 +603,23 @@ func (d *Deployment) constants() *stepConsts {
 
 // terms turns a batch's sums into its step terms.
 func (d *Deployment) terms(k *stepConsts, tokens, seqs, ctxFull, ctxSliding, pairsFull, pairsSliding float64) StepTerms {
+	t := d.sizeTerms(k, tokens, seqs)
+	t.AttentionSec, t.KVSec = d.contextTerms(k, tokens, ctxFull, ctxSliding, pairsFull, pairsSliding)
+	return t
+}
+
+// sizeTerms returns the step terms that depend on a batch's tokens and
+// sequences alone: all but AttentionSec and KVSec (contextTerms).
+func (d *Deployment) sizeTerms(k *stepConsts, tokens, seqs float64) StepTerms {
 	peak, bw := d.Hardware.PeakFLOPS, d.Hardware.MemBandwidth
 	var t StepTerms
 	t.LinearSec = (k.linearFLOPsPerToken+k.expertFLOPsPerToken)*tokens/k.linearPeak + k.lmHeadFLOPsPerSeq*seqs/peak
 	t.ExpertSec = k.expertFLOPsPerToken * tokens / k.linearPeak
-	t.AttentionSec = (k.fullPairFLOPs*pairsFull + k.slidingPairFLOPs*pairsSliding) / peak
 	wb := k.weightBytes
 	if k.expertBytes > 0 {
 		wb += k.expertBytes * (1 - math.Pow(k.expertPick, tokens*k.dpTokens))
 	}
 	t.WeightSec = wb / bw
-	t.KVSec = (k.kvFullPerToken*(ctxFull+tokens) + k.kvSlidingPerToken*(ctxSliding+tokens)) / bw
 	switch {
 	case k.commSecPerToken > 0:
 		t.CommSec = k.commSecPerToken * tokens
@@ -625,6 +631,15 @@ func (d *Deployment) terms(k *stepConsts, tokens, seqs, ctxFull, ctxSliding, pai
 	return t
 }
 
+// contextTerms returns a batch's attention and KV seconds, the step terms
+// that depend on its contexts.
+func (d *Deployment) contextTerms(k *stepConsts, tokens, ctxFull, ctxSliding, pairsFull, pairsSliding float64) (attention, kv float64) {
+	peak, bw := d.Hardware.PeakFLOPS, d.Hardware.MemBandwidth
+	attention = (k.fullPairFLOPs*pairsFull + k.slidingPairFLOPs*pairsSliding) / peak
+	kv = (k.kvFullPerToken*(ctxFull+tokens) + k.kvSlidingPerToken*(ctxSliding+tokens)) / bw
+	return attention, kv
+}
+
 // StepTime prices one forward pass over b. An empty batch costs 0. It
 // does not allocate.
 func (d *Deployment) StepTime(b *Batch) time.Duration {
@@ -634,13 +649,24 @@ func (d *Deployment) StepTime(b *Batch) time.Duration {
 	if d.DPAttention {
 		return d.dpStepTime(b)
 	}
-	return d.timeOf(d.Terms(b))
+	t := d.Terms(b)
+	return d.timeOf(&t)
 }
 
 // Roofline returns the compute and memory seconds of step terms at the
 // deployment's efficiencies: the two sides of the roofline, whose max
 // (plus SerialFraction of the lesser) a step pays.
 func (d *Deployment) Roofline(t StepTerms) (compute, memory float64) {
+	return d.roofline(&t)
+}
+
+// roofline is Roofline of *t.
+//
+// Note: the step's pricing passes its terms by pointer: by value, each
+// call spilled and reloaded the ten float registers of StepTerms, some
+// 40 instructions a call (timeOf, roofSec, priced and Roofline took
+// 42 M instructions of BenchmarkReplayMooncakeRouters/round_robin).
+func (d *Deployment) roofline(t *StepTerms) (compute, memory float64) {
 	attnMFU := d.AttentionMFU
 	if attnMFU <= 0 {
 		attnMFU = d.MFU
@@ -664,7 +690,7 @@ func (d *Deployment) Roofline(t StepTerms) (compute, memory float64) {
 
 // timeOf prices step terms: the roofline of compute and memory at their
 // efficiencies, plus communication and the fixed overhead.
-func (d *Deployment) timeOf(t StepTerms) time.Duration {
+func (d *Deployment) timeOf(t *StepTerms) time.Duration {
 	return d.priced(d.roofSec(t), t)
 }
 
@@ -672,7 +698,7 @@ func (d *Deployment) timeOf(t StepTerms) time.Duration {
 // collectives, inter-node latency, launches and uncompiled layers cost,
 // and the fixed overhead: the tail of every step price (timeOf, and
 // dpTime's over the slowest rank plus the shared part).
-func (d *Deployment) priced(sec float64, t StepTerms) time.Duration {
+func (d *Deployment) priced(sec float64, t *StepTerms) time.Duration {
 	if t.CommSec > 0 {
 		sec += t.CommSec / d.LinkEfficiency
 	}
@@ -712,7 +738,7 @@ func (d *Deployment) DecodeStepTime(n int, ctx int64) (time.Duration, bool) {
 	seqs = 0 + nDecode
 	t := d.terms(k, tokens, seqs, ctxFull, 0, pairsFull, 0)
 	d.regimeTerms(&t, false, n)
-	return d.timeOf(t), true
+	return d.timeOf(&t), true
 }
 
 var _ DecodeSumModel = (*Deployment)(nil)

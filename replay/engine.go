@@ -155,6 +155,11 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			e.sum = m
 		}
 	}
+	if m, ok := cost.(decodePricing); ok && e.sum != nil {
+		if _, ok := m.DecodePricer(1); ok {
+			e.dec = m
+		}
+	}
 	e.lat = time.Duration(math.Round(cfg.Client.LatencySec * 1e9))
 	e.timeout = time.Duration(math.Round(cfg.Client.TimeoutSec * 1e9))
 	e.apiSvc = time.Duration(math.Round(cfg.Client.APIServerRequestSec * 1e9))
@@ -282,6 +287,12 @@ type engine struct {
 	// sum is the step model when it prices decode batches by their
 	// contexts' sum (steadySteps); nil otherwise.
 	sum model.DecodeSumModel
+	// dec is the step model when it prices decode batches of one size
+	// by their sum faster (model.DecodePricer), and pricers its pricers
+	// by batch size, made when first asked (decodeTime); dec is nil
+	// otherwise.
+	dec     decodePricing
+	pricers []*model.DecodePricer
 
 	free []*reqState // recycled request states
 	// reuse (Options.Transient): every record is rec, and request

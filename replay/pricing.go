@@ -32,7 +32,9 @@ type stepPrice struct {
 // same sums recur, so after warming up a step costs a lookup. The table
 // of lone decodes (n = 1) serves every step model; larger batches need
 // the sum form (e.sum), which prices a batch by its size and sum alone;
-// batches above maxTabN are priced each time.
+// batches above maxTabN are priced each time. A price not in a table is
+// asked of the pricer of its batch size when the model has them
+// (decodeTime), lone decodes' included.
 //
 // Note: a table is paged, its pages allocated when first used: a batch of
 // 16 long requests sums to millions, but the sums a replay meets are a few
@@ -43,7 +45,7 @@ type stepPrice struct {
 // and tables up to batches of 4 (maxTabN) are 4.5 MB.
 func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 	if n > maxTabN {
-		d, _ := e.sum.DecodeStepTime(n, ctx)
+		d := e.decodeTime(n, ctx)
 		return stepPrice{d, d.Seconds()}
 	}
 	tab := &e.tabs[n]
@@ -54,7 +56,7 @@ func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 		}
 	}
 	var d time.Duration
-	if n == 1 {
+	if n == 1 && e.dec == nil {
 		// The engine's batch: one made here escaped to the heap
 		// through the interface, an allocation per price asked (and
 		// some 270 of the 4-worker Mooncake replay's page faults).
@@ -62,7 +64,7 @@ func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 		e.oneBatch = model.Batch{Decode: e.one[:]}
 		d = e.cost.StepTime(&e.oneBatch)
 	} else {
-		d, _ = e.sum.DecodeStepTime(n, ctx)
+		d = e.decodeTime(n, ctx)
 	}
 	p := stepPrice{d, d.Seconds()}
 	if pg < maxTabPages {
@@ -75,6 +77,32 @@ func (e *engine) decodePrice(n int, ctx int64) stepPrice {
 		(*tab)[pg][off] = d
 	}
 	return p
+}
+
+// decodeTime returns the step model's time for a step of n decodes whose
+// contexts sum to ctx (DecodeStepTime), through the pricer of batches of
+// n when the model has them.
+func (e *engine) decodeTime(n int, ctx int64) time.Duration {
+	if e.dec == nil {
+		d, _ := e.sum.DecodeStepTime(n, ctx)
+		return d
+	}
+	if n >= len(e.pricers) {
+		e.pricers = append(e.pricers, make([]*model.DecodePricer, n+1-len(e.pricers))...)
+	}
+	p := e.pricers[n]
+	if p == nil {
+		p, _ = e.dec.DecodePricer(n) // it declines no n ≥ 1 once it took 1 (RunInputs)
+		e.pricers[n] = p
+	}
+	return p.Price(ctx)
+}
+
+// A decodePricing step model prices steps of n decodes by their
+// contexts' sum through a pricer per n (model.Deployment.DecodePricer),
+// as DecodeStepTime prices them.
+type decodePricing interface {
+	DecodePricer(n int) (*model.DecodePricer, bool)
 }
 
 // pricePage returns a fresh page for a price table, cut from a block of
