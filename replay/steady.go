@@ -21,7 +21,8 @@ import (
 // same allocations in the same order, priced by the same step model, so
 // the results are identical (TestFastForwardSameResults runs both). What
 // it saves is the general path's per-step bookkeeping: a step costs its
-// price (mostly a table lookup, see decodePrice) and one ITL entry per
+// price (mostly an index into the page of a price table the last step
+// used: priceCursor, decodePrice) and one ITL entry per
 // request.
 func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, inFlight bool, err error) {
 	limit := int64(1) << 62 // steps before the first that completes a request
@@ -42,6 +43,7 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	if n == 1 && w.stream == 1 && !e.test.noLoneMemo {
 		// The commonest case at moderate load: one request alone.
 		r := w.running[0]
+		prices := priceCursor{e: e, n: 1}
 		for j < limit {
 			if j >= grow {
 				var ok bool
@@ -49,7 +51,10 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 					break // build must evict or preempt
 				}
 			}
-			p := e.decodePrice(1, ctx+j)
+			p, ok := prices.hit(ctx + j)
+			if !ok {
+				p = prices.ask(ctx + j)
+			}
 			j++
 			if p.d <= 0 {
 				return now, false, fmt.Errorf("replay: step model returned a non-positive step time %v", p.d)
@@ -71,6 +76,7 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	durs, secs := w.durs[:0], w.secs[:0]
 	defer func() { w.durs, w.secs = durs[:0], secs[:0] }()
 	grownAhead := false
+	prices := priceCursor{e: e, n: int(n)}
 	for j < limit {
 		if j >= grow {
 			var ok bool
@@ -81,13 +87,16 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 		}
 		var p stepPrice
 		if e.sum != nil {
-			p = e.decodePrice(int(n), ctx+n*j)
+			var ok bool
+			if p, ok = prices.hit(ctx + n*j); !ok {
+				p = prices.ask(ctx + n*j)
+			}
 		} else {
 			for i, r := range w.running {
 				w.batch.Decode[i] = r.computed + j
 			}
 			d := e.price(&w.batch)
-			p = stepPrice{d, d.Seconds()}
+			p = stepPrice{d, stepSeconds(d)}
 		}
 		d := p.d
 		j++
