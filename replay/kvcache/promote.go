@@ -68,12 +68,15 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		lo, k := c.takeIDs(int32(len(hashes)))
 		x := c.newSpan(span{lo: lo, hi: lo + k, live: k, owner: r.slot})
 		c.makeRun(lo, runRec{n: k, span: x})
-		for i, h := range hashes[:k] {
-			b := lo + int32(i)
-			flags[b] = fHashed | fRecorded
-			hs[b] = h
+		// The range's flags and hashes as slices as long as its
+		// hashes, so that the compiler checks no bound per block.
+		src := hashes[:k]
+		fl, hr := flags[lo : lo+k][:len(src)], hs[lo : lo+k][:len(src)]
+		for i, h := range src {
+			fl[i] = fHashed | fRecorded
+			hr[i] = h
 			fp := fingerprint(h)
-			slots[freeSlot(slots, mask, fp)] = pack(fp, b)
+			slots[freeSlot(slots, mask, fp)] = pack(fp, lo+int32(i))
 		}
 		ru := &c.runs[r.slot]
 		ru.tail = append(ru.tail, x)
