@@ -48,5 +48,5 @@ func (p *DecodePricer) Price(ctx int64) time.Duration {
 	t := p.size
 	t.AttentionSec, t.KVSec = p.d.contextTerms(p.k, p.tokens, ctxFull, 0, pairsFull, 0)
 	p.d.regimeTerms(&t, false, p.n)
-	return p.d.timeOf(&t)
+	return p.d.priced(p.d.roofSec(&t), &t) // timeOf, a call less
 }

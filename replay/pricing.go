@@ -106,6 +106,15 @@ type priceCursor struct {
 	n    int
 	page []time.Duration // prices of the sums from base on (nil: none)
 	base int64
+	pr   *model.DecodePricer // the engine's pricer of n decodes, once asked (pricer)
+}
+
+// pricer returns the engine's pricer of the cursor's n decodes.
+func (c *priceCursor) pricer() *model.DecodePricer {
+	if c.pr == nil {
+		c.pr = c.e.pricer(c.n)
+	}
+	return c.pr
 }
 
 // hit returns the price of a step whose contexts sum to ctx when the
@@ -124,7 +133,23 @@ func (c *priceCursor) hit(ctx int64) (p stepPrice, ok bool) {
 
 // ask returns decodePrice's price for ctx, and keeps the page that holds
 // it when there is one.
+//
+// Note: a miss in the page kept, and every step of a batch above maxTabN,
+// is priced by the pricer of n decodes, as decodePrice would price it
+// (decodeTime), without finding the table and the pricer again: decodePrice
+// and decodeTime were some 120 of the 370 instructions a miss cost.
 func (c *priceCursor) ask(ctx int64) stepPrice {
+	if c.e.dec != nil {
+		if i := uint64(ctx - c.base); i < uint64(len(c.page)) && c.page[i] == 0 {
+			d := c.pricer().Price(ctx)
+			c.page[i] = d
+			return stepPrice{d, stepSeconds(d)}
+		}
+		if c.n > maxTabN {
+			d := c.pricer().Price(ctx)
+			return stepPrice{d, stepSeconds(d)}
+		}
+	}
 	p := c.e.decodePrice(c.n, ctx)
 	c.page = nil
 	if c.n <= maxTabN {
@@ -144,6 +169,12 @@ func (e *engine) decodeTime(n int, ctx int64) time.Duration {
 		d, _ := e.sum.DecodeStepTime(n, ctx)
 		return d
 	}
+	return e.pricer(n).Price(ctx)
+}
+
+// pricer returns the pricer of steps of n decodes (e.dec must be set),
+// made when first asked.
+func (e *engine) pricer(n int) *model.DecodePricer {
 	if n >= len(e.pricers) {
 		e.pricers = append(e.pricers, make([]*model.DecodePricer, n+1-len(e.pricers))...)
 	}
@@ -152,7 +183,7 @@ func (e *engine) decodeTime(n int, ctx int64) time.Duration {
 		p, _ = e.dec.DecodePricer(n) // it declines no n ≥ 1 once it took 1 (RunInputs)
 		e.pricers[n] = p
 	}
-	return p.Price(ctx)
+	return p
 }
 
 // A decodePricing step model prices steps of n decodes by their
