@@ -735,7 +735,7 @@ func (v *vllm) admitLoad(w *worker, r *reqState, hits []int32, done int64, now t
 	}
 	fresh := ceilDiv(done+load, v.bs) - int64(len(hits))
 	// A free cached block leaves the free queue too.
-	if fresh+v.kv.FreeAmong(hits) > v.kv.NumFree() {
+	if free := v.kv.NumFree(); fresh+v.kv.FreeAmong(hits, free-fresh) > free {
 		return loadNoRoom
 	}
 	w.waiting.popFront()

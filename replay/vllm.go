@@ -191,7 +191,7 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		// instructions of the autoscaled Mooncake trace, a fifth of
 		// its cost beyond round-robin, block by block).
 		if free := v.kv.NumFree(); need+int64(len(hits)) > free {
-			if need += v.kv.FreeAmong(hits); need > free {
+			if need += v.kv.FreeAmong(hits, free-need); need > free {
 				break
 			}
 		}

@@ -73,15 +73,17 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 
 // FreeAmong returns how many of blocks (with ids, distinct) are free:
 // how many more blocks acquiring them all takes out of the free queue
-// than they are.
+// than they are; once that count passes most, it stops and returns a
+// count above most (a caller asking whether they fit needs no more).
 //
 // Note: a run at a time, as AcquireAll; Ref block by block finds each
 // block's run from its start (runStart), a scan of its run's bits per
 // block: 219 million instructions more of the autoscaled Mooncake
-// replay, whose build counts free hits while the cache is full.
-func (c *Cache) FreeAmong(blocks []int32) int64 {
+// replay, whose build counts free hits while the cache is full, at
+// every step a request waits for room.
+func (c *Cache) FreeAmong(blocks []int32, most int64) int64 {
 	var n int64
-	for len(blocks) > 0 {
+	for len(blocks) > 0 && n <= most {
 		lo := c.runStart(blocks[0])
 		_, m := c.follow(blocks, lo)
 		if c.recs[lo].ref == 0 {

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -273,8 +274,11 @@ func cacheMatchesReference(t *testing.T, s1, s2 uint64, n, ops int) diffStats {
 				need++
 			}
 		}
-		if got := c.FreeAmong(hc); got != int64(need-fresh) {
+		if got := c.FreeAmong(hc, math.MaxInt64); got != int64(need-fresh) {
 			t.Fatalf("op %d: FreeAmong %d of the hits, the references say %d", p.op, got, need-fresh)
+		}
+		if most := int64(p.op % (len(hc) + 1)); (c.FreeAmong(hc, most) > most) != (int64(need-fresh) > most) {
+			t.Fatalf("op %d: FreeAmong of the hits up to %d: %d, the references say %d", p.op, most, c.FreeAmong(hc, most), need-fresh)
 		}
 		if int64(need) > c.NumFree() {
 			x.lastC, x.lastR, x.drops, x.since = hc, hr, c.Drops(), ref.evictions
