@@ -45,8 +45,9 @@ type lazyIndex struct {
 	// sets holds, per worker slot, the places in o.order of the
 	// requests routed to its current worker.
 	sets []posSet
-	// chunkMin[c] is the least of o.lcp[64c … 64c+63].
-	chunkMin []int32
+	// blockMin[k][b] is the least of o.lcp over the 2^k blocks of
+	// lcpBlock places from block b on (a sparse table, for lcpMin).
+	blockMin [][]int32
 	scratch  []uint64
 
 	// Blocks promoted of running requests, and out of runs (for tests).
@@ -70,13 +71,24 @@ type lazyReq struct {
 
 func newLazyIndex(o *onlineSharing, ids [][]int64, bs []int64) *lazyIndex {
 	x := &lazyIndex{o: o, ids: ids, bs: bs, req: make([]lazyReq, len(ids))}
-	x.chunkMin = make([]int32, (len(o.lcp)+63)/64)
-	for c := range x.chunkMin {
+	// Level 0: each block's least (the last block, partial, is only
+	// ever taken whole by lcpMin when it is full).
+	b0 := make([]int32, (len(o.lcp)+lcpBlock-1)/lcpBlock)
+	for b := range b0 {
 		m := int32(math.MaxInt32)
-		for _, v := range o.lcp[64*c : min(64*c+64, len(o.lcp))] {
+		for _, v := range o.lcp[lcpBlock*b : min(lcpBlock*b+lcpBlock, len(o.lcp))] {
 			m = min(m, v)
 		}
-		x.chunkMin[c] = m
+		b0[b] = m
+	}
+	x.blockMin = [][]int32{b0}
+	for k := 1; 1<<k <= len(b0); k++ {
+		prev, half := x.blockMin[k-1], 1<<(k-1)
+		cur := make([]int32, len(b0)-1<<k+1)
+		for b := range cur {
+			cur[b] = min(prev[b], prev[b+half])
+		}
+		x.blockMin = append(x.blockMin, cur)
 	}
 	return x
 }
@@ -233,21 +245,32 @@ func (x *lazyIndex) preempted(r *reqState, shared int64) {
 func (x *lazyIndex) visible(r *reqState) int64 { return int64(x.req[r.idx].vis) }
 
 // lcpMin returns the least of o.lcp[lo … hi], the common leading ids of
-// o.order[lo−1] and o.order[hi].
+// o.order[lo−1] and o.order[hi] (MaxInt32 when lo > hi).
+//
+// Note: the places at the ends, up to whole blocks of lcpBlock, one by
+// one, and the whole blocks between by two entries of blockMin. With the
+// least of each 64 places and a walk to them, the walk was 6.5 M
+// instructions of BenchmarkReplayMooncakeRouters/llm_d (two calls a
+// routed request, some 60 places each).
 func (x *lazyIndex) lcpMin(lo, hi int32) int32 {
 	lcp := x.o.lcp
 	m := int32(math.MaxInt32)
-	for j := lo; j <= hi && m > 0; {
-		if j%64 == 0 && j+63 <= hi {
-			m = min(m, x.chunkMin[j/64])
-			j += 64
-			continue
-		}
-		m = min(m, lcp[j])
-		j++
+	for ; lo <= hi && lo%lcpBlock != 0; lo++ {
+		m = min(m, lcp[lo])
+	}
+	for ; hi >= lo && (hi+1)%lcpBlock != 0; hi-- {
+		m = min(m, lcp[hi])
+	}
+	if lo <= hi {
+		a, b := lo/lcpBlock, hi/lcpBlock // whole blocks a … b
+		k := bits.Len32(uint32(b-a+1)) - 1
+		m = min(m, x.blockMin[k][a], x.blockMin[k][b-1<<k+1])
 	}
 	return m
 }
+
+// lcpBlock is the number of places of o.lcp in a block of lcpMin.
+const lcpBlock = 8
 
 // A posSet is a set of places in [0, n): a bitset with a summary word
 // per 64 words, for the nearest member on either side.

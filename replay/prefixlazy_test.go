@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"math"
 	"reflect"
 	"testing"
 
@@ -85,4 +86,28 @@ func (c sharingCase) replay(t *testing.T, cost model.StepModel, reqs []*trace.Re
 		t.Fatal(err)
 	}
 	return string(b), st
+}
+
+// lcpMin is the least of o.lcp over any range, checked against a plain
+// walk on random lcp tables of every length up to 300 (partial last
+// blocks, ranges inside one block, across many, empty).
+func TestLcpMinMatchesWalk(t *testing.T) {
+	for n := 1; n <= 300; n++ {
+		o := &onlineSharing{lcp: make([]int32, n)}
+		for j := range o.lcp {
+			o.lcp[j] = int32((j*7919 + n*31) % 23)
+		}
+		x := newLazyIndex(o, nil, nil)
+		for lo := int32(0); lo < int32(n); lo++ {
+			for hi := lo - 1; hi < int32(n); hi++ {
+				want := int32(math.MaxInt32)
+				for j := lo; j <= hi; j++ {
+					want = min(want, o.lcp[j])
+				}
+				if got := x.lcpMin(lo, hi); got != want {
+					t.Fatalf("%d places: lcpMin(%d, %d) = %d, want %d", n, lo, hi, got, want)
+				}
+			}
+		}
+	}
 }
