@@ -77,6 +77,9 @@ func hicacheOf(c Cluster, dep *model.Deployment, kvTokens int64) (*replay.Offloa
 	if err := hicacheExtra(c, o); err != nil {
 		return nil, err
 	}
+	if err := hicacheStorageQuery(c, o); err != nil {
+		return nil, err
+	}
 	perNode := int64(min(c.Workers, node.GPUs/o.GPUsPerWorker))
 	// The host pool, per worker (all its ranks).
 	key, value := "scheduler.hicache_ratio", strconv.FormatFloat(g.HiCacheRatio, 'g', -1, 64)
@@ -115,6 +118,28 @@ func hicacheOf(c Cluster, dep *model.Deployment, kvTokens int64) (*replay.Offloa
 		return nil, c.bad(key, c.given[key], value, "more pages than a tier holds (2³¹−1); raise page_size")
 	}
 	return o, o.Validate(1)
+}
+
+// hicacheStorageQuery sets o's storage query time from the cluster's
+// hicache_storage_query_s (the simulator's coefficient, not an SGLang
+// argument: see replay.SGLangConfig.HiCacheStorageQuerySec), which only
+// an L3 tier has a use for.
+func hicacheStorageQuery(c Cluster, o *replay.Offload) error {
+	const key = "scheduler.hicache_storage_query_s"
+	v := c.Scheduler.HiCacheStorageQuerySec
+	from, given := c.given[key]
+	if !given && v == 0 {
+		return nil
+	}
+	text := strconv.FormatFloat(v, 'g', -1, 64)
+	if !(v >= 0) || v > 3600 {
+		return c.bad(key, from, text, "want a time in seconds from 0 to 3600")
+	}
+	if _, ok := replay.HiCacheStorageBackends[c.Scheduler.HiCacheStorageBackend]; !ok {
+		return c.bad(key, from, text, "a storage query needs an L3 tier (hicache_storage_backend)")
+	}
+	o.HiCache.StorageQuery = time.Duration(math.Round(v * 1e9))
+	return nil
 }
 
 // hicacheExtra reads the prefetch settings of SGLang's

@@ -23,6 +23,7 @@ scheduler:
   hicache_storage_backend: mooncake
   hicache_storage_prefetch_policy: timeout
   hicache_storage_backend_extra_config: '{"prefetch_threshold": 128, "prefetch_timeout_base": 0.5}'
+  hicache_storage_query_s: 0.141
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ scheduler:
 	}
 	h := o.HiCache
 	if h.PrefetchPolicy != replay.PrefetchTimeout || h.PrefetchThreshold != 128 || h.PrefetchTimeoutBase != 500*time.Millisecond ||
-		h.PrefetchTimeoutPerPage != time.Second/64 || h.Layers != 32 || o.WritePolicy != replay.WriteThrough {
+		h.PrefetchTimeoutPerPage != time.Second/64 || h.StorageQuery != 141*time.Millisecond || h.Layers != 32 || o.WritePolicy != replay.WriteThrough {
 		t.Errorf("hicache settings %+v, write policy %q", h, o.WritePolicy)
 	}
 	s, err = resolveFile(t, "workers: 8\nscheduler:\n  engine: sglang\n  page_size: 64\n  enable_hierarchical_cache: true\n  hicache_size: 100\n  hicache_write_policy: write_back\n  hicache_storage_backend: file\n")
@@ -72,6 +73,12 @@ func TestHiCacheBadInput(t *testing.T) {
 			"c.yaml:3: scheduler.kv_offloading_size: vLLM's offloading; SGLang's tiers are its HiCache"},
 		{"scheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\n  hicache_storage_backend: file\n  hicache_storage_backend_extra_config: '{\"prefetch_threshold\": 1.5}'\n",
 			"c.yaml:5: scheduler.hicache_storage_backend_extra_config: prefetch_threshold: want a whole number"},
+		{"scheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\n  hicache_storage_backend: file\n  hicache_storage_query_s: -0.1\n",
+			"c.yaml:5: scheduler.hicache_storage_query_s: -0.1: want a time in seconds from 0 to 3600"},
+		{"scheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\n  hicache_storage_query_s: 0.1\n",
+			"c.yaml:4: scheduler.hicache_storage_query_s: 0.1: a storage query needs an L3 tier"},
+		{"scheduler:\n  hicache_storage_query_s: 0.1\n",
+			"c.yaml:2: scheduler.hicache_storage_query_s: SGLang's HiCache needs engine: sglang"},
 	} {
 		_, err := resolveFile(t, c.text)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

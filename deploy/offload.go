@@ -33,7 +33,7 @@ func offloadOf(c Cluster, dep *model.Deployment, kvTokens int64) (*replay.Offloa
 		return hicacheOf(c, dep, kvTokens)
 	}
 	for _, k := range []string{"scheduler.enable_hierarchical_cache", "scheduler.hicache_ratio", "scheduler.hicache_size", "scheduler.hicache_write_policy",
-		"scheduler.hicache_storage_backend", "scheduler.hicache_storage_prefetch_policy", "scheduler.hicache_storage_backend_extra_config"} {
+		"scheduler.hicache_storage_backend", "scheduler.hicache_storage_prefetch_policy", "scheduler.hicache_storage_backend_extra_config", "scheduler.hicache_storage_query_s"} {
 		if from, ok := c.given[k]; ok {
 			return nil, c.bad(k, from, "", "SGLang's HiCache needs engine: sglang (vLLM's tiers: kv_offloading_size, kv_offloading_backend)")
 		}

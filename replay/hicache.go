@@ -33,8 +33,9 @@ import (
 //     build after the request reached the worker: _prefetch_kvcache
 //     from _add_request_to_queue) whose prompt past its L1+L2 match is
 //     at least prefetch_threshold tokens, an operation is issued whatever
-//     L3 holds; its storage query takes a round trip of the L3 path, and
-//     revokes it if L3 holds fewer than prefetch_threshold tokens of it,
+//     L3 holds; its storage query takes the prefetch thread's time
+//     (StorageQuery, one operation after another) and a round trip of
+//     the L3 path, and revokes it if L3 holds fewer than prefetch_threshold tokens of it,
 //     else those pages are fetched into L2 while the request waits. When
 //     the scheduler reaches it (check_prefetch_progress), best_effort
 //     takes the pages fetched so far (none at the build that issued it);
@@ -44,10 +45,12 @@ import (
 //     per-page time has passed; the fetched pages join L2 and load as L2
 //     hits.
 //
-// Departures: the query is one round trip whatever the pages (SGLang
-// hashes them in Python and asks batch_exists per batch of pages, then
-// all-reduces the hit count over the TP group) and the fetch starts with
-// it, not after it; a retracted request is not queried again;
+// Departures: the query is one round trip and one StorageQuery
+// whatever the pages (SGLang hashes them in Python and asks batch_exists
+// per batch of pages, then all-reduces the hit count over the TP group,
+// in one prefetch thread per rank: HiCacheController.
+// prefetch_thread_func), and the fetch starts when the operation is
+// issued, not after its query; a retracted request is not queried again;
 // SGLang's L2 evicts only pages the GPU no longer holds, here
 // L2 is LRU over all its pages; write_back's eviction waits for its writes
 // in SGLang, here they run in the background; a prefetch's progress is
@@ -164,7 +167,8 @@ func (o *offload) receive(w *worker, now trace.Time) {
 // only known when the controller's prefetch thread has hashed the pages
 // and asked the backend (HiCacheController.prefetch_thread_func,
 // _storage_hit_query: batch_exists), which here takes one round trip of
-// the L3 path (2 × its links' latency). A query that finds fewer than
+// the L3 path (2 × its links' latency) after the prefetch thread's
+// StorageQuery, the thread querying one operation at a time. A query that finds fewer than
 // prefetch_threshold tokens revokes the operation (prefetch_revoke_queue,
 // seen at the next build's check_revoked_prefetch); otherwise its pages
 // are fetched into L2 while r waits (prefetch_io_aux_func). Host memory
@@ -197,7 +201,11 @@ func (o *offload) issue(e *engine, w *worker, r *reqState, now trace.Time) error
 	for _, l := range o.storagePath(ow, t) {
 		rtt += 2 * o.nodes[ow.node].f.Link(l).Latency
 	}
-	pf := &hiPrefetch{node: ow.node, tier: t, start: now, queryEnd: now.Add(max(rtt, time.Nanosecond)), deadline: never, skipped: never}
+	// The prefetch thread takes the operations one at a time: this one's
+	// query starts when those before it have ended theirs.
+	busy := max(now, ow.queryFree).Add(h.StorageQuery)
+	ow.queryFree = busy
+	pf := &hiPrefetch{node: ow.node, tier: t, start: now, queryEnd: busy.Add(max(rtt, time.Nanosecond)), deadline: never, skipped: never}
 	if int64(len(fetch))*P < h.PrefetchThreshold || len(fetch) == 0 {
 		pf.revoked = true
 		r.pf = pf

@@ -336,3 +336,46 @@ func TestHiCacheStorageQueryRevoked(t *testing.T) {
 		}
 	}
 }
+
+// The prefetch thread's time per storage query (HiCache.StorageQuery),
+// which SGLang's one prefetch thread a rank spends on one operation
+// after another (HiCacheController.prefetch_thread_func). A and B (512
+// new tokens each, nothing in L3) reach an idle worker at 0 and their
+// operations are issued at its first build, under wait_complete. With
+// no query time both queries end after the round trip (0.802 ms) and A
+// and B share a step (1 ms + 1,024 × 10 µs). With 10 ms a query, A's
+// ends at 10 ms + the round trip and A runs alone (6.12 ms); B's starts
+// when A's ends and B runs after it, at 20 ms + the round trip.
+func TestHiCacheStorageQueryTime(t *testing.T) {
+	t.Parallel()
+	cfg, cost := hiConfig(200 * 16)
+	const rtt = 2 * 401 * time.Microsecond
+	stepA := ms + 512*10*time.Microsecond
+	for _, c := range []struct {
+		query        time.Duration
+		ttftA, ttftB time.Duration
+	}{
+		{0, rtt + ms + 1024*10*time.Microsecond, rtt + ms + 1024*10*time.Microsecond},
+		{10 * ms, 10*ms + rtt + stepA, 20*ms + rtt + stepA},
+	} {
+		spec := hiSpec(t, 1000, 0, 1000, PrefetchWaitComplete, 1)
+		spec.HiCache.StorageQuery = c.query
+		got, _ := runTiers(t, cfg, cost, spec, []*trace.Request{
+			withHashes(req("A", 0, 512, 1), 64, ids(1, 8)...),
+			withHashes(req("B", 0, 512, 1), 64, ids(100, 8)...),
+		})
+		for _, x := range []struct {
+			id   string
+			want time.Duration
+		}{{"A", c.ttftA}, {"B", c.ttftB}} {
+			if ttft := ttftNs(got[x.id]); ttft != x.want {
+				t.Errorf("query %v: %s's TTFT %v, want %v", c.query, x.id, ttft, x.want)
+			}
+		}
+	}
+	spec := hiSpec(t, 1000, 0, 1000, PrefetchWaitComplete, 1)
+	spec.HiCache.StorageQuery = -time.Nanosecond
+	if err := spec.Validate(1); err == nil {
+		t.Error("a negative storage query time passed Validate")
+	}
+}

@@ -95,14 +95,20 @@ type Offload struct {
 
 // A HiCache holds the settings of SGLang's hierarchical cache that are
 // not tier sizes: the L3 prefetch policy and its figures (SGLang's
-// hicache_storage_backend_extra_config), and the forward's layers, over
-// which a load from host memory overlaps the step's compute.
+// hicache_storage_backend_extra_config), the prefetch thread's time per
+// storage query, and the forward's layers, over which a load from host
+// memory overlaps the step's compute.
 type HiCache struct {
 	PrefetchPolicy         string        // best_effort, wait_complete or timeout
 	PrefetchThreshold      int64         // tokens: a smaller storage hit is not fetched
 	PrefetchTimeoutBase    time.Duration // timeout policy: base
 	PrefetchTimeoutPerPage time.Duration // and per page fetched
-	Layers                 int64         // layers of the forward pass (≥ 1)
+	// StorageQuery is the prefetch thread's time for one operation's
+	// storage query past the L3 links' round trip (hashing its pages,
+	// batch_exists, the TP all-reduce of the hit count), one operation at
+	// a time (hicache.go); 0: the round trip alone.
+	StorageQuery time.Duration
+	Layers       int64 // layers of the forward pass (≥ 1)
 }
 
 // Validate reports an Offload the replay cannot run.
@@ -126,8 +132,8 @@ func (o *Offload) Validate(blockSize int64) error {
 		switch {
 		case h.PrefetchPolicy != PrefetchBestEffort && h.PrefetchPolicy != PrefetchWaitComplete && h.PrefetchPolicy != PrefetchTimeout:
 			return fmt.Errorf("offload: prefetch policy %q", h.PrefetchPolicy)
-		case h.PrefetchThreshold < 0 || h.PrefetchTimeoutBase < 0 || h.PrefetchTimeoutPerPage < 0:
-			return fmt.Errorf("offload: negative prefetch threshold or timeout")
+		case h.PrefetchThreshold < 0 || h.PrefetchTimeoutBase < 0 || h.PrefetchTimeoutPerPage < 0 || h.StorageQuery < 0:
+			return fmt.Errorf("offload: negative prefetch threshold, timeout or storage query time")
 		case h.Layers < 1:
 			return fmt.Errorf("offload: %d layers", h.Layers)
 		case o.DiskBlocks > 0 && o.RemoteBlocks > 0:
@@ -189,6 +195,7 @@ type offWorker struct {
 	wb          []uint64    // scratch of writeBack
 	hits        []int32     // scratch: the slots hostRun or prefetch found (vLLM: lookup)
 	unissued    []*reqState // HiCache L3: requests whose prefetch the next build issues (receive)
+	queryFree   trace.Time  // HiCache L3: when the prefetch thread ends the queries issued so far
 }
 
 // An xfer is a transfer in flight: a load of blocks into a request's GPU

@@ -267,6 +267,14 @@ type SGLangConfig struct {
 	// prefetch_threshold (tokens, default 256), prefetch_timeout_base
 	// (s, default 1) and prefetch_timeout_per_ki_token (s, default 0.25).
 	HiCacheStorageBackendExtraConfig string `yaml:"hicache_storage_backend_extra_config,omitempty"`
+	// HiCacheStorageQuerySec is not SGLang's: the simulator's time, in
+	// seconds, the prefetch thread spends on one L3 prefetch operation's
+	// storage query (hashing the pages, batch_exists, the TP all-reduce
+	// of the hit count) past the L3 links' round trip, the thread taking
+	// one operation at a time; a request under wait_complete or timeout
+	// is not scheduled before its query ends. Default 0: the round trip
+	// alone.
+	HiCacheStorageQuerySec float64 `yaml:"hicache_storage_query_s,omitempty"`
 }
 
 // HiCache write and prefetch policies, and storage backends (SGLang's
@@ -363,7 +371,7 @@ func sglangValidate(s SchedulerConfig, bad func(field, format string, args ...an
 		bad("scheduler.hicache_storage_prefetch_policy", "unknown policy %q (want %s, %s or %s)", g.HiCacheStoragePrefetchPolicy, PrefetchBestEffort, PrefetchWaitComplete, PrefetchTimeout)
 	}
 	hi := g.HiCacheRatio != 0 || g.HiCacheSize != 0 || g.HiCacheWritePolicy != "" || g.HiCacheStorageBackend != "" ||
-		g.HiCacheStoragePrefetchPolicy != "" || g.HiCacheStorageBackendExtraConfig != ""
+		g.HiCacheStoragePrefetchPolicy != "" || g.HiCacheStorageBackendExtraConfig != "" || g.HiCacheStorageQuerySec != 0
 	if hi && !g.EnableHierarchicalCache {
 		bad("scheduler.enable_hierarchical_cache", "the hicache_* settings need enable_hierarchical_cache: true")
 	}
