@@ -182,11 +182,17 @@ func summaryTable(s *analyze.Summary, pcts []float64) table {
 			if !ok {
 				continue
 			}
+			// The JSON keeps vLLM's keys for what the per-request data
+			// gives (0 here) and the source's figure as reported_KEY,
+			// so that a script reading "completed" is not handed the
+			// source's count as if it were recomputed.
 			if f, isNum := v.(float64); isNum && k.count && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 				t.text(k.label, int64(f))
+				t.json("reported_"+k.key, int64(f))
 				continue
 			}
 			t.add(row{label: k.label, value: v, fixed: true})
+			t.json("reported_"+k.key, v)
 		}
 	}
 	t.both(label("Successful requests:"), "completed", s.Completed)

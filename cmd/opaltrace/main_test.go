@@ -130,6 +130,11 @@ func TestStatsSummaryOnlyIsReported(t *testing.T) {
 	if got["p99_e2el_ms"] != 876.8009717071254 {
 		t.Errorf("p99_e2el_ms = %v, want the file's 876.8009717071254", got["p99_e2el_ms"])
 	}
+	// The source's counts are in the JSON as reported_KEY; vLLM's keys
+	// stay what the per-request data gives.
+	if got["reported_completed"] != float64(8) || got["completed"] != float64(0) {
+		t.Errorf("reported_completed = %v, completed = %v; want the file's 8 and 0", got["reported_completed"], got["completed"])
+	}
 	out, _, err := opaltrace(t, "stats", path)
 	if err != nil {
 		t.Fatal(err)
