@@ -225,11 +225,13 @@ func aiperfSummary(run *trace.Run, b []byte, path string) *SyntaxError {
 		// the prompt length where every prompt had it (AIPerf's
 		// synthetic prompts, --isl with no stddev), the output length
 		// asked for (--osl).
-		if isl, ok := s.Records["input_sequence_length"]; ok && isl.Unit == "tokens" && isl.Std.Set && isl.Std.V == 0 && wholeCount(isl.Avg) {
-			run.Workload.InputLen = int(isl.Avg.V)
+		if isl, ok := s.Records["input_sequence_length"]; ok && isl.Unit == "tokens" && isl.Std.Set && isl.Std.V == 0 {
+			if n, _ := isl.Avg.count(); n.OK && n.V > 0 {
+				run.Workload.InputLen = int(n.V)
+			}
 		}
-		if osl := s.InputConfig.Input.Prompt.OutputTokens.Mean; wholeCount(osl) {
-			run.Workload.OutputLen = int(osl.V)
+		if n, _ := s.InputConfig.Input.Prompt.OutputTokens.Mean.count(); n.OK && n.V > 0 {
+			run.Workload.OutputLen = int(n.V)
 		}
 	}
 	return nil
@@ -361,10 +363,4 @@ func parseAIPerf(run *trace.Run, line []byte, index int, file string, lineNo int
 		return aiperfRow{}, fe.msg
 	}
 	return row, ""
-}
-
-// wholeCount reports whether v is a positive whole number that fits an
-// int32.
-func wholeCount(v optNum) bool {
-	return v.Set && v.V >= 1 && v.V < 1<<31 && v.V == math.Trunc(v.V)
 }

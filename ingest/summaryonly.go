@@ -78,12 +78,7 @@ func jsonObject(b []byte, file string) (map[string]json.RawMessage, *SyntaxError
 	lines := lineCounter{b: b}
 	var top map[string]json.RawMessage
 	if err := dec.Decode(&top); err != nil {
-		off := int(dec.InputOffset())
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			off = int(se.Offset)
-		}
-		return nil, badAt(file, lines.at(off), "invalid JSON: %v", err)
+		return nil, badAt(file, jsonErrLine(b, err, int(dec.InputOffset())), "invalid JSON: %v", err)
 	}
 	if top == nil {
 		return nil, badAt(file, 1, "not a JSON object")
@@ -97,25 +92,27 @@ func jsonObject(b []byte, file string) (map[string]json.RawMessage, *SyntaxError
 // unmarshalAt decodes b, the whole of file, into v; a failure is a
 // SyntaxError at the line where decoding failed.
 func unmarshalAt(b []byte, file string, v any) *SyntaxError {
-	err := json.Unmarshal(b, v)
-	if err == nil {
-		return nil
+	if err := json.Unmarshal(b, v); err != nil {
+		return &SyntaxError{File: file, Line: jsonErrLine(b, err, 0), Msg: err.Error()}
 	}
-	off := -1
+	return nil
+}
+
+// jsonErrLine is the line of b where decoding failed with err: that of
+// the offending byte (a syntax or type error's offset counts the bytes
+// read, that one included), else that of offset fallback.
+func jsonErrLine(b []byte, err error, fallback int) int {
+	off := fallback
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		off = int(se.Offset) - 1 // the offending byte: Offset bytes were read
+		off = int(se.Offset) - 1
 	case errors.As(err, &te):
 		off = int(te.Offset) - 1
 	}
-	line := 1
-	if off > 0 {
-		lines := lineCounter{b: b}
-		line = lines.at(off)
-	}
-	return &SyntaxError{File: file, Line: line, Msg: err.Error()}
+	lines := lineCounter{b: b}
+	return lines.at(max(off, 0))
 }
 
 // summaryNotKept is the warning for a summary beside a per-request file
