@@ -448,13 +448,27 @@ func (v *vllm) decodeStep(w *worker, now trace.Time) bool {
 // steps whose token opens or fills a block.
 func (v *vllm) steadyStart(w *worker) int64 { return v.nextGrow(w, 0) }
 
+// steadyAlloc grows, at step j, the running requests whose token needs
+// it (growAt), in order, as decodeStep does, and returns nextGrow then.
+//
+// Note: one pass, which tests each request's step inline and calls grow
+// only for those due: a call per request to test it, and a second pass
+// for nextGrow, cost a batch a call per request whenever one of them was
+// due (on the autoscaled Mooncake replay 1.33 million calls for 470,000
+// grows, 34 M instructions).
 func (v *vllm) steadyAlloc(w *worker, j int64) (next int64, ok bool) {
+	next = int64(1) << 62
 	for _, r := range w.running {
-		if !v.growFor(r, j) {
-			return 0, false
+		at := v.growAt(r)
+		if at <= j {
+			if !v.grow(r, j+1) {
+				return 0, false
+			}
+			at = v.growAt(r)
 		}
+		next = min(next, at)
 	}
-	return v.nextGrow(w, j), true
+	return max(next, j), true
 }
 
 // nextGrow returns the first step, counted from the start of steadySteps
@@ -476,15 +490,6 @@ func (v *vllm) growAt(r *reqState) int64 {
 		at = min(at, (r.hashed+1)*v.bs-r.computed-1)
 	}
 	return at
-}
-
-// growFor does, at step j of steadySteps, what decodeStep does for r:
-// grow its blocks for its next token when that needs it.
-func (v *vllm) growFor(r *reqState, j int64) bool {
-	if v.growAt(r) > j {
-		return true
-	}
-	return v.grow(r, j+1)
 }
 
 func (v *vllm) stepEnded(*worker) {}
