@@ -169,8 +169,11 @@ type autoscaler struct {
 	period  time.Duration
 	state   []slotState
 	readyAt []trace.Time // starting slots: when they are ready
-	since   []trace.Time // when the slot last left slotOff
-	recs    []rec        // recommendations within the longest window
+	// nextReady: no starting slot is ready before it (never: none
+	// starts), so that promote, at every routed arrival, need not look.
+	nextReady trace.Time
+	since     []trace.Time // when the slot last left slotOff
+	recs      []rec        // recommendations within the longest window
 
 	arrivals  int64 // in the current sync period
 	met, done int64 // completions in the period: meeting the SLO, all
@@ -295,6 +298,8 @@ func newAutoscaler(cfg AutoscaleConfig, workers, slots int) *autoscaler {
 		state:   make([]slotState, slots),
 		readyAt: make([]trace.Time, slots),
 		since:   make([]trace.Time, slots),
+
+		nextReady: never,
 	}
 	for i := range min(max(workers, cfg.MinReplicas), cfg.MaxReplicas) {
 		a.state[i] = slotReady
@@ -334,11 +339,20 @@ func (e *engine) allDone() bool {
 // promote makes the starting workers whose start-up has ended ready.
 func (e *engine) promote(now trace.Time) {
 	a := e.scale
+	if now < a.nextReady {
+		return
+	}
 	changed := false
+	a.nextReady = never
 	for i, s := range a.state {
-		if s == slotStarting && a.readyAt[i] <= now {
+		if s != slotStarting {
+			continue
+		}
+		if a.readyAt[i] <= now {
 			a.state[i] = slotReady
 			changed = true
+		} else {
+			a.nextReady = min(a.nextReady, a.readyAt[i])
 		}
 	}
 	if changed {
@@ -421,6 +435,7 @@ func (e *engine) autoscale(now trace.Time) {
 			e.online.resetWorker(i)
 		}
 		a.state[i], a.readyAt[i], a.since[i] = slotStarting, now.Add(a.cfg.startup()), now
+		a.nextReady = min(a.nextReady, a.readyAt[i])
 	}
 	for ; current > desired; current-- {
 		if i := a.newest(slotStarting); i >= 0 {

@@ -123,6 +123,17 @@ func (v *vllm) build(w *worker, now trace.Time) {
 	for i := 0; i < len(w.running) && budget > 0; {
 		r := w.running[i]
 		n := min(r.numTokens()-r.computed, budget)
+		if total := r.computed + n; total <= int64(len(r.blocks))*v.bs && (!v.prefix || total < (r.hashed+1)*v.bs) {
+			// grow has nothing to do (decodeStep's test): no block
+			// to open, no hash to commit. Most of a step's running
+			// requests decode: on the autoscaled Mooncake replay,
+			// whose batches are larger, the calls cost 10 M
+			// instructions.
+			w.add(r, n, now)
+			budget -= n
+			i++
+			continue
+		}
 		ok := true
 		for !v.grow(r, n) {
 			victim := w.running[len(w.running)-1]
@@ -320,9 +331,12 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 				// Release learns from r.hashed that it is
 				// cached, and its hash is recorded only if r is
 				// preempted (preempt), the one case it is asked
-				// for.
-				if n := min(full, v.indexed(r)); k < n {
-					v.kv.CommitAll(r.blocks[k:n], c.Hashes(k, n))
+				// for. Past its prompt's blocks (decoding) none
+				// is indexed: indexed is at most prompt/bs.
+				if k*v.bs < r.prompt {
+					if n := min(full, v.indexed(r)); k < n {
+						v.kv.CommitAll(r.blocks[k:n], c.Hashes(k, n))
+					}
 				}
 				k = full
 			}
@@ -352,7 +366,12 @@ func (v *vllm) allocate(r *reqState, n int64) bool {
 	case !v.prefix:
 		named = 0
 	case r.preemptions == 0 && !v.eager:
-		named = min(max(v.indexed(r)-int64(len(r.blocks)), 0), n)
+		named = 0
+		if int64(len(r.blocks))*v.bs < r.prompt {
+			// Else r holds its prompt's blocks, all that can be
+			// indexed (indexed is at most prompt/bs): it decodes.
+			named = min(max(v.indexed(r)-int64(len(r.blocks)), 0), n)
+		}
 	}
 	v.reserve(r)
 	var ok bool

@@ -160,7 +160,7 @@ func (w *worker) emitTokens(now trace.Time) {
 				}
 			}
 		case w.stream == 1 || (r.out-1)%w.stream == 0 || r.out == r.maxOut:
-			r.itl = append(r.itl, now.Sub(r.lastChunk).Seconds())
+			r.itl = append(r.itl, stepSeconds(now.Sub(r.lastChunk)))
 			r.lastChunk = now
 		}
 		r.lastTok = now
