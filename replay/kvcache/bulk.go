@@ -1,5 +1,7 @@
 package kvcache
 
+import "encoding/binary"
+
 // Lookups, commits and acquisitions of a stretch of a request's blocks
 // in one call.
 //
@@ -23,50 +25,138 @@ package kvcache
 func (c *Cache) LookupAll(dst []int32, hs []uint64) []int32 {
 	n := len(dst)
 	dst = grow(dst, len(hs))
-	found := lookupAll(dst[n:n+len(hs)], hs, c.hashes, c.index.slots, c.index.mask)
+	found := lookupAll(dst[n:n+len(hs)], hs, c.index.slots, c.index.mask)
 	return dst[:n+found]
 }
 
 // lookupAll is LookupAll's loop: it writes the blocks of hs's leading
 // hits to out, as long, and returns how many.
-func lookupAll(out []int32, hs, hashes, slots []uint64, mask uint64) int {
+//
+// Note: the hashes of a prefix are mostly consecutive members of a
+// group on consecutive ids (index), so a hit in the first entry of its
+// key (no earlier entry can hold an earlier copy of a member) goes on
+// along the entry's line while the hashes are its next members and it
+// holds them, without a probe.
+func lookupAll(out []int32, hs []uint64, slots []islot, mask uint64) int {
 	out = out[:len(hs)]
-	for x, h := range hs {
-		fp := fingerprint(h)
-		i := uint64(fp) & mask
+	for x := 0; x < len(hs); {
+		h := hs[x]
+		k, j := keyOf(h)
+		bit := uint64(1) << (memberShift + j)
+		i := home(k, mask)
+		first := true // no entry of k before slot i
 		for {
 			s := slots[i]
-			if s == 0 {
+			if s.meta == 0 {
 				return x
 			}
-			if f, b := unpack(s); f == fp && hashes[b] == h {
-				out[x] = b
+			if s.key == k {
+				if s.meta&bit != 0 {
+					break
+				}
+				first = false
+			}
+			i = (i + 1) & mask
+		}
+		m := slots[i].meta
+		b := blockAt(m, j)
+		out[x] = b
+		x++
+		if !first {
+			continue
+		}
+		d := int32(1)
+		if m&descBit != 0 {
+			d = -1
+		}
+		if j == 0 && m>>memberShift == 1<<groupLen-1 && len(hs)-x >= groupLen-1 &&
+			nextMembers((*[groupLen - 1]uint64)(hs[x:x+groupLen-1]), h) {
+			// A whole group, all of it in the entry.
+			fillLine((*[groupLen - 1]int32)(out[x:x+groupLen-1]), b, d)
+			x += groupLen - 1
+			continue
+		}
+		for ; x < len(hs) && bit < 1<<(memberShift+groupLen-1); x++ {
+			h += contStep
+			bit <<= 1
+			if hs[x] != h || m&bit == 0 {
 				break
 			}
-			if i += probeStride; i > mask {
-				i = (i + 1) & (probeStride - 1) // index.next
-			}
+			b += d
+			out[x] = b
 		}
 	}
 	return len(hs)
 }
 
+// ones has a 1 in each byte: a flag times ones is the flag in each of
+// eight blocks' flags read as one word.
+const ones = 0x0101010101010101
+
 // CommitAll commits hs[i] to blocks[i], in order, as Commit does; the two
 // are as long.
+//
+// Note: a stretch of blocks on consecutive ids whose hashes are
+// consecutive members of a group (index), a prefix's mostly, is one
+// insert.
 func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 	flags, hashes := c.flags, c.hashes
 	slots, mask := c.index.slots, c.index.mask // index.add's, in locals
+	blocks = blocks[:len(hs)]
 	added := 0
-	for i, b := range blocks[:len(hs)] {
+	for i := 0; i < len(hs); {
+		b, h := blocks[i], hs[i]
 		if flags[b]&fRecorded != 0 {
+			i++
 			continue
 		}
-		h := hs[i]
+		k, j := keyOf(h)
+		if j == 0 && len(hs)-i >= groupLen && nextMembers((*[groupLen - 1]uint64)(hs[i+1:i+groupLen]), h) {
+			// A whole group on a line of ids, none committed: one
+			// entry. (The group's flags as one word.)
+			bl := (*[groupLen - 1]int32)(blocks[i+1 : i+groupLen])
+			if d := bl[0] - b; (d == 1 || d == -1) && onLine(bl, b, d) {
+				lo := min(b, b+(groupLen-1)*d)
+				fl := flags[lo : lo+groupLen]
+				if binary.LittleEndian.Uint64(fl)&(uint64(fRecorded)*ones) == 0 {
+					g := (*[groupLen]uint64)(hs[i : i+groupLen])
+					hr := (*[groupLen]uint64)(hashes[lo : lo+groupLen])
+					if d > 0 {
+						*hr = *g
+					} else {
+						hr[0], hr[1], hr[2], hr[3] = g[7], g[6], g[5], g[4]
+						hr[4], hr[5], hr[6], hr[7] = g[3], g[2], g[1], g[0]
+					}
+					binary.LittleEndian.PutUint64(fl, uint64(fHashed|fRecorded)*ones)
+					insert(slots, mask, k, line(b, 0, groupLen, d < 0))
+					added += groupLen
+					i += groupLen
+					continue
+				}
+			}
+		}
 		hashes[b] = h
 		flags[b] = fHashed | fRecorded
-		fp := fingerprint(h)
-		slots[freeSlot(slots, mask, fp)] = pack(fp, b)
-		added++
+		// The stretch: blocks b, b+d, b+2d, … with hashes h,
+		// h+contStep, h+2·contStep, …
+		n, d := 1, int32(0)
+		for i+n < len(hs) && j+uint(n) < groupLen {
+			bn := blocks[i+n]
+			if n == 1 {
+				if d = bn - b; d != 1 && d != -1 {
+					break
+				}
+			}
+			if bn != b+d*int32(n) || hs[i+n] != h+uint64(n)*contStep || flags[bn]&fRecorded != 0 {
+				break
+			}
+			hashes[bn] = hs[i+n]
+			flags[bn] = fHashed | fRecorded
+			n++
+		}
+		insert(slots, mask, k, line(b, j, uint(n), d < 0))
+		added += n
+		i += n
 	}
 	c.index.n += added
 }

@@ -130,8 +130,15 @@ func bulkMatchesOneByOne(t *testing.T, s1, s2 uint64, ops int, n int64) (looked,
 	a, b := New(n), New(n)
 	chains := make([][]uint64, 4)
 	for i := range chains {
+		// Mostly the next member of the previous hash's group (the
+		// index's stretches: Hash's continuations), at times a hash
+		// of its own.
 		for k := range 24 {
-			chains[i] = append(chains[i], uint64(i+1)<<40|uint64(k+1)<<8|uint64(rng.IntN(4)))
+			h := uint64(i+1)<<40 | uint64(k+1)<<8 | uint64(rng.IntN(2)*rng.IntN(8))
+			if k > 0 && rng.IntN(8) != 0 {
+				h = chains[i][k-1] + contStep
+			}
+			chains[i] = append(chains[i], h)
 		}
 	}
 	type req = bulkReq
@@ -306,5 +313,56 @@ func TestKeptKeepsAnswers(t *testing.T) {
 	mustCheck(t, c)
 	if keptAfterDrop < 1000 {
 		t.Fatalf("%d of %d checks kept hits across drops: not exercised", keptAfterDrop, checks)
+	}
+}
+
+// A whole group committed on a line of ids, ascending or descending
+// (CommitAll's one insert), or past a group's end, is what committing
+// its blocks one by one gives: the same lookups, a consistent cache, and
+// every hash gone once its blocks are evicted.
+func TestCommitAllLines(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		first uint64 // the first hash's low bits: its member
+		desc  bool
+		n     int
+	}{
+		{"ascending group", 0x1000, false, groupLen},
+		{"descending group", 0x1000, true, groupLen},
+		{"descending groups", 0x1000, true, 3 * groupLen},
+		{"ascending across groups", 0x1003, false, 2 * groupLen},
+		{"descending across groups", 0x1005, true, 2*groupLen + 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := New(64), New(64)
+			ta, _ := a.Allocate(nil, int64(c.n))
+			tb, _ := b.Allocate(nil, int64(c.n))
+			if c.desc {
+				slices.Reverse(ta)
+				slices.Reverse(tb)
+			}
+			hs := []uint64{7<<40 | c.first}
+			for len(hs) < c.n {
+				hs = append(hs, hs[len(hs)-1]+contStep)
+			}
+			a.CommitAll(ta, hs)
+			for i, h := range hs {
+				b.Commit(tb[i], h)
+			}
+			mustCheck(t, a)
+			if got, want := a.LookupAll(nil, hs), b.LookupAll(nil, hs); !slices.Equal(got, want) || !slices.Equal(got, ta) {
+				t.Fatalf("lookups %v, one by one %v, table %v", got, want, ta)
+			}
+			if a.NumCached() != c.n {
+				t.Fatalf("%d cached, want %d", a.NumCached(), c.n)
+			}
+			a.Release(ta, int64(c.n))
+			mustCheck(t, a)
+			a.Allocate(nil, 64)
+			mustCheck(t, a)
+			if a.NumCached() != 0 || len(a.LookupAll(nil, hs)) != 0 {
+				t.Fatalf("%d cached after evicting every block", a.NumCached())
+			}
+		})
 	}
 }

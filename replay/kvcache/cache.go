@@ -3,6 +3,7 @@ package kvcache
 import (
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // A Cache is one worker's pool of GPU KV blocks with a full-block prefix
@@ -209,7 +210,7 @@ func (c *Cache) NumCached() int { return c.index.n }
 
 // Lookup returns the block holding content with hash h.
 func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
-	return c.index.get(h, c.hashes)
+	return c.index.get(h)
 }
 
 // Drops returns a count that changes whenever a block with an id loses
@@ -745,7 +746,7 @@ func (c *Cache) Check() error {
 			return fmt.Errorf("kvcache: block %d has flags %#x and hash %#x", b, f, h)
 		}
 		if h != 0 && f&fPrivate == 0 {
-			if _, ok := c.index.get(h, c.hashes); !ok {
+			if _, ok := c.index.get(h); !ok {
 				return fmt.Errorf("kvcache: block %d hash %#x not indexed", b, h)
 			}
 			cached++
@@ -763,10 +764,28 @@ func (c *Cache) Check() error {
 	if cached != c.index.n {
 		return fmt.Errorf("kvcache: %d hashed blocks, %d index entries", cached, c.index.n)
 	}
+	entered := make([]bool, n) // blocks in an entry
+	inEntries := 0
 	for _, s := range c.index.slots {
-		if fp, b := unpack(s); s != 0 && (b < 0 || b >= n || state[b] != inRun || c.hashes[b] == 0 || c.flags[b]&fPrivate != 0 || fingerprint(c.hashes[b]) != fp) {
-			return fmt.Errorf("kvcache: index entry %#x for block %d", fp, b)
+		if s.meta == 0 {
+			continue
 		}
+		members := s.meta >> memberShift
+		if members == 0 || members >= 1<<groupLen || s.key&(groupLen-1) != 0 {
+			return fmt.Errorf("kvcache: index entry %#x holds members %#x", s.key, members)
+		}
+		for m := members; m != 0; m &= m - 1 {
+			j := uint(bits.TrailingZeros64(m))
+			b := blockAt(s.meta, j)
+			if b < 0 || b >= n || state[b] != inRun || entered[b] || c.hashes[b] != s.key+uint64(j)*contStep || c.flags[b]&fPrivate != 0 {
+				return fmt.Errorf("kvcache: index entry %#x holds block %d as member %d", s.key, b, j)
+			}
+			entered[b] = true
+			inEntries++
+		}
+	}
+	if inEntries != c.index.n {
+		return fmt.Errorf("kvcache: index entries hold %d blocks, count %d", inEntries, c.index.n)
 	}
 	return nil
 }

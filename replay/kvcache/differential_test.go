@@ -140,7 +140,10 @@ func cacheMatchesReference(t *testing.T, s1, s2 uint64, n, ops int) diffStats {
 		x.shared = rng.IntN(x.size + 1)
 		for k := range x.size {
 			if k < x.shared {
-				x.hashes = append(x.hashes, uint64(x.chain+1)<<40|uint64(k+1)<<8|5)
+				// Consecutive members of the index's groups
+				// (Hash's continuations), from member 0 of
+				// one (chain 0: whole groups) or another.
+				x.hashes = append(x.hashes, uint64(x.chain+1)<<40|uint64(3*x.chain)+uint64(k)*contStep)
 			} else {
 				x.hashes = append(x.hashes, 1<<62|uint64(x.id)<<16|uint64(k))
 			}

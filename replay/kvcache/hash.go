@@ -28,8 +28,8 @@ type BlockHasher struct {
 	SharedIDs int
 }
 
-// slotRun is the number of consecutive blocks whose hashes have
-// consecutive low halves (Hash): the index slots of a 64-byte cache line.
+// slotRun is the number of consecutive blocks whose hashes step by
+// contStep (Hash): one group of the cache index (keyOf).
 const slotRun = 8
 
 // Root is the hash that precedes block 0 in every chain.
@@ -59,20 +59,18 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 // mix, or an addition, instead of three mixes, and hashing was the
 // largest item of a replay whose router sends sharers together. The
 // hashes are identities only: nothing orders or
-// picks by their values (the index confirms a fingerprint against the
-// full hash, and returns the earliest of equal ones), so no result
-// changed.
+// picks by their values (the index compares whole hashes, and returns
+// the earliest of equal ones), so no result changed.
 //
-// Note: the low half of the hash is the cache index's home slot
-// (fingerprint). Along runs of slotRun blocks (k from a multiple of
-// slotRun) inside one trace block, or among a request's private blocks,
-// it is one more than block k−1's, and random at the start of each run,
-// so that the blocks a request commits, finds or evicts one after the
-// other share a cache line of the index. Longer runs (a whole trace
-// block) merged the table's probe runs into long clusters, and the
-// lookups that miss scan a cluster to its end. The high half is random
-// at each run's start, and block k's hash still depends on all of its
-// content through prev.
+// Note: along runs of slotRun blocks (k from a multiple of slotRun)
+// inside one trace block, a shared block's hash is block k−1's plus
+// contStep, and a run's first hash has its low three bits 0: so a run's
+// hashes are members 0, 1, … of one group of the cache index (keyOf),
+// which holds the blocks a request commits, finds or evicts one after
+// the other as one entry. The run's first hash is random in its other
+// bits, and block k's hash still depends on all of its content through
+// prev. (Among a request's private blocks the low half goes up by one
+// too; they are indexed only after a preemption.)
 func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	first := k * h.EngineBlock
 	last := first + h.EngineBlock - 1
@@ -95,7 +93,7 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 			// names other tokens.
 			x = mix(x, uint64(h.TraceBlock), 2)
 			x = mix(x, uint64(k), 4)
-			low = uint32(x)
+			low = uint32(x) &^ (slotRun - 1) // member 0 (runStart)
 		}
 	} else {
 		x = mix(h.Unique, 0x7072697661746521, 3) // "private!"
@@ -116,18 +114,20 @@ const continuation = 9
 
 // runStart returns the hash of continuation k that starts a run of
 // slotRun blocks (Hash), given the hash of the block before it, prev:
-// its position mixed in, never 0.
+// its position mixed in, its low three bits 0 (member 0 of its group in
+// the cache index), never 0 (then 1).
 func runStart(prev uint64, k int64) uint64 {
-	x := mix(prev, uint64(k), continuation)
+	x := mix(prev, uint64(k), continuation) &^ (slotRun - 1)
 	if x == 0 {
 		x = 1
 	}
 	return x
 }
 
-// contStep is what step adds: its low half 1, so that the index's home
-// slot moves on by one; its high half odd, so that the blocks of a run
-// differ in the high half too (TierKey keeps only that half of a hash).
+// contStep is what step adds: its low half 1, so that a run's hashes are
+// the next members of one group of the cache index (keyOf); its high
+// half odd, so that the blocks of a run differ in the high half too
+// (TierKey keeps only that half of a hash).
 const contStep uint64 = 0x9e3779b9_00000001
 
 // step returns the hash of a continuation inside a run of slotRun blocks
@@ -140,12 +140,13 @@ const contStep uint64 = 0x9e3779b9_00000001
 // equal content gives equal hashes, and hashes of different blocks at one
 // position stay different, as prev's are. Blocks at other positions
 // collide only when the run starts of two chains differ by a multiple of
-// contStep below slotRun, 2⁻⁶⁴ per pair of runs as with a random hash.
+// contStep below slotRun, 2⁻⁶¹ per pair of runs (a run start has 61
+// random bits).
 // Mixing k in at every block (three multiplications, some 40
 // instructions with the block's bookkeeping) was the largest item of
 // BenchmarkReplayMooncakeRouters/sglang_cache_aware, whose router makes
 // every request hash its whole shared prefix; the run's first block is
-// still mixed, so that runs start at random home slots.
+// still mixed, so that runs start at random.
 func step(prev uint64) uint64 {
 	x := prev + contStep
 	if x == 0 {
@@ -354,7 +355,7 @@ func (c *Chain) extend(k int64) {
 		}
 		x = mix(x, uint64(tb), 2)
 		x = mix(x, uint64(n), 4)
-		low := uint32(x)
+		low := uint32(x) &^ (slotRun - 1) // as Hash's
 		// Block n ends in trace block last at offset end: the next
 		// starts after it.
 		j, off = last, end+1

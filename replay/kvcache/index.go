@@ -2,195 +2,350 @@ package kvcache
 
 import "math/bits"
 
-// An index maps block hashes to blocks: an open-addressing hash table with
-// linear probing and backward-shift deletion.
+// An index maps block hashes to blocks, a group of up to groupLen hashes
+// an entry: an open-addressing hash table with linear probing and
+// backward-shift deletion.
 //
-// Note: a Go map degraded badly under the cache's churn (every eviction
-// deletes, every commit inserts: millions of each per replay), spending
-// most of a replay probing past deleted slots; and with many workers the
-// tables outgrow the CPU caches, so each operation costs a memory access.
-// Here the table has a fixed power-of-two size of at least four times
-// the number of blocks, so it is never more than a quarter full and never
-// grows (see slotsPerBlock);
-// deletion moves entries back instead of leaving tombstones; and a slot is
-// 8 bytes: a 32-bit fingerprint of the hash (its low half, whose low bits
-// are also the home slot) and the block id + 1 (0: empty). A fingerprint
-// match is confirmed against the block's full hash, which the cache keeps.
-// BlockHasher gives the blocks of one trace block consecutive home slots,
-// so a prefix's blocks, which are committed together and evicted together,
-// share cache lines of the table instead of each missing the cache; with
-// random home slots the index's adds and deletes were half of a 4-worker
-// Mooncake replay.
+// Hashes fall into groups by their value alone: the group of h is its
+// key, h − j·contStep for j the low three bits of h (keyOf), whose low
+// three bits are therefore 0, and h is the group's j-th member. Along a
+// run of slotRun continuations a request's hashes start at a member 0
+// and step by contStep (Hash), so a run's blocks are the members of one
+// group; and a prefix's blocks mostly have consecutive ids, ascending or
+// descending (runs.go). An entry holds a group's key and the blocks of
+// some of its members whose ids lie on one line, ascending or descending
+// with the member (base ± j), with a bit per member it holds: so the
+// blocks a request commits, finds or evicts one after the other are one
+// entry's, probed for once, and a whole group is compared, written or
+// removed at once (nextMembers, CommitAll, lookupAll, unindex).
 //
-// Like vLLM's BlockPool, the index may hold several blocks with one hash.
+// Note: with an entry per block hash (8 bytes: a fingerprint and the
+// block), the index was a third of the cache's instructions on
+// BenchmarkReplayMooncakeRouters/sglang_cache_aware (deletes at eviction
+// 51 million instructions with their backward shifts 12, lookups 42,
+// inserts 39), as the router makes four times round-robin's prefix
+// hits, each a probe. An entry per group with the loops still a block
+// at a time cost more than that (1,019 million instructions for the
+// project's code, against 969): the probes it saved were one slot each,
+// at a quarter full, and a block's own bookkeeping in the loops was as
+// much; and with the groups' members at random places (the low bits of
+// a run's first hash not 0), a run fell into two groups.
+//
+// Like vLLM's BlockPool, the index may hold several blocks with one hash,
+// and get returns the earliest added that is still present. Entries of
+// one key share a home slot, and linear probing with backward-shift
+// deletion keeps the entries of one home slot in the order they were
+// added; a block joins an entry only if it is its key's last entry
+// (insert), so the first entry of a key that holds member j holds its
+// earliest added copy.
+//
+// Here the table has a fixed power-of-two size of at least slotsPerBlock
+// slots per block, so it never grows; deletion moves entries back
+// instead of leaving tombstones.
 type index struct {
-	slots []uint64
+	slots []islot
 	mask  uint64
-	// rowBits is log2 of the table's rows of probeStride slots: slot i's
-	// place in probe order is its residue class's rows, then its row
-	// (del's order).
-	rowBits uint
-	n       int
+	n     int // the blocks it holds
 }
 
-// probeStride is how far apart consecutive slots of a probe sequence
-// are: a probe goes from slot i to i+probeStride, and from a residue
-// class's last slot to the next class's first (next), so that the
-// sequence visits every slot once, and the table is linear probing over
-// the slots in that order (order).
-//
-// Note: a prefix's blocks have consecutive home slots, slotRun of them
-// (BlockHasher). Probing slot after slot, a run whose homes overlap
-// another's probed past the other's end for every one of its blocks
-// (four probes an add on sglang_cache_aware, with the table a quarter
-// full); probing a stride of slotRun apart, each of a run's blocks probes
-// its own residue class, where the other run holds one slot, as if the
-// homes were random; the run's blocks still share the cache lines of
-// their homes.
-const probeStride = slotRun
+// An islot is a slot of the index: a group's key and what its entry
+// holds (meta: 0 for an empty slot, else the line of the entry's blocks,
+// its base + baseBias in the low 30 bits and descBit, and its members'
+// bits from bit memberShift on).
+type islot struct {
+	key, meta uint64
+}
 
-// next returns the slot after i in probe order.
-func (x *index) next(i uint64) uint64 {
-	if i += probeStride; i > x.mask {
-		i = (i + 1) & (probeStride - 1)
+const (
+	// groupLen is how many hashes a group has: consecutive
+	// continuations (step), as many as Hash steps in a row.
+	groupLen = slotRun
+	// baseBias keeps a base that is below 0 (a line whose block 0 is
+	// not one of its members) positive, and an entry's meta nonzero.
+	baseBias    = groupLen
+	baseMask    = 1<<30 - 1
+	descBit     = 1 << 30
+	memberShift = 32
+)
+
+// keyOf returns the key of the group hash h is in, and its place there.
+//
+// Note: h − j·contStep only takes j from h's low half (contStep's is 1,
+// and j is at most that half's low bits), so the key's low three bits
+// are 0 and key + j·contStep is h again; the groups partition the
+// hashes, whatever their values.
+func keyOf(h uint64) (key uint64, j uint) {
+	j = uint(h) & (groupLen - 1)
+	return h - uint64(j)*contStep, j
+}
+
+// blockAt returns the block of member j of an entry with meta m.
+func blockAt(m uint64, j uint) int32 {
+	base := int32(m&baseMask) - baseBias
+	if m&descBit != 0 {
+		return base - int32(j)
 	}
-	return i
+	return base + int32(j)
 }
 
-// slotsPerBlock is how many slots, at least, the index has per block.
-//
-// Note: consecutive home slots (BlockHasher) make a prefix's blocks one
-// probe run, and runs from several prefixes merge into clusters that
-// every add, miss and delete scans to its end (backward-shift deletion
-// moves entries back across the rest of the cluster). At two slots a
-// block, with the router sending sharers together, the index was some
-// 300 million instructions of BenchmarkReplayMooncakeRouters/
-// sglang_cache_aware (deletes 75 instructions each, lookups 46); at
-// four, 70 million fewer (callgrind, the project's code, GC left out),
-// for 8 more bytes a block (1 MiB, not 512 KiB, for an H100's 26,528
-// blocks of llama-3.1-8b).
-const slotsPerBlock = 4
+// line returns the meta of an entry holding the n blocks b, b+1, …
+// (ascending: not desc) or b, b−1, … (desc) as members j, j+1, …,
+// j+n−1 (j+n ≤ groupLen).
+func line(b int32, j, n uint, desc bool) uint64 {
+	members := (uint64(1)<<n - 1) << j << memberShift
+	if desc {
+		return uint64(b+int32(j)+baseBias) | descBit | members
+	}
+	return uint64(b-int32(j)+baseBias) | members
+}
+
+// merge returns the meta of an entry that holds the blocks of entries
+// with metas m and n, and whether they can be one: their members differ
+// and their blocks lie on one line (an entry of one member lies on a
+// line either way).
+func merge(m, n uint64) (uint64, bool) {
+	mm, nm := m>>memberShift, n>>memberShift
+	if mm&nm != 0 {
+		return m, false
+	}
+	if nm&(nm-1) == 0 {
+		m, n, mm, nm = n, m, nm, mm // m is the one with one member, if any
+	}
+	jm := uint(bits.TrailingZeros64(mm))
+	if mm&(mm-1) != 0 {
+		// Both on lines of their own: the same one.
+		if m&(baseMask|descBit) != n&(baseMask|descBit) {
+			return m, false
+		}
+		return m | n, true
+	}
+	if bm := blockAt(m, jm); nm&(nm-1) != 0 {
+		// m's block on n's line.
+		if blockAt(n, jm) != bm {
+			return m, false
+		}
+		return n | m&^(baseMask|descBit), true
+	} else {
+		// Two blocks: ascending or descending with their members.
+		jn := uint(bits.TrailingZeros64(nm))
+		bn, d := blockAt(n, jn), int32(jn)-int32(jm)
+		switch {
+		case bn == bm+d:
+			return uint64(bm-int32(jm)+baseBias) | (mm|nm)<<memberShift, true
+		case bn == bm-d:
+			return uint64(bm+int32(jm)+baseBias) | descBit | (mm|nm)<<memberShift, true
+		}
+		return m, false
+	}
+}
+
+// slotsPerBlock is how many slots, at least, the index has per block:
+// an entry holds one block at least, so the table is at most half full;
+// on Mooncake's replays an entry holds four to eight.
+const slotsPerBlock = 2
 
 func newIndex(blocks int64) index {
 	size := uint64(16)
 	for size < slotsPerBlock*uint64(blocks) {
 		size <<= 1
 	}
-	return index{slots: make([]uint64, size), mask: size - 1, rowBits: uint(bits.TrailingZeros64(size / probeStride))}
+	return index{slots: make([]islot, size), mask: size - 1}
 }
 
-// fingerprint is the low half of h, which the home slot is taken from.
-// BlockHasher makes those bits consecutive along the engine blocks of one
-// trace block (see Hash), so that a prefix's blocks, added, found and
-// deleted one after the other, share cache lines of the table.
-func fingerprint(h uint64) uint32 { return uint32(h) }
-
-func pack(fp uint32, b int32) uint64 { return uint64(fp)<<32 | uint64(uint32(b)+1) }
-
-func unpack(s uint64) (fp uint32, b int32) { return uint32(s >> 32), int32(uint32(s)) - 1 }
-
-func (x *index) home(fp uint32) uint64 { return uint64(fp) & x.mask }
+// home returns the home slot of key k in a table with mask: the key's
+// bits above the three that are 0.
+func home(k, mask uint64) uint64 { return k >> 3 & mask }
 
 // get returns the block holding hash h; with several, the earliest added.
-// hashes holds each block's hash.
-func (x *index) get(h uint64, hashes []uint64) (int32, bool) {
-	fp := fingerprint(h)
-	for i := x.home(fp); x.slots[i] != 0; i = x.next(i) {
-		if f, b := unpack(x.slots[i]); f == fp && hashes[b] == h {
-			return b, true
+func (x *index) get(h uint64) (int32, bool) {
+	k, j := keyOf(h)
+	bit := uint64(1) << (memberShift + j)
+	slots, mask := x.slots, x.mask
+	for i := home(k, mask); slots[i].meta != 0; i = (i + 1) & mask {
+		if s := slots[i]; s.key == k && s.meta&bit != 0 {
+			return blockAt(s.meta, j), true
 		}
 	}
 	return 0, false
 }
 
 // add inserts h → b. Several blocks may hold the same hash (two requests
-// computed the same prefix at once); get returns the earliest added that is
-// still present, because linear probing with backward-shift deletion keeps
-// entries of one home slot in insertion order.
+// computed the same prefix at once); get returns the earliest added that
+// is still present.
 func (x *index) add(h uint64, b int32) {
-	fp := fingerprint(h)
-	x.slots[freeSlot(x.slots, x.mask, fp)] = pack(fp, b)
+	k, j := keyOf(h)
+	insert(x.slots, x.mask, k, line(b, j, 1, false))
 	x.n++
 }
 
-// freeSlot returns the first empty slot of fingerprint fp's probe
-// sequence (index.next) in slots, a table with mask, where add puts it.
+// insert adds the blocks of an entry with meta m, of key k, to slots, a
+// table with mask: to the key's last entry if they can join it (merge),
+// else as a new entry after it.
 //
-// Note: the callers that add many entries in a loop (CommitAll,
-// Promote) keep the table in locals and count the entries once; through
-// add, slots and mask were loaded from the cache at every entry.
-func freeSlot(slots []uint64, mask uint64, fp uint32) uint64 {
-	i := uint64(fp) & mask
-	for slots[i] != 0 {
-		if i += probeStride; i > mask {
-			i = (i + 1) & (probeStride - 1)
+// Note: only the last, so that a later entry of the key never holds an
+// earlier copy of a member (get).
+func insert(slots []islot, mask, k, m uint64) {
+	last := ^uint64(0)
+	i := home(k, mask)
+	for ; slots[i].meta != 0; i = (i + 1) & mask {
+		if slots[i].key == k {
+			last = i
 		}
 	}
-	return i
+	if last != ^uint64(0) {
+		lm := slots[last].meta
+		if lm&m>>memberShift == 0 && (lm^m)&(baseMask|descBit) == 0 {
+			slots[last].meta = lm | m // one line (merge's common case)
+			return
+		}
+		if u, ok := merge(lm, m); ok {
+			slots[last].meta = u
+			return
+		}
+	}
+	slots[i] = islot{key: k, meta: m}
+}
+
+// nextMembers reports whether g holds members 1, 2, … of the group whose
+// member 0 is h (h + contStep, h + 2·contStep, …).
+//
+// Note: all compared at once, their differences ORed (zero only if all
+// are), as followUp compares blocks: one at a time, a compare and a
+// branch each, the loops over a group's blocks cost as much as the
+// probes the groups save.
+func nextMembers(g *[groupLen - 1]uint64, h uint64) bool {
+	return (g[0]^(h+contStep))|(g[1]^(h+contStep2))|(g[2]^(h+contStep3))|(g[3]^(h+contStep4))|
+		(g[4]^(h+contStep5))|(g[5]^(h+contStep6))|(g[6]^(h+contStep7)) == 0
+}
+
+// contStep2 … contStep7 are 2·contStep … 7·contStep modulo 2⁶⁴ (what
+// step adds along a group: the constants themselves, as Go's constant
+// arithmetic does not wrap).
+const (
+	contStep2 uint64 = 0x3c6ef372_00000002
+	contStep3 uint64 = 0xdaa66d2b_00000003
+	contStep4 uint64 = 0x78dde6e4_00000004
+	contStep5 uint64 = 0x1715609d_00000005
+	contStep6 uint64 = 0xb54cda56_00000006
+	contStep7 uint64 = 0x5384540f_00000007
+)
+
+// fillLine sets o to the blocks b+d, b+2d, … (the rest of a group's line
+// from b).
+func fillLine(o *[groupLen - 1]int32, b, d int32) {
+	b1 := b + d
+	b2 := b1 + d
+	b3 := b2 + d
+	b4 := b3 + d
+	b5 := b4 + d
+	b6 := b5 + d
+	o[0], o[1], o[2], o[3], o[4], o[5], o[6] = b1, b2, b3, b4, b5, b6, b6+d
+}
+
+// onLine reports whether bl holds the blocks b+d, b+2d, …
+func onLine(bl *[groupLen - 1]int32, b, d int32) bool {
+	return (bl[0]^(b+d))|(bl[1]^(b+2*d))|(bl[2]^(b+3*d))|(bl[3]^(b+4*d))|
+		(bl[4]^(b+5*d))|(bl[5]^(b+6*d))|(bl[6]^(b+7*d)) == 0
 }
 
 // del removes the entry h → b, which must be present.
 func (x *index) del(h uint64, b int32) {
-	if i, ok := take(x.slots, x.mask, pack(fingerprint(h), b)); !ok {
-		x.shiftInto(i)
-	}
+	k, j := keyOf(h)
+	x.drop(find(x.slots, x.mask, k, j, b), j)
 	x.n--
 }
 
-// take finds entry want in slots, a table with mask, where it must be,
-// and empties its slot if no entry after it on its probe run may need
-// shifting back into it (the next slot in probe order is empty): it
-// returns the slot, and whether it emptied it.
-//
-// Note: most deletes are that case (1.55 of the 1.76 million on
-// BenchmarkReplayMooncakeRouters/sglang_cache_aware), and AllocateNamed
-// inlines it, where a call per evicted block made the compiler reload
-// the loop's values from the stack after each (a call clobbers every
-// register).
-func take(slots []uint64, mask, want uint64) (uint64, bool) {
-	i := want >> 32 & mask
-	for slots[i] != want {
-		if i += probeStride; i > mask {
-			i = (i + 1) & (probeStride - 1)
+// find returns the slot of the entry that holds block b as member j of
+// key k, in slots, a table with mask, where it must be. (Only one entry
+// can hold b, so its line through j names it.)
+func find(slots []islot, mask, k uint64, j uint, b int32) uint64 {
+	bit := uint64(1) << (memberShift + j)
+	i := home(k, mask)
+	for {
+		if s := slots[i]; s.meta&bit != 0 && s.key == k && blockAt(s.meta, j) == b {
+			return i
 		}
+		i = (i + 1) & mask
 	}
-	j := i + probeStride
-	if j > mask {
-		j = (j + 1) & (probeStride - 1)
+}
+
+// unindex removes the entries of the indexed blocks among ids from,
+// from+1, …, whose flags and hashes are fl and hs (an eviction), and
+// returns how many blocks it removed.
+//
+// Note: ids that are consecutive members of one entry, along its line
+// (a prefix's blocks, mostly), are found once and removed together. The
+// order of the removals does not matter: get's answers depend on which
+// entries hold which blocks and on the order of each home slot's
+// entries, which backward shifts keep.
+func (x *index) unindex(fl []uint8, hs []uint64, from int32) int {
+	slots, mask := x.slots, x.mask
+	hs = hs[:len(fl)]
+	removed := 0
+	for i := 0; i < len(fl); {
+		if fl[i]&(fHashed|fPrivate) != fHashed {
+			i++
+			continue
+		}
+		k, j := keyOf(hs[i])
+		// find, inline: a call per entry was a fifth of unindex.
+		bit, b := uint64(1)<<(memberShift+j), from+int32(i)
+		s := home(k, mask)
+		for {
+			if e := &slots[s]; e.meta&bit != 0 && e.key == k && blockAt(e.meta, j) == b {
+				break
+			}
+			s = (s + 1) & mask
+		}
+		m := slots[s].meta
+		members := m >> memberShift
+		// Ids i, i+1, …, i+n−1 are its members j, j+1, … (an
+		// ascending line) or j, j−1, … (descending): the bits set
+		// from j on, up or down, within the range.
+		var n uint
+		var run uint64
+		if m&descBit == 0 {
+			n = min(uint(bits.TrailingZeros64(^(members >> j))), uint(len(fl)-i))
+			run = (1<<n - 1) << j
+		} else {
+			n = min(uint(bits.LeadingZeros64(^(members << (63 - j)))), uint(len(fl)-i))
+			run = (1<<n - 1) << (j + 1 - n)
+		}
+		if m &^= run << memberShift; m>>memberShift != 0 {
+			slots[s].meta = m
+		} else {
+			x.shiftInto(s)
+		}
+		removed += int(n)
+		i += int(n)
 	}
-	if slots[j] != 0 {
-		return i, false
+	return removed
+}
+
+// drop removes member j from the entry in slot i, and the entry if that
+// was its last; it reports whether it removed the entry (which moves
+// later entries back).
+func (x *index) drop(i uint64, j uint) bool {
+	m := x.slots[i].meta &^ (1 << (memberShift + j))
+	if m>>memberShift != 0 {
+		x.slots[i].meta = m
+		return false
 	}
-	slots[i] = 0
-	return i, true
+	x.shiftInto(i)
+	return true
 }
 
 // shiftInto fills hole i, an entry's slot being emptied, with the later
 // entries of its probe run whose home slot is at or before it
-// (cyclically, in probe order), as backward-shift deletion does, and
-// empties the slot left last.
-//
-// Note: the table, its mask and its rows in locals, and the hole's
-// place in probe order kept: the table's stores might write the index's
-// fields (the compiler cannot tell a slot from the mask, both uint64),
-// so it loaded them again at every step of the shift.
+// (cyclically), as backward-shift deletion does, and empties the slot
+// left last.
 func (x *index) shiftInto(i uint64) {
-	slots, mask, rowBits := x.slots, x.mask, x.rowBits&63
-	next := func(i uint64) uint64 { // x.next
-		if i += probeStride; i > mask {
-			i = (i + 1) & (probeStride - 1)
-		}
-		return i
-	}
-	// A slot's place in probe order: its residue class's rows, then its row.
-	order := func(i uint64) uint64 { return (i&(probeStride-1))<<rowBits | i/probeStride }
-	oi := order(i)
-	for j := next(i); slots[j] != 0; j = next(j) {
-		f, _ := unpack(slots[j])
-		if oj := order(j); (oj-order(uint64(f)&mask))&mask >= (oj-oi)&mask {
+	slots, mask := x.slots, x.mask
+	for j := (i + 1) & mask; slots[j].meta != 0; j = (j + 1) & mask {
+		if (j-home(slots[j].key, mask))&mask >= (j-i)&mask {
 			slots[i] = slots[j]
-			i, oi = j, oj
+			i = j
 		}
 	}
-	slots[i] = 0
+	slots[i] = islot{}
 }

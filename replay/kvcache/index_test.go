@@ -1,59 +1,65 @@
 package kvcache
 
 import (
+	"math"
 	"math/rand/v2"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// The index agrees with a map under random churn. Keys share
-// fingerprints and home slots on purpose (few distinct low halves), so
-// probe runs, backward shifts and fingerprint confirmation all happen.
+// The index agrees with a map under random churn. Hashes share groups
+// and groups share home slots on purpose (few distinct keys, their bits
+// above the group's few), and blocks are mostly taken next to the last
+// one, so entries hold several members on ascending and descending
+// lines, and probe runs, backward shifts and entries of one key all
+// happen.
 func TestIndexChurn(t *testing.T) {
 	for _, c := range []struct {
-		n   int64
-		low func(*rand.Rand) uint64
+		n    int64
+		home func(*rand.Rand) uint64
 	}{
 		{4, func(r *rand.Rand) uint64 { return uint64(r.IntN(8)) }},
 		{1000, func(r *rand.Rand) uint64 { return uint64(r.IntN(8)) }},
-		// One residue class (probeStride): its probe runs pass the
-		// table's end into the next classes.
-		{1000, func(r *rand.Rand) uint64 { return uint64(r.IntN(4) * probeStride) }},
+		{1000, func(r *rand.Rand) uint64 { return uint64(r.IntN(1 << 20)) }},
 	} {
 		n := c.n
 		x := newIndex(n)
 		blocks := make([]uint64, n)
-		var free []int32
-		for b := range int32(n) {
-			free = append(free, b)
-		}
 		ref := map[uint64]int32{}
 		rng := rand.New(rand.NewPCG(1, uint64(n)))
 		keys := make([]uint64, 3*n)
 		for i := range keys {
-			// The fingerprint is the low half: many keys share one.
-			keys[i] = uint64(i+1)<<32 | c.low(rng)
+			// Few home slots: many keys share one.
+			k := uint64(i+1)<<40 | c.home(rng)<<3
+			keys[i] = k + uint64(rng.IntN(groupLen))*contStep
 		}
+		b := int32(0)
 		for step := range 200000 {
 			h := keys[rng.IntN(len(keys))]
-			b, in := ref[h]
+			old, in := ref[h]
 			switch {
 			case in && rng.IntN(2) == 0:
-				x.del(h, b)
-				blocks[b] = 0
-				free = append(free, b)
+				x.del(h, old)
+				blocks[old] = 0
 				delete(ref, h)
-			case !in && len(free) > 0:
-				b := free[len(free)-1]
+			case !in:
+				// Next to the last block taken, or anywhere.
+				if rng.IntN(4) == 0 {
+					b = int32(rng.Int64N(n))
+				} else {
+					b = (b + int32(1-2*rng.IntN(2)) + int32(n)) % int32(n)
+				}
+				if blocks[b] != 0 {
+					continue
+				}
 				x.add(h, b)
-				free = free[:len(free)-1]
 				blocks[b] = h
 				ref[h] = b
 			}
 			if step%997 == 0 {
 				for _, k := range keys {
-					got, ok := x.get(k, blocks)
+					got, ok := x.get(k)
 					want, wok := ref[k]
 					if ok != wok || got != want {
 						t.Fatalf("step %d key %#x: index %d %v, map %d %v", step, k, got, ok, want, wok)
@@ -67,32 +73,56 @@ func TestIndexChurn(t *testing.T) {
 	}
 }
 
-// Duplicates: get returns the earliest added still present.
+// Duplicates: get returns the earliest added still present, also when
+// later copies joined an entry of their key and earlier ones did not.
 func TestIndexDuplicates(t *testing.T) {
-	x := newIndex(8)
-	blocks := make([]uint64, 8)
-	const h, g = 0x1234, 0x1234 + 1<<40 // different hashes, one fingerprint
+	x := newIndex(16)
+	k := uint64(0x1230) // a key: its low three bits 0
+	h1 := k + contStep  // member 1 of it
+	h := h1 + contStep  // member 2
+	g := k + 1<<40      // another key, of the same home slot
 	for _, b := range []int32{3, 5, 6} {
-		blocks[b] = h
 		x.add(h, b)
 	}
-	blocks[4] = g
 	x.add(g, 4)
+	// Block 7 is member 1 on block 6's line (descending: 6 is member
+	// 2): it joins the key's last entry.
+	x.add(h1, 7)
 	for _, c := range []struct {
 		del  int32
 		want int32
 	}{{-1, 3}, {3, 5}, {6, 5}, {5, -1}} {
 		if c.del >= 0 {
 			x.del(h, c.del)
-			blocks[c.del] = 0
 		}
-		b, ok := x.get(h, blocks)
+		b, ok := x.get(h)
 		if c.want < 0 && ok || c.want >= 0 && b != c.want {
 			t.Errorf("after deleting %d: get = %d %v, want %d", c.del, b, ok, c.want)
 		}
 	}
-	if b, ok := x.get(g, blocks); !ok || b != 4 {
+	if b, ok := x.get(g); !ok || b != 4 {
 		t.Errorf("other key lost: %d %v", b, ok)
+	}
+	if b, ok := x.get(h1); !ok || b != 7 {
+		t.Errorf("joined member lost: %d %v", b, ok)
+	}
+}
+
+// Keys: the low three bits are the member, the key the rest, and a
+// group's hashes are its key stepped by contStep.
+func TestKeyOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 10000 {
+		h := rng.Uint64()
+		k, j := keyOf(h)
+		if k&(groupLen-1) != 0 || k+uint64(j)*contStep != h {
+			t.Fatalf("keyOf(%#x) = %#x, %d", h, k, j)
+		}
+		if uint32(h)&(groupLen-1) != groupLen-1 && uint32(h) != math.MaxUint32 {
+			if k2, j2 := keyOf(step(h)); k2 != k || j2 != j+1 {
+				t.Fatalf("step(%#x) is not the next member: %#x, %d", h, k2, j2)
+			}
+		}
 	}
 }
 
@@ -178,11 +208,12 @@ func cpuTime() time.Duration {
 }
 
 // TestIndexMatchesReference and FuzzIndexMatchesReference drive the
-// index through random adds and deletes of hashes with few distinct low
-// halves (so probe runs of neighbouring homes merge, wrap past the
-// table's end and pass between residue classes), several blocks per
-// hash, against a plain list of entries in insertion order: get must
-// return the earliest added block of a hash still present.
+// index through random adds and deletes of hashes of few keys (of a few
+// home slots near each other and the table's last, so probe runs merge
+// and wrap past the table's end), blocks mostly next to the last one
+// taken (so entries hold lines of members, both ways), several blocks
+// per hash, against a plain list of entries in insertion order: get
+// must return the earliest added block of a hash still present.
 func TestIndexMatchesReference(t *testing.T) {
 	for seed := range uint64(50) {
 		indexMatchesReference(t, seed, seed*7+1, 3000)
@@ -201,7 +232,7 @@ func indexMatchesReference(t *testing.T, s1, s2 uint64, ops int) {
 	rng := rand.New(rand.NewPCG(s1, s2))
 	n := int64(1 + rng.IntN(64))
 	if rng.IntN(2) == 0 {
-		n = 4 // a table of two rows: probe runs wrap often
+		n = 4 // a table of eight slots: probe runs wrap often
 	}
 	x := newIndex(n)
 	blocks := make([]uint64, n) // each block's hash, 0: none
@@ -210,24 +241,27 @@ func indexMatchesReference(t *testing.T, s1, s2 uint64, ops int) {
 		b int32
 	}
 	var ref []ent // entries in insertion order
-	// Hashes: a few home slots near each other, the last row's (whose
-	// probe runs go on in the next residue class) and one at random,
-	// several high halves each.
-	homes := []uint64{0, 1, 2, uint64(rng.IntN(int(x.mask + 1)))}
-	for c := range uint64(probeStride) {
-		homes = append(homes, x.mask-c)
+	homes := []uint64{0, 1, 2, x.mask - 1, x.mask, uint64(rng.IntN(int(x.mask + 1)))}
+	var keys []uint64
+	for hi := uint64(1); hi <= 3; hi++ {
+		for _, lo := range homes {
+			keys = append(keys, hi<<40|lo<<3)
+		}
 	}
-	key := func() uint64 {
-		return uint64(1+rng.IntN(3))<<32 | homes[rng.IntN(len(homes))]
-	}
+	b := int32(0)
 	for op := range ops {
 		if rng.IntN(2) == 0 || len(ref) == 0 {
-			// Add to a free block, if there is one.
-			b := int32(rng.Int64N(n))
+			// Add to a free block, if there is one: next to the
+			// last one, or anywhere.
+			if rng.IntN(3) == 0 {
+				b = int32(rng.Int64N(n))
+			} else {
+				b = (b + int32(1-2*rng.IntN(2)) + int32(n)) % int32(n)
+			}
 			if blocks[b] != 0 {
 				continue
 			}
-			h := key()
+			h := keys[rng.IntN(len(keys))] + uint64(rng.IntN(groupLen))*contStep
 			x.add(h, b)
 			blocks[b] = h
 			ref = append(ref, ent{h, b})
@@ -238,9 +272,9 @@ func indexMatchesReference(t *testing.T, s1, s2 uint64, ops int) {
 			blocks[e.b] = 0
 			ref = append(ref[:i], ref[i+1:]...)
 		}
-		for hi := uint64(1); hi <= 3; hi++ {
-			for _, lo := range homes {
-				h := hi<<32 | lo
+		for _, k := range keys {
+			for j := range uint64(groupLen) {
+				h := k + j*contStep
 				want, wok := int32(0), false
 				for _, e := range ref {
 					if e.h == h {
@@ -248,13 +282,23 @@ func indexMatchesReference(t *testing.T, s1, s2 uint64, ops int) {
 						break
 					}
 				}
-				if got, ok := x.get(h, blocks); ok != wok || got != want {
+				if got, ok := x.get(h); ok != wok || got != want {
 					t.Fatalf("op %d: get(%#x) = %d, %v; the earliest added is %d, %v", op, h, got, ok, want, wok)
 				}
 			}
 		}
 		if x.n != len(ref) {
 			t.Fatalf("op %d: %d entries, reference %d", op, x.n, len(ref))
+		}
+	}
+}
+
+// contStep2 … contStep7 are the multiples of contStep, wrapped.
+func TestContSteps(t *testing.T) {
+	x := uint64(0)
+	for i, c := range []uint64{contStep, contStep2, contStep3, contStep4, contStep5, contStep6, contStep7} {
+		if x += contStep; c != x {
+			t.Errorf("contStep%d = %#x, want %#x", i+1, c, x)
 		}
 	}
 }

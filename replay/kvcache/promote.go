@@ -1,5 +1,7 @@
 package kvcache
 
+import "encoding/binary"
+
 // Promotion: private blocks made shared after they were freed.
 //
 // A replay that routes requests as they arrive cannot know, when a
@@ -72,11 +74,27 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		// hashes, so that the compiler checks no bound per block.
 		src := hashes[:k]
 		fl, hr := flags[lo : lo+k][:len(src)], hs[lo : lo+k][:len(src)]
-		for i, h := range src {
-			fl[i] = fHashed | fRecorded
-			hr[i] = h
-			fp := fingerprint(h)
-			slots[freeSlot(slots, mask, fp)] = pack(fp, lo+int32(i))
+		for i := 0; i < len(src); {
+			h := src[i]
+			fl[i], hr[i] = fHashed|fRecorded, h
+			gk, j := keyOf(h)
+			if j == 0 && len(src)-i >= groupLen && nextMembers((*[groupLen - 1]uint64)(src[i+1:i+groupLen]), h) {
+				// A whole group (CommitAll).
+				*(*[groupLen]uint64)(hr[i : i+groupLen]) = [groupLen]uint64(src[i : i+groupLen])
+				binary.LittleEndian.PutUint64(fl[i:i+groupLen], uint64(fHashed|fRecorded)*ones)
+				insert(slots, mask, gk, line(lo+int32(i), 0, groupLen, false))
+				i += groupLen
+				continue
+			}
+			// A stretch of a group's members as one insert
+			// (CommitAll).
+			n := 1
+			for i+n < len(src) && j+uint(n) < groupLen && src[i+n] == h+uint64(n)*contStep {
+				fl[i+n], hr[i+n] = fHashed|fRecorded, src[i+n]
+				n++
+			}
+			insert(slots, mask, gk, line(lo+int32(i), j, uint(n), false))
+			i += n
 		}
 		ru := &c.runs[r.slot]
 		ru.tail = append(ru.tail, x)

@@ -371,8 +371,8 @@ func (c *Cache) evict(from, k int32, up bool) {
 	fl := c.flags[from : from+k]
 	hs := c.hashes[from : from+k][:len(fl)]
 	dr := c.dropped[from : from+k][:len(fl)]
-	slots, imask := c.index.slots, c.index.mask // index.del's
-	drops, unindexed := c.drops, 0
+	unindexed := c.index.unindex(fl, hs, from)
+	drops := c.drops
 	i, step := 0, 1
 	if !up {
 		i, step = len(fl)-1, -1
@@ -380,13 +380,6 @@ func (c *Cache) evict(from, k int32, up bool) {
 	// uint(i) < len: a bound the compiler knows i within, both ways.
 	for ; uint(i) < uint(len(fl)); i += step {
 		if f := fl[i]; f != 0 {
-			if f&fPrivate == 0 {
-				// index.del, its common case inline (take).
-				if j, ok := take(slots, imask, pack(fingerprint(hs[i]), from+int32(i))); !ok {
-					c.index.shiftInto(j)
-				}
-				unindexed++
-			}
 			if f&fRecorded != 0 {
 				hs[i] = 0
 			}
