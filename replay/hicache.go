@@ -36,7 +36,8 @@ import (
 //     L3 holds; its storage query takes the prefetch thread's time
 //     (StorageQuery, one operation after another) and a round trip of
 //     the L3 path, and revokes it if L3 holds fewer than prefetch_threshold tokens of it,
-//     else those pages are fetched into L2 while the request waits. When
+//     else those pages are fetched into L2, from the query's end, while
+//     the request waits. When
 //     the scheduler reaches it (check_prefetch_progress), best_effort
 //     takes the pages fetched so far (none at the build that issued it);
 //     wait_complete and timeout never take it at the build that issued
@@ -49,8 +50,9 @@ import (
 // whatever the pages (SGLang hashes them in Python and asks batch_exists
 // per batch of pages, then all-reduces the hit count over the TP group,
 // in one prefetch thread per rank: HiCacheController.
-// prefetch_thread_func), and the fetch starts when the operation is
-// issued, not after its query; a retracted request is not queried again;
+// prefetch_thread_func); which pages L3 holds is decided when the
+// operation is issued, though their fetch starts only when its query
+// ends; a retracted request is not queried again;
 // SGLang's L2 evicts only pages the GPU no longer holds, here
 // L2 is LRU over all its pages; write_back's eviction waits for its writes
 // in SGLang, here they run in the background; a prefetch's progress is
@@ -237,7 +239,10 @@ func (o *offload) issue(e *engine, w *worker, r *reqState, now trace.Time) error
 	}
 	r.pf = pf
 	ow.loading++
-	if err := o.start(e, w, now, &xfer{w: w, r: r, tier: t, keys: fetch, slots: slices.Clone(slots), kind: xferPrefetch}, int64(len(fetch))*o.blockBytes, o.storagePath(ow, t)); err != nil {
+	// The fetch follows the query (prefetch_thread_func hands the
+	// operation to prefetch_io_aux_func only once _storage_hit_query has
+	// returned): its pages are sent from queryEnd.
+	if err := o.startAfter(e, w, now, pf.queryEnd.Sub(now), &xfer{w: w, r: r, tier: t, keys: fetch, slots: slices.Clone(slots), kind: xferPrefetch}, int64(len(fetch))*o.blockBytes, o.storagePath(ow, t)); err != nil {
 		return err
 	}
 	pf.id = o.nextID

@@ -121,13 +121,17 @@ func TestHiCacheStorageHitTTFT(t *testing.T) {
 		prefetch          time.Duration // the prefetch's time, as waited for
 		storage, computed int64         // tokens from L3, tokens computed
 	}{
-		// NVMe (80 µs, 8 GB/s) into host memory (1 µs): 8,469,608 ns.
-		{"nvme/wait_complete", 1000, 0, PrefetchWaitComplete, 0, 81*time.Microsecond + pages/8, 496, 16},
-		// RDMA (400 µs, 40 GB/s) into host memory: 1,677,721.6 ns of
-		// bytes, the event at the next whole nanosecond.
-		{"remote/wait_complete", 0, 1000, PrefetchWaitComplete, 0, 401*time.Microsecond + 1_677_722, 496, 16},
-		// timeout at 5 ms: (5 ms − 81 µs) × 8 B/ns = 39,352,000 B, 18
-		// whole pages (288 tokens); the other 224 are computed.
+		// The storage query, a round trip of the path (2 × (80 + 1)
+		// µs), then the fetch: NVMe (80 µs, 8 GB/s) into host memory
+		// (1 µs): 162 µs + 8,469,608 ns.
+		{"nvme/wait_complete", 1000, 0, PrefetchWaitComplete, 0, 162*time.Microsecond + 81*time.Microsecond + pages/8, 496, 16},
+		// The query, 2 × (400 + 1) µs, then RDMA (400 µs, 40 GB/s) into
+		// host memory: 1,677,721.6 ns of bytes, the event at the next
+		// whole nanosecond.
+		{"remote/wait_complete", 0, 1000, PrefetchWaitComplete, 0, 802*time.Microsecond + 401*time.Microsecond + 1_677_722, 496, 16},
+		// timeout at 5 ms: (5 ms − 162 µs − 81 µs) × 8 B/ns =
+		// 38,056,000 B, 18 whole pages (288 tokens); the other 224 are
+		// computed.
 		{"nvme/timeout", 1000, 0, PrefetchTimeout, 5 * ms, 5 * ms, 288, 224},
 		// best_effort: the queue is empty, C is scheduled as it
 		// arrives, with nothing fetched yet.

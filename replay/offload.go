@@ -515,6 +515,13 @@ func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now t
 // start starts transfer x of n bytes over path and queues the node's next
 // transfer event.
 func (o *offload) start(e *engine, w *worker, now trace.Time, x *xfer, n int64, path []int) error {
+	return o.startAfter(e, w, now, 0, x, n, path)
+}
+
+// startAfter is start for a transfer decided at now whose bytes are sent
+// from now+wait (HiCache's fetch after its storage query); its bytes count
+// in the second they start.
+func (o *offload) startAfter(e *engine, w *worker, now trace.Time, wait time.Duration, x *xfer, n int64, path []int) error {
 	node := o.nodes[w.off.node]
 	var slot int32
 	if k := len(o.freeXfers); k > 0 {
@@ -531,7 +538,7 @@ func (o *offload) start(e *engine, w *worker, now trace.Time, x *xfer, n int64, 
 	o.seq++
 	o.nextID = o.seq*xferSlots + int64(slot)
 	if s := e.sec; s != nil {
-		row := s.at(now)
+		row := s.at(now.Add(wait))
 		switch x.kind {
 		case xferStore:
 			row.OffloadBytes += n
@@ -541,7 +548,7 @@ func (o *offload) start(e *engine, w *worker, now trace.Time, x *xfer, n int64, 
 			row.LoadBytes += n
 		}
 	}
-	done, err := node.f.Start(now, o.nextID, n, path)
+	done, err := node.f.StartAfter(now, wait, o.nextID, n, path)
 	if err != nil {
 		return err
 	}

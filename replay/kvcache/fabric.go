@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
@@ -137,8 +138,19 @@ func (f *Fabric) Active() int { return len(f.waiting) + len(f.moving) }
 // now and returns what completed by then, as Advance does. The path is
 // copied.
 func (f *Fabric) Start(now trace.Time, id int64, n int64, path []int) ([]Done, error) {
+	return f.StartAfter(now, 0, id, n, path)
+}
+
+// StartAfter is Start for a transfer whose bytes are sent only after wait
+// (and then the path's latency): one decided at now whose sender is busy
+// until now+wait, as SGLang's prefetch, whose fetch follows its storage
+// query. It is in flight from now (Active, Remaining: all n bytes left).
+func (f *Fabric) StartAfter(now trace.Time, wait time.Duration, id int64, n int64, path []int) ([]Done, error) {
 	if n < 0 || len(path) == 0 {
 		return nil, fmt.Errorf("kvcache: transfer %d of %d bytes over %d links", id, n, len(path))
+	}
+	if wait < 0 {
+		return nil, fmt.Errorf("kvcache: transfer %d waits %v", id, wait)
 	}
 	if float64(now) < f.now {
 		return nil, fmt.Errorf("kvcache: transfer %d starts at %d ns, before the fabric's clock %.0f ns", id, now, f.now)
@@ -148,7 +160,7 @@ func (f *Fabric) Start(now trace.Time, id int64, n int64, path []int) ([]Done, e
 		return nil, fmt.Errorf("kvcache: transfer %d: %w", id, err)
 	}
 	done := f.Advance(now)
-	fl := fabricFlow{id: id, ready: float64(now) + f.paths[p].lat, remaining: float64(n), path: p}
+	fl := fabricFlow{id: id, ready: float64(now.Add(wait)) + f.paths[p].lat, remaining: float64(n), path: p}
 	i, _ := slices.BinarySearchFunc(f.waiting, fl, cmpFlowReady)
 	f.waiting = slices.Insert(f.waiting, i, fl)
 	return done, nil

@@ -329,3 +329,33 @@ func TestFabricEmptyTransfer(t *testing.T) {
 		}
 	}
 }
+
+// A transfer decided at now whose bytes wait (SGLang's prefetch: the fetch
+// follows the storage query) is in flight, all its bytes left, until
+// wait and the path's latency have passed; then it moves as one started
+// then. Host load A from 0, B decided at 0 with a 1 ms wait: the same
+// times as TestFabricSharing's staggered loads (B from 1 ms).
+func TestFabricStartAfter(t *testing.T) {
+	n := newTestNode(t)
+	host0 := []int{n.dram, n.h2d0}
+	if _, err := n.f.Start(0, 1, llama8BBytes, host0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.f.StartAfter(0, time.Millisecond, 2, llama8BBytes, host0); err != nil {
+		t.Fatal(err)
+	}
+	if n.f.Active() != 2 {
+		t.Fatalf("%d transfers in flight, want 2", n.f.Active())
+	}
+	n.f.Advance(1_002_999)
+	if left, ok := n.f.Remaining(2); !ok || left != llama8BBytes {
+		t.Errorf("B before its wait and latency end: %g bytes left (%v), want all %d", left, ok, llama8BBytes)
+	}
+	got := run(t, n.f, nil)
+	if got[1] != 15_780_216 || got[2] != 16_780_216 {
+		t.Errorf("A, and B after 1 ms, done at %v, want 15,780,216 and 16,780,216 ns", got)
+	}
+	if _, err := NewFabric().StartAfter(0, -1, 1, 1, host0); err == nil {
+		t.Error("a negative wait is accepted")
+	}
+}
