@@ -12,9 +12,9 @@ type fakeCluster struct {
 	out   []Outstanding
 }
 
-func (f *fakeCluster) NumWorkers() int               { return len(f.out) }
-func (f *fakeCluster) Load(i int) WorkerLoad         { return f.loads[i] }
-func (f *fakeCluster) Outstanding(i int) Outstanding { return f.out[i] }
+func (f *fakeCluster) NumWorkers() int            { return len(f.out) }
+func (f *fakeCluster) Load(i int) WorkerLoad      { return f.loads[i] }
+func (f *fakeCluster) Outstanding() []Outstanding { return f.out }
 func (f *fakeCluster) Ready() []int {
 	var r []int
 	for i := range f.out {

@@ -46,10 +46,11 @@ func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 	ready := c.Ready()
 	r.index.matchAll(q.HashIDs, r.match)
 	own := ceilDiv(q.Prompt+q.Out, r.bs)
+	out := c.Outstanding()
 	for _, w := range ready {
 		overlap := min(int64(r.match[w])*q.BlockSize, q.Prompt)
 		prefill := float64(q.Prompt-overlap) / float64(r.bs)
-		r.cost[w] = -(r.weight*prefill + float64(c.Outstanding(w).Blocks+own))
+		r.cost[w] = -(r.weight*prefill + float64(out[w].Blocks+own))
 	}
 	best := pickMax(r.cost, ready, r.rng, &r.ties) // the least cost
 	q.Score, q.Scored = -r.cost[best], true

@@ -34,14 +34,15 @@ func (r *sessionAffinity) Route(q *Routed, c Cluster) int {
 	h := fnv.New64a()
 	h.Write([]byte(key))
 	home := int(h.Sum64() % uint64(n))
+	out := c.Outstanding()
 	total := 0
 	for _, w := range ready {
-		total += c.Outstanding(w).Requests
+		total += out[w].Requests
 	}
 	bound := int(math.Ceil(r.factor * float64(total+1) / float64(n)))
 	for k := range n {
 		w := ready[(home+k)%n]
-		if c.Outstanding(w).Requests < bound {
+		if out[w].Requests < bound {
 			q.Score, q.Scored = float64(k), true
 			return w
 		}

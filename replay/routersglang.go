@@ -28,9 +28,10 @@ func (r *sglangCacheAware) resetWorker(w int) { r.tree.dropWorker(w) }
 
 func (r *sglangCacheAware) Route(q *Routed, c Cluster) int {
 	ready := c.Ready()
+	out := c.Outstanding()
 	minW, maxL, minL := ready[0], 0, 0
 	for k, w := range ready {
-		l := c.Outstanding(w).Requests
+		l := out[w].Requests
 		if k == 0 || l < minL {
 			minW, minL = w, l
 		}

@@ -53,7 +53,7 @@ func (v *routerView) Load(i int) WorkerLoad {
 	return v.loads[i]
 }
 
-func (v *routerView) Outstanding(i int) Outstanding { return v.out[i] }
+func (v *routerView) Outstanding() []Outstanding { return v.out }
 
 // init sets the view up for router r over the engine's workers.
 func (v *routerView) init(e *engine, r Router) {
