@@ -334,12 +334,21 @@ func TestCommitAllLines(t *testing.T) {
 		{"descending across groups", 0x1005, true, 2*groupLen + 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := New(64), New(64)
-			ta, _ := a.Allocate(nil, int64(c.n))
-			tb, _ := b.Allocate(nil, int64(c.n))
-			if c.desc {
-				slices.Reverse(ta)
-				slices.Reverse(tb)
+			// A cache of the table's size: a descending run is what
+			// evicting a freed ascending one hands out.
+			size := int64(c.n)
+			a, b := New(size), New(size)
+			table := func(x *Cache) []int32 {
+				tx, _ := x.Allocate(nil, size)
+				if c.desc {
+					x.Release(tx, 0)
+					tx, _ = x.Allocate(nil, size)
+				}
+				return tx
+			}
+			ta, tb := table(a), table(b)
+			if c.desc != (ta[0] > ta[1]) {
+				t.Fatalf("table %v", ta)
 			}
 			hs := []uint64{7<<40 | c.first}
 			for len(hs) < c.n {
@@ -356,9 +365,11 @@ func TestCommitAllLines(t *testing.T) {
 			if a.NumCached() != c.n {
 				t.Fatalf("%d cached, want %d", a.NumCached(), c.n)
 			}
+			// Freed, a descending run is evicted upward, an
+			// ascending one downward.
 			a.Release(ta, int64(c.n))
 			mustCheck(t, a)
-			a.Allocate(nil, 64)
+			a.Allocate(nil, size)
 			mustCheck(t, a)
 			if a.NumCached() != 0 || len(a.LookupAll(nil, hs)) != 0 {
 				t.Fatalf("%d cached after evicting every block", a.NumCached())

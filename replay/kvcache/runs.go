@@ -1,6 +1,9 @@
 package kvcache
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Named runs: a request's blocks with ids as stretches of consecutive ids.
 //
@@ -365,6 +368,12 @@ func (c *Cache) evictSpan(x int32, dst []int32, taken, end, nameEnd int) int {
 // evict drops the hashes of the k blocks from..from+k−1, in eviction
 // order (upward, or from the highest id down), counting the evictions
 // and stamping them (Kept).
+//
+// Note: eight blocks that all hold a recorded hash (a prefix's, mostly)
+// are cleared at once, their flags as one word and their stamps
+// written in one go; a block at a time, with a test of its flags each,
+// the loop was 33 million instructions of
+// BenchmarkReplayMooncakeRouters/sglang_cache_aware.
 func (c *Cache) evict(from, k int32, up bool) {
 	// The range's flags, hashes and stamps as slices of one length,
 	// indexed from 0, so that the compiler checks no bound per block.
@@ -372,23 +381,52 @@ func (c *Cache) evict(from, k int32, up bool) {
 	hs := c.hashes[from : from+k][:len(fl)]
 	dr := c.dropped[from : from+k][:len(fl)]
 	unindexed := c.index.unindex(fl, hs, from)
+	const recorded = uint64(fRecorded) * ones // in each of eight flags
 	drops := c.drops
-	i, step := 0, 1
-	if !up {
-		i, step = len(fl)-1, -1
-	}
-	// uint(i) < len: a bound the compiler knows i within, both ways.
-	for ; uint(i) < uint(len(fl)); i += step {
-		if f := fl[i]; f != 0 {
-			if f&fRecorded != 0 {
-				hs[i] = 0
+	if up {
+		for i := 0; i < len(fl); {
+			if len(fl)-i >= 8 && binary.LittleEndian.Uint64(fl[i:i+8])&recorded == recorded {
+				*(*[8]uint64)(hs[i : i+8]) = [8]uint64{}
+				binary.LittleEndian.PutUint64(fl[i:i+8], 0)
+				d := uint32(drops)
+				*(*[8]uint32)(dr[i : i+8]) = [8]uint32{d + 1, d + 2, d + 3, d + 4, d + 5, d + 6, d + 7, d + 8}
+				drops += 8
+				i += 8
+				continue
 			}
-			fl[i] = 0
-			drops++
-			dr[i] = uint32(drops)
+			drops = evictOne(fl, hs, dr, i, drops)
+			i++
+		}
+	} else {
+		for i := len(fl); i > 0; {
+			if i >= 8 && binary.LittleEndian.Uint64(fl[i-8:i])&recorded == recorded {
+				*(*[8]uint64)(hs[i-8 : i]) = [8]uint64{}
+				binary.LittleEndian.PutUint64(fl[i-8:i], 0)
+				d := uint32(drops)
+				*(*[8]uint32)(dr[i-8 : i]) = [8]uint32{d + 8, d + 7, d + 6, d + 5, d + 4, d + 3, d + 2, d + 1}
+				drops += 8
+				i -= 8
+				continue
+			}
+			i--
+			drops = evictOne(fl, hs, dr, i, drops)
 		}
 	}
 	c.index.n -= unindexed
 	c.Evictions += int64(drops - c.drops)
 	c.drops = drops
+}
+
+// evictOne is evict for block i of the range: it returns drops, counted
+// on if the block held a hash.
+func evictOne(fl []uint8, hs []uint64, dr []uint32, i int, drops uint64) uint64 {
+	if f := fl[i]; f != 0 {
+		if f&fRecorded != 0 {
+			hs[i] = 0
+		}
+		fl[i] = 0
+		drops++
+		dr[i] = uint32(drops)
+	}
+	return drops
 }
