@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/calibrate"
@@ -60,6 +61,15 @@ func applyDC405(d *model.Deployment, expertMFU float64) {
 		cm.Coefficients[calibrate.CoefExpertMFU] = calibrate.Coefficient{Value: expertMFU}
 	}
 	cm.Apply(d)
+}
+
+// applyH800 is applyDC405 with, when stepOverhead (s) is above 0, the
+// fixed cost per step at it instead of the 405B fit's.
+func applyH800(d *model.Deployment, expertMFU, stepOverhead float64) {
+	applyDC405(d, expertMFU)
+	if stepOverhead > 0 {
+		d.StepOverhead = time.Duration(math.Round(stepOverhead * 1e9))
+	}
 }
 
 // regimeRow prices batch b on d at dc405Fit term by term (ms), and the
@@ -246,11 +256,11 @@ func deepseekFit(t *testing.T, name string, itlOnly bool) (float64, *calibrate.C
 // h800RoundTTFT is the H800 chart's round-1 mean TTFT of the GPU-only
 // configuration (s): no cache can hit in round 1, so it is the four
 // clients' 2,048-token prefills and their queueing alone.
-func h800RoundTTFT(t *testing.T, expertMFU float64, rounds int, seeds []uint64, maxIter int, retokenised bool) [][]float64 {
+func h800RoundTTFT(t *testing.T, expertMFU, stepOverhead float64, rounds int, seeds []uint64, maxIter int, retokenised bool) [][]float64 {
 	t.Helper()
 	s := resolveYAML(t, h800Cluster)
 	d := *s.Deployment
-	applyDC405(&d, expertMFU)
+	applyH800(&d, expertMFU, stepOverhead)
 	s.Deployment, s.Step = &d, &d
 	out := make([][]float64, rounds)
 	for _, seed := range seeds {
@@ -272,14 +282,17 @@ func h800RoundTTFT(t *testing.T, expertMFU float64, rounds int, seeds []uint64, 
 
 // fitH800Round1 solves for the expert_mfu whose replay gives the H800
 // chart's round-1 mean TTFT (GPU only, mean over h800Seeds), everything
-// else at dc405Fit: one coefficient against one measured number, by
+// else at dc405Fit (the fixed cost per step at stepOverhead when above
+// 0: applyH800): one coefficient against one measured number, by
 // bisection on log(expert_mfu) over [0.001, 1] (the replayed TTFT falls
 // as the efficiency rises), with the prompts at 2,048 tokens or, when
 // retokenised, at the server's counts (h800Bench). It returns the root
 // and the TTFT there.
-func fitH800Round1(t *testing.T, observed float64, retokenised bool) (float64, float64) {
+func fitH800Round1(t *testing.T, observed, stepOverhead float64, retokenised bool) (float64, float64) {
 	t.Helper()
-	at := func(x float64) float64 { return mean(h800RoundTTFT(t, x, 1, h800Seeds, 400, retokenised)[0]) }
+	at := func(x float64) float64 {
+		return mean(h800RoundTTFT(t, x, stepOverhead, 1, h800Seeds, 400, retokenised)[0])
+	}
 	lo, hi := math.Log(0.001), 0.0
 	if at(1) > observed || at(0.001) < observed {
 		t.Fatalf("round 1: no expert_mfu in [0.001, 1] gives %.3f s", observed)
@@ -417,7 +430,7 @@ func TestExpertMFUHeldOut(t *testing.T) {
 
 	// (b) The H800 rounds.
 	measured := readPerRoundH800(t)
-	xb, at := fitH800Round1(t, measured[0]["gpu_only"].ttft, false)
+	xb, at := fitH800Round1(t, measured[0]["gpu_only"].ttft, 0, false)
 	b.WriteString("\n## (b) Mooncake documentation, Qwen3-235B-A22B, 8×H800 TP 8: expert_mfu fitted on round 1\n\n")
 	fmt.Fprintf(&b, "Round 1 (GPU only, no cache can hit) mean TTFT %.2f s measured (digitised ±%.2f s); bisection on log(expert_mfu)\n", measured[0]["gpu_only"].ttft, h800TTFTUncertainty)
 	fmt.Fprintf(&b, "over [0.001, 1], seeds %s: expert_mfu %.4g (replayed %.3f s).\n\n", seedList(h800Seeds), xb, at)
@@ -433,7 +446,7 @@ func TestExpertMFUHeldOut(t *testing.T) {
 	const rounds = 10
 	ttft := make([][][]float64, len(xs))
 	for i, x := range xs {
-		ttft[i] = h800RoundTTFT(t, x, rounds, h800Seeds, 400, false)
+		ttft[i] = h800RoundTTFT(t, x, 0, rounds, h800Seeds, 400, false)
 	}
 	for r := range rounds {
 		m := measured[r]["gpu_only"].ttft
