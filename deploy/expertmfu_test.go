@@ -63,6 +63,22 @@ func applyDC405(d *model.Deployment, expertMFU float64) {
 	cm.Apply(d)
 }
 
+// bisect halves [lo, hi] steps times, keeping the upper half where up(mid)
+// holds (the root lies above mid), and returns the last midpoint: the
+// fits of the H800 chart's coefficients, each a monotone replay against
+// one measured number.
+func bisect(lo, hi float64, steps int, up func(mid float64) bool) float64 {
+	for range steps {
+		mid := (lo + hi) / 2
+		if up(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
 // applyH800 is applyDC405 with, when stepOverhead (s) is above 0, the
 // fixed cost per step at it instead of the 405B fit's.
 func applyH800(d *model.Deployment, expertMFU, stepOverhead float64) {
@@ -297,15 +313,7 @@ func fitH800Round1(t *testing.T, observed, stepOverhead float64, retokenised boo
 	if at(1) > observed || at(0.001) < observed {
 		t.Fatalf("round 1: no expert_mfu in [0.001, 1] gives %.3f s", observed)
 	}
-	for range 16 {
-		mid := (lo + hi) / 2
-		if at(math.Exp(mid)) > observed {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	x := math.Exp((lo + hi) / 2)
+	x := math.Exp(bisect(lo, hi, 16, func(mid float64) bool { return at(math.Exp(mid)) > observed }))
 	return x, at(x)
 }
 

@@ -107,15 +107,7 @@ func fitH800StorageQuery(t *testing.T, expertMFU, stepOverhead float64, observed
 	if at(hi) < target {
 		t.Fatalf("+L3 rounds 2-3: no storage query time in [0, 1] s gives %.3f s", target)
 	}
-	for range 12 {
-		mid := (lo + hi) / 2
-		if at(mid) > target {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	q := (lo + hi) / 2
+	q := bisect(lo, hi, 12, func(mid float64) bool { return at(mid) <= target })
 	return q, at(q)
 }
 
@@ -147,15 +139,10 @@ func fitH800StepOverhead(t *testing.T, obs1, observed float64) (float64, float64
 	if at, _ := h800Round10(t, obs1, hi, false); at > observed {
 		t.Fatalf("GPU-only round 10: %.3f s replayed at %g s a step, over the measured %.3f s", at, hi, observed)
 	}
-	for range 10 {
-		mid := (lo + hi) / 2
-		if at, _ := h800Round10(t, obs1, mid, false); at > observed {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	f := (lo + hi) / 2
+	f := bisect(lo, hi, 10, func(mid float64) bool {
+		at, _ := h800Round10(t, obs1, mid, false)
+		return at > observed
+	})
 	at, _ := h800Round10(t, obs1, f, false)
 	return f, at
 }

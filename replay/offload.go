@@ -519,8 +519,10 @@ func (o *offload) start(e *engine, w *worker, now trace.Time, x *xfer, n int64, 
 }
 
 // startAfter is start for a transfer decided at now whose bytes are sent
-// from now+wait (HiCache's fetch after its storage query); its bytes count
-// in the second they start.
+// from now+wait (HiCache's fetch after its storage query). Its bytes
+// count in the second it is decided, as every transfer's count in one
+// second whatever its length: a later second's row, made now, would take
+// the tiers' occupancy of now.
 func (o *offload) startAfter(e *engine, w *worker, now trace.Time, wait time.Duration, x *xfer, n int64, path []int) error {
 	node := o.nodes[w.off.node]
 	var slot int32
@@ -538,7 +540,7 @@ func (o *offload) startAfter(e *engine, w *worker, now trace.Time, wait time.Dur
 	o.seq++
 	o.nextID = o.seq*xferSlots + int64(slot)
 	if s := e.sec; s != nil {
-		row := s.at(now.Add(wait))
+		row := s.at(now)
 		switch x.kind {
 		case xferStore:
 			row.OffloadBytes += n
