@@ -49,6 +49,14 @@ type Cluster interface {
 	// Load is the worker's state as of the router's last scrape
 	// (RouterConfig.ViewIntervalSec; live when 0).
 	Load(worker int) WorkerLoad
+	// Loads is Load for every worker slot, indexed by worker: current
+	// for the Ready ones (the router reads it, never writes it).
+	//
+	// Note: one call for every worker, as Outstanding: llm-d's scorers
+	// asked Load of each of 16 workers per request, a call through the
+	// interface and a copy of the load each, some 60 instructions a
+	// worker (11 M of BenchmarkReplayMooncakeRouters/llm_d).
+	Loads() []WorkerLoad
 	// Outstanding is the router's own count for each worker slot,
 	// indexed by worker (the router reads it, never writes it).
 	//

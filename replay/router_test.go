@@ -14,6 +14,7 @@ type fakeCluster struct {
 
 func (f *fakeCluster) NumWorkers() int            { return len(f.out) }
 func (f *fakeCluster) Load(i int) WorkerLoad      { return f.loads[i] }
+func (f *fakeCluster) Loads() []WorkerLoad        { return f.loads }
 func (f *fakeCluster) Outstanding() []Outstanding { return f.out }
 func (f *fakeCluster) Ready() []int {
 	var r []int

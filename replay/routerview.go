@@ -16,6 +16,7 @@ type routerView struct {
 	interval time.Duration // 0: live
 	next     trace.Time    // the next scrape tick
 	loads    []WorkerLoad  // as of the last scrape (interval > 0)
+	live     []WorkerLoad  // the ready workers' loads now (Loads, interval 0)
 	out      []Outstanding
 	kv       kvObserver // the router, when fed by KV events; nil otherwise
 	pending  []kvEvent  // KV events not yet delivered
@@ -53,6 +54,16 @@ func (v *routerView) Load(i int) WorkerLoad {
 	return v.loads[i]
 }
 
+func (v *routerView) Loads() []WorkerLoad {
+	if v.interval > 0 {
+		return v.loads
+	}
+	for _, i := range v.ready {
+		v.live[i] = v.e.liveLoad(i)
+	}
+	return v.live
+}
+
 func (v *routerView) Outstanding() []Outstanding { return v.out }
 
 // init sets the view up for router r over the engine's workers.
@@ -65,6 +76,7 @@ func (v *routerView) init(e *engine, r Router) {
 		v.ready[i] = i
 	}
 	v.loads = make([]WorkerLoad, len(e.workers))
+	v.live = make([]WorkerLoad, len(e.workers))
 	if o, ok := r.(kvObserver); ok {
 		v.kv = o
 		for _, w := range e.workers {
