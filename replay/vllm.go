@@ -272,27 +272,17 @@ func (v *vllm) match(r *reqState, hits []int32) []int32 {
 // them in the cache, up to the first it misses or maxBlocks.
 func (v *vllm) walk(r *reqState, c *kvcache.Chain, hits []int32, maxBlocks int64) []int32 {
 	k := int64(len(hits))
-	// Shared blocks are looked up in the index a group at a time, the
-	// groups doubling from kvcache.Group (each ends at a multiple of
-	// its length), so that a prefix of m blocks takes some log₂(m/8)
-	// calls, and at most about as many blocks as it hits are hashed
-	// past the first it misses.
-	//
-	// Note: groups of kvcache.Group alone (hashed as far as one at a
-	// time would hash them) made a call to Hashes and to LookupAll
-	// per 8 blocks, whose fixed costs were as much again as the
-	// lookups (283,000 calls for 2.27 million hashes on
-	// BenchmarkReplayMooncakeRouters/sglang_cache_aware). The hashes
-	// are identities, computed the same however far ahead, and the
-	// lookups stop at the first miss either way: what walk finds is
-	// unchanged.
-	for shared, g := min(maxBlocks, c.Shared()), int64(kvcache.Group); k < shared; g *= 2 {
-		to := min(k|(g-1)+1, shared)
+	// Shared blocks are hashed and looked up together, a group of
+	// eight at a time (kvcache.Cache.LookupChain), up to the first
+	// miss. The hashes are identities, computed the same however far
+	// ahead, and the lookups stop at the first miss either way: what
+	// walk finds is what looking up each block's hash finds.
+	if shared := min(maxBlocks, c.Shared()); k < shared {
 		n := len(hits)
-		if hits = v.kv.LookupAll(hits, c.Hashes(k, to)); int64(len(hits)-n) < to-k {
+		if hits = v.kv.LookupChain(hits, c, k, shared); int64(len(hits)-n) < shared-k {
 			return hits
 		}
-		k = to
+		k = shared
 	}
 	for ; k < maxBlocks; k++ {
 		x, private := c.Hash(k)

@@ -272,11 +272,6 @@ func (c *Chain) Hashes(from, to int64) []uint64 {
 	return c.hashes[from:to]
 }
 
-// Group is the length of the groups of blocks a caller that stops at the
-// first block it misses may ask Hashes for at once, from a multiple of
-// Group on: extend hashes so many anyway (ahead).
-const Group = ahead
-
 // ahead is how far past a block asked for extend hashes the shared
 // blocks, ending at a multiple of it: callers ask for a request's blocks
 // one by one, in order, and a call per block was half of hashing's cost.
