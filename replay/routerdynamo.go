@@ -24,7 +24,6 @@ type dynamoKV struct {
 	index  *prefixIndex
 	rng    *rand.Rand
 	match  []int
-	cost   []float64
 	ties   []int
 }
 
@@ -32,7 +31,7 @@ func newDynamoKV(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router 
 	return &dynamoKV{
 		weight: *cfg.RouterConfig.OverlapScoreWeight, bs: cfg.Scheduler.BlockSize,
 		index: newPrefixIndex(slots, kvTokens), rng: rng,
-		match: make([]int, slots), cost: make([]float64, slots),
+		match: make([]int, slots),
 	}
 }
 
@@ -42,17 +41,27 @@ func (r *dynamoKV) kvStored(w int, ids []int64, blockSize int64) {
 	r.index.insert(w, ids, blockSize)
 }
 
+// Route picks the least cost, ties at random (pickTie), in the loop that
+// prices the workers: the costs are not kept for a second pass (pickMax's,
+// some 30 instructions a worker on BenchmarkReplayMooncakeRouters/dynamo_kv).
 func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 	ready := c.Ready()
 	r.index.matchAll(q.HashIDs, r.match)
 	own := ceilDiv(q.Prompt+q.Out, r.bs)
-	out := c.Outstanding()
+	out, match := c.Outstanding(), r.match
+	prompt, bs, weight := q.Prompt, q.BlockSize, r.weight
+	ties, best := r.ties[:0], 0.0
 	for _, w := range ready {
-		overlap := min(int64(r.match[w])*q.BlockSize, q.Prompt)
-		prefill := float64(q.Prompt-overlap) / float64(r.bs)
-		r.cost[w] = -(r.weight*prefill + float64(out[w].Blocks+own))
+		overlap := min(int64(match[w])*bs, prompt)
+		prefill := float64(prompt-overlap) / float64(r.bs)
+		switch cost := -(weight*prefill + float64(out[w].Blocks+own)); {
+		case len(ties) == 0 || cost > best:
+			ties, best = append(ties[:0], w), cost
+		case cost == best:
+			ties = append(ties, w)
+		}
 	}
-	best := pickMax(r.cost, ready, r.rng, &r.ties) // the least cost
-	q.Score, q.Scored = -r.cost[best], true
-	return best
+	r.ties = ties
+	q.Score, q.Scored = -best, true
+	return pickTie(ties, r.rng)
 }

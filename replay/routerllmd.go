@@ -35,12 +35,12 @@ func newLLMD(cfg *Config, slots int, _ int64, rng *rand.Rand) Router {
 
 func (r *llmD) resetWorker(w int) { r.index.dropWorker(w) }
 
-// Route scores the ready workers and picks the best as pickMax does, in
-// the one loop that scores them.
+// Route scores the ready workers and collects those tied for the best in
+// the loop that scores them (pickTie picks one).
 //
 // Note: the loads come in one call (Cluster.Loads), and the totals are
 // not kept: a call and a copy of the load per worker, a slice of totals
-// and pickMax's second pass over them were some 90 of the 185
+// and a second pass over them (pickMax's) were some 90 of the 185
 // instructions a worker cost (BenchmarkReplayMooncakeRouters/llm_d, 16
 // workers).
 func (r *llmD) Route(q *Routed, c Cluster) int {
@@ -72,7 +72,7 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 			queue = float64(maxQ-l.Waiting) / span
 		}
 		total := wp*prefix + wq*queue + wk*(1-l.KVUsage())
-		switch { // pickMax's
+		switch {
 		case len(ties) == 0 || total > best:
 			ties, best = append(ties[:0], w), total
 		case total == best:
@@ -80,30 +80,20 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 		}
 	}
 	r.ties = ties
-	w := ties[0]
-	if len(ties) > 1 {
-		w = ties[r.rng.IntN(len(ties))]
-	}
+	w := pickTie(ties, r.rng)
 	q.Score, q.Scored = best, true
 	r.index.insert(w, q.HashIDs, q.BlockSize)
 	return w
 }
 
-// pickMax returns the index among ready of the largest of v, a random
-// one of those tied.
-func pickMax(v []float64, ready []int, rng *rand.Rand, ties *[]int) int {
-	*ties = (*ties)[:0]
-	for _, i := range ready {
-		x := v[i]
-		switch {
-		case len(*ties) == 0 || x > v[(*ties)[0]]:
-			*ties = append((*ties)[:0], i)
-		case x == v[(*ties)[0]]:
-			*ties = append(*ties, i)
-		}
+// pickTie returns one of the workers tied for the best score, at random
+// when there are several: the ready workers whose score equals the
+// largest, in order, as the routers collect them while scoring (a later
+// worker with a larger score starts the ties again, an equal one joins
+// them; a NaN joins none, and one first stays alone).
+func pickTie(ties []int, rng *rand.Rand) int {
+	if len(ties) == 1 {
+		return ties[0]
 	}
-	if len(*ties) == 1 {
-		return (*ties)[0]
-	}
-	return (*ties)[rng.IntN(len(*ties))]
+	return ties[rng.IntN(len(ties))]
 }
