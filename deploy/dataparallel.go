@@ -44,6 +44,13 @@ func dataParallel(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string
 	} else {
 		cfg.Router = router
 	}
+	if cfg.Client.APIServerRanks == 0 {
+		// One front end per server: SGLang's TokenizerManager before its
+		// data-parallel controller, vLLM's API server before its engine
+		// cores (api_server_count 1, the DP client the router models).
+		cfg.Client.APIServerRanks = dp
+	}
+	how += fmt.Sprintf("; one API server per %d ranks", cfg.Client.APIServerRanks)
 	if servers > 1 {
 		how += fmt.Sprintf("; the %d servers' ranks are balanced as one front end's (the router in front of the servers is not modelled)", servers)
 	}

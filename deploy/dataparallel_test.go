@@ -28,6 +28,8 @@ func TestResolveDataParallel(t *testing.T) {
 		t.Errorf("workers %d, router %s; want 2, vllm_dp", s.Config.Workers, s.Config.Router)
 	case s.Config.Scheduler.MaxNumSeqs != 128:
 		t.Errorf("max_num_seqs %d per rank, want 128", s.Config.Scheduler.MaxNumSeqs)
+	case s.Config.Client.APIServerRanks != 2 || !strings.Contains(notes, "one API server per 2 ranks"):
+		t.Errorf("api_server_ranks %d, want the server's 2 ranks behind one API server, said so:\n%s", s.Config.Client.APIServerRanks, notes)
 	case !strings.Contains(s.Header(), "2×rtx-pro-6000 (TP1 DP2 EP2), vllm, 2 workers (one per DP rank)"):
 		t.Errorf("header %q", s.Header())
 	case !strings.Contains(notes, "dp 2: 1 server(s) × 2 data-parallel ranks replayed as 2 workers") ||
@@ -40,7 +42,7 @@ func TestResolveDataParallel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Config.Workers != 4 || !strings.Contains(strings.Join(s.Notes, "\n"), "the 2 servers' ranks are balanced as one front end's") {
+	if s.Config.Workers != 4 || s.Config.Client.APIServerRanks != 2 || !strings.Contains(strings.Join(s.Notes, "\n"), "the 2 servers' ranks are balanced as one front end's") {
 		t.Errorf("two servers: %d workers, notes:\n%s", s.Config.Workers, strings.Join(s.Notes, "\n"))
 	}
 

@@ -64,6 +64,11 @@ func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment, run trac
 	}
 	s.ScheduleConservativeness *= sglangDPConservativeness
 	s.OverlapSchedule = false
+	if cfg.Client.APIServerRanks == 0 {
+		// One TokenizerManager takes a server's requests before its
+		// data-parallel controller dispatches them to the ranks.
+		cfg.Client.APIServerRanks = dep.TP
+	}
 	if dep.CUDAGraphMaxBS > sglangDPCUDAGraphMaxBS {
 		dep.CUDAGraphMaxBS = sglangDPCUDAGraphMaxBS
 	}
@@ -72,8 +77,8 @@ func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment, run trac
 	}
 	note := fmt.Sprintf("enable_dp_attention: %d server(s) × %d DP-attention ranks replayed as %d workers, requests dispatched round-robin%s; "+
 		"each rank's step priced with every rank running its batch; chunked_prefill_size %d, schedule_conservativeness %g, "+
-		"overlap scheduler off, cuda_graph_max_bs ≤ %d (SGLang v0.4.x server_args.py)",
-		servers, dep.TP, cfg.Workers, routed, s.ChunkedPrefillSize, s.ScheduleConservativeness, sglangDPCUDAGraphMaxBS)
+		"overlap scheduler off, cuda_graph_max_bs ≤ %d (SGLang v0.4.x server_args.py); one API server (TokenizerManager) per %d ranks",
+		servers, dep.TP, cfg.Workers, routed, s.ChunkedPrefillSize, s.ScheduleConservativeness, sglangDPCUDAGraphMaxBS, cfg.Client.APIServerRanks)
 	if !sameRequestsAtOnce(run.Workload) {
 		note += "; warning: this workload does not give every rank the same requests at the same times " +
 			"(only a run of fixed lengths sent all at once does), so a rank's step is priced without the other ranks' batches"

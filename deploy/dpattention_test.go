@@ -12,7 +12,8 @@ import (
 // A run recorded with enable_dp_attention is replayed as one worker per
 // rank with server_args.py's adjustments (v0.4.0.post1): the default
 // chunked_prefill_size 8192 halved, schedule_conservativeness 0.3, no
-// overlap scheduler, CUDA graphs up to 96, round-robin dispatch.
+// overlap scheduler, CUDA graphs up to 96, round-robin dispatch after one
+// TokenizerManager for all ranks.
 func TestResolveDPAttention(t *testing.T) {
 	run := trace.Run{Name: "ds", Source: "sglang-bench", Model: "deepseek-ai/DeepSeek-V2.5-1210", Hardware: "8xH200", TP: 8, Engine: "sglang",
 		Extra: map[string]string{"engine_opt.enable_dp_attention": "true", "engine_opt.mem_fraction_static": "0.78"}}
@@ -30,6 +31,8 @@ func TestResolveDPAttention(t *testing.T) {
 		t.Errorf("scheduler: chunked_prefill_size %d, schedule_conservativeness %g, overlap %v", sc.ChunkedPrefillSize, sc.ScheduleConservativeness, sc.OverlapSchedule)
 	case s.Deployment.CUDAGraphMaxBS != 96:
 		t.Errorf("cuda_graph_max_bs %d, want 96", s.Deployment.CUDAGraphMaxBS)
+	case s.Config.Client.APIServerRanks != 8 || !strings.Contains(strings.Join(s.Notes, "\n"), "one API server (TokenizerManager) per 8 ranks"):
+		t.Errorf("api_server_ranks %d, want the 8 ranks behind one TokenizerManager, said so", s.Config.Client.APIServerRanks)
 	case !strings.Contains(s.Header(), "DP-attention"):
 		t.Errorf("header %q does not say DP attention", s.Header())
 	}

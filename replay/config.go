@@ -81,6 +81,14 @@ type ClientConfig struct {
 	// time in arrival order, so a burst reaches the scheduler spread out
 	// (ingress.go). TTFT and E2E include the wait (default 0: none).
 	APIServerRequestSec float64 `yaml:"api_server_request_s"`
+	// APIServerRanks is how many consecutive workers share one API
+	// server: the data-parallel ranks of one server, which one front end
+	// feeds (SGLang's TokenizerManager before its data-parallel
+	// controller, with or without DP attention; vLLM's one API server
+	// before its DP engine cores). Workers i and j share it when
+	// i/APIServerRanks = j/APIServerRanks. 0 or 1: each worker its own.
+	// The deploy package sets it from dp and enable_dp_attention.
+	APIServerRanks int `yaml:"api_server_ranks"`
 }
 
 // A WorkloadConfig says how requests are sent.
@@ -256,6 +264,9 @@ func (c Config) Validate() error {
 	}
 	if l := c.Client.APIServerRequestSec; !(l >= 0) || l > 3600 {
 		bad("client.api_server_request_s", "%v is not a number of seconds in [0, 3600]", l)
+	}
+	if n := c.Client.APIServerRanks; n < 0 || n > max(c.Workers, 1) {
+		bad("client.api_server_ranks", "%d is not a number of workers in [0, %d]", n, max(c.Workers, 1))
 	}
 	if l := c.Client.TimeoutSec; !(l >= 0) || l > 1e7 {
 		bad("client.timeout_s", "%v is not a number of seconds in [0, 1e7]", l)

@@ -163,6 +163,8 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	e.lat = time.Duration(math.Round(cfg.Client.LatencySec * 1e9))
 	e.timeout = time.Duration(math.Round(cfg.Client.TimeoutSec * 1e9))
 	e.apiSvc = time.Duration(math.Round(cfg.Client.APIServerRequestSec * 1e9))
+	e.apiRanks = max(cfg.Client.APIServerRanks, 1)
+	e.apiFree = make([]trace.Time, (slots+e.apiRanks-1)/e.apiRanks)
 	if e.timeout > 0 {
 		e.live = make([]*reqState, reqs.Len())
 	}
@@ -275,7 +277,12 @@ type engine struct {
 	lat     time.Duration // client latency, one way
 	timeout time.Duration // client timeout; 0: none
 	apiSvc  time.Duration // the API server's serial time per request (ingress.go); 0: none
-	live    []*reqState   // with a timeout: the state of each request in flight, by index
+	// apiRanks workers share an API server (Config.Client.APIServerRanks,
+	// at least 1); apiFree[i] is when server i finishes the last request
+	// in its line.
+	apiRanks int
+	apiFree  []trace.Time
+	live     []*reqState // with a timeout: the state of each request in flight, by index
 
 	tabs [maxTabN + 1][][]time.Duration // decode prices by batch size and context sum, in pages (decodePrice)
 	one  [1]int64                       // scratch: a lone decode's batch

@@ -25,12 +25,20 @@ import "github.com/opaltrace/opaltrace/trace"
 // time of 0 (the default) requests reach the scheduler as they reach the
 // router, by the path they always took.
 
-// An apiServer is the line of one worker's API server.
+// An apiServer is the line of the requests an API server hands to one
+// worker. The server may front several workers (the data-parallel ranks
+// of one engine server, Config.Client.APIServerRanks): it serves their
+// requests in one line (engine.apiFree), each worker's in hand-over order.
+//
+// Note: the router picks a request's rank when it arrives, before its turn
+// at the API server, where SGLang's data-parallel controller and vLLM's
+// DP client pick it after; for a round-robin dispatch that is the same
+// choice, and a load-aware one sees the ranks up to one API server line
+// earlier than the engine's did.
 type apiServer struct {
 	reqs []*reqState  // in hand-over order; nil: timed out while in line
 	at   []trace.Time // when each is handed over
 	head int          // first entry not yet handed over
-	free trace.Time   // when the server finishes the last request in line
 }
 
 // empty reports whether no request is in the line.
@@ -64,16 +72,18 @@ func (a *apiServer) remove(r *reqState) bool {
 
 // ingress puts request r, which reached the router at now for w, in the
 // line of w's API server: it is handed to the scheduler one service time
-// after both it arrived and the server finished the request before it.
+// after both it arrived and the server finished the request before it
+// (for any of the workers it fronts).
 func (e *engine) ingress(now trace.Time, w *worker, r *reqState) {
 	a := &w.api
 	if a.head == len(a.reqs) {
 		a.reqs, a.at, a.head = a.reqs[:0], a.at[:0], 0
 	}
-	a.free = max(a.free, now).Add(e.apiSvc)
+	free := &e.apiFree[w.id/e.apiRanks]
+	*free = max(*free, now).Add(e.apiSvc)
 	a.reqs = append(a.reqs, r)
-	a.at = append(a.at, a.free)
-	e.q.push(a.free, evIngress, int32(w.id))
+	a.at = append(a.at, *free)
+	e.q.push(*free, evIngress, int32(w.id))
 }
 
 // ingressed hands the head of w's API server's line, due at now, to w's

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,49 @@ func TestAPIServerTimeout(t *testing.T) {
 		r := byID[id]
 		if r.Status != trace.StatusTimeout || r.DoneAtRouter.V != trace.Time(3*ms) || r.GPUStart.OK {
 			t.Errorf("%s: status %s done %d GPU start %v, want a timeout at 3 ms before the GPU", id, r.Status, r.DoneAtRouter.V, r.GPUStart)
+		}
+	}
+}
+
+// The ranks of one server share its API server: with four workers two to
+// a server, six requests sent at once (round-robin: w0 w1 w2 w3 w0 w1)
+// pass one line per server, 1.5 ms each, so the second server's two
+// reach their ranks at 2.5 and 4 ms and the first server's four at 2.5,
+// 4, 5.5 and 7 ms; with a server per worker each line holds at most two.
+func TestAPIServerSharedByRanks(t *testing.T) {
+	t.Parallel()
+	ids := []string{"r1", "r2", "r3", "r4", "r5", "r6"}
+	for _, tc := range []struct {
+		ranks int
+		want  []time.Duration // hand-over of r1..r6, µs
+	}{
+		{2, []time.Duration{2500, 4000, 2500, 4000, 5500, 7000}},
+		{0, []time.Duration{2500, 2500, 2500, 2500, 4000, 4000}},
+		{1, []time.Duration{2500, 2500, 2500, 2500, 4000, 4000}},
+		{4, []time.Duration{2500, 4000, 5500, 7000, 8500, 10000}},
+	} {
+		var reqs []*trace.Request
+		for _, id := range ids {
+			reqs = append(reqs, req(id, 0, 10, 1))
+		}
+		cfg := Config{Workers: 4, Client: ClientConfig{LatencySec: 0.001, APIServerRequestSec: 0.0015, APIServerRanks: tc.ranks}}
+		byID, _, _ := replay(t, cfg, linearCost{Base: ms, PerToken: 100 * time.Microsecond}, 100, reqs)
+		for k, id := range ids {
+			want := trace.Time(tc.want[k] * time.Microsecond)
+			if got := byID[id].WorkerArrival.V; got != want {
+				t.Errorf("ranks %d: %s reached its rank at %d ns, want %d", tc.ranks, id, got, want)
+			}
+		}
+	}
+}
+
+// A server cannot front more ranks than there are workers.
+func TestAPIServerRanksValidated(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{-1, 5} {
+		cfg := Config{Workers: 4, Client: ClientConfig{APIServerRanks: n}}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "client.api_server_ranks") {
+			t.Errorf("api_server_ranks %d: error %v, want one naming client.api_server_ranks", n, err)
 		}
 	}
 }
