@@ -336,7 +336,9 @@ type testSwitches struct {
 	noFastForward bool
 	// noSteadySteps turns off fast-forward's inner loop (steadySteps).
 	noSteadySteps bool
-	// noLoneMemo turns off the price table of lone decodes.
+	// noLoneMemo turns off the price table of lone decodes, and the
+	// pricing of a built batch of decodes by their sum (price): every
+	// built step is priced by StepTime.
 	noLoneMemo bool
 	// noPreRoute turns off routing in advance.
 	noPreRoute bool
