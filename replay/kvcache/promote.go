@@ -80,7 +80,7 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 			gk, j := keyOf(h)
 			if j == 0 && len(src)-i >= groupLen && nextMembers((*[groupLen - 1]uint64)(src[i+1:i+groupLen]), h) {
 				// A whole group (CommitAll).
-				*(*[groupLen]uint64)(hr[i : i+groupLen]) = [groupLen]uint64(src[i : i+groupLen])
+				copyGroup((*[groupLen]uint64)(hr[i:i+groupLen]), (*[groupLen]uint64)(src[i:i+groupLen]))
 				binary.LittleEndian.PutUint64(fl[i:i+groupLen], uint64(fHashed|fRecorded)*ones)
 				insert(slots, mask, gk, line(lo+int32(i), 0, groupLen, false))
 				i += groupLen
