@@ -23,9 +23,9 @@ type prefixIndex struct {
 	workers   int
 	capTokens int64 // per worker; 0: unbounded
 	slots     slotTable
-	stamp     [][]uint64   // chunks of stampChunk slots: slot·workers + worker → last use; 0: absent
-	count     []int64      // per worker: blocks held
-	lru       [][]lruEntry // per worker: insertions, oldest first (stale entries skipped)
+	stamp     [][]*stampRow // per worker, chunks of stampChunk slots: slot → last use; 0: absent
+	count     []int64       // per worker: blocks held
+	lru       [][]lruEntry  // per worker: insertions, oldest first (stale entries skipped)
 	clock     uint64
 	// holders holds, per slot, a bit per worker whose stamp there is
 	// not 0, when there are at most 64 workers (else it is nil).
@@ -41,7 +41,16 @@ type prefixIndex struct {
 // by whole chunks, never copied, where one growing slice copied them all
 // again at each growth (about 7 % of the cache-aware routers' CPU on the
 // Mooncake trace's 183,000 blocks, by pprof).
+//
+// Note: a worker's stamps are its own chunks, an array each, so that a
+// slot's stamp is two indexings, the second by a masked slot the
+// compiler checks no bound of; one chunk held every worker's (slot·workers
+// + worker), and finding a stamp there was some 15 instructions, 7 M of
+// BenchmarkReplayMooncakeRouters/llm_d's inserts and evictions.
 const stampChunk = 1024
+
+// A stampRow is one worker's stamps of stampChunk slots.
+type stampRow [stampChunk]uint64
 
 type lruEntry struct {
 	slot  int32
@@ -51,15 +60,10 @@ type lruEntry struct {
 func newPrefixIndex(workers int, capTokens int64) *prefixIndex {
 	return &prefixIndex{
 		workers: workers, capTokens: capTokens,
+		stamp: make([][]*stampRow, workers),
 		count: make([]int64, workers), lru: make([][]lruEntry, workers),
 		bitsOnly: capTokens == 0 && workers <= 64,
 	}
-}
-
-// row returns slot s's stamps, one per worker.
-func (x *prefixIndex) row(s int32) []uint64 {
-	c, o := int(s)/stampChunk, int(s)%stampChunk*x.workers
-	return x.stamp[c][o : o+x.workers : o+x.workers]
 }
 
 // matchAll sets n[w] to the number of leading ids that worker w holds.
@@ -84,10 +88,10 @@ func (x *prefixIndex) matchStamps(ids []int64, n []int) {
 		if !ok {
 			return
 		}
-		row := x.row(s)
+		c, o := uint32(s)/stampChunk, uint32(s)%stampChunk
 		alive := 0 // workers still matching every id so far
-		for w, st := range row {
-			if st != 0 && n[w] == j {
+		for w, ws := range x.stamp {
+			if ws[c][o] != 0 && n[w] == j {
 				n[w]++
 				alive++
 			}
@@ -160,13 +164,13 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 	if bounded {
 		q = slices.Grow(q, len(slots))[:n+len(slots)]
 	}
-	stamp, holders, workers := x.stamp, x.holders, x.workers
-	withBits := workers <= 64 // holders kept
+	stamp, holders := x.stamp[w], x.holders
+	withBits := x.workers <= 64 // holders kept
 	bit := uint64(1) << (w & 63)
 	for j := len(slots) - 1; j >= 0; j-- { // deepest first: evicted first
 		s := slots[j]
 		clock++
-		p := &stamp[uint32(s)/stampChunk][int(uint32(s)%stampChunk)*workers+w] // row(s)[w]
+		p := &stamp[uint32(s)/stampChunk][uint32(s)%stampChunk]
 		if *p == 0 {
 			count++
 			if withBits {
@@ -188,7 +192,7 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 		head := 0
 		for ; count > limit && head < len(q); head++ {
 			e := q[head]
-			p := &stamp[uint32(e.slot)/stampChunk][int(uint32(e.slot)%stampChunk)*workers+w]
+			p := &stamp[uint32(e.slot)/stampChunk][uint32(e.slot)%stampChunk]
 			if *p == e.stamp {
 				*p = 0
 				count--
@@ -249,9 +253,12 @@ func (x *prefixIndex) slotsOf(ids []int64) []int32 {
 	if x.workers <= 64 && len(x.holders) < int(n) {
 		x.holders = append(x.holders, make([]uint64, int(n)-len(x.holders))...)
 	}
-	if !x.bitsOnly {
-		for len(x.stamp)*stampChunk < int(n) {
-			x.stamp = append(x.stamp, make([]uint64, stampChunk*x.workers))
+	if !x.bitsOnly && len(x.stamp) > 0 && len(x.stamp[0])*stampChunk < int(n) { // every worker has as many chunks
+		for w, ws := range x.stamp {
+			for len(ws)*stampChunk < int(n) {
+				ws = append(ws, new(stampRow))
+			}
+			x.stamp[w] = ws
 		}
 	}
 	return slots
@@ -279,10 +286,8 @@ func (x *prefixIndex) insertBits(w int, ids []int64) {
 
 // dropWorker forgets everything worker w held: it was started afresh.
 func (x *prefixIndex) dropWorker(w int) {
-	for _, c := range x.stamp {
-		for s := w; s < len(c); s += x.workers {
-			c[s] = 0
-		}
+	for _, c := range x.stamp[w] {
+		clear(c[:])
 	}
 	for s := range x.holders {
 		x.holders[s] &^= 1 << w
