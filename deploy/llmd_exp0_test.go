@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,13 +16,30 @@ import (
 	"github.com/opaltrace/opaltrace/internal/golden"
 
 	"github.com/opaltrace/opaltrace/analyze"
+	"github.com/opaltrace/opaltrace/calibrate"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
-var llmdTable = flag.Bool("llmdtable", false, "replay llm-d exp-0's LMBenchmark ShareGPT workload on its plain-vLLM deployment and write testdata/llmd_exp0_vllm70b.md and testdata/llmd_exp0_baseline_llmd70b.md")
+var llmdTable = flag.Bool("llmdtable", false, "replay llm-d exp-0's LMBenchmark ShareGPT workload on its plain-vLLM deployment and write testdata/llmd_exp0_*.md (uncalibrated, and at the surajssd A100 fit)")
+
+// surajssdFit are the coefficients scripts/fidelity's surajssd section
+// fits by replay in the loop (Llama-3.3-70B, 8 × A100-SXM4-40GB TP 8, vLLM
+// 0.8.3, fitted on qps 1 and 4 with --fit +serial_fraction; the README's
+// fidelity section as regenerated on 1aa732e): another A100 deployment of
+// a Llama-3 70B under vLLM, for llm-d exp-0's 2 × A100-SXM4-80GB TP 2,
+// which no fit has seen. attention_mfu is tied to mfu there, as here.
+var surajssdFit = map[string]float64{
+	calibrate.CoefMFU:             0.4968,
+	calibrate.CoefAttentionMFU:    0.4968,
+	calibrate.CoefBandwidthEff:    0.4559,
+	calibrate.CoefRequestOverhead: 0.00907,
+	calibrate.CoefSerialFraction:  0.4203,
+	calibrate.CoefStepOverhead:    0.0003002,
+}
 
 const llmdDir = "measurements/llmd_exp0_a100_tp2_llama70b"
 
@@ -141,18 +159,38 @@ func TestTextHashIDsPrefix(t *testing.T) {
 // 1.34 QPS), which the replay, knowing no build, cannot tell apart: the
 // prompt and output lengths, taken from each build's runs, are all that
 // differs.
+//
+// Each build is also replayed with the step model and the client's
+// per-request overhead at surajssdFit (testdata/llmd_exp0_*_surajssd.md):
+// held out across deployments, as a user with one calibrated A100 sweep
+// would predict another. The fractions of peak carry from the 40 GB to the
+// 80 GB A100 (the same SM, 312 TFLOP/s bf16; the replay prices each at
+// its own memory bandwidth, 1.555 and 2.039 TB/s), from TP 8 to TP 2 (the
+// collectives priced by the step model), and from vLLM 0.8.3 to the
+// version exp-0 ran (not recorded).
 func TestLLMDExp0Table(t *testing.T) {
-	for _, b := range []struct{ dir, golden, title string }{
-		{"vllm-70b", "llmd_exp0_vllm70b.md", "plain vLLM"},
-		{"baseline-llm-d-70b", "llmd_exp0_baseline_llmd70b.md", "the baseline-llm-d build (llm-d-dev 0.0.4, LMCache off)"},
+	for _, b := range []struct {
+		dir, golden, title string
+		coef               map[string]float64
+	}{
+		{"vllm-70b", "llmd_exp0_vllm70b.md", "plain vLLM", nil},
+		{"baseline-llm-d-70b", "llmd_exp0_baseline_llmd70b.md", "the baseline-llm-d build (llm-d-dev 0.0.4, LMCache off)", nil},
+		{"vllm-70b", "llmd_exp0_vllm70b_surajssd.md", "plain vLLM", surajssdFit},
+		{"baseline-llm-d-70b", "llmd_exp0_baseline_llmd70b_surajssd.md", "the baseline-llm-d build (llm-d-dev 0.0.4, LMCache off)", surajssdFit},
 	} {
-		t.Run(b.dir, func(t *testing.T) { llmdExp0Table(t, b.dir, b.golden, b.title) })
+		name := b.dir
+		if b.coef != nil {
+			name += "/surajssd"
+		}
+		t.Run(name, func(t *testing.T) { llmdExp0Table(t, b.dir, b.golden, b.title, b.coef) })
 	}
 }
 
 // llmdExp0Table replays exp-0's workload against the runs of one build
-// (a folder of llmdDir) and checks its table against golden.
-func llmdExp0Table(t *testing.T, build, goldenFile, title string) {
+// (a folder of llmdDir) and checks its table against golden; with coef,
+// the step model and the client's overheads at those coefficients
+// (through the cost model's apply path, as replay --model does).
+func llmdExp0Table(t *testing.T, build, goldenFile, title string, coef map[string]float64) {
 	run := readLMBenchJSON(t, "run.json")
 	warm := readLMBenchJSON(t, "warmup.json")
 	const cluster = `hardware: a100-80gb
@@ -174,12 +212,29 @@ scheduler:
 	if err != nil {
 		t.Fatal(err)
 	}
+	how, stepModel := "uncalibrated", "roofline step model, no calibration"
+	if coef != nil {
+		cm := &calibrate.CostModel{Version: calibrate.CostModelVersion, Form: model.FormRoofline, Coefficients: map[string]calibrate.Coefficient{}}
+		var names []string
+		for k, v := range coef {
+			cm.Coefficients[k] = calibrate.Coefficient{Value: v}
+			names = append(names, fmt.Sprintf("%s %g", k, v))
+		}
+		sort.Strings(names)
+		d := *s.Deployment
+		cm.Apply(&d)
+		s.Deployment, s.Step = &d, &d
+		cm.ClientOverhead().ApplyConfig(&s.Config)
+		how = "calibrated on another A100 deployment: surajssd's fit, held out"
+		stepModel = "roofline step model and client overhead at the surajssd section's fit (Llama-3.3-70B, 8 × A100-40GB TP 8,\n" +
+			"vLLM 0.8.3, fitted on qps 1 and 4: " + strings.Join(names, ", ") + "),\nnothing fitted to exp-0"
+	}
 	const block = 16
 	var b strings.Builder
-	fmt.Fprintf(&b, "# llm-d exp-0, %s: LMBenchmark ShareGPT replayed (uncalibrated)\n\n", title)
+	fmt.Fprintf(&b, "# llm-d exp-0, %s: LMBenchmark ShareGPT replayed (%s)\n\n", title, how)
 	b.WriteString("One server of 2 × A100-SXM4-80GB, TP 2, Llama-3.1-70B-Instruct, vLLM V1 defaults (prefix caching, chunked\n")
 	b.WriteString("prefill), max_num_batched_tokens 8192, max_num_seqs 256, gpu_memory_utilization 0.95 (max_model_len 20000\n")
-	b.WriteString("bounds no prompt here); roofline step model, no calibration. Per QPS: warmup.json (55) at spacing 1/QPS,\n")
+	fmt.Fprintf(&b, "bounds no prompt here); %s. Per QPS: warmup.json (55) at spacing 1/QPS,\n", stepModel)
 	b.WriteString("waited for, 10 s, then run.json (252) at spacing 1/QPS; prompts \"<QPS> \" + input behind the Llama 3.1 chat\n")
 	b.WriteString("head, hash ids chained over 16-token blocks of the text at the run's bytes per token (see TestLLMDExp0Table).\n")
 	fmt.Fprintf(&b, "Observed: %s/LMBench_sharegpt_output_QPS.csv (client TTFT to the first content). Error: simulated / observed − 1.\n", build)
