@@ -130,13 +130,14 @@ func (c *Chain) nextGroup() bool {
 	if x&(slotRun-1) != 0 {
 		return false // 0 made 1: not member 0 (hashed by extend instead)
 	}
-	hs := c.hashes
-	if int64(cap(hs)) < n+slotRun {
-		hs = grow(hs, int(max(n+slotRun, 2*int64(cap(hs))))-len(hs))
+	if hs := c.hashes; int64(cap(hs)) < n+slotRun {
+		c.hashes = grow(hs, int(max(n+slotRun, 2*int64(cap(hs))))-len(hs))
 	}
-	hs = hs[:n+slotRun]
-	steps(hs[n:], x)
-	c.hashes = hs
+	// The chain's own slice resliced: only its length is stored, where
+	// assigning a local copy back stored the pointer too, behind a
+	// write barrier's check.
+	c.hashes = c.hashes[:n+slotRun]
+	steps(c.hashes[n:], x)
 	if c.off += slotRun * eb; c.off >= tb {
 		c.off -= tb
 		c.j++
