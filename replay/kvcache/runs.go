@@ -351,9 +351,7 @@ func (c *Cache) evictSpan(x int32, dst []int32, taken, end, nameEnd int) int {
 		} else {
 			if j > 0 {
 				c.makeRun(from+k-j, runRec{ref: 1, n: j, desc: true})
-				for i := range out[:j] {
-					out[i] = from + k - 1 - int32(i)
-				}
+				fillDown(out[:j], from+k-1)
 			}
 			if j < k {
 				c.freeIDs(from, from+k-j)
@@ -363,6 +361,19 @@ func (c *Cache) evictSpan(x int32, dst []int32, taken, end, nameEnd int) int {
 		taken += int(k)
 	}
 	return taken
+}
+
+// fillDown sets o to the ids b, b−1, b−2, …, eight at a time.
+func fillDown(o []int32, b int32) {
+	for len(o) >= 8 {
+		g := (*[8]int32)(o)
+		g[0], g[1], g[2], g[3] = b, b-1, b-2, b-3
+		g[4], g[5], g[6], g[7] = b-4, b-5, b-6, b-7
+		o, b = o[8:], b-8
+	}
+	for i := range o {
+		o[i] = b - int32(i)
+	}
 }
 
 // evict drops the hashes of the k blocks from..from+k−1, in eviction
@@ -388,8 +399,7 @@ func (c *Cache) evict(from, k int32, up bool) {
 			if len(fl)-i >= 8 && binary.LittleEndian.Uint64(fl[i:i+8])&recorded == recorded {
 				*(*[8]uint64)(hs[i : i+8]) = [8]uint64{}
 				binary.LittleEndian.PutUint64(fl[i:i+8], 0)
-				d := uint32(drops)
-				*(*[8]uint32)(dr[i : i+8]) = [8]uint32{d + 1, d + 2, d + 3, d + 4, d + 5, d + 6, d + 7, d + 8}
+				stampUp((*[8]uint32)(dr[i:i+8]), uint32(drops))
 				drops += 8
 				i += 8
 				continue
@@ -402,8 +412,7 @@ func (c *Cache) evict(from, k int32, up bool) {
 			if i >= 8 && binary.LittleEndian.Uint64(fl[i-8:i])&recorded == recorded {
 				*(*[8]uint64)(hs[i-8 : i]) = [8]uint64{}
 				binary.LittleEndian.PutUint64(fl[i-8:i], 0)
-				d := uint32(drops)
-				*(*[8]uint32)(dr[i-8 : i]) = [8]uint32{d + 8, d + 7, d + 6, d + 5, d + 4, d + 3, d + 2, d + 1}
+				stampDown((*[8]uint32)(dr[i-8:i]), uint32(drops))
 				drops += 8
 				i -= 8
 				continue
@@ -415,6 +424,34 @@ func (c *Cache) evict(from, k int32, up bool) {
 	c.index.n -= unindexed
 	c.Evictions += int64(drops - c.drops)
 	c.drops = drops
+}
+
+// stampUp stamps eight blocks evicted upward: d+1, d+2, … d+8.
+//
+// Note: a store each; an array literal assigned whole was built on the
+// stack and copied.
+func stampUp(g *[8]uint32, d uint32) {
+	g[0] = d + 1
+	g[1] = d + 2
+	g[2] = d + 3
+	g[3] = d + 4
+	g[4] = d + 5
+	g[5] = d + 6
+	g[6] = d + 7
+	g[7] = d + 8
+}
+
+// stampDown stamps eight blocks evicted from the highest id down: d+8,
+// d+7, … d+1.
+func stampDown(g *[8]uint32, d uint32) {
+	g[0] = d + 8
+	g[1] = d + 7
+	g[2] = d + 6
+	g[3] = d + 5
+	g[4] = d + 4
+	g[5] = d + 3
+	g[6] = d + 2
+	g[7] = d + 1
 }
 
 // evictOne is evict for block i of the range: it returns drops, counted
