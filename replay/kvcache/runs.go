@@ -161,9 +161,7 @@ func (c *Cache) nameRange(dst []int32) {
 	for len(dst) > 0 {
 		lo, k := c.takeIDs(int32(len(dst)))
 		c.makeRun(lo, runRec{ref: 1, n: k})
-		for i := range dst[:k] {
-			dst[i] = lo + int32(i)
-		}
+		fillUp(dst[:k], lo)
 		dst = dst[k:]
 	}
 }
@@ -341,9 +339,7 @@ func (c *Cache) evictSpan(x int32, dst []int32, taken, end, nameEnd int) int {
 		if sp.up {
 			if j > 0 {
 				c.makeRun(from, runRec{ref: 1, n: j})
-				for i := range out[:j] {
-					out[i] = from + int32(i)
-				}
+				fillUp(out[:j], from)
 			}
 			if j < k {
 				c.freeIDs(from+j, from+k)
@@ -361,6 +357,19 @@ func (c *Cache) evictSpan(x int32, dst []int32, taken, end, nameEnd int) int {
 		taken += int(k)
 	}
 	return taken
+}
+
+// fillUp sets o to the ids b, b+1, b+2, …, eight at a time.
+func fillUp(o []int32, b int32) {
+	for len(o) >= 8 {
+		g := (*[8]int32)(o)
+		g[0], g[1], g[2], g[3] = b, b+1, b+2, b+3
+		g[4], g[5], g[6], g[7] = b+4, b+5, b+6, b+7
+		o, b = o[8:], b+8
+	}
+	for i := range o {
+		o[i] = b + int32(i)
+	}
 }
 
 // fillDown sets o to the ids b, b−1, b−2, …, eight at a time.
