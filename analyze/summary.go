@@ -13,6 +13,11 @@ import (
 // of requests), recomputed from its per-request data.
 type Summary struct {
 	Run trace.Run
+	// Label names the run by what distinguishes it from the other runs of
+	// its input ("#3 rate=4", trace.RunLabels), where the input has
+	// several; empty, its name is all. The command that loaded the runs
+	// sets it: a run alone cannot know its siblings.
+	Label string
 
 	Requests  int // requests seen
 	Completed int // Status ok

@@ -241,7 +241,16 @@ func datasetSummary(ds Dataset, byRequest bool) (datasetView, []*analyze.Summary
 	runs := make([]trace.Run, len(sums))
 	for i, s := range sums {
 		runs[i] = s.Run
-		rv := newRunView(runLabel(s.Run), s)
+	}
+	// A sweep's runs are named alike (file#3): each row also says what
+	// sets it apart, as stats and the comparison's captions do.
+	what := trace.RunFieldLabels(runs)
+	for i, s := range sums {
+		label := runLabel(s.Run)
+		if what != nil && s.Run.Stage == "" {
+			label += " (" + what[i] + ")"
+		}
+		rv := newRunView(label, s)
 		view.Runs = append(view.Runs, rv)
 		view.Measured = view.Measured || rv.Measured
 		view.Reported = view.Reported || rv.reported()

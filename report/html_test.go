@@ -152,6 +152,20 @@ func TestWriteHTMLRuns(t *testing.T) {
 	}
 }
 
+// A sweep's rows say what sets each run apart, as stats does.
+func TestWriteHTMLSweepLabels(t *testing.T) {
+	run := func(name string, rate float64) trace.Run {
+		return trace.Run{Name: name, File: "/x/sweep.jsonl", Workload: &trace.Workload{RequestRate: trace.Rate(rate)}}
+	}
+	ds := Dataset{Name: "sweep", Runs: []trace.Run{run("sweep.jsonl#1", 1), run("sweep.jsonl#2", 4)}}
+	got := string(writeHTML(t, []Dataset{ds}))
+	for _, want := range []string{"<td>sweep.jsonl#1 (#1 rate=1)</td>", "<td>sweep.jsonl#2 (#2 rate=4)</td>"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %s", want)
+		}
+	}
+}
+
 func TestWriteHTMLErrors(t *testing.T) {
 	for _, tc := range []struct {
 		ds   []Dataset

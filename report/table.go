@@ -132,7 +132,15 @@ func summaryTable(s *analyze.Summary, pcts []float64) table {
 	rep := decodeReported(s)
 	var t table
 	t.header(" Serving Benchmark Result ", '=')
-	t.both("Run:", "run", s.Run.Name)
+	if s.Label != "" && s.Label != s.Run.Name {
+		// A file of several runs (a sweep): its runs' names are file#N,
+		// so the text also says what the run was (rate=4), and the JSON
+		// keeps it apart from the name the selectors take.
+		t.add(row{label: "Run:", key: "run", value: s.Run.Name, note: s.Label})
+		t.json("label", s.Label)
+	} else {
+		t.both("Run:", "run", s.Run.Name)
+	}
 	if s.Run.Stage != "" {
 		t.both("Stage:", "stage", s.Run.Stage)
 	}
@@ -147,6 +155,10 @@ func summaryTable(s *analyze.Summary, pcts []float64) table {
 	// A simulated run names the deployment it replayed on (package
 	// deploy: model on GPU×count, parallelism, engine, workers).
 	if d := s.Run.Extra["deployment"]; d != "" {
+		t.both("Deployment:", "deployment", d)
+	} else if d := recordedDeployment(s.Run); d != "" {
+		// A measured run names the deployment its source or ingest
+		// recorded: what replay and calibrate will replay it on.
 		t.both("Deployment:", "deployment", d)
 	}
 	if s.Passes > 0 {
@@ -400,3 +412,42 @@ func secondsTable(s *analyze.SecondsSummary) table {
 
 // pct prints a fraction as a percentage with two decimals.
 func pct(f float64) string { return fmt.Sprintf("%.2f", f*100) }
+
+// recordedDeployment describes the deployment recorded with a measured
+// run, as replay's summary line names a simulated one: GPU×count,
+// parallelism, engine and its version ("8xH200 (TP8), sglang 0.4.0"). ""
+// when nothing of it is recorded.
+func recordedDeployment(r trace.Run) string {
+	var par []string
+	for _, p := range []struct {
+		name string
+		n    int
+	}{{"TP", r.TP}, {"PP", r.PP}, {"DP", r.DP}} {
+		if p.n > 1 {
+			par = append(par, fmt.Sprintf("%s%d", p.name, p.n))
+		}
+	}
+	var parts []string
+	if r.Hardware != "" {
+		hw := r.Hardware
+		if len(par) > 0 {
+			hw += " (" + strings.Join(par, ", ") + ")"
+		}
+		parts = append(parts, hw)
+	} else if len(par) > 0 {
+		parts = append(parts, strings.Join(par, ", "))
+	}
+	if r.Engine != "" {
+		e := r.Engine
+		if v := r.Extra["engine_version"]; v != "" {
+			e += " " + v
+		}
+		parts = append(parts, e)
+	}
+	if r.Hardware == "" && len(par) == 0 {
+		// An engine alone (most benchmark files name their backend) is
+		// not a deployment.
+		return ""
+	}
+	return strings.Join(parts, ", ")
+}

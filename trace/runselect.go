@@ -298,16 +298,7 @@ func RunLabels(runs []Run) []string {
 		labels[0] = runs[0].Name
 		return labels
 	}
-	var keys []string
-	for _, k := range labelFields {
-		first, _ := RunField(runs[0], k)
-		for _, r := range runs[1:] {
-			if v, _ := RunField(r, k); v != first {
-				keys = append(keys, k)
-				break
-			}
-		}
-	}
+	keys := labelKeys(runs)
 	for i, r := range runs {
 		var b strings.Builder
 		fmt.Fprintf(&b, "#%d", i+1)
@@ -322,4 +313,31 @@ func RunLabels(runs []Run) []string {
 		labels[i] = b.String()
 	}
 	return labels
+}
+
+// labelKeys returns the fields of labelFields whose values differ among
+// runs.
+func labelKeys(runs []Run) []string {
+	var keys []string
+	for _, k := range labelFields {
+		first, _ := RunField(runs[0], k)
+		for _, r := range runs[1:] {
+			if v, _ := RunField(r, k); v != first {
+				keys = append(keys, k)
+				break
+			}
+		}
+	}
+	return keys
+}
+
+// RunFieldLabels is RunLabels where a field tells the runs apart (a
+// sweep's rate, another file), for showing beside the runs' names; nil
+// where none does or there is one run, when the labels would only repeat
+// the names.
+func RunFieldLabels(runs []Run) []string {
+	if len(runs) < 2 || len(labelKeys(runs)) == 0 {
+		return nil
+	}
+	return RunLabels(runs)
 }

@@ -91,3 +91,15 @@ func TestRunLabels(t *testing.T) {
 		t.Errorf("runs alike but for their names: %q", got)
 	}
 }
+
+func TestRunFieldLabels(t *testing.T) {
+	if got, want := RunFieldLabels(sweepRuns()), RunLabels(sweepRuns()); !slices.Equal(got, want) {
+		t.Errorf("a sweep: %q, want RunLabels' %q", got, want)
+	}
+	if got := RunFieldLabels(sweepRuns()[:1]); got != nil {
+		t.Errorf("one run: %q, want none", got)
+	}
+	if got := RunFieldLabels([]Run{{Name: "a"}, {Name: "b"}}); got != nil {
+		t.Errorf("runs alike but for their names: %q, want none (the labels would repeat the names)", got)
+	}
+}

@@ -17,6 +17,9 @@ type dataset struct {
 	Name     string
 	Runs     []trace.Run
 	Requests []*trace.Request
+	// Loaded is every run the input had, before --run chose Runs: the
+	// runs a label's "#3" counts among (labelRuns).
+	Loaded []trace.Run
 }
 
 // splitLabel splits "label=path" (benchfmt's convention); a plain path is

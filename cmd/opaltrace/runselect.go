@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/opaltrace/opaltrace/analyze"
 
 	"github.com/urfave/cli/v3"
 
@@ -25,7 +26,30 @@ func loadSelected(c *cli.Command, arg string) (*dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	ds.Loaded = ds.Runs
 	return ds, selectDataset(ds, sels)
+}
+
+// labelRuns gives the summaries of runs of an input of several runs the
+// labels trace.RunLabels names them by among all the input's runs
+// (loaded), so that "#3" is what --run 3 picks; summaries of groups other
+// than runs keep none.
+func labelRuns(as []*analyze.Analysis, loaded []trace.Run) {
+	labels := trace.RunFieldLabels(loaded)
+	if labels == nil {
+		return
+	}
+	byName := make(map[string]string, len(loaded))
+	for i, r := range loaded {
+		byName[r.Name] = labels[i]
+	}
+	for _, a := range as {
+		if s := a.Summary; s.Run.Stage == "" {
+			if l, ok := byName[s.Run.Name]; ok {
+				s.Label = l
+			}
+		}
+	}
 }
 
 // selectDataset keeps the runs of ds that sels pick, and their requests.

@@ -22,4 +22,18 @@ func TestStatsRunSelector(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no run matches") || !strings.Contains(err.Error(), "#4 file=serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_inf.json rate=inf") {
 		t.Errorf("a selector that matches nothing: err %v, stderr:\n%s", err, stderr)
 	}
+	// The run picked is shown by what sets it apart, counted among all
+	// the input's runs, so that its "#N" is what --run N picks.
+	out, stderr, err = opaltrace(t, "stats", "--run", "rate=16", dir)
+	if err != nil {
+		t.Fatalf("stats --run rate=16: %v\n%s", err, stderr)
+	}
+	want := "Run:                                     serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_16.json#1 (#3 file=serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_16.json rate=16)\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("stats --run rate=16 lacks %q:\n%.800s", want, out)
+	}
+	byIndex, _, err := opaltrace(t, "stats", "--run", "3", dir)
+	if err != nil || byIndex != out {
+		t.Errorf("stats --run 3 (%v) is not the run labelled #3:\n%.800s", err, byIndex)
+	}
 }

@@ -101,7 +101,9 @@ func statsCommand() *cli.Command {
 				if err != nil {
 					return fmt.Errorf("--by: %w", err)
 				}
-				as = append(as, analyze.AnalyzeGroups(groups, aopts)...)
+				ga := analyze.AnalyzeGroups(groups, aopts)
+				labelRuns(ga, ds.Loaded)
+				as = append(as, ga...)
 			}
 			if err := attachSeconds(as, c.String("per-second")); err != nil {
 				return err

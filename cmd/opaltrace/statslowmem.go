@@ -145,5 +145,10 @@ func statsByPasses(c *cli.Command, path string, pcts []float64, slo analyze.SLO)
 	for i, s := range sums {
 		as[i] = &analyze.Analysis{Summary: s, NotComputed: analyze.ByPassesOmits}
 	}
+	loaded, _, err := trace.ReadRuns(path)
+	if err != nil {
+		return nil, err
+	}
+	labelRuns(as, loaded)
 	return as, nil
 }
