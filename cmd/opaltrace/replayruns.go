@@ -29,6 +29,9 @@ import (
 type replayJob struct {
 	name string // simulated run name
 	of   string // the input run it replays
+	// ofLabel names the input run by what sets it apart from the other
+	// runs of its input ("#3 rate=4"), "" where nothing does.
+	ofLabel string
 	// startUnixN is the input run's wall-clock start (0: unknown), the
 	// default start of --metrics-out's samples.
 	startUnixN int64
@@ -54,6 +57,10 @@ type replayJob struct {
 type replayInputs struct {
 	runs    []trace.Run // the dataset's
 	named   []string    // runs in order of their first request
+	// labels are the input runs' labels among all of them, before --run
+	// chose (trace.RunFieldLabels: "#3 rate=4"); nil where no field sets
+	// them apart.
+	labels map[string]string
 	byRun   map[string]*replay.Columns
 	seen    map[string]int // requests per run, dropped ones included
 	dropped map[string]int // failed requests whose lengths the source did not record
@@ -134,10 +141,16 @@ func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr 
 // requests. A selector that picks nothing is an error that lists the runs
 // and says that --run no longer names the simulated run.
 func (x *replayInputs) selectRuns(sels []trace.RunSelector) error {
+	all := x.allRuns()
+	if labels := trace.RunFieldLabels(all); labels != nil {
+		x.labels = make(map[string]string, len(all))
+		for i, r := range all {
+			x.labels[r.Name] = labels[i]
+		}
+	}
 	if len(sels) == 0 {
 		return nil
 	}
-	all := x.allRuns()
 	idx, err := trace.SelectRuns(all, sels)
 	if err != nil {
 		return fmt.Errorf("replay: %w (--run selects input runs, as stats does; --run-name names the simulated run)", err)
@@ -200,7 +213,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 			var how string
 			var send replay.Inputs
 			setup.Config, send, how = sendLikeTheBenchmark(setup.Config, run, in, in.Arrivals())
-			jobs = append(jobs, replayJob{of: run.Name, startUnixN: run.StartUnixN, in: send, setup: setup, how: how, client: client})
+			jobs = append(jobs, replayJob{of: run.Name, ofLabel: x.labels[run.Name], startUnixN: run.StartUnixN, in: send, setup: setup, how: how, client: client})
 			jobRuns = append(jobRuns, run)
 			continue
 		}
@@ -211,7 +224,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		}
 		w := &setup.Config.Workload
 		w.Mode, w.Clients, w.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
-		jobs = append(jobs, replayJob{of: run.Name, startUnixN: run.StartUnixN, in: gen, setup: setup, how: "regenerated", client: client})
+		jobs = append(jobs, replayJob{of: run.Name, ofLabel: x.labels[run.Name], startUnixN: run.StartUnixN, in: gen, setup: setup, how: "regenerated", client: client})
 		jobRuns = append(jobRuns, run)
 	}
 	carryOver(jobs, jobRuns, carry, stderr)
@@ -323,6 +336,7 @@ type summaryPlan struct {
 // committed.
 type replayed struct {
 	run    trace.Run
+	label  string // the summary's label: the input run it replays, by what sets it apart
 	mem    *analyze.Summary
 	stream *analyze.Summary          // the same summary, by passes over the file
 	sum    *analyze.StreamSummarizer // stream's first pass, made as the records were written
@@ -535,7 +549,11 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		runs = append(runs, run)
 		// A kept run's summary is finished on its goroutine while the
 		// next job replays and the file's last row groups are written.
-		done = append(done, replayed{run: run, sum: sum, memDone: memDone})
+		var label string
+		if job.ofLabel != "" {
+			label = "replays " + job.ofLabel
+		}
+		done = append(done, replayed{run: run, label: label, sum: sum, memDone: memDone})
 	}
 	// What is written so far, all but the last row group, goes to disk
 	// while the last is encoded and the summaries finish, so that
@@ -634,6 +652,7 @@ func writeReplayed(w io.Writer, done []replayed) error {
 		if s == nil {
 			s = d.stream
 		}
+		s.Label = d.label
 		if err := report.WriteStats(w, []*analyze.Summary{s}, report.StatsOptions{}); err != nil {
 			return err
 		}

@@ -320,7 +320,9 @@ func TestRunSourceFiltersRuns(t *testing.T) {
 	printed := map[string]bool{}
 	for _, l := range strings.Split(stdout, "\n") {
 		if name, ok := strings.CutPrefix(l, "Run:"); ok {
-			printed[strings.TrimSpace(name)] = true
+			// The run's name, then what it replays: " (replays #1 …)".
+			name, _, _ = strings.Cut(strings.TrimSpace(name), " (")
+			printed[name] = true
 		}
 	}
 	for _, run := range runs {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,5 +36,19 @@ func TestStatsRunSelector(t *testing.T) {
 	byIndex, _, err := opaltrace(t, "stats", "--run", "3", dir)
 	if err != nil || byIndex != out {
 		t.Errorf("stats --run 3 (%v) is not the run labelled #3:\n%.800s", err, byIndex)
+	}
+}
+
+// A replayed run's summary says which input run it replays, by what sets
+// that run apart from the input's others.
+func TestReplayRunLabel(t *testing.T) {
+	dir := shareddata.Path(t, "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8")
+	out, stderr, err := opaltrace(t, "replay", "--run", "rate=16", "--hardware", "a100-40gb", "--tp", "8", "-o", filepath.Join(t.TempDir(), "sim.parquet"), dir)
+	if err != nil {
+		t.Fatalf("replay --run rate=16: %v\n%s", err, stderr)
+	}
+	want := "Run:                                     simulated  (replays #3 file=serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_16.json rate=16)\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("replay --run rate=16 lacks %q:\n%.600s", want, out)
 	}
 }
