@@ -55,12 +55,12 @@ type replayJob struct {
 // takes them as a reader yields them, so a large trace is never held
 // whole.
 type replayInputs struct {
-	runs    []trace.Run // the dataset's
-	named   []string    // runs in order of their first request
+	runs  []trace.Run // the dataset's
+	named []string    // runs in order of their first request
 	// labels are the input runs' labels among all of them, before --run
 	// chose (trace.RunFieldLabels: "#3 rate=4"); nil where no field sets
 	// them apart.
-	labels map[string]string
+	labels  map[string]string
 	byRun   map[string]*replay.Columns
 	seen    map[string]int // requests per run, dropped ones included
 	dropped map[string]int // failed requests whose lengths the source did not record
