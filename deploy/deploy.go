@@ -130,7 +130,8 @@ func (s *Setup) Header() string {
 // The run's recorded deployment drives it: its model (a shipped name, a
 // Hugging Face id of one, or a config.json path; see ModelName), its
 // hardware ("4xH200": the GPU and, when the run records no parallel
-// sizes, the TP degree), its TP, PP and DP, its engine, and the engine
+// sizes, the TP degree; a cluster file's or a setting's hardware may name
+// a count alike, takeGPUCount), its TP, PP and DP, its engine, and the engine
 // options recorded at ingest (Run.Extra "engine_opt.KEY", see
 // engineOptions). A key the cluster file or a setting gives wins over
 // the record, with a note when they differ. The KV capacity is sized as
@@ -138,6 +139,9 @@ func (s *Setup) Header() string {
 func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	c, err := c.With(o.Settings...)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.takeGPUCount(); err != nil {
 		return nil, err
 	}
 	notes, err := applyRecord(&c, run, o)

@@ -431,11 +431,11 @@ func recordedDeployment(r trace.Run) string {
 	if r.Hardware != "" {
 		hw := r.Hardware
 		if len(par) > 0 {
-			hw += " (" + strings.Join(par, ", ") + ")"
+			hw += " (" + strings.Join(par, " ") + ")"
 		}
 		parts = append(parts, hw)
 	} else if len(par) > 0 {
-		parts = append(parts, strings.Join(par, ", "))
+		parts = append(parts, strings.Join(par, " "))
 	}
 	if r.Engine != "" {
 		e := r.Engine

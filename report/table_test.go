@@ -63,7 +63,7 @@ func TestRecordedDeployment(t *testing.T) {
 	}{
 		{trace.Run{Hardware: "4xH200", TP: 4, Engine: "sglang"}, "4xH200 (TP4), sglang"},
 		{trace.Run{Hardware: "h100"}, "h100"},
-		{trace.Run{Hardware: "8xA100-40GB", TP: 4, PP: 2, Engine: "vllm", Extra: map[string]string{"engine_version": "0.8.3"}}, "8xA100-40GB (TP4, PP2), vllm 0.8.3"},
+		{trace.Run{Hardware: "8xA100-40GB", TP: 4, PP: 2, Engine: "vllm", Extra: map[string]string{"engine_version": "0.8.3"}}, "8xA100-40GB (TP4 PP2), vllm 0.8.3"},
 		{trace.Run{TP: 2, Engine: "vllm"}, "TP2, vllm"},
 		{trace.Run{Engine: "vllm"}, ""},
 		{trace.Run{}, ""},

@@ -41,7 +41,7 @@ func calibrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "costmodel.yaml to write"},
 			&cli.StringFlag{Name: "form", Value: model.FormRoofline, Usage: "step-time form: roofline or opal"},
 			&cli.StringFlag{Name: "config", Usage: "cluster YAML giving the deployment (hardware, model, tp, ...)"},
-			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + hardwarePresets() + ")"},
+			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + hardwarePresets() + "), or a server's GPUs as ingest records them (4xH200: TP4 unless --tp/--pp/--dp say otherwise)"},
 			&cli.StringFlag{Name: "model", Usage: "override: a shipped model (" + modelPresets() + "), its Hugging Face id, or a config.json path"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
 			runFlag(),
