@@ -481,3 +481,19 @@ func (cm *CostModel) StepModel(d *model.Deployment) (model.StepModel, error) {
 	}
 	return o, nil
 }
+
+// StartValues returns the coefficients of cm a replay fit can start
+// from (ReplayOptions.Start): those of ReplayCoefficients it holds, but
+// attention's efficiency where it only followed MFU's (tied: the fit
+// that starts from it ties them again unless it fits it).
+func (cm *CostModel) StartValues() map[string]float64 {
+	out := map[string]float64{}
+	for _, name := range ReplayCoefficients {
+		c, ok := cm.Coefficients[name]
+		if !ok || c.From == tiedToMFUFrom {
+			continue
+		}
+		out[name] = c.Value
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package calibrate
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -44,6 +45,13 @@ type ReplayOptions struct {
 	Also []string
 	// Fixed are coefficients held at a given value (not fitted).
 	Fixed map[string]float64
+	// Start, when set, are the coefficients the fit starts from and the
+	// prior pulls towards instead of the defaults: another fit's, of the
+	// same GPU and engine (--start-from). Those not fitted are held at
+	// them, so that what the training runs cannot determine stays where
+	// that fit put it; StartFrom names it for the provenance.
+	Start     map[string]float64
+	StartFrom string
 	// PriorWeight weighs a coefficient's log distance from its starting
 	// value (its default or Fixed's) against the squared log errors of
 	// the targets: a weak prior keeps what the runs do not determine
@@ -80,9 +88,13 @@ type ReplayFit struct {
 	Fixed       []string `yaml:"fixed,omitempty"`
 	Evaluations int      `yaml:"evaluations"`
 	Objective   float64  `yaml:"objective"`
-	// Uncalibrated is the objective at the starting coefficients.
-	Uncalibrated float64    `yaml:"uncalibrated_objective"`
-	Rows         []ErrorRow `yaml:"rows"`
+	// Uncalibrated is the objective at the starting coefficients: the
+	// defaults, or StartFrom's.
+	Uncalibrated float64 `yaml:"uncalibrated_objective"`
+	// StartFrom names the cost model the fit started from and held what
+	// it did not fit at (ReplayOptions.StartFrom), "" for the defaults.
+	StartFrom string     `yaml:"start_from,omitempty"`
+	Rows      []ErrorRow `yaml:"rows"`
 	// Saturation is the load step where p99 TTFT first exceeds
 	// ReplayOptions.SaturationTTFT, observed and predicted.
 	Saturation *Saturation `yaml:"saturation"`
@@ -395,6 +407,9 @@ type replayProblem struct {
 
 	tieAttention bool
 	toCand       func(x []float64) candidate
+	// defaults are the coefficients of the uncalibrated replay: the
+	// defaults and Fixed, not Start.
+	defaults     candidate
 	lower, upper []float64
 	residuals    residualFunc
 }
@@ -463,6 +478,14 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	for _, s := range specs {
 		base[s.name] = s.start
 	}
+	for name, v := range opts.Start {
+		if _, ok := byName[name]; !ok {
+			return nil, fmt.Errorf("calibrate: start from %s: %s is not a coefficient the replay fit knows (%s)", opts.StartFrom, name, strings.Join(ReplayCoefficients, ", "))
+		}
+		if !(v >= 0) {
+			return nil, fmt.Errorf("calibrate: start from %s: %s %g: want a value of 0 or more", opts.StartFrom, name, v)
+		}
+	}
 	var fixed []string
 	for name, v := range opts.Fixed {
 		if _, ok := byName[name]; !ok {
@@ -472,6 +495,12 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 		fixed = append(fixed, fmt.Sprintf("%s=%g", name, v))
 	}
 	slices.Sort(fixed)
+	defaults := maps.Clone(base)
+	for name, v := range opts.Start {
+		if _, ok := opts.Fixed[name]; !ok {
+			base[name] = v
+		}
+	}
 	var freeSpecs []coefSpec
 	for _, name := range free {
 		s, ok := byName[name]
@@ -496,28 +525,26 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	// x → coefficients. Attention efficiency follows MFU unless it is
 	// fitted or fixed on its own; KV reads are priced at the weights'
 	// bandwidth efficiency unless theirs is.
-	tieAttention := !slices.Contains(free, CoefAttentionMFU)
-	if _, ok := opts.Fixed[CoefAttentionMFU]; ok {
-		tieAttention = false
+	// A value of its own from Start is held as a fixed one is.
+	given := func(name string) bool {
+		_, fixed := opts.Fixed[name]
+		_, started := opts.Start[name]
+		return fixed || started
 	}
-	_, kvFixed := opts.Fixed[CoefKVBandwidthEff]
-	kvShared := !slices.Contains(free, CoefKVBandwidthEff) && !kvFixed
+	tieAttention := !slices.Contains(free, CoefAttentionMFU) && !given(CoefAttentionMFU)
+	kvShared := !slices.Contains(free, CoefKVBandwidthEff) && !given(CoefKVBandwidthEff)
 	// The experts are priced at MFU unless their efficiency is fitted or
 	// fixed (a deployment's own ExpertMFU, which replay keeps, aside).
-	_, expertFixed := opts.Fixed[CoefExpertMFU]
-	expertShared := !slices.Contains(free, CoefExpertMFU) && !expertFixed
-	toCand := func(x []float64) candidate {
-		c := candidate{}
-		for k, v := range base {
-			c[k] = v
+	expertShared := !slices.Contains(free, CoefExpertMFU) && !given(CoefExpertMFU)
+	// An additive coefficient goes no lower than 0: its start's
+	// distance below it in units (0 from a default start, which is 0).
+	addLow := func(s coefSpec) float64 {
+		if s.start == 0 {
+			return 0
 		}
-		for i, s := range freeSpecs {
-			if s.log {
-				c[s.name] = s.start * math.Exp(x[i])
-			} else {
-				c[s.name] = s.start + max(x[i], 0)*s.unit
-			}
-		}
+		return -s.start / s.unit
+	}
+	tied := func(c candidate) candidate {
 		if tieAttention {
 			c[CoefAttentionMFU] = c[CoefMFU]
 		}
@@ -529,12 +556,25 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 		}
 		return c
 	}
-	// Additive coefficients do not go below their start (x ≥ 0), and a
-	// fraction of a peak not above the peak (see coefRange).
+	toCand := func(x []float64) candidate {
+		c := maps.Clone(base)
+		for i, s := range freeSpecs {
+			if s.log {
+				c[s.name] = s.start * math.Exp(x[i])
+			} else {
+				c[s.name] = s.start + max(x[i], addLow(s))*s.unit
+			}
+		}
+		return tied(c)
+	}
+	// Additive coefficients do not go below 0 (x ≥ addLow: 0 from a
+	// default start), and a fraction of a peak not above the peak (see
+	// coefRange).
 	lower := make([]float64, len(freeSpecs))
 	upper := make([]float64, len(freeSpecs))
 	for i, s := range freeSpecs {
 		upper[i] = math.Inf(1)
+		lower[i] = addLow(s)
 		if s.log {
 			lower[i] = math.Inf(-1)
 		}
@@ -590,7 +630,7 @@ func newReplayProblem(runs []*ReplayRun, opts ReplayOptions) (*replayProblem, er
 	}
 	return &replayProblem{
 		opts: opts, train: train, free: free, fixed: fixed, freeSpecs: freeSpecs, warnings: warnings,
-		nTargets: nTargets, prior: prior, tieAttention: tieAttention, toCand: toCand,
+		nTargets: nTargets, prior: prior, tieAttention: tieAttention, toCand: toCand, defaults: tied(defaults),
 		lower: lower, upper: upper, residuals: residuals,
 	}, nil
 }
@@ -641,7 +681,7 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 	// coefficients, and past each run's targets its p99 TTFT, for the
 	// saturation step.
 	p99TTFT := Target{Metric: MetricTTFT, Stat: "p99"}
-	both, err := evaluateMany(runs, []*CostModel{toCand(x0).costModel(), best.costModel()}, opts.Parallel, p99TTFT)
+	both, err := evaluateMany(runs, []*CostModel{p.defaults.costModel(), best.costModel()}, opts.Parallel, p99TTFT)
 	if err != nil {
 		return nil, err
 	}
@@ -663,7 +703,7 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 	}
 	rf := &ReplayFit{
 		Optimiser: fmt.Sprintf("Levenberg–Marquardt, forward-difference Jacobian (step %g on a log scale for efficiencies and the step overhead), mean squared log error of %d targets + %g × prior; %d iterations; %d restarts from the best minimum so far, each coefficient moved by ±%g%s: %s", lmStep, nTargets, prior, res.Iterations, restarts, lmKick, scanned, describeDescents(descents, res)),
-		Source:    opts.Source, Free: free, Fixed: fixed, Evaluations: evals, Objective: res.F, Uncalibrated: f0,
+		Source:    opts.Source, Free: free, Fixed: fixed, Evaluations: evals, Objective: res.F, Uncalibrated: f0, StartFrom: opts.StartFrom,
 	}
 	for i, r := range runs {
 		set := "holdout"
@@ -696,6 +736,8 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 			from = tiedToMFUFrom
 		case slices.Contains(fixedNames(opts.Fixed), name):
 			from = "fixed"
+		case opts.Start != nil && opts.Start[name] > 0:
+			from = "held at " + opts.StartFrom + "'s value (start)"
 		default:
 			continue // a default, not written: replay keeps its own
 		}

@@ -121,7 +121,11 @@ func WriteErrorMarkdown(w io.Writer, cm *CostModel) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	ew.printf("\nFitted (%d replays of the training runs, objective %.4g from %.4g uncalibrated):", rf.Evaluations, rf.Objective, rf.Uncalibrated)
+	if rf.StartFrom != "" {
+		ew.printf("\nFitted (%d replays of the training runs, objective %.4g from %.4g at %s's coefficients, where it started):", rf.Evaluations, rf.Objective, rf.Uncalibrated, rf.StartFrom)
+	} else {
+		ew.printf("\nFitted (%d replays of the training runs, objective %.4g from %.4g uncalibrated):", rf.Evaluations, rf.Objective, rf.Uncalibrated)
+	}
 	for i, n := range names {
 		sep := ","
 		if i == 0 {

@@ -206,8 +206,12 @@ func writeCostModelData(c *cli.Command, cm *calibrate.CostModel, data []byte) er
 	}
 	if rf := cm.Replay; rf != nil {
 		// A replay fit has no regression fits; say what it did instead.
-		fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients fitted by replay (%d replays of the training runs, objective %.4g uncalibrated, %.4g fitted)\n",
-			c.String("output"), len(cm.Coefficients), rf.Evaluations, rf.Uncalibrated, rf.Objective)
+		at := "uncalibrated"
+		if rf.StartFrom != "" {
+			at = "at " + rf.StartFrom + "'s coefficients"
+		}
+		fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients fitted by replay (%d replays of the training runs, objective %.4g %s, %.4g fitted)\n",
+			c.String("output"), len(cm.Coefficients), rf.Evaluations, rf.Uncalibrated, at, rf.Objective)
 		return nil
 	}
 	fmt.Fprintf(c.ErrWriter, "wrote %s: %d coefficients from %d fits\n", c.String("output"), len(cm.Coefficients), len(cm.Fits))

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,7 +32,8 @@ func replayFitFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "assume", Usage: "--table: a prior on a coefficient, `NAME=VALUE±REL` (REL a relative standard deviation such as 20%; repeatable)"},
 		&cli.IntFlag{Name: "max-evals", Value: 300, Usage: "replay fit: at most this many replays of the training runs per descent; a first descent that needs more has not converged and writes nothing"},
 		&cli.IntFlag{Name: "restarts", Value: calibrate.DefaultRestarts, Usage: "replay fit: restart the descent this many times from the best minimum so far, each coefficient moved, and keep the lowest (0: one descent only)"},
-		&cli.FloatFlag{Name: "prior", Value: 0.01, Usage: "replay fit: weight of the coefficients' log distance from their defaults"},
+		&cli.FloatFlag{Name: "prior", Value: 0.01, Usage: "replay fit: weight of the coefficients' log distance from their defaults (or --start-from's)"},
+		&cli.StringFlag{Name: "start-from", Usage: "replay fit: start from the coefficients of `COSTMODEL.yaml`, another fit of the GPU and engine (e.g. on another model), keep near them by --prior and hold those not fitted at them, so that what these runs cannot determine stays where that fit put it"},
 		&cli.BoolFlag{Name: "json", Usage: "replay fit: print the error table as JSON"},
 		&cli.FloatFlag{Name: "saturation-ttft", Value: calibrate.DefaultSaturationTTFT, Usage: "replay fit: a run is saturated when its p99 TTFT exceeds this many `SECONDS`; the outputs print the first such rate of the sweep, observed and replayed"},
 		&cli.BoolFlag{Name: "markdown", Usage: "replay fit: print the error table as Markdown (scripts/fidelity builds the README's table from it)"},
@@ -204,6 +209,12 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 	if opts.PriorWeight == 0 {
 		opts.PriorWeight = -1 // no prior at all
 	}
+	if path := c.String("start-from"); path != "" {
+		if opts.Start, err = startValues(path, rr, c.ErrWriter); err != nil {
+			return nil, err
+		}
+		opts.StartFrom = filepath.Base(path)
+	}
 	if opts.Restarts < 0 {
 		return nil, fmt.Errorf("--restarts %d: not a number of restarts", opts.Restarts)
 	}
@@ -321,4 +332,35 @@ func prefixCaching(cfg replay.Config) bool {
 	}
 	on := cfg.Scheduler.EnablePrefixCaching
 	return on == nil || *on
+}
+
+// startValues reads the coefficients a replay fit starts from (--start-from)
+// from the cost model at path, and says on stderr where they came from,
+// and when that fit's GPU is not the training runs'.
+func startValues(path string, rr []*calibrate.ReplayRun, stderr io.Writer) (map[string]float64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--start-from: %w", err)
+	}
+	cm, err := calibrate.ParseCostModel(path, data)
+	if err != nil {
+		return nil, fmt.Errorf("--start-from: %w", err)
+	}
+	start := cm.StartValues()
+	if len(start) == 0 {
+		return nil, fmt.Errorf("--start-from %s: no coefficient a replay fit takes", path)
+	}
+	names := slices.Sorted(maps.Keys(start))
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.4g", n, start[n]))
+	}
+	fmt.Fprintf(stderr, "calibrate: starting from %s (%s, %s, TP%d): %s\n", path, cm.Hardware, cm.Model, cm.TP, strings.Join(parts, ", "))
+	for _, r := range rr {
+		if r.Train && r.Deployment != nil && !strings.EqualFold(r.Deployment.Hardware.Name, cm.Hardware) {
+			fmt.Fprintf(stderr, "calibrate: --start-from %s was fitted on %s; run %s is on %s: a fraction of one GPU's peak need not carry to another\n", path, cm.Hardware, r.Run.Name, r.Deployment.Hardware.Name)
+			break
+		}
+	}
+	return start, nil
 }

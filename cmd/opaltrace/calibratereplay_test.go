@@ -211,3 +211,49 @@ func TestCalibrateFitPlus(t *testing.T) {
 		t.Errorf("--fit mfu --fit +serial_fraction: %v", err)
 	}
 }
+
+// TestCalibrateStartFrom: --start-from starts the fit at another cost
+// model's coefficients, says so, and records it; a file that is not a
+// cost model is an error that names it, and nothing is written.
+func TestCalibrateStartFrom(t *testing.T) {
+	in := shareddata.Path(t, "formats/sglang_bench_serving/datacrunch-research_h200-benchmarks_llama_405b_online_output.jsonl")
+	dir := t.TempDir()
+	dc := filepath.Join(dir, "dc405.parquet")
+	if _, stderr, err := opaltrace(t, "ingest", "--model", "llama-3.1-405b", "--hardware", "8xH200", "--tp", "8", "--engine", "sglang",
+		"--engine-opt", "disable_radix_cache=true", "--engine-opt", "enable_torch_compile=true", "--engine-opt", "mem_fraction_static=0.87", "-o", dc, in); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, stderr)
+	}
+	first := filepath.Join(dir, "first.yaml")
+	fit := []string{"--train", "rate=1&dataset=random", "--train", "rate=2&dataset=random", "--holdout", "rate=4&dataset=random"}
+	if _, stderr, err := opaltrace(t, append(append([]string{"calibrate", "-o", first}, fit...), dc)...); err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, stderr)
+	}
+	second := filepath.Join(dir, "second.yaml")
+	stdout, stderr, err := opaltrace(t, append(append([]string{"calibrate", "--markdown", "--start-from", first, "-o", second}, fit...), dc)...)
+	if err != nil {
+		t.Fatalf("calibrate --start-from: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "calibrate: starting from "+first+" (h200, llama-3.1-405b, TP8): bandwidth_efficiency ") ||
+		!strings.Contains(stderr, "at first.yaml's coefficients, ") {
+		t.Errorf("stderr does not say where the fit started:\n%s", stderr)
+	}
+	if !strings.Contains(stdout, "at first.yaml's coefficients, where it started") {
+		t.Errorf("the table's fit line does not say where it started:\n%s", stdout)
+	}
+	data, err := os.ReadFile(second)
+	if err != nil || !strings.Contains(string(data), "start_from: first.yaml") {
+		t.Errorf("the cost model does not record its start (%v):\n%s", err, data)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("not: a cost model\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third := filepath.Join(dir, "third.yaml")
+	if _, _, err := opaltrace(t, append(append([]string{"calibrate", "--start-from", bad, "-o", third}, fit...), dc)...); err == nil || !strings.Contains(err.Error(), "--start-from") || !strings.Contains(err.Error(), "bad.yaml") {
+		t.Errorf("a start that is not a cost model: %v", err)
+	}
+	if _, err := os.Stat(third); !os.IsNotExist(err) {
+		t.Errorf("a refused start left %s", third)
+	}
+}
