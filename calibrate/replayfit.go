@@ -748,6 +748,13 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 			warnings = append(warnings, fmt.Sprintf("%s is held at the datasheet peak (1): the runs are as fast as the roofline allows at full efficiency or faster, so something is mispriced (hardware figures, model shape, parallelism, or a cost the step model lacks)", s.name))
 		}
 	}
+	// What the runs leave out and the start gives is not at its default.
+	for i, w := range warnings {
+		name, _, _ := strings.Cut(w, " ")
+		if v, ok := opts.Start[name]; ok && !slices.Contains(free, name) {
+			warnings[i] = fmt.Sprintf("%s; held at %s's value, %.4g", w, opts.StartFrom, v)
+		}
+	}
 	cm.Warnings = append(warnings, identifiability(train, freeSpecs, res.X, toCand, opts.Parallel)...)
 	return cm, nil
 }

@@ -48,6 +48,9 @@ func TestFitReplayStartsFrom(t *testing.T) {
 	if got := cm.Coefficients[CoefRequestOverhead].Value; got > 0.02 {
 		t.Errorf("%s = %.4g from a start of 0.05; the runs were replayed with 0.01", CoefRequestOverhead, got)
 	}
+	if w := strings.Join(cm.Warnings, "\n"); !strings.Contains(w, "held at other.yaml's value, 0.5") {
+		t.Errorf("no warning says %s is held at the start's value:\n%s", CoefSerialFraction, w)
+	}
 	if cm.Replay.StartFrom != "other.yaml" {
 		t.Errorf("provenance: start_from %q", cm.Replay.StartFrom)
 	}

@@ -46,7 +46,7 @@ var ErrNoLatencies = fmt.Errorf("no latencies to compare a replay with")
 // decode times when it measured them server-side (engine timestamps),
 // else of its client's TTFT, ITL and E2E; from a summary-only run, the
 // quantiles its source reported (sglang and vLLM keys such as
-// median_ttft_ms).
+// median_ttft_ms). Its error does not name the run: the caller does.
 func ObservedTargets(run trace.Run, reqs []*trace.Request) ([]Target, error) {
 	var ts []Target
 	if len(reqs) > 0 {
@@ -76,7 +76,7 @@ func ObservedTargets(run trace.Run, reqs []*trace.Request) ([]Target, error) {
 		ts = reportedTargets(run)
 	}
 	if len(ts) == 0 {
-		return nil, fmt.Errorf("run %s: %w (neither per-request TTFT, ITL, E2E or engine timings nor a reported summary)", run.Name, ErrNoLatencies)
+		return nil, fmt.Errorf("%w (neither per-request TTFT, ITL, E2E or engine timings nor a reported summary)", ErrNoLatencies)
 	}
 	return ts, nil
 }

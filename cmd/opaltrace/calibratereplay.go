@@ -120,7 +120,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		run, reqs := runs[i], byRun[runs[i].Name]
 		setup, err := deploy.Resolve(cl, run, over)
 		if err != nil {
-			return nil, fmt.Errorf("%s run %s (%s): %w", set, run.Name, labels[i], err)
+			return nil, fmt.Errorf("%s: %w", runRef(set, run.Name, labels[i]), err)
 		}
 		for _, n := range setup.Notes {
 			fmt.Fprintln(c.ErrWriter, n)
@@ -135,7 +135,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		} else {
 			gen, mode, err := replay.Regenerate(run, setup.Cluster.Seed)
 			if err != nil {
-				return nil, fmt.Errorf("%s run %s (%s): cannot be replayed: %w", set, run.Name, labels[i], err)
+				return nil, fmt.Errorf("%s: cannot be replayed: %w", runRef(set, run.Name, labels[i]), err)
 			}
 			in = gen
 			w := &setup.Config.Workload
@@ -155,7 +155,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 			continue
 		}
 		if train[i] && hold[i] {
-			return nil, fmt.Errorf("run %s (%s) is selected by both --train and --holdout", run.Name, labels[i])
+			return nil, fmt.Errorf("%s is selected by both --train and --holdout", runRef("", run.Name, labels[i]))
 		}
 		set := "--train"
 		if hold[i] {
@@ -163,7 +163,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		}
 		targets, err := calibrate.ObservedTargets(run, byRun[run.Name])
 		if err != nil {
-			return nil, fmt.Errorf("%s run %s (%s): %w", set, run.Name, labels[i], err)
+			return nil, fmt.Errorf("%s: %w", runRef(set, run.Name, labels[i]), err)
 		}
 		r, err := prepare(i, set)
 		if err != nil {
@@ -363,4 +363,17 @@ func startValues(path string, rr []*calibrate.ReplayRun, stderr io.Writer) (map[
 		}
 	}
 	return start, nil
+}
+
+// runRef names a run of the fit in an error: "--train run NAME (#3
+// rate=4)", the label left out where it is only the name again (one run).
+func runRef(set, name, label string) string {
+	ref := "run " + name
+	if set != "" {
+		ref = set + " " + ref
+	}
+	if label != "" && label != name {
+		ref += " (" + label + ")"
+	}
+	return ref
 }
