@@ -32,6 +32,9 @@ type replayJob struct {
 	// ofLabel names the input run by what sets it apart from the other
 	// runs of its input ("#3 rate=4"), "" where nothing does.
 	ofLabel string
+	// workload is the input run's recorded workload (dataset, lengths,
+	// rate, prompts), which its replay ran too; nil where none.
+	workload *trace.Workload
 	// startUnixN is the input run's wall-clock start (0: unknown), the
 	// default start of --metrics-out's samples.
 	startUnixN int64
@@ -213,7 +216,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 			var how string
 			var send replay.Inputs
 			setup.Config, send, how = sendLikeTheBenchmark(setup.Config, run, in, in.Arrivals())
-			jobs = append(jobs, replayJob{of: run.Name, ofLabel: x.labels[run.Name], startUnixN: run.StartUnixN, in: send, setup: setup, how: how, client: client})
+			jobs = append(jobs, replayJob{of: run.Name, ofLabel: x.labels[run.Name], workload: run.Workload, startUnixN: run.StartUnixN, in: send, setup: setup, how: how, client: client})
 			jobRuns = append(jobRuns, run)
 			continue
 		}
@@ -224,7 +227,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		}
 		w := &setup.Config.Workload
 		w.Mode, w.Clients, w.TimeScale = mode.Mode, mode.Clients, mode.TimeScale
-		jobs = append(jobs, replayJob{of: run.Name, ofLabel: x.labels[run.Name], startUnixN: run.StartUnixN, in: gen, setup: setup, how: "regenerated", client: client})
+		jobs = append(jobs, replayJob{of: run.Name, ofLabel: x.labels[run.Name], workload: run.Workload, startUnixN: run.StartUnixN, in: gen, setup: setup, how: "regenerated", client: client})
 		jobRuns = append(jobRuns, run)
 	}
 	carryOver(jobs, jobRuns, carry, stderr)
@@ -443,6 +446,12 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		run.Extra = maps.Clone(run.Extra)
 		run.Extra["config"] = ran.Cluster.YAML()
 		run.Extra["workload"] = job.how
+		// The replay ran the input run's workload: a simulated sweep is
+		// a sweep (stats' labels, the report's sweep view).
+		if job.workload != nil {
+			wl := *job.workload
+			run.Workload = &wl
+		}
 		if job.of != "" {
 			run.Extra["replay_of"] = job.of
 		}

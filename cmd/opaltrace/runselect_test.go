@@ -51,4 +51,19 @@ func TestReplayRunLabel(t *testing.T) {
 	if !strings.Contains(out, want) {
 		t.Errorf("replay --run rate=16 lacks %q:\n%.600s", want, out)
 	}
+	// The simulated runs keep the workload they ran, so a simulated
+	// sweep is labelled as the measured one is.
+	sim := filepath.Join(t.TempDir(), "sweep.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--run", "rate=4", "--run", "rate=16", "--hardware", "a100-40gb", "--tp", "8", "-o", sim, dir); err != nil {
+		t.Fatalf("replay of two runs: %v\n%s", err, stderr)
+	}
+	out, stderr, err = opaltrace(t, "stats", sim)
+	if err != nil {
+		t.Fatalf("stats: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{" rate=4)\n", " rate=16)\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stats of the simulated sweep lacks %q:\n%.1200s", want, out)
+		}
+	}
 }
