@@ -156,10 +156,11 @@ func summaryTable(s *analyze.Summary, pcts []float64) table {
 	// deploy: model on GPU×count, parallelism, engine, workers).
 	if d := s.Run.Extra["deployment"]; d != "" {
 		t.both("Deployment:", "deployment", d)
-	} else if d := recordedDeployment(s.Run); d != "" {
+	} else if r := s.Run; r.Hardware != "" || r.TP > 1 || r.PP > 1 || r.DP > 1 {
 		// A measured run names the deployment its source or ingest
-		// recorded: what replay and calibrate will replay it on.
-		t.both("Deployment:", "deployment", d)
+		// recorded, as the report's header does: what replay and
+		// calibrate will replay it on.
+		t.both("Deployment:", "deployment", deploymentOf(r))
 	}
 	if s.Passes > 0 {
 		t.line(fmt.Sprintf("Exact summary in %s over the file.", passes(s.Passes)))
@@ -412,42 +413,3 @@ func secondsTable(s *analyze.SecondsSummary) table {
 
 // pct prints a fraction as a percentage with two decimals.
 func pct(f float64) string { return fmt.Sprintf("%.2f", f*100) }
-
-// recordedDeployment describes the deployment recorded with a measured
-// run, as replay's summary line names a simulated one: GPU×count,
-// parallelism, engine and its version ("8xH200 (TP8), sglang 0.4.0"). ""
-// when nothing of it is recorded.
-func recordedDeployment(r trace.Run) string {
-	var par []string
-	for _, p := range []struct {
-		name string
-		n    int
-	}{{"TP", r.TP}, {"PP", r.PP}, {"DP", r.DP}} {
-		if p.n > 1 {
-			par = append(par, fmt.Sprintf("%s%d", p.name, p.n))
-		}
-	}
-	var parts []string
-	if r.Hardware != "" {
-		hw := r.Hardware
-		if len(par) > 0 {
-			hw += " (" + strings.Join(par, " ") + ")"
-		}
-		parts = append(parts, hw)
-	} else if len(par) > 0 {
-		parts = append(parts, strings.Join(par, " "))
-	}
-	if r.Engine != "" {
-		e := r.Engine
-		if v := r.Extra["engine_version"]; v != "" {
-			e += " " + v
-		}
-		parts = append(parts, e)
-	}
-	if r.Hardware == "" && len(par) == 0 {
-		// An engine alone (most benchmark files name their backend) is
-		// not a deployment.
-		return ""
-	}
-	return strings.Join(parts, ", ")
-}

@@ -12,7 +12,7 @@ import (
 // measured run by the deployment recorded with it.
 func TestSummaryRunLabelAndDeployment(t *testing.T) {
 	run := trace.Run{Name: "sweep.jsonl#3", Source: "sglang-bench", Model: "llama-3.1-405b",
-		Hardware: "8xH200", TP: 8, Engine: "sglang", Extra: map[string]string{"engine_version": "0.4.0"}}
+		Hardware: "8xH200", TP: 8, Engine: "sglang", Extra: map[string]string{"engine_opt.mem_fraction_static": "0.87"}}
 	s := analyze.Summarize(run, nil)
 	s.Label = "#3 rate=4"
 	var b strings.Builder
@@ -22,7 +22,7 @@ func TestSummaryRunLabelAndDeployment(t *testing.T) {
 	text := b.String()
 	for _, want := range []string{
 		"Run:                                     sweep.jsonl#3 (#3 rate=4)\n",
-		"Deployment:                              8xH200 (TP8), sglang 0.4.0\n",
+		"Deployment:                              llama-3.1-405b on 8xH200 (TP8) sglang --mem_fraction_static=0.87\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
@@ -34,7 +34,7 @@ func TestSummaryRunLabelAndDeployment(t *testing.T) {
 	}
 	for _, want := range []string{
 		`"run": "sweep.jsonl#3",` + "\n    \"label\": \"#3 rate=4\",",
-		`"deployment": "8xH200 (TP8), sglang 0.4.0"`,
+		`"deployment": "llama-3.1-405b on 8xH200 (TP8) sglang --mem_fraction_static=0.87"`,
 	} {
 		if !strings.Contains(string(js), want) {
 			t.Errorf("JSON lacks %q:\n%s", want, js)
@@ -53,23 +53,5 @@ func TestSummaryRunLabelAndDeployment(t *testing.T) {
 	}
 	if js, _ := AnalysesJSON([]*analyze.Analysis{{Summary: bare}}, StatsOptions{}); strings.Contains(string(js), `"label"`) {
 		t.Errorf("a run without a label has one in JSON:\n%s", js)
-	}
-}
-
-func TestRecordedDeployment(t *testing.T) {
-	for _, c := range []struct {
-		run  trace.Run
-		want string
-	}{
-		{trace.Run{Hardware: "4xH200", TP: 4, Engine: "sglang"}, "4xH200 (TP4), sglang"},
-		{trace.Run{Hardware: "h100"}, "h100"},
-		{trace.Run{Hardware: "8xA100-40GB", TP: 4, PP: 2, Engine: "vllm", Extra: map[string]string{"engine_version": "0.8.3"}}, "8xA100-40GB (TP4 PP2), vllm 0.8.3"},
-		{trace.Run{TP: 2, Engine: "vllm"}, "TP2, vllm"},
-		{trace.Run{Engine: "vllm"}, ""},
-		{trace.Run{}, ""},
-	} {
-		if got := recordedDeployment(c.run); got != c.want {
-			t.Errorf("recordedDeployment(%+v) = %q, want %q", c.run, got, c.want)
-		}
 	}
 }
