@@ -3,14 +3,13 @@ package deploy
 import "fmt"
 
 // takeGPUCount resolves a cluster file's or a setting's hardware to its
-// preset's name, and lets it name its
-// GPUs as a run records them ("4xH200", "8 x A100-40GB": the preset and
-// how many GPUs a server has), as ingest --hardware does: the preset
-// becomes the hardware, and the count is the server's TP where the file
-// and the settings give no parallel size (the record's, if any, is then
-// noted as overridden), else it must be what they multiply to (TP·PP,
-// and ·DP where DP ranks are GPUs of their own rather than SGLang's DP
-// attention inside TP).
+// preset's name, and lets it name its GPUs as a run records them
+// ("4xH200", "8 x A100-40GB": the preset and how many GPUs a server
+// has), as ingest --hardware does: the preset becomes the hardware, and
+// the count is the server's TP where the file and the settings give no
+// parallel size (the record's, if any, is then noted as overridden),
+// else it must be what they multiply to (TP·PP, and ·DP where DP ranks
+// are GPUs of their own rather than SGLang's DP attention inside TP).
 func (c *Cluster) takeGPUCount() error {
 	from, ok := c.Given("hardware")
 	if !ok {

@@ -293,12 +293,15 @@ var labelFields = []string{"file", "model", "hardware", "tp", "pp", "engine", "d
 // "#3 rate=4" (a sweep) or "#2 file=b.json rate=inf". One run is labelled
 // by its name.
 func RunLabels(runs []Run) []string {
-	labels := make([]string, len(runs))
 	if len(runs) == 1 {
-		labels[0] = runs[0].Name
-		return labels
+		return []string{runs[0].Name}
 	}
-	keys := labelKeys(runs)
+	return labelsBy(runs, labelKeys(runs))
+}
+
+// labelsBy labels runs by their index and the fields keys (RunLabels).
+func labelsBy(runs []Run, keys []string) []string {
+	labels := make([]string, len(runs))
 	for i, r := range runs {
 		var b strings.Builder
 		fmt.Fprintf(&b, "#%d", i+1)
@@ -336,8 +339,12 @@ func labelKeys(runs []Run) []string {
 // where none does or there is one run, when the labels would only repeat
 // the names.
 func RunFieldLabels(runs []Run) []string {
-	if len(runs) < 2 || len(labelKeys(runs)) == 0 {
+	if len(runs) < 2 {
 		return nil
 	}
-	return RunLabels(runs)
+	keys := labelKeys(runs)
+	if len(keys) == 0 {
+		return nil
+	}
+	return labelsBy(runs, keys)
 }

@@ -145,12 +145,7 @@ func loadReplayInputs(arg string, opts ingest.Options, allowErrors bool, stderr 
 // and says that --run no longer names the simulated run.
 func (x *replayInputs) selectRuns(sels []trace.RunSelector) error {
 	all := x.allRuns()
-	if labels := trace.RunFieldLabels(all); labels != nil {
-		x.labels = make(map[string]string, len(all))
-		for i, r := range all {
-			x.labels[r.Name] = labels[i]
-		}
-	}
+	x.labels = labelsByName(all)
 	if len(sels) == 0 {
 		return nil
 	}

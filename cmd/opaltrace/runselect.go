@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/opaltrace/opaltrace/analyze"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -35,14 +35,7 @@ func loadSelected(c *cli.Command, arg string) (*dataset, error) {
 // (loaded), so that "#3" is what --run 3 picks; summaries of groups other
 // than runs keep none.
 func labelRuns(as []*analyze.Analysis, loaded []trace.Run) {
-	labels := trace.RunFieldLabels(loaded)
-	if labels == nil {
-		return
-	}
-	byName := make(map[string]string, len(loaded))
-	for i, r := range loaded {
-		byName[r.Name] = labels[i]
-	}
+	byName := labelsByName(loaded)
 	for _, a := range as {
 		if s := a.Summary; s.Run.Stage == "" {
 			if l, ok := byName[s.Run.Name]; ok {
@@ -76,4 +69,18 @@ func selectDataset(ds *dataset, sels []trace.RunSelector) error {
 	clear(ds.Requests[len(reqs):])
 	ds.Runs, ds.Requests = runs, reqs
 	return nil
+}
+
+// labelsByName maps each run's name to its trace.RunFieldLabels label
+// among runs; nil where no field sets them apart.
+func labelsByName(runs []trace.Run) map[string]string {
+	labels := trace.RunFieldLabels(runs)
+	if labels == nil {
+		return nil
+	}
+	byName := make(map[string]string, len(runs))
+	for i, r := range runs {
+		byName[r.Name] = labels[i]
+	}
+	return byName
 }
