@@ -78,7 +78,7 @@ func reportCommand() *cli.Command {
 // of them pooled, by passes over it: a report of a million simulated
 // requests in bounded memory.
 func reportByPasses(label, path string, sel []string) (report.Dataset, error) {
-	runs, src, err := selectedSource(path, "run", false, sel)
+	runs, _, src, err := selectedSource(path, "run", false, sel)
 	if err != nil {
 		return report.Dataset{}, err
 	}

@@ -56,15 +56,17 @@ func parquetSource(path string, first, rest []string) analyze.Source {
 }
 
 // selectedSource returns the runs of the Parquet file at path that the
-// --run selectors sel pick (all without any) and a source of their
-// requests for a summary by passes grouped by key.
-func selectedSource(path, key string, goodput bool, sel []string) ([]trace.Run, analyze.Source, error) {
-	runs, _, err := trace.ReadRuns(path)
+// --run selectors sel pick (all without any), all the file's runs, and a
+// source of the picked runs' requests for a summary by passes grouped by
+// key.
+func selectedSource(path, key string, goodput bool, sel []string) (picked, all []trace.Run, src analyze.Source, err error) {
+	all, _, err = trace.ReadRuns(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	first, rest := streamColumns(key, goodput)
-	return selectRuns(path, runs, sel, first, rest)
+	picked, src, err = selectRuns(path, all, sel, first, rest)
+	return picked, all, src, err
 }
 
 // selectedColumns is selectedSource for a pass reading cols.
@@ -129,7 +131,7 @@ func byPasses(path string, lowMemory, needsMemory bool) (bool, error) {
 // path by passes over it, with the same numbers as the in-memory summary.
 func statsByPasses(c *cli.Command, path string, pcts []float64, slo analyze.SLO) ([]*analyze.Analysis, error) {
 	key := c.String("by")
-	runs, src, err := selectedSource(path, key, !slo.Empty(), c.StringSlice("run"))
+	runs, loaded, src, err := selectedSource(path, key, !slo.Empty(), c.StringSlice("run"))
 	if err != nil {
 		return nil, err
 	}
@@ -144,10 +146,6 @@ func statsByPasses(c *cli.Command, path string, pcts []float64, slo analyze.SLO)
 	as := make([]*analyze.Analysis, len(sums))
 	for i, s := range sums {
 		as[i] = &analyze.Analysis{Summary: s, NotComputed: analyze.ByPassesOmits}
-	}
-	loaded, _, err := trace.ReadRuns(path)
-	if err != nil {
-		return nil, err
 	}
 	labelRuns(as, loaded)
 	return as, nil
