@@ -57,6 +57,15 @@ func TestHardwareGPUCount(t *testing.T) {
 	if err != nil || s.Header() != "llama-3.1-8b on 2×a100-40gb (TP2), vllm, 1 worker" {
 		t.Errorf("a cluster file's count: %v, %v", err, s)
 	}
+	// From a cluster file, the refusal names the file and line.
+	c, err = ParseCluster("c.yaml", []byte("tp: 4\nhardware: 8xH200\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(c, trace.Run{}, Overrides{}); err == nil ||
+		err.Error() != "c.yaml:2: hardware: 8×h200: names 8 GPUs a server, but tp 4 × pp 1 × dp 1 are 4 (give the GPU alone, or parallel sizes that multiply to 8)" {
+		t.Errorf("a cluster file's count its tp contradicts: %v", err)
+	}
 	if _, err := Resolve(DefaultCluster(), trace.Run{}, Overrides{Settings: []Setting{hw("4xnope")}}); err == nil || !strings.Contains(err.Error(), `unknown hardware "nope"`) {
 		t.Errorf("an unknown GPU with a count: %v", err)
 	}
