@@ -347,6 +347,8 @@ type testSwitches struct {
 	noMatchResume bool
 	// checkMatchResume, when set, is vllm.checkResume.
 	checkMatchResume func(dropped bool, kept int, resumed, all, full []int32)
+	// checkBlockedFront, when set, is vllm.checkBlocked.
+	checkBlockedFront func(said, blocked bool)
 	// parts, when not 0, is the number of goroutines among which the
 	// workers are split (parallel.go), 1 for the one loop, whether or
 	// not the replay would be split by itself.

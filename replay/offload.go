@@ -751,7 +751,8 @@ func (v *vllm) admitLoad(w *worker, r *reqState, hits []int32, done int64, now t
 	}
 	fresh := ceilDiv(done+load, v.bs) - int64(len(hits))
 	// A free cached block leaves the free queue too.
-	if free := v.kv.NumFree(); fresh+v.kv.FreeAmong(hits, free-fresh) > free {
+	free := v.kv.NumFree()
+	if n, _ := v.kv.FreeAmong(hits, free-fresh); fresh+n > free {
 		return loadNoRoom
 	}
 	w.waiting.popFront()

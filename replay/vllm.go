@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"math"
 	"slices"
 
 	"github.com/opaltrace/opaltrace/replay/kvcache"
@@ -70,6 +71,11 @@ type vllm struct {
 	// did not evict since), and what resuming, resuming with every hit
 	// found last, and starting over find (testSwitches.checkMatchResume).
 	checkResume func(dropped bool, kept int, resumed, all, full []int32)
+	// checkBlocked, when set, is given at every decision on the
+	// waiting front that match precedes what blockedFront said and
+	// whether the front did not fit; the front is then looked up
+	// whatever blockedFront says (testSwitches.checkBlockedFront).
+	checkBlocked func(said, blocked bool)
 }
 
 // A lastMatch is what match found for the request it looked up last:
@@ -81,6 +87,21 @@ type lastMatch struct {
 	maxBlocks   int64
 	drops       uint64 // the cache's Drops then
 	hits        []int32
+	// blocked says the request did not fit, asking for n tokens, when
+	// the cache's Releases, Renumbers and Tail were releases,
+	// renumbers and tail, and the lowest free-queue position of a free
+	// hit first (block, hitsKept, blockedFront).
+	blocked             bool
+	n                   int64
+	releases, renumbers uint64
+	first, tail         int64
+}
+
+// hitsKept reports whether m's hits, those of a request that did not fit,
+// are all still cached: the free queue's head has not reached the first
+// of them that was free, nor where blocks released since were queued.
+func (m *lastMatch) hitsKept(kv *kvcache.Cache) bool {
+	return m.blocked && kv.Renumbers() == m.renumbers && kv.Head() < min(m.first, m.tail)
 }
 
 func newVLLM(s SchedulerConfig, blocks int64, t *testSwitches) scheduler {
@@ -97,8 +118,9 @@ func newVLLMOn(s SchedulerConfig, kv *kvcache.Cache, t *testSwitches) *vllm {
 		prefix: *s.EnablePrefixCaching,
 		eager:  t.eagerPrivate,
 
-		noResume:    t.noMatchResume,
-		checkResume: t.checkMatchResume,
+		noResume:     t.noMatchResume,
+		checkResume:  t.checkMatchResume,
+		checkBlocked: t.checkBlockedFront,
 	}
 }
 
@@ -178,6 +200,12 @@ func (v *vllm) build(w *worker, now trace.Time) {
 			budget -= n
 			continue
 		}
+		// A front that did not fit still does not (blockedFront):
+		// it is not looked up again.
+		still := v.prefix && w.off == nil && v.blockedFront(r, budget)
+		if still && v.checkBlocked == nil {
+			break
+		}
 		hits := v.hits[:0]
 		if v.prefix {
 			hits = v.match(r, hits)
@@ -205,9 +233,18 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		// instructions of the autoscaled Mooncake trace, a fifth of
 		// its cost beyond round-robin, block by block).
 		if free := v.kv.NumFree(); need+int64(len(hits)) > free {
-			if need += v.kv.FreeAmong(hits, free-need); need > free {
+			if f, _ := v.kv.FreeAmong(hits, free-need); need+f > free {
+				if v.prefix && w.off == nil {
+					v.block(n)
+				}
+				if v.checkBlocked != nil {
+					v.checkBlocked(still, true)
+				}
 				break
 			}
+		}
+		if v.checkBlocked != nil {
+			v.checkBlocked(still, false)
 		}
 		w.waiting.popFront()
 		v.kv.AcquireAll(hits)
@@ -254,11 +291,19 @@ func (v *vllm) match(r *reqState, hits []int32) []int32 {
 	same := m.idx == r.idx+1 && m.preemptions == r.preemptions && m.maxBlocks == maxBlocks
 	if same && v.checkResume != nil {
 		kept := v.kv.Kept(m.hits, m.drops)
+		if m.hitsKept(v.kv) && kept < len(m.hits) {
+			panic("replay: hitsKept, but the cache evicted a hit since")
+		}
 		v.checkResume(m.drops != v.kv.Drops(), kept, v.walk(r, c, slices.Clone(m.hits[:kept]), maxBlocks),
 			v.walk(r, c, slices.Clone(m.hits), maxBlocks), v.walk(r, c, nil, maxBlocks))
 	}
 	if same && !v.noResume {
-		kept := v.kv.Kept(m.hits, m.drops)
+		// Kept scans the hits for one evicted since; when r did not
+		// fit, the free queue's positions tell at once that none was.
+		kept := len(m.hits)
+		if !m.hitsKept(v.kv) {
+			kept = v.kv.Kept(m.hits, m.drops)
+		}
 		hits = append(hits, m.hits[:kept]...)
 		v.resumed += int64(kept)
 	}
@@ -266,6 +311,50 @@ func (v *vllm) match(r *reqState, hits []int32) []int32 {
 	r.hashed = int64(len(hits))
 	*m = lastMatch{idx: r.idx + 1, preemptions: r.preemptions, maxBlocks: maxBlocks, drops: v.kv.Drops(), hits: append(m.hits[:0], hits...)}
 	return hits
+}
+
+// block records that the request match looked up last does not fit,
+// asking for n tokens.
+func (v *vllm) block(n int64) {
+	m := &v.last
+	// The lowest position of every free hit, not only of those build's
+	// FreeAmong counted before it stopped: while none is evicted, match
+	// finds the same hits (blockedFront), and sets r.hashed as it did.
+	_, m.first = v.kv.FreeAmong(m.hits, math.MaxInt64)
+	m.blocked, m.n = true, n
+	m.releases, m.renumbers, m.tail = v.kv.Releases(), v.kv.Renumbers(), v.kv.Tail()
+}
+
+// blockedFront reports whether r, the waiting queue's front, which match
+// looked up last and found not to fit, still does not fit with budget
+// tokens left in the step, without looking it up again: when no block was
+// released since, the free queue's head has not reached its free hits,
+// it asks for at least as many tokens, and the block after its hits is
+// still not cached.
+//
+// Note: then the hits are the same blocks (a free one leaves the cache
+// only by eviction, at the head; a held one only after a release), so
+// r needs at least the blocks it needed, and every block taken out of
+// the free queue since took a free block from the count of those it
+// could have, or one of its free hits out of both: it fits no better.
+// A fleet whose caches are full, as the autoscaled one, asked this of
+// a blocked front at every step, with Kept's scan of its hits and
+// FreeAmong's of their runs: with blockedFront (and hitsKept) the
+// autoscaled Mooncake replay took 764.7 million instructions where it
+// took 790.3 (BenchmarkReplayMooncakeRouters/autoscale, callgrind).
+func (v *vllm) blockedFront(r *reqState, budget int64) bool {
+	m := &v.last
+	if m.idx != r.idx+1 || m.preemptions != r.preemptions || !m.hitsKept(v.kv) || v.kv.Releases() != m.releases {
+		return false
+	}
+	maxBlocks := (r.numTokens() - 1) / v.bs
+	k := int64(len(m.hits))
+	if m.maxBlocks != maxBlocks || min(r.numTokens()-k*v.bs, budget) < m.n {
+		return false
+	}
+	// The next block's hash not cached since: the hits end there.
+	// (walk appends to m.hits's spare room at most; m keeps its length.)
+	return k >= maxBlocks || len(v.walk(r, r.hashChain(v.bs), m.hits, k+1)) == int(k)
 }
 
 // walk appends to hits, r's blocks found so far, the blocks that follow

@@ -74,3 +74,47 @@ func TestMatchResumeSameResults(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockedFrontSameResults checks that a waiting front found not to
+// fit, and not looked up again while it still cannot (vllm.blockedFront),
+// gives the records and stats of looking it up at every step: on the same
+// cases as TestMatchResumeSameResults, the replay run both ways, and in
+// the second every decision blockedFront would have skipped checked to
+// end in the front not fitting.
+func TestBlockedFrontSameResults(t *testing.T) {
+	t.Parallel()
+	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:4000]
+	cost, blocks := llama8BOnH100(t)
+	for _, c := range []sharingCase{
+		{"autoscale", RouterLeastRequests, blocks, true},
+		{"session_affinity_small_kv", RouterSession, blocks / 16, false},
+		{"sglang_cache_aware_small_kv", RouterSGLang, blocks / 16, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			a, sa := c.replay(t, cost, reqs, testSwitches{})
+			var said, blocked, wrong int
+			b, sb := c.replay(t, cost, reqs, testSwitches{checkBlockedFront: func(s, bl bool) {
+				if bl {
+					blocked++
+				}
+				if s {
+					said++
+					if !bl {
+						wrong++
+					}
+				}
+			}})
+			if a != b || !reflect.DeepEqual(sa, sb) {
+				t.Errorf("skipping a blocked front's lookups changed the results: %+v vs %+v", sa, sb)
+			}
+			if wrong > 0 {
+				t.Errorf("%d of %d fronts said to be blocked still fitted", wrong, said)
+			}
+			if said == 0 || said == blocked {
+				t.Fatalf("%d fronts said to be blocked of %d blocked: the case does not exercise blockedFront", said, blocked)
+			}
+			t.Logf("%d of %d blocked fronts not looked up again", said, blocked)
+		})
+	}
+}

@@ -1,6 +1,9 @@
 package kvcache
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // Lookups, commits and acquisitions of a stretch of a request's blocks
 // in one call.
@@ -175,23 +178,37 @@ func copyGroup(dst, src *[groupLen]uint64) {
 // how many more blocks acquiring them all takes out of the free queue
 // than they are; once that count passes most, it stops and returns a
 // count above most (a caller asking whether they fit needs no more).
+// It also returns the lowest free-queue position (Head's) of the free
+// blocks it counted (math.MaxInt64: none): until Renumbers changes, none
+// of them is evicted while Head is below it.
 //
 // Note: a run at a time, as AcquireAll; Ref block by block finds each
 // block's run from its start (runStart), a scan of its run's bits per
 // block: 219 million instructions more of the autoscaled Mooncake
 // replay, whose build counts free hits while the cache is full, at
 // every step a request waits for room.
-func (c *Cache) FreeAmong(blocks []int32, most int64) int64 {
-	var n int64
+func (c *Cache) FreeAmong(blocks []int32, most int64) (n, first int64) {
+	first = math.MaxInt64
 	for len(blocks) > 0 && n <= most {
 		lo := c.runStart(blocks[0])
 		_, m := c.follow(blocks, lo)
-		if c.recs[lo].ref == 0 {
+		if r := &c.recs[lo]; r.ref == 0 {
 			n += int64(m)
+			first = min(first, c.queuePos(r.span))
 		}
 		blocks = blocks[m:]
 	}
-	return n
+	return n, first
+}
+
+// queuePos returns the free-queue position of span x: its own entry's,
+// or, promoted into an anonymous run's tail, the run's.
+func (c *Cache) queuePos(x int32) int64 {
+	s := &c.spans[x]
+	if s.owner < 0 {
+		return s.at
+	}
+	return c.runs[s.owner].at
 }
 
 // AcquireAll acquires blocks, in order, as Acquire does.

@@ -85,6 +85,9 @@ type Cache struct {
 	// last eviction (Kept).
 	drops   uint64
 	dropped []uint32
+	// releases counts the calls of release and Reset (Releases);
+	// renumbers, the compactions, rebases and Resets (Renumbers).
+	releases, renumbers uint64
 
 	compactions int64 // for tests
 }
@@ -191,6 +194,8 @@ func (c *Cache) Reset() {
 	c.spans, c.spareSpans = c.spans[:0], c.spareSpans[:0]
 	c.head, c.tail, c.nfree = 0, 0, 0
 	c.Evictions, c.compactions = 0, 0
+	c.releases++
+	c.renumbers++
 	c.start()
 }
 
@@ -223,6 +228,26 @@ func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
 // anonymous blocks, which have no id and are never looked up, do not
 // count.
 func (c *Cache) Drops() uint64 { return c.drops }
+
+// Releases counts the calls of Release and Reset: between two counts the
+// free queue gains no block.
+func (c *Cache) Releases() uint64 { return c.releases }
+
+// Renumbers counts the times the free queue's positions were renumbered
+// (compaction, rebase, Reset). Between two counts its entries keep their
+// positions: Allocate takes blocks from the entry at Head, and Head only
+// grows; a release appends entries from Tail on. So a block free at a
+// position p (FreeAmong's first) has not been evicted while Head is below
+// p, nor has a block released since while Head is below the Tail of
+// then.
+func (c *Cache) Renumbers() uint64 { return c.renumbers }
+
+// Head returns the free queue's head: the position of the entry Allocate
+// takes blocks from next.
+func (c *Cache) Head() int64 { return c.head }
+
+// Tail returns the position the free queue's next entry will have.
+func (c *Cache) Tail() int64 { return c.tail }
 
 // Kept returns how many of blocks, blocks with ids that Lookup or Holds
 // found when Drops was since, were not evicted since, counted from the
@@ -430,6 +455,7 @@ func (c *Cache) Release(blocks []int32, full int64) { c.release(blocks, full) }
 // release is Release; it returns the slot of the run it made last (the
 // stretch of anonymous blocks nearest the table's start), or -1.
 func (c *Cache) release(blocks []int32, full int64) int32 {
+	c.releases++
 	// Room for every block in the ring first, so that the loop only
 	// writes (compaction and rebasing keep the queue's order, so doing
 	// them earlier changes nothing).
@@ -554,6 +580,7 @@ func (c *Cache) newRun(r anonRun) int32 {
 func (c *Cache) compact() {
 	c.tail = c.pack(c.ring, c.head)
 	c.compactions++
+	c.renumbers++
 }
 
 // rebase renumbers the queue from position 0, so that positions stay
@@ -563,6 +590,7 @@ func (c *Cache) rebase() {
 	c.tail = c.pack(ring, 0)
 	c.ring, c.head = ring, 0
 	c.compactions++
+	c.renumbers++
 }
 
 // pack copies the live entries of the queue, in order, into dst from

@@ -24,11 +24,13 @@ import (
 // every observable: the blocks free, the evictions, the blocks indexed,
 // which block each hash finds (the same block in both, by the request
 // and place it was handed out for), the reference counts of held blocks,
-// what preempted requests still hold, and Check.
+// what preempted requests still hold, and Check; and a blocked request's
+// hits stay cached while the queue's head is below the first free one
+// and the tail of then (FreeAmong, Renumbers, Head, Tail).
 func TestCacheMatchesReference(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		s := cacheMatchesReference(t, 1, 2, 60, 40000)
-		if s.freeHits < 1000 || s.tailHits < 100 || s.promoted < 100 || s.ghostHits < 50 || s.evictions < 1000 || s.kept < 100 || s.partial < 100 {
+		if s.freeHits < 1000 || s.tailHits < 100 || s.promoted < 100 || s.ghostHits < 50 || s.evictions < 1000 || s.kept < 100 || s.partial < 100 || s.watched < 100 {
 			t.Fatalf("%+v: not exercised", s)
 		}
 		t.Logf("%+v", s)
@@ -77,6 +79,19 @@ type diffReq struct {
 type diffStats struct {
 	freeHits, tailHits, ghostHits, promoted, partial, kept int
 	evictions                                              int64
+	// watched counts the ops after which a blocked request's hits
+	// were checked still cached (Head below FreeAmong's first
+	// position and the Tail of then, Renumbers the same).
+	watched int
+}
+
+// A hitWatch is a blocked request's hits, their hashes, the lowest queue
+// position of the free ones (FreeAmong's), Tail and Renumbers then.
+type hitWatch struct {
+	blocks      []int32
+	hashes      []uint64
+	first, tail int64
+	renumbers   uint64
 }
 
 // diffPair is the cache under test, the reference, and the pairing of
@@ -130,6 +145,7 @@ func cacheMatchesReference(t *testing.T, s1, s2 uint64, n, ops int) diffStats {
 	p := &diffPair{t: t, c: New(int64(n)), r: newRefCache(n), toRef: map[int32]int32{}, toC: map[int32]int32{}, hashes: map[uint64]bool{}}
 	c, ref := p.c, p.r
 	var st diffStats
+	var watch hitWatch // the last blocked request's free hits
 	const chains, chainLen = 4, 24
 	var all, running, waiting []*diffReq // all: those that may be promoted
 	next := 0
@@ -277,14 +293,23 @@ func cacheMatchesReference(t *testing.T, s1, s2 uint64, n, ops int) diffStats {
 				need++
 			}
 		}
-		if got := c.FreeAmong(hc, math.MaxInt64); got != int64(need-fresh) {
-			t.Fatalf("op %d: FreeAmong %d of the hits, the references say %d", p.op, got, need-fresh)
+		nfree, first := c.FreeAmong(hc, math.MaxInt64)
+		if nfree != int64(need-fresh) {
+			t.Fatalf("op %d: FreeAmong %d of the hits, the references say %d", p.op, nfree, need-fresh)
 		}
-		if most := int64(p.op % (len(hc) + 1)); (c.FreeAmong(hc, most) > most) != (int64(need-fresh) > most) {
-			t.Fatalf("op %d: FreeAmong of the hits up to %d: %d, the references say %d", p.op, most, c.FreeAmong(hc, most), need-fresh)
+		if most := int64(p.op % (len(hc) + 1)); func() bool { n, _ := c.FreeAmong(hc, most); return n > most }() != (int64(need-fresh) > most) {
+			t.Fatalf("op %d: FreeAmong of the hits up to %d, the references say %d", p.op, most, need-fresh)
 		}
 		if int64(need) > c.NumFree() {
 			x.lastC, x.lastR, x.drops, x.since = hc, hr, c.Drops(), ref.evictions
+			watch = hitWatch{blocks: slices.Clone(hc), hashes: x.hashes[:len(hc)], first: first, tail: c.Tail(), renumbers: c.Renumbers()}
+			free := false
+			for _, b := range hc {
+				free = free || c.Ref(b) == 0
+			}
+			if (first == math.MaxInt64) == free {
+				t.Fatalf("op %d: FreeAmong's first position %d, free hits %v", p.op, first, free)
+			}
 			return false
 		}
 		x.lastC, x.lastR = nil, nil
@@ -375,6 +400,17 @@ func cacheMatchesReference(t *testing.T, s1, s2 uint64, n, ops int) diffStats {
 
 	for op := range ops {
 		p.op = op
+		// A blocked request's hits stay cached while the queue was not
+		// renumbered and its head is below the first free one and the
+		// tail of then (what vllm.match and vllm.blockedFront rely on).
+		if watch.blocks != nil && c.Renumbers() == watch.renumbers && c.Head() < min(watch.first, watch.tail) {
+			for i, b := range watch.blocks {
+				if !c.Holds(b, watch.hashes[i]) {
+					t.Fatalf("op %d: hit block %d lost its hash (first free hit at %d, tail %d then, head %d now)", op, b, watch.first, watch.tail, c.Head())
+				}
+			}
+			st.watched++
+		}
 		switch k := rng.IntN(20); {
 		case k < 7: // a request arrives, or a waiting one is retried
 			var x *diffReq
