@@ -422,6 +422,12 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 				}
 				k = full
 			}
+			if r.preemptions > 0 && k < full {
+				// Every block indexed, private ones too: a run of
+				// hashes a group at a time (CommitAll).
+				v.kv.CommitAll(r.blocks[k:full], c.Hashes(k, full))
+				k = full
+			}
 			for ; k < full; k++ {
 				x, private := c.Hash(k)
 				if private && r.preemptions == 0 {

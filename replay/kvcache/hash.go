@@ -70,7 +70,8 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 // the other as one entry. The run's first hash is random in its other
 // bits, and block k's hash still depends on all of its content through
 // prev. (Among a request's private blocks the low half goes up by one
-// too; they are indexed only after a preemption.)
+// too, and a run of them is a group as well; they are indexed only after
+// a preemption.)
 func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	first := k * h.EngineBlock
 	last := first + h.EngineBlock - 1
@@ -96,16 +97,29 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 			low = uint32(x) &^ (slotRun - 1) // member 0 (runStart)
 		}
 	} else {
-		x = mix(h.Unique, 0x7072697661746521, 3) // "private!"
-		low = uint32(mix(x, uint64(k/slotRun), 5)) + uint32(k%slotRun)
-		x = mix(x, uint64(k), 4)
-		private = true
+		k0 := k &^ (slotRun - 1)
+		return privateStart(h.Unique, k0) + uint64(k-k0)*contStep, true
 	}
 	x = x&^0xffffffff | uint64(low)
 	if x == 0 {
 		x = 1
 	}
 	return x, private
+}
+
+// privateStart returns the hash of private block k0, a multiple of
+// slotRun, of the request whose hashes are unique: Unique and k0 mixed,
+// its low three bits 0, never 0 (then 1). Blocks k0+1 … k0+slotRun−1
+// are its steps (Hash), so that a run of a request's own blocks is one
+// group of the cache index, as a shared run is: a preempted request,
+// which commits and finds its own blocks by hash, commits, finds and
+// evicts them a group at a time.
+func privateStart(unique uint64, k0 int64) uint64 {
+	x := mix(mix(unique, 0x7072697661746521, 3), uint64(k0), 4) &^ (slotRun - 1) // "private!"
+	if x == 0 {
+		x = 1
+	}
+	return x
 }
 
 // continuation is the tag of a block's position mixed into the hash of
@@ -368,7 +382,14 @@ func (c *Chain) extend(k int64) {
 	}
 	c.j, c.off = j, off
 	for ; n <= k; n++ {
-		x, _ := h.Hash(Root, n) // private: a function of Unique and n alone
+		// Private: a function of Unique and n alone, stepped inside
+		// a run (Hash).
+		var x uint64
+		if n&(slotRun-1) != 0 && n > c.shared {
+			x = step(hs[n-1])
+		} else {
+			x, _ = h.Hash(Root, n)
+		}
 		hs = append(hs, x)
 	}
 	c.hashes = hs
