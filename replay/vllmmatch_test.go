@@ -6,7 +6,24 @@ import (
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
 )
+
+// waitingFrontCases returns the first 4,000 Mooncake requests, Llama-3.1-8B
+// on an H100, and replays whose waiting requests are looked up again
+// step after step: under autoscaling, and on a sixteenth of the KV cache,
+// which preempts.
+func waitingFrontCases(t *testing.T) ([]*trace.Request, model.StepModel, []sharingCase) {
+	t.Helper()
+	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:4000]
+	cost, blocks := llama8BOnH100(t)
+	return reqs, cost, []sharingCase{
+		{"autoscale", RouterLeastRequests, blocks, true},
+		{"session_affinity_small_kv", RouterSession, blocks / 16, false},
+		{"sglang_cache_aware_small_kv", RouterSGLang, blocks / 16, false},
+	}
+}
 
 // TestMatchResumeSameResults checks that vLLM's prefix match, resuming
 // where it missed while the cache dropped no hash (vllm.match), gives
@@ -15,13 +32,8 @@ import (
 // preempts, whose waiting requests are looked up again step after step.
 func TestMatchResumeSameResults(t *testing.T) {
 	t.Parallel()
-	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:4000]
-	cost, blocks := llama8BOnH100(t)
-	for _, c := range []sharingCase{
-		{"autoscale", RouterLeastRequests, blocks, true},
-		{"session_affinity_small_kv", RouterSession, blocks / 16, false},
-		{"sglang_cache_aware_small_kv", RouterSGLang, blocks / 16, false},
-	} {
+	reqs, cost, cases := waitingFrontCases(t)
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			run := func(sw testSwitches) (string, Stats, int64) {
@@ -83,13 +95,8 @@ func TestMatchResumeSameResults(t *testing.T) {
 // end in the front not fitting.
 func TestBlockedFrontSameResults(t *testing.T) {
 	t.Parallel()
-	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))[:4000]
-	cost, blocks := llama8BOnH100(t)
-	for _, c := range []sharingCase{
-		{"autoscale", RouterLeastRequests, blocks, true},
-		{"session_affinity_small_kv", RouterSession, blocks / 16, false},
-		{"sglang_cache_aware_small_kv", RouterSGLang, blocks / 16, false},
-	} {
+	reqs, cost, cases := waitingFrontCases(t)
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			a, sa := c.replay(t, cost, reqs, testSwitches{})
