@@ -177,7 +177,11 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		i++
 	}
 
-	// Waiting requests, FCFS, unless this step preempted.
+	// Waiting requests, FCFS, unless this step preempted. A front that
+	// did not fit is remembered (block) and not looked up again while it
+	// still cannot (blockedFront), with the prefix cache on and no KV
+	// tiers to load from.
+	remember := v.prefix && w.off == nil
 	for w.preempted == 0 && w.waiting.Len() > 0 && budget > 0 && len(w.running) < v.maxSeq {
 		r := w.waiting.front()
 		if r.holding {
@@ -200,9 +204,7 @@ func (v *vllm) build(w *worker, now trace.Time) {
 			budget -= n
 			continue
 		}
-		// A front that did not fit still does not (blockedFront):
-		// it is not looked up again.
-		still := v.prefix && w.off == nil && v.blockedFront(r, budget)
+		still := remember && v.blockedFront(r, budget)
 		if still && v.checkBlocked == nil {
 			break
 		}
@@ -234,7 +236,7 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		// its cost beyond round-robin, block by block).
 		if free := v.kv.NumFree(); need+int64(len(hits)) > free {
 			if f, _ := v.kv.FreeAmong(hits, free-need); need+f > free {
-				if v.prefix && w.off == nil {
+				if remember {
 					v.block(n)
 				}
 				if v.checkBlocked != nil {
