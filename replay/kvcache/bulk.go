@@ -104,9 +104,13 @@ const ones = 0x0101010101010101
 // insert.
 func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 	flags, hashes := c.flags, c.hashes
-	slots, mask := c.index.slots, c.index.mask // index.add's, in locals
+	// Each insert makes an entry at most: the table has room for them
+	// all first, and is in locals after that.
+	ix := &c.index
+	ix.reserve(len(hs))
+	slots, mask := ix.slots, ix.mask
 	blocks = blocks[:len(hs)]
-	added := 0
+	added, made := 0, 0
 	for i := 0; i < len(hs); {
 		b, h := blocks[i], hs[i]
 		if flags[b]&fRecorded != 0 {
@@ -131,7 +135,9 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 						hr[4], hr[5], hr[6], hr[7] = g[3], g[2], g[1], g[0]
 					}
 					binary.LittleEndian.PutUint64(fl, uint64(fHashed|fRecorded)*ones)
-					insert(slots, mask, k, line(b, 0, groupLen, d < 0))
+					if insert(slots, mask, k, line(b, 0, groupLen, d < 0)) {
+						made++
+					}
 					added += groupLen
 					i += groupLen
 					continue
@@ -157,11 +163,14 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 			flags[bn] = fHashed | fRecorded
 			n++
 		}
-		insert(slots, mask, k, line(b, j, uint(n), d < 0))
+		if insert(slots, mask, k, line(b, j, uint(n), d < 0)) {
+			made++
+		}
 		added += n
 		i += n
 	}
-	c.index.n += added
+	ix.n += added
+	ix.used += made
 }
 
 // copyGroup sets *dst to *src.

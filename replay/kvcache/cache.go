@@ -188,8 +188,7 @@ func (c *Cache) Reset() {
 	clear(c.flags)
 	clear(c.hashes)
 	clear(c.ring)
-	clear(c.index.slots)
-	c.index.n = 0
+	c.index.clear()
 	c.runs, c.spare, c.ids = c.runs[:0], c.spare[:0], c.ids[:0]
 	c.spans, c.spareSpans = c.spans[:0], c.spareSpans[:0]
 	c.head, c.tail, c.nfree = 0, 0, 0
@@ -800,11 +799,12 @@ func (c *Cache) Check() error {
 		return fmt.Errorf("kvcache: %d hashed blocks, %d index entries", cached, c.index.n)
 	}
 	entered := make([]bool, n) // blocks in an entry
-	inEntries := 0
+	inEntries, entries := 0, 0
 	for _, s := range c.index.slots {
 		if s.meta == 0 {
 			continue
 		}
+		entries++
 		members := s.meta >> memberShift
 		if members == 0 || members >= 1<<groupLen || s.key&(groupLen-1) != 0 {
 			return fmt.Errorf("kvcache: index entry %#x holds members %#x", s.key, members)
@@ -821,6 +821,9 @@ func (c *Cache) Check() error {
 	}
 	if inEntries != c.index.n {
 		return fmt.Errorf("kvcache: index entries hold %d blocks, count %d", inEntries, c.index.n)
+	}
+	if entries != c.index.used || entries > c.index.limit {
+		return fmt.Errorf("kvcache: index has %d entries, count %d, limit %d", entries, c.index.used, c.index.limit)
 	}
 	return nil
 }

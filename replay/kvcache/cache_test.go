@@ -143,16 +143,55 @@ func TestHasherSharesEqualPrefixes(t *testing.T) {
 	}
 }
 
-// Runs of slotRun blocks inside one trace block have consecutive low
-// halves (the index's home slots), and each run starts elsewhere, as does
-// the first block of each trace block; private blocks run likewise.
+// Inside a trace block a shared block's hash steps from the one before
+// (consecutive low halves inside a group of slotRun; from a group's last
+// member to the first of the group whose home slot is the one before),
+// as long as its groups start at multiples of slotRun;
+// a trace block's first block starts elsewhere, and so does a block at a
+// multiple of slotRun after a group cut short (a trace block that starts
+// inside a group). Private blocks step in runs of slotRun.
 func TestHasherConsecutiveSlots(t *testing.T) {
-	h := &BlockHasher{HashIDs: []int64{4, 5, 6, 7}, TraceBlock: 4 * slotRun * 16, PromptTokens: 4 * 4 * slotRun * 16, EngineBlock: 16, Unique: 1, SharedIDs: 2}
-	c := chain(h, 16*slotRun)
-	for k := 1; k < len(c); k++ {
-		step := uint32(c[k]) - uint32(c[k-1])
-		if consecutive := k%slotRun != 0; consecutive != (step == 1) {
-			t.Errorf("block %d: low half %#x after %#x", k, uint32(c[k]), uint32(c[k-1]))
+	for _, c := range []struct {
+		trace, shared int64 // engine blocks a trace block, shared trace blocks
+	}{
+		{4 * slotRun, 2},     // Mooncake's 512 tokens of 16-token blocks
+		{slotRun + 4, 3},     // trace blocks starting inside groups
+		{2*slotRun + 3, 2},   // and private blocks too
+		{slotRun, 4},         // a group a trace block
+		{3 * slotRun / 2, 5}, // every other one starting inside one
+	} {
+		h := &BlockHasher{HashIDs: []int64{4, 5, 6, 7, 8, 9}, TraceBlock: c.trace * 16, PromptTokens: 6 * c.trace * 16, EngineBlock: 16, Unique: 1, SharedIDs: int(c.shared)}
+		hs := chain(h, 6*c.trace)
+		shared := c.shared * c.trace
+		var member uint64 // of block k−1 in its group
+		for k := int64(1); k < int64(len(hs)); k++ {
+			var stepped bool
+			switch {
+			case k >= shared:
+				stepped = k%slotRun != 0 && k > shared
+			case k%c.trace == 0:
+				stepped = false
+			case k%slotRun != 0:
+				stepped = true
+			default:
+				stepped = member == slotRun-1
+			}
+			if stepped {
+				member = (member + 1) % slotRun
+			} else {
+				member = 0
+			}
+			want := uint32(1)
+			if k%slotRun == 0 {
+				back := contBack
+				want = -uint32(back) // contBack's low half, back
+			}
+			if got := uint32(hs[k])-uint32(hs[k-1]) == want; got != stepped {
+				t.Errorf("trace block of %d, %d shared: block %d: low half %#x after %#x, want stepped %v", c.trace, c.shared, k, uint32(hs[k]), uint32(hs[k-1]), stepped)
+			}
+			if k < shared && hs[k]&(slotRun-1) != member {
+				t.Errorf("trace block of %d, %d shared: block %d is member %d, want %d", c.trace, c.shared, k, hs[k]&(slotRun-1), member)
+			}
 		}
 	}
 }

@@ -67,11 +67,13 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 // contStep, and a run's first hash has its low three bits 0: so a run's
 // hashes are members 0, 1, … of one group of the cache index (keyOf),
 // which holds the blocks a request commits, finds or evicts one after
-// the other as one entry. The run's first hash is random in its other
-// bits, and block k's hash still depends on all of its content through
-// prev. (Among a request's private blocks the low half goes up by one
-// too, and a run of them is a group as well; they are indexed only after
-// a preemption.)
+// the other as one entry. A trace block's first run starts at random;
+// a later run of the same trace block follows from the run before when
+// that one was a whole group (runStart), so the trace block's groups
+// have adjacent home slots in the index, and block k's hash still
+// depends on all of its content through prev. (Among a request's
+// private blocks the low half goes up by one too, and a run of them is
+// a group as well; they are indexed only after a preemption.)
 func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 	first := k * h.EngineBlock
 	last := first + h.EngineBlock - 1
@@ -128,15 +130,55 @@ const continuation = 9
 
 // runStart returns the hash of continuation k that starts a run of
 // slotRun blocks (Hash), given the hash of the block before it, prev:
-// its position mixed in, its low three bits 0 (member 0 of its group in
-// the cache index), never 0 (then 1).
+// member 0 of a group in the cache index (its low three bits 0), never 0.
+// When prev is the last member of its group (a whole group before it in
+// the trace block, as on Mooncake's trace blocks of 32 engine blocks),
+// that is prev − contBack, the first member of the key whose home slot
+// is the one before prev's key's (index); else (a trace block that
+// started inside a group) mixedStart's.
+//
+// Note: mixed at every run, a trace block's four groups went to four
+// random places in the cache index, and committing, finding and evicting
+// a request's blocks took a cache miss a group: the first load of a probe
+// was the largest single cost of BenchmarkReplayMooncakeRouters/
+// sglang_cache_aware in CPU time (pprof, -cpu 1: unindex's a fifth,
+// insert's and lookupAll's a tenth), though not in instructions. Stepped,
+// a trace block's groups are one or two cache lines. Their home slots go
+// down, not up, because eviction mostly removes a trace block's groups
+// first to last: the slot after each is then empty, and its removal moves
+// nothing back (with the homes going up, 2.7 times as many removals
+// shifted a probe run back on that benchmark). The step is injective in
+// prev, which names the content and k−1 (step's note), so equal content
+// still gives equal hashes and unequal content unequal ones; two chains'
+// blocks at different positions collide only when their stretches' mixed
+// starts differ by a multiple of contStep less than the stretch's length.
 func runStart(prev uint64, k int64) uint64 {
+	if prev&(slotRun-1) != slotRun-1 || prev == contBack { // the latter: 0
+		return mixedStart(prev, k)
+	}
+	return prev - contBack
+}
+
+// mixedStart returns the hash of continuation k that starts a run of
+// slotRun blocks after a group cut short: prev and k mixed, its low three
+// bits 0 (member 0 of its group), never 0 (then 1).
+//
+// Note: not inlined, so that runStart, its one caller, is: inlined, it put
+// runStart past the compiler's budget, and runStart is called for every
+// group that a request's prefix hashes.
+//
+//go:noinline
+func mixedStart(prev uint64, k int64) uint64 {
 	x := mix(prev, uint64(k), continuation) &^ (slotRun - 1)
 	if x == 0 {
 		x = 1
 	}
 	return x
 }
+
+// contBack is 15·contStep modulo 2⁶⁴: from a group's last member (7) back
+// to member 0 of the key 8·contStep below its own (runStart).
+const contBack uint64 = 0x454021d7_0000000f
 
 // contStep is what step adds: its low half 1, so that a run's hashes are
 // the next members of one group of the cache index (keyOf); its high
@@ -153,14 +195,15 @@ const contStep uint64 = 0x9e3779b9_00000001
 // every id before and on k−1), so any injective function of prev will do:
 // equal content gives equal hashes, and hashes of different blocks at one
 // position stay different, as prev's are. Blocks at other positions
-// collide only when the run starts of two chains differ by a multiple of
-// contStep below slotRun, 2⁻⁶¹ per pair of runs (a run start has 61
-// random bits).
+// collide only when the mixed starts of two chains' stepped stretches (a
+// trace block's, or a run's, runStart) differ by a multiple of contStep
+// below the stretch's length: at most 32 of 2⁶¹ per pair of stretches on
+// Mooncake's trace blocks (a mixed start has 61 random bits).
 // Mixing k in at every block (three multiplications, some 40
 // instructions with the block's bookkeeping) was the largest item of
 // BenchmarkReplayMooncakeRouters/sglang_cache_aware, whose router makes
-// every request hash its whole shared prefix; the run's first block is
-// still mixed, so that runs start at random.
+// every request hash its whole shared prefix; a trace block's first
+// block is still mixed, so that trace blocks start at random.
 func step(prev uint64) uint64 {
 	x := prev + contStep
 	if x == 0 {

@@ -1,6 +1,10 @@
 package kvcache
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/opaltrace/opaltrace/internal/prefault"
+)
 
 // An index maps block hashes to blocks, a group of up to groupLen hashes
 // an entry: an open-addressing hash table with linear probing and
@@ -39,13 +43,20 @@ import "math/bits"
 // (insert), so the first entry of a key that holds member j holds its
 // earliest added copy.
 //
-// Here the table has a fixed power-of-two size of at least slotsPerBlock
-// slots per block, so it never grows; deletion moves entries back
-// instead of leaving tombstones.
+// The table has a power-of-two size and is kept at most half full: it
+// starts at a slot per block and doubles (grow) before insertions that
+// could fill more than half (reserve), up to slotsPerBlock slots per
+// block, a size it can never fill past half (an entry holds a block at
+// least). Deletion moves entries back instead of leaving tombstones.
 type index struct {
 	slots []islot
 	mask  uint64
 	n     int // the blocks it holds
+	used  int // the slots it fills (entries)
+	// limit is the most entries before the table grows: half its
+	// slots, or, at its largest size, as many as it has.
+	limit int
+	most  uint64 // the largest size: slotsPerBlock slots per block
 }
 
 // An islot is a slot of the index: a group's key and what its entry
@@ -139,17 +150,88 @@ func merge(m, n uint64) (uint64, bool) {
 	}
 }
 
-// slotsPerBlock is how many slots, at least, the index has per block:
-// an entry holds one block at least, so the table is at most half full;
-// on Mooncake's replays an entry holds four to eight.
+// slotsPerBlock is how many slots, at most, the index has per block: an
+// entry holds one block at least, so at that size the table is at most
+// half full. It starts at half that (on Mooncake's replays an entry holds
+// four to eight blocks, so it is an eighth full or less) and grows to it
+// only if it has to.
+//
+// Note: at its largest size from the start, on 16 workers, 16 MiB of
+// slots that a lookup, an insertion and an eviction each reach at a
+// random place: on BenchmarkReplayMooncakeRouters/sglang_cache_aware one
+// line of unindex, a probe's first load, was a fifth of the CPU time
+// (pprof, -cpu 1) for some 4 % of its instructions. At a quarter of the
+// largest size, its probe runs were longer: unindex took some 6 million
+// instructions more than at half on that benchmark.
 const slotsPerBlock = 2
 
 func newIndex(blocks int64) index {
-	size := uint64(16)
-	for size < slotsPerBlock*uint64(blocks) {
-		size <<= 1
+	most := uint64(16)
+	for most < slotsPerBlock*uint64(blocks) {
+		most <<= 1
 	}
-	return index{slots: make([]islot, size), mask: size - 1}
+	x := index{most: most}
+	x.resize(max(16, most/2))
+	return x
+}
+
+// resize gives x an empty table of size slots.
+func (x *index) resize(size uint64) {
+	x.slots, x.mask, x.used = make([]islot, size), size-1, 0
+	x.limit = int(size / 2)
+	if size == x.most {
+		x.limit = int(size) // never reached: see slotsPerBlock
+	}
+}
+
+// grow doubles the table, its entries moved to their new home slots.
+//
+// Note: an entry's place among the entries of its key is what get
+// relies on (the first that holds a member is the earliest copy), and
+// they lie in one probe run from their home slot in the order they were
+// added: taken from an empty slot onwards, once around, each key's
+// entries come in that order, and each goes to the first empty slot from
+// its new home, after the earlier ones.
+func (x *index) grow() {
+	old, mask := x.slots, x.mask
+	start := uint64(0)
+	for old[start].meta != 0 { // the table is at most half full
+		start++
+	}
+	x.resize(2 * uint64(len(old)))
+	prefault.Populate(prefault.Slice(x.slots))
+	slots, nmask := x.slots, x.mask
+	for k := uint64(1); k <= mask+1; k++ {
+		e := old[(start+k)&mask]
+		if e.meta == 0 {
+			continue
+		}
+		i := home(e.key, nmask)
+		for slots[i].meta != 0 {
+			i = (i + 1) & nmask
+		}
+		slots[i] = e
+		x.used++
+	}
+}
+
+// reserve grows the table, if it has to, so that n more entries keep it
+// within its limit.
+//
+// Note: once for a call that may add n, not at each insertion: a test
+// and a count at every insertion were some 3 million instructions of
+// BenchmarkReplayMooncakeRouters/round_robin. At the largest size there
+// is room for an entry per block.
+func (x *index) reserve(n int) {
+	for x.used+n > x.limit && len(x.slots) < int(x.most) {
+		x.grow()
+	}
+}
+
+// clear empties the table, keeping its size.
+func (x *index) clear() {
+	clear(x.slots)
+	x.n, x.used = 0, 0
 }
 
 // home returns the home slot of key k in a table with mask: the key's
@@ -174,17 +256,20 @@ func (x *index) get(h uint64) (int32, bool) {
 // is still present.
 func (x *index) add(h uint64, b int32) {
 	k, j := keyOf(h)
-	insert(x.slots, x.mask, k, line(b, j, 1, false))
+	x.reserve(1)
+	if insert(x.slots, x.mask, k, line(b, j, 1, false)) {
+		x.used++
+	}
 	x.n++
 }
 
 // insert adds the blocks of an entry with meta m, of key k, to slots, a
 // table with mask: to the key's last entry if they can join it (merge),
-// else as a new entry after it.
+// else as a new entry after it; it reports whether it made an entry.
 //
 // Note: only the last, so that a later entry of the key never holds an
 // earlier copy of a member (get).
-func insert(slots []islot, mask, k, m uint64) {
+func insert(slots []islot, mask, k, m uint64) bool {
 	last := ^uint64(0)
 	i := home(k, mask)
 	for ; slots[i].meta != 0; i = (i + 1) & mask {
@@ -196,14 +281,15 @@ func insert(slots []islot, mask, k, m uint64) {
 		lm := slots[last].meta
 		if lm&m>>memberShift == 0 && (lm^m)&(baseMask|descBit) == 0 {
 			slots[last].meta = lm | m // one line (merge's common case)
-			return
+			return false
 		}
 		if u, ok := merge(lm, m); ok {
 			slots[last].meta = u
-			return
+			return false
 		}
 	}
 	slots[i] = islot{key: k, meta: m}
+	return true
 }
 
 // nextMembers reports whether g holds members 1, 2, … of the group whose
@@ -286,7 +372,7 @@ func find(slots []islot, mask, k uint64, j uint, b int32) uint64 {
 func (x *index) unindex(fl []uint8, hs []uint64, from int32) int {
 	slots, mask := x.slots, x.mask
 	hs = hs[:len(fl)]
-	removed := 0
+	removed, emptied := 0, 0
 	for i := 0; i < len(fl); {
 		if fl[i]&(fHashed|fPrivate) != fHashed {
 			i++
@@ -321,12 +407,15 @@ func (x *index) unindex(fl []uint8, hs []uint64, from int32) int {
 			slots[s].meta = m
 		case slots[(s+1)&mask].meta == 0:
 			slots[s] = islot{} // no later entry to shift back
+			emptied++
 		default:
 			x.shiftInto(s)
+			emptied++
 		}
 		removed += int(n)
 		i += int(n)
 	}
+	x.used -= emptied
 	return removed
 }
 
@@ -340,6 +429,7 @@ func (x *index) drop(i uint64, j uint) bool {
 		return false
 	}
 	x.shiftInto(i)
+	x.used--
 	return true
 }
 

@@ -108,6 +108,54 @@ func TestIndexDuplicates(t *testing.T) {
 	}
 }
 
+// Growth: the table starts at a slot per block and doubles once it would
+// be more than half full, up to two slots per block; each key's entries
+// keep their order across it (get still returns the earliest copy), also
+// for probe runs that wrap past the table's end, and entries and blocks
+// are counted as before.
+func TestIndexGrows(t *testing.T) {
+	const n = 64 // blocks: 64 slots to start, 128 at most
+	// Homes 63 and 127: probe runs that wrap past the end before the
+	// table grows, and after.
+	for _, home := range []uint64{0, 63, 127} {
+		x := newIndex(n)
+		if len(x.slots) != n || x.most != 2*n {
+			t.Fatalf("a table of %d slots growing to %d, want %d and %d", len(x.slots), x.most, n, 2*n)
+		}
+		k := home << 3 // a key of that home slot in both sizes
+		h := k + contStep2
+		var ref []int32 // h's blocks, earliest first
+		for b := int32(0); b < n; b++ {
+			switch {
+			case b%3 == 0: // a copy of h, on no line with the last
+				x.add(h, b)
+				ref = append(ref, b)
+			default: // a key of its own, of the same home slot
+				x.add(home<<3|uint64(b)<<40, b)
+			}
+			if x.used > x.limit || x.limit > len(x.slots)/2 && len(x.slots) < int(x.most) {
+				t.Fatalf("block %d: %d entries in %d slots (limit %d)", b, x.used, len(x.slots), x.limit)
+			}
+		}
+		if len(x.slots) != 2*n {
+			t.Fatalf("home %d: %d entries in %d slots: did not grow", home, x.used, len(x.slots))
+		}
+		if x.n != n || x.used != n {
+			t.Fatalf("home %d: %d blocks, %d entries, want %d each", home, x.n, x.used, n)
+		}
+		for len(ref) > 0 {
+			if b, ok := x.get(h); !ok || b != ref[0] {
+				t.Fatalf("home %d: get = %d %v, want %d (earliest)", home, b, ok, ref[0])
+			}
+			x.del(h, ref[0])
+			ref = ref[1:]
+		}
+		if _, ok := x.get(h); ok {
+			t.Fatalf("home %d: a deleted hash found", home)
+		}
+	}
+}
+
 // Keys: the low three bits are the member, the key the rest, and a
 // group's hashes are its key stepped by contStep.
 func TestKeyOf(t *testing.T) {

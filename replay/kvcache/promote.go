@@ -65,7 +65,10 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		panic("kvcache: promotion of blocks a run does not hold")
 	}
 	flags, hs := c.flags, c.hashes
-	slots, mask := c.index.slots, c.index.mask // index.add's, in locals
+	ix := &c.index // room for an entry a hash at most (CommitAll)
+	ix.reserve(len(hashes))
+	slots, mask := ix.slots, ix.mask
+	made := 0
 	for len(hashes) > 0 {
 		lo, k := c.takeIDs(int32(len(hashes)))
 		x := c.newSpan(span{lo: lo, hi: lo + k, live: k, owner: r.slot})
@@ -82,7 +85,9 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 				// A whole group (CommitAll).
 				copyGroup((*[groupLen]uint64)(hr[i:i+groupLen]), (*[groupLen]uint64)(src[i:i+groupLen]))
 				binary.LittleEndian.PutUint64(fl[i:i+groupLen], uint64(fHashed|fRecorded)*ones)
-				insert(slots, mask, gk, line(lo+int32(i), 0, groupLen, false))
+				if insert(slots, mask, gk, line(lo+int32(i), 0, groupLen, false)) {
+					made++
+				}
 				i += groupLen
 				continue
 			}
@@ -93,7 +98,9 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 				fl[i+n], hr[i+n] = fHashed|fRecorded, src[i+n]
 				n++
 			}
-			insert(slots, mask, gk, line(lo+int32(i), j, uint(n), false))
+			if insert(slots, mask, gk, line(lo+int32(i), j, uint(n), false)) {
+				made++
+			}
 			i += n
 		}
 		ru := &c.runs[r.slot]
@@ -101,9 +108,10 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		ru.cached -= k
 		ru.live += k
 		ru.done += k
-		c.index.n += int(k)
+		ix.n += int(k)
 		hashes = hashes[k:]
 	}
+	ix.used += made
 }
 
 // takeTail hands out blocks of run slot's tail into dst[taken:end], as
