@@ -160,9 +160,10 @@ func merge(m, n uint64) (uint64, bool) {
 // slots that a lookup, an insertion and an eviction each reach at a
 // random place: on BenchmarkReplayMooncakeRouters/sglang_cache_aware one
 // line of unindex, a probe's first load, was a fifth of the CPU time
-// (pprof, -cpu 1) for some 4 % of its instructions. At a quarter of the
-// largest size, its probe runs were longer: unindex took some 6 million
-// instructions more than at half on that benchmark.
+// (pprof, -cpu 1) for some 4 % of its instructions. At an eighth of the
+// largest size (a slot per four blocks), its probe runs were longer:
+// unindex took some 6 million instructions more than at half on that
+// benchmark.
 const slotsPerBlock = 2
 
 func newIndex(blocks int64) index {
