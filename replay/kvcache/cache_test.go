@@ -462,15 +462,69 @@ func TestResetIsNew(t *testing.T) {
 		mustCheck(t, c)
 		return trace
 	}
+	// Long use (every id, the queue compacted and wrapped round the
+	// ring), short (few ids and positions, the index cleared entry by
+	// entry) and between (a queue compacted before it reached the
+	// ring's end): Reset clears what was written, and only that.
+	for ops := 3; ops < 400; ops += 11 {
+		c := New(40)
+		drive(c, 1, ops)
+		c.Reset()
+		mustCheck(t, c)
+		if c.Evictions != 0 || c.NumFree() != 40 || c.NumCached() != 0 {
+			t.Fatalf("%d operations, reset: %d evictions, %d free, %d cached", ops, c.Evictions, c.NumFree(), c.NumCached())
+		}
+		fresh := New(40)
+		if !slices.Equal(c.recs, fresh.recs) || !slices.Equal(c.starts, fresh.starts) || !slices.Equal(c.flags, fresh.flags) ||
+			!slices.Equal(c.hashes, fresh.hashes) || !slices.Equal(c.ring, fresh.ring) || !slices.Equal(c.index.slots, fresh.index.slots) {
+			t.Fatalf("%d operations, reset: its tables are not a new cache's", ops)
+		}
+		if a, b := drive(c, 2, 5000), drive(New(40), 2, 5000); !slices.Equal(a, b) {
+			t.Fatalf("%d operations: a reset cache and a new one part ways", ops)
+		}
+	}
 	c := New(40)
 	drive(c, 1, 5000)
 	c.Reset()
-	mustCheck(t, c)
-	if c.Evictions != 0 || c.NumFree() != 40 || c.NumCached() != 0 {
-		t.Fatalf("reset cache: %d evictions, %d free, %d cached", c.Evictions, c.NumFree(), c.NumCached())
-	}
 	if a, b := drive(c, 2, 5000), drive(New(40), 2, 5000); !slices.Equal(a, b) {
-		t.Fatal("a reset cache and a new one part ways")
+		t.Fatal("after 5000 operations: a reset cache and a new one part ways")
+	}
+}
+
+// Compaction lowers the free queue's tail below positions it wrote (the
+// entries it packed leave copies past it): Reset clears up to the highest
+// tail, not the last.
+func TestResetAfterCompaction(t *testing.T) {
+	c := New(16) // a ring of 32: nothing here wraps it
+	var tables [][]int32
+	for i := range 6 {
+		b, ok := c.AllocateNamed(nil, 1, 1)
+		if !ok {
+			t.Fatal("no block")
+		}
+		c.Commit(b[0], uint64(100+i))
+		tables = append(tables, b)
+	}
+	for _, b := range tables {
+		c.Release(b, 1)
+	}
+	for i := 1; i < 5; i++ { // out of the queue's middle: tombstones
+		b, ok := c.Lookup(uint64(100 + i))
+		if !ok {
+			t.Fatalf("hash %d not cached", 100+i)
+		}
+		c.Acquire(b)
+	}
+	before := c.tail
+	c.compact()
+	if c.tail >= before || before >= int64(len(c.ring)) {
+		t.Fatalf("tail %d → %d in a ring of %d: not the case to test", before, c.tail, len(c.ring))
+	}
+	mustCheck(t, c)
+	c.Reset()
+	mustCheck(t, c)
+	if !slices.Equal(c.ring, New(16).ring) {
+		t.Fatalf("reset after compaction: ring %v", c.ring)
 	}
 }
 

@@ -229,10 +229,24 @@ func (x *index) reserve(n int) {
 	}
 }
 
-// clear empties the table, keeping its size.
-func (x *index) clear() {
-	clear(x.slots)
-	x.n, x.used = 0, 0
+// clearBlocks empties the table, keeping its size, given the flags and
+// hashes of blocks 0, 1, … among which are all it holds: it removes the
+// indexed ones (hashed, not private) one by one when they are few, else
+// clears every slot.
+func (x *index) clearBlocks(fl []uint8, hs []uint64) {
+	if x.n > len(x.slots)/16 {
+		clear(x.slots)
+		x.n, x.used = 0, 0
+		return
+	}
+	for b, f := range fl {
+		if f&(fHashed|fPrivate) == fHashed && x.n > 0 {
+			x.del(hs[b], int32(b))
+		}
+	}
+	if x.n != 0 || x.used != 0 {
+		panic("kvcache: index entries of no block")
+	}
 }
 
 // home returns the home slot of key k in a table with mask: the key's

@@ -123,6 +123,7 @@ func (c *Cache) takeIDs(n int32) (lo, k int32) {
 	top := &c.ids[len(c.ids)-1]
 	lo = top.lo
 	k = min(n, top.hi-top.lo)
+	c.idsUsed = max(c.idsUsed, lo+k)
 	top.lo += k
 	if top.lo == top.hi {
 		c.ids = c.ids[:len(c.ids)-1]
