@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"encoding/binary"
 	"math/bits"
 
 	"github.com/opaltrace/opaltrace/internal/prefault"
@@ -239,8 +240,12 @@ func (x *index) clearBlocks(fl []uint8, hs []uint64) {
 		x.n, x.used = 0, 0
 		return
 	}
-	for b, f := range fl {
-		if f&(fHashed|fPrivate) == fHashed && x.n > 0 {
+	for b := 0; x.n > 0 && b < len(fl); b++ {
+		if len(fl)-b >= 8 && binary.LittleEndian.Uint64(fl[b:])&(uint64(fHashed)*ones) == 0 {
+			b += 7 // eight blocks none of which is hashed
+			continue
+		}
+		if fl[b]&(fHashed|fPrivate) == fHashed {
 			x.del(hs[b], int32(b))
 		}
 	}
