@@ -190,8 +190,9 @@ func (c *Cache) start() {
 // Kept keep fewer blocks, see Kept).
 //
 // Note: only what the cache wrote is cleared: the ids below idsUsed, the
-// queue's positions below its tail (they only go up; a rebase starts a
-// fresh ring), and the index's entries, one by one when they are few. A
+// queue's positions below its highest tail (ringUsed: a compaction lowers
+// the tail past positions it wrote; a rebase starts a fresh ring), and
+// the index's entries, one by one when they are few. A
 // worker that an autoscaler starts and stops again soon writes little,
 // and clearing the whole of every table at each of an autoscaled
 // Mooncake replay's 78 starts was 9 % of its CPU time (memclr, pprof
