@@ -43,8 +43,8 @@ func (e *engine) abort(now trace.Time, i int32) error {
 	if r == nil {
 		return nil // completed before its deadline
 	}
-	if r.loadLeft > 0 {
-		r.aborted = true // leaves when its load ends (loaded)
+	if r.loadLeft > 0 || e.pd != nil && e.pd.moving[i] == r {
+		r.aborted = true // leaves when its load (or KV transfer: handOff) ends (loaded)
 		return nil
 	}
 	w := e.workers[r.worker]
@@ -95,7 +95,7 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	if e.sec != nil {
 		e.sec.at(now).TimedOut++
 	}
-	o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
+	o := e.base(r.in, r.idx, r.prompt, r.wants(), r.sent, r.arrival)
 	o.Status = trace.StatusTimeout
 	o.Error = fmt.Sprintf("client gave up after %g s", e.timeout.Seconds())
 	o.Worker = e.workers[r.worker].name

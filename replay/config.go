@@ -25,9 +25,12 @@ type Config struct {
 	// Autoscale sizes the fleet by a metric, as Kubernetes' HPA does
 	// (autoscale.go); off unless its metric is set.
 	Autoscale AutoscaleConfig `yaml:"autoscale,omitempty"`
-	Scheduler SchedulerConfig `yaml:"scheduler"`
-	Workload  WorkloadConfig  `yaml:"workload"`
-	Client    ClientConfig    `yaml:"client"`
+	// Disaggregation splits the workers into prefill and decode pools
+	// (disagg.go); off unless its prefill_workers is set.
+	Disaggregation DisaggregationConfig `yaml:"disaggregation,omitempty"`
+	Scheduler      SchedulerConfig      `yaml:"scheduler"`
+	Workload       WorkloadConfig       `yaml:"workload"`
+	Client         ClientConfig         `yaml:"client"`
 	// Seed seeds every random choice of the replay (math/rand/v2 PCG).
 	Seed uint64 `yaml:"seed"`
 }
@@ -233,6 +236,7 @@ func (c Config) Validate() error {
 	}
 	c.RouterConfig.validate(bad)
 	c.Autoscale.validate(c.Workers, bad)
+	c.Disaggregation.validate(c, bad)
 	s := c.Scheduler
 	if s.MaxNumBatchedTokens < 0 {
 		bad("scheduler.max_num_batched_tokens", "negative (%d)", s.MaxNumBatchedTokens)

@@ -51,6 +51,10 @@
 //     owning its KV cache and the defaults of its own settings, and one
 //     line of the schedulers table; Config.Effective is the configuration
 //     as it ran, every default filled in, which outputs record.
+//     With Config.Disaggregation the workers split into a prefill pool
+//     and a decode pool (disagg.go): a request prefills on one, its
+//     prompt's KV crosses the prefill worker's link, and it decodes on
+//     the other, as vLLM's KV connectors and SGLang's PD servers run it.
 //  5. Output. Completed, rejected and timed-out requests are emitted as
 //     trace.Requests with Source "simulated", in completion order,
 //     measured as vLLM's benchmark client measures (first_chunk TTFT,

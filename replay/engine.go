@@ -171,6 +171,15 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	for i := range slots {
 		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks, &e.test))
 	}
+	if cfg.Disaggregation.on() {
+		if opts.Offload != nil {
+			return Stats{}, errors.New("replay: prefill/decode disaggregation with KV tiers is not modelled yet")
+		}
+		if err := cfg.Disaggregation.figures(); err != nil {
+			return Stats{}, err
+		}
+		e.pd = newDisagg(cfg.Disaggregation, reqs.Len())
+	}
 	if opts.Offload != nil {
 		if cfg.Autoscale.on() {
 			return Stats{}, errors.New("replay: autoscaling with KV tiers is not modelled yet")
@@ -255,6 +264,7 @@ type engine struct {
 	scale    *autoscaler // nil: a fixed fleet
 	stats    Stats
 	off      *offload // KV tiers; nil: none
+	pd       *disagg  // prefill/decode hand-over; nil: not disaggregated
 
 	shared []int32 // per request: leading hash ids another request (on its worker, when known) also has
 	// online, when requests are routed as they arrive, tells each its

@@ -18,6 +18,7 @@ const (
 	evTransfer  eventKind = iota // KV transfers of a node complete (offload.go)
 	evStepEnd                    // a worker's forward pass ends
 	evTimeout                    // a client gave up on a request: the server aborts it
+	evHandOff                    // a prompt's KV reached its decode worker (disagg.go)
 	evArrival                    // a request reaches the router
 	evIngress                    // a worker's API server hands a request to its scheduler (ingress.go)
 	evSchedule                   // a worker builds its next batch

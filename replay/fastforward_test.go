@@ -149,6 +149,14 @@ func TestFastForwardSameResults(t *testing.T) {
 		{Config{Workers: 3, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 4000, SGLangConfig: SGLangConfig{SchedulePolicy: PolicyFCFS, EnableMixedChunk: true}}}, tie, 1},
 		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 5000, SGLangConfig: SGLangConfig{DisableRadixCache: true}}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 9}}, cost, 1},
 		{Config{Workers: 2, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 8000, StreamInterval: 2}, Client: ClientConfig{TimeoutSec: 0.3, LatencySec: 0.001}}, roofline, 1},
+		// Prefill/decode disaggregation (disagg.go): load-blind, with
+		// timeouts and preemptions, in the closed loop, cache-aware.
+		{Config{Workers: 3, Disaggregation: pdConfig(1)}, cost, 100},
+		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{MaxNumSeqs: 6}, Client: ClientConfig{TimeoutSec: 0.3, LatencySec: 0.002}}, cost, 40},
+		{Config{Workers: 3, Router: RouterLeastRequests, Disaggregation: pdConfig(1), Workload: WorkloadConfig{Mode: ModeClosed, Clients: 10}}, roofline, 100},
+		{Config{Workers: 4, Router: RouterDynamo, Disaggregation: pdConfig(2)}, cost, 60},
+		{Config{Workers: 3, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 3000}, Client: ClientConfig{TimeoutSec: 0.04, LatencySec: 0.001}}, cost, 1},
+		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1500, SGLangConfig: SGLangConfig{DisableRadixCache: true}}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 12}}, roofline, 1},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)
@@ -183,6 +191,12 @@ func TestFastForwardSameResults(t *testing.T) {
 		}
 		if i == 1 && (sa.Preemptions == 0 || sa.CachedTokens == 0) {
 			t.Errorf("config %d should preempt and hit: %+v", i, sa)
+		}
+		if i == 25 && (sa.TimedOut == 0 || sa.Completed == 0) || i == 26 && sa.Preemptions == 0 {
+			t.Errorf("config %d (disaggregated, SGLang) should time some requests out and complete others, or retract: %+v", i, sa)
+		}
+		if i == 22 && (sa.TimedOut == 0 || sa.Completed == 0 || sa.Preemptions == 0) {
+			t.Errorf("config %d (disaggregated) should time some requests out, complete others, and preempt: %+v", i, sa)
 		}
 		if i == 16 && (sa.Evictions == 0 || sa.CachedTokens == 0) || i == 17 && sa.Preemptions == 0 || i == 20 && (sa.TimedOut == 0 || sa.Completed == 0) {
 			t.Errorf("config %d (SGLang) should evict and hit, retract, or time some requests out and complete others: %+v", i, sa)

@@ -132,7 +132,7 @@ func (e *engine) prepare() {
 	_, blind := e.router.(loadBlind)
 	// In the sessions mode arrivals follow completions, so their order
 	// is only known as the replay runs.
-	blind = blind && !e.test.noPreRoute && e.cfg.Workload.Mode != ModeSessions && e.scale == nil
+	blind = blind && !e.test.noPreRoute && e.cfg.Workload.Mode != ModeSessions && e.scale == nil && e.pd == nil
 	if e.cfg.Workload.Mode == ModeSessions {
 		e.prepareSessions()
 	}
@@ -213,7 +213,8 @@ func (e *engine) prepare() {
 		// A block of a request routed elsewhere can hit in the shared
 		// remote tier.
 		switch {
-		case e.off != nil && e.off.remote != nil:
+		case e.off != nil && e.off.remote != nil, e.pd != nil:
+			// (Disaggregated: a request's blocks are on two workers.)
 			e.shared = sharedPrefixes(ids)
 		case e.route != nil:
 			e.shared = sharedOnWorkers(ids, bs, e.route, len(e.workers))

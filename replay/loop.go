@@ -66,6 +66,8 @@ func (e *engine) run() error {
 			err = e.stepEnd(ev.at, e.workers[ev.arg])
 		case evTransfer:
 			err = e.off.transfer(e, ev.at, int(ev.arg))
+		case evHandOff:
+			err = e.handOff(ev.at, ev.arg)
 		case evTimeout:
 			err = e.abort(ev.at, ev.arg)
 		case evAutoscale:
@@ -142,6 +144,10 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		in = &r.inBuf
 	}
 	r.in, r.idx, r.prompt, r.maxOut = in, i, prompt, out
+	if e.pd != nil {
+		// Its prefill worker computes one token (disagg.go).
+		r.maxOut, r.pdOut = 1, out
+	}
 	if e.slab != nil {
 		r.itl = e.slab.itlList(i) // emitTokens takes it when it fits
 	}
@@ -279,6 +285,9 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			// loads hold): the loads' ends wake w.
 			return nil
 		}
+		if len(w.sched) == 0 && e.pd != nil && e.pd.waitsForSends(w) {
+			return nil
+		}
 		if len(w.sched) == 0 {
 			return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
 				w.name, len(w.running), w.waiting.Len())
@@ -359,7 +368,9 @@ func (e *engine) arrivalBound(w *worker) trace.Time {
 // router for w.
 func (e *engine) routerBound(w *worker) trace.Time {
 	switch {
-	case e.cfg.Workload.Mode != ModeOpen:
+	case e.cfg.Workload.Mode != ModeOpen || e.pd != nil:
+		// A decode worker's requests come from prefill workers'
+		// hand-overs, queued as the replay runs.
 		if e.q.Len() == 0 {
 			return never
 		}
@@ -373,6 +384,29 @@ func (e *engine) routerBound(w *worker) trace.Time {
 	return e.nextArrival
 }
 
+// completed emits the record of r, which completed at now, sends its
+// client's next request and recycles r.
+func (e *engine) completed(r *reqState, now trace.Time) error {
+	if e.live != nil {
+		e.live[r.idx] = nil
+	}
+	o := e.result(r, now)
+	if e.scale != nil {
+		e.scale.completed(o.TTFTSec.V)
+	}
+	e.stats.Completed++
+	if e.sec != nil {
+		e.sec.at(now).Completions++
+	}
+	e.stats.PromptTokens += r.prompt
+	e.stats.CachedTokens += r.cached
+	e.stats.OutputTokens += r.out
+	idx := r.idx
+	e.release(r)
+	e.clientNext(now, idx)
+	return e.emit(o)
+}
+
 func (e *engine) stepEnd(now trace.Time, w *worker) error {
 	if e.off != nil {
 		// Blocks computed by the step are offloaded as it ends.
@@ -384,6 +418,15 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 	}
 	e.done = w.finish(now, e.done[:0])
 	for _, r := range e.done {
+		if r.pdOut > 0 && !r.aborted {
+			// Prefilled on a prefill worker: its KV goes to a
+			// decode worker, unless its client gave up.
+			if e.timeout == 0 || r.lastTok.Add(e.lat).Sub(r.sent) <= e.timeout {
+				e.prefilled(now, w, r)
+				continue
+			}
+			w.s.leave(w, r, leaveAtStepEnd)
+		}
 		// A request the client gave up on, or whose last chunk would
 		// reach the client after it gave up, times out.
 		if r.aborted || e.timeout > 0 && r.lastTok.Add(e.lat).Sub(r.sent) > e.timeout {
@@ -392,24 +435,7 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 			}
 			continue
 		}
-		if e.live != nil {
-			e.live[r.idx] = nil
-		}
-		o := e.result(r, now)
-		if e.scale != nil {
-			e.scale.completed(o.TTFTSec.V)
-		}
-		e.stats.Completed++
-		if e.sec != nil {
-			e.sec.at(now).Completions++
-		}
-		e.stats.PromptTokens += r.prompt
-		e.stats.CachedTokens += r.cached
-		e.stats.OutputTokens += r.out
-		idx := r.idx
-		e.release(r)
-		e.clientNext(now, idx)
-		if err := e.emit(o); err != nil {
+		if err := e.completed(r, now); err != nil {
 			return err
 		}
 	}

@@ -61,7 +61,7 @@ func (e *engine) parts() int {
 		return min(e.test.parts, len(e.workers))
 	}
 	if e.cfg.Workload.Mode != ModeOpen || e.route == nil || e.off != nil || e.scale != nil ||
-		e.observe != nil || e.test.checkSteady != nil || e.apiSvc > 0 {
+		e.observe != nil || e.test.checkSteady != nil || e.apiSvc > 0 || e.pd != nil {
 		return 1
 	}
 	return max(1, min(maxProcs(), len(e.workers)))

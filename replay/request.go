@@ -47,11 +47,17 @@ type reqState struct {
 	pfTier    int8          // the tier they came from
 	pfIO      time.Duration // how long its prefetch ran
 
-	deadline    trace.Time // when the server learns the client gave up; never without a timeout
-	aborted     bool       // timed out during a step: leaves when the step ends
-	scheduled   bool       // has been scheduled at least once
-	cached      int64      // prefix-hit tokens at the first schedule
-	score       float64    // the router's score of its worker, when scored
+	deadline  trace.Time // when the server learns the client gave up; never without a timeout
+	aborted   bool       // timed out during a step: leaves when the step ends
+	scheduled bool       // has been scheduled at least once
+	// Disaggregated replays (disagg.go): pdOut, while r is on its
+	// prefill worker, is the output it asked for (maxOut is 1 there);
+	// remote says its prompt's KV came from a prefill worker and its
+	// decode worker has not scheduled it yet.
+	pdOut       int64
+	remote      bool
+	cached      int64   // prefix-hit tokens at the first schedule
+	score       float64 // the router's score of its worker, when scored
 	scored      bool
 	preemptions int64
 
@@ -84,6 +90,14 @@ func (r *reqState) hashChain(bs int64) *kvcache.Chain {
 		r.chainBS = bs
 	}
 	return &r.chain
+}
+
+// wants is the output r asked for, on a prefill worker too.
+func (r *reqState) wants() int64 {
+	if r.pdOut > 0 {
+		return r.pdOut
+	}
+	return r.maxOut
 }
 
 // numTokens is the sequence length so far: the prompt and every generated

@@ -102,5 +102,10 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 	if e.off != nil {
 		e.off.result(r, o)
 	}
+	if e.pd != nil {
+		// From the first token on the prefill worker to the decode
+		// worker's having the KV, the wait for the link included.
+		o.KVFetchSec = trace.Some(r.kvWait.Seconds())
+	}
 	return o
 }

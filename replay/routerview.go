@@ -73,6 +73,9 @@ func (v *routerView) init(e *engine, r Router) {
 	v.interval = time.Duration(math.Round(e.cfg.RouterConfig.ViewIntervalSec * 1e9))
 	v.out = make([]Outstanding, len(e.workers))
 	v.ready = make([]int, len(e.workers))
+	if e.pd != nil {
+		v.ready = v.ready[:e.pd.prefill] // the proxy routes among the prefill pool
+	}
 	for i := range v.ready {
 		v.ready[i] = i
 	}
@@ -80,7 +83,7 @@ func (v *routerView) init(e *engine, r Router) {
 	v.live = make([]WorkerLoad, len(e.workers))
 	if o, ok := r.(kvObserver); ok {
 		v.kv = o
-		for _, w := range e.workers {
+		for _, w := range e.workers[:len(v.ready)] {
 			w.onPrefilled = v.prefilled
 		}
 	}

@@ -562,6 +562,9 @@ func (g *sglang) build(w *worker, now trace.Time) {
 		clear(g.doneCarried)
 		g.doneCarried = g.doneCarried[:0]
 	}
+	if w.remote > 0 {
+		g.prebuilt(w, now)
+	}
 	g.extend = g.prefill(w, now)
 	if !g.extend {
 		g.decode(w, now)
@@ -576,6 +579,38 @@ func (g *sglang) build(w *worker, now trace.Time) {
 			}
 		}
 	}
+}
+
+// prebuilt takes in the waiting requests whose prompt's KV a prefill
+// worker sent (disaggregation, disagg.go) as SGLang's decode server does
+// (disaggregation/decode.py, get_new_prebuilt_batch and
+// process_batch_result_prebuilt, v0.5): in queue order while fewer than
+// max_running_requests run, each taking its prompt's tokens in the pool
+// (evicting cached ones if it must), its first token, the one the prefill
+// server computed, streamed at once without a forward pass; it decodes
+// from this step on. One that does not fit waits.
+//
+// Note: SGLang allocates those tokens before the transfer (its
+// PreallocQueue) and lets the prefill server write into them; here they
+// are taken after it, which differs only when the pool is short.
+func (g *sglang) prebuilt(w *worker, now trace.Time) {
+	w.waiting.filter(func(r *reqState) bool {
+		if !r.remote || len(w.running) >= g.maxRun {
+			return true
+		}
+		if free := g.tree.Free(); free < r.prompt {
+			g.tree.Evict(r.prompt - free)
+		}
+		if !g.tree.Alloc(r.prompt) {
+			return true
+		}
+		r.remote = false
+		w.remote--
+		r.computed, r.out = r.prompt, 1
+		w.firstToken(r, now)
+		w.running = append(w.running, r)
+		return false
+	})
 }
 
 // running returns the running batch: w.running without the chunked request.
@@ -653,6 +688,9 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 		}
 		if r.workerArrival > g.cutoff && r.workerArrival < now {
 			continue // overlap: not received when this batch was built
+		}
+		if r.remote {
+			continue // its KV is taken in by prebuilt
 		}
 		if w.off != nil && !w.off.o.prefetchReady(w, r, now, g.cutoff) {
 			continue // its L3 prefetch holds it in the queue

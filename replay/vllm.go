@@ -204,16 +204,22 @@ func (v *vllm) build(w *worker, now trace.Time) {
 			budget -= n
 			continue
 		}
-		still := remember && v.blockedFront(r, budget)
+		remote := r.remote // its prompt's KV came from a prefill worker (disagg.go)
+		still := remember && !remote && v.blockedFront(r, budget)
 		if still && v.checkBlocked == nil {
 			break
 		}
 		hits := v.hits[:0]
-		if v.prefix {
+		if v.prefix && !remote {
 			hits = v.match(r, hits)
 		}
 		v.hits = hits
 		done := int64(len(hits)) * v.bs
+		if remote {
+			// Every prompt token but the last is computed; the
+			// last is computed again for its logits.
+			done = r.numTokens() - 1
+		}
 		if w.off != nil {
 			switch v.admitLoad(w, r, hits, done, now) {
 			case loadNoRoom:
@@ -236,7 +242,7 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		// its cost beyond round-robin, block by block).
 		if free := v.kv.NumFree(); need+int64(len(hits)) > free {
 			if f, _ := v.kv.FreeAmong(hits, free-need); need+f > free {
-				if remember {
+				if remember && !remote {
 					v.block(n)
 				}
 				if v.checkBlocked != nil {
@@ -249,6 +255,10 @@ func (v *vllm) build(w *worker, now trace.Time) {
 			v.checkBlocked(still, false)
 		}
 		w.waiting.popFront()
+		if remote {
+			r.remote = false
+			w.remote--
+		}
 		v.kv.AcquireAll(hits)
 		v.reserve(r)
 		r.blocks = append(r.blocks, hits...)

@@ -33,6 +33,9 @@ type worker struct {
 	// request_queue_time_seconds: scheduled − queued) does not include
 	// the rest of that step.
 	unseen []*reqState
+	// remote counts the waiting requests whose prompt's KV a prefill
+	// worker sent (disagg.go).
+	remote int
 	busy   bool // a step is in flight
 	queued bool // an evSchedule for this worker is in the queue
 
@@ -124,7 +127,9 @@ func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
 	kept := w.running[:0]
 	for _, r := range w.running {
 		if r.out == r.maxOut || r.aborted {
-			w.s.leave(w, r, leaveAtStepEnd)
+			if r.pdOut == 0 || r.aborted {
+				w.s.leave(w, r, leaveAtStepEnd)
+			} // else its KV is sent before it frees its blocks (disagg.go)
 			done = append(done, r)
 			continue
 		}
@@ -148,22 +153,27 @@ func (w *worker) emitTokens(now trace.Time) {
 		r.out++
 		switch {
 		case r.out == 1:
-			r.firstTok, r.lastChunk = now, now
-			if w.onPrefilled != nil {
-				w.onPrefilled(w, r, now)
-			}
-			if r.maxOut > 1 {
-				if n := numChunks(r.maxOut, w.stream) - 1; int64(cap(r.itl)) >= n {
-					r.itl = r.itl[:0] // a recycled state's (Options.Transient)
-				} else {
-					r.itl = make([]float64, 0, n)
-				}
-			}
+			w.firstToken(r, now)
 		case w.stream == 1 || (r.out-1)%w.stream == 0 || r.out == r.maxOut:
 			r.itl = append(r.itl, stepSeconds(now.Sub(r.lastChunk)))
 			r.lastChunk = now
 		}
 		r.lastTok = now
+	}
+}
+
+// firstToken records r's first token, which it has at now.
+func (w *worker) firstToken(r *reqState, now trace.Time) {
+	r.firstTok, r.lastChunk, r.lastTok = now, now, now
+	if w.onPrefilled != nil {
+		w.onPrefilled(w, r, now)
+	}
+	if r.maxOut > 1 {
+		if n := numChunks(r.maxOut, w.stream) - 1; int64(cap(r.itl)) >= n {
+			r.itl = r.itl[:0] // a recycled state's (Options.Transient)
+		} else {
+			r.itl = make([]float64, 0, n)
+		}
 	}
 }
 

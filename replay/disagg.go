@@ -1,0 +1,184 @@
+package replay
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A DisaggregationConfig splits the workers into a prefill pool and a
+// decode pool (prefill/decode disaggregation), as vLLM runs it with a KV
+// connector that moves the prompt's KV between instances (NixlConnector,
+// MooncakeConnector: kv_producer and kv_consumer) behind its proxy
+// (tests/v1/kv_connector/nixl_integration/toy_proxy_server.py). Off unless
+// PrefillWorkers is set.
+//
+// A request goes to a prefill worker (chosen by the router among the
+// prefill pool), which computes its prompt as a request of one output
+// token (the proxy sends it with max_tokens 1); when that token is
+// computed the prompt's KV is sent over the prefill worker's link to a
+// decode worker (the proxy's next decode instance, in turn), one transfer
+// at a time a link. The decode worker then schedules the request with
+// every prompt token but the last one computed (vLLM's scheduler
+// recomputes the last one to get its logits:
+// _update_waiting_for_remote_kv, num_computed_tokens −1 when the whole
+// prompt was received), so its first token comes from a one-token step
+// there, and it decodes the rest.
+//
+// Modelled as a sequence: the prefill worker keeps the prompt's blocks
+// until its transfer ends (vLLM's delay-free of the blocks a decode
+// instance reads), and the decode worker allocates the prompt's blocks
+// when it schedules the request, after the transfer, not before it (vLLM
+// allocates them when it starts the asynchronous load: under a decode
+// pool short of memory the real transfer waits for room, which this
+// order ignores). The proxy's own hops cost nothing past the client
+// latency, and a decode worker's API server (client.api_server_request_s)
+// is not passed again.
+type DisaggregationConfig struct {
+	// PrefillWorkers is the size of the prefill pool: workers 0 to
+	// PrefillWorkers−1 prefill, the others decode (0: no
+	// disaggregation).
+	PrefillWorkers int `yaml:"prefill_workers,omitempty"`
+	// KVBytesPerToken is the KV a prompt token sends, all of a worker's
+	// GPUs together (package deploy sets it from the model).
+	KVBytesPerToken int64 `yaml:"kv_bytes_per_token,omitempty"`
+	// TransferGBps is the rate at which a prefill worker sends KV, in
+	// GB/s (1e9 bytes), and TransferLatencySec the fixed time of each
+	// transfer (package deploy sets both from the node's network
+	// unless given).
+	TransferGBps       float64 `yaml:"transfer_gbps,omitempty"`
+	TransferLatencySec float64 `yaml:"transfer_latency_s,omitempty"`
+}
+
+// on reports whether the workers are disaggregated.
+func (d DisaggregationConfig) on() bool { return d.PrefillWorkers > 0 }
+
+func (d DisaggregationConfig) validate(c Config, bad func(field, format string, args ...any)) {
+	if d.PrefillWorkers < 0 {
+		bad("disaggregation.prefill_workers", "negative (%d)", d.PrefillWorkers)
+	}
+	if !d.on() {
+		return
+	}
+	workers := max(c.Workers, 1)
+	if d.PrefillWorkers >= workers {
+		bad("disaggregation.prefill_workers", "%d leaves no decode worker of %d workers", d.PrefillWorkers, workers)
+	}
+	// 0s are absent here: package deploy fills them from the model and
+	// the node, and Run refuses them (figures).
+	if d.KVBytesPerToken < 0 {
+		bad("disaggregation.kv_bytes_per_token", "negative (%d)", d.KVBytesPerToken)
+	}
+	if !(d.TransferGBps >= 0) || d.TransferGBps > 1e6 {
+		bad("disaggregation.transfer_gbps", "%v is not a rate in GB/s in (0, 1e6]", d.TransferGBps)
+	}
+	if !(d.TransferLatencySec >= 0) || d.TransferLatencySec > 3600 {
+		bad("disaggregation.transfer_latency_s", "%v is not a number of seconds in [0, 3600]", d.TransferLatencySec)
+	}
+	if c.Autoscale.on() {
+		bad("disaggregation", "with autoscaling it is not modelled yet")
+	}
+}
+
+// figures reports a hand-over that lacks its KV size or its link.
+func (d DisaggregationConfig) figures() error {
+	if d.KVBytesPerToken == 0 || d.TransferGBps == 0 {
+		return errors.New("replay: disaggregation needs kv_bytes_per_token and transfer_gbps (package deploy sets them from the model and the node's network)")
+	}
+	return nil
+}
+
+// disagg is a replay's prefill/decode hand-over: the links and the
+// requests whose KV is on its way.
+type disagg struct {
+	prefill  int           // workers 0…prefill−1 prefill
+	perToken float64       // KV bytes a prompt token sends
+	rate     float64       // bytes a second
+	latency  time.Duration // per transfer
+	linkFree []trace.Time  // per prefill worker: when its link is free
+	sending  []int         // per prefill worker: prompts whose KV it holds until sent
+	next     int           // the next decode worker, in turn, from 0
+	moving   []*reqState   // by request index: its KV in transit (evHandOff)
+}
+
+func newDisagg(d DisaggregationConfig, n int) *disagg {
+	return &disagg{
+		prefill:  d.PrefillWorkers,
+		perToken: float64(d.KVBytesPerToken),
+		rate:     d.TransferGBps * 1e9,
+		latency:  time.Duration(math.Round(d.TransferLatencySec * 1e9)),
+		linkFree: make([]trace.Time, d.PrefillWorkers),
+		sending:  make([]int, d.PrefillWorkers),
+		moving:   make([]*reqState, n),
+	}
+}
+
+// waitsForSends reports whether w is a prefill worker that holds the
+// blocks of prompts whose KV it is sending: when it can schedule nothing,
+// their hand-overs free blocks and wake it.
+func (p *disagg) waitsForSends(w *worker) bool {
+	return w.id < p.prefill && p.sending[w.id] > 0
+}
+
+// transferTime is the time to send the KV of n prompt tokens.
+func (p *disagg) transferTime(n int64) time.Duration {
+	return p.latency + time.Duration(math.Round(float64(n)*p.perToken/p.rate*1e9))
+}
+
+// prefilled is called when request r's prompt is computed on prefill
+// worker w at now (its one output token): its KV starts for the next
+// decode worker once w's link is free. r has left w's running list but
+// holds its blocks until the transfer ends.
+func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) {
+	p := e.pd
+	start := max(now, p.linkFree[w.id])
+	end := start.Add(p.transferTime(r.prompt))
+	p.linkFree[w.id] = end
+	r.loadStart, r.loadEnd, r.kvWait = start, end, end.Sub(now)
+	p.moving[r.idx] = r
+	p.sending[w.id]++
+	e.q.push(end, evHandOff, r.idx)
+}
+
+// handOff ends request i's KV transfer at now: the prefill worker frees
+// the prompt's blocks and the decode worker takes the request, its
+// prompt computed but for the last token, or it times out if its client
+// gave up meanwhile.
+func (e *engine) handOff(now trace.Time, i int32) error {
+	p := e.pd
+	r := p.moving[i]
+	p.moving[i] = nil
+	pw := e.workers[r.worker]
+	pw.s.leave(pw, r, leaveRunning) // between its steps
+	p.sending[pw.id]--
+	e.wake(now, pw) // its waiting front may fit now
+	if r.aborted {
+		return e.timedOut(r, now)
+	}
+	e.view.left(r)
+	d := e.workers[p.prefill+p.next]
+	p.next = (p.next + 1) % (len(e.workers) - p.prefill)
+	r.worker = int32(d.id)
+	r.maxOut, r.pdOut, r.out = r.pdOut, 0, 0
+	r.computed, r.hashed = 0, 0
+	r.ghost = r.ghost[:0]
+	// SGLang's token keys were made for the one token the prefill
+	// worker computed: the decode worker's cover the whole output.
+	r.sg = sgReq{}
+	r.remote = true
+	e.view.sent(r)
+	if e.cfg.Scheduler.Engine == EngineSGLang && r.maxOut == 1 {
+		// SGLang's decode server streams the prefill server's token
+		// as it takes the request in (sglang.prebuilt): a one-token
+		// request is then done.
+		r.remote = false
+		r.out, r.firstTok, r.lastTok = 1, now, now
+		return e.completed(r, now)
+	}
+	d.remote++
+	d.waiting.pushBack(r)
+	e.wake(now, d)
+	return nil
+}

@@ -1,0 +1,126 @@
+package replay
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// pdConfig is a disaggregation of prefill workers sending 1,000 bytes a
+// token at 1 GB/s, 1 ms a transfer: 100 tokens take 1.1 ms.
+func pdConfig(prefill int) DisaggregationConfig {
+	return DisaggregationConfig{PrefillWorkers: prefill, KVBytesPerToken: 1000, TransferGBps: 1, TransferLatencySec: 0.001}
+}
+
+func pdNear(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// TestDisaggregatedTimeline follows requests through a prefill worker,
+// its link and the decode workers by hand.
+func TestDisaggregatedTimeline(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	// One request: a 100-token prefill (20 ms) of one token on w0, its KV
+	// sent in 1.1 ms, the last prompt token computed again on w1 (10.1 ms:
+	// the first token at 31.2 ms), then two decode steps of 10.1 ms.
+	out, _, st := replay(t, Config{Workers: 2, Disaggregation: pdConfig(1)}, cost, 100, []*trace.Request{req("a", 0, 100, 3)})
+	a := out["a"]
+	if !pdNear(a.TTFTSec.V, 0.0312) || !pdNear(a.E2ESec.V, 0.0514) || len(a.ITLSec) != 2 || !pdNear(a.ITLSec[0], 0.0101) || !pdNear(a.ITLSec[1], 0.0101) {
+		t.Errorf("TTFT %v, E2E %v, ITL %v; want 0.0312, 0.0514, [0.0101 0.0101]", a.TTFTSec.V, a.E2ESec.V, a.ITLSec)
+	}
+	if a.Worker != "w1" || !pdNear(a.KVFetchSec.V, 0.0011) || a.OutputTokens.V != 3 {
+		t.Errorf("worker %s, KV fetch %v s, output %d; want w1, 0.0011, 3", a.Worker, a.KVFetchSec.V, a.OutputTokens.V)
+	}
+	if st.Steps != 4 || st.OutputTokens != 3 || st.Completed != 1 {
+		t.Errorf("stats %+v", st)
+	}
+
+	// SGLang's decode server streams the prefill server's token when the
+	// KV is in (21.1 ms) and decodes the next two (10.1 ms each); a
+	// one-token request is done when its KV is in.
+	sg := Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1000}}
+	out, _, st = replay(t, sg, cost, 1, []*trace.Request{req("a", 0, 100, 3), req("b", time.Second, 100, 1)})
+	if a := out["a"]; !pdNear(a.TTFTSec.V, 0.0211) || !pdNear(a.E2ESec.V, 0.0413) || a.Worker != "w1" {
+		t.Errorf("SGLang: TTFT %v, E2E %v, worker %s; want 0.0211, 0.0413, w1", a.TTFTSec.V, a.E2ESec.V, a.Worker)
+	}
+	if b := out["b"]; !pdNear(b.TTFTSec.V, 0.0211) || !pdNear(b.E2ESec.V, 0.0211) || b.OutputTokens.V != 1 {
+		t.Errorf("SGLang, one token: TTFT %v, E2E %v, output %d; want 0.0211, 0.0211, 1", b.TTFTSec.V, b.E2ESec.V, b.OutputTokens.V)
+	}
+	if st.Steps != 4 || st.OutputTokens != 4 {
+		t.Errorf("SGLang stats %+v", st)
+	}
+
+	// The decode worker gives back every token of a request it ran: the
+	// second request fits the 160-token pool only then (the token keys
+	// made for the prefill's one output token once left 48 of the
+	// first's private).
+	sg.Scheduler.KVCacheTokens = 160
+	out, _, _ = replay(t, sg, cost, 1, []*trace.Request{req("a", 0, 100, 50), req("b", 2*time.Second, 100, 50)})
+	if b := out["b"]; b.Status != trace.StatusOK || b.Preemptions.V != 0 || !pdNear(b.TTFTSec.V, 0.0211) {
+		t.Errorf("SGLang, after a long decode: %s, %d preemptions, TTFT %v; want ok, 0, 0.0211", b.Status, b.Preemptions.V, b.TTFTSec.V)
+	}
+
+	// Two at once on one prefill worker: one 200-token step (30 ms), the
+	// transfers one after the other on its link (30 → 31.1 → 32.2 ms),
+	// the decode workers in turn.
+	out, _, _ = replay(t, Config{Workers: 3, Disaggregation: pdConfig(1)}, cost, 100,
+		[]*trace.Request{req("a", 0, 100, 2), req("b", 0, 100, 2)})
+	for _, c := range []struct {
+		id, worker  string
+		fetch, ttft float64
+	}{{"a", "w1", 0.0011, 0.0412}, {"b", "w2", 0.0022, 0.0423}} {
+		o := out[c.id]
+		if o.Worker != c.worker || !pdNear(o.KVFetchSec.V, c.fetch) || !pdNear(o.TTFTSec.V, c.ttft) {
+			t.Errorf("%s: worker %s, KV fetch %v, TTFT %v; want %s, %v, %v", c.id, o.Worker, o.KVFetchSec.V, o.TTFTSec.V, c.worker, c.fetch, c.ttft)
+		}
+	}
+}
+
+// TestDisaggregatedHoldsBlocks: a prefill worker keeps a prompt's blocks
+// until its KV has left, so the next prompt that needs them waits for the
+// transfer, not only for the step.
+func TestDisaggregatedHoldsBlocks(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	slow := pdConfig(1)
+	slow.TransferLatencySec = 0.05
+	// 8 blocks of 16 tokens: each 100-token prompt needs 7, so b waits
+	// for a's blocks: a's prefill ends at 20 ms, its transfer at 70.1 ms,
+	// and b's 20 ms prefill then ends at 90.1 ms.
+	out, _, _ := replay(t, Config{Workers: 2, Disaggregation: slow}, cost, 8, []*trace.Request{req("a", 0, 100, 2), req("b", 0, 100, 2)})
+	if got := out["b"].TTFTSec.V; !pdNear(got, 0.0901+0.0501+0.0101) {
+		t.Errorf("b's TTFT %v, want %v", got, 0.0901+0.0501+0.0101)
+	}
+}
+
+func TestDisaggregationConfigErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 2, KVBytesPerToken: 1, TransferGBps: 1}}, "disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: -1, TransferGBps: 1}}, "disaggregation.kv_bytes_per_token: negative"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: -2}}, "disaggregation.transfer_gbps: -2 is not a rate"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: 1, TransferLatencySec: -1}}, "disaggregation.transfer_latency_s: -1"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: -1}}, "disaggregation.prefill_workers: negative"},
+	} {
+		err := c.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.cfg.Disaggregation, err, c.want)
+		}
+	}
+	for _, d := range []DisaggregationConfig{{PrefillWorkers: 1, TransferGBps: 1}, {PrefillWorkers: 1, KVBytesPerToken: 1}} {
+		_, err := Run(Config{Workers: 2, Disaggregation: d}, linearCost{Base: ms}, 100, []*trace.Request{req("a", 0, 10, 2)}, func(*trace.Request) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "disaggregation needs kv_bytes_per_token and transfer_gbps") {
+			t.Errorf("%+v: %v", d, err)
+		}
+	}
+	_, err := RunInputs(Config{Workers: 2, Disaggregation: pdConfig(1)}, linearCost{Base: ms}, 100, Requests([]*trace.Request{req("a", 0, 10, 2)}),
+		func(*trace.Request) error { return nil }, Options{Offload: &Offload{}})
+	if err == nil || !strings.Contains(err.Error(), "with KV tiers is not modelled yet") {
+		t.Errorf("with tiers: %v", err)
+	}
+}
