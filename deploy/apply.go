@@ -127,6 +127,13 @@ func applyRecord(c *Cluster, run trace.Run, o Overrides) ([]string, error) {
 		return nil, fmt.Errorf("run %s: its recorded deployment: %v", name, err)
 	}
 
+	if run.Disaggregated && c.Disaggregation.PrefillWorkers == 0 {
+		// SGLang's server_info names one prefill and one decode server
+		// whatever the pools' sizes (TonyLi15's 1P2D run lists one
+		// of each), so the record cannot size them.
+		note("ran prefill/decode disaggregated, which its record does not size: replayed aggregated, unless the cluster file gives disaggregation.prefill_workers and workers")
+	}
+
 	// What could not be used.
 	var missing []string
 	if _, ok := c.Given("model"); !ok {

@@ -120,6 +120,9 @@ func (s *Setup) Header() string {
 	if in := d.InterNode; in != nil {
 		par += fmt.Sprintf(" over %d nodes, %s %g Gb/s", in.Nodes, in.Transport, in.Bandwidth*8/1e9)
 	}
+	if p := s.Config.Disaggregation.PrefillWorkers; p > 0 {
+		w = fmt.Sprintf("%d workers (%d prefill, %d decode: disaggregated)", s.Config.Workers, p, s.Config.Workers-p)
+	}
 	return fmt.Sprintf("%s on %d×%s (%s), %s, %s", d.LLM.Name, gpus, d.Hardware.Name, par, EngineName(s.Config), w)
 }
 
@@ -192,6 +195,14 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	}
 	if dep.DP > 1 && !c.EnableDPAttention {
 		note, err := dataParallel(&c, &cfg, dep)
+		if err != nil {
+			return nil, err
+		}
+		notes = append(notes, note)
+		c.Config = cfg
+	}
+	if cfg.Disaggregation.PrefillWorkers > 0 {
+		note, err := disaggregationOf(&c, &cfg, dep)
 		if err != nil {
 			return nil, err
 		}

@@ -8,7 +8,6 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	"github.com/opaltrace/opaltrace/calibrate"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/shareddata"
-	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -214,20 +212,10 @@ scheduler:
 	}
 	how, stepModel := "uncalibrated", "roofline step model, no calibration"
 	if coef != nil {
-		cm := &calibrate.CostModel{Version: calibrate.CostModelVersion, Form: model.FormRoofline, Coefficients: map[string]calibrate.Coefficient{}}
-		var names []string
-		for k, v := range coef {
-			cm.Coefficients[k] = calibrate.Coefficient{Value: v}
-			names = append(names, fmt.Sprintf("%s %g", k, v))
-		}
-		sort.Strings(names)
-		d := *s.Deployment
-		cm.Apply(&d)
-		s.Deployment, s.Step = &d, &d
-		cm.ClientOverhead().ApplyConfig(&s.Config)
+		names := applyFit(s, coef)
 		how = "calibrated on another A100 deployment: surajssd's fit, held out"
 		stepModel = "roofline step model and client overhead at the surajssd section's fit (Llama-3.3-70B, 8 × A100-40GB TP 8,\n" +
-			"vLLM 0.8.3, fitted on qps 1 and 4: " + strings.Join(names, ", ") + "),\nnothing fitted to exp-0"
+			"vLLM 0.8.3, fitted on qps 1 and 4: " + names + "),\nnothing fitted to exp-0"
 	}
 	const block = 16
 	var b strings.Builder
