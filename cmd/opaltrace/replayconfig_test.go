@@ -67,3 +67,79 @@ func TestReplayFromRecordedConfig(t *testing.T) {
 		}
 	}
 }
+
+// A cluster file's disaggregation: block replays prefill/decode
+// disaggregated from the command line, for each engine: every request
+// prefills on the prefill worker, waits for its KV, decodes on a decode
+// worker; the configuration it records (the KV figures deploy filled in
+// included) replays to the same bytes; and a prefill pool that leaves no
+// decode worker is refused at its line, with nothing written.
+func TestReplayDisaggregated(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 120)
+	for _, engine := range []string{"vllm", "sglang"} {
+		cluster := filepath.Join(dir, engine+".yaml")
+		yaml := "workers: 3\ndisaggregation:\n  prefill_workers: 1\nscheduler:\n  engine: " + engine + "\n"
+		if err := os.WriteFile(cluster, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		first := filepath.Join(dir, engine+"1.parquet")
+		_, stderr, err := opaltrace(t, "replay", "--config", cluster, "-o", first, in)
+		if err != nil {
+			t.Fatalf("%s: replay: %v\n%s", engine, err, stderr)
+		}
+		if !strings.Contains(stderr, "1 prefill, 2 decode: disaggregated") {
+			t.Errorf("%s: stderr does not name the pools:\n%s", engine, stderr)
+		}
+		runs, reqs, err := trace.ReadFile(first)
+		if err != nil || len(runs) != 1 || len(reqs) == 0 {
+			t.Fatalf("%s: %v, %d runs, %d requests", engine, err, len(runs), len(reqs))
+		}
+		decoders := map[string]int{}
+		for _, r := range reqs {
+			if r.Status != trace.StatusOK {
+				continue
+			}
+			decoders[r.Worker]++
+			if fetch, ok := r.KVFetchSec.Get(); !ok || fetch <= 0 {
+				t.Errorf("%s: %s: KV fetch %v (set %v), want the transfer's time", engine, r.RequestID, fetch, ok)
+			}
+		}
+		if len(decoders) != 2 || decoders["w0"] != 0 {
+			t.Errorf("%s: completed requests by worker %v, want them all on the decode workers w1 and w2", engine, decoders)
+		}
+		recorded := runs[0].Extra["config"]
+		for _, k := range []string{"prefill_workers: 1", "kv_bytes_per_token: 131072", "transfer_gbps:"} {
+			if !strings.Contains(recorded, k) {
+				t.Errorf("%s: recorded configuration lacks %q:\n%s", engine, k, recorded)
+			}
+		}
+		again := filepath.Join(dir, engine+"again.yaml")
+		if err := os.WriteFile(again, []byte(recorded), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		second := filepath.Join(dir, engine+"2.parquet")
+		if _, stderr, err := opaltrace(t, "replay", "--config", again, "-o", second, in); err != nil {
+			t.Fatalf("%s: replay from the recorded configuration: %v\n%s", engine, err, stderr)
+		}
+		a, errA := os.ReadFile(first)
+		b, errB := os.ReadFile(second)
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s: the replay from its recorded configuration differs (%v, %v)", engine, errA, errB)
+		}
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "bad.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--config", bad, "-o", out, in)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers") {
+		t.Errorf("prefill_workers = workers: err %v, stderr:\n%s", err, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused replay left %s (%v)", out, err)
+	}
+}
