@@ -171,8 +171,12 @@ func pdReplayTable(t *testing.T, tab pdTable, coef map[string]float64, how strin
 	if coef != nil {
 		how += " (" + applyFit(s, coef) + ")"
 	}
+	title := tab.title
+	if coef != nil {
+		title += ", at a fit held out from it"
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Mooncake documentation: %s\n\n", tab.title)
+	fmt.Fprintf(&b, "# Mooncake documentation: %s\n\n", title)
 	fmt.Fprintf(&b, "Measured: the page's mean TTFT and KV transfer time, 50 requests at concurrency 1 (%s).\n", tab.csv)
 	fmt.Fprintf(&b, "Client: `%s`.\n", tab.client)
 	fmt.Fprintf(&b, "Replayed: %s; one client, 128 output tokens; %s.\n", s.Header(), how)
