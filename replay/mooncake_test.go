@@ -182,6 +182,7 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(st.Events), "events/op")
+			b.ReportMetric(float64(st.Steps), "steps/op")
 			b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
 			if name == "autoscale" {
 				b.ReportMetric(st.GPUHours, "gpu-hours")
