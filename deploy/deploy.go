@@ -158,7 +158,8 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Config = cfg // the effective cluster has the engine's options
+	c.Config = cfg                 // the effective cluster has the engine's options
+	servers := max(cfg.Workers, 1) // before data parallelism makes each rank a worker
 	dep, err := c.Deployment()
 	if err != nil {
 		return nil, err
@@ -202,7 +203,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		c.Config = cfg
 	}
 	if cfg.Disaggregation.PrefillWorkers > 0 {
-		note, err := disaggregationOf(&c, &cfg, dep)
+		note, err := disaggregationOf(&c, &cfg, dep, cfg.Workers/servers)
 		if err != nil {
 			return nil, err
 		}

@@ -14,14 +14,25 @@ import (
 // ranks: each TP rank sends its own heads, replicated ones included) and
 // the link it goes over (the node's network, node_override's network and
 // nic_gbps included, unless transfer_gbps is given), and returns the note
-// that says so.
-func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string, error) {
+// that says so. prefill_workers counts servers, as workers does: with
+// data parallelism each of a server's ranks (perServer) is a replay
+// worker, so the prefill pool is that many times as many workers.
+func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, perServer int) (string, error) {
 	d := &cfg.Disaggregation
-	if d.PrefillWorkers >= max(cfg.Workers, 1) {
+	servers := max(cfg.Workers, 1) / perServer
+	if d.PrefillWorkers >= servers {
 		return "", c.bad("disaggregation.prefill_workers", c.given["disaggregation.prefill_workers"], strconv.Itoa(d.PrefillWorkers),
-			fmt.Sprintf("leaves no decode worker of %d workers", max(cfg.Workers, 1)))
+			fmt.Sprintf("leaves no decode worker of %d workers", servers))
+	}
+	d.PrefillWorkers *= perServer
+	ranksNote := ""
+	if perServer > 1 {
+		ranksNote = fmt.Sprintf(" (%d ranks each: %d prefill and %d decode workers)", perServer, d.PrefillWorkers, max(cfg.Workers, 1)-d.PrefillWorkers)
 	}
 	ranks := int64(dep.TP * max(dep.PP, 1))
+	if dep.DPAttention {
+		ranks = int64(max(dep.PP, 1)) // a worker is one rank of the TP group, its own requests' KV whole
+	}
 	kv := "the model's"
 	if d.KVBytesPerToken == 0 {
 		d.KVBytesPerToken = dep.KVBytesPerTokenPerRank() * ranks
@@ -44,6 +55,7 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment) (st
 	if EngineName(*cfg) == replay.EngineSGLang {
 		how = "SGLang's PD servers: the decode server streams the prefill server's first token"
 	}
-	return fmt.Sprintf("prefill/decode disaggregated (%s): %d prefill and %d decode workers; %d KV bytes a prompt token (%s, %d ranks), sent at %.4g GB/s and %.4g ms a transfer (%s)",
-		how, d.PrefillWorkers, max(cfg.Workers, 1)-d.PrefillWorkers, d.KVBytesPerToken, kv, ranks, d.TransferGBps, d.TransferLatencySec*1e3, link), nil
+	prefill := d.PrefillWorkers / perServer
+	return fmt.Sprintf("prefill/decode disaggregated (%s): %d prefill and %d decode servers%s; %d KV bytes a prompt token (%s, %d ranks), sent at %.4g GB/s and %.4g ms a transfer (%s)",
+		how, prefill, servers-prefill, ranksNote, d.KVBytesPerToken, kv, ranks, d.TransferGBps, d.TransferLatencySec*1e3, link), nil
 }

@@ -33,7 +33,10 @@ import (
 // when it schedules the request, after the transfer, not before it (vLLM
 // allocates them when it starts the asynchronous load: under a decode
 // pool short of memory the real transfer waits for room, which this
-// order ignores). The proxy's own hops cost nothing past the client
+// order ignores). The decode worker does not look up its own prefix
+// cache: the whole prompt is sent, where vLLM's connector loads only the
+// blocks the decode instance lacks (get_num_new_matched_tokens after its
+// local hit). The proxy's own hops cost nothing past the client
 // latency, and a decode worker's API server (client.api_server_request_s)
 // is not passed again.
 type DisaggregationConfig struct {

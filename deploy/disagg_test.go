@@ -1,0 +1,65 @@
+package deploy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// prefill_workers counts servers, as workers does: with data parallelism
+// (each rank a replay worker) the prefill pool is the first servers'
+// ranks; the KV a prompt token sends is a worker's (a TP group's, or one
+// DP-attention rank's); given figures are kept; a pool that leaves no
+// decode server is refused at its line.
+func TestDisaggregationPools(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml       string
+		workers, prefill int
+		kv               int64 // KV bytes a prompt token
+		gbps             float64
+		note             string
+	}{
+		// Llama-3.1-8B: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes = 131,072 B a token.
+		{"plain", "workers: 3\ndisaggregation:\n  prefill_workers: 1\n", 3, 1, 131072, 40,
+			"1 prefill and 2 decode servers; 131072 KV bytes a prompt token (the model's, 1 ranks)"},
+		{"tp", "tp: 2\nworkers: 3\ndisaggregation:\n  prefill_workers: 2\n  transfer_gbps: 25\n", 3, 2, 131072, 25,
+			"2 prefill and 1 decode servers; 131072 KV bytes a prompt token (the model's, 2 ranks), sent at 25 GB/s"},
+		{"dp", "dp: 2\nworkers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 1000\n", 6, 2, 1000, 40,
+			"1 prefill and 2 decode servers (2 ranks each: 2 prefill and 4 decode workers); 1000 KV bytes a prompt token (given, 1 ranks)"},
+		// DeepSeek-V2-Lite: 27 layers × a 576-wide latent × 2 bytes = 31,104 B a token, whole on each DP-attention rank.
+		{"dp attention", "model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 2\nscheduler:\n  engine: sglang\ndisaggregation:\n  prefill_workers: 1\n", 4, 2, 31104, 40,
+			"1 prefill and 1 decode servers (2 ranks each: 2 prefill and 2 decode workers); 31104 KV bytes a prompt token (the model's, 1 ranks)"},
+	} {
+		s := resolveYAML(t, c.yaml)
+		d := s.Config.Disaggregation
+		if s.Config.Workers != c.workers || d.PrefillWorkers != c.prefill || d.KVBytesPerToken != c.kv || d.TransferGBps != c.gbps {
+			t.Errorf("%s: %d workers, %d prefill, %d KV bytes a token, %g GB/s; want %d, %d, %d, %g",
+				c.name, s.Config.Workers, d.PrefillWorkers, d.KVBytesPerToken, d.TransferGBps, c.workers, c.prefill, c.kv, c.gbps)
+		}
+		var note string
+		for _, n := range s.Notes {
+			if strings.HasPrefix(n, "prefill/decode") {
+				note = n
+			}
+		}
+		if !strings.Contains(note, c.note) {
+			t.Errorf("%s: note %q\nwant it to hold %q", c.name, note, c.note)
+		}
+		if err := s.Config.Validate(); err != nil {
+			t.Errorf("%s: the resolved configuration is refused: %v", c.name, err)
+		}
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"workers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
+		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:4: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
+	} {
+		cl, err := ParseCluster("c.yaml", []byte(c.yaml))
+		if err == nil {
+			_, err = Resolve(cl, trace.Run{}, Overrides{})
+		}
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)
+		}
+	}
+}
