@@ -2,6 +2,7 @@ package replay
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -125,24 +126,36 @@ func (p *disagg) waitsForSends(w *worker) bool {
 	return w.id < p.prefill && p.sending[w.id] > 0
 }
 
-// transferTime is the time to send the KV of n prompt tokens.
-func (p *disagg) transferTime(n int64) time.Duration {
-	return p.latency + time.Duration(math.Round(float64(n)*p.perToken/p.rate*1e9))
+// transferTime is the time to send the KV of n prompt tokens. A time
+// longer than trace.MaxLatencySec is an error (figures that far off are
+// wrong, and a few orders more would overflow the clock).
+func (p *disagg) transferTime(n int64) (time.Duration, error) {
+	sec := p.latency.Seconds() + float64(n)*p.perToken/p.rate
+	if !(sec <= trace.MaxLatencySec) {
+		return 0, fmt.Errorf("replay: disaggregation: sending the KV of %d prompt tokens (%.4g bytes at %.4g GB/s) takes %.4g s, more than %g: kv_bytes_per_token or transfer_gbps is off",
+			n, float64(n)*p.perToken, p.rate/1e9, sec, trace.MaxLatencySec)
+	}
+	return p.latency + time.Duration(math.Round(float64(n)*p.perToken/p.rate*1e9)), nil
 }
 
 // prefilled is called when request r's prompt is computed on prefill
 // worker w at now (its one output token): its KV starts for the next
 // decode worker once w's link is free. r has left w's running list but
 // holds its blocks until the transfer ends.
-func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) {
+func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 	p := e.pd
+	d, err := p.transferTime(r.prompt)
+	if err != nil {
+		return err
+	}
 	start := max(now, p.linkFree[w.id])
-	end := start.Add(p.transferTime(r.prompt))
+	end := start.Add(d)
 	p.linkFree[w.id] = end
 	r.loadStart, r.loadEnd, r.kvWait = start, end, end.Sub(now)
 	p.moving[r.idx] = r
 	p.sending[w.id]++
 	e.q.push(end, evHandOff, r.idx)
+	return nil
 }
 
 // handOff ends request i's KV transfer at now: the prefill worker frees

@@ -123,4 +123,15 @@ func TestDisaggregationConfigErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "with KV tiers is not modelled yet") {
 		t.Errorf("with tiers: %v", err)
 	}
+	// A transfer of more than a day is refused, not run with a clock
+	// that overflows (1e-300 GB/s once made the simulated time negative).
+	for _, d := range []DisaggregationConfig{
+		{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: 1e-300},
+		{PrefillWorkers: 1, KVBytesPerToken: 1 << 62, TransferGBps: 1},
+	} {
+		_, err := Run(Config{Workers: 2, Disaggregation: d}, linearCost{Base: ms}, 100, []*trace.Request{req("a", 0, 10, 2)}, func(*trace.Request) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "sending the KV of 10 prompt tokens") || !strings.Contains(err.Error(), "more than 86400") {
+			t.Errorf("%+v: %v", d, err)
+		}
+	}
 }

@@ -422,7 +422,9 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 			// Prefilled on a prefill worker: its KV goes to a
 			// decode worker, unless its client gave up.
 			if e.timeout == 0 || r.lastTok.Add(e.lat).Sub(r.sent) <= e.timeout {
-				e.prefilled(now, w, r)
+				if err := e.prefilled(now, w, r); err != nil {
+					return err
+				}
 				continue
 			}
 			w.s.leave(w, r, leaveAtStepEnd)
