@@ -20,6 +20,7 @@ type replayFlag struct {
 // they apply.
 var replayFlags = []replayFlag{
 	{"workers", "workers"},
+	{"prefill-workers", "disaggregation.prefill_workers"},
 	{"hardware", "hardware"},
 	{"tp", "tp"},
 	{"max-num-batched-tokens", "scheduler.max_num_batched_tokens"},

@@ -128,6 +128,14 @@ func TestReplayDisaggregated(t *testing.T) {
 		if errA != nil || errB != nil || !bytes.Equal(a, b) {
 			t.Errorf("%s: the replay from its recorded configuration differs (%v, %v)", engine, errA, errB)
 		}
+		// The flags say the same as the cluster file.
+		third := filepath.Join(dir, engine+"3.parquet")
+		if _, stderr, err := opaltrace(t, "replay", "--workers", "3", "--prefill-workers", "1", "--scheduler", engine, "-o", third, in); err != nil {
+			t.Fatalf("%s: replay with --prefill-workers: %v\n%s", engine, err, stderr)
+		}
+		if c, err := os.ReadFile(third); err != nil || !bytes.Equal(a, c) {
+			t.Errorf("%s: --workers 3 --prefill-workers 1 differs from its cluster file (%v)", engine, err)
+		}
 	}
 
 	bad := filepath.Join(dir, "bad.yaml")
@@ -135,11 +143,19 @@ func TestReplayDisaggregated(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "bad.parquet")
-	_, stderr, err := opaltrace(t, "replay", "--config", bad, "-o", out, in)
-	if err == nil || !strings.Contains(err.Error(), "bad.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers") {
-		t.Errorf("prefill_workers = workers: err %v, stderr:\n%s", err, stderr)
-	}
-	if _, err := os.Stat(out); !os.IsNotExist(err) {
-		t.Errorf("a refused replay left %s (%v)", out, err)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", bad}, "bad.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
+		{[]string{"--workers", "2", "--prefill-workers", "2"}, "--prefill-workers: 2 leaves no decode worker of 2 workers"},
+	} {
+		_, stderr, err := opaltrace(t, append(append([]string{"replay"}, c.args...), "-o", out, in)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want %q; stderr:\n%s", c.args, err, c.want, stderr)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%v: a refused replay left %s (%v)", c.args, out, err)
+		}
 	}
 }
