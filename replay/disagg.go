@@ -34,12 +34,14 @@ import (
 // when it schedules the request, after the transfer, not before it (vLLM
 // allocates them when it starts the asynchronous load: under a decode
 // pool short of memory the real transfer waits for room, which this
-// order ignores). The decode worker does not look up its own prefix
-// cache: the whole prompt is sent, where vLLM's connector loads only the
-// blocks the decode instance lacks (get_num_new_matched_tokens after its
-// local hit). The proxy's own hops cost nothing past the client
-// latency, and a decode worker's API server (client.api_server_request_s)
-// is not passed again.
+// order ignores). A vLLM decode worker with prefix caching on looks its
+// own cache up first and only the rest of the prompt is sent (the
+// connectors' get_num_new_matched_tokens: the prompt's tokens past the
+// local hit): its hit is looked up when the transfer starts and its
+// blocks taken when it schedules the request (one lookup in vLLM, before
+// the load); SGLang's decode server takes the whole prompt. The proxy's
+// own hops cost nothing past the client latency, and a decode worker's
+// API server (client.api_server_request_s) is not passed again.
 type DisaggregationConfig struct {
 	// PrefillWorkers is the size of the prefill pool: workers 0 to
 	// PrefillWorkers−1 prefill, the others decode (0: no
@@ -105,6 +107,7 @@ type disagg struct {
 	sending  []int         // per prefill worker: prompts whose KV it holds until sent
 	next     int           // the next decode worker, in turn, from 0
 	moving   []*reqState   // by request index: its KV in transit (evHandOff)
+	to       []int32       // by request index: the decode worker it goes to
 }
 
 func newDisagg(d DisaggregationConfig, n int) *disagg {
@@ -116,6 +119,7 @@ func newDisagg(d DisaggregationConfig, n int) *disagg {
 		linkFree: make([]trace.Time, d.PrefillWorkers),
 		sending:  make([]int, d.PrefillWorkers),
 		moving:   make([]*reqState, n),
+		to:       make([]int32, n),
 	}
 }
 
@@ -139,12 +143,20 @@ func (p *disagg) transferTime(n int64) (time.Duration, error) {
 }
 
 // prefilled is called when request r's prompt is computed on prefill
-// worker w at now (its one output token): its KV starts for the next
-// decode worker once w's link is free. r has left w's running list but
-// holds its blocks until the transfer ends.
+// worker w at now (its one output token): its KV (but what the decode
+// worker holds already) starts for the next decode worker once w's link
+// is free. r has left w's running list but holds its blocks until the
+// transfer ends.
 func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 	p := e.pd
-	d, err := p.transferTime(r.prompt)
+	to := p.prefill + p.next
+	p.next = (p.next + 1) % (len(e.workers) - p.prefill)
+	p.to[r.idx] = int32(to)
+	send := r.prompt
+	if v, ok := e.workers[to].s.(*vllm); ok {
+		send -= v.localHit(r)
+	}
+	d, err := p.transferTime(send)
 	if err != nil {
 		return err
 	}
@@ -174,8 +186,7 @@ func (e *engine) handOff(now trace.Time, i int32) error {
 		return e.timedOut(r, now)
 	}
 	e.view.left(r)
-	d := e.workers[p.prefill+p.next]
-	p.next = (p.next + 1) % (len(e.workers) - p.prefill)
+	d := e.workers[p.to[i]]
 	r.worker = int32(d.id)
 	r.maxOut, r.pdOut, r.out = r.pdOut, 0, 0
 	r.computed, r.hashed = 0, 0

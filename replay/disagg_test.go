@@ -135,3 +135,45 @@ func TestDisaggregationConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A vLLM decode worker with prefix caching on is sent only the prompt
+// tokens past what its own cache holds (the connector loads the rest),
+// and schedules the request with those blocks; with prefix caching off
+// it is sent the whole prompt.
+func TestDisaggregatedDecodeHit(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	ids := []int64{1, 2, 3, 4, 5, 6, 7}
+	reqs := func() []*trace.Request {
+		return []*trace.Request{withHashes(req("a", 0, 100, 2), 16, ids...), withHashes(req("b", time.Second, 100, 2), 16, ids...)}
+	}
+	// a: 20 ms of prefill, 1.1 ms of KV, 10.1 ms for the last token
+	// again. b: 96 tokens hit on the prefill worker (10.4 ms for the
+	// other 4), 96 on the decode worker, so 4 tokens' KV are sent
+	// (1.004 ms), and 10.1 ms for the last token.
+	out, _, _ := replay(t, Config{Workers: 2, Disaggregation: pdConfig(1)}, cost, 100, reqs())
+	for _, c := range []struct {
+		id          string
+		fetch, ttft float64
+	}{{"a", 0.0011, 0.0312}, {"b", 0.001004, 0.021504}} {
+		if o := out[c.id]; !pdNear(o.KVFetchSec.V, c.fetch) || !pdNear(o.TTFTSec.V, c.ttft) || o.CachedTokens.V != map[string]int64{"a": 0, "b": 96}[c.id] {
+			t.Errorf("%s: KV fetch %v, TTFT %v, cached %d; want %v, %v", c.id, o.KVFetchSec.V, o.TTFTSec.V, o.CachedTokens.V, c.fetch, c.ttft)
+		}
+	}
+	// The decode worker takes the hit blocks: with 9 blocks a worker,
+	// a (20 output tokens, first at 31.2 ms, steps of 10.1 ms) holds 8
+	// when b's KV is in (211.404 ms), and b fits beside it only by
+	// sharing a's 6 prompt blocks; it joins a's batch at its next step
+	// (213.0 ms), 10.2 ms for both: b's first token at 223.2 ms (without
+	// the hits it would wait for a's end, 223.1 ms: 233.2 ms).
+	out, _, _ = replay(t, Config{Workers: 2, Disaggregation: pdConfig(1)}, cost, 9,
+		[]*trace.Request{withHashes(req("a", 0, 100, 20), 16, ids...), withHashes(req("b", 200*ms, 100, 2), 16, ids...)})
+	if b := out["b"]; !pdNear(b.TTFTSec.V, 0.0232) {
+		t.Errorf("b beside a on 9 blocks: TTFT %v, want 0.0232", b.TTFTSec.V)
+	}
+	off := false
+	out, _, _ = replay(t, Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{EnablePrefixCaching: &off}}, cost, 100, reqs())
+	if b := out["b"]; !pdNear(b.KVFetchSec.V, 0.0011) || !pdNear(b.TTFTSec.V, 0.0312) {
+		t.Errorf("prefix caching off: b's KV fetch %v, TTFT %v; want 0.0011, 0.0312", b.KVFetchSec.V, b.TTFTSec.V)
+	}
+}

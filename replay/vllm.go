@@ -57,6 +57,7 @@ type vllm struct {
 	lazy *lazyIndex
 
 	hits []int32 // scratch: prefix-hit blocks
+	peek []int32 // scratch: localHit's blocks
 	// due holds, during steadySteps, the step at which each running
 	// request next needs grow (steadyStart, steadyAlloc).
 	due  []int64
@@ -210,7 +211,8 @@ func (v *vllm) build(w *worker, now trace.Time) {
 			break
 		}
 		hits := v.hits[:0]
-		if v.prefix && !remote {
+		if v.prefix {
+			// (A remote request's local hit was not sent: localHit.)
 			hits = v.match(r, hits)
 		}
 		v.hits = hits
@@ -323,6 +325,20 @@ func (v *vllm) match(r *reqState, hits []int32) []int32 {
 	r.hashed = int64(len(hits))
 	*m = lastMatch{idx: r.idx + 1, preemptions: r.preemptions, maxBlocks: maxBlocks, drops: v.kv.Drops(), hits: append(m.hits[:0], hits...)}
 	return hits
+}
+
+// localHit returns the prompt tokens of r, a request whose prompt a
+// prefill worker computed, that this decode worker's prefix cache holds:
+// the connector loads the rest. Only shared blocks can be here (r's
+// private ones were computed on the prefill worker), so it looks up
+// r's shared prefix alone, up to the last prompt token, as match would.
+func (v *vllm) localHit(r *reqState) int64 {
+	if !v.prefix {
+		return 0
+	}
+	maxBlocks := (r.prompt - 1) / v.bs
+	v.peek = v.kv.LookupChain(v.peek[:0], r.hashChain(v.bs), 0, maxBlocks)
+	return int64(len(v.peek)) * v.bs
 }
 
 // block records that the request match looked up last does not fit,
