@@ -39,7 +39,9 @@ import (
 // connectors' get_num_new_matched_tokens: the prompt's tokens past the
 // local hit): its hit is looked up when the transfer starts and its
 // blocks taken when it schedules the request (one lookup in vLLM, before
-// the load); SGLang's decode server takes the whole prompt. The proxy's
+// the load); SGLang's decode server takes the whole prompt, as it does
+// by default (its decode radix cache,
+// --disaggregation-decode-enable-radix-cache, is off). The proxy's
 // own hops cost nothing past the client latency, and a decode worker's
 // API server (client.api_server_request_s) is not passed again.
 type DisaggregationConfig struct {
