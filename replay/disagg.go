@@ -41,9 +41,12 @@ import (
 // blocks taken when it schedules the request (one lookup in vLLM, before
 // the load); SGLang's decode server takes the whole prompt, as it does
 // by default (its decode radix cache,
-// --disaggregation-decode-enable-radix-cache, is off). The proxy's
-// own hops cost nothing past the client latency, and a decode worker's
-// API server (client.api_server_request_s) is not passed again.
+// --disaggregation-decode-enable-radix-cache, is off). vLLM's proxy
+// sends the decode request when the prefill response is back, so it
+// passes the decode worker's API server (client.api_server_request_s)
+// before its KV load starts; SGLang's router sends it to both servers at
+// once, and the decode server's API pass overlaps the prefill. The
+// proxy's own hops cost nothing past the client latency.
 type DisaggregationConfig struct {
 	// PrefillWorkers is the size of the prefill pool: workers 0 to
 	// PrefillWorkers−1 prefill, the others decode (0: no
@@ -154,20 +157,33 @@ func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 	to := p.prefill + p.next
 	p.next = (p.next + 1) % (len(e.workers) - p.prefill)
 	p.to[r.idx] = int32(to)
+	p.moving[r.idx] = r
+	p.sending[w.id]++
+	if e.apiSvc > 0 && e.cfg.Scheduler.Engine != EngineSGLang {
+		// Through the decode worker's API server first (ingressed).
+		e.ingress(now, e.workers[to], r)
+		return nil
+	}
+	return e.startTransfer(now, r)
+}
+
+// startTransfer starts the send of moving request r's KV, at now or when
+// its prefill worker's link is free: of the prompt but what the decode
+// worker holds already.
+func (e *engine) startTransfer(now trace.Time, r *reqState) error {
+	p := e.pd
 	send := r.prompt
-	if v, ok := e.workers[to].s.(*vllm); ok {
+	if v, ok := e.workers[p.to[r.idx]].s.(*vllm); ok {
 		send -= v.localHit(r)
 	}
 	d, err := p.transferTime(send)
 	if err != nil {
 		return err
 	}
-	start := max(now, p.linkFree[w.id])
+	start := max(now, p.linkFree[r.worker])
 	end := start.Add(d)
-	p.linkFree[w.id] = end
+	p.linkFree[r.worker] = end
 	r.loadStart, r.loadEnd, r.kvWait = start, end, end.Sub(now)
-	p.moving[r.idx] = r
-	p.sending[w.id]++
 	e.q.push(end, evHandOff, r.idx)
 	return nil
 }

@@ -177,3 +177,34 @@ func TestDisaggregatedDecodeHit(t *testing.T) {
 		t.Errorf("prefix caching off: b's KV fetch %v, TTFT %v; want 0.0011, 0.0312", b.KVFetchSec.V, b.TTFTSec.V)
 	}
 }
+
+// Behind vLLM's proxy the decode request passes the decode worker's API
+// server before its KV load starts; SGLang's router sends it to both
+// servers at once, so no second pass shows. A client that gives up while
+// the request is at the decode API server gets a timeout.
+func TestDisaggregatedDecodeAPIServer(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	api := ClientConfig{APIServerRequestSec: 0.002}
+	// 2 ms at w0's API server, 20 ms of prefill, 2 ms at w1's, 1.1 ms of
+	// KV, 10.1 ms for the last prompt token again: 35.2 ms; two more
+	// tokens, 10.1 ms each.
+	out, _, _ := replay(t, Config{Workers: 2, Disaggregation: pdConfig(1), Client: api}, cost, 100, []*trace.Request{req("a", 0, 100, 3)})
+	if a := out["a"]; !pdNear(a.TTFTSec.V, 0.0352) || !pdNear(a.E2ESec.V, 0.0554) || !pdNear(a.KVFetchSec.V, 0.0011) {
+		t.Errorf("vLLM: TTFT %v, E2E %v, KV fetch %v; want 0.0352, 0.0554, 0.0011", a.TTFTSec.V, a.E2ESec.V, a.KVFetchSec.V)
+	}
+	sg := Config{Workers: 2, Disaggregation: pdConfig(1), Client: api, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1000}}
+	out, _, _ = replay(t, sg, cost, 1, []*trace.Request{req("a", 0, 100, 3)})
+	if a := out["a"]; !pdNear(a.TTFTSec.V, 0.0231) {
+		t.Errorf("SGLang: TTFT %v, want 0.0231", a.TTFTSec.V)
+	}
+	// a's client gives up at 23 ms, while a is at w1's API server (22
+	// to 24 ms): a timeout when the server hands it over, which frees
+	// a's 7 blocks on the prefill worker, where b (8 blocks a worker)
+	// waits for them, and times out too.
+	cfg := Config{Workers: 2, Disaggregation: pdConfig(1), Client: ClientConfig{APIServerRequestSec: 0.002, TimeoutSec: 0.023}}
+	out, _, st := replay(t, cfg, cost, 8, []*trace.Request{req("a", 0, 100, 3), req("b", 0, 100, 3)})
+	if a, b := out["a"], out["b"]; a.Status != trace.StatusTimeout || b.Status != trace.StatusTimeout || st.TimedOut != 2 {
+		t.Errorf("a %s, b %s, %d timed out; want both timeouts", a.Status, b.Status, st.TimedOut)
+	}
+}

@@ -157,6 +157,9 @@ func TestFastForwardSameResults(t *testing.T) {
 		{Config{Workers: 4, Router: RouterDynamo, Disaggregation: pdConfig(2)}, cost, 60},
 		{Config{Workers: 3, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 3000}, Client: ClientConfig{TimeoutSec: 0.04, LatencySec: 0.001}}, cost, 1},
 		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1500, SGLangConfig: SGLangConfig{DisableRadixCache: true}}, Workload: WorkloadConfig{Mode: ModeClosed, Clients: 12}}, roofline, 1},
+		// vLLM's decode requests through the decode workers' API
+		// servers, clients giving up meanwhile.
+		{Config{Workers: 4, Disaggregation: pdConfig(1), Client: ClientConfig{APIServerRequestSec: 0.004, TimeoutSec: 0.25}}, cost, 60},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)

@@ -96,6 +96,15 @@ func (e *engine) ingressed(now trace.Time, w *worker) error {
 	if r == nil {
 		return nil
 	}
+	if e.pd != nil && e.pd.moving[r.idx] == r {
+		// A decode request behind vLLM's proxy: its KV load starts
+		// now (disagg.go), unless its client gave up meanwhile; its
+		// queue times stay the prefill worker's.
+		if r.aborted {
+			return e.handOff(now, r.idx)
+		}
+		return e.startTransfer(now, r)
+	}
 	r.workerArrival, r.engineQueued = now, now
 	return e.admit(now, w, r)
 }
