@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -113,9 +114,15 @@ type disagg struct {
 	next     int           // the next decode worker, in turn, from 0
 	moving   []*reqState   // by request index: its KV in transit (evHandOff)
 	to       []int32       // by request index: the decode worker it goes to
+	// The ends of the transfers under way: from each prefill worker's
+	// link, in order (a link sends one at a time), and to each decode
+	// worker (by w − prefill): when hand-overs change those workers'
+	// course (bound).
+	fromEnds [][]trace.Time
+	toEnds   [][]trace.Time
 }
 
-func newDisagg(d DisaggregationConfig, n int) *disagg {
+func newDisagg(d DisaggregationConfig, n, workers int) *disagg {
 	return &disagg{
 		prefill:  d.PrefillWorkers,
 		perToken: float64(d.KVBytesPerToken),
@@ -125,7 +132,40 @@ func newDisagg(d DisaggregationConfig, n int) *disagg {
 		sending:  make([]int, d.PrefillWorkers),
 		moving:   make([]*reqState, n),
 		to:       make([]int32, n),
+		fromEnds: make([][]trace.Time, d.PrefillWorkers),
+		toEnds:   make([][]trace.Time, workers-d.PrefillWorkers),
 	}
+}
+
+// bound returns the time before which no hand-over changes w's course
+// (engine.routerBound, in the open loop with no timeout and no API
+// server time). A prefill worker's changes at the next arrival (routed
+// as it comes) and at the first end of a transfer from its link (which
+// frees blocks). A decode worker's changes at the first end of a transfer
+// to it, and a transfer not started yet starts when a prefill step ends
+// (engine.prefilled): no earlier than the prefill workers' queued step
+// ends and schedulings, the first ends of their links' transfers (which
+// wake them) and the next arrival.
+func (p *disagg) bound(e *engine, w *worker) trace.Time {
+	b := e.nextArrival
+	if w.id < p.prefill {
+		if ends := p.fromEnds[w.id]; len(ends) > 0 {
+			b = min(b, ends[0])
+		}
+		return b
+	}
+	for _, t := range p.toEnds[w.id-p.prefill] {
+		b = min(b, t)
+	}
+	for _, pw := range e.workers[:p.prefill] {
+		if pw.busy || pw.queued {
+			b = min(b, pw.eventAt)
+		}
+		if ends := p.fromEnds[pw.id]; len(ends) > 0 {
+			b = min(b, ends[0])
+		}
+	}
+	return b
 }
 
 // waitsForSends reports whether w is a prefill worker that holds the
@@ -184,8 +224,26 @@ func (e *engine) startTransfer(now trace.Time, r *reqState) error {
 	end := start.Add(d)
 	p.linkFree[r.worker] = end
 	r.loadStart, r.loadEnd, r.kvWait = start, end, end.Sub(now)
+	p.fromEnds[r.worker] = append(p.fromEnds[r.worker], end)
+	to := p.to[r.idx] - int32(p.prefill)
+	p.toEnds[to] = append(p.toEnds[to], end)
 	e.q.push(end, evHandOff, r.idx)
 	return nil
+}
+
+// dropEnd forgets the end of r's transfer, which ends now: the first of
+// its link's, and one of its decode worker's.
+func (p *disagg) dropEnd(r *reqState) {
+	from := p.fromEnds[r.worker]
+	if len(from) == 0 || from[0] != r.loadEnd {
+		panic("replay: internal error: a KV transfer ended out of its link's order")
+	}
+	p.fromEnds[r.worker] = from[1:]
+	d := p.to[r.idx] - int32(p.prefill)
+	to := p.toEnds[d]
+	k := slices.Index(to, r.loadEnd)
+	to[k] = to[len(to)-1]
+	p.toEnds[d] = to[:len(to)-1]
 }
 
 // handOff ends request i's KV transfer at now: the prefill worker frees
@@ -193,9 +251,16 @@ func (e *engine) startTransfer(now trace.Time, r *reqState) error {
 // prompt computed but for the last token, or it times out if its client
 // gave up meanwhile.
 func (e *engine) handOff(now trace.Time, i int32) error {
+	r := e.pd.moving[i]
+	e.pd.dropEnd(r)
+	return e.handOver(now, r)
+}
+
+// handOver is handOff but for the transfer's end: r leaves its prefill
+// worker at now for its decode worker, or times out.
+func (e *engine) handOver(now trace.Time, r *reqState) error {
 	p := e.pd
-	r := p.moving[i]
-	p.moving[i] = nil
+	p.moving[r.idx] = nil
 	pw := e.workers[r.worker]
 	pw.s.leave(pw, r, leaveRunning) // between its steps
 	p.sending[pw.id]--
@@ -204,7 +269,7 @@ func (e *engine) handOff(now trace.Time, i int32) error {
 		return e.timedOut(r, now)
 	}
 	e.view.left(r)
-	d := e.workers[p.to[i]]
+	d := e.workers[p.to[r.idx]]
 	r.worker = int32(d.id)
 	r.maxOut, r.pdOut, r.out = r.pdOut, 0, 0
 	r.computed, r.hashed = 0, 0

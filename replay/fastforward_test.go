@@ -160,6 +160,11 @@ func TestFastForwardSameResults(t *testing.T) {
 		// vLLM's decode requests through the decode workers' API
 		// servers, clients giving up meanwhile.
 		{Config{Workers: 4, Disaggregation: pdConfig(1), Client: ClientConfig{APIServerRequestSec: 0.004, TimeoutSec: 0.25}}, cost, 60},
+		// The open loop's own window bound (disagg.bound): decode
+		// workers fast-forwarded between hand-overs, prefill workers
+		// short of blocks, SGLang's decode servers.
+		{Config{Workers: 5, Router: RouterLeastRequests, Disaggregation: pdConfig(2)}, roofline, 40},
+		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 2500}}, cost, 1},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)

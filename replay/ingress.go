@@ -101,7 +101,7 @@ func (e *engine) ingressed(now trace.Time, w *worker) error {
 		// now (disagg.go), unless its client gave up meanwhile; its
 		// queue times stay the prefill worker's.
 		if r.aborted {
-			return e.handOff(now, r.idx)
+			return e.handOver(now, r) // no transfer was started
 		}
 		return e.startTransfer(now, r)
 	}

@@ -228,7 +228,7 @@ func (e *engine) rejectReason(prompt, out int64) string {
 // wake queues a scheduling event for an idle worker.
 func (e *engine) wake(now trace.Time, w *worker) {
 	if !w.busy && !w.queued && w.hasWork() {
-		w.queued = true
+		w.queued, w.eventAt = true, now
 		e.q.push(now, evSchedule, int32(w.id))
 	}
 }
@@ -322,7 +322,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			return e.off.startStepLoads(e, w, now, d)
 		}
 		if end >= bound || w.completes() || e.off != nil && e.off.stores(w) {
-			w.busy = true
+			w.busy, w.eventAt = true, end
 			e.q.push(end, evStepEnd, int32(w.id))
 			return nil
 		}
@@ -368,13 +368,17 @@ func (e *engine) arrivalBound(w *worker) trace.Time {
 // router for w.
 func (e *engine) routerBound(w *worker) trace.Time {
 	switch {
-	case e.cfg.Workload.Mode != ModeOpen || e.pd != nil:
-		// A decode worker's requests come from prefill workers'
-		// hand-overs, queued as the replay runs.
+	case e.cfg.Workload.Mode != ModeOpen || e.pd != nil && (e.apiSvc > 0 || e.timeout > 0):
+		// (Disaggregated behind decode API servers, a transfer's end
+		// is not known until its request leaves the line; with
+		// timeouts, an abort may let a prefill worker's waiting
+		// request in: disagg.bound does not follow either.)
 		if e.q.Len() == 0 {
 			return never
 		}
 		return e.q.h[0].at
+	case e.pd != nil:
+		return e.pd.bound(e, w)
 	case e.route != nil:
 		if w.arrived < len(w.arrivals) {
 			return w.arrivals[w.arrived]

@@ -153,10 +153,13 @@ func BenchmarkReplayMooncake(b *testing.B) {
 // on the same worker, shares: onlineSharing). autoscale is
 // least_requests with TestAutoscaleAzure's queue-depth HPA (target 2,
 // 1–16 replicas, 16 at the start), the fleet sized as the load goes.
+// disaggregated is round-robin over 4 prefill workers, 12 decode workers
+// taking their KV over H100 nodes' network (40 GB/s, 0.4 ms), Llama-3.1-8B's
+// 131,072 bytes a token.
 func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
 	cost, blocks := llama8BOnH100(b)
-	names := append(routerNames(), "round_robin_online", "autoscale")
+	names := append(routerNames(), "round_robin_online", "autoscale", "disaggregated")
 	for _, name := range names {
 		b.Run(name, func(b *testing.B) {
 			cfg := Config{Workers: 16, Router: name}
@@ -164,6 +167,9 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 			switch name {
 			case "round_robin_online":
 				cfg.Router, opts.test.noPreRoute = RouterRoundRobin, true
+			case "disaggregated":
+				cfg.Router = RouterRoundRobin
+				cfg.Disaggregation = DisaggregationConfig{PrefillWorkers: 4, KVBytesPerToken: 131072, TransferGBps: 40, TransferLatencySec: 0.0004}
 			case "autoscale":
 				cfg.Router = RouterLeastRequests
 				cfg.Autoscale = AutoscaleConfig{

@@ -152,7 +152,7 @@ func (e *engine) inFlight(w *worker, start, now, end trace.Time, busy time.Durat
 		r.computed++
 	}
 	w.stepStart = now
-	w.busy = true
+	w.busy, w.eventAt = true, end
 	e.q.push(end, evStepEnd, int32(w.id))
 	if e.test.checkSteady != nil {
 		e.test.checkSteady(w, false)

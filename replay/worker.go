@@ -38,6 +38,9 @@ type worker struct {
 	remote int
 	busy   bool // a step is in flight
 	queued bool // an evSchedule for this worker is in the queue
+	// eventAt is the time of w's queued step end (busy) or scheduling
+	// (queued): disagg.bound reads it off the prefill workers.
+	eventAt trace.Time
 
 	// The step in flight, reused from step to step.
 	sched     []scheduled
