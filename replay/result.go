@@ -103,8 +103,10 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 		e.off.result(r, o)
 	}
 	if e.pd != nil {
-		// From the first token on the prefill worker to the decode
-		// worker's having the KV, the wait for the link included.
+		// From the load's request (the prefill's end, or under vLLM
+		// the decode API server's hand-over) to the decode worker's
+		// having the KV, the wait for the link included
+		// (engine.startTransfer).
 		o.KVFetchSec = trace.Some(r.kvWait.Seconds())
 	}
 	return o
