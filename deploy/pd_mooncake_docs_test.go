@@ -2,10 +2,12 @@ package deploy
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/opaltrace/opaltrace/calibrate"
 	"github.com/opaltrace/opaltrace/internal/golden"
 	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/replay"
@@ -142,44 +144,170 @@ var pdTables = []pdTable{
 // (-update rewrites them).
 func TestMooncakeDocsPD(t *testing.T) {
 	for _, tab := range pdTables {
-		for _, fit := range []struct {
-			suffix, how string
-			coef        map[string]float64
-		}{
-			{"", "uncalibrated: the roofline's default coefficients", nil},
-			{"_calibrated", "", nil},
-		} {
-			coef, how := fit.coef, fit.how
-			if fit.suffix != "" {
-				if strings.Contains(tab.cluster, "engine: sglang") {
-					coef, how = dc405Fit, "at the DataCrunch 405B section's fit (Llama-3.1-405B, 8 × H200 TP 8, SGLang; expert_mfu = mfu), held out"
-				} else {
-					coef, how = surajssdFit, "at the surajssd section's fit (Llama-3.3-70B, 8 × A100-40GB TP 8, vLLM 0.8.3), held out"
-				}
-			}
-			golden.Check(t, "testdata/"+tab.golden+fit.suffix+".md", []byte(pdReplayTable(t, tab, coef, how)))
+		golden.Check(t, "testdata/"+tab.golden+".md", []byte(pdReplayTable(t, tab, pdTableFit{
+			how: "uncalibrated: the roofline's default coefficients",
+		})))
+		held := pdTableFit{coef: surajssdFit, title: ", at a fit held out from it",
+			how: "at the surajssd section's fit (Llama-3.3-70B, 8 × A100-40GB TP 8, vLLM 0.8.3), held out"}
+		if strings.Contains(tab.cluster, "engine: sglang") {
+			held.coef, held.how = dc405Fit, "at the DataCrunch 405B section's fit (Llama-3.1-405B, 8 × H200 TP 8, SGLang; expert_mfu = mfu), held out"
 		}
+		golden.Check(t, "testdata/"+tab.golden+"_calibrated.md", []byte(pdReplayTable(t, tab, held)))
+		fit, noFit := fitPDTable(t, tab)
+		if noFit != "" {
+			golden.Check(t, "testdata/"+tab.golden+"_fitted.md", []byte(noFit))
+			continue
+		}
+		golden.Check(t, "testdata/"+tab.golden+"_fitted.md", []byte(pdReplayTable(t, tab, fit)))
 	}
 }
 
-// pdReplayTable replays tab's benchmark at the coefficients coef (nil:
-// the defaults) and returns its markdown table.
-func pdReplayTable(t *testing.T, tab pdTable, coef map[string]float64, how string) string {
+// A pdTableFit is the coefficients a PD table is replayed at and how
+// they were come by: nil, the defaults; train, when not nil, the prompt
+// lengths of the rows they were fitted on (the table then says, row by
+// row, which are in-sample and which held out).
+type pdTableFit struct {
+	coef       map[string]float64
+	how, title string
+	train      map[int64]bool
+	fitNote    string // how the fit was made, a paragraph under the caption
+}
+
+// fitPDTable fits two coefficients to two rows of tab, the shortest prompt
+// and the median one, and holds out the others: the client's fixed cost
+// per request (client_request_overhead_s: the proxy's hop, both API
+// servers, tokenising and detokenising, what the short prompts' TTFT is
+// mostly made of) and the compute efficiency (mfu, with attention_mfu
+// and, on a MoE model, expert_mfu equal to it: what the longer prompts'
+// prefill is made of). Every other coefficient stays at its default.
+//
+// The method: at a trial efficiency m, the per-request cost is what makes
+// the shortest row exact (TTFT at concurrency 1 is the sum of that cost
+// and the replay's; the replay's at m is computed, the cost is the rest);
+// the median row's error then falls as m grows (a faster prefill), and
+// 30 bisections of log m over [0.01, 1] find where it is 0. Which rows to
+// train on was chosen by that rule before any fit was run, the same for
+// both pages. A fit that would need a cost below 0, or an efficiency at
+// the interval's edge, is no fit: noFit then says so, with the figures
+// that show why, and no table is written.
+func fitPDTable(t *testing.T, tab pdTable) (fit pdTableFit, noFit string) {
+	t.Helper()
+	rows := readPDTable(t, tab.csv)
+	short, median := rows[0], rows[len(rows)/2]
+	for _, r := range rows[1:] {
+		if r.prompt <= rows[0].prompt {
+			t.Fatalf("%s: rows not in increasing prompt length", tab.csv)
+		}
+	}
+	at := func(m float64, prompt int64) float64 {
+		s := resolveYAML(t, tab.cluster)
+		applyFit(s, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m})
+		ttft, _ := pdReplayRow(t, s, tab, prompt)
+		return ttft
+	}
+	cost := func(m float64) float64 { return short.ttft - at(m, short.prompt) } // ms
+	const lo, hi = 0.01, 1.0
+	logM := bisect(math.Log(lo), math.Log(hi), 30, func(mid float64) bool {
+		m := math.Exp(mid)
+		return cost(m)+at(m, median.prompt) > median.ttft // too slow: the root lies above
+	})
+	m := math.Exp(logM)
+	c := cost(m)
+	if m < lo*1.001 || m > hi*0.999 || c < 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "# Mooncake documentation: %s, fitted on two of its rows: no fit\n\n", tab.title)
+		fmt.Fprintf(&b, "The rule of the vLLM page's fit (the shortest prompt, %d tokens, and the median one, %d: the fixed cost per request\n", short.prompt, median.prompt)
+		b.WriteString("and the compute efficiency, `mfu` = `attention_mfu` = `expert_mfu`, by bisection over [0.01, 1]) finds none here")
+		edge := hi
+		if m < lo*1.001 {
+			edge = lo
+		}
+		if c < 0 {
+			fmt.Fprintf(&b, ": it needs a cost per request of %.2f ms, below 0.\n", c)
+		} else {
+			fmt.Fprintf(&b, ": the efficiency runs to the interval's edge, %g.\n", edge)
+		}
+		fmt.Fprintf(&b, "Measured, TTFT grows by %.2f ms from %d to %d prompt tokens; replayed at `mfu` %g it grows by %.2f ms. By prompt length\n",
+			median.ttft-short.ttft, short.prompt, median.prompt, edge, at(edge, median.prompt)-at(edge, short.prompt))
+		b.WriteString("(measured TTFT; replayed at that efficiency, with no cost per request):\n\n| prompt tokens | measured (ms) | replayed (ms) |\n|---:|---:|---:|\n")
+		for _, r := range rows {
+			fmt.Fprintf(&b, "| %d | %.2f | %.2f |\n", r.prompt, r.ttft, at(edge, r.prompt))
+		}
+		b.WriteString("\nRegenerate: go test ./deploy -run TestMooncakeDocsPD -update\n")
+		return pdTableFit{}, b.String()
+	}
+	m, c = roundSig(m, 4), roundSig(c/1e3, 4)
+	return pdTableFit{
+		coef:  map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m, calibrate.CoefRequestOverhead: c},
+		title: ", fitted on two of its rows",
+		how: fmt.Sprintf("fitted on two rows (%d and %d prompt tokens), the other %d held out; every other coefficient at its default",
+			short.prompt, median.prompt, len(rows)-2),
+		train: map[int64]bool{short.prompt: true, median.prompt: true},
+		fitNote: fmt.Sprintf("Fit: two coefficients on two rows, the shortest prompt (%d tokens) and the median one (%d), a rule chosen before any\n"+
+			"fit was run: the fixed cost per request (`client_request_overhead_s`: the proxy's hop, the API servers, tokenising and\n"+
+			"detokenising) makes the shortest row exact at each trial compute efficiency (`mfu` = `attention_mfu`%s), which 30 bisections\n"+
+			"of its logarithm over [0.01, 1] set so that the median row is exact too. The other rows were not seen by the fit.\n",
+			short.prompt, median.prompt, map[bool]string{true: " = `expert_mfu`", false: ""}[strings.Contains(tab.title, "A22B")]),
+	}, ""
+}
+
+// roundSig rounds x to n significant digits, so that a fit's figures are
+// the ones its caption prints.
+func roundSig(x float64, n int) float64 {
+	if x == 0 {
+		return 0
+	}
+	p := math.Pow(10, float64(n)-math.Ceil(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
+// pdReplayRow replays the page's benchmark at one prompt length on s: 50
+// random prompts of that length (plus the client's extra tokens), 128
+// output tokens each, one client; it returns the mean TTFT and KV
+// transfer time (ms).
+func pdReplayRow(t *testing.T, s *Setup, tab pdTable, prompt int64) (ttft, xfer float64) {
+	t.Helper()
+	var reqs []*trace.Request
+	for i := range 50 {
+		reqs = append(reqs, &trace.Request{
+			RequestID: fmt.Sprintf("p%d/%d", prompt, i), Source: "test", Status: trace.StatusOK,
+			InputTokens: trace.Some(prompt + tab.extra), OutputTokens: trace.Some(int64(128)),
+		})
+	}
+	cfg := s.Config
+	cfg.Workload = replay.WorkloadConfig{Mode: replay.ModeClosed, Clients: 1}
+	var n int
+	_, err := replay.Run(cfg, s.Step, s.KVBlocks, reqs, func(o *trace.Request) error {
+		if o.Status != trace.StatusOK {
+			return fmt.Errorf("%s: %s %s", o.RequestID, o.Status, o.Error)
+		}
+		ttft += o.TTFTSec.V
+		xfer += o.KVFetchSec.V
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 1e3 * ttft / float64(n), 1e3 * xfer / float64(n)
+}
+
+// pdReplayTable replays tab's benchmark at fit's coefficients and
+// returns its markdown table.
+func pdReplayTable(t *testing.T, tab pdTable, fit pdTableFit) string {
 	t.Helper()
 	rows := readPDTable(t, tab.csv)
 	s := resolveYAML(t, tab.cluster)
-	if coef != nil {
-		how += " (" + applyFit(s, coef) + ")"
-	}
-	title := tab.title
-	if coef != nil {
-		title += ", at a fit held out from it"
+	how := fit.how
+	if fit.coef != nil {
+		how += " (" + applyFit(s, fit.coef) + ")"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Mooncake documentation: %s\n\n", title)
+	fmt.Fprintf(&b, "# Mooncake documentation: %s%s\n\n", tab.title, fit.title)
 	fmt.Fprintf(&b, "Measured: the page's mean TTFT and KV transfer time, 50 requests at concurrency 1 (%s).\n", tab.csv)
 	fmt.Fprintf(&b, "Client: `%s`.\n", tab.client)
 	fmt.Fprintf(&b, "Replayed: %s; one client, 128 output tokens; %s.\n", s.Header(), how)
+	b.WriteString(fit.fitNote)
 	b.WriteString("The KV link's figures (80 % of the 200 GB/s line, 0.4 ms a transfer: model.Node's RDMA profile) were read off\n")
 	b.WriteString("these tables' transfer columns, so the transfer column is in-sample; the TTFT column tests the rest. Error: replayed / measured − 1.\n")
 	b.WriteString("Regenerate: go test ./deploy -run TestMooncakeDocsPD -update\n\n")
@@ -188,35 +316,27 @@ func pdReplayTable(t *testing.T, tab pdTable, coef map[string]float64, how strin
 			b.WriteString("- " + n + "\n")
 		}
 	}
-	b.WriteString("\n| prompt tokens | KV (page) | TTFT measured (ms) | replayed | error | KV transfer measured (ms) | replayed | error |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n| prompt tokens | KV (page) | TTFT measured (ms) | replayed | error | KV transfer measured (ms) | replayed | error |")
+	if fit.train != nil {
+		b.WriteString(" TTFT |")
+	}
+	b.WriteString("\n|---:|---:|---:|---:|---:|---:|---:|---:|")
+	if fit.train != nil {
+		b.WriteString(":--|")
+	}
+	b.WriteString("\n")
 	for _, r := range rows {
-		var reqs []*trace.Request
-		for i := range 50 {
-			reqs = append(reqs, &trace.Request{
-				RequestID: fmt.Sprintf("p%d/%d", r.prompt, i), Source: "test", Status: trace.StatusOK,
-				InputTokens: trace.Some(r.prompt + tab.extra), OutputTokens: trace.Some(int64(128)),
-			})
-		}
-		cfg := s.Config
-		cfg.Workload = replay.WorkloadConfig{Mode: replay.ModeClosed, Clients: 1}
-		var ttft, xfer float64
-		var n int
-		_, err := replay.Run(cfg, s.Step, s.KVBlocks, reqs, func(o *trace.Request) error {
-			if o.Status != trace.StatusOK {
-				return fmt.Errorf("%s: %s %s", o.RequestID, o.Status, o.Error)
-			}
-			ttft += o.TTFTSec.V
-			xfer += o.KVFetchSec.V
-			n++
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ttft, xfer = 1e3*ttft/float64(n), 1e3*xfer/float64(n)
-		fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %+.1f %% | %.2f | %.2f | %+.1f %% |\n",
+		ttft, xfer := pdReplayRow(t, s, tab, r.prompt)
+		fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %+.1f %% | %.2f | %.2f | %+.1f %% |",
 			r.prompt, r.kvSize, r.ttft, ttft, (ttft/r.ttft-1)*100, r.xfer, xfer, (xfer/r.xfer-1)*100)
+		if fit.train != nil {
+			set := "held out"
+			if fit.train[r.prompt] {
+				set = "in-sample"
+			}
+			fmt.Fprintf(&b, " %s |", set)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
