@@ -56,6 +56,10 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 		how = "SGLang's PD servers: the decode server streams the prefill server's first token"
 	}
 	prefill := d.PrefillWorkers / perServer
-	return fmt.Sprintf("prefill/decode disaggregated (%s): %d prefill and %d decode servers%s; %d KV bytes a prompt token (%s, %d ranks), sent at %.4g GB/s and %.4g ms a transfer (%s)",
-		how, prefill, servers-prefill, ranksNote, d.KVBytesPerToken, kv, ranks, d.TransferGBps, d.TransferLatencySec*1e3, link), nil
+	decode := ""
+	if d.DecodeRouter == replay.DecodeLeastRequests {
+		decode = "; each request's decode worker the one with the fewest outstanding requests (decode_router least_requests)"
+	}
+	return fmt.Sprintf("prefill/decode disaggregated (%s): %d prefill and %d decode servers%s; %d KV bytes a prompt token (%s, %d ranks), sent at %.4g GB/s and %.4g ms a transfer (%s)%s",
+		how, prefill, servers-prefill, ranksNote, d.KVBytesPerToken, kv, ranks, d.TransferGBps, d.TransferLatencySec*1e3, link, decode), nil
 }

@@ -30,6 +30,8 @@ func TestDisaggregationPools(t *testing.T) {
 		// DeepSeek-V2-Lite: 27 layers × a 576-wide latent × 2 bytes = 31,104 B a token, whole on each DP-attention rank.
 		{"dp attention", "model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 2\nscheduler:\n  engine: sglang\ndisaggregation:\n  prefill_workers: 1\n", 4, 2, 31104, 40,
 			"1 prefill and 1 decode servers (2 ranks each: 2 prefill and 2 decode workers); 31104 KV bytes a prompt token (the model's, 1 ranks)"},
+		{"decode router", "workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n", 3, 1, 131072, 40,
+			"; each request's decode worker the one with the fewest outstanding requests (decode_router least_requests)"},
 	} {
 		s := resolveYAML(t, c.yaml)
 		d := s.Config.Disaggregation
@@ -53,6 +55,7 @@ func TestDisaggregationPools(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:4: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
+		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: random\n", `c.yaml:4: disaggregation.decode_router: "random" is not one of round_robin, least_requests`},
 	} {
 		cl, err := ParseCluster("c.yaml", []byte(c.yaml))
 		if err == nil {

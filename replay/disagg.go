@@ -21,8 +21,9 @@ import (
 // prefill pool), which computes its prompt as a request of one output
 // token (the proxy sends it with max_tokens 1); when that token is
 // computed the prompt's KV is sent over the prefill worker's link to a
-// decode worker (the proxy's next decode instance, in turn), one transfer
-// at a time a link. The decode worker then schedules the request with
+// decode worker (the proxy's next decode instance, in turn, or the least
+// loaded one: DecodeRouter), one transfer at a time a link. The decode
+// worker then schedules the request with
 // every prompt token but the last one computed (vLLM's scheduler
 // recomputes the last one to get its logits:
 // _update_waiting_for_remote_kv, num_computed_tokens −1 when the whole
@@ -62,7 +63,24 @@ type DisaggregationConfig struct {
 	// unless given).
 	TransferGBps       float64 `yaml:"transfer_gbps,omitempty"`
 	TransferLatencySec float64 `yaml:"transfer_latency_s,omitempty"`
+	// DecodeRouter is how the decode worker of a request is chosen when
+	// its prefill ends: DecodeRoundRobin (the default; vLLM's proxy
+	// cycles through its decode instances) or DecodeLeastRequests.
+	DecodeRouter string `yaml:"decode_router,omitempty"`
 }
+
+// The decode routers (DisaggregationConfig.DecodeRouter).
+const (
+	// DecodeRoundRobin takes the decode workers in turn, whatever their
+	// load: vLLM's toy proxy (itertools.cycle over its decode clients).
+	DecodeRoundRobin = "round_robin"
+	// DecodeLeastRequests takes the decode worker with the fewest
+	// outstanding requests by the proxy's own count: those it sent there
+	// (KV on its way, or arrived) and not completed; ties go to the
+	// first after the last one chosen, so an idle pool is taken in turn
+	// (the cluster router least_requests, over the decode pool).
+	DecodeLeastRequests = "least_requests"
+)
 
 // on reports whether the workers are disaggregated.
 func (d DisaggregationConfig) on() bool { return d.PrefillWorkers > 0 }
@@ -92,6 +110,11 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 	if c.Autoscale.on() {
 		bad("disaggregation", "with autoscaling it is not modelled yet")
 	}
+	switch d.DecodeRouter {
+	case "", DecodeRoundRobin, DecodeLeastRequests:
+	default:
+		bad("disaggregation.decode_router", "%q is not one of %s, %s", d.DecodeRouter, DecodeRoundRobin, DecodeLeastRequests)
+	}
 }
 
 // figures reports a hand-over that lacks its KV size or its link.
@@ -112,8 +135,15 @@ type disagg struct {
 	linkFree []trace.Time  // per prefill worker: when its link is free
 	sending  []int         // per prefill worker: prompts whose KV it holds until sent
 	next     int           // the next decode worker, in turn, from 0
-	moving   []*reqState   // by request index: its KV in transit (evHandOff)
-	to       []int32       // by request index: the decode worker it goes to
+	// leastReq: the decode worker is the least loaded (DecodeLeastRequests),
+	// by inbound (per decode worker: requests whose KV is on its way
+	// there, or that wait at its API server) and the router's count of
+	// those handed over (routerView.out); next is then the one after the
+	// last chosen.
+	leastReq bool
+	inbound  []int
+	moving   []*reqState // by request index: its KV in transit (evHandOff)
+	to       []int32     // by request index: the decode worker it goes to
 	// The ends of the transfers under way: from each prefill worker's
 	// link, in order (a link sends one at a time), and to each decode
 	// worker (by w − prefill): when hand-overs change those workers'
@@ -134,7 +164,33 @@ func newDisagg(d DisaggregationConfig, n, workers int) *disagg {
 		to:       make([]int32, n),
 		fromEnds: make([][]trace.Time, d.PrefillWorkers),
 		toEnds:   make([][]trace.Time, workers-d.PrefillWorkers),
+		leastReq: d.DecodeRouter == DecodeLeastRequests,
+		inbound:  make([]int, workers-d.PrefillWorkers),
 	}
+}
+
+// pickDecode returns the decode worker (by its index in the pool) of a
+// request whose prefill has ended: in turn, or the least loaded one with
+// ties to the first after the last chosen (DecodeRouter).
+func (p *disagg) pickDecode(out []Outstanding) int {
+	n := len(p.inbound)
+	if !p.leastReq {
+		d := p.next
+		p.next = (p.next + 1) % n
+		return d
+	}
+	best, bestL := -1, 0
+	d := p.next
+	for range n {
+		if l := p.inbound[d] + out[p.prefill+d].Requests; best < 0 || l < bestL {
+			best, bestL = d, l
+		}
+		if d++; d == n {
+			d = 0
+		}
+	}
+	p.next = (best + 1) % n
+	return best
 }
 
 // bound returns the time before which no hand-over changes w's course
@@ -194,8 +250,9 @@ func (p *disagg) transferTime(n int64) (time.Duration, error) {
 // transfer ends.
 func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 	p := e.pd
-	to := p.prefill + p.next
-	p.next = (p.next + 1) % (len(e.workers) - p.prefill)
+	d := p.pickDecode(e.view.out)
+	p.inbound[d]++
+	to := p.prefill + d
 	p.to[r.idx] = int32(to)
 	p.moving[r.idx] = r
 	p.sending[w.id]++
@@ -261,6 +318,7 @@ func (e *engine) handOff(now trace.Time, i int32) error {
 func (e *engine) handOver(now trace.Time, r *reqState) error {
 	p := e.pd
 	p.moving[r.idx] = nil
+	p.inbound[p.to[r.idx]-int32(p.prefill)]--
 	pw := e.workers[r.worker]
 	pw.s.leave(pw, r, leaveRunning) // between its steps
 	p.sending[pw.id]--

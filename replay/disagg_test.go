@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -13,6 +14,13 @@ import (
 // token at 1 GB/s, 1 ms a transfer: 100 tokens take 1.1 ms.
 func pdConfig(prefill int) DisaggregationConfig {
 	return DisaggregationConfig{PrefillWorkers: prefill, KVBytesPerToken: 1000, TransferGBps: 1, TransferLatencySec: 0.001}
+}
+
+// pdLeast is pdConfig with the decode worker chosen by its load.
+func pdLeast(prefill int) DisaggregationConfig {
+	d := pdConfig(prefill)
+	d.DecodeRouter = DecodeLeastRequests
+	return d
 }
 
 func pdNear(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -78,6 +86,45 @@ func TestDisaggregatedTimeline(t *testing.T) {
 	}
 }
 
+// TestDecodeLeastRequests: with long and short replies in turn, vLLM's
+// proxy (round-robin) sends every long one to the same decode worker of
+// two; the least-requests decode router sends each to the worker with
+// fewer outstanding, by hand below, and the long replies' decodes share
+// the pool.
+func TestDecodeLeastRequests(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	// Every 50 ms a 100-token prompt (a prefill of 20 ms, its KV in 1.1
+	// ms more), replies of 200 tokens and of 2 in turn: a short reply is
+	// done some 21 ms after its hand-over, before the next one; a long
+	// one decodes for over 2 s, past the last arrival.
+	var reqs []*trace.Request
+	for i := range 12 {
+		out := int64(200)
+		if i%2 == 1 {
+			out = 2
+		}
+		reqs = append(reqs, req(fmt.Sprint(i), time.Duration(i)*50*ms, 100, out))
+	}
+	longOn := func(d DisaggregationConfig) map[string]int {
+		out, _, _ := replay(t, Config{Workers: 3, Disaggregation: d}, cost, 1000, reqs)
+		n := map[string]int{}
+		for i := 0; i < len(reqs); i += 2 {
+			n[out[fmt.Sprint(i)].Worker]++
+		}
+		return n
+	}
+	if got := longOn(pdConfig(1)); got["w1"] != 6 {
+		t.Errorf("round-robin: long replies on %v, want all 6 on w1", got)
+	}
+	// Least requests: each pick finds the short replies done and the
+	// long ones under way, so the long ones are spread: a worker with
+	// fewer takes the next, ties to the worker after the last chosen.
+	if got := longOn(pdLeast(1)); got["w1"] != 3 || got["w2"] != 3 {
+		t.Errorf("least requests: long replies on %v, want 3 on w1 and 3 on w2", got)
+	}
+}
+
 // TestDisaggregatedHoldsBlocks: a prefill worker keeps a prompt's blocks
 // until its KV has left, so the next prompt that needs them waits for the
 // transfer, not only for the step.
@@ -106,6 +153,7 @@ func TestDisaggregationConfigErrors(t *testing.T) {
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: -2}}, "disaggregation.transfer_gbps: -2 is not a rate"},
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: 1, TransferLatencySec: -1}}, "disaggregation.transfer_latency_s: -1"},
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: -1}}, "disaggregation.prefill_workers: negative"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: 1, DecodeRouter: "cache_aware"}}, `disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests`},
 	} {
 		err := c.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -165,6 +165,13 @@ func TestFastForwardSameResults(t *testing.T) {
 		// short of blocks, SGLang's decode servers.
 		{Config{Workers: 5, Router: RouterLeastRequests, Disaggregation: pdConfig(2)}, roofline, 40},
 		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 2500}}, cost, 1},
+		// The decode worker chosen by its load when the prefill ends
+		// (DecodeLeastRequests): open and closed loops, timeouts, an
+		// API server pass, SGLang.
+		{Config{Workers: 5, Disaggregation: pdLeast(1)}, roofline, 40},
+		{Config{Workers: 4, Disaggregation: pdLeast(1), Scheduler: SchedulerConfig{MaxNumSeqs: 6}, Client: ClientConfig{TimeoutSec: 0.3, APIServerRequestSec: 0.002}}, cost, 40},
+		{Config{Workers: 5, Router: RouterLeastRequests, Disaggregation: pdLeast(2), Workload: WorkloadConfig{Mode: ModeClosed, Clients: 10}}, roofline, 100},
+		{Config{Workers: 4, Disaggregation: pdLeast(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 2500}}, cost, 1},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)

@@ -21,6 +21,7 @@ type replayFlag struct {
 var replayFlags = []replayFlag{
 	{"workers", "workers"},
 	{"prefill-workers", "disaggregation.prefill_workers"},
+	{"decode-router", "disaggregation.decode_router"},
 	{"hardware", "hardware"},
 	{"tp", "tp"},
 	{"max-num-batched-tokens", "scheduler.max_num_batched_tokens"},

@@ -136,6 +136,16 @@ func TestReplayDisaggregated(t *testing.T) {
 		if c, err := os.ReadFile(third); err != nil || !bytes.Equal(a, c) {
 			t.Errorf("%s: --workers 3 --prefill-workers 1 differs from its cluster file (%v)", engine, err)
 		}
+		// The decode worker by load: recorded, and replayed again to
+		// the same bytes from what was recorded.
+		fourth := filepath.Join(dir, engine+"4.parquet")
+		if _, stderr, err := opaltrace(t, "replay", "--config", cluster, "--decode-router", "least_requests", "-o", fourth, in); err != nil {
+			t.Fatalf("%s: replay with --decode-router: %v\n%s", engine, err, stderr)
+		}
+		runs, _, err = trace.ReadFile(fourth)
+		if err != nil || !strings.Contains(runs[0].Extra["config"], "decode_router: least_requests") {
+			t.Errorf("%s: --decode-router least_requests is not in the recorded configuration (%v)", engine, err)
+		}
 	}
 
 	bad := filepath.Join(dir, "bad.yaml")
@@ -149,6 +159,7 @@ func TestReplayDisaggregated(t *testing.T) {
 	}{
 		{[]string{"--config", bad}, "bad.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{[]string{"--workers", "2", "--prefill-workers", "2"}, "--prefill-workers: 2 leaves no decode worker of 2 workers"},
+		{[]string{"--workers", "3", "--prefill-workers", "1", "--decode-router", "random"}, `--decode-router: "random" is not one of round_robin, least_requests`},
 	} {
 		_, stderr, err := opaltrace(t, append(append([]string{"replay"}, c.args...), "-o", out, in)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
