@@ -91,6 +91,9 @@ func (e *engine) abort(now trace.Time, i int32) error {
 // gave up, sends that client's next request (closed loop) and recycles r.
 func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	e.stats.TimedOut++
+	if e.pd != nil {
+		e.pd.uncount(r.idx) // timed out before its hand-over
+	}
 	e.live[r.idx] = nil
 	if e.sec != nil {
 		e.sec.at(now).TimedOut++

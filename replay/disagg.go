@@ -63,9 +63,13 @@ type DisaggregationConfig struct {
 	// unless given).
 	TransferGBps       float64 `yaml:"transfer_gbps,omitempty"`
 	TransferLatencySec float64 `yaml:"transfer_latency_s,omitempty"`
-	// DecodeRouter is how the decode worker of a request is chosen when
-	// its prefill ends: DecodeRoundRobin (the default; vLLM's proxy
-	// cycles through its decode instances) or DecodeLeastRequests.
+	// DecodeRouter is how the decode worker of a request is chosen:
+	// DecodeRoundRobin (the default; vLLM's proxy cycles through its
+	// decode instances) or DecodeLeastRequests. Under vLLM it is chosen
+	// when the prefill ends (the proxy sends the decode request when the
+	// prefill response is back); under SGLang when the request arrives,
+	// with its prefill worker (SGLang's router picks the pair at once,
+	// select_pd_pair, and sends the request to both).
 	DecodeRouter string `yaml:"decode_router,omitempty"`
 }
 
@@ -142,8 +146,15 @@ type disagg struct {
 	// last chosen.
 	leastReq bool
 	inbound  []int
-	moving   []*reqState // by request index: its KV in transit (evHandOff)
-	to       []int32     // by request index: the decode worker it goes to
+	// counted: by request index, whether it is in inbound (from its
+	// decode worker's choice to its hand-over, or to its timeout).
+	counted []bool
+	// atArrival: the decode worker is chosen when the request arrives,
+	// with its prefill worker (SGLang's router picks the pair at once,
+	// select_pd_pair), not when its prefill ends (vLLM's proxy).
+	atArrival bool
+	moving    []*reqState // by request index: its KV in transit (evHandOff)
+	to        []int32     // by request index: the decode worker it goes to
 	// The ends of the transfers under way: from each prefill worker's
 	// link, in order (a link sends one at a time), and to each decode
 	// worker (by w − prefill): when hand-overs change those workers'
@@ -166,6 +177,25 @@ func newDisagg(d DisaggregationConfig, n, workers int) *disagg {
 		toEnds:   make([][]trace.Time, workers-d.PrefillWorkers),
 		leastReq: d.DecodeRouter == DecodeLeastRequests,
 		inbound:  make([]int, workers-d.PrefillWorkers),
+		counted:  make([]bool, n),
+	}
+}
+
+// choose sets the decode worker of request r (DecodeRouter) and counts r
+// as on its way there.
+func (p *disagg) choose(r *reqState, out []Outstanding) {
+	d := p.pickDecode(out)
+	p.inbound[d]++
+	p.counted[r.idx] = true
+	p.to[r.idx] = int32(p.prefill + d)
+}
+
+// uncount ends request i's count in its decode worker's inbound: it was
+// handed over, or timed out on the way.
+func (p *disagg) uncount(i int32) {
+	if p.counted[i] {
+		p.counted[i] = false
+		p.inbound[p.to[i]-int32(p.prefill)]--
 	}
 }
 
@@ -250,10 +280,10 @@ func (p *disagg) transferTime(n int64) (time.Duration, error) {
 // transfer ends.
 func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 	p := e.pd
-	d := p.pickDecode(e.view.out)
-	p.inbound[d]++
-	to := p.prefill + d
-	p.to[r.idx] = int32(to)
+	if !p.atArrival {
+		p.choose(r, e.view.out)
+	}
+	to := int(p.to[r.idx])
 	p.moving[r.idx] = r
 	p.sending[w.id]++
 	if e.apiSvc > 0 && e.cfg.Scheduler.Engine != EngineSGLang {
@@ -318,7 +348,7 @@ func (e *engine) handOff(now trace.Time, i int32) error {
 func (e *engine) handOver(now trace.Time, r *reqState) error {
 	p := e.pd
 	p.moving[r.idx] = nil
-	p.inbound[p.to[r.idx]-int32(p.prefill)]--
+	p.uncount(r.idx)
 	pw := e.workers[r.worker]
 	pw.s.leave(pw, r, leaveRunning) // between its steps
 	p.sending[pw.id]--

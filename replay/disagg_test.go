@@ -125,6 +125,32 @@ func TestDecodeLeastRequests(t *testing.T) {
 	}
 }
 
+// TestDecodeChosenWhen: vLLM's proxy picks the decode worker when the
+// prefill response is back, SGLang's router picks the pair when the
+// request arrives. a (1,000 tokens, 110 ms of prefill) arrives first, on
+// prefill worker w0; b (100 tokens, 20 ms) a millisecond later, on w1, and
+// its prefill ends first: under vLLM it takes the first decode worker in
+// turn (w2) and a the next (w3); under SGLang a took w2 at its arrival.
+func TestDecodeChosenWhen(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	reqs := []*trace.Request{req("a", 0, 1000, 3), req("b", ms, 100, 3)}
+	for _, c := range []struct {
+		name   string
+		sched  SchedulerConfig
+		blocks int64
+		a, b   string
+	}{
+		{"vllm", SchedulerConfig{}, 1000, "w3", "w2"},
+		{"sglang", SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 10000}, 1, "w2", "w3"},
+	} {
+		out, _, _ := replay(t, Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: c.sched}, cost, c.blocks, reqs)
+		if a, b := out["a"].Worker, out["b"].Worker; a != c.a || b != c.b {
+			t.Errorf("%s: a decoded on %s, b on %s; want %s and %s", c.name, a, b, c.a, c.b)
+		}
+	}
+}
+
 // TestDisaggregatedHoldsBlocks: a prefill worker keeps a prompt's blocks
 // until its KV has left, so the next prompt that needs them waits for the
 // transfer, not only for the step.

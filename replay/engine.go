@@ -179,6 +179,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			return Stats{}, err
 		}
 		e.pd = newDisagg(cfg.Disaggregation, reqs.Len(), max(cfg.Workers, 1))
+		e.pd.atArrival = cfg.Scheduler.Engine == EngineSGLang
 	}
 	if opts.Offload != nil {
 		if cfg.Autoscale.on() {

@@ -172,6 +172,7 @@ func TestFastForwardSameResults(t *testing.T) {
 		{Config{Workers: 4, Disaggregation: pdLeast(1), Scheduler: SchedulerConfig{MaxNumSeqs: 6}, Client: ClientConfig{TimeoutSec: 0.3, APIServerRequestSec: 0.002}}, cost, 40},
 		{Config{Workers: 5, Router: RouterLeastRequests, Disaggregation: pdLeast(2), Workload: WorkloadConfig{Mode: ModeClosed, Clients: 10}}, roofline, 100},
 		{Config{Workers: 4, Disaggregation: pdLeast(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 2500}}, cost, 1},
+		{Config{Workers: 5, Disaggregation: pdLeast(2), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 3000}, Client: ClientConfig{TimeoutSec: 0.02, APIServerRequestSec: 0.001}}, cost, 1},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)

@@ -90,6 +90,13 @@ func (e *engine) checkIdle() error {
 			return fmt.Errorf("replay: internal error: worker %s stopped with %d running and %d waiting", w.name, len(w.running), w.waiting.Len())
 		}
 	}
+	if e.pd != nil {
+		for d, n := range e.pd.inbound {
+			if n != 0 {
+				return fmt.Errorf("replay: internal error: decode worker %s stopped with %d requests counted on their way", e.workers[e.pd.prefill+d].name, n)
+			}
+		}
+	}
 	return nil
 }
 
@@ -183,6 +190,11 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		// Before r's blocks are hashed (hashChain), which the router
 		// does not ask for.
 		e.online.arrived(e, r, wi)
+	}
+	if e.pd != nil && e.pd.atArrival {
+		// Before its prefill worker counts it: the pair is chosen at
+		// once, each by its own pool's counts.
+		e.pd.choose(r, e.view.out)
 	}
 	e.view.sent(r)
 	if e.apiSvc > 0 {
