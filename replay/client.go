@@ -43,6 +43,19 @@ func (e *engine) abort(now trace.Time, i int32) error {
 	if r == nil {
 		return nil // completed before its deadline
 	}
+	if r.pdWait {
+		// In its decode worker's queue, its blocks not allocated, its
+		// KV still on its prefill worker: both let it go now.
+		d := e.workers[e.pd.to[i]]
+		if !d.waiting.remove(r) {
+			return fmt.Errorf("replay: internal error: request %d waiting for decode blocks is not in %s's queue", i, d.name)
+		}
+		d.remote--
+		e.pd.pending[r.worker]--
+		r.pdWait, r.remote, r.aborted = false, false, true
+		e.wake(now, d)
+		return e.handOver(now, r)
+	}
 	if r.loadLeft > 0 || e.pd != nil && e.pd.moving[i] == r {
 		r.aborted = true // leaves when its load (or KV transfer: handOff) ends (loaded)
 		return nil

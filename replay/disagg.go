@@ -20,35 +20,41 @@ import (
 // A request goes to a prefill worker (chosen by the router among the
 // prefill pool), which computes its prompt as a request of one output
 // token (the proxy sends it with max_tokens 1); when that token is
-// computed the prompt's KV is sent over the prefill worker's link to a
-// decode worker (the proxy's next decode instance, in turn, or the least
-// loaded one: DecodeRouter), one transfer at a time a link. The decode
-// worker then schedules the request with
-// every prompt token but the last one computed (vLLM's scheduler
-// recomputes the last one to get its logits:
-// _update_waiting_for_remote_kv, num_computed_tokens −1 when the whole
-// prompt was received), so its first token comes from a one-token step
-// there, and it decodes the rest.
+// computed the request goes to a decode worker (the proxy's next decode
+// instance, in turn, or the least loaded one: DecodeRouter), and the
+// prompt's KV crosses the prefill worker's link, one transfer at a time a
+// link. The decode worker then schedules the request with every prompt
+// token but the last one computed (vLLM's scheduler recomputes the last
+// one to get its logits: _update_waiting_for_remote_kv,
+// num_computed_tokens −1 when the whole prompt was received), so its first
+// token comes from a one-token step there, and it decodes the rest.
 //
-// Modelled as a sequence: the prefill worker keeps the prompt's blocks
-// until its transfer ends (vLLM's delay-free of the blocks a decode
-// instance reads), and the decode worker allocates the prompt's blocks
-// when it schedules the request, after the transfer, not before it (vLLM
-// allocates them when it starts the asynchronous load: under a decode
-// pool short of memory the real transfer waits for room, which this
-// order ignores). A vLLM decode worker with prefix caching on looks its
-// own cache up first and only the rest of the prompt is sent (the
-// connectors' get_num_new_matched_tokens: the prompt's tokens past the
-// local hit): its hit is looked up when the transfer starts and its
-// blocks taken when it schedules the request (one lookup in vLLM, before
-// the load); SGLang's decode server takes the whole prompt, as it does
-// by default (its decode radix cache,
-// --disaggregation-decode-enable-radix-cache, is off). vLLM's proxy
-// sends the decode request when the prefill response is back, so it
-// passes the decode worker's API server (client.api_server_request_s)
-// before its KV load starts; SGLang's router sends it to both servers at
-// once, and the decode server's API pass overlaps the prefill. The
-// proxy's own hops cost nothing past the client latency.
+// Under vLLM the decode worker starts the load: the request waits in its
+// queue, in turn (FCFS), until its scheduler allocates the blocks of the
+// whole prompt (allocate_slots for the external tokens, the request then
+// WAITING_FOR_REMOTE_KVS, skipped by later passes until the load ends),
+// so a busy decode worker starts it at its next step's start, and one
+// short of memory when room is freed; the blocks of a prefix its own
+// cache holds are taken as hits and only the rest of the prompt is sent
+// (the connectors' get_num_new_matched_tokens); the hashes of the loaded
+// blocks are committed when the load ends (cache_blocks), and the request
+// is taken at the next pass, first in the queue. The prefill worker keeps
+// the prompt's blocks until the transfer ends (vLLM's delay-free of the
+// blocks a decode instance reads). SGLang's decode server takes the whole
+// prompt, as it does by default (its decode radix cache,
+// --disaggregation-decode-enable-radix-cache, is off), and allocates it
+// when the KV is in (SGLang pre-allocates before the prefill starts, and
+// the prefill waits for that: not modelled). vLLM's proxy sends the
+// decode request when the prefill response is back, so it passes the
+// decode worker's API server (client.api_server_request_s) before its
+// load; SGLang's router sends it to both servers at once, and the decode
+// server's API pass overlaps the prefill. The proxy's own hops cost
+// nothing past the client latency.
+//
+// Where vLLM's FCFS admission would stall for good (a request preempted
+// on a decode worker at the front of its queue, unable to fit, while
+// loaded requests behind it hold the blocks it needs and nothing runs)
+// the loaded ones go first (disagg.unstall).
 type DisaggregationConfig struct {
 	// PrefillWorkers is the size of the prefill pool: workers 0 to
 	// PrefillWorkers−1 prefill, the others decode (0: no
@@ -153,8 +159,20 @@ type disagg struct {
 	// with its prefill worker (SGLang's router picks the pair at once,
 	// select_pd_pair), not when its prefill ends (vLLM's proxy).
 	atArrival bool
-	moving    []*reqState // by request index: its KV in transit (evHandOff)
-	to        []int32     // by request index: the decode worker it goes to
+	// decodeAlloc: the decode worker allocates the prompt's blocks
+	// before the KV is sent (vLLM: its scheduler's allocate_slots for
+	// the external tokens, then WAITING_FOR_REMOTE_KVS); the request
+	// waits in its queue for them (reqState.pdWait), and its prefill
+	// worker's blocks are kept in held until the transfer ends.
+	decodeAlloc bool
+	held        map[int32]heldPrefill
+	spare       [][]int32 // block tables of held ones, for reuse
+	// pending: per prefill worker, its requests waiting at decode
+	// workers for their blocks (bound).
+	pending []int
+	err     error       // a transfer refused in a decode worker's build
+	moving  []*reqState // by request index: its KV in transit (evHandOff)
+	to      []int32     // by request index: the decode worker it goes to
 	// The ends of the transfers under way: from each prefill worker's
 	// link, in order (a link sends one at a time), and to each decode
 	// worker (by w − prefill): when hand-overs change those workers'
@@ -178,7 +196,17 @@ func newDisagg(d DisaggregationConfig, n, workers int) *disagg {
 		leastReq: d.DecodeRouter == DecodeLeastRequests,
 		inbound:  make([]int, workers-d.PrefillWorkers),
 		counted:  make([]bool, n),
+		held:     map[int32]heldPrefill{},
+		pending:  make([]int, d.PrefillWorkers),
 	}
+}
+
+// A heldPrefill is what a prefill worker holds of a request whose decode
+// worker has allocated its blocks: the prompt's blocks and how many of
+// them have their hashes committed, freed when the transfer ends.
+type heldPrefill struct {
+	blocks []int32
+	hashed int64
 }
 
 // choose sets the decode worker of request r (DecodeRouter) and counts r
@@ -238,7 +266,18 @@ func (p *disagg) bound(e *engine, w *worker) trace.Time {
 		if ends := p.fromEnds[w.id]; len(ends) > 0 {
 			b = min(b, ends[0])
 		}
+		if p.pending[w.id] > 0 {
+			// A decode worker's scheduling starts a transfer from
+			// w's link (loadRemote), whose end frees w's blocks.
+			b = min(b, p.decodeEvents(e))
+		}
 		return b
+	}
+	if slices.ContainsFunc(p.pending, func(n int) bool { return n > 0 }) {
+		// A transfer a decode worker starts ends by waking a
+		// prefill worker short of blocks, whose next prefill can
+		// come here.
+		b = min(b, p.decodeEvents(e))
 	}
 	for _, t := range p.toEnds[w.id-p.prefill] {
 		b = min(b, t)
@@ -259,6 +298,73 @@ func (p *disagg) bound(e *engine, w *worker) trace.Time {
 // their hand-overs free blocks and wake it.
 func (p *disagg) waitsForSends(w *worker) bool {
 	return w.id < p.prefill && p.sending[w.id] > 0
+}
+
+// unstall moves the requests of decode worker w whose KV has arrived
+// (holding their blocks) to the front of its queue, in their order, when
+// w can schedule nothing with none running, and reports whether it moved
+// any. Behind a front that cannot fit (a request preempted here, to be
+// computed again), they hold blocks it needs and vLLM's FCFS admission
+// would wait for good: nothing runs to free any.
+func (p *disagg) unstall(w *worker) bool {
+	if !p.decodeAlloc || w.id < p.prefill || len(w.running) > 0 || w.waiting.Len() < 2 || w.waiting.front().holding {
+		return false
+	}
+	var loaded []*reqState
+	w.waiting.each(func(r *reqState) {
+		if r.holding {
+			loaded = append(loaded, r)
+		}
+	})
+	for i := len(loaded) - 1; i >= 0; i-- {
+		w.waiting.remove(loaded[i])
+		w.waiting.pushFront(loaded[i])
+	}
+	return len(loaded) > 0
+}
+
+// decodeEvents returns the first time a decode worker may schedule: its
+// next event, or, idle, the end of a transfer to it (which wakes it).
+// With decodeAlloc its scheduling starts transfers (loadRemote).
+func (p *disagg) decodeEvents(e *engine) trace.Time {
+	b := never
+	for i, dw := range e.workers[p.prefill:] {
+		if dw.busy || dw.queued {
+			b = min(b, dw.eventAt)
+		}
+		for _, t := range p.toEnds[i] {
+			b = min(b, t)
+		}
+	}
+	return b
+}
+
+// admitsAfter reports whether the build after w's step may start KV
+// transfers (w is a decode worker with requests waiting for their blocks):
+// the step's end must then be an event, so that the transfers start on the
+// prefill workers' links in the order of the events across workers
+// (evStepEnd's, by worker), as stepping one event at a time starts them.
+func (p *disagg) admitsAfter(w *worker) bool {
+	return p.decodeAlloc && w.remote > 0
+}
+
+// loadsBound returns bound, or the end of a KV transfer to decode
+// worker w if one ends earlier: its build may have started one
+// (loadRemote) after its window's bound was set.
+func (p *disagg) loadsBound(w *worker, bound trace.Time) trace.Time {
+	if w.id >= p.prefill {
+		for _, t := range p.toEnds[w.id-p.prefill] {
+			bound = min(bound, t)
+		}
+	}
+	return bound
+}
+
+// waitsForLoads reports whether w is a decode worker with KV on its way
+// to blocks it allocated (loadRemote): when it can schedule nothing, the
+// loads' ends wake it.
+func (p *disagg) waitsForLoads(w *worker) bool {
+	return w.id >= p.prefill && len(p.toEnds[w.id-p.prefill]) > 0
 }
 
 // transferTime is the time to send the KV of n prompt tokens. A time
@@ -291,18 +397,58 @@ func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 		e.ingress(now, e.workers[to], r)
 		return nil
 	}
-	return e.startTransfer(now, r)
+	if p.decodeAlloc {
+		e.awaitBlocks(now, r)
+		return nil
+	}
+	return e.startTransfer(now, r, r.prompt)
+}
+
+// awaitBlocks puts moving request r in its decode worker's queue at now,
+// where its KV load starts once the worker's scheduler has allocated its
+// blocks (vllm.admitRemote, loadRemote), in its turn among the waiting
+// requests.
+func (e *engine) awaitBlocks(now trace.Time, r *reqState) {
+	p := e.pd
+	d := e.workers[p.to[r.idx]]
+	r.pdWait, r.remote, r.pdQueued = true, true, now
+	p.pending[r.worker]++
+	d.remote++
+	d.waiting.pushBack(r)
+	e.wake(now, d)
+}
+
+// loadRemote starts the KV load of r, at decode worker w's scheduling at
+// now: r's prefill blocks are set aside (held) and r takes the decode
+// worker's, its own cache's hits and fresh ones for the rest of the
+// prompt, and the rest is sent.
+func (e *engine) loadRemote(w *worker, r *reqState, hits []int32, fresh int64, now trace.Time) {
+	p := e.pd
+	v := w.s.(*vllm)
+	p.held[r.idx] = heldPrefill{blocks: r.blocks, hashed: r.hashed}
+	r.blocks = nil
+	if k := len(p.spare); k > 0 {
+		r.blocks, p.spare = p.spare[k-1], p.spare[:k-1]
+	}
+	v.kv.AcquireAll(hits)
+	v.reserve(r)
+	r.blocks = append(r.blocks, hits...)
+	r.hashed = int64(len(hits))
+	if !v.allocate(r, fresh) {
+		panic("replay: allocation failed after the free-block check")
+	}
+	r.pdWait, r.remote = false, false
+	p.pending[r.worker]--
+	if err := e.startTransfer(now, r, r.prompt-int64(len(hits))*v.bs); err != nil && p.err == nil {
+		p.err = err
+	}
 }
 
 // startTransfer starts the send of moving request r's KV, at now or when
 // its prefill worker's link is free: of the prompt but what the decode
 // worker holds already.
-func (e *engine) startTransfer(now trace.Time, r *reqState) error {
+func (e *engine) startTransfer(now trace.Time, r *reqState, send int64) error {
 	p := e.pd
-	send := r.prompt
-	if v, ok := e.workers[p.to[r.idx]].s.(*vllm); ok {
-		send -= v.localHit(r)
-	}
 	d, err := p.transferTime(send)
 	if err != nil {
 		return err
@@ -310,7 +456,11 @@ func (e *engine) startTransfer(now trace.Time, r *reqState) error {
 	start := max(now, p.linkFree[r.worker])
 	end := start.Add(d)
 	p.linkFree[r.worker] = end
-	r.loadStart, r.loadEnd, r.kvWait = start, end, end.Sub(now)
+	from := now
+	if p.decodeAlloc {
+		from = r.pdQueued // waiting for the decode worker's blocks too
+	}
+	r.loadStart, r.loadEnd, r.kvWait = start, end, end.Sub(from)
 	p.fromEnds[r.worker] = append(p.fromEnds[r.worker], end)
 	to := p.to[r.idx] - int32(p.prefill)
 	p.toEnds[to] = append(p.toEnds[to], end)
@@ -350,21 +500,52 @@ func (e *engine) handOver(now trace.Time, r *reqState) error {
 	p.moving[r.idx] = nil
 	p.uncount(r.idx)
 	pw := e.workers[r.worker]
-	pw.s.leave(pw, r, leaveRunning) // between its steps
+	d := e.workers[p.to[r.idx]]
+	h, loaded := p.held[r.idx]
+	if loaded {
+		// The decode worker holds r's blocks already (loadRemote):
+		// the prefill worker frees the ones it kept.
+		delete(p.held, r.idx)
+		blocks, hashed := r.blocks, r.hashed
+		r.blocks, r.hashed = h.blocks, h.hashed
+		pw.s.leave(pw, r, leaveRunning)
+		p.spare = append(p.spare, r.blocks[:0])
+		r.blocks, r.hashed = blocks, hashed
+	} else {
+		pw.s.leave(pw, r, leaveRunning) // between its steps
+	}
 	p.sending[pw.id]--
 	e.wake(now, pw) // its waiting front may fit now
 	if r.aborted {
+		if loaded {
+			d.s.leave(d, r, leaveWaiting)
+			e.wake(now, d)
+		}
 		return e.timedOut(r, now)
 	}
 	e.view.left(r)
-	d := e.workers[p.to[r.idx]]
 	r.worker = int32(d.id)
 	r.maxOut, r.pdOut, r.out = r.pdOut, 0, 0
-	r.computed, r.hashed = 0, 0
 	r.ghost = r.ghost[:0]
 	// SGLang's token keys were made for the one token the prefill
 	// worker computed: the decode worker's cover the whole output.
 	r.sg = sgReq{}
+	if loaded {
+		// Every prompt token but the last is in its blocks, their
+		// hashes committed as vLLM caches a load's blocks when it
+		// ends; the scheduler takes it next (holding), to compute the
+		// last again for its logits.
+		r.computed = r.prompt - 1
+		if !d.s.(*vllm).grow(r, 0) {
+			return fmt.Errorf("replay: internal error: the loaded blocks of request %d are missing", r.idx)
+		}
+		r.holding = true
+		e.view.sent(r)
+		d.waiting.pushFront(r)
+		e.wake(now, d)
+		return nil
+	}
+	r.computed, r.hashed = 0, 0
 	r.remote = true
 	e.view.sent(r)
 	if e.cfg.Scheduler.Engine == EngineSGLang && r.maxOut == 1 {

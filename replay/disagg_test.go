@@ -125,6 +125,43 @@ func TestDecodeLeastRequests(t *testing.T) {
 	}
 }
 
+// TestDisaggregatedDecodeShort: the decode worker allocates a prompt's
+// blocks before its KV is sent, so with no room the KV waits on its
+// prefill worker. On 10 blocks a (100 tokens, 40 out: 7 blocks, then 9)
+// decodes from 31.2 ms, 10.1 ms a step, to 425.1 ms; b's prefill (64
+// tokens) ends at 116.4 ms, but its 4 blocks fit only when a has ended:
+// its load (1.064 ms) then, its first token 10.1 ms later (436.264 ms),
+// its KV wait from its prefill's end to its load's end.
+func TestDisaggregatedDecodeShort(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	out, _, _ := replay(t, Config{Workers: 2, Disaggregation: pdConfig(1)}, cost, 10,
+		[]*trace.Request{req("a", 0, 100, 40), req("b", 100*ms, 64, 2)})
+	if b := out["b"]; !pdNear(b.TTFTSec.V, 0.336264) || !pdNear(b.KVFetchSec.V, 0.426164-0.1164) {
+		t.Errorf("b: TTFT %v, KV wait %v; want 0.336264, %v", b.TTFTSec.V, b.KVFetchSec.V, 0.426164-0.1164)
+	}
+}
+
+// TestDisaggregatedUnstall: a decode worker of 12 blocks decodes a (7
+// blocks, growing) when b's KV (4 blocks) loads into the last free
+// blocks; at the next pass a needs a block, finds none, and is preempted
+// before b is taken in: at the front of the queue a cannot fit again
+// while b, behind it, holds blocks it needs and nothing runs. vLLM's FCFS
+// admission would wait for good; b goes first, and both complete.
+func TestDisaggregatedUnstall(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	cfg := Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{MaxNumSeqs: 2}}
+	out, _, st := replay(t, cfg, cost, 12, []*trace.Request{req("a", 0, 100, 60), req("b", 280*ms, 64, 30)})
+	a, b := out["a"], out["b"]
+	if st.Completed != 2 || a.Preemptions.V != 1 || b.Preemptions.V != 0 {
+		t.Fatalf("%d completed, a preempted %d times, b %d; want 2, 1, 0", st.Completed, a.Preemptions.V, b.Preemptions.V)
+	}
+	if aEnd, bEnd := a.Arrival.V.Seconds()+a.E2ESec.V, b.Arrival.V.Seconds()+b.E2ESec.V; bEnd >= aEnd {
+		t.Errorf("b ended at %v s, a at %v s: want b first", bEnd, aEnd)
+	}
+}
+
 // TestDecodeChosenWhen: vLLM's proxy picks the decode worker when the
 // prefill response is back, SGLang's router picks the pair when the
 // request arrives. a (1,000 tokens, 110 ms of prefill) arrives first, on
@@ -161,10 +198,13 @@ func TestDisaggregatedHoldsBlocks(t *testing.T) {
 	slow.TransferLatencySec = 0.05
 	// 8 blocks of 16 tokens: each 100-token prompt needs 7, so b waits
 	// for a's blocks: a's prefill ends at 20 ms, its transfer at 70.1 ms,
-	// and b's 20 ms prefill then ends at 90.1 ms.
+	// and b's 20 ms prefill then ends at 90.1 ms. The decode worker,
+	// decoding a from 70.1 ms (10.1 ms a step), allocates b's blocks
+	// and starts its load when it schedules next, at a's end (90.3 ms):
+	// b's first token at 90.3 + 50.1 + 10.1 ms.
 	out, _, _ := replay(t, Config{Workers: 2, Disaggregation: slow}, cost, 8, []*trace.Request{req("a", 0, 100, 2), req("b", 0, 100, 2)})
-	if got := out["b"].TTFTSec.V; !pdNear(got, 0.0901+0.0501+0.0101) {
-		t.Errorf("b's TTFT %v, want %v", got, 0.0901+0.0501+0.0101)
+	if got := out["b"].TTFTSec.V; !pdNear(got, 0.0903+0.0501+0.0101) {
+		t.Errorf("b's TTFT %v, want %v", got, 0.0903+0.0501+0.0101)
 	}
 }
 
@@ -236,14 +276,23 @@ func TestDisaggregatedDecodeHit(t *testing.T) {
 	}
 	// The decode worker takes the hit blocks: with 9 blocks a worker,
 	// a (20 output tokens, first at 31.2 ms, steps of 10.1 ms) holds 8
-	// when b's KV is in (211.404 ms), and b fits beside it only by
-	// sharing a's 6 prompt blocks; it joins a's batch at its next step
-	// (213.0 ms), 10.2 ms for both: b's first token at 223.2 ms (without
-	// the hits it would wait for a's end, 223.1 ms: 233.2 ms).
-	out, _, _ = replay(t, Config{Workers: 2, Disaggregation: pdConfig(1)}, cost, 9,
-		[]*trace.Request{withHashes(req("a", 0, 100, 20), 16, ids...), withHashes(req("b", 200*ms, 100, 2), 16, ids...)})
-	if b := out["b"]; !pdNear(b.TTFTSec.V, 0.0232) {
-		t.Errorf("b beside a on 9 blocks: TTFT %v, want 0.0232", b.TTFTSec.V)
+	// when b's prefill ends (210.4 ms); the decode worker schedules next
+	// at 213.0 ms, and b's 7 blocks fit beside a's only by sharing a's 6
+	// prompt blocks: its load starts then (4 tokens, 1.004 ms), and it
+	// runs alone after a's end (223.1 ms): its first token at 233.2 ms.
+	// With prefix caching off (no hits on either worker; b's prefill
+	// ends at 220 ms) its 7 blocks fit only at a's end: its load (1.1
+	// ms) ends at 224.2 ms, its first token at 234.3 ms.
+	for _, c := range []struct {
+		prefix bool
+		ttft   float64
+	}{{true, 0.0332}, {false, 0.0343}} {
+		prefix := c.prefix
+		out, _, _ = replay(t, Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{EnablePrefixCaching: &prefix}}, cost, 9,
+			[]*trace.Request{withHashes(req("a", 0, 100, 20), 16, ids...), withHashes(req("b", 200*ms, 100, 2), 16, ids...)})
+		if b := out["b"]; !pdNear(b.TTFTSec.V, c.ttft) {
+			t.Errorf("b beside a on 9 blocks, prefix caching %v: TTFT %v, want %v", prefix, b.TTFTSec.V, c.ttft)
+		}
 	}
 	off := false
 	out, _, _ = replay(t, Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{EnablePrefixCaching: &off}}, cost, 100, reqs())

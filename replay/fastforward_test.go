@@ -173,6 +173,10 @@ func TestFastForwardSameResults(t *testing.T) {
 		{Config{Workers: 5, Router: RouterLeastRequests, Disaggregation: pdLeast(2), Workload: WorkloadConfig{Mode: ModeClosed, Clients: 10}}, roofline, 100},
 		{Config{Workers: 4, Disaggregation: pdLeast(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 2500}}, cost, 1},
 		{Config{Workers: 5, Disaggregation: pdLeast(2), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 3000}, Client: ClientConfig{TimeoutSec: 0.02, APIServerRequestSec: 0.001}}, cost, 1},
+		// vLLM's decode workers short of blocks: loads wait for room,
+		// preemptions behind loaded requests (disagg.unstall).
+		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{MaxNumSeqs: 3}}, cost, 40},
+		{Config{Workers: 3, Disaggregation: pdLeast(1), Client: ClientConfig{TimeoutSec: 0.3}}, cost, 30},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)

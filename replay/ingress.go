@@ -103,7 +103,11 @@ func (e *engine) ingressed(now trace.Time, w *worker) error {
 		if r.aborted {
 			return e.handOver(now, r) // no transfer was started
 		}
-		return e.startTransfer(now, r)
+		if e.pd.decodeAlloc {
+			e.awaitBlocks(now, r)
+			return nil
+		}
+		return e.startTransfer(now, r, r.prompt)
 	}
 	r.workerArrival, r.engineQueued = now, now
 	return e.admit(now, w, r)

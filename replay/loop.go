@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -76,6 +77,9 @@ func (e *engine) run() error {
 		if err == nil && e.off != nil {
 			err = e.off.err
 		}
+		if err == nil && e.pd != nil {
+			err = e.pd.err
+		}
 		if err != nil {
 			return err
 		}
@@ -91,6 +95,9 @@ func (e *engine) checkIdle() error {
 		}
 	}
 	if e.pd != nil {
+		if len(e.pd.held) > 0 || slices.ContainsFunc(e.pd.pending, func(n int) bool { return n != 0 }) {
+			return fmt.Errorf("replay: internal error: %d prefill blocks held, %v waiting for decode blocks, at the end", len(e.pd.held), e.pd.pending)
+		}
 		for d, n := range e.pd.inbound {
 			if n != 0 {
 				return fmt.Errorf("replay: internal error: decode worker %s stopped with %d requests counted on their way", e.workers[e.pd.prefill+d].name, n)
@@ -291,14 +298,29 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			if w.off != nil && w.off.loading > 0 {
 				bound = now // see window
 			}
+			if e.pd != nil && e.pd.decodeAlloc {
+				bound = e.pd.loadsBound(w, bound) // loads it started
+			}
 		}
 		if len(w.sched) == 0 && w.off != nil && (w.off.loading > 0 || w.waiting.Len() > 0 && w.waiting.front().holding) {
 			// Every request waits for a load (or for the blocks
 			// loads hold): the loads' ends wake w.
 			return nil
 		}
-		if len(w.sched) == 0 && e.pd != nil && e.pd.waitsForSends(w) {
-			return nil
+		if len(w.sched) == 0 && e.pd != nil && e.pd.unstall(w) {
+			w.stepStart = w.prevStart // the build that scheduled nothing, undone
+			w.build(now)
+			steady = w.s.steady(w)
+		}
+		if len(w.sched) == 0 && e.pd != nil && (e.pd.waitsForSends(w) || e.pd.waitsForLoads(w) || e.pd.err != nil) {
+			if !first && e.pd.decodeAlloc {
+				// Idle from now, ahead of the events before now:
+				// one of them may wake it earlier (a hand-over, a
+				// timeout). From an event at now instead.
+				w.queued, w.eventAt = true, now
+				e.q.push(now, evSchedule, int32(w.id))
+			}
+			return nil // (an error: the loop returns it)
 		}
 		if len(w.sched) == 0 {
 			return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
@@ -333,7 +355,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			w.busy = true
 			return e.off.startStepLoads(e, w, now, d)
 		}
-		if end >= bound || w.completes() || e.off != nil && e.off.stores(w) {
+		if end >= bound || w.completes() || e.off != nil && e.off.stores(w) || e.pd != nil && e.pd.admitsAfter(w) {
 			w.busy, w.eventAt = true, end
 			e.q.push(end, evStepEnd, int32(w.id))
 			return nil

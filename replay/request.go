@@ -52,10 +52,14 @@ type reqState struct {
 	scheduled bool       // has been scheduled at least once
 	// Disaggregated replays (disagg.go): pdOut, while r is on its
 	// prefill worker, is the output it asked for (maxOut is 1 there);
-	// remote says its prompt's KV came from a prefill worker and its
-	// decode worker has not scheduled it yet.
-	pdOut       int64
-	remote      bool
+	// remote says it waits in its decode worker's queue, its prompt's
+	// KV computed by a prefill worker (worker.remote).
+	pdOut  int64
+	remote bool
+	// pdWait: r waits in its vLLM decode worker's queue for the blocks
+	// its KV load needs (disagg.awaitBlocks), since pdQueued.
+	pdWait      bool
+	pdQueued    trace.Time
 	cached      int64   // prefix-hit tokens at the first schedule
 	score       float64 // the router's score of its worker, when scored
 	scored      bool

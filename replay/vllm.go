@@ -57,7 +57,7 @@ type vllm struct {
 	lazy *lazyIndex
 
 	hits []int32 // scratch: prefix-hit blocks
-	peek []int32 // scratch: localHit's blocks
+	peek []int32 // scratch: admitRemote's hits
 	// due holds, during steadySteps, the step at which each running
 	// request next needs grow (steadyStart, steadyAlloc).
 	due  []int64
@@ -77,6 +77,10 @@ type vllm struct {
 	// whether the front did not fit; the front is then looked up
 	// whatever blockedFront says (testSwitches.checkBlockedFront).
 	checkBlocked func(said, blocked bool)
+	// loadRemote, on a decode worker of a disaggregated replay, takes a
+	// request waiting for its KV's blocks, which admitRemote found room
+	// for, and starts its load (engine.loadRemote).
+	loadRemote func(w *worker, r *reqState, hits []int32, fresh int64, now trace.Time)
 }
 
 // A lastMatch is what match found for the request it looked up last:
@@ -205,23 +209,23 @@ func (v *vllm) build(w *worker, now trace.Time) {
 			budget -= n
 			continue
 		}
-		remote := r.remote // its prompt's KV came from a prefill worker (disagg.go)
-		still := remember && !remote && v.blockedFront(r, budget)
+		if r.pdWait {
+			// Its KV waits on its prefill worker for blocks here.
+			if !v.admitRemote(w, r, now) {
+				break
+			}
+			continue
+		}
+		still := remember && v.blockedFront(r, budget)
 		if still && v.checkBlocked == nil {
 			break
 		}
 		hits := v.hits[:0]
 		if v.prefix {
-			// (A remote request's local hit was not sent: localHit.)
 			hits = v.match(r, hits)
 		}
 		v.hits = hits
 		done := int64(len(hits)) * v.bs
-		if remote {
-			// Every prompt token but the last is computed; the
-			// last is computed again for its logits.
-			done = r.numTokens() - 1
-		}
 		if w.off != nil {
 			switch v.admitLoad(w, r, hits, done, now) {
 			case loadNoRoom:
@@ -244,7 +248,7 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		// its cost beyond round-robin, block by block).
 		if free := v.kv.NumFree(); need+int64(len(hits)) > free {
 			if f, _ := v.kv.FreeAmong(hits, free-need); need+f > free {
-				if remember && !remote {
+				if remember {
 					v.block(n)
 				}
 				if v.checkBlocked != nil {
@@ -257,10 +261,6 @@ func (v *vllm) build(w *worker, now trace.Time) {
 			v.checkBlocked(still, false)
 		}
 		w.waiting.popFront()
-		if remote {
-			r.remote = false
-			w.remote--
-		}
 		v.kv.AcquireAll(hits)
 		v.reserve(r)
 		r.blocks = append(r.blocks, hits...)
@@ -327,18 +327,33 @@ func (v *vllm) match(r *reqState, hits []int32) []int32 {
 	return hits
 }
 
-// localHit returns the prompt tokens of r, a request whose prompt a
-// prefill worker computed, that this decode worker's prefix cache holds:
-// the connector loads the rest. Only shared blocks can be here (r's
-// private ones were computed on the prefill worker), so it looks up
-// r's shared prefix alone, up to the last prompt token, as match would.
-func (v *vllm) localHit(r *reqState) int64 {
-	if !v.prefix {
-		return 0
+// admitRemote allocates the blocks of waiting request r, whose prompt a
+// prefill worker computed, and starts its KV load, as vLLM's scheduler
+// does for a request its KV connector loads (allocate_slots for the
+// external tokens, the request then WAITING_FOR_REMOTE_KVS, skipped until
+// the load ends): blocks for the whole prompt, those this
+// worker's prefix cache holds taken as hits (the connector loads only the
+// rest: get_num_new_matched_tokens). It reports false, leaving r at the
+// front, when they do not fit: FCFS, nothing behind it is admitted.
+func (v *vllm) admitRemote(w *worker, r *reqState, now trace.Time) bool {
+	var hits []int32
+	if v.prefix {
+		// At most the prompt but its last token, as any lookup.
+		v.peek = v.kv.LookupChain(v.peek[:0], r.hashChain(v.bs), 0, (r.prompt-1)/v.bs)
+		hits = v.peek
 	}
-	maxBlocks := (r.prompt - 1) / v.bs
-	v.peek = v.kv.LookupChain(v.peek[:0], r.hashChain(v.bs), 0, maxBlocks)
-	return int64(len(v.peek)) * v.bs
+	// The whole prompt's slots: the load writes every prompt token's
+	// KV (the last one's is computed again, in its slot).
+	fresh := ceilDiv(r.prompt, v.bs) - int64(len(hits))
+	// A free cached block leaves the free queue too.
+	free := v.kv.NumFree()
+	if n, _ := v.kv.FreeAmong(hits, free-fresh); fresh+n > free {
+		return false
+	}
+	w.waiting.popFront()
+	w.remote--
+	v.loadRemote(w, r, hits, fresh, now)
+	return true
 }
 
 // block records that the request match looked up last does not fit,

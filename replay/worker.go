@@ -34,7 +34,9 @@ type worker struct {
 	// the rest of that step.
 	unseen []*reqState
 	// remote counts the waiting requests whose prompt's KV a prefill
-	// worker sent (disagg.go).
+	// worker computed and the decode worker has not taken yet: under
+	// vLLM those waiting for their blocks (reqState.pdWait), under
+	// SGLang those whose KV arrived (disagg.go).
 	remote int
 	busy   bool // a step is in flight
 	queued bool // an evSchedule for this worker is in the queue
