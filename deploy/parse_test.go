@@ -141,7 +141,8 @@ func TestWithSettings(t *testing.T) {
 // again and marshals to a file that parses to the same YAML.
 func FuzzParseCluster(f *testing.F) {
 	for _, s := range []string{"workers: 2\n", "scheduler:\n  max_num_seqs: 4\n", "hardware_override: {mem_mib: 4}\n", DefaultCluster().YAML(), "workers: 1e3\n", "---\n", "a: &x 1\nb: *x\n",
-		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  transfer_gbps: 25\n"} {
+		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  transfer_gbps: 25\n",
+		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

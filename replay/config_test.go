@@ -66,6 +66,7 @@ func FuzzParseConfig(f *testing.F) {
 		"", "workers: 4\n", "scheduler:\n  max_num_seqs: 8\n  enable_prefix_caching: false\n",
 		"workload:\n  mode: closed\n  clients: 64\n", "router: random\nseed: 9\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 131072\n  transfer_gbps: 25\n  transfer_latency_s: 0.0004\n",
+		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 131072\n  transfer_gbps: 25\n  decode_router: least_requests\n",
 	} {
 		f.Add([]byte(s))
 	}
