@@ -106,6 +106,9 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	e.stats.TimedOut++
 	if e.pd != nil {
 		e.pd.uncount(r.idx) // timed out before its hand-over
+		if r.pdPre || r.pdHeld {
+			e.dropPrealloc(now, r)
+		}
 	}
 	e.live[r.idx] = nil
 	if e.sec != nil {

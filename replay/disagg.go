@@ -42,9 +42,11 @@ import (
 // the prompt's blocks until the transfer ends (vLLM's delay-free of the
 // blocks a decode instance reads). SGLang's decode server takes the whole
 // prompt, as it does by default (its decode radix cache,
-// --disaggregation-decode-enable-radix-cache, is off), and allocates it
-// when the KV is in (SGLang pre-allocates before the prefill starts, and
-// the prefill waits for that: not modelled). vLLM's proxy sends the
+// --disaggregation-decode-enable-radix-cache, is off), into tokens it
+// pre-allocates when the request arrives, in order while they fit (its
+// PreallocQueue), and the prefill server holds the request back until
+// then (its bootstrap queue: the prefill waits for where its KV goes;
+// engine.awaitPrealloc, preallocate). vLLM's proxy sends the
 // decode request when the prefill response is back, so it passes the
 // decode worker's API server (client.api_server_request_s) before its
 // load; SGLang's router sends it to both servers at once, and the decode
@@ -170,7 +172,17 @@ type disagg struct {
 	// pending: per prefill worker, its requests waiting at decode
 	// workers for their blocks (bound).
 	pending []int
-	err     error       // a transfer refused in a decode worker's build
+	err     error // a transfer refused in a decode worker's build
+	// sgPre: SGLang's decode server pre-allocates a request's prompt
+	// tokens before its prefill server may run it (preallocate);
+	// prealloc, per decode worker, the requests waiting for that, in
+	// order; unbooted, per prefill worker, its requests held back.
+	sgPre    bool
+	prealloc [][]*reqState
+	unbooted []int
+	// preHeld, per decode worker, the requests it pre-allocated that
+	// have not reached it yet: they will, and free what they hold.
+	preHeld []int
 	moving  []*reqState // by request index: its KV in transit (evHandOff)
 	to      []int32     // by request index: the decode worker it goes to
 	// The ends of the transfers under way: from each prefill worker's
@@ -198,6 +210,88 @@ func newDisagg(d DisaggregationConfig, n, workers int) *disagg {
 		counted:  make([]bool, n),
 		held:     map[int32]heldPrefill{},
 		pending:  make([]int, d.PrefillWorkers),
+		prealloc: make([][]*reqState, workers-d.PrefillWorkers),
+		unbooted: make([]int, d.PrefillWorkers),
+		preHeld:  make([]int, workers-d.PrefillWorkers),
+	}
+}
+
+// awaitPrealloc holds back request r, which arrived at its prefill worker
+// at now, until its decode server has pre-allocated its prompt's tokens
+// (SGLang: the decode server's PreallocQueue; the prefill server's
+// bootstrap queue keeps the request until the decode side has sent where
+// its KV goes); an idle decode server does it at once.
+func (e *engine) awaitPrealloc(now trace.Time, r *reqState) {
+	p := e.pd
+	d := e.workers[p.to[r.idx]]
+	r.pdPre = true
+	p.unbooted[r.worker]++
+	p.prealloc[d.id-p.prefill] = append(p.prealloc[d.id-p.prefill], r)
+	if !d.busy {
+		e.preallocate(d, now)
+	}
+}
+
+// preallocate allocates on SGLang decode server w, at now, the prompt
+// tokens of the requests waiting for them, in order while they fit
+// (evicting cached tokens if it must), and wakes their prefill workers.
+//
+// Note: SGLang also keeps back tokens for the running requests' next
+// decode steps (num_reserved_decode_tokens); here a prompt fits when the
+// pool's free and evictable tokens hold it.
+func (e *engine) preallocate(w *worker, now trace.Time) {
+	p := e.pd
+	g := w.s.(*sglang)
+	q := p.prealloc[w.id-p.prefill]
+	if len(q) == 0 {
+		return
+	}
+	g.settle(w)
+	k := 0
+	for ; k < len(q); k++ {
+		r := q[k]
+		if g.tree.Free()+g.tree.Evictable() < r.prompt {
+			break
+		}
+		if free := g.tree.Free(); free < r.prompt {
+			g.tree.Evict(r.prompt - free)
+		}
+		if !g.tree.Alloc(r.prompt) {
+			break
+		}
+		r.pdPre, r.pdHeld = false, true
+		p.unbooted[r.worker]--
+		p.preHeld[w.id-p.prefill]++
+		e.wake(now, e.workers[r.worker])
+	}
+	if k > 0 {
+		n := copy(q, q[k:])
+		clear(q[n:])
+		p.prealloc[w.id-p.prefill] = q[:n]
+	}
+}
+
+// dropPrealloc lets go of what r, which timed out or was done without a
+// decode step, holds of its decode server's pre-allocation: its place in
+// line, or its tokens.
+func (e *engine) dropPrealloc(now trace.Time, r *reqState) {
+	p := e.pd
+	d := e.workers[p.to[r.idx]]
+	switch {
+	case r.pdPre:
+		q := p.prealloc[d.id-p.prefill]
+		p.prealloc[d.id-p.prefill] = slices.DeleteFunc(q, func(x *reqState) bool { return x == r })
+		p.unbooted[r.worker]--
+		r.pdPre = false
+	case r.pdHeld:
+		d.s.(*sglang).tree.FreePrivate(r.prompt)
+		r.pdHeld = false
+		if int(r.worker) < p.prefill { // not handed over yet
+			p.preHeld[d.id-p.prefill]--
+		}
+		if !d.busy {
+			e.preallocate(d, now)
+		}
 	}
 }
 
@@ -266,9 +360,10 @@ func (p *disagg) bound(e *engine, w *worker) trace.Time {
 		if ends := p.fromEnds[w.id]; len(ends) > 0 {
 			b = min(b, ends[0])
 		}
-		if p.pending[w.id] > 0 {
+		if p.pending[w.id] > 0 || p.unbooted[w.id] > 0 {
 			// A decode worker's scheduling starts a transfer from
-			// w's link (loadRemote), whose end frees w's blocks.
+			// w's link (loadRemote), whose end frees w's blocks,
+			// or lets a request of w's in (preallocate).
 			b = min(b, p.decodeEvents(e))
 		}
 		return b
@@ -345,7 +440,22 @@ func (p *disagg) decodeEvents(e *engine) trace.Time {
 // prefill workers' links in the order of the events across workers
 // (evStepEnd's, by worker), as stepping one event at a time starts them.
 func (p *disagg) admitsAfter(w *worker) bool {
-	return p.decodeAlloc && w.remote > 0
+	return p.decodeAlloc && w.remote > 0 || p.sgPre && w.id >= p.prefill && len(p.prealloc[w.id-p.prefill]) > 0
+}
+
+// waitsForBoot reports whether w is a prefill worker holding back
+// requests until their decode servers pre-allocate (awaitPrealloc): when
+// it can schedule nothing, their pre-allocation wakes it.
+func (p *disagg) waitsForBoot(w *worker) bool {
+	if !p.sgPre {
+		return false
+	}
+	if w.id < p.prefill {
+		return p.unbooted[w.id] > 0
+	}
+	// A decode server whose pre-allocated requests are still on their
+	// way: they free what they hold, or run, when they reach it.
+	return p.preHeld[w.id-p.prefill] > 0
 }
 
 // loadsBound returns bound, or the end of a KV transfer to decode
@@ -524,6 +634,9 @@ func (e *engine) handOver(now trace.Time, r *reqState) error {
 		return e.timedOut(r, now)
 	}
 	e.view.left(r)
+	if r.pdHeld {
+		p.preHeld[d.id-p.prefill]-- // here now, its tokens with it
+	}
 	r.worker = int32(d.id)
 	r.maxOut, r.pdOut, r.out = r.pdOut, 0, 0
 	r.ghost = r.ghost[:0]
@@ -554,6 +667,9 @@ func (e *engine) handOver(now trace.Time, r *reqState) error {
 		// request is then done.
 		r.remote = false
 		r.out, r.firstTok, r.lastTok = 1, now, now
+		if r.pdHeld {
+			e.dropPrealloc(now, r)
+		}
 		return e.completed(r, now)
 	}
 	d.remote++

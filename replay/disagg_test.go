@@ -142,6 +142,26 @@ func TestDisaggregatedDecodeShort(t *testing.T) {
 	}
 }
 
+// TestSGLangPrealloc: an SGLang decode server pre-allocates a prompt's
+// tokens before its prefill server may run it. On a decode pool of 300
+// tokens a (200 tokens, 80 out) holds 200 and more as it decodes; b (150
+// tokens) arrives at 50 ms and cannot be pre-allocated until a has ended,
+// so it waits in its prefill server's queue, not after its prefill.
+func TestSGLangPrealloc(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	sg := Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 300}}
+	out, _, st := replay(t, sg, cost, 1, []*trace.Request{req("a", 0, 200, 80), req("b", 50*ms, 150, 2)})
+	a, b := out["a"], out["b"]
+	if st.Completed != 2 {
+		t.Fatalf("%d completed, want 2", st.Completed)
+	}
+	aEnd := a.Arrival.V.Seconds() + a.E2ESec.V
+	if q := b.QueueSec.V; q < aEnd-0.05 {
+		t.Errorf("b queued %v s on its prefill server; want at least until a ended (%v s after b arrived)", q, aEnd-0.05)
+	}
+}
+
 // TestDisaggregatedUnstall: a decode worker of 12 blocks decodes a (7
 // blocks, growing) when b's KV (4 blocks) loads into the last free
 // blocks; at the next pass a needs a block, finds none, and is preempted

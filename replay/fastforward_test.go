@@ -177,6 +177,10 @@ func TestFastForwardSameResults(t *testing.T) {
 		// preemptions behind loaded requests (disagg.unstall).
 		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{MaxNumSeqs: 3}}, cost, 40},
 		{Config{Workers: 3, Disaggregation: pdLeast(1), Client: ClientConfig{TimeoutSec: 0.3}}, cost, 30},
+		// SGLang's decode servers short of tokens: prefills held back
+		// for their pre-allocation, with and without timeouts.
+		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1200}}, cost, 1},
+		{Config{Workers: 3, Disaggregation: pdLeast(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1000}, Client: ClientConfig{TimeoutSec: 0.1}}, roofline, 1},
 	} {
 		a, sa, la := runWith(t, c.cfg, c.cost, c.blocks, reqs, false)
 		b, sb, lb := runWith(t, c.cfg, c.cost, c.blocks, reqs, true)

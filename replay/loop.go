@@ -95,8 +95,11 @@ func (e *engine) checkIdle() error {
 		}
 	}
 	if e.pd != nil {
-		if len(e.pd.held) > 0 || slices.ContainsFunc(e.pd.pending, func(n int) bool { return n != 0 }) {
-			return fmt.Errorf("replay: internal error: %d prefill blocks held, %v waiting for decode blocks, at the end", len(e.pd.held), e.pd.pending)
+		nonzero := func(n int) bool { return n != 0 }
+		if len(e.pd.held) > 0 || slices.ContainsFunc(e.pd.pending, nonzero) || slices.ContainsFunc(e.pd.unbooted, nonzero) || slices.ContainsFunc(e.pd.preHeld, nonzero) ||
+			slices.ContainsFunc(e.pd.prealloc, func(q []*reqState) bool { return len(q) > 0 }) {
+			return fmt.Errorf("replay: internal error: at the end %d prefill blocks held, %v waiting for decode blocks, %v held back for pre-allocation, %v pre-allocated on the way",
+				len(e.pd.held), e.pd.pending, e.pd.unbooted, e.pd.preHeld)
 		}
 		for d, n := range e.pd.inbound {
 			if n != 0 {
@@ -203,6 +206,9 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		// once, each by its own pool's counts.
 		e.pd.choose(r, e.view.out)
 	}
+	if e.pd != nil && e.pd.sgPre {
+		e.awaitPrealloc(now, r)
+	}
 	e.view.sent(r)
 	if e.apiSvc > 0 {
 		e.ingress(now, w, r)
@@ -261,6 +267,9 @@ func (e *engine) wake(now trace.Time, w *worker) {
 // (TestFastForwardSameResults).
 func (e *engine) schedule(now trace.Time, w *worker) error {
 	w.queued = false
+	if e.pd != nil && e.pd.sgPre && !w.busy && w.id >= e.pd.prefill {
+		e.preallocate(w, now)
+	}
 	if w.busy || !w.hasWork() {
 		return nil
 	}
@@ -312,8 +321,8 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			w.build(now)
 			steady = w.s.steady(w)
 		}
-		if len(w.sched) == 0 && e.pd != nil && (e.pd.waitsForSends(w) || e.pd.waitsForLoads(w) || e.pd.err != nil) {
-			if !first && e.pd.decodeAlloc {
+		if len(w.sched) == 0 && e.pd != nil && (e.pd.waitsForSends(w) || e.pd.waitsForLoads(w) || e.pd.waitsForBoot(w) || e.pd.err != nil) {
+			if !first && (e.pd.decodeAlloc || e.pd.sgPre) {
 				// Idle from now, ahead of the events before now:
 				// one of them may wake it earlier (a hand-over, a
 				// timeout). From an event at now instead.
@@ -478,6 +487,9 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 		if err := e.completed(r, now); err != nil {
 			return err
 		}
+	}
+	if e.pd != nil && e.pd.sgPre && w.id >= e.pd.prefill && !w.busy {
+		e.preallocate(w, now) // with the room its finished requests left
 	}
 	e.wake(now, w)
 	if e.scale != nil {

@@ -58,12 +58,16 @@ type reqState struct {
 	remote bool
 	// pdWait: r waits in its vLLM decode worker's queue for the blocks
 	// its KV load needs (disagg.awaitBlocks), since pdQueued.
-	pdWait      bool
-	pdQueued    trace.Time
-	cached      int64   // prefix-hit tokens at the first schedule
-	score       float64 // the router's score of its worker, when scored
-	scored      bool
-	preemptions int64
+	pdWait   bool
+	pdQueued trace.Time
+	// SGLang: pdPre, r waits for its decode server to pre-allocate its
+	// prompt's tokens, its prefill server holding it back (its bootstrap
+	// queue); pdHeld, they are allocated there.
+	pdPre, pdHeld bool
+	cached        int64   // prefix-hit tokens at the first schedule
+	score         float64 // the router's score of its worker, when scored
+	scored        bool
+	preemptions   int64
 
 	// sent is when the client sent the request; arrival when it reached
 	// the router (sent + client latency).

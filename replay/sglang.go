@@ -581,6 +581,22 @@ func (g *sglang) build(w *worker, now trace.Time) {
 	}
 }
 
+// settle releases, on a worker with nothing running, the requests that
+// finished in its last steps: an idle SGLang event loop has processed
+// their results (the next build would release them first thing).
+func (g *sglang) settle(w *worker) {
+	if len(w.running) > 0 {
+		return
+	}
+	for _, done := range []*[]sgDone{&g.doneCarried, &g.doneLast} {
+		if g.releaseDone(*done) {
+			g.shrunk = true
+		}
+		clear(*done)
+		*done = (*done)[:0]
+	}
+}
+
 // prebuilt takes in the waiting requests whose prompt's KV a prefill
 // worker sent (disaggregation, disagg.go) as SGLang's decode server does
 // (disaggregation/decode.py, get_new_prebuilt_batch and
@@ -588,21 +604,23 @@ func (g *sglang) build(w *worker, now trace.Time) {
 // max_running_requests run, each taking its prompt's tokens in the pool
 // (evicting cached ones if it must), its first token, the one the prefill
 // server computed, streamed at once without a forward pass; it decodes
-// from this step on. One that does not fit waits.
-//
-// Note: SGLang allocates those tokens before the transfer (its
-// PreallocQueue) and lets the prefill server write into them; here they
-// are taken after it, which differs only when the pool is short.
+// from this step on. One that does not fit waits. Under disaggregation
+// their tokens were allocated before their prefill began (its
+// PreallocQueue: engine.preallocate) and are theirs already.
 func (g *sglang) prebuilt(w *worker, now trace.Time) {
 	w.waiting.filter(func(r *reqState) bool {
 		if !r.remote || len(w.running) >= g.maxRun {
 			return true
 		}
-		if free := g.tree.Free(); free < r.prompt {
-			g.tree.Evict(r.prompt - free)
-		}
-		if !g.tree.Alloc(r.prompt) {
-			return true
+		if r.pdHeld {
+			r.pdHeld = false // pre-allocated (engine.preallocate)
+		} else {
+			if free := g.tree.Free(); free < r.prompt {
+				g.tree.Evict(r.prompt - free)
+			}
+			if !g.tree.Alloc(r.prompt) {
+				return true
+			}
 		}
 		r.remote = false
 		w.remote--
@@ -692,6 +710,9 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 		if r.remote {
 			continue // its KV is taken in by prebuilt
 		}
+		if r.pdPre {
+			continue // its decode server has not pre-allocated it yet
+		}
 		if w.off != nil && !w.off.o.prefetchReady(w, r, now, g.cutoff) {
 			continue // its L3 prefetch holds it in the queue
 		}
@@ -721,6 +742,15 @@ func (g *sglang) prefill(w *worker, now trace.Time) bool {
 		}
 		g.tree.Lock(node)
 		if !exact && total > avail()-totalOff && !force {
+			g.tree.Unlock(node)
+			g.full = true
+			break
+		}
+		if force && float64(extend) > avail() {
+			// Its prefix, locked now, was counted evictable: it
+			// does not fit after all, and waits for room (the
+			// KV its prefill worker holds until sent, under
+			// disaggregation).
 			g.tree.Unlock(node)
 			g.full = true
 			break
