@@ -232,13 +232,23 @@ func (e *engine) awaitPrealloc(now trace.Time, r *reqState) {
 	}
 }
 
+// sgReservedDecodeTokens is what SGLang's decode server keeps back, per
+// request it holds, for their next decode steps when it pre-allocates:
+// num_reserved_decode_tokens, SGLANG_NUM_RESERVED_DECODE_TOKENS' default
+// (disaggregation/decode.py).
+const sgReservedDecodeTokens = 512
+
 // preallocate allocates on SGLang decode server w, at now, the prompt
-// tokens of the requests waiting for them, in order while they fit
-// (evicting cached tokens if it must), and wakes their prefill workers.
-//
-// Note: SGLang also keeps back tokens for the running requests' next
-// decode steps (num_reserved_decode_tokens); here a prompt fits when the
-// pool's free and evictable tokens hold it.
+// tokens of the requests waiting for them, in order while they fit, and
+// wakes their prefill workers, as its PreallocQueue does
+// (pop_preallocated, _allocatable_tokens): the room is the pool's free
+// (and evictable) tokens less the larger of sgReservedDecodeTokens for
+// each request it holds (running, waiting, or pre-allocated and on its
+// way) and what the longest running request still needs beyond the
+// running ones' tokens (retractable); a request takes its prompt plus the
+// reserve from it, and waits, with every one behind it, when that or its
+// prompt and output beyond the retractable tokens is more than is left
+// (unless the server holds nothing and the prompt fits its pool).
 func (e *engine) preallocate(w *worker, now trace.Time) {
 	p := e.pd
 	g := w.s.(*sglang)
@@ -247,12 +257,27 @@ func (e *engine) preallocate(w *worker, now trace.Time) {
 		return
 	}
 	g.settle(w)
+	var retractable, single int64
+	for _, r := range w.running {
+		retractable += r.prompt + r.out
+	}
+	for _, r := range w.running {
+		single = max(single, r.maxOut+r.prompt-retractable)
+	}
+	held := int64(len(w.running) + p.preHeld[w.id-p.prefill] + w.waiting.Len())
+	room := g.tree.Free() + g.tree.Evictable() - max(sgReservedDecodeTokens*held, single)
 	k := 0
 	for ; k < len(q); k++ {
 		r := q[k]
-		if g.tree.Free()+g.tree.Evictable() < r.prompt {
+		need := r.prompt + sgReservedDecodeTokens
+		// A server that holds nothing takes a prompt that fits its
+		// pool: SGLang's check would keep it waiting for good when
+		// the pool is smaller than the prompt and the reserve.
+		alone := held == 0 && k == 0 && r.prompt <= g.tree.Free()+g.tree.Evictable()
+		if max(need, r.prompt+r.wants()-retractable) > room && !alone {
 			break
 		}
+		room -= need
 		if free := g.tree.Free(); free < r.prompt {
 			g.tree.Evict(r.prompt - free)
 		}
