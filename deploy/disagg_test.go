@@ -55,7 +55,7 @@ func TestDisaggregationPools(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:4: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
-		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: random\n", `c.yaml:4: disaggregation.decode_router: "random" is not one of round_robin, least_requests`},
+		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: cache_aware\n", `c.yaml:4: disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two`},
 	} {
 		cl, err := ParseCluster("c.yaml", []byte(c.yaml))
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -73,7 +74,8 @@ type DisaggregationConfig struct {
 	TransferLatencySec float64 `yaml:"transfer_latency_s,omitempty"`
 	// DecodeRouter is how the decode worker of a request is chosen:
 	// DecodeRoundRobin (the default; vLLM's proxy cycles through its
-	// decode instances) or DecodeLeastRequests. Under vLLM it is chosen
+	// decode instances), DecodeLeastRequests, DecodeRandom or
+	// DecodePowerOfTwo (sgl-router's decode policies). Under vLLM it is chosen
 	// when the prefill ends (the proxy sends the decode request when the
 	// prefill response is back); under SGLang when the request arrives,
 	// with its prefill worker (SGLang's router picks the pair at once,
@@ -92,6 +94,14 @@ const (
 	// first after the last one chosen, so an idle pool is taken in turn
 	// (the cluster router least_requests, over the decode pool).
 	DecodeLeastRequests = "least_requests"
+	// DecodeRandom takes a decode worker at random (seeded), as
+	// sgl-router's random policy.
+	DecodeRandom = "random"
+	// DecodePowerOfTwo samples two distinct decode workers (seeded) and
+	// takes the one with fewer outstanding requests, by the count
+	// DecodeLeastRequests keeps, the first sampled on a tie (sgl-router's
+	// power_of_two; the cluster router power_of_two over the decode pool).
+	DecodePowerOfTwo = "power_of_two"
 )
 
 // on reports whether the workers are disaggregated.
@@ -123,9 +133,9 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		bad("disaggregation", "with autoscaling it is not modelled yet")
 	}
 	switch d.DecodeRouter {
-	case "", DecodeRoundRobin, DecodeLeastRequests:
+	case "", DecodeRoundRobin, DecodeLeastRequests, DecodeRandom, DecodePowerOfTwo:
 	default:
-		bad("disaggregation.decode_router", "%q is not one of %s, %s", d.DecodeRouter, DecodeRoundRobin, DecodeLeastRequests)
+		bad("disaggregation.decode_router", "%q is not one of %s, %s, %s, %s", d.DecodeRouter, DecodeRoundRobin, DecodeLeastRequests, DecodeRandom, DecodePowerOfTwo)
 	}
 }
 
@@ -153,6 +163,8 @@ type disagg struct {
 	// those handed over (routerView.out); next is then the one after the
 	// last chosen.
 	leastReq bool
+	policy   string     // DecodeRouter
+	rng      *rand.Rand // random and power_of_two's draws
 	inbound  []int
 	// counted: by request index, whether it is in inbound (from its
 	// decode worker's choice to its hand-over, or to its timeout).
@@ -193,8 +205,10 @@ type disagg struct {
 	toEnds   [][]trace.Time
 }
 
-func newDisagg(d DisaggregationConfig, n, workers int) *disagg {
+func newDisagg(d DisaggregationConfig, n, workers int, seed uint64) *disagg {
 	return &disagg{
+		policy:   d.DecodeRouter,
+		rng:      rand.New(rand.NewPCG(seed, 0x6465636f6465)), // "decode"
 		prefill:  d.PrefillWorkers,
 		perToken: float64(d.KVBytesPerToken),
 		rate:     d.TransferGBps * 1e9,
@@ -351,6 +365,24 @@ func (p *disagg) uncount(i int32) {
 // ties to the first after the last chosen (DecodeRouter).
 func (p *disagg) pickDecode(out []Outstanding) int {
 	n := len(p.inbound)
+	load := func(d int) int { return p.inbound[d] + out[p.prefill+d].Requests }
+	switch p.policy {
+	case DecodeRandom:
+		return p.rng.IntN(n)
+	case DecodePowerOfTwo:
+		a := p.rng.IntN(n)
+		if n == 1 {
+			return a
+		}
+		b := p.rng.IntN(n - 1)
+		if b >= a {
+			b++
+		}
+		if load(b) < load(a) {
+			return b
+		}
+		return a
+	}
 	if !p.leastReq {
 		d := p.next
 		p.next = (p.next + 1) % n

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -182,6 +183,48 @@ func TestDisaggregatedUnstall(t *testing.T) {
 	}
 }
 
+// TestDecodeRandomAndPowerOfTwo: with one prefill worker and four decode
+// workers, 40 requests of long replies (each decoding past the last
+// arrival), random choices reach every decode worker and repeat from the
+// same seed; power of two choices, each the less loaded of two drawn,
+// spread them no more than one apart from even, where random does not.
+func TestDecodeRandomAndPowerOfTwo(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	var reqs []*trace.Request
+	for i := range 40 {
+		reqs = append(reqs, req(fmt.Sprint(i), time.Duration(i)*25*ms, 100, 400))
+	}
+	spread := func(policy string, seed uint64) map[string]int {
+		d := pdConfig(1)
+		d.DecodeRouter = policy
+		out, _, _ := replay(t, Config{Workers: 5, Disaggregation: d, Seed: seed}, cost, 10000, reqs)
+		n := map[string]int{}
+		for _, o := range out {
+			n[o.Worker]++
+		}
+		return n
+	}
+	rnd := spread(DecodeRandom, 3)
+	if len(rnd) != 4 || !maps.Equal(rnd, spread(DecodeRandom, 3)) {
+		t.Errorf("random: %v, again %v; want all four decode workers, the same twice", rnd, spread(DecodeRandom, 3))
+	}
+	p2 := spread(DecodePowerOfTwo, 3)
+	for w, n := range p2 {
+		if n < 9 || n > 11 {
+			t.Errorf("power of two: %v; want 10 ± 1 on each (%s has %d)", p2, w, n)
+			break
+		}
+	}
+	lo, hi := 40, 0
+	for _, n := range rnd {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if hi-lo <= 2 {
+		t.Errorf("random: %v, as even as power of two: the test does not tell them apart", rnd)
+	}
+}
+
 // TestDecodeChosenWhen: vLLM's proxy picks the decode worker when the
 // prefill response is back, SGLang's router picks the pair when the
 // request arrives. a (1,000 tokens, 110 ms of prefill) arrives first, on
@@ -239,7 +282,7 @@ func TestDisaggregationConfigErrors(t *testing.T) {
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: -2}}, "disaggregation.transfer_gbps: -2 is not a rate"},
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: 1, TransferLatencySec: -1}}, "disaggregation.transfer_latency_s: -1"},
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: -1}}, "disaggregation.prefill_workers: negative"},
-		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: 1, DecodeRouter: "cache_aware"}}, `disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests`},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1, TransferGBps: 1, DecodeRouter: "cache_aware"}}, `disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two`},
 	} {
 		err := c.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -178,7 +178,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		if err := cfg.Disaggregation.figures(); err != nil {
 			return Stats{}, err
 		}
-		e.pd = newDisagg(cfg.Disaggregation, reqs.Len(), max(cfg.Workers, 1))
+		e.pd = newDisagg(cfg.Disaggregation, reqs.Len(), max(cfg.Workers, 1), cfg.Seed)
 		e.pd.atArrival = cfg.Scheduler.Engine == EngineSGLang
 		e.pd.decodeAlloc = cfg.Scheduler.Engine != EngineSGLang
 		e.pd.sgPre = cfg.Scheduler.Engine == EngineSGLang

@@ -177,6 +177,9 @@ func TestFastForwardSameResults(t *testing.T) {
 		// preemptions behind loaded requests (disagg.unstall).
 		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{MaxNumSeqs: 3}}, cost, 40},
 		{Config{Workers: 3, Disaggregation: pdLeast(1), Client: ClientConfig{TimeoutSec: 0.3}}, cost, 30},
+		// The seeded decode routers.
+		{Config{Workers: 5, Disaggregation: DisaggregationConfig{PrefillWorkers: 2, KVBytesPerToken: 1000, TransferGBps: 1, TransferLatencySec: 0.001, DecodeRouter: DecodeRandom}, Seed: 9}, cost, 60},
+		{Config{Workers: 5, Disaggregation: DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1000, TransferGBps: 1, TransferLatencySec: 0.001, DecodeRouter: DecodePowerOfTwo}, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 2500}, Seed: 4}, cost, 1},
 		// SGLang's decode servers short of tokens: prefills held back
 		// for their pre-allocation, with and without timeouts.
 		{Config{Workers: 4, Disaggregation: pdConfig(2), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1200}}, cost, 1},

@@ -159,7 +159,7 @@ func TestReplayDisaggregated(t *testing.T) {
 	}{
 		{[]string{"--config", bad}, "bad.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{[]string{"--workers", "2", "--prefill-workers", "2"}, "--prefill-workers: 2 leaves no decode worker of 2 workers"},
-		{[]string{"--workers", "3", "--prefill-workers", "1", "--decode-router", "random"}, `--decode-router: "random" is not one of round_robin, least_requests`},
+		{[]string{"--workers", "3", "--prefill-workers", "1", "--decode-router", "cache_aware"}, `--decode-router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two`},
 	} {
 		_, stderr, err := opaltrace(t, append(append([]string{"replay"}, c.args...), "-o", out, in)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
