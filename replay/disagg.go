@@ -21,10 +21,10 @@ import (
 // A request goes to a prefill worker (chosen by the router among the
 // prefill pool), which computes its prompt as a request of one output
 // token (the proxy sends it with max_tokens 1); when that token is
-// computed the request goes to a decode worker (the proxy's next decode
-// instance, in turn, or the least loaded one: DecodeRouter), and the
-// prompt's KV crosses the prefill worker's link, one transfer at a time a
-// link. The decode worker then schedules the request with every prompt
+// computed the request goes to a decode worker (DecodeRouter's: the
+// proxy's next decode instance in turn by default, chosen then under
+// vLLM, at the request's arrival under SGLang), and the prompt's KV
+// crosses the prefill worker's link, one transfer at a time a link. The decode worker then schedules the request with every prompt
 // token but the last one computed (vLLM's scheduler recomputes the last
 // one to get its logits: _update_waiting_for_remote_kv,
 // num_computed_tokens −1 when the whole prompt was received), so its first
@@ -44,8 +44,9 @@ import (
 // blocks a decode instance reads). SGLang's decode server takes the whole
 // prompt, as it does by default (its decode radix cache,
 // --disaggregation-decode-enable-radix-cache, is off), into tokens it
-// pre-allocates when the request arrives, in order while they fit (its
-// PreallocQueue), and the prefill server holds the request back until
+// pre-allocates when the request arrives, in order while they fit with
+// its reserve for the requests it holds (its PreallocQueue:
+// sgReservedDecodeTokens), and the prefill server holds the request back until
 // then (its bootstrap queue: the prefill waits for where its KV goes;
 // engine.awaitPrealloc, preallocate). vLLM's proxy sends the
 // decode request when the prefill response is back, so it passes the
