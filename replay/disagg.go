@@ -158,39 +158,37 @@ type disagg struct {
 	linkFree []trace.Time  // per prefill worker: when its link is free
 	sending  []int         // per prefill worker: prompts whose KV it holds until sent
 	next     int           // the next decode worker, in turn, from 0
-	// leastReq: the decode worker is the least loaded (DecodeLeastRequests),
-	// by inbound (per decode worker: requests whose KV is on its way
-	// there, or that wait at its API server) and the router's count of
-	// those handed over (routerView.out); next is then the one after the
-	// last chosen.
-	leastReq bool
-	policy   string     // DecodeRouter
-	rng      *rand.Rand // random and power_of_two's draws
-	inbound  []int
+	// policy is DecodeRouter. Its loads (least_requests, power_of_two)
+	// are inbound (per decode worker: requests chosen for it and not
+	// handed over yet) and the router's count of those handed over
+	// (routerView.out); after a least_requests choice next is the one
+	// after it.
+	policy  string
+	rng     *rand.Rand // random and power_of_two's draws
+	inbound []int
 	// counted: by request index, whether it is in inbound (from its
 	// decode worker's choice to its hand-over, or to its timeout).
 	counted []bool
-	// atArrival: the decode worker is chosen when the request arrives,
-	// with its prefill worker (SGLang's router picks the pair at once,
-	// select_pd_pair), not when its prefill ends (vLLM's proxy).
-	atArrival bool
-	// decodeAlloc: the decode worker allocates the prompt's blocks
-	// before the KV is sent (vLLM: its scheduler's allocate_slots for
-	// the external tokens, then WAITING_FOR_REMOTE_KVS); the request
-	// waits in its queue for them (reqState.pdWait), and its prefill
-	// worker's blocks are kept in held until the transfer ends.
-	decodeAlloc bool
-	held        map[int32]heldPrefill
-	spare       [][]int32 // block tables of held ones, for reuse
+	// sglang: the workers run SGLang. Its router chooses the decode
+	// worker when the request arrives, with its prefill worker
+	// (select_pd_pair), and the decode server pre-allocates the prompt's
+	// tokens before the prefill may start (preallocate). Else (vLLM) the
+	// proxy chooses it when the prefill ends, and the decode worker
+	// allocates the prompt's blocks before the KV is sent (loadRemote:
+	// allocate_slots for the external tokens, then
+	// WAITING_FOR_REMOTE_KVS); the request waits in its queue for them
+	// (reqState.pdWait), and its prefill worker's blocks are kept in held
+	// until the transfer ends.
+	sglang bool
+	held   map[int32]heldPrefill
+	spare  [][]int32 // block tables of held ones, for reuse
 	// pending: per prefill worker, its requests waiting at decode
 	// workers for their blocks (bound).
 	pending []int
 	err     error // a transfer refused in a decode worker's build
-	// sgPre: SGLang's decode server pre-allocates a request's prompt
-	// tokens before its prefill server may run it (preallocate);
-	// prealloc, per decode worker, the requests waiting for that, in
-	// order; unbooted, per prefill worker, its requests held back.
-	sgPre    bool
+	// SGLang's pre-allocation (preallocate): prealloc, per decode
+	// worker, the requests waiting for it, in order; unbooted, per
+	// prefill worker, its requests held back.
 	prealloc [][]*reqState
 	unbooted []int
 	// preHeld, per decode worker, the requests it pre-allocated that
@@ -206,8 +204,9 @@ type disagg struct {
 	toEnds   [][]trace.Time
 }
 
-func newDisagg(d DisaggregationConfig, n, workers int, seed uint64) *disagg {
+func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool) *disagg {
 	return &disagg{
+		sglang:   sglang,
 		policy:   d.DecodeRouter,
 		rng:      rand.New(rand.NewPCG(seed, 0x6465636f6465)), // "decode"
 		prefill:  d.PrefillWorkers,
@@ -220,7 +219,6 @@ func newDisagg(d DisaggregationConfig, n, workers int, seed uint64) *disagg {
 		to:       make([]int32, n),
 		fromEnds: make([][]trace.Time, d.PrefillWorkers),
 		toEnds:   make([][]trace.Time, workers-d.PrefillWorkers),
-		leastReq: d.DecodeRouter == DecodeLeastRequests,
 		inbound:  make([]int, workers-d.PrefillWorkers),
 		counted:  make([]bool, n),
 		held:     map[int32]heldPrefill{},
@@ -272,13 +270,12 @@ func (e *engine) preallocate(w *worker, now trace.Time) {
 		return
 	}
 	g.settle(w)
-	var retractable, single int64
+	var retractable, longest int64
 	for _, r := range w.running {
 		retractable += r.prompt + r.out
+		longest = max(longest, r.maxOut+r.prompt)
 	}
-	for _, r := range w.running {
-		single = max(single, r.maxOut+r.prompt-retractable)
-	}
+	single := max(longest-retractable, 0)
 	held := int64(len(w.running) + p.preHeld[w.id-p.prefill] + w.waiting.Len())
 	room := g.tree.Free() + g.tree.Evictable() - max(sgReservedDecodeTokens*held, single)
 	k := 0
@@ -361,9 +358,10 @@ func (p *disagg) uncount(i int32) {
 	}
 }
 
-// pickDecode returns the decode worker (by its index in the pool) of a
-// request whose prefill has ended: in turn, or the least loaded one with
-// ties to the first after the last chosen (DecodeRouter).
+// pickDecode returns the decode worker (by its index in the pool) that
+// DecodeRouter chooses: in turn, the least loaded one with ties to the
+// first after the last chosen, one at random, or the less loaded of two
+// at random.
 func (p *disagg) pickDecode(out []Outstanding) int {
 	n := len(p.inbound)
 	load := func(d int) int { return p.inbound[d] + out[p.prefill+d].Requests }
@@ -384,7 +382,7 @@ func (p *disagg) pickDecode(out []Outstanding) int {
 		}
 		return a
 	}
-	if !p.leastReq {
+	if p.policy != DecodeLeastRequests {
 		d := p.next
 		p.next = (p.next + 1) % n
 		return d
@@ -392,7 +390,7 @@ func (p *disagg) pickDecode(out []Outstanding) int {
 	best, bestL := -1, 0
 	d := p.next
 	for range n {
-		if l := p.inbound[d] + out[p.prefill+d].Requests; best < 0 || l < bestL {
+		if l := load(d); best < 0 || l < bestL {
 			best, bestL = d, l
 		}
 		if d++; d == n {
@@ -460,7 +458,7 @@ func (p *disagg) waitsForSends(w *worker) bool {
 // computed again), they hold blocks it needs and vLLM's FCFS admission
 // would wait for good: nothing runs to free any.
 func (p *disagg) unstall(w *worker) bool {
-	if !p.decodeAlloc || w.id < p.prefill || len(w.running) > 0 || w.waiting.Len() < 2 || w.waiting.front().holding {
+	if p.sglang || w.id < p.prefill || len(w.running) > 0 || w.waiting.Len() < 2 || w.waiting.front().holding {
 		return false
 	}
 	var loaded []*reqState
@@ -478,7 +476,7 @@ func (p *disagg) unstall(w *worker) bool {
 
 // decodeEvents returns the first time a decode worker may schedule: its
 // next event, or, idle, the end of a transfer to it (which wakes it).
-// With decodeAlloc its scheduling starts transfers (loadRemote).
+// Under vLLM its scheduling starts transfers (loadRemote).
 func (p *disagg) decodeEvents(e *engine) trace.Time {
 	b := never
 	for i, dw := range e.workers[p.prefill:] {
@@ -498,14 +496,17 @@ func (p *disagg) decodeEvents(e *engine) trace.Time {
 // prefill workers' links in the order of the events across workers
 // (evStepEnd's, by worker), as stepping one event at a time starts them.
 func (p *disagg) admitsAfter(w *worker) bool {
-	return p.decodeAlloc && w.remote > 0 || p.sgPre && w.id >= p.prefill && len(p.prealloc[w.id-p.prefill]) > 0
+	if p.sglang {
+		return w.id >= p.prefill && len(p.prealloc[w.id-p.prefill]) > 0
+	}
+	return w.remote > 0
 }
 
 // waitsForBoot reports whether w is a prefill worker holding back
 // requests until their decode servers pre-allocate (awaitPrealloc): when
 // it can schedule nothing, their pre-allocation wakes it.
 func (p *disagg) waitsForBoot(w *worker) bool {
-	if !p.sgPre {
+	if !p.sglang {
 		return false
 	}
 	if w.id < p.prefill {
@@ -554,7 +555,7 @@ func (p *disagg) transferTime(n int64) (time.Duration, error) {
 // transfer ends.
 func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 	p := e.pd
-	if !p.atArrival {
+	if !p.sglang { // SGLang's was chosen at arrival
 		p.choose(r, e.view.out)
 	}
 	to := int(p.to[r.idx])
@@ -565,7 +566,7 @@ func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 		e.ingress(now, e.workers[to], r)
 		return nil
 	}
-	if p.decodeAlloc {
+	if !p.sglang {
 		e.awaitBlocks(now, r)
 		return nil
 	}
@@ -625,7 +626,7 @@ func (e *engine) startTransfer(now trace.Time, r *reqState, send int64) error {
 	end := start.Add(d)
 	p.linkFree[r.worker] = end
 	from := now
-	if p.decodeAlloc {
+	if !p.sglang {
 		from = r.pdQueued // waiting for the decode worker's blocks too
 	}
 	r.loadStart, r.loadEnd, r.kvWait = start, end, end.Sub(from)

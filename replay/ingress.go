@@ -103,7 +103,7 @@ func (e *engine) ingressed(now trace.Time, w *worker) error {
 		if r.aborted {
 			return e.handOver(now, r) // no transfer was started
 		}
-		if e.pd.decodeAlloc {
+		if !e.pd.sglang {
 			e.awaitBlocks(now, r)
 			return nil
 		}

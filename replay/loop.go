@@ -201,12 +201,10 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		// does not ask for.
 		e.online.arrived(e, r, wi)
 	}
-	if e.pd != nil && e.pd.atArrival {
+	if e.pd != nil && e.pd.sglang {
 		// Before its prefill worker counts it: the pair is chosen at
 		// once, each by its own pool's counts.
 		e.pd.choose(r, e.view.out)
-	}
-	if e.pd != nil && e.pd.sgPre {
 		e.awaitPrealloc(now, r)
 	}
 	e.view.sent(r)
@@ -267,7 +265,7 @@ func (e *engine) wake(now trace.Time, w *worker) {
 // (TestFastForwardSameResults).
 func (e *engine) schedule(now trace.Time, w *worker) error {
 	w.queued = false
-	if e.pd != nil && e.pd.sgPre && !w.busy && w.id >= e.pd.prefill {
+	if e.pd != nil && e.pd.sglang && !w.busy && w.id >= e.pd.prefill {
 		e.preallocate(w, now)
 	}
 	if w.busy || !w.hasWork() {
@@ -307,7 +305,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			if w.off != nil && w.off.loading > 0 {
 				bound = now // see window
 			}
-			if e.pd != nil && e.pd.decodeAlloc {
+			if e.pd != nil && !e.pd.sglang {
 				bound = e.pd.loadsBound(w, bound) // loads it started
 			}
 		}
@@ -322,7 +320,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			steady = w.s.steady(w)
 		}
 		if len(w.sched) == 0 && e.pd != nil && (e.pd.waitsForSends(w) || e.pd.waitsForLoads(w) || e.pd.waitsForBoot(w) || e.pd.err != nil) {
-			if !first && (e.pd.decodeAlloc || e.pd.sgPre) {
+			if !first {
 				// Idle from now, ahead of the events before now:
 				// one of them may wake it earlier (a hand-over, a
 				// timeout). From an event at now instead.
@@ -488,7 +486,7 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 			return err
 		}
 	}
-	if e.pd != nil && e.pd.sgPre && w.id >= e.pd.prefill && !w.busy {
+	if e.pd != nil && e.pd.sglang && w.id >= e.pd.prefill && !w.busy {
 		e.preallocate(w, now) // with the room its finished requests left
 	}
 	e.wake(now, w)
