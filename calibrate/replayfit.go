@@ -385,11 +385,36 @@ func inParallel(n, parallel int, f func(i int) error) error {
 // logErr is a target's error on the log scale: symmetric in over- and
 // underestimates, so a run at 100 ms and one at 100 s weigh alike. A
 // simulated statistic that is missing (no ITL) costs as a factor of e³.
+// Two figures below latencyResolution agree (relErr), and an observed one
+// below it counts as at it.
 func logErr(sim, obs float64) float64 {
-	if !(sim > 0) || math.IsNaN(sim) {
+	switch {
+	case math.IsNaN(sim):
+		return 3
+	case sim < latencyResolution && obs < latencyResolution && sim >= 0:
+		return 0
+	case !(sim > 0):
 		return 3
 	}
-	return math.Log(sim / obs)
+	return math.Log(sim / max(obs, latencyResolution))
+}
+
+// latencyResolution is the least latency a target compares as such:
+// below it a time says only "none", as the median queue time of a server
+// that seldom queues does (the LLMServingSim Qwen3-30B-A3B run's is
+// 4.4 µs, scheduled at the engine's next pass, where the replay's is 0).
+// Relative to such a figure, an error is noise: 0 against 4.4 µs was
+// −100 %, and 1 ms +22,600 %. A millisecond is shorter than any engine
+// step, and than any TTFT, ITL or E2E figure a run reports.
+const latencyResolution = 1e-3
+
+// relErr is sim's error relative to obs (sim/obs − 1), 0 when both are
+// below latencyResolution.
+func relErr(sim, obs float64) float64 {
+	if sim >= 0 && sim < latencyResolution && obs < latencyResolution {
+		return 0
+	}
+	return sim/obs - 1
 }
 
 // A replayProblem is the least-squares problem FitReplay solves: the
@@ -714,7 +739,7 @@ func FitReplay(runs []*ReplayRun, opts ReplayOptions) (*CostModel, error) {
 			rf.Rows = append(rf.Rows, ErrorRow{
 				Run: r.Run.Name, Label: r.Label, Target: t.Name(), Set: set, Observed: t.Observed,
 				Uncalibrated: uncal[i][j], Calibrated: cal[i][j],
-				UncalErr: uncal[i][j]/t.Observed - 1, CalErr: cal[i][j]/t.Observed - 1, Reported: t.Reported,
+				UncalErr: relErr(uncal[i][j], t.Observed), CalErr: relErr(cal[i][j], t.Observed), Reported: t.Reported,
 			})
 		}
 	}
