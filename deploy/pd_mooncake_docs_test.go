@@ -216,10 +216,7 @@ func fitPDTable(t *testing.T, tab pdTable) (fit pdTableFit, noFit string) {
 		}
 	}
 	at := func(m float64, prompt int64) float64 {
-		s := resolveYAML(t, tab.cluster)
-		applyFit(s, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m})
-		ttft, _ := pdReplayRow(t, s, tab, prompt)
-		return ttft
+		return pdTTFTAt(t, tab, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m}, prompt)
 	}
 	cost := func(m float64) float64 { return short.ttft - at(m, short.prompt) } // ms
 	const lo, hi = 0.01, 1.0
@@ -396,12 +393,9 @@ func pdReplayTable(t *testing.T, tab pdTable, fit pdTableFit) string {
 func fitPDTableFloor(t *testing.T, tab pdTable) (fit pdTableFit, noFit string) {
 	t.Helper()
 	rows := readPDTable(t, tab.csv)
-	short, median, upper := rows[0], rows[len(rows)/2], rows[3*(len(rows)-1)/4]
+	short, median, upper := threeRows(rows)
 	at := func(m, e float64, prompt int64) float64 {
-		s := resolveYAML(t, tab.cluster)
-		applyFit(s, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m, calibrate.CoefEagerLayerCPU: e})
-		ttft, _ := pdReplayRow(t, s, tab, prompt)
-		return ttft
+		return pdTTFTAt(t, tab, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m, calibrate.CoefEagerLayerCPU: e}, prompt)
 	}
 	const eHi = 0.005
 	// costAndBound returns, at efficiency m, the cost per request (ms)
@@ -437,23 +431,16 @@ func fitPDTableFloor(t *testing.T, tab pdTable) (fit pdTableFit, noFit string) {
 		return pdTableFit{}, b.String()
 	}
 	m, c, e = roundSig(m, 4), roundSig(c/1e3, 4), roundSig(e, 4)
-	return pdTableFit{
-		coef:  map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m, calibrate.CoefRequestOverhead: c, calibrate.CoefEagerLayerCPU: e},
-		title: ", fitted on three of its rows with the host's bound on an eager step",
-		how: fmt.Sprintf("fitted on three rows (%d, %d and %d prompt tokens), the other %d held out; every other coefficient at its default",
-			short.prompt, median.prompt, upper.prompt, len(rows)-3),
-		train: map[int64]bool{short.prompt: true, median.prompt: true, upper.prompt: true},
-		fitNote: fmt.Sprintf("Fit: three coefficients on three rows, the shortest prompt (%d tokens), the median one (%d) and the upper quartile's (%d),\n"+
-			"a rule chosen after the two-row fit had found none on this page (its `_fitted` table): the fixed cost per request\n"+
+	return threeRowFit(rows, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m, calibrate.CoefRequestOverhead: c, calibrate.CoefEagerLayerCPU: e},
+		"the host's bound on an eager step",
+		"a rule chosen after the two-row fit had found none on this page (its `_fitted` table): the fixed cost per request\n"+
 			"(`client_request_overhead_s`), the compute efficiency (`mfu` = `attention_mfu` = `expert_mfu`), and the host's time to\n"+
 			"issue one layer's kernels in a step without a CUDA graph (`eager_layer_cpu_s`), a bound on such a step: its cost is the\n"+
 			"greater of the GPU's time and the layers' launches. SGLang at 43124cdd runs this page's prefill without a graph: with\n"+
 			"`--chunked-prefill-size -1` the prefill graph's largest batch is -1, so no size is captured and the graph is disabled\n"+
 			"(server_args.py; cuda_graph_setup.py, capture_prefill_graph). At each trial efficiency the cost makes the upper row exact\n"+
 			"and the bound the shortest (30 bisections, three rounds), and 30 bisections of the efficiency's logarithm over [0.01, 1]\n"+
-			"make the median row exact. The other rows were not seen by the fit.\n",
-			short.prompt, median.prompt, upper.prompt),
-	}, ""
+			"make the median row exact. The other rows were not seen by the fit.\n"), ""
 }
 
 // fitPDTableAttention fits three coefficients to the three rows of
@@ -481,12 +468,9 @@ func fitPDTableFloor(t *testing.T, tab pdTable) (fit pdTableFit, noFit string) {
 func fitPDTableAttention(t *testing.T, tab pdTable) (fit pdTableFit, noFit string) {
 	t.Helper()
 	rows := readPDTable(t, tab.csv)
-	short, median, upper := rows[0], rows[len(rows)/2], rows[3*(len(rows)-1)/4]
+	short, median, upper := threeRows(rows)
 	at := func(m, a float64, prompt int64) float64 {
-		s := resolveYAML(t, tab.cluster)
-		applyFit(s, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: a})
-		ttft, _ := pdReplayRow(t, s, tab, prompt)
-		return ttft
+		return pdTTFTAt(t, tab, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: a}, prompt)
 	}
 	const lo, hi = 0.01, 1.0
 	// twoRows returns, at attention efficiency a, the GEMMs' efficiency
@@ -530,17 +514,42 @@ func fitPDTableAttention(t *testing.T, tab pdTable) (fit pdTableFit, noFit strin
 		return pdTableFit{}, b.String()
 	}
 	m, a, c = roundSig(m, 4), roundSig(a, 4), roundSig(c/1e3, 4)
+	return threeRowFit(rows, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: a, calibrate.CoefRequestOverhead: c},
+		"the attention's own efficiency",
+		"the SGLang page's three-row rule: the fixed cost per request (`client_request_overhead_s`), the GEMMs' efficiency (`mfu`)\n"+
+			"and the attention's (`attention_mfu`), which the two-row fit ties to it. At each trial attention efficiency the two-row\n"+
+			"fit's bisections make the shortest and median rows exact, and 30 bisections of the attention efficiency's logarithm over\n"+
+			"[0.01, 1] make the upper row exact. The other rows were not seen by the fit.\n"), ""
+}
+
+// pdTTFTAt returns the mean TTFT (ms) of tab's benchmark at prompt
+// tokens, replayed at the coefficients coef.
+func pdTTFTAt(t *testing.T, tab pdTable, coef map[string]float64, prompt int64) float64 {
+	t.Helper()
+	s := resolveYAML(t, tab.cluster)
+	applyFit(s, coef)
+	ttft, _ := pdReplayRow(t, s, tab, prompt)
+	return ttft
+}
+
+// threeRows returns the rows a three-row fit trains on: the shortest
+// prompt, the median one and the upper quartile's.
+func threeRows(rows []pdRow) (short, median, upper pdRow) {
+	return rows[0], rows[len(rows)/2], rows[3*(len(rows)-1)/4]
+}
+
+// threeRowFit is the fit on rows' threeRows at coefficients coef: the
+// table's title says it was made with what, and its note, under the
+// caption, names the rows and goes on with rule.
+func threeRowFit(rows []pdRow, coef map[string]float64, with, rule string) pdTableFit {
+	short, median, upper := threeRows(rows)
 	return pdTableFit{
-		coef:  map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: a, calibrate.CoefRequestOverhead: c},
-		title: ", fitted on three of its rows with the attention's own efficiency",
+		coef:  coef,
+		title: ", fitted on three of its rows with " + with,
 		how: fmt.Sprintf("fitted on three rows (%d, %d and %d prompt tokens), the other %d held out; every other coefficient at its default",
 			short.prompt, median.prompt, upper.prompt, len(rows)-3),
 		train: map[int64]bool{short.prompt: true, median.prompt: true, upper.prompt: true},
-		fitNote: fmt.Sprintf("Fit: three coefficients on three rows, the shortest prompt (%d tokens), the median one (%d) and the upper quartile's (%d),\n"+
-			"the SGLang page's three-row rule: the fixed cost per request (`client_request_overhead_s`), the GEMMs' efficiency (`mfu`)\n"+
-			"and the attention's (`attention_mfu`), which the two-row fit ties to it. At each trial attention efficiency the two-row\n"+
-			"fit's bisections make the shortest and median rows exact, and 30 bisections of the attention efficiency's logarithm over\n"+
-			"[0.01, 1] make the upper row exact. The other rows were not seen by the fit.\n",
-			short.prompt, median.prompt, upper.prompt),
-	}, ""
+		fitNote: fmt.Sprintf("Fit: three coefficients on three rows, the shortest prompt (%d tokens), the median one (%d) and the upper quartile's (%d),\n",
+			short.prompt, median.prompt, upper.prompt) + rule,
+	}
 }
