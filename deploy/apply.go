@@ -91,7 +91,7 @@ func applyRecord(c *Cluster, run trace.Run, o Overrides) ([]string, error) {
 	}
 	var opts []string
 	for _, v := range vllmOptions {
-		raw, ok := run.Extra[engineOptPrefix+v.opt]
+		raw, ok := engineOption(run, v.opt)
 		if !ok {
 			continue
 		}
@@ -107,7 +107,7 @@ func applyRecord(c *Cluster, run trace.Run, o Overrides) ([]string, error) {
 	// vLLM's --enable-expert-parallel spreads the experts over every GPU
 	// of the server, TP·DP of them (config/parallel.py: expert parallel
 	// size = tensor × data parallel size).
-	if raw, ok := run.Extra[engineOptPrefix+"enable_expert_parallel"]; ok {
+	if raw, ok := engineOption(run, "enable_expert_parallel"); ok {
 		on, err := strconv.ParseBool(raw)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %senable_expert_parallel: %q: %v", name, engineOptPrefix, raw, err)

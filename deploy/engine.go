@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +15,41 @@ import (
 // engineOptPrefix prefixes the Run.Extra keys of the server options
 // recorded at ingest (ingest.EngineOptPrefix; a test keeps them equal).
 const engineOptPrefix = "engine_opt."
+
+// sglangOptions are the SGLang server options a replay reads from a
+// run's record (engineOptions, sglangCUDAGraphMaxBS,
+// sglangTorchCompileMaxBS); engineOption refuses to read any other.
+var sglangOptions = []string{
+	"disable_overlap_schedule", "disable_radix_cache", "enable_mixed_chunk", "chunked_prefill_size",
+	"max_prefill_tokens", "context_length", "schedule_policy", "max_running_requests",
+	"disable_cuda_graph", "cuda_graph_max_bs", "enable_torch_compile", "torch_compile_max_bs", "max_torch_compile_bs",
+}
+
+// EngineOptions returns the server options, under the engines' own
+// names, that a replay reads from a run's record (ingest --engine-opt):
+// vLLM's and SGLang's, sorted. Others are kept in the record and read by
+// nothing.
+func EngineOptions() []string {
+	var out []string
+	for _, v := range vllmOptions {
+		out = append(out, v.opt)
+	}
+	out = append(out, "enable_expert_parallel")
+	out = append(out, sglangOptions...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// engineOption returns run's recorded server option key; key must be one
+// of EngineOptions' (a key read and not listed would be one a user is
+// told nothing reads).
+func engineOption(run trace.Run, key string) (string, bool) {
+	if !slices.Contains(sglangOptions, key) && !slices.ContainsFunc(vllmOptions, func(v struct{ opt, key string }) bool { return v.opt == key }) && key != "enable_expert_parallel" {
+		panic("deploy: engine option " + key + " is read but not listed in EngineOptions")
+	}
+	v, ok := run.Extra[engineOptPrefix+key]
+	return v, ok
+}
 
 // engineOptions returns cfg with the scheduler of the engine that served
 // run when the cluster names none: a trace of an SGLang server is
@@ -33,7 +69,7 @@ func engineOptions(cfg replay.Config, run trace.Run, version string) (replay.Con
 	}
 	var errs []error
 	opt := func(key string, set func(v string) error) {
-		v, ok := run.Extra[engineOptPrefix+key]
+		v, ok := engineOption(run, key)
 		if !ok {
 			return
 		}
@@ -116,10 +152,11 @@ func SGLangCUDAGraphMaxBS(run trace.Run, memBytes int64, tp int) int {
 // sglangCUDAGraphMaxBS is SGLangCUDAGraphMaxBS with the defaults d of the
 // deployment's version.
 func sglangCUDAGraphMaxBS(run trace.Run, d model.SGLangDefaults) int {
-	if b, err := strconv.ParseBool(run.Extra[engineOptPrefix+"disable_cuda_graph"]); err == nil && b {
+	if v, _ := engineOption(run, "disable_cuda_graph"); parseTrue(v) {
 		return -1
 	}
-	if n, err := strconv.Atoi(run.Extra[engineOptPrefix+"cuda_graph_max_bs"]); err == nil && n > 0 {
+	v, _ := engineOption(run, "cuda_graph_max_bs")
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
 		return n
 	}
 	return d.CUDAGraphMaxBS
@@ -131,11 +168,12 @@ func sglangCUDAGraphMaxBS(run trace.Run, d model.SGLangDefaults) int {
 // (max_torch_compile_bs in v0.3.2–v0.3.4) or the version's default, sg's
 // (model.Deployment.Regime says what it changes).
 func sglangTorchCompileMaxBS(run trace.Run, sg model.SGLangDefaults) int {
-	if b, err := strconv.ParseBool(run.Extra[engineOptPrefix+"enable_torch_compile"]); err != nil || !b {
+	if v, _ := engineOption(run, "enable_torch_compile"); !parseTrue(v) {
 		return 0
 	}
 	for _, key := range []string{"torch_compile_max_bs", "max_torch_compile_bs"} {
-		if n, err := strconv.Atoi(run.Extra[engineOptPrefix+key]); err == nil && n > 0 {
+		v, _ := engineOption(run, key)
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			return n
 		}
 	}
@@ -155,4 +193,10 @@ func regimeNote(dep *model.Deployment) string {
 			min(c, g), g, c, g)
 	}
 	return fmt.Sprintf("steps: decode batches up to %d CUDA graphs, larger ones and prefill eager (cuda_graph_max_bs %d; torch compile off)", g, g)
+}
+
+// parseTrue reports whether v is a boolean option's true.
+func parseTrue(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
 }

@@ -87,7 +87,7 @@
 // Run.Extra so a summary-only run says it too. Run.Engine comes from what
 // the file says about the server (server_info, server-side formats, span
 // names), never from a client's backend field, or from Options.Engine.
-// Options.Model, Hardware, TP, Engine and EngineOpts (the command line)
+// Options.Model, Hardware, TP, Engine, EngineVersion and EngineOpts (the command line)
 // fill what a file leaves blank; a contradiction is a fatal error
 // (runmeta.go).
 package ingest

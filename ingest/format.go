@@ -93,14 +93,19 @@ type Options struct {
 	Reuse bool
 
 	// Facts a file may not record, given on the command line (--model,
-	// --hardware, --tp, --engine, --engine-opt) and kept in the metadata
-	// of every run read: they fill what the file leaves blank, and a value
-	// that contradicts the file is a fatal error (see runmeta.go).
-	Model      string
-	Hardware   string
-	Engine     string // serving engine: vllm or sglang
-	TP         int
-	EngineOpts map[string]string // engine options, kept as Run.Extra["engine_opt.K"]
+	// --hardware, --tp, --engine, --engine-version, --engine-opt) and
+	// kept in the metadata of every run read: they fill what the file
+	// leaves blank, and a value that contradicts the file is a fatal
+	// error (see runmeta.go).
+	Model    string
+	Hardware string
+	Engine   string // serving engine: vllm or sglang
+	// EngineVersion is the engine's release ("0.8.3", "v0.4.0.post1"),
+	// kept as Run.Extra["engine_version"], where files that record it
+	// put it.
+	EngineVersion string
+	TP            int
+	EngineOpts    map[string]string // engine options, kept as Run.Extra["engine_opt.K"]
 }
 
 // DefaultMaxLineBytes is the longest line read when Options.MaxLineBytes

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -13,8 +14,17 @@ var Engines = []string{"vllm", "sglang"}
 // EngineOptPrefix prefixes the Run.Extra keys of Options.EngineOpts.
 const EngineOptPrefix = "engine_opt."
 
+// EngineVersionKey is the Run.Extra key of the engine's release, as the
+// files that record it give it and as Options.EngineVersion sets it.
+const EngineVersionKey = "engine_version"
+
+// engineVersionRE matches the releases vLLM and SGLang name: a major and
+// minor number, then anything (a patch, "post1", "rc0", ".dev358",
+// "+cu128").
+var engineVersionRE = regexp.MustCompile(`^v?\d+\.\d+([.+\-a-z0-9]*)$`)
+
 // A runMetaReader adds the run metadata given on the command line
-// (Options.Model, Hardware, Engine, TP, EngineOpts) to the runs and requests
+// (Options.Model, Hardware, Engine, EngineVersion, TP, EngineOpts) to the runs and requests
 // of another Reader.
 //
 // Note: the command line fills what the file leaves blank; it never
@@ -30,7 +40,7 @@ type runMetaReader struct {
 
 // withRunMeta wraps r when opts carries command-line run metadata.
 func withRunMeta(r Reader, file string, opts Options) Reader {
-	if opts.Model == "" && opts.Hardware == "" && opts.Engine == "" && opts.TP == 0 && len(opts.EngineOpts) == 0 {
+	if opts.Model == "" && opts.Hardware == "" && opts.Engine == "" && opts.EngineVersion == "" && opts.TP == 0 && len(opts.EngineOpts) == 0 {
 		return r
 	}
 	m := &runMetaReader{Reader: r, file: file, opts: opts}
@@ -50,6 +60,9 @@ func checkRunMeta(opts Options) error {
 		if !ok {
 			return fmt.Errorf("engine: %q is not one of %v", opts.Engine, Engines)
 		}
+	}
+	if v := opts.EngineVersion; v != "" && !engineVersionRE.MatchString(v) {
+		return fmt.Errorf("engine-version: %q is not a release such as 0.8.3 or v0.4.0.post1", v)
 	}
 	if opts.TP < 0 {
 		return fmt.Errorf("tp: negative (%d)", opts.TP)
@@ -122,13 +135,21 @@ func (m *runMetaReader) Runs() []trace.Run {
 				m.conflict(run.Name, "tp", strconv.Itoa(run.TP), strconv.Itoa(m.opts.TP))
 			}
 		}
-		if len(m.opts.EngineOpts) > 0 {
-			extra := make(map[string]string, len(run.Extra)+len(m.opts.EngineOpts))
+		if v := m.opts.EngineVersion; v != "" {
+			if have := run.Extra[EngineVersionKey]; have != "" && have != v {
+				m.conflict(run.Name, "engine version", have, v)
+			}
+		}
+		if len(m.opts.EngineOpts) > 0 || m.opts.EngineVersion != "" {
+			extra := make(map[string]string, len(run.Extra)+len(m.opts.EngineOpts)+1)
 			for k, v := range run.Extra {
 				extra[k] = v
 			}
 			for k, v := range m.opts.EngineOpts {
 				extra[EngineOptPrefix+k] = v
+			}
+			if v := m.opts.EngineVersion; v != "" {
+				extra[EngineVersionKey] = v
 			}
 			run.Extra = extra
 		}

@@ -280,3 +280,34 @@ func TestSniffNewFormats(t *testing.T) {
 		}
 	}
 }
+
+// TestRunMetaEngineVersion: --engine-version fills a run that records no
+// version, agrees with one that records the same, is a fatal error
+// against one that records another, and must name a release.
+func TestRunMetaEngineVersion(t *testing.T) {
+	r := openFile(t, "testdata/mooncake/few.jsonl", Options{EngineVersion: "0.8.3"})
+	readAll(t, r)
+	if got := r.Runs()[0].Extra[EngineVersionKey]; got != "0.8.3" {
+		t.Errorf("engine_version = %q, want 0.8.3", got)
+	}
+	for _, tc := range []struct {
+		version, err string
+	}{
+		{"0.19.0", ""},
+		{"0.8.3", `engine version: the file says "0.19.0", the command line "0.8.3"`},
+		{"latest", `"latest" is not a release`},
+	} {
+		r := openFile(t, "testdata/vllmengine/requests.jsonl", Options{EngineVersion: tc.version})
+		for r.Scan() {
+		}
+		r.Runs()
+		switch err := r.Err(); {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.version, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want one with %q", tc.version, err, tc.err)
+		case tc.err == "" && r.Runs()[0].Extra[EngineVersionKey] != "0.19.0":
+			t.Errorf("%s: engine_version = %q", tc.version, r.Runs()[0].Extra[EngineVersionKey])
+		}
+	}
+}

@@ -363,7 +363,7 @@ func sglangServerInfo(obj *runObject, run *trace.Run) string {
 		run.Model = s
 	}
 	if v, ok := args["version"].(string); ok {
-		setExtra(run, "engine_version", v)
+		setExtra(run, EngineVersionKey, v)
 	}
 	if s, ok := args["speculative_algorithm"].(string); ok && s != "" {
 		run.Speculative = true

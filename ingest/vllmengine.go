@@ -285,7 +285,7 @@ func (r *vllmEngineReader) readMeta(dir string) error {
 		}
 		return strconv.Itoa(v)
 	}
-	set("engine_version", m.VLLMVersion)
+	set(EngineVersionKey, m.VLLMVersion)
 	set(EngineOptPrefix+"max_num_seqs", itoa(k.MaxNumSeqs))
 	set(EngineOptPrefix+"max_num_batched_tokens", itoa(k.MaxNumBatchedTokens))
 	if k.MaxModelLen != nil {

@@ -8,10 +8,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/trace"
@@ -53,7 +55,8 @@ func ingestCommand() *cli.Command {
 			&cli.StringFlag{Name: "hardware", Usage: "hardware the server ran on, e.g. 4xH200 (kept in the run metadata)"},
 			&cli.IntFlag{Name: "tp", Validator: intIn(0, maxTP), Usage: "tensor-parallel size, for files that do not record it"},
 			&cli.StringFlag{Name: "engine", Usage: "serving engine, for files that do not record it: " + strings.Join(ingest.Engines, " or ")},
-			&cli.StringSliceFlag{Name: "engine-opt", Usage: "engine option `KEY=VALUE` kept in the run metadata (repeatable), e.g. disable_radix_cache=true"},
+			&cli.StringFlag{Name: "engine-version", Usage: "the engine's release, e.g. 0.8.3, for files that do not record it: replay takes that version's defaults (kept in the run metadata)"},
+			&cli.StringSliceFlag{Name: "engine-opt", Usage: "engine option `KEY=VALUE` kept in the run metadata (repeatable), e.g. disable_radix_cache=true; replay reads " + strings.Join(deploy.EngineOptions(), ", ")},
 		),
 		Action: func(ctx context.Context, c *cli.Command) error {
 			if c.NArg() == 0 {
@@ -61,12 +64,20 @@ func ingestCommand() *cli.Command {
 			}
 			opts := ingestOptions(c)
 			opts.Run = c.String("run")
-			opts.Model, opts.Hardware, opts.Engine = c.String("model"), c.String("hardware"), c.String("engine")
+			opts.Model, opts.Hardware, opts.Engine, opts.EngineVersion = c.String("model"), c.String("hardware"), c.String("engine"), c.String("engine-version")
 			opts.TP = c.Int("tp")
 			for _, kv := range c.StringSlice("engine-opt") {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
 					return fmt.Errorf("ingest: --engine-opt %q: want KEY=VALUE", kv)
+				}
+				if k == ingest.EngineVersionKey {
+					return fmt.Errorf("ingest: --engine-opt %q: the engine's version is --engine-version %s", kv, v)
+				}
+				if !slices.Contains(deploy.EngineOptions(), k) {
+					// Kept, as asked, but said: a misspelt option
+					// would otherwise change nothing, silently.
+					fmt.Fprintf(c.ErrWriter, "opaltrace: ingest: --engine-opt %s: kept in the run metadata, but no replay reads it (replay reads %s)\n", k, strings.Join(deploy.EngineOptions(), ", "))
 				}
 				if opts.EngineOpts == nil {
 					opts.EngineOpts = map[string]string{}
