@@ -391,7 +391,7 @@ func logErr(sim, obs float64) float64 {
 	switch {
 	case math.IsNaN(sim):
 		return 3
-	case sim < latencyResolution && obs < latencyResolution && sim >= 0:
+	case agreeAsNone(sim, obs):
 		return 0
 	case !(sim > 0):
 		return 3
@@ -411,10 +411,16 @@ const latencyResolution = 1e-3
 // relErr is sim's error relative to obs (sim/obs − 1), 0 when both are
 // below latencyResolution.
 func relErr(sim, obs float64) float64 {
-	if sim >= 0 && sim < latencyResolution && obs < latencyResolution {
+	if agreeAsNone(sim, obs) {
 		return 0
 	}
 	return sim/obs - 1
+}
+
+// agreeAsNone reports whether a simulated and an observed latency are
+// both below latencyResolution, where they agree whatever their ratio.
+func agreeAsNone(sim, obs float64) bool {
+	return sim >= 0 && sim < latencyResolution && obs < latencyResolution
 }
 
 // A replayProblem is the least-squares problem FitReplay solves: the

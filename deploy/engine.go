@@ -25,11 +25,9 @@ var sglangOptions = []string{
 	"disable_cuda_graph", "cuda_graph_max_bs", "enable_torch_compile", "torch_compile_max_bs", "max_torch_compile_bs",
 }
 
-// EngineOptions returns the server options, under the engines' own
-// names, that a replay reads from a run's record (ingest --engine-opt):
-// vLLM's and SGLang's, sorted. Others are kept in the record and read by
-// nothing.
-func EngineOptions() []string {
+// readOptions is EngineOptions' list: vLLM's options, vLLM's
+// enable_expert_parallel (read apart: applyRecord) and SGLang's, sorted.
+var readOptions = func() []string {
 	var out []string
 	for _, v := range vllmOptions {
 		out = append(out, v.opt)
@@ -38,13 +36,19 @@ func EngineOptions() []string {
 	out = append(out, sglangOptions...)
 	slices.Sort(out)
 	return slices.Compact(out)
-}
+}()
+
+// EngineOptions returns the server options, under the engines' own
+// names, that a replay reads from a run's record (ingest --engine-opt):
+// vLLM's and SGLang's, sorted. Others are kept in the record and read by
+// nothing.
+func EngineOptions() []string { return slices.Clone(readOptions) }
 
 // engineOption returns run's recorded server option key; key must be one
 // of EngineOptions' (a key read and not listed would be one a user is
 // told nothing reads).
 func engineOption(run trace.Run, key string) (string, bool) {
-	if !slices.Contains(sglangOptions, key) && !slices.ContainsFunc(vllmOptions, func(v struct{ opt, key string }) bool { return v.opt == key }) && key != "enable_expert_parallel" {
+	if _, ok := slices.BinarySearch(readOptions, key); !ok {
 		panic("deploy: engine option " + key + " is read but not listed in EngineOptions")
 	}
 	v, ok := run.Extra[engineOptPrefix+key]

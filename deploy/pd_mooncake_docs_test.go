@@ -218,14 +218,8 @@ func fitPDTable(t *testing.T, tab pdTable) (fit pdTableFit, noFit string) {
 	at := func(m float64, prompt int64) float64 {
 		return pdTTFTAt(t, tab, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: m}, prompt)
 	}
-	cost := func(m float64) float64 { return short.ttft - at(m, short.prompt) } // ms
 	const lo, hi = 0.01, 1.0
-	logM := bisect(math.Log(lo), math.Log(hi), 30, func(mid float64) bool {
-		m := math.Exp(mid)
-		return cost(m)+at(m, median.prompt) > median.ttft // too slow: the root lies above
-	})
-	m := math.Exp(logM)
-	c := cost(m)
+	m, c := fitCostAndMFU(short, median, lo, hi, at)
 	if m < lo*1.001 || m > hi*0.999 || c < 0 {
 		var b strings.Builder
 		fmt.Fprintf(&b, "# Mooncake documentation: %s, fitted on two of its rows: no fit\n\n", tab.title)
@@ -473,17 +467,9 @@ func fitPDTableAttention(t *testing.T, tab pdTable) (fit pdTableFit, noFit strin
 		return pdTTFTAt(t, tab, map[string]float64{calibrate.CoefMFU: m, calibrate.CoefAttentionMFU: a}, prompt)
 	}
 	const lo, hi = 0.01, 1.0
-	// twoRows returns, at attention efficiency a, the GEMMs' efficiency
-	// and the cost per request (ms) that make the shortest and median
-	// rows exact.
+	// twoRows is fitPDTable's fit at attention efficiency a.
 	twoRows := func(a float64) (m, c float64) {
-		cost := func(m float64) float64 { return short.ttft - at(m, a, short.prompt) }
-		logM := bisect(math.Log(lo), math.Log(hi), 30, func(mid float64) bool {
-			m := math.Exp(mid)
-			return cost(m)+at(m, a, median.prompt) > median.ttft // too slow: the root lies above
-		})
-		m = math.Exp(logM)
-		return m, cost(m)
+		return fitCostAndMFU(short, median, lo, hi, func(m float64, prompt int64) float64 { return at(m, a, prompt) })
 	}
 	slow := func(a float64) bool { // the upper row too slow at a: the root lies above
 		m, c := twoRows(a)
@@ -520,6 +506,20 @@ func fitPDTableAttention(t *testing.T, tab pdTable) (fit pdTableFit, noFit strin
 			"and the attention's (`attention_mfu`), which the two-row fit ties to it. At each trial attention efficiency the two-row\n"+
 			"fit's bisections make the shortest and median rows exact, and 30 bisections of the attention efficiency's logarithm over\n"+
 			"[0.01, 1] make the upper row exact. The other rows were not seen by the fit.\n"), ""
+}
+
+// fitCostAndMFU is fitPDTable's two-row fit: with at(m, prompt) a row's
+// replayed TTFT (ms) at efficiency m, the cost per request (ms) makes the
+// short row exact at each trial m, and 30 bisections of log m over
+// [lo, hi] make the median row exact too.
+func fitCostAndMFU(short, median pdRow, lo, hi float64, at func(m float64, prompt int64) float64) (m, c float64) {
+	cost := func(m float64) float64 { return short.ttft - at(m, short.prompt) }
+	logM := bisect(math.Log(lo), math.Log(hi), 30, func(mid float64) bool {
+		m := math.Exp(mid)
+		return cost(m)+at(m, median.prompt) > median.ttft // too slow: the root lies above
+	})
+	m = math.Exp(logM)
+	return m, cost(m)
 }
 
 // pdTTFTAt returns the mean TTFT (ms) of tab's benchmark at prompt

@@ -135,11 +135,8 @@ func (m *runMetaReader) Runs() []trace.Run {
 				m.conflict(run.Name, "tp", strconv.Itoa(run.TP), strconv.Itoa(m.opts.TP))
 			}
 		}
-		if v := m.opts.EngineVersion; v != "" {
-			if have := run.Extra[EngineVersionKey]; have != "" && have != v {
-				m.conflict(run.Name, "engine version", have, v)
-			}
-		}
+		version := run.Extra[EngineVersionKey]
+		fill("engine version", &version, m.opts.EngineVersion)
 		if len(m.opts.EngineOpts) > 0 || m.opts.EngineVersion != "" {
 			extra := make(map[string]string, len(run.Extra)+len(m.opts.EngineOpts)+1)
 			for k, v := range run.Extra {
@@ -148,8 +145,8 @@ func (m *runMetaReader) Runs() []trace.Run {
 			for k, v := range m.opts.EngineOpts {
 				extra[EngineOptPrefix+k] = v
 			}
-			if v := m.opts.EngineVersion; v != "" {
-				extra[EngineVersionKey] = v
+			if version != "" {
+				extra[EngineVersionKey] = version
 			}
 			run.Extra = extra
 		}
