@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"cmp"
 	"math"
 	"slices"
 )
@@ -66,15 +65,7 @@ func sharedOnWorkers(ids [][]int64, bs []int64, route []int32, workers int) []in
 		}
 	}
 	for _, g := range groups {
-		slices.SortFunc(g, func(a, b int32) int {
-			if c := cmp.Compare(bs[a], bs[b]); c != 0 {
-				return c
-			}
-			if c := slices.Compare(ids[a], ids[b]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
+		sortByIDs(g, ids, bs)
 		for j := 1; j < len(g); j++ {
 			a, b := g[j-1], g[j]
 			if bs[a] != bs[b] {
@@ -148,15 +139,7 @@ func newOnlineSharing(ids [][]int64, bs []int64) *onlineSharing {
 			o.order = append(o.order, int32(i))
 		}
 	}
-	slices.SortFunc(o.order, func(a, b int32) int {
-		if c := cmp.Compare(bs[a], bs[b]); c != 0 {
-			return c
-		}
-		if c := slices.Compare(ids[a], ids[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	sortByIDs(o.order, ids, bs)
 	o.lcp = make([]int32, len(o.order))
 	for j, i := range o.order {
 		o.pos[i] = int32(j)
