@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -361,4 +362,73 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestPrefixIndexLRUReference drives a bounded prefix index and a
+// reference (a map of last uses per worker; each insertion uses its ids
+// deepest first, and the least recently used go while more than the
+// capacity remain) through the same random insertions, and compares
+// every worker's match and count, with holder bits (16 workers) and
+// without (65).
+func TestPrefixIndexLRUReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, workers := range []int{16, 65} {
+		const capBlocks = 30
+		x := newPrefixIndex(workers, capBlocks*16)
+		ref := make([]map[int64]uint64, workers)
+		for w := range ref {
+			ref[w] = map[int64]uint64{}
+		}
+		var clock uint64
+		n := make([]int, workers)
+		for op := range 4000 {
+			q := make([]int64, 1+rng.IntN(10))
+			for j := range q {
+				q[j] = int64(j*7 + rng.IntN(6))
+			}
+			w := rng.IntN(workers)
+			x.insert(w, q, 16)
+			for j := len(q) - 1; j >= 0; j-- {
+				clock++
+				ref[w][q[j]] = clock
+			}
+			for len(ref[w]) > capBlocks {
+				var oldest int64
+				least := uint64(math.MaxUint64)
+				for id, c := range ref[w] {
+					if c < least {
+						oldest, least = id, c
+					}
+				}
+				delete(ref[w], oldest)
+			}
+			p := make([]int64, 1+rng.IntN(10))
+			for j := range p {
+				p[j] = int64(j*7 + rng.IntN(6))
+			}
+			x.matchAll(p, n)
+			for v := range workers {
+				want := 0
+				for want < len(p) && ref[v][p[want]] != 0 {
+					want++
+				}
+				if n[v] != want || x.count[v] != int64(len(ref[v])) {
+					t.Fatalf("%d workers, op %d: worker %d matches %v to %d holding %d, reference %d holding %d", workers, op, v, p, n[v], x.count[v], want, len(ref[v]))
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPrefixIndexInsert inserts the Mooncake conversation trace's
+// requests into a bounded index of 16 workers (llm-d's default capacity,
+// 2,000,000 tokens a worker), round-robin, again and again.
+func BenchmarkPrefixIndexInsert(b *testing.B) {
+	ids, bs, _ := mooncakeIDs(b)
+	x := newPrefixIndex(16, 2000000)
+	for b.Loop() {
+		for i := range ids {
+			x.insert(i%16, ids[i], bs[i])
+		}
+	}
 }
