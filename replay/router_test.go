@@ -167,7 +167,7 @@ func TestPrefixIndexEvictsDeepestFirst(t *testing.T) {
 	}
 }
 
-// The holder bits say what the stamps say: matchBits and matchStamps
+// The holder bits say what the use counts say: matchBits and matchUses
 // agree after random insertions (with evictions at a small capacity),
 // matches and workers dropped, for worker counts up to 64.
 func TestPrefixIndexHolderBits(t *testing.T) {
@@ -197,7 +197,7 @@ func TestPrefixIndexHolderBits(t *testing.T) {
 				q := ids()
 				x.matchBits(q, a)
 				clear(b)
-				x.matchStamps(q, b)
+				x.matchUses(q, b)
 				for w := range a {
 					if a[w] != b[w] {
 						t.Fatalf("%d workers, op %d: %v matches %v by holder bits, %v by stamps", workers, op, q, a, b)
@@ -215,8 +215,8 @@ func TestPrefixIndexHolderBits(t *testing.T) {
 // one that leaves the prefix out must match every query as a plain set
 // of ids per worker does, and count what the set holds; bounded (LRU),
 // insertHeld must insert every id, and the two match and evict alike.
-// For more than 64 workers the stamps themselves say who holds a slot
-// (matchStamps).
+// For more than 64 workers the use counts themselves say who holds a slot
+// (matchUses).
 func TestInsertHeldMatchesInsert(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, workers := range []int{1, 3, 16, 65} {

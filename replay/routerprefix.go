@@ -23,44 +23,41 @@ type prefixIndex struct {
 	workers   int
 	capTokens int64 // per worker; 0: unbounded
 	slots     slotTable
-	stamp     [][]*stampRow // per worker, chunks of stampChunk slots: slot → last use; 0: absent
-	count     []int64       // per worker: blocks held
-	lru       []lruRing     // per worker: insertions, oldest first (stale entries skipped)
-	clock     uint64
-	// holders holds, per slot, a bit per worker whose stamp there is
+	// uses holds, per worker, in chunks of useChunk slots, how many of
+	// the worker's queue entries (lru) name each slot (0: the worker
+	// does not hold it); unbounded, 1 for a slot held.
+	uses  [][]*useRow
+	count []int64   // per worker: blocks held
+	lru   []lruRing // per worker: the slots inserted, oldest first
+	// holders holds, per slot, a bit per worker whose use count there is
 	// not 0, when there are at most 64 workers (else it is nil).
 	holders []uint64
-	// bitsOnly: the index is unbounded and keeps holders, so a stamp
-	// would only say what its holder bit says; there are none (stamp
-	// stays empty).
+	// bitsOnly: the index is unbounded and keeps holders, so a use
+	// count would only say what its holder bit says; there are none
+	// (uses stays empty).
 	bitsOnly bool
 	slotBuf  []int32 // scratch: the slots of insertHeld's ids
 }
 
-// stampChunk is how many slots' stamps one chunk holds: the stamps grow
-// by whole chunks, never copied, where one growing slice copied them all
+// useChunk is how many slots' use counts one chunk holds: they grow by
+// whole chunks, never copied, where one growing slice copied them all
 // again at each growth (about 7 % of the cache-aware routers' CPU on the
 // Mooncake trace's 183,000 blocks, by pprof).
 //
-// Note: a worker's stamps are its own chunks, an array each, so that a
-// slot's stamp is two indexings, the second by a masked slot the
+// Note: a worker's counts are its own chunks, an array each, so that a
+// slot's count is two indexings, the second by a masked slot the
 // compiler checks no bound of; one chunk held every worker's (slot·workers
-// + worker), and finding a stamp there was some 15 instructions, 7 M of
+// + worker), and finding a count there was some 15 instructions, 7 M of
 // BenchmarkReplayMooncakeRouters/llm_d's inserts and evictions.
-const stampChunk = 1024
+const useChunk = 1024
 
-// A stampRow is one worker's stamps of stampChunk slots.
-type stampRow [stampChunk]uint64
-
-type lruEntry struct {
-	slot  int32
-	stamp uint64
-}
+// A useRow is one worker's use counts of useChunk slots.
+type useRow [useChunk]uint32
 
 func newPrefixIndex(workers int, capTokens int64) *prefixIndex {
 	return &prefixIndex{
 		workers: workers, capTokens: capTokens,
-		stamp: make([][]*stampRow, workers),
+		uses:  make([][]*useRow, workers),
 		count: make([]int64, workers), lru: make([]lruRing, workers),
 		bitsOnly: capTokens == 0 && workers <= 64,
 	}
@@ -78,19 +75,19 @@ func (x *prefixIndex) matchAll(ids []int64, n []int) {
 		x.matchBits(ids, n)
 		return
 	}
-	x.matchStamps(ids, n)
+	x.matchUses(ids, n)
 }
 
-// matchStamps is matchAll by the stamps.
-func (x *prefixIndex) matchStamps(ids []int64, n []int) {
+// matchUses is matchAll by the use counts.
+func (x *prefixIndex) matchUses(ids []int64, n []int) {
 	for j, id := range ids {
 		s, ok := x.slots.get(id)
 		if !ok {
 			return
 		}
-		c, o := uint32(s)/stampChunk, uint32(s)%stampChunk
+		c, o := uint32(s)/useChunk, uint32(s)%useChunk
 		alive := 0 // workers still matching every id so far
-		for w, ws := range x.stamp {
+		for w, ws := range x.uses {
 			if ws[c][o] != 0 && n[w] == j {
 				n[w]++
 				alive++
@@ -134,8 +131,8 @@ func (x *prefixIndex) insert(w int, ids []int64, blockSize int64) {
 // insertHeld is insert for a w that holds ids' first held already
 // (matchAll's count for w).
 //
-// Note: an unbounded index evicts nothing, so a stamp says only whether
-// its worker holds the slot, never when it was used: the ids w holds
+// Note: an unbounded index evicts nothing, so a use count says only
+// whether its worker holds the slot: the ids w holds
 // already need no work, and are left out. SGLang's router sends a
 // request where its longest prefix is, which it then inserts again whole:
 // the prefix was most of prefixIndex.insert's 32 million instructions on
@@ -150,18 +147,16 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 		return
 	}
 	// The ids not in the index get their slots first, deepest first as
-	// they are stamped, so that the loop that stamps them makes no call:
-	// one loop that called to add slots and to grow the stamps, holders
+	// they are used, so that the loop that counts them makes no call:
+	// one loop that called to add slots and to grow the counts, holders
 	// and queue kept its state on the stack for those calls and loaded
 	// it back at every id (insertHeld and slotTable.add 55.6 M
 	// instructions on BenchmarkReplayMooncakeRouters/dynamo_kv, 47.8 M
 	// with newSlot in two passes).
-	slots := x.slotsOf(ids) // stamped deepest first: evicted first
-	stamp, holders, bit := x.stamp[w], x.holders, uint64(1)<<(w&63)
+	slots := x.slotsOf(ids) // used deepest first: evicted first
+	uses, holders, bit := x.uses[w], x.holders, uint64(1)<<(w&63)
 	if !bounded {
-		clock, added := stampSlots(slots, stamp, holders, bit, nil, x.clock)
-		x.clock = clock
-		x.count[w] += added
+		x.count[w] += holdSlots(slots, uses, holders, bit)
 		return
 	}
 	// The deepest ids' entries go where the ring has room up to its
@@ -169,21 +164,18 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 	ring := &x.lru[w]
 	a, b := ring.room(len(slots))
 	deep := len(slots) - len(a)
-	clock, added := stampSlots(slots[deep:], stamp, holders, bit, a, x.clock)
+	added := useSlots(slots[deep:], uses, holders, bit, a)
 	if deep > 0 {
-		var more int64
-		clock, more = stampSlots(slots[:deep], stamp, holders, bit, b, clock)
-		added += more
+		added += useSlots(slots[:deep], uses, holders, bit, b)
 	}
-	x.clock = clock
-	// The queue is by insertion, not by stamp; a block inserted again
-	// has a newer entry, and its older ones are stale and skipped.
+	// The queue is by insertion; a block inserted again has a newer
+	// entry, and its older ones are stale and skipped.
 	count, limit := x.count[w]+added, x.capTokens/blockSize
 	a, b = ring.live()
-	head, count := evictStamps(a, stamp, holders, bit, count, limit)
+	head, count := evictUses(a, uses, holders, bit, count, limit)
 	if head == len(a) && count > limit {
 		var more int
-		more, count = evictStamps(b, stamp, holders, bit, count, limit)
+		more, count = evictUses(b, uses, holders, bit, count, limit)
 		head += more
 	}
 	ring.pop(head)
@@ -198,13 +190,13 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 // in four llm_d replays of the Mooncake trace, by the memory profile, a
 // ninth of what the replay allocated).
 type lruRing struct {
-	e       []lruEntry // a power of two long, or empty
-	head, n int        // the oldest entry's place; entries
+	e       []int32 // slots; a power of two long, or empty
+	head, n int     // the oldest entry's place; entries
 }
 
 // room adds k entries at the queue's end and returns them, in order, as
 // one or two slices (the second empty unless they wrap round).
-func (r *lruRing) room(k int) (a, b []lruEntry) {
+func (r *lruRing) room(k int) (a, b []int32) {
 	if r.n+k > len(r.e) {
 		r.grow(r.n + k)
 	}
@@ -217,7 +209,7 @@ func (r *lruRing) room(k int) (a, b []lruEntry) {
 }
 
 // live returns the entries, oldest first, as one or two slices.
-func (r *lruRing) live() (a, b []lruEntry) {
+func (r *lruRing) live() (a, b []int32) {
 	if r.head+r.n <= len(r.e) {
 		return r.e[r.head : r.head+r.n], nil
 	}
@@ -239,109 +231,117 @@ func (r *lruRing) grow(n int) {
 	for size < n {
 		size *= 2
 	}
-	e := make([]lruEntry, size)
+	e := make([]int32, size)
 	a, b := r.live()
 	copy(e[copy(e, a):], b)
 	r.e, r.head = e, 0
 }
 
-// stampSlots stamps slots from the last to the first (slotsOf's order:
-// the deepest id first) with the clock's next values, sets their holder
-// bits (holders nil: none kept) and, q not nil, records them in q, as
-// long, in that order; it returns the clock and how many slots had no
-// stamp.
+// useSlots records a use of each of slots, from the last to the first
+// (slotsOf's order: the deepest id first), in q (as long) and in the
+// slots' use counts, and sets the holder bits (holders nil: none kept)
+// of those that had none; it returns how many had none.
+//
+// Note: a slot's queue entries are counted, not stamped: an entry is a
+// slot's last when its count falls to 0 as it is popped, so an entry is
+// the slot alone (4 bytes, where a stamp made it 16) and a count 4 bytes
+// (a stamp 8: 23 MB of stamps on 16 workers for the Mooncake trace's
+// 183,000 ids).
 //
 // Note: in insertHeld's body, with the index's other values live, this
 // loop and the eviction loop kept their state on the stack and reloaded
 // it at every id: 23.6 million instructions for a pass over the Mooncake
 // trace's 288,500 ids (BenchmarkPrefixIndexInsert, callgrind), 19.1 as
 // two functions not inlined (inlined, 24.6), the common case (holder
-// bits and a queue) a loop without the tests of the others
-// (stampQueued). On BenchmarkReplayMooncakeRouters: max_prefix −3.2 M,
-// dynamo_kv −2.7 M, llm_d −1.7 M.
+// bits) a loop without the test of the other (useQueued). On
+// BenchmarkReplayMooncakeRouters: max_prefix −3.2 M, dynamo_kv −2.7 M,
+// llm_d −1.7 M.
 //
 //go:noinline
-func stampSlots(slots []int32, stamp []*stampRow, holders []uint64, bit uint64, q []lruEntry, clock uint64) (uint64, int64) {
-	if holders != nil && q != nil {
-		return clock + uint64(len(slots)), stampQueued(slots, stamp, holders, bit, q, clock)
+func useSlots(slots []int32, uses []*useRow, holders []uint64, bit uint64, q []int32) int64 {
+	if holders != nil {
+		return useQueued(slots, uses, holders, bit, q)
 	}
+	q = q[:len(slots)]
 	var added int64
-	for i := range slots {
+	for i := range q {
 		s := slots[len(slots)-1-i]
-		clock++
-		p := &stamp[uint32(s)/stampChunk][uint32(s)%stampChunk]
+		p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]
 		if *p == 0 {
+			added++
+		}
+		*p++
+		q[i] = s
+	}
+	return added
+}
+
+// useQueued is useSlots with holder bits.
+func useQueued(slots []int32, uses []*useRow, holders []uint64, bit uint64, q []int32) int64 {
+	q = q[:len(slots)]
+	var added int64
+	for i := range q {
+		s := slots[len(slots)-1-i]
+		p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]
+		if *p == 0 {
+			added++
+			holders[s] |= bit
+		}
+		*p++
+		q[i] = s
+	}
+	return added
+}
+
+// holdSlots is useSlots for an unbounded index, which keeps no queue: a
+// count is 1 for a slot held.
+func holdSlots(slots []int32, uses []*useRow, holders []uint64, bit uint64) int64 {
+	var added int64
+	for _, s := range slots {
+		if p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]; *p == 0 {
+			*p = 1
 			added++
 			if holders != nil {
 				holders[s] |= bit
 			}
 		}
-		*p = clock
-		if q != nil {
-			q[i] = lruEntry{s, clock}
-		}
-	}
-	return clock, added
-}
-
-// stampQueued is stampSlots with holder bits and a queue.
-func stampQueued(slots []int32, stamp []*stampRow, holders []uint64, bit uint64, q []lruEntry, clock uint64) int64 {
-	q = q[:len(slots)]
-	var added int64
-	for i := range q {
-		s := slots[len(slots)-1-i]
-		c := clock + uint64(i) + 1
-		p := &stamp[uint32(s)/stampChunk][uint32(s)%stampChunk]
-		if *p == 0 {
-			added++
-			holders[s] |= bit
-		}
-		*p = c
-		q[i] = lruEntry{s, c}
 	}
 	return added
 }
 
-// evictStamps clears the stamps of q's oldest entries that are not
-// stale (their slot's stamp is theirs) and their holder bits (holders
-// nil: none kept) while more than limit slots have a stamp (count), and
-// returns how many entries it went past and the count left.
+// evictUses pops q's oldest entries while more than limit slots are held
+// (count): each lowers its slot's use count, and the slot whose count
+// falls to 0 (the entry was its last use) is evicted, with its holder bit
+// (holders nil: none kept). It returns how many entries it popped and the
+// count left.
 //
 //go:noinline
-func evictStamps(q []lruEntry, stamp []*stampRow, holders []uint64, bit uint64, count, limit int64) (int, int64) {
+func evictUses(q []int32, uses []*useRow, holders []uint64, bit uint64, count, limit int64) (int, int64) {
 	head := 0
-	if holders == nil {
-		for ; count > limit && head < len(q); head++ {
-			e := q[head]
-			if p := &stamp[uint32(e.slot)/stampChunk][uint32(e.slot)%stampChunk]; *p == e.stamp {
-				*p = 0
-				count--
-			}
-		}
-		return head, count
-	}
 	for ; count > limit && head < len(q); head++ {
-		e := q[head]
-		if p := &stamp[uint32(e.slot)/stampChunk][uint32(e.slot)%stampChunk]; *p == e.stamp {
-			*p = 0
+		s := q[head]
+		p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]
+		if *p--; *p == 0 {
 			count--
-			holders[e.slot] &^= bit
+			if holders != nil {
+				holders[s] &^= bit
+			}
 		}
 	}
 	return head, count
 }
 
 // slotsOf returns the slots of ids (in x.slotBuf), giving those not in
-// the index the next slots, deepest first, with their stamps and, with
-// at most 64 workers, their holder bits.
+// the index the next slots, deepest first, with their use counts and,
+// with at most 64 workers, their holder bits.
 //
 // Note: a call per new id (newSlot, then slotTable.add) that grew the
-// holder bits by one and looked whether the stamps needed a chunk was
+// holder bits by one and looked whether the counts needed a chunk was
 // some 65 instructions an id, and most of a Mooncake request's ids are
 // new (183,000 of the 288,000 llm_d inserts): 12 M instructions of each
 // router with an index. The dense table's lookup, and its common
 // addition (the id within it and within its bound, no id in the map),
-// are slotTable's get and add written out; the stamps and holder bits
+// are slotTable's get and add written out; the counts and holder bits
 // grow once, after.
 func (x *prefixIndex) slotsOf(ids []int64) []int32 {
 	slots := slices.Grow(x.slotBuf[:0], len(ids))[:len(ids)]
@@ -374,18 +374,18 @@ func (x *prefixIndex) slotsOf(ids []int64) []int32 {
 	if x.workers <= 64 && len(x.holders) < int(n) {
 		x.holders = append(x.holders, make([]uint64, int(n)-len(x.holders))...)
 	}
-	if !x.bitsOnly && len(x.stamp) > 0 && len(x.stamp[0])*stampChunk < int(n) { // every worker has as many chunks
-		for w, ws := range x.stamp {
-			for len(ws)*stampChunk < int(n) {
-				ws = append(ws, new(stampRow))
+	if !x.bitsOnly && len(x.uses) > 0 && len(x.uses[0])*useChunk < int(n) { // every worker has as many chunks
+		for w, ws := range x.uses {
+			for len(ws)*useChunk < int(n) {
+				ws = append(ws, new(useRow))
 			}
-			x.stamp[w] = ws
+			x.uses[w] = ws
 		}
 	}
 	return slots
 }
 
-// insertBits is insertHeld for an index without stamps (bitsOnly).
+// insertBits is insertHeld for an index without use counts (bitsOnly).
 //
 // Note: an unbounded index's stamps only said whether their worker held
 // the slot, which its holder bit says too: SGLang's router wrote a
@@ -407,7 +407,7 @@ func (x *prefixIndex) insertBits(w int, ids []int64) {
 
 // dropWorker forgets everything worker w held: it was started afresh.
 func (x *prefixIndex) dropWorker(w int) {
-	for _, c := range x.stamp[w] {
+	for _, c := range x.uses[w] {
 		clear(c[:])
 	}
 	for s := range x.holders {
