@@ -252,16 +252,12 @@ func (r *lruRing) grow(n int) {
 // loop and the eviction loop kept their state on the stack and reloaded
 // it at every id: 23.6 million instructions for a pass over the Mooncake
 // trace's 288,500 ids (BenchmarkPrefixIndexInsert, callgrind), 19.1 as
-// two functions not inlined (inlined, 24.6), the common case (holder
-// bits) a loop without the test of the other (useQueued). On
+// two functions not inlined (inlined, 24.6). On
 // BenchmarkReplayMooncakeRouters: max_prefix −3.2 M, dynamo_kv −2.7 M,
 // llm_d −1.7 M.
 //
 //go:noinline
 func useSlots(slots []int32, uses []*useRow, holders []uint64, bit uint64, q []int32) int64 {
-	if holders != nil {
-		return useQueued(slots, uses, holders, bit, q)
-	}
 	q = q[:len(slots)]
 	var added int64
 	for i := range q {
@@ -269,23 +265,9 @@ func useSlots(slots []int32, uses []*useRow, holders []uint64, bit uint64, q []i
 		p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]
 		if *p == 0 {
 			added++
-		}
-		*p++
-		q[i] = s
-	}
-	return added
-}
-
-// useQueued is useSlots with holder bits.
-func useQueued(slots []int32, uses []*useRow, holders []uint64, bit uint64, q []int32) int64 {
-	q = q[:len(slots)]
-	var added int64
-	for i := range q {
-		s := slots[len(slots)-1-i]
-		p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]
-		if *p == 0 {
-			added++
-			holders[s] |= bit
+			if holders != nil {
+				holders[s] |= bit
+			}
 		}
 		*p++
 		q[i] = s
