@@ -405,7 +405,7 @@ func (v *vllm) blockedFront(r *reqState, budget int64) bool {
 func (v *vllm) walk(r *reqState, c *kvcache.Chain, hits []int32, maxBlocks int64) []int32 {
 	k := int64(len(hits))
 	// Shared blocks are hashed and looked up together, a group of
-	// eight at a time (kvcache.Cache.LookupChain), up to the first
+	// 32 at a time (kvcache.Cache.LookupChain), up to the first
 	// miss. The hashes are identities, computed the same however far
 	// ahead, and the lookups stop at the first miss either way: what
 	// walk finds is what looking up each block's hash finds.

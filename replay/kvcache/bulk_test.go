@@ -377,3 +377,31 @@ func TestCommitAllLines(t *testing.T) {
 		})
 	}
 }
+
+// A lookup that finds a member of a group in a key's later entry goes on
+// along that entry's line only for the members no earlier entry of the
+// key holds: an earlier entry holds the earliest copies of its members
+// (index.get), here members 5 … 31 of a group whose 0 … 4 were evicted.
+func TestLookupAllEarlierEntries(t *testing.T) {
+	x := newIndex(1024)
+	k := uint64(0xabcdef01_00000400) // a key: its low five bits 0
+	insert(x.slots, x.mask, k, line(205, 5, groupLen-5, false))
+	insert(x.slots, x.mask, k, line(300, 0, groupLen, false))
+	c := contStep
+	hs := make([]uint64, groupLen)
+	want := make([]int32, groupLen)
+	for j := range hs {
+		hs[j] = k + uint64(j)*c
+		want[j] = 300 + int32(j)
+		if j >= 5 {
+			want[j] = 200 + int32(j)
+		}
+		if b, ok := x.get(hs[j]); !ok || b != want[j] {
+			t.Fatalf("get member %d: %d %v, want %d", j, b, ok, want[j])
+		}
+	}
+	got := make([]int32, groupLen)
+	if n := lookupAll(got, hs, x.slots, x.mask); n != groupLen || !slices.Equal(got, want) {
+		t.Errorf("lookupAll = %d %v, want %v", n, got, want)
+	}
+}

@@ -30,7 +30,7 @@ type BlockHasher struct {
 
 // slotRun is the number of consecutive blocks whose hashes step by
 // contStep (Hash): one group of the cache index (keyOf).
-const slotRun = 8
+const slotRun = 32
 
 // Root is the hash that precedes block 0 in every chain.
 const Root uint64 = 0x6f70616c74726163 // "opaltrac"
@@ -64,7 +64,7 @@ const Root uint64 = 0x6f70616c74726163 // "opaltrac"
 //
 // Note: along runs of slotRun blocks (k from a multiple of slotRun)
 // inside one trace block, a shared block's hash is block k−1's plus
-// contStep, and a run's first hash has its low three bits 0: so a run's
+// contStep, and a run's first hash has its low five bits 0: so a run's
 // hashes are members 0, 1, … of one group of the cache index (keyOf),
 // which holds the blocks a request commits, finds or evicts one after
 // the other as one entry. A trace block's first run starts at random;
@@ -111,7 +111,7 @@ func (h *BlockHasher) Hash(prev uint64, k int64) (hash uint64, private bool) {
 
 // privateStart returns the hash of private block k0, a multiple of
 // slotRun, of the request whose hashes are unique: Unique and k0 mixed,
-// its low three bits 0, never 0 (then 1). Blocks k0+1 … k0+slotRun−1
+// its low five bits 0, never 0 (then 1). Blocks k0+1 … k0+slotRun−1
 // are its steps (Hash), so that a run of a request's own blocks is one
 // group of the cache index, as a shared run is: a preempted request,
 // which commits and finds its own blocks by hash, commits, finds and
@@ -130,14 +130,15 @@ const continuation = 9
 
 // runStart returns the hash of continuation k that starts a run of
 // slotRun blocks (Hash), given the hash of the block before it, prev:
-// member 0 of a group in the cache index (its low three bits 0), never 0.
+// member 0 of a group in the cache index (its low five bits 0), never 0.
 // When prev is the last member of its group (a whole group before it in
-// the trace block, as on Mooncake's trace blocks of 32 engine blocks),
+// the trace block, as on trace blocks of 64 engine blocks or more),
 // that is prev − contBack, the first member of the key whose home slot
 // is the one before prev's key's (index); else (a trace block that
 // started inside a group) mixedStart's.
 //
-// Note: mixed at every run, a trace block's four groups went to four
+// Note: mixed at every run, a trace block's groups (when groups were
+// eight blocks, a Mooncake trace block's four) went to four
 // random places in the cache index, and committing, finding and evicting
 // a request's blocks took a cache miss a group: the first load of a probe
 // was the largest single cost of BenchmarkReplayMooncakeRouters/
@@ -160,7 +161,7 @@ func runStart(prev uint64, k int64) uint64 {
 }
 
 // mixedStart returns the hash of continuation k that starts a run of
-// slotRun blocks after a group cut short: prev and k mixed, its low three
+// slotRun blocks after a group cut short: prev and k mixed, its low five
 // bits 0 (member 0 of its group), never 0 (then 1).
 //
 // Note: not inlined, so that runStart, its one caller, is: inlined, it put
@@ -176,9 +177,9 @@ func mixedStart(prev uint64, k int64) uint64 {
 	return x
 }
 
-// contBack is 15·contStep modulo 2⁶⁴: from a group's last member (7) back
-// to member 0 of the key 8·contStep below its own (runStart).
-const contBack uint64 = 0x454021d7_0000000f
+// contBack is 63·contStep modulo 2⁶⁴: from a group's last member (31)
+// back to member 0 of the key 32·contStep below its own (runStart).
+const contBack uint64 = 0xefa6f487_0000003f
 
 // contStep is what step adds: its low half 1, so that a run's hashes are
 // the next members of one group of the cache index (keyOf); its high
@@ -223,8 +224,11 @@ func steps(g []uint64, x uint64) {
 	g = g[:slotRun]
 	if uint32(x) <= math.MaxUint32-(slotRun-1) {
 		c := contStep
-		g[0], g[1], g[2], g[3] = x, x+c, x+2*c, x+3*c
-		g[4], g[5], g[6], g[7] = x+4*c, x+5*c, x+6*c, x+7*c
+		for i := 0; i < slotRun; i += 8 {
+			g[i], g[i+1], g[i+2], g[i+3] = x, x+c, x+2*c, x+3*c
+			g[i+4], g[i+5], g[i+6], g[i+7] = x+4*c, x+5*c, x+6*c, x+7*c
+			x += 8 * c
+		}
 		return
 	}
 	for i := range g {
@@ -241,9 +245,16 @@ func steps(g []uint64, x uint64) {
 // i, so the sums are the steps when that cannot wrap.
 func stepRun(g []uint64, prev uint64) {
 	if uint64(uint32(prev))+uint64(len(g)) <= math.MaxUint32 {
-		x := prev
+		c, x := contStep, prev
+		for len(g) >= 8 {
+			g8 := (*[8]uint64)(g)
+			g8[0], g8[1], g8[2], g8[3] = x+c, x+2*c, x+3*c, x+4*c
+			g8[4], g8[5], g8[6], g8[7] = x+5*c, x+6*c, x+7*c, x+8*c
+			x += 8 * c
+			g = g[8:]
+		}
 		for i := range g {
-			x += contStep
+			x += c
 			g[i] = x
 		}
 		return

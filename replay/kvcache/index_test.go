@@ -77,10 +77,10 @@ func TestIndexChurn(t *testing.T) {
 // later copies joined an entry of their key and earlier ones did not.
 func TestIndexDuplicates(t *testing.T) {
 	x := newIndex(16)
-	k := uint64(0x1230) // a key: its low three bits 0
-	h1 := k + contStep  // member 1 of it
-	h := h1 + contStep  // member 2
-	g := k + 1<<40      // another key, of the same home slot
+	k := uint64(0x1220 << 5) // a key: its low five bits 0
+	h1 := k + contStep       // member 1 of it
+	h := h1 + contStep       // member 2
+	g := k + 1<<40           // another key, of the same home slot
 	for _, b := range []int32{3, 5, 6} {
 		x.add(h, b)
 	}
@@ -122,8 +122,9 @@ func TestIndexGrows(t *testing.T) {
 		if len(x.slots) != n || x.most != 2*n {
 			t.Fatalf("a table of %d slots growing to %d, want %d and %d", len(x.slots), x.most, n, 2*n)
 		}
-		k := home << 3 // a key of that home slot in both sizes
-		h := k + contStep2
+		k := home << 5 // a key of that home slot in both sizes
+		c := contStep
+		h := k + 2*c
 		var ref []int32 // h's blocks, earliest first
 		for b := int32(0); b < n; b++ {
 			switch {
@@ -341,12 +342,10 @@ func indexMatchesReference(t *testing.T, s1, s2 uint64, ops int) {
 	}
 }
 
-// contStep2 … contStep7 are the multiples of contStep, wrapped.
-func TestContSteps(t *testing.T) {
-	x := uint64(0)
-	for i, c := range []uint64{contStep, contStep2, contStep3, contStep4, contStep5, contStep6, contStep7} {
-		if x += contStep; c != x {
-			t.Errorf("contStep%d = %#x, want %#x", i+1, c, x)
-		}
+// contBack is 2·slotRun−1 times contStep, wrapped: from a group's last
+// member back to member 0 of the key slotRun steps below its own.
+func TestContBack(t *testing.T) {
+	if x, c := uint64(2*slotRun-1), contStep; contBack != x*c {
+		t.Errorf("contBack = %#x, want %#x", contBack, x*c)
 	}
 }

@@ -10,9 +10,9 @@ package kvcache
 // looked them up, comparing each group's hashes with its first's steps to
 // take a whole entry's line at once (lookupAll); hashing and lookups were
 // 34.8 million instructions of BenchmarkReplayMooncakeRouters/round_robin
-// and 95.6 of sglang_cache_aware. A group whose eight blocks are
+// and 95.6 of sglang_cache_aware. A group whose slotRun blocks are
 // continuations in one trace block (all of Mooncake's: 32 engine blocks
-// a trace block) is one run start and its steps, so here it is hashed and
+// a trace block, one group) is one run start and its steps, so here it is hashed and
 // looked up at once (nextGroup): its first hash is the entry's key, and
 // the others are its steps by construction, compared with nothing; and
 // nothing is hashed past the group of the first miss. Then 29.0 and 89.0
@@ -54,10 +54,11 @@ func (c *Chain) lookup(out []int32, from int64, slots []islot, mask uint64) int 
 		// Block x starts a group, just hashed by nextGroup: its first
 		// hash is its key, the others its steps. The first entry of
 		// the key that holds member 0 holds its earliest copy; if it
-		// holds all eight, they lie on its line (lookupAll).
+		// holds all slotRun and no earlier entry of the key holds any
+		// of them, their earliest copies lie on its line (lookupAll).
 		k := c.hashes[x]
 		i := home(k, mask)
-		first := true
+		var earlier uint64 // the members of k's entries before slot i
 		for {
 			s := slots[i]
 			if s.meta == 0 {
@@ -67,12 +68,12 @@ func (c *Chain) lookup(out []int32, from int64, slots []islot, mask uint64) int 
 				if s.meta&(1<<memberShift) != 0 {
 					break
 				}
-				first = false
+				earlier |= s.meta
 			}
 			i = (i + 1) & mask
 		}
 		m := slots[i].meta
-		if !first || m>>memberShift != 1<<groupLen-1 {
+		if (m&^earlier)>>memberShift != 1<<groupLen-1 {
 			// Not all on one line: a member at a time.
 			got := int64(lookupAll(out[x-from:x-from+slotRun], c.hashes[x:x+slotRun], slots, mask))
 			if x += got; got < slotRun {

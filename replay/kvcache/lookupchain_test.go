@@ -126,3 +126,30 @@ func lookupChainIsLookupAll(t *testing.T, s1, s2 uint64, tb, eb int64, ops int) 
 	}
 	return groups
 }
+
+// LookupChain takes a group whole from the entry that holds its member 0
+// only when no earlier entry of the key holds one of its members (which
+// would hold that member's earliest copy): here members 5 … 31 of the
+// trace block's group in an earlier entry, the whole group in a later.
+func TestLookupChainEarlierEntries(t *testing.T) {
+	h := BlockHasher{HashIDs: []int64{7, 8}, TraceBlock: 512, PromptTokens: 1024, EngineBlock: 16, Unique: 1, SharedIDs: 2}
+	var ref Chain
+	ref.Reset(h)
+	hs := ref.Hashes(0, groupLen)
+	k, j := keyOf(hs[0])
+	if j != 0 {
+		t.Fatalf("the trace block's first block is member %d", j)
+	}
+	c := New(1024)
+	insert(c.index.slots, c.index.mask, k, line(205, 5, groupLen-5, false))
+	insert(c.index.slots, c.index.mask, k, line(300, 0, groupLen, false))
+	want := c.LookupAll(nil, hs)
+	var ch Chain
+	ch.Reset(h)
+	if got := c.LookupChain(nil, &ch, 0, groupLen); !slices.Equal(got, want) {
+		t.Errorf("LookupChain = %v, want %v", got, want)
+	}
+	if want[0] != 300 || want[5] != 205 {
+		t.Errorf("LookupAll = %v, want 300 … 304 then 205 … 231", want)
+	}
+}

@@ -1,7 +1,5 @@
 package kvcache
 
-import "encoding/binary"
-
 // Promotion: private blocks made shared after they were freed.
 //
 // A replay that routes requests as they arrive cannot know, when a
@@ -84,7 +82,7 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 			if j == 0 && len(src)-i >= groupLen && nextMembers((*[groupLen - 1]uint64)(src[i+1:i+groupLen]), h) {
 				// A whole group (CommitAll).
 				copyGroup((*[groupLen]uint64)(hr[i:i+groupLen]), (*[groupLen]uint64)(src[i:i+groupLen]))
-				binary.LittleEndian.PutUint64(fl[i:i+groupLen], uint64(fHashed|fRecorded)*ones)
+				setFlags(fl[i:i+groupLen], fHashed|fRecorded)
 				if insert(slots, mask, gk, line(lo+int32(i), 0, groupLen, false)) {
 					made++
 				}
