@@ -475,8 +475,10 @@ func TestResetIsNew(t *testing.T) {
 			t.Fatalf("%d operations, reset: %d evictions, %d free, %d cached", ops, c.Evictions, c.NumFree(), c.NumCached())
 		}
 		fresh := New(40)
+		// The index keeps the size it grew to, empty.
 		if !slices.Equal(c.recs, fresh.recs) || !slices.Equal(c.starts, fresh.starts) || !slices.Equal(c.flags, fresh.flags) ||
-			!slices.Equal(c.hashes, fresh.hashes) || !slices.Equal(c.ring, fresh.ring) || !slices.Equal(c.index.slots, fresh.index.slots) {
+			!slices.Equal(c.hashes, fresh.hashes) || !slices.Equal(c.ring, fresh.ring) ||
+			len(c.index.slots) < len(fresh.index.slots) || slices.ContainsFunc(c.index.slots, func(s islot) bool { return s != islot{} }) {
 			t.Fatalf("%d operations, reset: its tables are not a new cache's", ops)
 		}
 		if a, b := drive(c, 2, 5000), drive(New(40), 2, 5000); !slices.Equal(a, b) {

@@ -165,18 +165,26 @@ func merge(m, n uint64) (uint64, bool) {
 
 // slotsPerBlock is how many slots, at most, the index has per block: an
 // entry holds one block at least, so at that size the table is at most
-// half full. It starts at half that (on Mooncake's replays an entry holds
-// four to 32 blocks, so it is an eighth full or less) and grows to it
-// only if it has to.
+// half full. It starts at an eighth of that, a slot per four blocks (on
+// Mooncake's replays an entry holds up to 32 blocks, a trace block's), and
+// grows to it only if it has to.
+//
+// Note: at half (a slot per block), with groups of 32, the tables were
+// mostly empty memory: starting at an eighth, a replay of
+// BenchmarkReplayMooncakeRouters allocates 82.2 MB where it allocated
+// 88.5 (round_robin; sglang_cache_aware 103.1 → 100.0, llm_d 114.2 →
+// 110.5, autoscale 104.9 → 99.1), for the same instructions within
+// 1 million. At a thirty-second, the routers' tables grew, and their
+// replays allocated more (sglang_cache_aware 101.5 MB, llm_d 112.1).
 //
 // Note: at its largest size from the start, on 16 workers, 16 MiB of
 // slots that a lookup, an insertion and an eviction each reach at a
 // random place: on BenchmarkReplayMooncakeRouters/sglang_cache_aware one
 // line of unindex, a probe's first load, was a fifth of the CPU time
-// (pprof, -cpu 1) for some 4 % of its instructions. At an eighth of the
-// largest size (a slot per four blocks), its probe runs were longer:
-// unindex took some 6 million instructions more than at half on that
-// benchmark.
+// (pprof, -cpu 1) for some 4 % of its instructions. With groups of
+// eight, four times the entries, at an eighth of the largest size its
+// probe runs were longer: unindex took some 6 million instructions more
+// than at half on that benchmark.
 const slotsPerBlock = 2
 
 func newIndex(blocks int64) index {
@@ -185,7 +193,7 @@ func newIndex(blocks int64) index {
 		most <<= 1
 	}
 	x := index{most: most}
-	x.resize(max(16, most/2))
+	x.resize(max(16, most/8))
 	return x
 }
 

@@ -31,7 +31,7 @@ func TestIndexChurn(t *testing.T) {
 		keys := make([]uint64, 3*n)
 		for i := range keys {
 			// Few home slots: many keys share one.
-			k := uint64(i+1)<<40 | c.home(rng)<<3
+			k := uint64(i+1)<<40 | c.home(rng)<<5
 			keys[i] = k + uint64(rng.IntN(groupLen))*contStep
 		}
 		b := int32(0)
@@ -108,21 +108,21 @@ func TestIndexDuplicates(t *testing.T) {
 	}
 }
 
-// Growth: the table starts at a slot per block and doubles once it would
-// be more than half full, up to two slots per block; each key's entries
-// keep their order across it (get still returns the earliest copy), also
-// for probe runs that wrap past the table's end, and entries and blocks
-// are counted as before.
+// Growth: the table starts at a slot per four blocks and doubles once it
+// would be more than half full, up to two slots per block; each key's
+// entries keep their order across it (get still returns the earliest
+// copy), also for probe runs that wrap past the table's end, and entries
+// and blocks are counted as before.
 func TestIndexGrows(t *testing.T) {
-	const n = 64 // blocks: 64 slots to start, 128 at most
-	// Homes 63 and 127: probe runs that wrap past the end before the
-	// table grows, and after.
-	for _, home := range []uint64{0, 63, 127} {
+	const n = 256 // blocks: 64 slots to start, 512 at most
+	// Homes 63, 127, 255 and 511: probe runs that wrap past the end
+	// before the table grows, and after.
+	for _, home := range []uint64{0, 63, 127, 255, 511} {
 		x := newIndex(n)
-		if len(x.slots) != n || x.most != 2*n {
-			t.Fatalf("a table of %d slots growing to %d, want %d and %d", len(x.slots), x.most, n, 2*n)
+		if len(x.slots) != n/4 || x.most != 2*n {
+			t.Fatalf("a table of %d slots growing to %d, want %d and %d", len(x.slots), x.most, n/4, 2*n)
 		}
-		k := home << 5 // a key of that home slot in both sizes
+		k := home << 5 // a key of that home slot in every size
 		c := contStep
 		h := k + 2*c
 		var ref []int32 // h's blocks, earliest first
@@ -132,7 +132,7 @@ func TestIndexGrows(t *testing.T) {
 				x.add(h, b)
 				ref = append(ref, b)
 			default: // a key of its own, of the same home slot
-				x.add(home<<3|uint64(b)<<40, b)
+				x.add(home<<5|uint64(b)<<40, b)
 			}
 			if x.used > x.limit || x.limit > len(x.slots)/2 && len(x.slots) < int(x.most) {
 				t.Fatalf("block %d: %d entries in %d slots (limit %d)", b, x.used, len(x.slots), x.limit)
@@ -157,7 +157,7 @@ func TestIndexGrows(t *testing.T) {
 	}
 }
 
-// Keys: the low three bits are the member, the key the rest, and a
+// Keys: the low five bits are the member, the key the rest, and a
 // group's hashes are its key stepped by contStep.
 func TestKeyOf(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -294,7 +294,7 @@ func indexMatchesReference(t *testing.T, s1, s2 uint64, ops int) {
 	var keys []uint64
 	for hi := uint64(1); hi <= 3; hi++ {
 		for _, lo := range homes {
-			keys = append(keys, hi<<40|lo<<3)
+			keys = append(keys, hi<<40|lo<<5)
 		}
 	}
 	b := int32(0)
