@@ -202,3 +202,45 @@ func promoteMatchesNamed(t *testing.T, rebase bool) {
 	}
 	t.Logf("%d compactions, %d evictions, %d promotions out of runs, %d hits on their tails, %d on private blocks after preemption", a.compactions, a.Evictions, promotedRuns, tailHits, ghostHits)
 }
+
+// Promote indexes a whole group of stepped hashes as one entry, as
+// CommitAll does, and a group's part as another: a run of three groups
+// and five blocks promoted in two parts, the second starting inside a
+// group. Every hash is then found, one by one and in bulk alike, at a
+// distinct block of the run's tail, the cache passes Check, and evicting
+// the run drops every hash.
+func TestPromoteWholeGroups(t *testing.T) {
+	const n = 3*groupLen + 5
+	c := New(n)
+	blocks, _ := c.AllocateNamed(nil, n, 0) // anonymous, as a private run's
+	r := c.ReleaseRun(blocks, n)
+	hs := make([]uint64, n)
+	k, s := uint64(0xabc)<<40, contStep // k: a key, its low five bits 0
+	for i := range hs {
+		hs[i] = k + uint64(i)*s
+	}
+	c.Promote(r, hs[:groupLen+8])
+	c.Promote(r, hs[groupLen+8:])
+	mustCheck(t, c)
+	// Three whole groups (the second's rest joined its first 8, on one
+	// line of ids) and the last 5.
+	if c.index.used != 4 {
+		t.Errorf("%d index entries, want 4", c.index.used)
+	}
+	found := make([]int32, n)
+	seen := map[int32]bool{}
+	for i, h := range hs {
+		b, ok := c.Lookup(h)
+		if !ok || !c.inTail(b) || seen[b] {
+			t.Fatalf("hash %d: block %d %v (in the run's tail: %v; seen: %v)", i, b, ok, ok && c.inTail(b), seen[b])
+		}
+		found[i], seen[b] = b, true
+	}
+	if all := c.LookupAll(nil, hs); !slices.Equal(all, found) {
+		t.Errorf("LookupAll = %v, one by one %v", all, found)
+	}
+	if _, ok := c.Allocate(nil, n); !ok || c.NumCached() != 0 {
+		t.Errorf("after evicting the run: %d hashes cached", c.NumCached())
+	}
+	mustCheck(t, c)
+}
