@@ -28,12 +28,13 @@ import (
 func (c *Cache) LookupAll(dst []int32, hs []uint64) []int32 {
 	n := len(dst)
 	dst = grow(dst, len(hs))
-	found := lookupAll(dst[n:n+len(hs)], hs, c.index.slots, c.index.mask)
+	found := lookupAll(dst[n:n+len(hs)], hs, c.index.slots, c.index.mask, false)
 	return dst[:n+found]
 }
 
 // lookupAll is LookupAll's loop: it writes the blocks of hs's leading
-// hits to out, as long, and returns how many.
+// hits to out, as long, and returns how many; chained says that hs are a
+// chain's consecutive hashes (chainMembers).
 //
 // Note: the hashes of a prefix are mostly consecutive members of a
 // group on consecutive ids (index), so a hit goes on along the entry's
@@ -42,7 +43,7 @@ func (c *Cache) LookupAll(dst []int32, hs []uint64) []int32 {
 // without a probe. (With only a hit in a key's first entry going on, a
 // group's copy behind a partly evicted one took a probe a member: 158,000
 // probes of BenchmarkReplayMooncakeRouters/sglang_cache_aware's 209,000.)
-func lookupAll(out []int32, hs []uint64, slots []islot, mask uint64) int {
+func lookupAll(out []int32, hs []uint64, slots []islot, mask uint64, chained bool) int {
 	out = out[:len(hs)]
 	for x := 0; x < len(hs); {
 		h := hs[x]
@@ -75,7 +76,8 @@ func lookupAll(out []int32, hs []uint64, slots []islot, mask uint64) int {
 			d = -1
 		}
 		if j == 0 && own>>memberShift == 1<<groupLen-1 && len(hs)-x >= groupLen-1 &&
-			nextMembers((*[groupLen - 1]uint64)(hs[x:x+groupLen-1]), h) {
+			(chained && chainMembers((*[groupLen - 1]uint64)(hs[x:x+groupLen-1]), h) ||
+				!chained && nextMembers((*[groupLen - 1]uint64)(hs[x:x+groupLen-1]), h)) {
 			// A whole group, all of it in the entry.
 			fillLine((*[groupLen - 1]int32)(out[x:x+groupLen-1]), b, d)
 			x += groupLen - 1
@@ -99,7 +101,8 @@ func lookupAll(out []int32, hs []uint64, slots []islot, mask uint64) int {
 const ones = 0x0101010101010101
 
 // CommitAll commits hs[i] to blocks[i], in order, as Commit does; the two
-// are as long.
+// are as long, and hs are consecutive hashes of one chain (Chain.Hashes,
+// or BlockHasher.Hash block after block: see chainMembers).
 //
 // Note: a stretch of blocks on consecutive ids whose hashes are
 // consecutive members of a group (index), a prefix's mostly, is one
@@ -120,7 +123,7 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 			continue
 		}
 		k, j := keyOf(h)
-		if j == 0 && len(hs)-i >= groupLen && nextMembers((*[groupLen - 1]uint64)(hs[i+1:i+groupLen]), h) {
+		if j == 0 && len(hs)-i >= groupLen && chainMembers((*[groupLen - 1]uint64)(hs[i+1:i+groupLen]), h) {
 			// A whole group on a line of ids, none committed: one
 			// entry. (The group's flags as one word.)
 			bl := (*[groupLen - 1]int32)(blocks[i+1 : i+groupLen])

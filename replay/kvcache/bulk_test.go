@@ -401,7 +401,7 @@ func TestLookupAllEarlierEntries(t *testing.T) {
 		}
 	}
 	got := make([]int32, groupLen)
-	if n := lookupAll(got, hs, x.slots, x.mask); n != groupLen || !slices.Equal(got, want) {
+	if n := lookupAll(got, hs, x.slots, x.mask, false); n != groupLen || !slices.Equal(got, want) {
 		t.Errorf("lookupAll = %d %v, want %v", n, got, want)
 	}
 }

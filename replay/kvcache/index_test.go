@@ -3,6 +3,7 @@ package kvcache
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -348,4 +349,57 @@ func TestContBack(t *testing.T) {
 	if x, c := uint64(2*slotRun-1), contStep; contBack != x*c {
 		t.Errorf("contBack = %#x, want %#x", contBack, x*c)
 	}
+}
+
+// chainMembers, which compares a group's last hash only, says what
+// nextMembers says on every member 0 of chains' hashes: from trace and
+// engine block sizes that start trace blocks at and inside groups, with
+// private tails (a private run starting inside a group), and spliced as a
+// router's promotion splices them (one request's chain, then another's
+// hasher from its last hash on, prefixlazy's raise).
+func TestChainMembersIsNextMembers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	whole, parts := 0, 0
+	for range 3000 {
+		sz := []struct{ tb, eb int64 }{{512, 16}, {128, 4}, {64, 8}, {48, 16}, {16, 16}, {100, 3}, {40, 1}}[rng.IntN(7)]
+		ids := make([]int64, 1+rng.IntN(12))
+		for i := range ids {
+			ids[i] = int64(rng.IntN(3))
+		}
+		prompt := int64(len(ids))*sz.tb - rng.Int64N(sz.tb)
+		h := BlockHasher{HashIDs: ids, TraceBlock: sz.tb, PromptTokens: prompt, EngineBlock: sz.eb,
+			Unique: rng.Uint64(), SharedIDs: rng.IntN(len(ids) + 1)}
+		var ch Chain
+		ch.Reset(h)
+		n := prompt/sz.eb + rng.Int64N(3*groupLen)
+		hs := slices.Clone(ch.Hashes(0, n))
+		if rng.IntN(2) == 0 && n > 1 {
+			// Spliced: another request's hasher after block m.
+			o := h
+			o.Unique, o.SharedIDs = rng.Uint64(), rng.IntN(len(ids)+1)
+			m := 1 + rng.Int64N(n-1)
+			for k := m; k < n; k++ {
+				hs[k], _ = o.Hash(hs[k-1], k)
+			}
+		}
+		for x := 0; x+groupLen <= len(hs); x++ {
+			if _, j := keyOf(hs[x]); j != 0 {
+				continue
+			}
+			g := (*[groupLen - 1]uint64)(hs[x+1 : x+groupLen])
+			want := nextMembers(g, hs[x])
+			if got := chainMembers(g, hs[x]); got != want {
+				t.Fatalf("trace block %d, engine block %d, block %d of %d: chainMembers %v, nextMembers %v", sz.tb, sz.eb, x, n, got, want)
+			}
+			if want {
+				whole++
+			} else {
+				parts++
+			}
+		}
+	}
+	if whole < 1000 || parts < 1000 {
+		t.Fatalf("%d whole groups, %d not: not exercised", whole, parts)
+	}
+	t.Logf("%d whole groups, %d not", whole, parts)
 }

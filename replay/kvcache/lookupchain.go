@@ -41,7 +41,7 @@ func (c *Chain) lookup(out []int32, from int64, slots []islot, mask uint64) int 
 		if have := int64(len(c.hashes)); x < have {
 			// Hashed already: looked up as LookupAll does.
 			e := min(have, to)
-			got := int64(lookupAll(out[x-from:e-from], c.hashes[x:e], slots, mask))
+			got := int64(lookupAll(out[x-from:e-from], c.hashes[x:e], slots, mask, true))
 			if x += got; x < e {
 				return int(x - from)
 			}
@@ -75,7 +75,7 @@ func (c *Chain) lookup(out []int32, from int64, slots []islot, mask uint64) int 
 		m := slots[i].meta
 		if (m&^earlier)>>memberShift != 1<<groupLen-1 {
 			// Not all on one line: a member at a time.
-			got := int64(lookupAll(out[x-from:x-from+slotRun], c.hashes[x:x+slotRun], slots, mask))
+			got := int64(lookupAll(out[x-from:x-from+slotRun], c.hashes[x:x+slotRun], slots, mask, true))
 			if x += got; got < slotRun {
 				return int(x - from)
 			}
