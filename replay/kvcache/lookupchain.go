@@ -12,15 +12,16 @@ package kvcache
 // 34.8 million instructions of BenchmarkReplayMooncakeRouters/round_robin
 // and 95.6 of sglang_cache_aware. A group whose slotRun blocks are
 // continuations in one trace block (all of Mooncake's: 32 engine blocks
-// a trace block, one group) is one run start and its steps, so here it is hashed and
-// looked up at once (nextGroup): its first hash is the entry's key, and
-// the others are its steps by construction, compared with nothing; and
-// nothing is hashed past the group of the first miss. Then 29.0 and 89.0
-// million. (Blocks a router hashed before the match, to promote a
-// neighbour's, are looked up as LookupAll does: a bit per group saying
-// that its hashes are a key's members, set as they are hashed, cost more
-// than the comparisons it saved, 12 million instructions on
-// sglang_cache_aware.)
+// a trace block, one group) is one run start and its steps, so here it
+// is hashed and looked up at once (nextGroup): its first hash is the
+// entry's key, and the others are its steps by construction, compared
+// with nothing; and nothing is hashed past the group of the first miss.
+// Then 29.0 and 89.0 million. (Blocks a router hashed before the match,
+// to promote a neighbour's, are looked up as LookupAll does, a group
+// told whole by its last hash, chainMembers: a bit per group saying that
+// its hashes are a key's members, set as they were hashed, cost more than
+// the comparisons it saved with groups of eight, 12 million instructions
+// on sglang_cache_aware.)
 func (c *Cache) LookupChain(dst []int32, ch *Chain, from, to int64) []int32 {
 	to = min(to, ch.shared)
 	if from >= to {
@@ -39,7 +40,8 @@ func (c *Chain) lookup(out []int32, from int64, slots []islot, mask uint64) int 
 	to := from + int64(len(out))
 	for x := from; x < to; {
 		if have := int64(len(c.hashes)); x < have {
-			// Hashed already: looked up as LookupAll does.
+			// Hashed already: looked up as LookupAll does, a
+			// group told whole by its last hash (chainMembers).
 			e := min(have, to)
 			got := int64(lookupAll(out[x-from:e-from], c.hashes[x:e], slots, mask, true))
 			if x += got; x < e {
