@@ -134,7 +134,7 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 					g := (*[groupLen]uint64)(hs[i : i+groupLen])
 					hr := (*[groupLen]uint64)(hashes[lo : lo+groupLen])
 					if d > 0 {
-						copyGroup(hr, g)
+						*hr = *g
 					} else {
 						for i := range hr {
 							hr[i] = g[groupLen-1-i]
@@ -177,15 +177,6 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 	}
 	ix.n += added
 	ix.used += made
-}
-
-// copyGroup sets *dst to *src.
-//
-// Note: element by element, as loads and stores: the array assignment
-// was a call of runtime.memmove, some 28 instructions a group of
-// CommitAll's and Promote's.
-func copyGroup(dst, src *[groupLen]uint64) {
-	*dst = *src
 }
 
 // recordedAny returns the fRecorded bits of fl's flags, ORed a word at a time.

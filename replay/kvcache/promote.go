@@ -50,9 +50,9 @@ func (c *Cache) RunLeft(r FreeRun) (done, left int64, ok bool) {
 // Promote names the next len(hashes) anonymous cached blocks of run r
 // (RunLeft: blocks done, done+1, …; at most left), commits hashes[x] to
 // the x-th and indexes it, as Commit does; hashes are consecutive hashes
-// of one chain (CommitAll). They stay free and where they
-// were in the queue: after the run's anonymous blocks, and before those
-// it promoted earlier.
+// of one chain (CommitAll). They stay free and where they were in the
+// queue: after the run's anonymous blocks, and before those it promoted
+// earlier.
 //
 // Note: they take consecutive ids, a span of the run's tail each range
 // of the stack gives (the x-th block the range's x-th id, so that the
@@ -82,7 +82,7 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 			gk, j := keyOf(h)
 			if j == 0 && len(src)-i >= groupLen && chainMembers((*[groupLen - 1]uint64)(src[i+1:i+groupLen]), h) {
 				// A whole group (CommitAll).
-				copyGroup((*[groupLen]uint64)(hr[i:i+groupLen]), (*[groupLen]uint64)(src[i:i+groupLen]))
+				*(*[groupLen]uint64)(hr[i : i+groupLen]) = *(*[groupLen]uint64)(src[i : i+groupLen])
 				setFlags(fl[i:i+groupLen], fHashed|fRecorded)
 				if insert(slots, mask, gk, line(lo+int32(i), 0, groupLen, false)) {
 					made++
