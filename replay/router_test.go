@@ -420,6 +420,111 @@ func TestPrefixIndexLRUReference(t *testing.T) {
 	}
 }
 
+// TestPrefixIndexRowsRecycled drives a bounded index whose workers' ids
+// move on through many rows of use counts (a trace's new prompts), with a
+// few old ids kept (a shared system prompt) and workers dropped, against
+// the reference LRU of TestPrefixIndexLRUReference: the rows a worker
+// stops using are given back and taken again by others, so a row given
+// back while still named, or not cleared, shows as a wrong match or
+// count. It checks too that each row's count of held slots is right,
+// that the spare rows are zeros, and that rows were taken again.
+func TestPrefixIndexRowsRecycled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const workers, capBlocks = 5, 40
+	x := newPrefixIndex(workers, capBlocks*16)
+	ref := make([]map[int64]uint64, workers)
+	for w := range ref {
+		ref[w] = map[int64]uint64{}
+	}
+	var clock uint64
+	n := make([]int, workers)
+	ids := func(op int) []int64 {
+		q := make([]int64, 1+rng.IntN(12))
+		base := int64(op) * 5 // on through some 20 rows
+		for j := range q {
+			if j == 0 && rng.IntN(3) == 0 {
+				q[j] = int64(rng.IntN(3)) // an old shared id
+			} else {
+				q[j] = base + int64(j*3+rng.IntN(3))
+			}
+		}
+		return q
+	}
+	reused := 0
+	for op := range 4000 {
+		w := rng.IntN(workers)
+		if rng.IntN(50) == 0 {
+			x.dropWorker(w)
+			clear(ref[w])
+			continue
+		}
+		spare := len(x.spare)
+		q := ids(op)
+		x.insert(w, q, 16)
+		if len(x.spare) < spare {
+			reused++
+		}
+		for j := len(q) - 1; j >= 0; j-- {
+			clock++
+			ref[w][q[j]] = clock
+		}
+		for len(ref[w]) > capBlocks {
+			var oldest int64
+			least := uint64(math.MaxUint64)
+			for id, c := range ref[w] {
+				if c < least {
+					oldest, least = id, c
+				}
+			}
+			delete(ref[w], oldest)
+		}
+		p := ids(op - rng.IntN(20))
+		x.matchAll(p, n)
+		for v := range workers {
+			want := 0
+			for want < len(p) && ref[v][p[want]] != 0 {
+				want++
+			}
+			if n[v] != want || x.count[v] != int64(len(ref[v])) {
+				t.Fatalf("op %d: worker %d matches %v to %d holding %d, reference %d holding %d", op, v, p, n[v], x.count[v], want, len(ref[v]))
+			}
+		}
+		checkUseRows(t, x, op)
+	}
+	if reused < 100 {
+		t.Errorf("rows taken again from the spares %d times, want at least 100: the test does not recycle rows", reused)
+	}
+}
+
+// checkUseRows checks that each worker's row counts the slots it holds
+// there and that the spare rows are zeros.
+func checkUseRows(t *testing.T, x *prefixIndex, op int) {
+	t.Helper()
+	for w, u := range x.uses {
+		for c, r := range u.rows {
+			held := int32(0)
+			if r != nil {
+				for _, k := range r {
+					if k != 0 {
+						held++
+					}
+				}
+				if held == 0 {
+					t.Fatalf("op %d: worker %d keeps row %d, where it holds no slot", op, w, c)
+				}
+			}
+			if u.live[c] != held {
+				t.Fatalf("op %d: worker %d holds %d slots of row %d, counted %d", op, w, held, c, u.live[c])
+			}
+		}
+	}
+	for i, r := range x.spare {
+		if *r != (useRow{}) {
+			t.Fatalf("op %d: spare row %d is not zeros", op, i)
+		}
+	}
+}
+
 // BenchmarkPrefixIndexInsert inserts the Mooncake conversation trace's
 // requests into a bounded index of 16 workers (llm-d's default capacity,
 // 2,000,000 tokens a worker), round-robin, again and again.

@@ -23,10 +23,13 @@ type prefixIndex struct {
 	workers   int
 	capTokens int64 // per worker; 0: unbounded
 	slots     slotTable
-	// uses holds, per worker, in chunks of useChunk slots, how many of
+	// uses holds, per worker, in rows of useChunk slots, how many of
 	// the worker's queue entries (lru) name each slot (0: the worker
 	// does not hold it); unbounded, 1 for a slot held.
-	uses  [][]*useRow
+	uses []useRows
+	// spare holds rows of zeros, given back when their worker held none
+	// of their slots any more, for the next row a worker needs.
+	spare []*useRow
 	count []int64   // per worker: blocks held
 	lru   []lruRing // per worker: the slots inserted, oldest first
 	// holders holds, per slot, a bit per worker whose use count there is
@@ -39,12 +42,15 @@ type prefixIndex struct {
 	slotBuf  []int32 // scratch: the slots of insertHeld's ids
 }
 
-// useChunk is how many slots' use counts one chunk holds: they grow by
-// whole chunks, never copied, where one growing slice copied them all
+// useChunk is how many slots' use counts one row holds: they are made a
+// row at a time, never copied, where one growing slice copied them all
 // again at each growth (about 7 % of the cache-aware routers' CPU on the
-// Mooncake trace's 183,000 blocks, by pprof).
+// Mooncake trace's 183,000 blocks, by pprof). With rows given back and
+// taken again (useRows), the llm_d replay allocated 98.0 MB with rows of
+// 256 slots, 100.1 with 1,024 and 103.0 with 4,096
+// (BenchmarkReplayMooncakeRouters/llm_d, -benchmem).
 //
-// Note: a worker's counts are its own chunks, an array each, so that a
+// Note: a worker's counts are its own rows, an array each, so that a
 // slot's count is two indexings, the second by a masked slot the
 // compiler checks no bound of; one chunk held every worker's (slot·workers
 // + worker), and finding a count there was some 15 instructions, 7 M of
@@ -54,10 +60,33 @@ const useChunk = 1024
 // A useRow is one worker's use counts of useChunk slots.
 type useRow [useChunk]uint32
 
+// useRows is one worker's use counts: a row per useChunk slots, nil while
+// the worker holds none of them, and per row how many of its slots the
+// worker holds.
+//
+// Note: a row is made when its worker first holds one of its slots and
+// given back (spare) when it holds none any more, so a bounded index
+// keeps rows for what its workers hold now, not for every slot each
+// worker ever held: a row per worker and row of all the slots made was
+// 11.7 MB of the 16-worker llm_d replay of the Mooncake trace's 183,000
+// ids, fresh memory faulted in page by page; with the holder bits
+// doubled as they grow, that replay allocates 100.1 MB where it
+// allocated 110.5 (dynamo_kv 108.5 → 94.7, max_prefix 110.1 → 95.3;
+// BenchmarkReplayMooncakeRouters, -benchmem), for 5–7 million more
+// instructions (the rows' nil tests and counts) and no CPU time that
+// fifteen rounds could tell. The rows grew with workers × ids: `opaltrace
+// replay` of the trace with llm_d on 128 workers peaked at 338–342 MB
+// where it peaked at 403–416, in 0.43 s of user time where it took
+// 0.58–0.61 (64 workers: 266–278 MB against 302–308; /usr/bin/time -v).
+type useRows struct {
+	rows []*useRow
+	live []int32 // per row: its slots whose count is not 0
+}
+
 func newPrefixIndex(workers int, capTokens int64) *prefixIndex {
 	return &prefixIndex{
 		workers: workers, capTokens: capTokens,
-		uses:  make([][]*useRow, workers),
+		uses:  make([]useRows, workers),
 		count: make([]int64, workers), lru: make([]lruRing, workers),
 		bitsOnly: capTokens == 0 && workers <= 64,
 	}
@@ -87,8 +116,8 @@ func (x *prefixIndex) matchUses(ids []int64, n []int) {
 		}
 		c, o := uint32(s)/useChunk, uint32(s)%useChunk
 		alive := 0 // workers still matching every id so far
-		for w, ws := range x.uses {
-			if ws[c][o] != 0 && n[w] == j {
+		for w, u := range x.uses {
+			if r := u.rows[c]; r != nil && r[o] != 0 && n[w] == j {
 				n[w]++
 				alive++
 			}
@@ -154,9 +183,9 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 	// instructions on BenchmarkReplayMooncakeRouters/dynamo_kv, 47.8 M
 	// with newSlot in two passes).
 	slots := x.slotsOf(ids) // used deepest first: evicted first
-	uses, holders, bit := x.uses[w], x.holders, uint64(1)<<(w&63)
+	u, holders, bit := &x.uses[w], x.holders, uint64(1)<<(w&63)
 	if !bounded {
-		x.count[w] += holdSlots(slots, uses, holders, bit)
+		x.count[w] += holdSlots(slots, u.rows, u.live, &x.spare, holders, bit)
 		return
 	}
 	// The deepest ids' entries go where the ring has room up to its
@@ -164,18 +193,18 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 	ring := &x.lru[w]
 	a, b := ring.room(len(slots))
 	deep := len(slots) - len(a)
-	added := useSlots(slots[deep:], uses, holders, bit, a)
+	added := useSlots(slots[deep:], u.rows, u.live, &x.spare, holders, bit, a)
 	if deep > 0 {
-		added += useSlots(slots[:deep], uses, holders, bit, b)
+		added += useSlots(slots[:deep], u.rows, u.live, &x.spare, holders, bit, b)
 	}
 	// The queue is by insertion; a block inserted again has a newer
 	// entry, and its older ones are stale and skipped.
 	count, limit := x.count[w]+added, x.capTokens/blockSize
 	a, b = ring.live()
-	head, count := evictUses(a, uses, holders, bit, count, limit)
+	head, count := evictUses(a, u.rows, u.live, &x.spare, holders, bit, count, limit)
 	if head == len(a) && count > limit {
 		var more int
-		more, count = evictUses(b, uses, holders, bit, count, limit)
+		more, count = evictUses(b, u.rows, u.live, &x.spare, holders, bit, count, limit)
 		head += more
 	}
 	ring.pop(head)
@@ -257,14 +286,22 @@ func (r *lruRing) grow(n int) {
 // llm_d −1.7 M.
 //
 //go:noinline
-func useSlots(slots []int32, uses []*useRow, holders []uint64, bit uint64, q []int32) int64 {
+func useSlots(slots []int32, rows []*useRow, live []int32, spare *[]*useRow, holders []uint64, bit uint64, q []int32) int64 {
 	q = q[:len(slots)]
+	live = live[:len(rows)]
 	var added int64
 	for i := range q {
 		s := slots[len(slots)-1-i]
-		p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]
+		c := uint32(s) / useChunk
+		r := rows[c]
+		if r == nil {
+			r = takeRow(spare)
+			rows[c] = r
+		}
+		p := &r[uint32(s)%useChunk]
 		if *p == 0 {
 			added++
+			live[c]++
 			if holders != nil {
 				holders[s] |= bit
 			}
@@ -275,14 +312,32 @@ func useSlots(slots []int32, uses []*useRow, holders []uint64, bit uint64, q []i
 	return added
 }
 
+// takeRow returns a row of zeros: a spare one, or a new one.
+func takeRow(spare *[]*useRow) *useRow {
+	if n := len(*spare); n > 0 {
+		r := (*spare)[n-1]
+		*spare = (*spare)[:n-1]
+		return r
+	}
+	return new(useRow)
+}
+
 // holdSlots is useSlots for an unbounded index, which keeps no queue: a
 // count is 1 for a slot held.
-func holdSlots(slots []int32, uses []*useRow, holders []uint64, bit uint64) int64 {
+func holdSlots(slots []int32, rows []*useRow, live []int32, spare *[]*useRow, holders []uint64, bit uint64) int64 {
+	live = live[:len(rows)]
 	var added int64
 	for _, s := range slots {
-		if p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]; *p == 0 {
+		c := uint32(s) / useChunk
+		r := rows[c]
+		if r == nil {
+			r = takeRow(spare)
+			rows[c] = r
+		}
+		if p := &r[uint32(s)%useChunk]; *p == 0 {
 			*p = 1
 			added++
+			live[c]++
 			if holders != nil {
 				holders[s] |= bit
 			}
@@ -298,15 +353,23 @@ func holdSlots(slots []int32, uses []*useRow, holders []uint64, bit uint64) int6
 // count left.
 //
 //go:noinline
-func evictUses(q []int32, uses []*useRow, holders []uint64, bit uint64, count, limit int64) (int, int64) {
+func evictUses(q []int32, rows []*useRow, live []int32, spare *[]*useRow, holders []uint64, bit uint64, count, limit int64) (int, int64) {
+	live = live[:len(rows)]
 	head := 0
 	for ; count > limit && head < len(q); head++ {
 		s := q[head]
-		p := &uses[uint32(s)/useChunk][uint32(s)%useChunk]
+		c := uint32(s) / useChunk
+		r := rows[c]
+		p := &r[uint32(s)%useChunk]
 		if *p--; *p == 0 {
 			count--
 			if holders != nil {
 				holders[s] &^= bit
+			}
+			if live[c]--; live[c] == 0 {
+				// All zeros: spare.
+				*spare = append(*spare, r)
+				rows[c] = nil
 			}
 		}
 	}
@@ -353,15 +416,21 @@ func (x *prefixIndex) slotsOf(ids []int64) []int32 {
 	}
 	t.n = n
 	x.slotBuf = slots
-	if x.workers <= 64 && len(x.holders) < int(n) {
-		x.holders = append(x.holders, make([]uint64, int(n)-len(x.holders))...)
+	if h := x.holders; x.workers <= 64 && len(h) < int(n) {
+		// Doubled, where append grows a large slice by a quarter:
+		// the copies were 6 MB of fresh memory a 16-worker replay of
+		// the Mooncake trace. Never shrunk, so its room is zeros.
+		if cap(h) < int(n) {
+			h = slices.Grow(h, max(int(n), 2*cap(h))-len(h))
+		}
+		x.holders = h[:n]
 	}
-	if !x.bitsOnly && len(x.uses) > 0 && len(x.uses[0])*useChunk < int(n) { // every worker has as many chunks
-		for w, ws := range x.uses {
-			for len(ws)*useChunk < int(n) {
-				ws = append(ws, new(useRow))
-			}
-			x.uses[w] = ws
+	if !x.bitsOnly && len(x.uses) > 0 && len(x.uses[0].rows)*useChunk < int(n) { // every worker has as many rows
+		rows := (int(n) + useChunk - 1) / useChunk
+		for w := range x.uses {
+			u := &x.uses[w]
+			u.rows = append(u.rows, make([]*useRow, rows-len(u.rows))...)
+			u.live = append(u.live, make([]int32, rows-len(u.live))...)
 		}
 	}
 	return slots
@@ -389,9 +458,15 @@ func (x *prefixIndex) insertBits(w int, ids []int64) {
 
 // dropWorker forgets everything worker w held: it was started afresh.
 func (x *prefixIndex) dropWorker(w int) {
-	for _, c := range x.uses[w] {
-		clear(c[:])
+	u := &x.uses[w]
+	for c, r := range u.rows {
+		if r != nil {
+			clear(r[:])
+			x.spare = append(x.spare, r)
+			u.rows[c] = nil
+		}
 	}
+	clear(u.live)
 	for s := range x.holders {
 		x.holders[s] &^= 1 << w
 	}
