@@ -54,13 +54,21 @@ func runWith(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs 
 }
 
 // runPlain replays with fast-forward and no per-step hooks, so that its
-// inner loop (steadySteps) runs, and returns the records and the stats.
-func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs []*trace.Request) (string, Stats) {
+// inner loop (steadySteps) runs, and returns the records, the stats, and
+// how many of the inner loop's runs on vLLM workers had a waiting front
+// that did not fit (vllm.stuck).
+func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs []*trace.Request) (string, Stats, int) {
 	t.Helper()
-	checks := 0
+	checks, stuck := 0, 0
 	checkSteady := func(w *worker, grownAhead bool) {
 		checks++
 		v, ok := w.s.(*vllm)
+		if ok && w.waiting.Len() > 0 && len(w.running) < v.maxSeq {
+			if !v.stuck {
+				t.Fatalf("worker %d: steady steps with %d waiting, %d of %d sequences running, and the front not stuck", w.id, w.waiting.Len(), len(w.running), v.maxSeq)
+			}
+			stuck++
+		}
 		if !ok {
 			if checks%50 == 0 {
 				if err := w.s.(*sglang).tree.Check(); err != nil {
@@ -100,7 +108,7 @@ func runPlain(t *testing.T, cfg Config, cost model.StepModel, blocks int64, reqs
 	if checks == 0 {
 		t.Fatal("fast-forward's inner loop never ran")
 	}
-	return dump(all), st
+	return dump(all), st, stuck
 }
 
 // Fast-forward (and routing in advance, which it relies on, and the price
@@ -190,7 +198,7 @@ func TestFastForwardSameResults(t *testing.T) {
 		if a != b {
 			t.Errorf("config %d: records differ with fast-forward", i)
 		}
-		c, sc := runPlain(t, c.cfg, c.cost, c.blocks, reqs)
+		c, sc, stuck := runPlain(t, c.cfg, c.cost, c.blocks, reqs)
 		if a != c {
 			t.Errorf("config %d: records differ with fast-forward's inner loop", i)
 		}
@@ -209,15 +217,15 @@ func TestFastForwardSameResults(t *testing.T) {
 				t.Errorf("config %d: worker %d's steps differ", i, w)
 			}
 		}
-		t.Logf("config %d: %d steps, %d events stepping, %d with fast-forward; %d preemptions, %d evictions, %d timed out, %d cached tokens", i, sa.Steps, stepping, events, sa.Preemptions, sa.Evictions, sa.TimedOut, sa.CachedTokens)
+		t.Logf("config %d: %d steps, %d events stepping, %d with fast-forward; %d preemptions, %d evictions, %d timed out, %d cached tokens; %d steady runs behind a stuck front", i, sa.Steps, stepping, events, sa.Preemptions, sa.Evictions, sa.TimedOut, sa.CachedTokens, stuck)
 		if events >= stepping {
 			t.Errorf("config %d: fast-forward saved no events", i)
 		}
 		if (i == 10 || i == 11) && (sa.TimedOut == 0 || sa.Completed == 0) {
 			t.Errorf("config %d should time some requests out and complete others: %+v", i, sa)
 		}
-		if i == 1 && (sa.Preemptions == 0 || sa.CachedTokens == 0) {
-			t.Errorf("config %d should preempt and hit: %+v", i, sa)
+		if i == 1 && (sa.Preemptions == 0 || sa.CachedTokens == 0 || stuck == 0) {
+			t.Errorf("config %d should preempt, hit, and run steady steps behind a front that does not fit (%d): %+v", i, stuck, sa)
 		}
 		if i == 25 && (sa.TimedOut == 0 || sa.Completed == 0) {
 			t.Errorf("config %d (disaggregated, SGLang) should time some requests out and complete others: %+v", i, sa)
@@ -245,7 +253,7 @@ func TestFastForwardSGLangDecodeRetracts(t *testing.T) {
 	cfg := Config{Workers: 3, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 3000}}
 	a, sa, _ := runWith(t, cfg, cost, 1, reqs, false)
 	b, _, _ := runWith(t, cfg, cost, 1, reqs, true)
-	c, _ := runPlain(t, cfg, cost, 1, reqs)
+	c, _, _ := runPlain(t, cfg, cost, 1, reqs)
 	if a != b || a != c {
 		t.Error("records differ with fast-forward")
 	}

@@ -56,6 +56,10 @@ type vllm struct {
 	// to the worker (prefixlazy.go).
 	lazy *lazyIndex
 
+	// stuck: the last build left the waiting front for want of free
+	// blocks (steady).
+	stuck bool
+
 	hits []int32 // scratch: prefix-hit blocks
 	peek []int32 // scratch: admitRemote's hits
 	// due holds, during steadySteps, the step at which each running
@@ -148,6 +152,7 @@ func blockHasher(r *reqState, bs int64) kvcache.BlockHasher {
 
 func (v *vllm) build(w *worker, now trace.Time) {
 	budget := v.budget
+	v.stuck = false
 
 	// Running requests, in order.
 	for i := 0; i < len(w.running) && budget > 0; {
@@ -218,6 +223,7 @@ func (v *vllm) build(w *worker, now trace.Time) {
 		}
 		still := remember && v.blockedFront(r, budget)
 		if still && v.checkBlocked == nil {
+			v.stuck = true
 			break
 		}
 		hits := v.hits[:0]
@@ -254,6 +260,7 @@ func (v *vllm) build(w *worker, now trace.Time) {
 				if v.checkBlocked != nil {
 					v.checkBlocked(still, true)
 				}
+				v.stuck = w.off == nil
 				break
 			}
 		}
@@ -561,11 +568,26 @@ func (v *vllm) preempt(w *worker, r *reqState) {
 	w.waiting.pushFront(r)
 }
 
-// steady: no waiting request can be admitted either (there is none, or
-// max_num_seqs are running).
+// steady: no waiting request can be admitted either (there is none,
+// max_num_seqs are running, or the front did not fit: stuck).
+//
+// Note: a front that did not fit for want of free blocks cannot fit
+// before a request leaves (a release): the steady steps after only take
+// blocks out of the free queue, for decodes, each from the count of
+// those the front could have, or one of its free hits out of both (as
+// blockedFront's note has it), and they commit only blocks of generated
+// tokens, which no other request shares, so its hits do not grow; and
+// fast-forward stops before a step that completes a request, or that
+// preempts one. Without tiers only: a front that waits for a load may
+// be admitted when it ends. On the autoscaled Mooncake replay, whose
+// smaller fleets keep requests waiting, those steps were built, priced
+// and streamed one at a time: 704.7 million instructions of the
+// project's code, 660.0 with them fast-forwarded
+// (BenchmarkReplayMooncakeRouters/autoscale, scripts/enginework), the
+// same outputs.
 func (v *vllm) steady(w *worker) bool {
 	return len(w.batch.Prefill) == 0 && len(w.sched) == len(w.running) && w.preempted == 0 &&
-		(w.waiting.Len() == 0 || len(w.running) >= v.maxSeq)
+		(w.waiting.Len() == 0 || len(w.running) >= v.maxSeq || v.stuck)
 }
 
 // decodeStep: when a request cannot get the block it needs, build must
