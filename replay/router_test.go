@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -375,12 +376,7 @@ func TestPrefixIndexLRUReference(t *testing.T) {
 	for _, workers := range []int{16, 65} {
 		const capBlocks = 30
 		x := newPrefixIndex(workers, capBlocks*16)
-		ref := make([]map[int64]uint64, workers)
-		for w := range ref {
-			ref[w] = map[int64]uint64{}
-		}
-		var clock uint64
-		n := make([]int, workers)
+		ref := newLRURef(workers, capBlocks)
 		for op := range 4000 {
 			q := make([]int64, 1+rng.IntN(10))
 			for j := range q {
@@ -388,34 +384,65 @@ func TestPrefixIndexLRUReference(t *testing.T) {
 			}
 			w := rng.IntN(workers)
 			x.insert(w, q, 16)
-			for j := len(q) - 1; j >= 0; j-- {
-				clock++
-				ref[w][q[j]] = clock
-			}
-			for len(ref[w]) > capBlocks {
-				var oldest int64
-				least := uint64(math.MaxUint64)
-				for id, c := range ref[w] {
-					if c < least {
-						oldest, least = id, c
-					}
-				}
-				delete(ref[w], oldest)
-			}
+			ref.insert(w, q)
 			p := make([]int64, 1+rng.IntN(10))
 			for j := range p {
 				p[j] = int64(j*7 + rng.IntN(6))
 			}
-			x.matchAll(p, n)
-			for v := range workers {
-				want := 0
-				for want < len(p) && ref[v][p[want]] != 0 {
-					want++
-				}
-				if n[v] != want || x.count[v] != int64(len(ref[v])) {
-					t.Fatalf("%d workers, op %d: worker %d matches %v to %d holding %d, reference %d holding %d", workers, op, v, p, n[v], x.count[v], want, len(ref[v]))
-				}
+			ref.check(t, x, p, fmt.Sprintf("%d workers, op %d", workers, op))
+		}
+	}
+}
+
+// An lruRef is the reference of a bounded prefix index: per worker, each
+// id's last use (a clock), an insertion using its ids deepest first, and
+// the least recently used going while more than capBlocks remain.
+type lruRef struct {
+	held      []map[int64]uint64
+	clock     uint64
+	capBlocks int
+}
+
+func newLRURef(workers, capBlocks int) *lruRef {
+	r := &lruRef{held: make([]map[int64]uint64, workers), capBlocks: capBlocks}
+	for w := range r.held {
+		r.held[w] = map[int64]uint64{}
+	}
+	return r
+}
+
+// insert records that worker w was sent ids q.
+func (r *lruRef) insert(w int, q []int64) {
+	h := r.held[w]
+	for j := len(q) - 1; j >= 0; j-- {
+		r.clock++
+		h[q[j]] = r.clock
+	}
+	for len(h) > r.capBlocks {
+		var oldest int64
+		least := uint64(math.MaxUint64)
+		for id, c := range h {
+			if c < least {
+				oldest, least = id, c
 			}
+		}
+		delete(h, oldest)
+	}
+}
+
+// check compares x's match of p and count with the reference's, worker
+// by worker; at says where, for the failure.
+func (r *lruRef) check(t *testing.T, x *prefixIndex, p []int64, at string) {
+	t.Helper()
+	n := make([]int, len(r.held))
+	x.matchAll(p, n)
+	for v, h := range r.held {
+		want := 0
+		for want < len(p) && h[p[want]] != 0 {
+			want++
+		}
+		if n[v] != want || x.count[v] != int64(len(h)) {
+			t.Fatalf("%s: worker %d matches %v to %d holding %d, reference %d holding %d", at, v, p, n[v], x.count[v], want, len(h))
 		}
 	}
 }
@@ -423,7 +450,7 @@ func TestPrefixIndexLRUReference(t *testing.T) {
 // TestPrefixIndexRowsRecycled drives a bounded index whose workers' ids
 // move on through many rows of use counts (a trace's new prompts), with a
 // few old ids kept (a shared system prompt) and workers dropped, against
-// the reference LRU of TestPrefixIndexLRUReference: the rows a worker
+// the reference LRU (lruRef): the rows a worker
 // stops using are given back and taken again by others, so a row given
 // back while still named, or not cleared, shows as a wrong match or
 // count. It checks too that each row's count of held slots is right,
@@ -432,12 +459,7 @@ func TestPrefixIndexRowsRecycled(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	const workers, capBlocks = 5, 40
 	x := newPrefixIndex(workers, capBlocks*16)
-	ref := make([]map[int64]uint64, workers)
-	for w := range ref {
-		ref[w] = map[int64]uint64{}
-	}
-	var clock uint64
-	n := make([]int, workers)
+	ref := newLRURef(workers, capBlocks)
 	ids := func(op int) []int64 {
 		q := make([]int64, 1+rng.IntN(12))
 		base := int64(op) * 5 // on through some 20 rows
@@ -455,7 +477,7 @@ func TestPrefixIndexRowsRecycled(t *testing.T) {
 		w := rng.IntN(workers)
 		if rng.IntN(50) == 0 {
 			x.dropWorker(w)
-			clear(ref[w])
+			clear(ref.held[w])
 			continue
 		}
 		spare := len(x.spare)
@@ -464,31 +486,8 @@ func TestPrefixIndexRowsRecycled(t *testing.T) {
 		if len(x.spare) < spare {
 			reused++
 		}
-		for j := len(q) - 1; j >= 0; j-- {
-			clock++
-			ref[w][q[j]] = clock
-		}
-		for len(ref[w]) > capBlocks {
-			var oldest int64
-			least := uint64(math.MaxUint64)
-			for id, c := range ref[w] {
-				if c < least {
-					oldest, least = id, c
-				}
-			}
-			delete(ref[w], oldest)
-		}
-		p := ids(op - rng.IntN(20))
-		x.matchAll(p, n)
-		for v := range workers {
-			want := 0
-			for want < len(p) && ref[v][p[want]] != 0 {
-				want++
-			}
-			if n[v] != want || x.count[v] != int64(len(ref[v])) {
-				t.Fatalf("op %d: worker %d matches %v to %d holding %d, reference %d holding %d", op, v, p, n[v], x.count[v], want, len(ref[v]))
-			}
-		}
+		ref.insert(w, q)
+		ref.check(t, x, ids(op-rng.IntN(20)), fmt.Sprintf("op %d", op))
 		checkUseRows(t, x, op)
 	}
 	if reused < 100 {
