@@ -293,12 +293,7 @@ func useSlots(slots []int32, rows []*useRow, live []int32, spare *[]*useRow, hol
 	for i := range q {
 		s := slots[len(slots)-1-i]
 		c := uint32(s) / useChunk
-		r := rows[c]
-		if r == nil {
-			r = takeRow(spare)
-			rows[c] = r
-		}
-		p := &r[uint32(s)%useChunk]
+		p := &rowAt(rows, c, spare)[uint32(s)%useChunk]
 		if *p == 0 {
 			added++
 			live[c]++
@@ -310,6 +305,16 @@ func useSlots(slots []int32, rows []*useRow, live []int32, spare *[]*useRow, hol
 		q[i] = s
 	}
 	return added
+}
+
+// rowAt returns row c, taking one (takeRow) if it is nil.
+func rowAt(rows []*useRow, c uint32, spare *[]*useRow) *useRow {
+	r := rows[c]
+	if r == nil {
+		r = takeRow(spare)
+		rows[c] = r
+	}
+	return r
 }
 
 // takeRow returns a row of zeros: a spare one, or a new one.
@@ -329,12 +334,7 @@ func holdSlots(slots []int32, rows []*useRow, live []int32, spare *[]*useRow, ho
 	var added int64
 	for _, s := range slots {
 		c := uint32(s) / useChunk
-		r := rows[c]
-		if r == nil {
-			r = takeRow(spare)
-			rows[c] = r
-		}
-		if p := &r[uint32(s)%useChunk]; *p == 0 {
+		if p := &rowAt(rows, c, spare)[uint32(s)%useChunk]; *p == 0 {
 			*p = 1
 			added++
 			live[c]++
