@@ -495,6 +495,41 @@ func TestPrefixIndexRowsRecycled(t *testing.T) {
 	}
 }
 
+// TestPrefixIndexCountsPastUseMax drives a bounded index in which one
+// worker is sent one id far more than useMax times while the others fit
+// its capacity (nothing is evicted, so its queue keeps every use), then
+// other ids until that one is evicted, against the reference LRU: a use
+// past useMax not counted (the over map) evicts it as soon as the queue
+// reaches its last useMax uses, one counted wrongly keeps it too long.
+func TestPrefixIndexCountsPastUseMax(t *testing.T) {
+	const capBlocks = 40
+	x := newPrefixIndex(2, capBlocks*16)
+	ref := newLRURef(2, capBlocks)
+	hot := []int64{7}
+	for op := range 3 * useMax {
+		q := hot
+		if op%50 == 0 {
+			q = []int64{7, int64(100 + op/50)} // a few others too
+		}
+		x.insert(0, q, 16)
+		ref.insert(0, q)
+		ref.check(t, x, hot, fmt.Sprintf("op %d", op))
+	}
+	if len(x.uses[0].over) == 0 {
+		t.Fatalf("no count passed %d: the test does not reach the over map", useMax)
+	}
+	for op := range 4 * useMax {
+		q := []int64{int64(1000 + op)}
+		x.insert(0, q, 16)
+		ref.insert(0, q)
+		ref.check(t, x, hot, fmt.Sprintf("after, op %d", op))
+		ref.check(t, x, q, fmt.Sprintf("after, op %d", op))
+	}
+	if len(x.uses[0].over) != 0 || ref.held[0][7] != 0 {
+		t.Errorf("the hot id is still held (over map %v): the test did not evict it", x.uses[0].over)
+	}
+}
+
 // checkUseRows checks that each worker's row counts the slots it holds
 // there and that the spare rows are zeros.
 func checkUseRows(t *testing.T, x *prefixIndex, op int) {
