@@ -170,10 +170,11 @@ func TestPrefixIndexEvictsDeepestFirst(t *testing.T) {
 
 // The holder bits say what the use counts say: matchBits and matchUses
 // agree after random insertions (with evictions at a small capacity),
-// matches and workers dropped, for worker counts up to 64.
+// matches and workers dropped, for worker counts up to 64 (words of 16,
+// 32 and 64 holder bits).
 func TestPrefixIndexHolderBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, workers := range []int{1, 3, 16, 64} {
+	for _, workers := range []int{1, 3, 16, 17, 32, 33, 64} {
 		x := newPrefixIndex(workers, 40*16)
 		a, b := make([]int, workers), make([]int, workers)
 		ids := func() []int64 {
@@ -196,7 +197,7 @@ func TestPrefixIndexHolderBits(t *testing.T) {
 				x.insert(rng.IntN(workers), ids(), 16)
 			default:
 				q := ids()
-				x.matchBits(q, a)
+				x.matchAll(q, a) // by the holder bits, with at most 64 workers
 				clear(b)
 				x.matchUses(q, b)
 				for w := range a {

@@ -32,9 +32,13 @@ type prefixIndex struct {
 	spare []*useRow
 	count []int64   // per worker: blocks held
 	lru   []lruRing // per worker: the slots inserted, oldest first
-	// holders holds, per slot, a bit per worker whose use count there is
-	// not 0, when there are at most 64 workers (else it is nil).
-	holders []uint64
+	// holders16, holders32 and holders64 hold, per slot, a bit per
+	// worker whose use count there is not 0, in the narrowest of the
+	// three words that has a bit for each worker (the others nil);
+	// all three are nil beyond 64 workers.
+	holders16 []uint16
+	holders32 []uint32
+	holders64 []uint64
 	// bitsOnly: the index is unbounded and keeps holders, so a use
 	// count would only say what its holder bit says; there are none
 	// (uses stays empty).
@@ -120,12 +124,35 @@ func newPrefixIndex(workers int, capTokens int64) *prefixIndex {
 // BenchmarkReplayMooncakeRouters/sglang_cache_aware (16 workers).
 func (x *prefixIndex) matchAll(ids []int64, n []int) {
 	clear(n)
-	if x.workers <= 64 {
-		x.matchBits(ids, n)
-		return
+	switch {
+	case x.workers <= 16:
+		matchBits(x, x.holders16, ids, n)
+	case x.workers <= 32:
+		matchBits(x, x.holders32, ids, n)
+	case x.workers <= 64:
+		matchBits(x, x.holders64, ids, n)
+	default:
+		x.matchUses(ids, n)
 	}
-	x.matchUses(ids, n)
 }
+
+// A holderWord is a word of holder bits, a bit per worker.
+//
+// Note: the narrowest word the workers fit, because the holder bits are
+// read at every id a router matches or inserts and written at every
+// slot a worker comes to hold or stops holding, all over the slots:
+// words of 64 bits were 1.46 MB for the Mooncake trace's 183,000 ids,
+// larger than this machine's 1 MB second-level cache, words of 16 bits
+// 366 KB. On BenchmarkReplayMooncakeRouters/llm_d (16 workers) the
+// router's loops missed a simulated 1 MB cache 79,000 times fewer
+// (cachegrind --LL=1048576,8,64: useSlots, evictUses and matchBits
+// −34,000, the growth's copies and zeroing −67,000) and allocated 2.5 MB
+// less (95.6 → 93.1 MB; dynamo_kv 92.7 → 90.2, max_prefix 94.1 → 91.6,
+// sglang_cache_aware 95.2 → 92.7); CPU time moved by less than the
+// noise (`scripts/enginework --time 10 --against 82e0d73`, medians:
+// llm_d 0.960×, max_prefix 0.961×, dynamo_kv 0.990×,
+// sglang_cache_aware 1.010×).
+type holderWord interface{ uint16 | uint32 | uint64 }
 
 // matchUses is matchAll by the use counts.
 func (x *prefixIndex) matchUses(ids []int64, n []int) {
@@ -150,7 +177,7 @@ func (x *prefixIndex) matchUses(ids []int64, n []int) {
 
 // matchBits is matchAll by the holder bits: a worker's count is the
 // first id it does not hold, or where the walk stopped.
-func (x *prefixIndex) matchBits(ids []int64, n []int) {
+func matchBits[H holderWord](x *prefixIndex, holders []H, ids []int64, n []int) {
 	alive := ^uint64(0) >> (64 - x.workers) // every worker matches so far
 	j := 0
 	for ; j < len(ids); j++ {
@@ -158,7 +185,7 @@ func (x *prefixIndex) matchBits(ids []int64, n []int) {
 		if !ok {
 			break
 		}
-		h := x.holders[s]
+		h := uint64(holders[s])
 		for gone := alive &^ h; gone != 0; gone &= gone - 1 {
 			n[bits.TrailingZeros64(gone)] = j
 		}
@@ -191,10 +218,6 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 	if !bounded {
 		ids = ids[min(held, len(ids)):]
 	}
-	if x.bitsOnly {
-		x.insertBits(w, ids)
-		return
-	}
 	// The ids not in the index get their slots first, deepest first as
 	// they are used, so that the loop that counts them makes no call:
 	// one loop that called to add slots and to grow the counts, holders
@@ -203,7 +226,26 @@ func (x *prefixIndex) insertHeld(w int, ids []int64, blockSize int64, held int) 
 	// instructions on BenchmarkReplayMooncakeRouters/dynamo_kv, 47.8 M
 	// with newSlot in two passes).
 	slots := x.slotsOf(ids) // used deepest first: evicted first
-	u, holders, bit := &x.uses[w], x.holders, uint64(1)<<(w&63)
+	switch {
+	case x.workers <= 16:
+		insertSlots(x, x.holders16, w, slots, blockSize, bounded)
+	case x.workers <= 32:
+		insertSlots(x, x.holders32, w, slots, blockSize, bounded)
+	case x.workers <= 64:
+		insertSlots(x, x.holders64, w, slots, blockSize, bounded)
+	default:
+		insertSlots[uint64](x, nil, w, slots, blockSize, bounded)
+	}
+}
+
+// insertSlots is insertHeld for the slots of its ids, with holders the
+// holder bits (nil: none kept).
+func insertSlots[H holderWord](x *prefixIndex, holders []H, w int, slots []int32, blockSize int64, bounded bool) {
+	if x.bitsOnly {
+		insertBits(x, holders, w, slots)
+		return
+	}
+	u, bit := &x.uses[w], H(1)<<(w&63)
 	if !bounded {
 		x.count[w] += holdSlots(slots, u.rows, u.live, &x.spare, holders, bit)
 		return
@@ -306,7 +348,7 @@ func (r *lruRing) grow(n int) {
 // llm_d −1.7 M.
 //
 //go:noinline
-func useSlots(slots []int32, u *useRows, spare *[]*useRow, holders []uint64, bit uint64, q []int32) int64 {
+func useSlots[H holderWord](slots []int32, u *useRows, spare *[]*useRow, holders []H, bit H, q []int32) int64 {
 	q = q[:len(slots)]
 	rows := u.rows
 	live := u.live[:len(rows)]
@@ -382,7 +424,7 @@ func takeRow(spare *[]*useRow) *useRow {
 
 // holdSlots is useSlots for an unbounded index, which keeps no queue: a
 // count is 1 for a slot held.
-func holdSlots(slots []int32, rows []*useRow, live []int32, spare *[]*useRow, holders []uint64, bit uint64) int64 {
+func holdSlots[H holderWord](slots []int32, rows []*useRow, live []int32, spare *[]*useRow, holders []H, bit H) int64 {
 	live = live[:len(rows)]
 	var added int64
 	for _, s := range slots {
@@ -406,7 +448,7 @@ func holdSlots(slots []int32, rows []*useRow, live []int32, spare *[]*useRow, ho
 // count left.
 //
 //go:noinline
-func evictUses(q []int32, u *useRows, spare *[]*useRow, holders []uint64, bit uint64, count, limit int64) (int, int64) {
+func evictUses[H holderWord](q []int32, u *useRows, spare *[]*useRow, holders []H, bit H, count, limit int64) (int, int64) {
 	rows := u.rows
 	live := u.live[:len(rows)]
 	head := 0
@@ -473,14 +515,13 @@ func (x *prefixIndex) slotsOf(ids []int64) []int32 {
 	}
 	t.n = n
 	x.slotBuf = slots
-	if h := x.holders; x.workers <= 64 && len(h) < int(n) {
-		// Doubled, where append grows a large slice by a quarter:
-		// the copies were 6 MB of fresh memory a 16-worker replay of
-		// the Mooncake trace. Never shrunk, so its room is zeros.
-		if cap(h) < int(n) {
-			h = slices.Grow(h, max(int(n), 2*cap(h))-len(h))
-		}
-		x.holders = h[:n]
+	switch {
+	case x.workers <= 16:
+		x.holders16 = growHolders(x.holders16, int(n))
+	case x.workers <= 32:
+		x.holders32 = growHolders(x.holders32, int(n))
+	case x.workers <= 64:
+		x.holders64 = growHolders(x.holders64, int(n))
 	}
 	if !x.bitsOnly && len(x.uses) > 0 && len(x.uses[0].rows)*useChunk < int(n) { // every worker has as many rows
 		rows := (int(n) + useChunk - 1) / useChunk
@@ -493,16 +534,30 @@ func (x *prefixIndex) slotsOf(ids []int64) []int32 {
 	return slots
 }
 
-// insertBits is insertHeld for an index without use counts (bitsOnly).
+// growHolders returns h with room for n slots' holder bits.
+//
+// Note: doubled, where append grows a large slice by a quarter: the
+// copies were 6 MB of fresh memory a 16-worker replay of the Mooncake
+// trace. Never shrunk, so its room is zeros.
+func growHolders[H holderWord](h []H, n int) []H {
+	if len(h) >= n {
+		return h
+	}
+	if cap(h) < n {
+		h = slices.Grow(h, max(n, 2*cap(h))-len(h))
+	}
+	return h[:n]
+}
+
+// insertBits is insertSlots for an index without use counts (bitsOnly).
 //
 // Note: an unbounded index's stamps only said whether their worker held
 // the slot, which its holder bit says too: SGLang's router wrote a
 // stamp and its bit for each id it inserted, and made a chunk of 16,384
 // stamps (128 KiB) per 1,024 slots, 22 MiB zeroed on the Mooncake
 // trace's 180,000 ids.
-func (x *prefixIndex) insertBits(w int, ids []int64) {
-	slots := x.slotsOf(ids) // before holders is read: it may grow
-	count, bit, holders := x.count[w], uint64(1)<<w, x.holders
+func insertBits[H holderWord](x *prefixIndex, holders []H, w int, slots []int32) {
+	count, bit := x.count[w], H(1)<<w
 	for j := len(slots) - 1; j >= 0; j-- { // as insertHeld, deepest first
 		s := slots[j]
 		if h := holders[s]; h&bit == 0 {
@@ -525,11 +580,18 @@ func (x *prefixIndex) dropWorker(w int) {
 	}
 	clear(u.live)
 	u.over = nil
-	for s := range x.holders {
-		x.holders[s] &^= 1 << w
-	}
+	dropBits(x.holders16, w)
+	dropBits(x.holders32, w)
+	dropBits(x.holders64, w)
 	x.count[w] = 0
 	x.lru[w].head, x.lru[w].n = 0, 0
+}
+
+// dropBits clears worker w's holder bit in every slot.
+func dropBits[H holderWord](holders []H, w int) {
+	for s := range holders {
+		holders[s] &^= H(1) << w
+	}
 }
 
 // A slotTable numbers block ids 0, 1, 2, … in their order of arrival. Ids
