@@ -281,6 +281,95 @@ func TestInsertHeldMatchesInsert(t *testing.T) {
 	}
 }
 
+// A slotTable gives small counters their own slots, through slotsOf's
+// loop (own) and add alike, until an id that is not small, from which it
+// numbers them: every id keeps the slot it was given, no two ids share
+// one (an id below n never seen gets a new one), get finds every id given
+// one and no other; and counters far ahead (each four times the last)
+// end the own slots before they blow up what is kept a slot.
+func TestSlotTableOwnSlots(t *testing.T) {
+	x := newPrefixIndex(2, 0)
+	tab := &x.slots
+	want := map[int64]int32{}
+	owner := map[int32]int64{}
+	rng := rand.New(rand.NewPCG(7, 8))
+	give := func(step int, ids []int64) {
+		t.Helper()
+		if step%2 == 0 {
+			for j, s := range x.slotsOf(ids) {
+				if w, ok := want[ids[j]]; ok && w != s {
+					t.Fatalf("step %d: id %d moved from slot %d to %d", step, ids[j], w, s)
+				}
+				want[ids[j]] = s
+			}
+		} else {
+			for _, id := range ids {
+				if _, ok := tab.get(id); !ok {
+					want[id] = tab.add(id)
+				}
+			}
+		}
+		for _, id := range ids {
+			s := want[id]
+			if o, ok := owner[s]; ok && o != id {
+				t.Fatalf("step %d: ids %d and %d share slot %d", step, o, id, s)
+			}
+			owner[s] = id
+			if !tab.table && s != int32(id) {
+				t.Fatalf("step %d: id %d has slot %d, not its own", step, id, s)
+			}
+		}
+	}
+	check := func(step int) {
+		t.Helper()
+		for k := range 50 {
+			id := int64(rng.IntN(4000)) - 10
+			if k == 0 {
+				id = int64(rng.Uint64())
+			}
+			s, ok := tab.get(id)
+			w, wok := want[id]
+			if ok != wok || (ok && s != w) {
+				t.Fatalf("step %d: get(%d) = %d, %v; want %d, %v", step, id, s, ok, w, wok)
+			}
+		}
+	}
+	for step := range 300 { // counters with gaps, repeats and a few out of order
+		ids := make([]int64, 1+rng.IntN(8))
+		for j := range ids {
+			ids[j] = int64(step*10 + rng.IntN(12) - 1)
+			if ids[j] < 0 {
+				ids[j] = 0
+			}
+		}
+		give(step, ids)
+		check(step)
+	}
+	if tab.table {
+		t.Fatal("counters were numbered: the test does not exercise ids as their own slots")
+	}
+	n := tab.n
+	give(300, []int64{5, -1 << 40, 2999, 3000 + 4*int64(n)}) // a hash ends the own slots
+	if !tab.table {
+		t.Fatal("a hash did not end the own slots")
+	}
+	for step := 301; step < 600; step++ { // below the old n, unseen ones too, and on
+		ids := make([]int64, 1+rng.IntN(8))
+		for j := range ids {
+			ids[j] = int64(rng.IntN(int(n) + 2000))
+		}
+		give(step, ids)
+		check(step)
+	}
+	y := newPrefixIndex(2, 0)
+	for id := int64(0); !y.slots.table; id = 4*id + 4096 {
+		if id > 1<<20 {
+			t.Fatalf("counters four times apart reached %d without being numbered", id)
+		}
+		y.slotsOf([]int64{id})
+	}
+}
+
 // A slotTable gives each id one slot, whether it lands in the dense part
 // (small counters) or the map (hashes, negative ids, and counters too far
 // ahead when they came, which the dense part may reach later), and every
