@@ -316,7 +316,7 @@ type engine struct {
 	dec     decodePricing
 	pricers []*model.DecodePricer
 
-	free []*reqState // recycled request states
+	free [][]*reqState // recycled request states, by their tables' room (roomClass)
 	// reuse (Options.Transient): every record is rec, and request
 	// states keep their ITL lists' memory when recycled.
 	reuse bool

@@ -155,7 +155,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		e.clientNext(now, i)
 		return e.emit(o)
 	}
-	r := e.alloc()
+	r := e.alloc(ceilDiv(prompt+out, e.cfg.Scheduler.BlockSize))
 	if in == &e.inScratch {
 		r.inBuf = e.inScratch
 		in = &r.inBuf
