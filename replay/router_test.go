@@ -460,26 +460,38 @@ func must[T any](v T, err error) T {
 // deepest first, and the least recently used go while more than the
 // capacity remain) through the same random insertions, and compares
 // every worker's match and count, with holder bits (16 workers) and
-// without (65).
+// without (65), with the ids small counters (their own slots) and hashes
+// (numbered slots).
 func TestPrefixIndexLRUReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, workers := range []int{16, 65} {
-		const capBlocks = 30
-		x := newPrefixIndex(workers, capBlocks*16)
-		ref := newLRURef(workers, capBlocks)
-		for op := range 4000 {
-			q := make([]int64, 1+rng.IntN(10))
-			for j := range q {
-				q[j] = int64(j*7 + rng.IntN(6))
+	for _, hashed := range []bool{false, true} {
+		id := func(k int) int64 {
+			if hashed {
+				return int64(uint64(k+1) * 0x9e3779b97f4a7c15)
 			}
-			w := rng.IntN(workers)
-			x.insert(w, q, 16)
-			ref.insert(w, q)
-			p := make([]int64, 1+rng.IntN(10))
-			for j := range p {
-				p[j] = int64(j*7 + rng.IntN(6))
+			return int64(k)
+		}
+		for _, workers := range []int{16, 65} {
+			const capBlocks = 30
+			x := newPrefixIndex(workers, capBlocks*16)
+			ref := newLRURef(workers, capBlocks)
+			for op := range 4000 {
+				q := make([]int64, 1+rng.IntN(10))
+				for j := range q {
+					q[j] = id(j*7 + rng.IntN(6))
+				}
+				w := rng.IntN(workers)
+				x.insert(w, q, 16)
+				ref.insert(w, q)
+				p := make([]int64, 1+rng.IntN(10))
+				for j := range p {
+					p[j] = id(j*7 + rng.IntN(6))
+				}
+				ref.check(t, x, p, fmt.Sprintf("%d workers, hashed %v, op %d", workers, hashed, op))
 			}
-			ref.check(t, x, p, fmt.Sprintf("%d workers, op %d", workers, op))
+			if x.slots.table != hashed {
+				t.Errorf("%d workers, hashed %v: slots numbered %v", workers, hashed, x.slots.table)
+			}
 		}
 	}
 }

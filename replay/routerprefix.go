@@ -659,8 +659,8 @@ func dropBits[H holderWord](holders []H, w int) {
 // A slotTable gives block ids slots: while every id so far is a small
 // counter, its own (a trace's counters, as Mooncake's: 0 to 182,789), and
 // from the first id that is not (a hash, a negative id, a counter far
-// ahead of those seen), numbers: each id below n keeps its slot, and
-// later ones get n, n+1, … in their order of arrival. Numbered ids that
+// ahead of those seen), numbers: each id seen keeps its slot, and later
+// ones get n, n+1, … in their order of arrival. Numbered ids that
 // are small and dense are looked up in a slice, cheaper than hashing
 // them into a map (a Go map lookup was about 5 % of those routers'
 // CPU); any other id (a hash) goes in a map.
@@ -760,10 +760,8 @@ func (t *slotTable) get(id int64) (int32, bool) {
 	return int32(id), uint64(id) < uint64(t.n) && t.seen[id>>6]&(1<<(id&63)) != 0
 }
 
-// getNumbered is get for numbered ids (t.table); apart, so that get is
-// inlined.
-//
-//go:noinline
+// getNumbered is get for numbered ids (t.table), which matchBits calls
+// where the ids are not their own slots.
 func (t *slotTable) getNumbered(id int64) (int32, bool) {
 	if uint64(id) < uint64(len(t.dense)) {
 		if v := t.dense[id]; v != 0 {
