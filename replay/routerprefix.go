@@ -188,7 +188,7 @@ func matchBits[H holderWord](x *prefixIndex, holders []H, ids []int64, n []int) 
 	for ; j < len(ids); j++ {
 		var s int32
 		if id := uint64(ids[j]); !table {
-			if id >= given || seen[id>>6]&(1<<(id&63)) == 0 {
+			if !seenID(seen, given, id) {
 				break
 			}
 			s = int32(id)
@@ -560,7 +560,7 @@ func (x *prefixIndex) slotsOf(ids []int64) []int32 {
 				slots[j] = v - 1
 				continue
 			}
-			if !sparse && id < 4*int64(n+1)+4096 { // add's test, t.n being n+1
+			if !sparse && nearSlots(id, int64(n)+1) { // add's test, t.n being n+1
 				dense[id] = n + 1
 				slots[j] = n
 				n++
@@ -698,7 +698,7 @@ func (t *slotTable) own(ids []int64, slots []int32) int {
 	for j := len(ids) - 1; j >= 0; j-- {
 		id := uint64(ids[j])
 		w, bit := id>>6, uint64(1)<<(id&63)
-		if w < uint64(len(seen)) && id < 4*(given+1)+4096 { // ownNew's test, but for its room
+		if w < uint64(len(seen)) && nearSlots(int64(id), int64(given)+1) { // ownNew's test, but for its room
 			if seen[w]&bit == 0 {
 				seen[w] |= bit
 				given++
@@ -723,7 +723,7 @@ func (t *slotTable) own(ids []int64, slots []int32) int {
 // grows, so that counters far apart cannot blow up what is kept a slot;
 // if not, it numbers the ids (t.table) and reports false.
 func (t *slotTable) ownNew(id int64) bool {
-	if id < 0 || id >= 4*int64(t.ids+1)+4096 || id >= math.MaxInt32 {
+	if !nearSlots(id, int64(t.ids)+1) || id >= math.MaxInt32 {
 		t.number()
 		return false
 	}
@@ -746,7 +746,7 @@ func (t *slotTable) number() {
 	t.table = true
 	t.dense = make([]int32, t.n)
 	for i := range t.dense {
-		if t.seen[i>>6]&(1<<(i&63)) != 0 {
+		if seenID(t.seen, uint64(t.n), uint64(i)) {
 			t.dense[i] = int32(i) + 1
 		}
 	}
@@ -757,8 +757,20 @@ func (t *slotTable) get(id int64) (int32, bool) {
 	if t.table {
 		return t.getNumbered(id)
 	}
-	return int32(id), uint64(id) < uint64(t.n) && t.seen[id>>6]&(1<<(id&63)) != 0
+	return int32(id), seenID(t.seen, uint64(t.n), uint64(id))
 }
+
+// seenID reports whether id, an own slot below n, was seen (its bit in
+// seen is set).
+func seenID(seen []uint64, n, id uint64) bool {
+	return id < n && seen[id>>6]&(1<<(id&63)) != 0
+}
+
+// nearSlots is the test an id passes to be its own slot, or to have a
+// place in the dense part: at least 0 and below four times k (the ids
+// seen, or the slots given) plus a page, so that ids far apart (hashes)
+// cannot blow up what is kept a slot.
+func nearSlots(id, k int64) bool { return id >= 0 && id < 4*k+4096 }
 
 // getNumbered is get for numbered ids (t.table), which matchBits calls
 // where the ids are not their own slots.
@@ -785,7 +797,7 @@ func (t *slotTable) add(id int64) int32 {
 	}
 	s := t.n
 	t.n++
-	if id >= 0 && id < 4*int64(t.n)+4096 {
+	if nearSlots(id, int64(t.n)) {
 		if id >= int64(len(t.dense)) {
 			n := max(2*len(t.dense), int(id)+1)
 			t.dense = append(t.dense, make([]int32, n-len(t.dense))...)
