@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // A DecodePricer prices steps of n decodes and no prefill by the sum of
 // their contexts: DecodeStepTime(n, sum), bit for bit, with the step
@@ -11,16 +14,17 @@ import "time"
 // Note: DecodeStepTime summed the batch, built all its terms, and priced
 // them through four calls, some 450 instructions a step (110 M of the
 // 1,045 M of BenchmarkReplayMooncakeRouters/round_robin went to the step
-// model); the pricer computes the attention and KV terms, the regime's
-// and the price. The coefficients are read at each step, as they may
-// change at any time; the terms it keeps depend on the shape alone.
+// model); the pricer computes the attention and KV terms and the price,
+// with what depends on n and the coefficients alone worked out when it
+// is made (decodePlan). It prices with the coefficients the deployment
+// had then, as a replay keeps the prices it asked for the whole run: a
+// pricer made before a coefficient changed prices as before the change.
 type DecodePricer struct {
 	d       *Deployment
 	k       *stepConsts
-	n       int
-	nDecode float64   // n
-	tokens  float64   // n, summed as DecodeStepTime sums it
-	size    StepTerms // sizeTerms of n decodes
+	nDecode float64 // n
+	tokens  float64 // n, summed as DecodeStepTime sums it
+	plan    decodePlan
 }
 
 // DecodePricer returns the pricer of steps of n decodes, or false where
@@ -36,17 +40,120 @@ func (d *Deployment) DecodePricer(n int) (*DecodePricer, bool) {
 	var tokens float64
 	tokens += nDecode
 	seqs := 0 + nDecode
-	return &DecodePricer{d: d, k: k, n: n, nDecode: nDecode, tokens: tokens, size: d.sizeTerms(k, tokens, seqs)}, true
+	plan := d.decodePlan(d.sizeTerms(k, tokens, seqs), n)
+	return &DecodePricer{d: d, k: k, nDecode: nDecode, tokens: tokens, plan: plan}, true
 }
 
 // Price returns the time of a step of the pricer's n decodes whose
-// contexts sum to ctx: DecodeStepTime(n, ctx).
+// contexts sum to ctx: DecodeStepTime(n, ctx) with the coefficients the
+// deployment had when the pricer was made.
+//
+// Note: it prices as timeOf prices the step's terms, with what depends on
+// n and the coefficients alone (the regime's layers, the compute side's
+// linear part, the weights' time, the terms priced adds) taken from the
+// plan: the same operations on the same values, in the same order. Where
+// it set the regime's terms and priced them through roofSec and priced
+// at each step, reading the coefficients there, a step cost 169
+// instructions (BenchmarkReplayMooncakeRouters/autoscale, callgrind; its
+// 423,000 asked 71 million of its 662), and 143 when it compared the
+// coefficients with those of its plan at each step to plan again.
 func (p *DecodePricer) Price(ctx int64) time.Duration {
+	pl := &p.plan
 	var ctxFull, pairsFull float64
 	ctxFull += float64(ctx)
 	pairsFull += float64(ctx) + p.nDecode
-	t := p.size
-	t.AttentionSec, t.KVSec = p.d.contextTerms(p.k, p.tokens, ctxFull, 0, pairsFull, 0)
-	p.d.regimeTerms(&t, false, p.n)
-	return p.d.priced(p.d.roofSec(&t), &t) // timeOf, a call less
+	attention, kv := p.d.contextTerms(p.k, p.tokens, ctxFull, 0, pairsFull, 0)
+	// roofSec, as roofline and roofSec compute it.
+	compute := pl.linear + attention/pl.attentionMFU
+	var memory float64
+	if pl.kvApart {
+		memory = pl.weight + kv/pl.kvEfficiency
+	} else {
+		memory = (pl.weight + kv) / pl.kvEfficiency
+	}
+	sec := max(compute, memory)
+	if pl.serial > 0 {
+		sec += pl.serial * min(compute, memory)
+	}
+	// priced.
+	if pl.comm {
+		sec += pl.commSec
+	}
+	if pl.collective {
+		sec += pl.collectives * pl.collectiveSec
+	}
+	sec += pl.interNodeSec
+	if pl.launch {
+		sec += pl.eagerLayers * pl.launchSec
+	}
+	if pl.uncompiled {
+		sec += pl.uncompiledLayers * pl.uncompiledSec
+	}
+	if pl.cpuBound {
+		sec = max(sec, pl.cpuSec)
+	}
+	return time.Duration(math.Round(sec*1e9)) + pl.overhead
+}
+
+// A decodePlan is what a DecodePricer's price takes from its size terms,
+// regime and coefficients: each value as roofline, roofSec and priced
+// compute it, and which of priced's terms apply.
+type decodePlan struct {
+	linear       float64 // roofline's compute side before the attention term
+	attentionMFU float64 // AttentionMFU, or MFU
+	kvApart      bool    // KVBandwidthEfficiency > 0: weight is WeightSec/BandwidthEfficiency
+	weight       float64 // WeightSec, or WeightSec/BandwidthEfficiency (kvApart)
+	kvEfficiency float64 // KVBandwidthEfficiency (kvApart), or BandwidthEfficiency
+
+	comm                            bool // CommSec > 0: commSec is CommSec/LinkEfficiency
+	commSec                         float64
+	collective                      bool
+	collectives, collectiveSec      float64
+	interNodeSec                    float64
+	launch                          bool
+	eagerLayers, launchSec          float64
+	uncompiled                      bool
+	uncompiledLayers, uncompiledSec float64
+	cpuBound                        bool
+	cpuSec                          float64 // EagerLayers · EagerLayerCPU
+	serial                          float64 // SerialFraction
+	overhead                        time.Duration
+}
+
+// decodePlan returns the plan of steps of n decodes whose size terms are
+// size, with d's coefficients now.
+func (d *Deployment) decodePlan(size StepTerms, n int) decodePlan {
+	t := size
+	d.regimeTerms(&t, false, n)
+	pl := decodePlan{attentionMFU: d.AttentionMFU, serial: d.SerialFraction, overhead: d.StepOverhead}
+	if pl.attentionMFU <= 0 {
+		pl.attentionMFU = d.MFU
+	}
+	if d.ExpertMFU > 0 && t.ExpertSec > 0 {
+		pl.linear = (t.LinearSec-t.ExpertSec)/d.MFU + t.ExpertSec/d.ExpertMFU
+	} else {
+		pl.linear = t.LinearSec / d.MFU
+	}
+	if kvEff := d.KVBandwidthEfficiency; kvEff > 0 {
+		pl.kvApart, pl.weight, pl.kvEfficiency = true, t.WeightSec/d.BandwidthEfficiency, kvEff
+	} else {
+		pl.weight, pl.kvEfficiency = t.WeightSec, d.BandwidthEfficiency
+	}
+	if t.CommSec > 0 {
+		pl.comm, pl.commSec = true, t.CommSec/d.LinkEfficiency
+	}
+	if d.CollectiveLatency > 0 {
+		pl.collective, pl.collectives, pl.collectiveSec = true, t.Collectives, d.CollectiveLatency.Seconds()
+	}
+	pl.interNodeSec = t.InterNodeLatencySec
+	if t.EagerLayers > 0 && d.EagerLayerLaunch > 0 {
+		pl.launch, pl.eagerLayers, pl.launchSec = true, t.EagerLayers, d.EagerLayerLaunch.Seconds()
+	}
+	if t.UncompiledLayers > 0 && d.UncompiledLayer > 0 {
+		pl.uncompiled, pl.uncompiledLayers, pl.uncompiledSec = true, t.UncompiledLayers, d.UncompiledLayer.Seconds()
+	}
+	if t.EagerLayers > 0 && d.EagerLayerCPU > 0 {
+		pl.cpuBound, pl.cpuSec = true, t.EagerLayers*d.EagerLayerCPU.Seconds()
+	}
+	return pl
 }
