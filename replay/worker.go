@@ -108,6 +108,19 @@ func (w *worker) add(r *reqState, n int64, now trace.Time) {
 		w.batch.Prefill = append(w.batch.Prefill, model.PrefillChunk{Tokens: n, Context: r.computed})
 	}
 	r.computed += n
+	if i := len(w.sched); i < cap(w.sched) {
+		// Mostly the request the last step's batch had there: stored
+		// only if it is not (a pointer stored while the collector
+		// marks is a write barrier, some 160 instructions; the
+		// autoscaled Mooncake replay's batches made 39,000).
+		w.sched = w.sched[:i+1]
+		s := &w.sched[i]
+		if s.r != r {
+			s.r = r
+		}
+		s.n = n
+		return
+	}
 	w.sched = append(w.sched, scheduled{r, n})
 }
 
@@ -129,8 +142,12 @@ func (w *worker) completes() bool {
 func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
 	w.emitTokens(now)
 	w.s.stepEnded(w)
-	kept := w.running[:0]
-	for _, r := range w.running {
+	// The requests that stay, moved up in place: only those after one
+	// that left are stored again (a pointer stored while the collector
+	// marks is a write barrier; keeping every one cost 23,000 on the
+	// autoscaled Mooncake replay).
+	kept := 0
+	for i, r := range w.running {
 		if r.out == r.maxOut || r.aborted {
 			if r.pdOut == 0 || r.aborted {
 				w.s.leave(w, r, leaveAtStepEnd)
@@ -138,10 +155,13 @@ func (w *worker) finish(now trace.Time, done []*reqState) []*reqState {
 			done = append(done, r)
 			continue
 		}
-		kept = append(kept, r)
+		if kept != i {
+			w.running[kept] = r
+		}
+		kept++
 	}
-	clear(w.running[len(kept):])
-	w.running = kept
+	clear(w.running[kept:])
+	w.running = w.running[:kept]
 	w.busy = false
 	return done
 }
