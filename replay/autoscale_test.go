@@ -257,3 +257,53 @@ func TestAutoscaleCountsRetiredEvictions(t *testing.T) {
 		t.Errorf("Stats.Evictions %d, the workers' caches evicted %d", st.Evictions, sum)
 	}
 }
+
+// A restarted slot's worker (engine.restart) keeps its cache, Reset, and
+// its scratch's memory, empty, with no request of the stopped worker left
+// in the running list's or the batch's memory (which would keep their
+// states from the collector until overwritten).
+func TestRestartKeepsScratch(t *testing.T) {
+	yes := true
+	cfg := Config{Scheduler: SchedulerConfig{Engine: "vllm", BlockSize: 16, MaxNumBatchedTokens: 256, MaxNumSeqs: 8, EnablePrefixCaching: &yes, StreamInterval: 1}}
+	e := &engine{cfg: cfg, kvBlocks: 64}
+	old := newWorker(0, "w0", cfg.Scheduler, e.kvBlocks, &e.test)
+	e.workers = []*worker{old}
+	r := &reqState{}
+	old.running = append(old.running, r, r)
+	old.sched = append(old.sched, scheduled{r, 1})
+	old.durs, old.secs = append(old.durs, time.Millisecond), append(old.secs, 0.001)
+	old.batch.Decode = append(old.batch.Decode, 7)
+	v := old.s.(*vllm)
+	v.hits, v.peek, v.due = append(v.hits, 1, 2), append(v.peek, 3), append(v.due, 4)
+	v.last.hits = append(v.last.hits, 5)
+	kv := v.kv
+
+	w := e.restart(0)
+	nv := w.s.(*vllm)
+	if nv.kv != kv || nv == v {
+		t.Fatalf("restart: cache %p (the stopped worker's %p), scheduler new: %v", nv.kv, kv, nv != v)
+	}
+	for name, n := range map[string][2]int{
+		"running": {len(w.running), cap(w.running)}, "sched": {len(w.sched), cap(w.sched)},
+		"durs": {len(w.durs), cap(w.durs)}, "secs": {len(w.secs), cap(w.secs)},
+		"decode": {len(w.batch.Decode), cap(w.batch.Decode)}, "hits": {len(nv.hits), cap(nv.hits)},
+		"peek": {len(nv.peek), cap(nv.peek)}, "due": {len(nv.due), cap(nv.due)}, "last hits": {len(nv.last.hits), cap(nv.last.hits)},
+	} {
+		if n[0] != 0 || n[1] == 0 {
+			t.Errorf("restarted worker's %s: length %d, capacity %d; want empty, with the stopped worker's memory", name, n[0], n[1])
+		}
+	}
+	for i, x := range w.running[:cap(w.running)] {
+		if x != nil {
+			t.Errorf("running list's memory holds a request at %d", i)
+		}
+	}
+	for i, s := range w.sched[:cap(w.sched)] {
+		if s.r != nil {
+			t.Errorf("batch's memory holds a request at %d", i)
+		}
+	}
+	if nv.last.idx != 0 || nv.resumed != 0 || nv.stuck {
+		t.Errorf("restarted scheduler keeps the stopped one's state: last match %d, resumed %d, stuck %v", nv.last.idx, nv.resumed, nv.stuck)
+	}
+}
