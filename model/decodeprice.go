@@ -51,13 +51,14 @@ func (d *Deployment) DecodePricer(n int) (*DecodePricer, bool) {
 // Note: it prices as timeOf prices the step's terms, with what depends on
 // n and the coefficients alone (the regime's layers, the compute side's
 // linear part, the weights' time, the terms priced adds) taken from the
-// plan: the same operations on the same values, in the same order, some
-// 88 instructions a step. Where it set the regime's terms and priced them
-// through roofSec and priced at each step, reading the coefficients
-// there, a step cost 169 (callgrind: the 423,000 prices the autoscaled
-// BenchmarkReplayMooncakeRouters replay asks were 71 million of the 662
-// million instructions of its project code), and 143 when it compared
-// the coefficients with those of its plan at each step to plan again.
+// plan: the same operations on the same values, in the same order, 84
+// instructions a step (callgrind, BenchmarkDecodePrice). Where it set
+// the regime's terms and priced them through roofSec and priced at each
+// step, reading the coefficients there, a step cost 169 (the 423,000
+// prices the autoscaled BenchmarkReplayMooncakeRouters replay asks were
+// 71 million of the 662 million instructions of its project code), and
+// 143 when it compared the coefficients with those of its plan at each
+// step to plan again.
 func (p *DecodePricer) Price(ctx int64) time.Duration {
 	pl := &p.plan
 	var ctxFull, pairsFull float64
