@@ -51,33 +51,25 @@ func (d *Deployment) DecodePricer(n int) (*DecodePricer, bool) {
 // Note: it prices as timeOf prices the step's terms, with what depends on
 // n and the coefficients alone (the regime's layers, the compute side's
 // linear part, the weights' time, the terms priced adds) taken from the
-// plan: the same operations on the same values, in the same order, 84
-// instructions a step (callgrind, BenchmarkDecodePrice). Where it set
-// the regime's terms and priced them through roofSec and priced at each
-// step, reading the coefficients there, a step cost 169 (the 423,000
-// prices the autoscaled BenchmarkReplayMooncakeRouters replay asks were
-// 71 million of the 662 million instructions of its project code), and
-// 143 when it compared the coefficients with those of its plan at each
-// step to plan again.
+// plan, through the helpers roofline, roofSec and priced use: the same
+// operations on the same values, in the same order, 84 instructions a
+// step (callgrind, BenchmarkDecodePrice). Where it set the regime's
+// terms and priced them through roofSec and priced at each step, reading
+// the coefficients there, a step cost 169 (the 423,000 prices the
+// autoscaled BenchmarkReplayMooncakeRouters replay asks were 71 million
+// of the 662 million instructions of its project code), and 143 when it
+// compared the coefficients with those of its plan at each step to plan
+// again.
 func (p *DecodePricer) Price(ctx int64) time.Duration {
 	pl := &p.plan
 	var ctxFull, pairsFull float64
 	ctxFull += float64(ctx)
 	pairsFull += float64(ctx) + p.nDecode
 	attention, kv := p.d.contextTerms(p.k, p.tokens, ctxFull, 0, pairsFull, 0)
-	// roofSec, as roofline and roofSec compute it.
 	compute := pl.linear + attention/pl.attentionMFU
-	var memory float64
-	if pl.kvApart {
-		memory = pl.weight + kv/pl.kvEfficiency
-	} else {
-		memory = (pl.weight + kv) / pl.kvEfficiency
-	}
-	sec := max(compute, memory)
-	if pl.serial > 0 {
-		sec += pl.serial * min(compute, memory)
-	}
-	// priced.
+	memory := memoryTime(pl.weight, kv, pl.kvEff, pl.kvApart)
+	sec := roofMax(compute, memory, pl.serial)
+	// priced, its terms from the plan.
 	if pl.comm {
 		sec += pl.commSec
 	}
@@ -98,15 +90,16 @@ func (p *DecodePricer) Price(ctx int64) time.Duration {
 }
 
 // A decodePlan is what a DecodePricer's price takes from its size terms,
-// regime and coefficients: each value as roofline, roofSec and priced
-// compute it, and which of priced's terms apply.
+// regime and coefficients, as roofline, roofSec and priced take it.
 type decodePlan struct {
-	linear       float64 // roofline's compute side before the attention term
-	attentionMFU float64 // AttentionMFU, or MFU
-	kvApart      bool    // KVBandwidthEfficiency > 0: weight is WeightSec/BandwidthEfficiency
-	weight       float64 // WeightSec, or WeightSec/BandwidthEfficiency (kvApart)
-	kvEfficiency float64 // KVBandwidthEfficiency (kvApart), or BandwidthEfficiency
+	linear       float64 // linearSide
+	attentionMFU float64
+	weight       float64 // memorySide's
+	kvEff        float64
+	kvApart      bool
+	serial       float64 // SerialFraction
 
+	// priced's terms, each as it computes it, and which apply.
 	comm                            bool // CommSec > 0: commSec is CommSec/LinkEfficiency
 	commSec                         float64
 	collective                      bool
@@ -118,36 +111,30 @@ type decodePlan struct {
 	uncompiledLayers, uncompiledSec float64
 	cpuBound                        bool
 	cpuSec                          float64 // EagerLayers · EagerLayerCPU
-	serial                          float64 // SerialFraction
 	overhead                        time.Duration
 }
 
 // decodePlan returns the plan of steps of n decodes whose size terms are
 // size, with d's coefficients now.
+//
+// Note: priced's terms are worked out here as priced works them out at
+// each step (it stays as it is: a plan built at every step of StepTime
+// cost it 130 instructions a step, callgrind on BenchmarkStepTime); a
+// term priced gains must be added to both, which
+// TestDecodePricerEqualsDecodeStepTime checks for every coefficient it
+// sets.
 func (d *Deployment) decodePlan(size StepTerms, n int) decodePlan {
 	t := size
 	d.regimeTerms(&t, false, n)
-	pl := decodePlan{attentionMFU: d.AttentionMFU, serial: d.SerialFraction, overhead: d.StepOverhead}
-	if pl.attentionMFU <= 0 {
-		pl.attentionMFU = d.MFU
-	}
-	if d.ExpertMFU > 0 && t.ExpertSec > 0 {
-		pl.linear = (t.LinearSec-t.ExpertSec)/d.MFU + t.ExpertSec/d.ExpertMFU
-	} else {
-		pl.linear = t.LinearSec / d.MFU
-	}
-	if kvEff := d.KVBandwidthEfficiency; kvEff > 0 {
-		pl.kvApart, pl.weight, pl.kvEfficiency = true, t.WeightSec/d.BandwidthEfficiency, kvEff
-	} else {
-		pl.weight, pl.kvEfficiency = t.WeightSec, d.BandwidthEfficiency
-	}
+	pl := decodePlan{linear: d.linearSide(&t), attentionMFU: d.attentionMFU(), serial: d.SerialFraction,
+		interNodeSec: t.InterNodeLatencySec, overhead: d.StepOverhead}
+	pl.weight, pl.kvEff, pl.kvApart = d.memorySide(t.WeightSec)
 	if t.CommSec > 0 {
 		pl.comm, pl.commSec = true, t.CommSec/d.LinkEfficiency
 	}
 	if d.CollectiveLatency > 0 {
 		pl.collective, pl.collectives, pl.collectiveSec = true, t.Collectives, d.CollectiveLatency.Seconds()
 	}
-	pl.interNodeSec = t.InterNodeLatencySec
 	if t.EagerLayers > 0 && d.EagerLayerLaunch > 0 {
 		pl.launch, pl.eagerLayers, pl.launchSec = true, t.EagerLayers, d.EagerLayerLaunch.Seconds()
 	}

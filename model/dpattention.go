@@ -221,9 +221,15 @@ func (d *Deployment) dpShared(k *dpConsts, total, most float64) StepTerms {
 // SerialFraction of the lesser.
 func (d *Deployment) roofSec(t *StepTerms) float64 {
 	compute, memory := d.roofline(t)
+	return roofMax(compute, memory, d.SerialFraction)
+}
+
+// roofMax is the roofline of its compute and memory sides: the greater,
+// plus serial (SerialFraction) of the lesser.
+func roofMax(compute, memory, serial float64) float64 {
 	sec := max(compute, memory)
-	if d.SerialFraction > 0 {
-		sec += d.SerialFraction * min(compute, memory)
+	if serial > 0 {
+		sec += serial * min(compute, memory)
 	}
 	return sec
 }

@@ -667,25 +667,50 @@ func (d *Deployment) Roofline(t StepTerms) (compute, memory float64) {
 // 40 instructions a call (timeOf, roofSec, priced and Roofline took
 // 42 M instructions of BenchmarkReplayMooncakeRouters/round_robin).
 func (d *Deployment) roofline(t *StepTerms) (compute, memory float64) {
-	attnMFU := d.AttentionMFU
-	if attnMFU <= 0 {
-		attnMFU = d.MFU
+	weight, kvEff, apart := d.memorySide(t.WeightSec)
+	return d.linearSide(t) + t.AttentionSec/d.attentionMFU(), memoryTime(weight, t.KVSec, kvEff, apart)
+}
+
+// attentionMFU is the attention kernels' efficiency: AttentionMFU, or MFU.
+func (d *Deployment) attentionMFU() float64 {
+	if d.AttentionMFU <= 0 {
+		return d.MFU
 	}
+	return d.AttentionMFU
+}
+
+// linearSide is the compute side of t's roofline before its attention
+// term: its linear FLOPs at MFU, the routed experts' at ExpertMFU when
+// set.
+func (d *Deployment) linearSide(t *StepTerms) float64 {
 	if d.ExpertMFU > 0 && t.ExpertSec > 0 {
-		compute = (t.LinearSec-t.ExpertSec)/d.MFU + t.ExpertSec/d.ExpertMFU + t.AttentionSec/attnMFU
-	} else {
-		// The form without the term (the same rounding: replays without
-		// ExpertMFU are unchanged).
-		compute = t.LinearSec/d.MFU + t.AttentionSec/attnMFU
+		return (t.LinearSec-t.ExpertSec)/d.MFU + t.ExpertSec/d.ExpertMFU
 	}
+	// The form without the term (the same rounding: replays without
+	// ExpertMFU are unchanged).
+	return t.LinearSec / d.MFU
+}
+
+// memorySide returns what the memory side of a roofline takes from
+// weightSec and the coefficients: with KVBandwidthEfficiency set
+// (apart), the weights' time at BandwidthEfficiency and the KV's
+// efficiency; else weightSec and the one efficiency for both.
+func (d *Deployment) memorySide(weightSec float64) (weight, kvEff float64, apart bool) {
 	if kvEff := d.KVBandwidthEfficiency; kvEff > 0 {
-		memory = t.WeightSec/d.BandwidthEfficiency + t.KVSec/kvEff
-	} else {
-		// One efficiency for both, in the form it always had (the same
-		// rounding, so replays without the coefficient are unchanged).
-		memory = (t.WeightSec + t.KVSec) / d.BandwidthEfficiency
+		return weightSec / d.BandwidthEfficiency, kvEff, true
 	}
-	return compute, memory
+	// One efficiency for both, in the form it always had (the same
+	// rounding, so replays without the coefficient are unchanged).
+	return weightSec, d.BandwidthEfficiency, false
+}
+
+// memoryTime is the memory side of a roofline whose KV seconds are kvSec,
+// from memorySide's weight, kvEff and apart.
+func memoryTime(weight, kvSec, kvEff float64, apart bool) float64 {
+	if apart {
+		return weight + kvSec/kvEff
+	}
+	return (weight + kvSec) / kvEff
 }
 
 // timeOf prices step terms: the roofline of compute and memory at their
@@ -697,7 +722,8 @@ func (d *Deployment) timeOf(t *StepTerms) time.Duration {
 // priced adds to sec, a step's roofline seconds, what t's communication,
 // collectives, inter-node latency, launches and uncompiled layers cost,
 // and the fixed overhead: the tail of every step price (timeOf, and
-// dpTime's over the slowest rank plus the shared part).
+// dpTime's over the slowest rank plus the shared part; a DecodePricer's
+// plan works its terms out once, as here: decodePlan).
 func (d *Deployment) priced(sec float64, t *StepTerms) time.Duration {
 	if t.CommSec > 0 {
 		sec += t.CommSec / d.LinkEfficiency
