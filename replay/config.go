@@ -235,6 +235,16 @@ func (c Config) Validate() error {
 		bad("router", "unknown router %q (want %s)", c.Router, orList(routerNames()))
 	}
 	c.RouterConfig.validate(bad)
+	if c.Router == RouterRecorded {
+		// The placement is the trace's: no fleet that changes under
+		// it, no proxy that places the prefill and decode halves.
+		if c.Autoscale.on() {
+			bad("router", "recorded places requests as the trace did: not with autoscale")
+		}
+		if c.Disaggregation.on() {
+			bad("router", "recorded places requests as the trace did: not with disaggregation")
+		}
+	}
 	c.Autoscale.validate(c.Workers, bad)
 	c.Disaggregation.validate(c, bad)
 	s := c.Scheduler

@@ -168,8 +168,19 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if e.timeout > 0 {
 		e.live = make([]*reqState, reqs.Len())
 	}
+	var names []string // the workers' names, when the trace gives them
+	if r, ok := router.(*recorded); ok {
+		if err := r.assign(reqs, slots); err != nil {
+			return Stats{}, err
+		}
+		names = r.names
+	}
 	for i := range slots {
-		e.workers = append(e.workers, newWorker(i, "w"+strconv.Itoa(i), cfg.Scheduler, kvBlocks, &e.test))
+		name := "w" + strconv.Itoa(i)
+		if i < len(names) {
+			name = names[i]
+		}
+		e.workers = append(e.workers, newWorker(i, name, cfg.Scheduler, kvBlocks, &e.test))
 	}
 	if cfg.Disaggregation.on() {
 		if opts.Offload != nil {

@@ -73,11 +73,7 @@ func checkInputs(reqs Inputs, open bool) error {
 	for i := range reqs.Len() {
 		r := peek(reqs, i, &scratch)
 		bad := func(field, msg string) {
-			pos := "request " + strconv.Itoa(i)
-			if file, line := r.Pos(); line > 0 {
-				pos = file + ":" + strconv.Itoa(line)
-			}
-			errs = append(errs, fmt.Errorf("%s: %s: %s", pos, field, msg))
+			errs = append(errs, fmt.Errorf("%s: %s: %s", requestPos(r, i), field, msg))
 		}
 		switch {
 		case r == nil:
@@ -222,4 +218,13 @@ func (e *engine) prepare() {
 			e.online = newOnlineSharing(ids, bs)
 		}
 	}
+}
+
+// requestPos is where request i, q, came from (FILE:LINE), or "request
+// i" when it was not read from a file.
+func requestPos(q *trace.Request, i int) string {
+	if file, line := q.Pos(); line > 0 {
+		return file + ":" + strconv.Itoa(line)
+	}
+	return "request " + strconv.Itoa(i)
 }

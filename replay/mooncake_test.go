@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,15 +158,41 @@ func BenchmarkReplayMooncake(b *testing.B) {
 // 1–16 replicas, 16 at the start), the fleet sized as the load goes.
 // disaggregated is round-robin over 4 prefill workers, 12 decode workers
 // taking their KV over H100 nodes' network (40 GB/s, 0.4 ms), Llama-3.1-8B's
-// 131,072 bytes a token.
+// 131,072 bytes a token. recorded_NAME replays router NAME's placement,
+// read from its records (not timed), through the recorded router: the
+// same replay as NAME's without its decisions, so that NAME's time over
+// it is what its own decisions cost, and its time over round-robin's
+// what the placement costs the engine (the recorded router places each
+// request as it arrives, as NAME does, so its engine indexes shared
+// blocks as NAME's does).
 func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
 	cost, blocks := llama8BOnH100(b)
-	names := append(routerNames(), "round_robin_online", "autoscale", "disaggregated")
+	names := slices.DeleteFunc(routerNames(), func(s string) bool { return s == RouterRecorded }) // the trace names no workers
+	names = append(names, "round_robin_online", "autoscale", "disaggregated")
+	for _, s := range []string{RouterRoundRobin, RouterSGLang, RouterLLMD, RouterDynamo, RouterMaxPrefix} {
+		names = append(names, "recorded_"+s)
+	}
 	for _, name := range names {
 		b.Run(name, func(b *testing.B) {
 			cfg := Config{Workers: 16, Router: name}
 			var opts Options
+			reqs := reqs
+			if by, ok := strings.CutPrefix(name, "recorded_"); ok {
+				var out []*trace.Request
+				if _, err := Run(Config{Workers: 16, Router: by}, cost, blocks, reqs, func(r *trace.Request) error {
+					out = append(out, r)
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				cfg.Router, reqs = RouterRecorded, placedAs(b, reqs, out)
+				// The set-up's replay leaves the heap grown: its pages
+				// go back, so that the timed replays fault theirs in
+				// as the other configurations' do.
+				out = nil
+				debug.FreeOSMemory()
+			}
 			switch name {
 			case "round_robin_online":
 				cfg.Router, opts.test.noPreRoute = RouterRoundRobin, true

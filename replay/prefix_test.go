@@ -94,7 +94,10 @@ func TestOnlineSharingSameResults(t *testing.T) {
 			t.Parallel()
 			cfg := Config{Workers: 4, Router: name, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 16}}
 			var sw testSwitches
+			reqs := reqs
 			switch name {
+			case RouterRecorded:
+				reqs = withWorkers(reqs, 4)
 			case "round_robin_online":
 				cfg.Router, sw.noPreRoute = RouterRoundRobin, true
 			case "stale":

@@ -118,6 +118,7 @@ var routers = []routerSpec{
 	{RouterDynamo, "Dynamo's KV router", newDynamoKV},
 	{RouterMaxPrefix, "Opal's MaxPrefix, matching", newMaxPrefix},
 	{RouterVLLMDP, "vLLM's data-parallel front end", func(cfg *Config, slots int, _ int64, _ *rand.Rand) Router { return newVLLMDP(cfg, slots) }},
+	{RouterRecorded, "the worker each request's trace names", func(*Config, int, int64, *rand.Rand) Router { return &recorded{} }},
 }
 
 // Router names.
@@ -133,6 +134,7 @@ const (
 	RouterDynamo        = "dynamo_kv"
 	RouterMaxPrefix     = "max_prefix"
 	RouterVLLMDP        = "vllm_dp"
+	RouterRecorded      = "recorded"
 )
 
 func routerFor(name string) (routerSpec, bool) {

@@ -170,3 +170,56 @@ func TestReplayDisaggregated(t *testing.T) {
 		}
 	}
 }
+
+// A replay's records, replayed with router recorded, put every request on
+// the worker they name; a trace whose requests name no worker is refused
+// with the file and line, and nothing is written.
+func TestReplayRecordedRouter(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 120)
+	write := func(name, yaml string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	byLoad := write("load.yaml", "workers: 3\nrouter: least_requests\n")
+	rec := write("recorded.yaml", "workers: 3\nrouter: recorded\n")
+	first := filepath.Join(dir, "first.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--config", byLoad, "-o", first, in); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	second := filepath.Join(dir, "second.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--config", rec, "-o", second, first); err != nil {
+		t.Fatalf("replay of the records with router recorded: %v\n%s", err, stderr)
+	}
+	_, a, errA := trace.ReadFile(first)
+	_, b, errB := trace.ReadFile(second)
+	if errA != nil || errB != nil || len(a) != 120 || len(b) != 120 {
+		t.Fatalf("%v, %v: %d and %d requests", errA, errB, len(a), len(b))
+	}
+	workers := map[string]string{}
+	for _, r := range a {
+		workers[r.RequestID] = r.Worker
+	}
+	used := map[string]bool{}
+	for _, r := range b {
+		if r.Worker != workers[r.RequestID] {
+			t.Errorf("%s: served by %s, the records say %s", r.RequestID, r.Worker, workers[r.RequestID])
+		}
+		used[r.Worker] = true
+	}
+	if len(used) != 3 {
+		t.Errorf("workers %v, want the three the records name", used)
+	}
+	out := filepath.Join(dir, "bad.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--config", rec, "-o", out, in)
+	if err == nil || !strings.Contains(err.Error()+stderr, "in.jsonl:1: worker: absent") {
+		t.Errorf("replay of a trace without workers: %v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s written after the error (%v)", out, err)
+	}
+}

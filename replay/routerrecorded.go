@@ -1,0 +1,137 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// recorded sends each request to the worker its trace names
+// (trace.Request.Worker): the placement that was measured — a production
+// gateway's, read from a trace that records the serving instance, or a
+// replay's own, read from its output — replayed on the simulated workers.
+// The names take worker slots in natural order (w2 before w10), and the
+// simulated workers take their names, so that a replay's records name the
+// workers as the trace did. It scores nothing.
+//
+// Replaying a replay's requests with the workers its records name, under
+// the deployment that made it, gives that replay's records again, request
+// by request, whatever router placed them (TestRecordedReplaysRouter); so
+// it also tells what a router's own decisions cost the engine from what
+// the placement they make costs it (BenchmarkReplayMooncakeRouters's
+// recorded_NAME).
+//
+// Note: it places each request as it arrives, as the online routers do,
+// though it could place them all before the replay (loadBlind): its
+// engine then indexes a shared prefix block only once a request that
+// shares it comes to its worker, not every such block when it fills,
+// which on the Mooncake trace's placements is less engine work or as much
+// (callgrind, `scripts/enginework`, instructions of one replay placed
+// before / as they arrive: round_robin's placement 561.9 / 557.3 M,
+// dynamo_kv's 610.1 / 604.6, max_prefix's 639.5 / 611.9,
+// sglang_cache_aware's 733.1 / 675.4, llm_d's 728.7 / 678.8).
+type recorded struct {
+	slot  []int32  // per request, its worker's slot
+	names []string // per slot, the trace's name
+}
+
+func (r *recorded) Route(q *Routed, _ Cluster) int { return int(r.slot[q.Index]) }
+
+// assign reads every request's worker, gives the names slots, and reports
+// requests without one (FILE:LINE: worker: absent, at most ten) or more
+// names than slots.
+func (r *recorded) assign(reqs Inputs, slots int) error {
+	if _, ok := reqs.(shaper); ok {
+		return errors.New("router recorded: a generated workload names no workers (replay a trace whose requests have a worker field)")
+	}
+	n := reqs.Len()
+	name := make([]string, n)
+	seen := map[string]bool{}
+	var errs []error
+	var scratch trace.Request
+	for i := range n {
+		q := peek(reqs, i, &scratch)
+		if q.Worker == "" {
+			if len(errs) < 10 {
+				errs = append(errs, fmt.Errorf("%s: worker: absent (router recorded sends each request to the worker its trace names)", requestPos(q, i)))
+			} else if len(errs) == 10 {
+				errs = append(errs, errors.New("too many errors"))
+			}
+			continue
+		}
+		name[i] = q.Worker
+		seen[q.Worker] = true
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	names := make([]string, 0, len(seen))
+	for s := range seen {
+		names = append(names, s)
+	}
+	slices.SortFunc(names, naturalCompare)
+	if len(names) > slots {
+		return fmt.Errorf("router recorded: the trace names %d workers (%s), the deployment has %d: set workers to %d", len(names), listSome(names, 4), slots, len(names))
+	}
+	at := make(map[string]int32, len(names))
+	for k, s := range names {
+		at[s] = int32(k)
+	}
+	r.slot = make([]int32, n)
+	for i, s := range name {
+		r.slot[i] = at[s]
+	}
+	r.names = names
+	return nil
+}
+
+// listSome names the first k of names, and how many more there are.
+func listSome(names []string, k int) string {
+	if len(names) <= k {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:k], ", ") + fmt.Sprintf(" and %d more", len(names)-k)
+}
+
+// naturalCompare orders names as a person does: the runs of digits in
+// them by their value (w2 before w10), the rest byte by byte, and names
+// that compare equal so (w02, w2) byte by byte.
+func naturalCompare(a, b string) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if isDigit(a[i]) && isDigit(b[j]) {
+			ei, ej := digitsEnd(a, i), digitsEnd(b, j)
+			// Leading zeros do not count toward the value.
+			x, y := strings.TrimLeft(a[i:ei], "0"), strings.TrimLeft(b[j:ej], "0")
+			if c := len(x) - len(y); c != 0 {
+				return c
+			}
+			if c := strings.Compare(x, y); c != 0 {
+				return c
+			}
+			i, j = ei, ej
+			continue
+		}
+		if a[i] != b[j] {
+			return int(a[i]) - int(b[j])
+		}
+		i, j = i+1, j+1
+	}
+	if c := (len(a) - i) - (len(b) - j); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// digitsEnd returns the end of the run of digits at s[i].
+func digitsEnd(s string, i int) int {
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return i
+}

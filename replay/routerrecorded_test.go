@@ -1,0 +1,227 @@
+package replay
+
+import (
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// placedAs returns copies of reqs, each naming the worker out (a replay's
+// records) says served it.
+func placedAs(t testing.TB, reqs, out []*trace.Request) []*trace.Request {
+	t.Helper()
+	by := map[string]string{}
+	for _, r := range out {
+		by[r.RequestID] = r.Worker
+	}
+	placed := make([]*trace.Request, len(reqs))
+	for i, r := range reqs {
+		c := *r
+		c.Worker = by[r.RequestID]
+		if c.Worker == "" {
+			t.Fatalf("request %s: no worker in the records", r.RequestID)
+		}
+		placed[i] = &c
+	}
+	return placed
+}
+
+// withWorkers returns copies of reqs that name one of workers serving
+// them, spread unevenly, for the recorded router.
+func withWorkers(reqs []*trace.Request, workers int) []*trace.Request {
+	c := make([]*trace.Request, len(reqs))
+	for i, r := range reqs {
+		k := *r
+		k.Worker = "gpu-" + strconv.Itoa((i*5+i/3)%workers)
+		c[i] = &k
+	}
+	return c
+}
+
+// unscored returns the records' dump with their router scores left out,
+// which the recorded router does not give.
+func unscored(rs []*trace.Request) string {
+	c := make([]*trace.Request, len(rs))
+	for i, r := range rs {
+		k := *r
+		k.RouterScore = trace.Opt[float64]{}
+		c[i] = &k
+	}
+	return dump(c)
+}
+
+// A replay's requests, each sent to the worker the replay's records name,
+// give that replay's records again (router scores aside) and its
+// figures, whatever router placed them: load-aware, sticky, cache-aware,
+// with a stale view; on a vLLM scheduler and on SGLang's. So a placement
+// read from a trace is replayed as it was made, and the engine's time on
+// it is what the placement costs without the router's decisions.
+func TestRecordedReplaysRouter(t *testing.T) {
+	t.Parallel()
+	reqs := append(randomTrace(23, 300, 60), conversationTrace(7, 80)...)
+	for i, r := range reqs {
+		r.Session = []string{"a", "b", "c", ""}[i%4]
+	}
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	for _, name := range []string{RouterLeastRequests, RouterPowerOfTwo, RouterSession, RouterSGLang, RouterLLMD, RouterDynamo, RouterMaxPrefix, "stale", "sglang"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Workers: 4, Router: name, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 16}}
+			switch name {
+			case "stale":
+				cfg.Router, cfg.RouterConfig.ViewIntervalSec = RouterLLMD, 0.5
+			case "sglang":
+				cfg.Router = RouterSGLang
+				cfg.Scheduler = SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 70 * 16}
+			}
+			_, a, sa := replay(t, cfg, cost, 70, reqs)
+			placed := placedAs(t, reqs, a)
+			cfg.Router, cfg.RouterConfig = RouterRecorded, RouterConfig{}
+			_, b, sb := replay(t, cfg, cost, 70, placed)
+			if unscored(a) != unscored(b) {
+				t.Errorf("the records differ from the router's")
+			}
+			sa.Events, sb.Events = 0, 0 // the router's arrivals at a view tick
+			if !reflect.DeepEqual(sa, sb) {
+				t.Errorf("figures %+v, the router's %+v", sb, sa)
+			}
+			if sa.CachedTokens == 0 || sa.Preemptions == 0 {
+				t.Errorf("workload too easy: %+v", sa)
+			}
+		})
+	}
+}
+
+// On the Mooncake conversation trace, 16 workers of Llama-3.1-8B on H100:
+// llm_d's placement, read back from its records, replays to its records.
+func TestRecordedReplaysMooncake(t *testing.T) {
+	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))
+	cost, blocks := llama8BOnH100(t)
+	// Without the validator, which checks every worker's cache at every
+	// step: minutes on the whole trace.
+	run := func(cfg Config, reqs []*trace.Request) ([]*trace.Request, Stats) {
+		var all []*trace.Request
+		st, err := Run(cfg, cost, blocks, reqs, func(r *trace.Request) error {
+			all = append(all, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all, st
+	}
+	a, sa := run(Config{Workers: 16, Router: RouterLLMD}, reqs)
+	b, sb := run(Config{Workers: 16, Router: RouterRecorded}, placedAs(t, reqs, a))
+	if unscored(a) != unscored(b) {
+		t.Errorf("the records differ from llm_d's")
+	}
+	if sa.CachedTokens != sb.CachedTokens || sa.Completed != sb.Completed || sa.End != sb.End {
+		t.Errorf("figures %+v, llm_d's %+v", sb, sa)
+	}
+}
+
+// The trace's names are the workers' slots in natural order, and the
+// records name the workers as the trace does.
+func TestRecordedNames(t *testing.T) {
+	reqs := randomTrace(5, 60, 20)
+	names := []string{"gpu-10", "gpu-2", "gpu-1"}
+	for i, r := range reqs {
+		r.Worker = names[i%3]
+	}
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	byID, _, st := replay(t, Config{Workers: 4, Router: RouterRecorded}, cost, 400, reqs)
+	if st.Completed != len(reqs) {
+		t.Fatalf("%d of %d completed", st.Completed, len(reqs))
+	}
+	for _, r := range reqs {
+		if got := byID[r.RequestID].Worker; got != r.Worker {
+			t.Errorf("request %s served by %s, the trace says %s", r.RequestID, got, r.Worker)
+		}
+	}
+	x := &recorded{}
+	if err := x.assign(Requests(reqs), 4); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"gpu-1", "gpu-2", "gpu-10"}; !slices.Equal(x.names, want) {
+		t.Errorf("slots %v, want %v", x.names, want)
+	}
+}
+
+func TestNaturalCompare(t *testing.T) {
+	sorted := []string{"", "0", "01", "1", "2", "10", "a", "a0", "a01", "a1", "a2", "a10", "a10b", "a10c", "a11", "b", "w2", "w10", "w100", "x1y2", "x1y10", "x2y1"}
+	for i, a := range sorted {
+		for j, b := range sorted {
+			c := naturalCompare(a, b)
+			if (c < 0) != (i < j) || (c == 0) != (i == j) {
+				t.Errorf("naturalCompare(%q, %q) = %d, want the order of %d and %d", a, b, c, i, j)
+			}
+		}
+	}
+}
+
+// A request without a worker, more names than workers, a generated
+// workload, autoscaling or disaggregation: a clear error, no replay.
+func TestRecordedErrors(t *testing.T) {
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	run := func(cfg Config, in Inputs) error {
+		_, err := RunInputs(cfg, cost, 400, in, func(*trace.Request) error {
+			t.Error("a record written")
+			return nil
+		}, Options{})
+		return err
+	}
+	reqs := randomTrace(3, 30, 20)
+	for i, r := range reqs {
+		r.Worker = "w" + strconv.Itoa(i%5)
+	}
+	reqs[7].Worker, reqs[12].Worker = "", ""
+	reqs[12].SetPos("trace.jsonl", 13)
+	cfg := Config{Workers: 5, Router: RouterRecorded}
+	err := run(cfg, Requests(reqs))
+	for _, want := range []string{"request 7: worker: absent", "trace.jsonl:13: worker: absent"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+	reqs[7].Worker, reqs[12].Worker = "w0", "w1"
+	cfg.Workers = 4
+	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "names 5 workers (w0, w1, w2, w3 and 1 more), the deployment has 4: set workers to 5") {
+		t.Errorf("error %v, want the count of names", err)
+	}
+	s, err := NewSampled("gen", 10, 1, [][2]int64{{100, 10}}, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(cfg, s); err == nil || !strings.Contains(err.Error(), "a generated workload names no workers") {
+		t.Errorf("error %v, want a generated workload's", err)
+	}
+	cfg.Workers = 5
+	cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 5}
+	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "recorded places requests as the trace did: not with autoscale") {
+		t.Errorf("error %v, want autoscale's", err)
+	}
+	cfg.Autoscale = AutoscaleConfig{}
+	cfg.Disaggregation = DisaggregationConfig{PrefillWorkers: 2, KVBytesPerToken: 131072, TransferGBps: 40}
+	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "not with disaggregation") {
+		t.Errorf("error %v, want disaggregation's", err)
+	}
+}
+
+// Columns keeps each request's worker, so that a trace read from a file
+// replays its placement.
+func TestColumnsKeepWorker(t *testing.T) {
+	var c Columns
+	for i, r := range randomTrace(9, 20, 20) {
+		r.Worker = "node-" + strconv.Itoa(i%3)
+		c.Add(r)
+		if got := c.Request(i).Worker; got != r.Worker {
+			t.Fatalf("row %d: worker %q, added %q", i, got, r.Worker)
+		}
+	}
+}
