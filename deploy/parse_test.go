@@ -39,7 +39,7 @@ func TestParseClusterErrors(t *testing.T) {
 		{"twice", "workers: 2\nworkers: 3\n", "c.yaml:2: workers: given twice"},
 		{"syntax", "workers: 2\n  tp: [\n", "c.yaml:2: mapping values are not allowed in this context"},
 		{"negative seed", "seed: -1\n", "c.yaml:1: seed: -1 is not a non-negative whole number"},
-		{"unknown router", "workers: 2\nrouter: best\n", "c.yaml:2: router: unknown router \"best\" (want round_robin, random, least_requests, least_tokens, power_of_two, session_affinity, sglang_cache_aware, llm_d, dynamo_kv, max_prefix or vllm_dp)"},
+		{"unknown router", "workers: 2\nrouter: best\n", "c.yaml:2: router: unknown router \"best\" (want round_robin, random, least_requests, least_tokens, power_of_two, session_affinity, sglang_cache_aware, llm_d, dynamo_kv, max_prefix, vllm_dp or recorded)"},
 		{"two errors", "workers: 0\ntp: 0\n", "c.yaml:1: workers: 0: want a number of workers from 1 to 4096\nc.yaml:2: tp: 0: want a tensor-parallel degree from 1 to 1024"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
