@@ -640,6 +640,88 @@ func TestPrefixIndexCountsPastUseMax(t *testing.T) {
 	}
 }
 
+// TestPrefixIndexRunsReference drives a bounded index with prompts made
+// of runs of consecutive ids, as a trace's are (a conversation's prompt
+// runs on from the last one's ids: the Mooncake conversation trace's
+// 288,500 ids are 33,391 runs), against the reference LRU (lruRef):
+// a hot run that crosses a row's end and is sent often enough that its
+// counts pass useMax, old runs extended, and new ones, so that the
+// queue's runs are popped in part, whole, across rows and through counts
+// at useMax; with ids their own slots and with hashed ids numbered.
+func TestPrefixIndexRunsReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, hashed := range []bool{false, true} {
+		id := func(k int64) int64 {
+			if hashed {
+				return int64(uint64(k+1) * 0x9e3779b97f4a7c15)
+			}
+			return k
+		}
+		const workers, capBlocks = 3, 700
+		x := newPrefixIndex(workers, capBlocks*16)
+		ref := newLRURef(workers, capBlocks)
+		next := int64(useChunk + 40) // new ids from here on
+		starts := make([][]int64, workers) // per worker, the starts of runs sent there
+		prompt := func(w int) []int64 {
+			var q []int64
+			if rng.IntN(16) != 0 {
+				for k := range int64(12) { // the hot run, over a row's end
+					q = append(q, id(useChunk-6+k))
+				}
+			}
+			for range 1 + rng.IntN(3) {
+				var start, n int64
+				switch {
+				case len(starts[w]) > 0 && rng.IntN(8) != 0: // a recent run, its start again
+					s := starts[w]
+					start, n = s[len(s)-1-rng.IntN(min(len(s), 6))], 1+rng.Int64N(30)
+				default:
+					start, n = next, 1+rng.Int64N(40)
+					next += n
+					starts[w] = append(starts[w], start)
+				}
+				for k := range n {
+					q = append(q, id(start+k))
+				}
+			}
+			return q
+		}
+		passed := false
+		for op := range 6000 {
+			w := rng.IntN(workers)
+			if w == 2 && rng.IntN(40) == 0 {
+				x.dropWorker(w)
+				clear(ref.held[w])
+				starts[w] = nil
+				continue
+			}
+			q := prompt(w)
+			if op >= 1000 && op < 1400 {
+				// A spell of the hot run alone to worker 0: its counts
+				// pass useMax, and are popped back through it after.
+				w, q = 0, q[:0]
+				for k := range int64(12) {
+					q = append(q, id(useChunk-6+k))
+				}
+			}
+			x.insert(w, q, 16)
+			ref.insert(w, q)
+			ref.check(t, x, q, fmt.Sprintf("hashed %v, op %d", hashed, op))
+			ref.check(t, x, prompt(rng.IntN(workers)), fmt.Sprintf("hashed %v, op %d", hashed, op))
+			checkUseRows(t, x, op)
+			for _, u := range x.uses {
+				passed = passed || len(u.over) > 0
+			}
+		}
+		if !passed {
+			t.Errorf("hashed %v: no count passed %d: the test does not reach the over map", hashed, useMax)
+		}
+		if next < 2*useChunk {
+			t.Errorf("hashed %v: ids up to %d: the test's runs do not run over rows", hashed, next)
+		}
+	}
+}
+
 // checkUseRows checks that each worker's row counts the slots it holds
 // there and that the spare rows are zeros.
 func checkUseRows(t *testing.T, x *prefixIndex, op int) {
