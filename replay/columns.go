@@ -9,8 +9,9 @@ import (
 
 // Columns is Inputs kept column by column: the fields of each request the
 // replay reads (lengths, arrival, prefix hash ids, session and turn, think
-// time, the worker that served it) and those its records copy (ids, run, stage, model, LoRA, position),
-// and no others. Request builds a trace.Request from them on demand.
+// time, the worker that served it) and those its records copy (ids, run,
+// stage, model, LoRA, position), and no others. Request builds a
+// trace.Request from them on demand.
 //
 // Note: a trace.Request is about a kilobyte; a replay of a million-request
 // trace held them all for as long as it ran. A row here is about 130

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -168,18 +169,14 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if e.timeout > 0 {
 		e.live = make([]*reqState, reqs.Len())
 	}
-	var names []string // the workers' names, when the trace gives them
+	var given []string // the workers' names the trace gives
 	if r, ok := router.(*recorded); ok {
 		if err := r.assign(reqs, slots); err != nil {
 			return Stats{}, err
 		}
-		names = r.names
+		given = r.names
 	}
-	for i := range slots {
-		name := "w" + strconv.Itoa(i)
-		if i < len(names) {
-			name = names[i]
-		}
+	for i, name := range workerNames(given, slots) {
 		e.workers = append(e.workers, newWorker(i, name, cfg.Scheduler, kvBlocks, &e.test))
 	}
 	if cfg.Disaggregation.on() {
@@ -392,4 +389,22 @@ type testSwitches struct {
 	// before the one that failed may have been given their blocks for
 	// that step (as decodeStep leaves them).
 	checkSteady func(w *worker, grownAhead bool)
+}
+
+// workerNames names slots workers: given's names first (a trace's, for
+// router recorded), then w0, w1, … for the others, leaving out the names
+// given took (w2 and w3 given on four workers: w2, w3, w0, w1), so that no
+// two workers share a name.
+func workerNames(given []string, slots int) []string {
+	taken := make(map[string]bool, len(given))
+	for _, s := range given {
+		taken[s] = true
+	}
+	names := slices.Clone(given)
+	for k := 0; len(names) < slots; k++ {
+		if s := "w" + strconv.Itoa(k); !taken[s] {
+			names = append(names, s)
+		}
+	}
+	return names
 }

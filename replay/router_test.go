@@ -660,7 +660,7 @@ func TestPrefixIndexRunsReference(t *testing.T) {
 		const workers, capBlocks = 3, 700
 		x := newPrefixIndex(workers, capBlocks*16)
 		ref := newLRURef(workers, capBlocks)
-		next := int64(useChunk + 40) // new ids from here on
+		next := int64(useChunk + 40)       // new ids from here on
 		starts := make([][]int64, workers) // per worker, the starts of runs sent there
 		prompt := func(w int) []int64 {
 			var q []int64

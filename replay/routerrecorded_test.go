@@ -225,3 +225,22 @@ func TestColumnsKeepWorker(t *testing.T) {
 		}
 	}
 }
+
+// Slots no request names take names the trace did not: no two workers
+// share a name.
+func TestWorkerNames(t *testing.T) {
+	for _, c := range []struct {
+		given []string
+		slots int
+		want  []string
+	}{
+		{nil, 3, []string{"w0", "w1", "w2"}},
+		{[]string{"w2", "w3"}, 4, []string{"w2", "w3", "w0", "w1"}},
+		{[]string{"w0", "gpu-1"}, 4, []string{"w0", "gpu-1", "w1", "w2"}},
+		{[]string{"a", "b"}, 2, []string{"a", "b"}},
+	} {
+		if got := workerNames(c.given, c.slots); !slices.Equal(got, c.want) {
+			t.Errorf("workerNames(%v, %d) = %v, want %v", c.given, c.slots, got, c.want)
+		}
+	}
+}
