@@ -52,42 +52,45 @@ func (r *recorded) assign(reqs Inputs, slots int) error {
 	if _, ok := reqs.(shaper); ok {
 		return errors.New("router recorded: a generated workload names no workers (replay a trace whose requests have a worker field)")
 	}
+	// Each request's slot is first its name's place in order of first
+	// appearance (seen), renumbered once the names are sorted.
 	n := reqs.Len()
-	name := make([]string, n)
-	seen := map[string]bool{}
+	r.slot = make([]int32, n)
+	seen := map[string]int32{}
+	var first []string // the names, in order of first appearance
 	var errs []error
 	var scratch trace.Request
 	for i := range n {
 		q := peek(reqs, i, &scratch)
 		if q.Worker == "" {
-			if len(errs) < 10 {
-				errs = append(errs, fmt.Errorf("%s: worker: absent (router recorded sends each request to the worker its trace names)", requestPos(q, i)))
-			} else if len(errs) == 10 {
+			if len(errs) == 10 {
 				errs = append(errs, errors.New("too many errors"))
+				break
 			}
+			errs = append(errs, fmt.Errorf("%s: worker: absent (router recorded sends each request to the worker its trace names)", requestPos(q, i)))
 			continue
 		}
-		name[i] = q.Worker
-		seen[q.Worker] = true
+		k, ok := seen[q.Worker]
+		if !ok {
+			k = int32(len(first))
+			seen[q.Worker] = k
+			first = append(first, q.Worker)
+		}
+		r.slot[i] = k
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	names := make([]string, 0, len(seen))
-	for s := range seen {
-		names = append(names, s)
-	}
+	names := slices.Clone(first)
 	slices.SortFunc(names, naturalCompare)
 	if len(names) > slots {
 		return fmt.Errorf("router recorded: the trace names %d workers (%s), the deployment has %d: set workers to %d", len(names), listSome(names, 4), slots, len(names))
 	}
-	at := make(map[string]int32, len(names))
 	for k, s := range names {
-		at[s] = int32(k)
+		seen[s] = int32(k)
 	}
-	r.slot = make([]int32, n)
-	for i, s := range name {
-		r.slot[i] = at[s]
+	for i, k := range r.slot {
+		r.slot[i] = seen[first[k]]
 	}
 	r.names = names
 	return nil

@@ -189,6 +189,15 @@ func TestRecordedErrors(t *testing.T) {
 			t.Errorf("error %v, want %q", err, want)
 		}
 	}
+	// Ten at most, then a line that says there are more.
+	none := withWorkers(reqs, 5)
+	for _, r := range none {
+		r.Worker = ""
+	}
+	err = run(cfg, Requests(none))
+	if err == nil || strings.Count(err.Error(), "worker: absent") != 10 || !strings.HasSuffix(err.Error(), "\ntoo many errors") {
+		t.Errorf("error %v, want ten absent workers and too many errors", err)
+	}
 	reqs[7].Worker, reqs[12].Worker = "w0", "w1"
 	cfg.Workers = 4
 	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "names 5 workers (w0, w1, w2, w3 and 1 more), the deployment has 4: set workers to 5") {
