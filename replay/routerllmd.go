@@ -46,15 +46,12 @@ func (r *llmD) resetWorker(w int) { r.index.dropWorker(w) }
 func (r *llmD) Route(q *Routed, c Cluster) int {
 	ready, loads := c.Ready(), c.Loads()
 	r.index.matchAll(q.HashIDs, r.match)
-	minQ, maxQ := 0, 0
-	for k, w := range ready {
+	minQ := loads[ready[0]].Waiting
+	maxQ := minQ
+	for _, w := range ready[1:] {
 		l := loads[w].Waiting
-		if k == 0 || l < minQ {
-			minQ = l
-		}
-		if k == 0 || l > maxQ {
-			maxQ = l
-		}
+		minQ = min(minQ, l)
+		maxQ = max(maxQ, l)
 	}
 	// In locals: the loop stores to ties, which the compiler cannot
 	// tell from r's fields.

@@ -83,15 +83,22 @@ func lookupAll(out []int32, hs []uint64, slots []islot, mask uint64, chained boo
 			x += groupLen - 1
 			continue
 		}
-		for ; x < len(hs) && bit < 1<<(memberShift+groupLen-1); x++ {
-			h += contStep
-			bit <<= 1
-			if hs[x] != h || own&bit == 0 {
+		// Members j+1, j+2, … while the entry holds them and the
+		// hashes go on along the group (the next hash carried along,
+		// the members' bits shifted down: as CommitAll's stretches).
+		hh := hs[x : x+min(len(hs)-x, groupLen-1-int(j))]
+		oo := out[x : x+len(hh)]
+		ms, c := own>>(memberShift+j+1), stepAdd
+		t := 0
+		for ; t < len(hh); t++ {
+			if h += c; hh[t] != h || ms&1 == 0 {
 				break
 			}
+			ms >>= 1
 			b += d
-			out[x] = b
+			oo[t] = b
 		}
+		x += t
 	}
 	return len(hs)
 }
@@ -136,9 +143,7 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 					if d > 0 {
 						*hr = *g
 					} else {
-						for i := range hr {
-							hr[i] = g[groupLen-1-i]
-						}
+						reverse(hr, g)
 					}
 					setFlags(fl, fHashed|fRecorded)
 					if insert(slots, mask, k, line(b, 0, groupLen, d < 0)) {
@@ -153,21 +158,14 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 		hashes[b] = h
 		flags[b] = fHashed | fRecorded
 		// The stretch: blocks b, b+d, b+2d, … with hashes h,
-		// h+contStep, h+2·contStep, …
+		// h+contStep, h+2·contStep, … (d ±1), within the group.
+		//
 		n, d := 1, int32(0)
-		for i+n < len(hs) && j+uint(n) < groupLen {
-			bn := blocks[i+n]
-			if n == 1 {
-				if d = bn - b; d != 1 && d != -1 {
-					break
-				}
+		if lim := min(len(hs)-i, groupLen-int(j)); lim > 1 {
+			bs := blocks[i : i+lim]
+			if d = bs[1] - b; d == 1 || d == -1 {
+				n = commitSteps(flags, hashes, bs, hs[i:i+len(bs)], d)
 			}
-			if bn != b+d*int32(n) || hs[i+n] != h+uint64(n)*contStep || flags[bn]&fRecorded != 0 {
-				break
-			}
-			hashes[bn] = hs[i+n]
-			flags[bn] = fHashed | fRecorded
-			n++
 		}
 		if insert(slots, mask, k, line(b, j, uint(n), d < 0)) {
 			made++
@@ -179,22 +177,60 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 	ix.used += made
 }
 
+// commitSteps commits hh[1], hh[2], … to bs[1], bs[2], … (flags and
+// hashes: the cache's) as long as the blocks go on from bs[0] by d and
+// the hashes from hh[0] by contStep, and the blocks hold no hash yet;
+// it returns how many blocks the stretch has, bs[0] included.
+//
+// Note: a function of its own, so that the next block and hash are
+// carried along in registers: in CommitAll's loop, with the block and
+// hash each computed from n (two multiplications) and three bounds
+// checked, a block was some 45 instructions (10 million of
+// BenchmarkReplayMooncakeRouters/llm_d's, stretches that start inside
+// a group, after a prefix hit), and carried along there, spilled to the
+// stack at each block, 30.
+func commitSteps(flags []uint8, hashes []uint64, bs []int32, hh []uint64, d int32) int {
+	hh = hh[:len(bs)]
+	b, h, c := bs[0], hh[0], stepAdd
+	n := 1
+	for ; n < len(bs); n++ {
+		b += d
+		h += c
+		if bs[n] != b || hh[n] != h || flags[b]&fRecorded != 0 {
+			break
+		}
+		hashes[b] = h
+		flags[b] = fHashed | fRecorded
+	}
+	return n
+}
+
+// reverse sets dst to src's hashes, last first.
+//
+// Note: eight at a time, from arrays: a hash at a time, with its index
+// computed and checked, it was 230 instructions a group.
+func reverse(dst, src *[groupLen]uint64) {
+	for i := 0; i < groupLen; i += 8 {
+		d, s := (*[8]uint64)(dst[i:i+8]), (*[8]uint64)(src[groupLen-8-i:groupLen-i])
+		d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = s[7], s[6], s[5], s[4], s[3], s[2], s[1], s[0]
+	}
+}
+
 // recordedAny returns the fRecorded bits of fl's flags, ORed a word at a time.
 func recordedAny(fl []uint8) uint64 {
-	fl = fl[:groupLen]
-	var x uint64
-	for i := 0; i < groupLen; i += 8 {
-		x |= binary.LittleEndian.Uint64(fl[i:])
-	}
+	a := (*[groupLen]uint8)(fl) // four words at constant places: no bound checked
+	x := binary.LittleEndian.Uint64(a[0:]) | binary.LittleEndian.Uint64(a[8:]) |
+		binary.LittleEndian.Uint64(a[16:]) | binary.LittleEndian.Uint64(a[24:])
 	return x & (uint64(fRecorded) * ones)
 }
 
 // setFlags sets each of fl's groupLen flags to f.
 func setFlags(fl []uint8, f uint8) {
-	fl = fl[:groupLen]
-	for i := 0; i < groupLen; i += 8 {
-		binary.LittleEndian.PutUint64(fl[i:], uint64(f)*ones)
-	}
+	a, w := (*[groupLen]uint8)(fl), uint64(f)*ones // as recordedAny
+	binary.LittleEndian.PutUint64(a[0:], w)
+	binary.LittleEndian.PutUint64(a[8:], w)
+	binary.LittleEndian.PutUint64(a[16:], w)
+	binary.LittleEndian.PutUint64(a[24:], w)
 }
 
 // FreeAmong returns how many of blocks (with ids, distinct) are free:

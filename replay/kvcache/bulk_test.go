@@ -405,3 +405,50 @@ func TestLookupAllEarlierEntries(t *testing.T) {
 		t.Errorf("lookupAll = %d %v, want %v", n, got, want)
 	}
 }
+
+// TestGroupHelpers checks onLine, recordedAny and setFlags, which look
+// at a group's 31 or 32 blocks a word at a time, against a block at a
+// time: lines up and down broken at every place, flags recorded at every
+// place.
+func TestGroupHelpers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	for range 20000 {
+		d := int32(1)
+		if rng.IntN(2) == 0 {
+			d = -1
+		}
+		b := int32(rng.IntN(100))
+		var bl [groupLen - 1]int32
+		for i := range bl {
+			bl[i] = b + d*int32(i+1)
+		}
+		if rng.IntN(3) != 0 {
+			bl[rng.IntN(len(bl))] += int32(1 + rng.IntN(3))
+		}
+		want := true
+		for i := range bl {
+			want = want && bl[i] == b+d*int32(i+1)
+		}
+		if got := onLine(&bl, b, d); got != want {
+			t.Fatalf("onLine(%v, %d, %d) = %v, want %v", bl, b, d, got, want)
+		}
+		fl := make([]uint8, groupLen)
+		for range rng.IntN(3) {
+			fl[rng.IntN(groupLen)] = uint8(rng.IntN(8))
+		}
+		var rec uint64
+		for _, f := range fl {
+			rec |= uint64(f & fRecorded)
+		}
+		if got := recordedAny(fl); (got != 0) != (rec != 0) {
+			t.Fatalf("recordedAny(%v) = %#x", fl, got)
+		}
+		f := uint8(rng.IntN(8))
+		setFlags(fl, f)
+		for i, g := range fl {
+			if g != f {
+				t.Fatalf("setFlags(%d): flag %d is %d", f, i, g)
+			}
+		}
+	}
+}

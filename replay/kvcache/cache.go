@@ -50,8 +50,11 @@ import (
 // replay allocates off the per-block path.
 type Cache struct {
 	// Per id: the records of runs (at a run's lowest id), a bit per
-	// id that starts a run, the flags (fHashed…) and hashes (0: not
-	// cached) of blocks.
+	// id that starts a run, the flags (fHashed…) and hashes of
+	// blocks (a hash is the block's while its flags say fRecorded;
+	// eviction clears the flags alone, and leaves the hash stale: a
+	// store of eight bytes a block saved, and no reader looks at a
+	// hash without its flags).
 	recs   []runRec
 	starts []uint64
 	flags  []uint8
@@ -456,7 +459,9 @@ func (c *Cache) MarkPrivate(b int32) {
 }
 
 // Holds reports whether block b still holds content with hash h.
-func (c *Cache) Holds(b int32, h uint64) bool { return c.hashes[b] == h }
+func (c *Cache) Holds(b int32, h uint64) bool {
+	return c.flags[b]&fRecorded != 0 && c.hashes[b] == h
+}
 
 // Release drops one reference from each of blocks, a block table whose
 // first full blocks are full and hashed: an Anonymous block among them is
@@ -680,8 +685,8 @@ func (c *Cache) Check() error {
 				return fmt.Errorf("kvcache: id %d twice on the stack", b)
 			}
 			state[b] = onStack
-			if c.hashes[b] != 0 || c.flags[b] != 0 {
-				return fmt.Errorf("kvcache: id %d of no block holds hash %#x, flags %#x", b, c.hashes[b], c.flags[b])
+			if c.flags[b] != 0 {
+				return fmt.Errorf("kvcache: id %d of no block has flags %#x", b, c.flags[b])
 			}
 		}
 		stacked += int64(g.hi - g.lo)
@@ -811,10 +816,10 @@ func (c *Cache) Check() error {
 		}
 		// A private block's hash may be unrecorded (MarkPrivate).
 		f, h := c.flags[b], c.hashes[b]
-		if (f&fRecorded != 0) != (h != 0) || f != 0 && f != fHashed|fRecorded && f != fHashed|fPrivate && f != fHashed|fPrivate|fRecorded {
+		if f&fRecorded != 0 && h == 0 || f != 0 && f != fHashed|fRecorded && f != fHashed|fPrivate && f != fHashed|fPrivate|fRecorded {
 			return fmt.Errorf("kvcache: block %d has flags %#x and hash %#x", b, f, h)
 		}
-		if h != 0 && f&fPrivate == 0 {
+		if f&(fRecorded|fPrivate) == fRecorded {
 			if _, ok := c.index.get(h); !ok {
 				return fmt.Errorf("kvcache: block %d hash %#x not indexed", b, h)
 			}

@@ -181,6 +181,11 @@ func mixedStart(prev uint64, k int64) uint64 {
 // back to member 0 of the key 32·contStep below its own (runStart).
 const contBack uint64 = 0xefa6f487_0000003f
 
+// stepAdd is contStep, loaded: the compiler keeps a variable in a
+// register, and writes a constant's sum out as a 64-bit immediate loaded
+// and added (three instructions a block in steps where this is two).
+var stepAdd = contStep
+
 // contStep is what step adds: its low half 1, so that a run's hashes are
 // the next members of one group of the cache index (keyOf); its high
 // half odd, so that the blocks of a run differ in the high half too
@@ -223,11 +228,24 @@ func step(prev uint64) uint64 {
 func steps(g []uint64, x uint64) {
 	g = g[:slotRun]
 	if uint32(x) <= math.MaxUint32-(slotRun-1) {
-		c := contStep
+		a, c := (*[slotRun]uint64)(g), stepAdd
 		for i := 0; i < slotRun; i += 8 {
-			g[i], g[i+1], g[i+2], g[i+3] = x, x+c, x+2*c, x+3*c
-			g[i+4], g[i+5], g[i+6], g[i+7] = x+4*c, x+5*c, x+6*c, x+7*c
-			x += 8 * c
+			a[i] = x
+			x += c
+			a[i+1] = x
+			x += c
+			a[i+2] = x
+			x += c
+			a[i+3] = x
+			x += c
+			a[i+4] = x
+			x += c
+			a[i+5] = x
+			x += c
+			a[i+6] = x
+			x += c
+			a[i+7] = x
+			x += c
 		}
 		return
 	}
@@ -365,9 +383,42 @@ func (c *Chain) extend(k int64) {
 	if n > 0 {
 		prev = hs[n-1]
 	}
+	// whole: a trace block is one group of slotRun engine blocks (tb is
+	// slotRun·eb, so a trace block starts where a group does).
+	whole := tb == slotRun*eb
 	for n <= upto {
 		// Block n covers tokens [n·eb, n·eb+eb): from offset off of
 		// trace block j on.
+		if whole && off == 0 && n+slotRun <= c.shared {
+			// A whole trace block, shared: its first block mixed
+			// (the case below, for one trace block), the other
+			// slotRun−1 its steps (the continuations' case), as
+			// nextGroup hashes a group. It may pass upto, by less
+			// than a group: hashed for nothing, if at all.
+			//
+			// Note: a block mixed and then, in a pass of the loop
+			// of its own, the continuations stepped by stepRun,
+			// 31 blocks its slice resliced every eight, were 300
+			// instructions a trace block: 24 million of
+			// BenchmarkReplayMooncakeRouters/llm_d, which hashes
+			// 2.5 million blocks here.
+			x := mix(prev, uint64(h.HashIDs[j]), 1)
+			x = mix(x, uint64(tb), 2)
+			x = mix(x, uint64(n), 4)
+			x = x&^0xffffffff | uint64(uint32(x)&^(slotRun-1))
+			if x == 0 {
+				x = 1 // then not member 0: steps steps from it all the same
+			}
+			if int64(cap(hs)) < n+slotRun {
+				hs = grow(hs, int(max(n+slotRun, 2*int64(cap(hs))))-len(hs))
+			}
+			hs = hs[:n+slotRun]
+			steps(hs[n:], x)
+			n += slotRun
+			prev = hs[n-1]
+			j++
+			continue
+		}
 		if off > 0 && off+eb <= tb {
 			// Continuations (see Hash): block n−1 ends in trace
 			// block j, and so do blocks n … n+run−1. One loop

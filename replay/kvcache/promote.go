@@ -92,11 +92,7 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 			}
 			// A stretch of a group's members as one insert
 			// (CommitAll).
-			n := 1
-			for i+n < len(src) && j+uint(n) < groupLen && src[i+n] == h+uint64(n)*contStep {
-				fl[i+n], hr[i+n] = fHashed|fRecorded, src[i+n]
-				n++
-			}
+			n := promoteSteps(fl[i:], hr[i:], src[i:i+min(len(src)-i, groupLen-int(j))])
 			if insert(slots, mask, gk, line(lo+int32(i), j, uint(n), false)) {
 				made++
 			}
@@ -111,6 +107,24 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		hashes = hashes[k:]
 	}
 	ix.used += made
+}
+
+// promoteSteps records hs[1], hs[2], … in fl and hr (a promoted
+// range's flags and hashes, from the stretch's first) as long as they
+// go on from hs[0] by contStep, and returns how many hashes the stretch
+// has, hs[0] included (commitSteps' twin: the hash carried along in a
+// register, where Promote's loop spilled it at each block).
+func promoteSteps(fl []uint8, hr []uint64, hs []uint64) int {
+	fl, hr = fl[:len(hs)], hr[:len(hs)]
+	h, c := hs[0], stepAdd
+	n := 1
+	for ; n < len(hs); n++ {
+		if h += c; hs[n] != h {
+			break
+		}
+		fl[n], hr[n] = fHashed|fRecorded, h
+	}
+	return n
 }
 
 // takeTail hands out blocks of run slot's tail into dst[taken:end], as

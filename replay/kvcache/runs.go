@@ -3,6 +3,7 @@ package kvcache
 import (
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 )
 
 // Named runs: a request's blocks with ids as stretches of consecutive ids.
@@ -56,7 +57,18 @@ type span struct {
 	live   int32 // its blocks free in it
 	up     bool  // evicted from lo upward; else from hi−1 down
 	owner  int32
-	at     int64
+	// top is, evicted downward, where evictSpan last found the piece
+	// that ends at hi: a hint, taken while it is a run's first id
+	// within lo..hi−1 whose run ends at hi (ids there all lie in runs,
+	// whose records are current, so that proves it).
+	//
+	// Note: a decode step evicts one block at a time from the top of
+	// a span, often a long one, and finding its piece's first id
+	// (runStart, a scan back over the start bits) each time was some
+	// 45 of the 200 instructions a piece cost evictSpan
+	// (BenchmarkReplayMooncakeRouters/sglang_cache_aware).
+	top int32
+	at  int64
 }
 
 // An idRange is the ids lo..hi−1 of no block.
@@ -139,21 +151,30 @@ func (c *Cache) takeIDs(n int32) (lo, k int32) {
 // Acquire split it), so that the ids handed out are too
 // (TestBulkMatchesOneByOne compares the tables of caches that acquire
 // in bulk and one by one).
+//
+// Note: the stack is resliced, not appended to, while it has room: an
+// append stores the slice's pointer too, behind the write barrier's
+// check, which was as much again as the rest (15,000 barriers while the
+// collector marked, on BenchmarkReplayMooncakeRouters/sglang_cache_aware).
 func (c *Cache) freeIDs(lo, hi int32) {
-	for n := len(c.ids); n > 0; n-- {
-		top := c.ids[n-1]
-		switch {
-		case top.lo == hi:
+	ids := c.ids
+	n := len(ids)
+	for ; n > 0; n-- {
+		top := ids[n-1]
+		if top.lo == hi {
 			hi = top.hi
-		case top.hi == lo:
+		} else if top.hi == lo {
 			lo = top.lo
-		default:
-			c.ids = append(c.ids[:n], idRange{lo, hi})
-			return
+		} else {
+			break
 		}
-		c.ids = c.ids[:n-1]
 	}
-	c.ids = append(c.ids, idRange{lo, hi})
+	if n < cap(ids) {
+		c.ids = c.ids[:n+1]
+	} else {
+		c.ids = append(ids[:n], idRange{})
+	}
+	c.ids[n] = idRange{lo, hi}
 }
 
 // nameRange gives the blocks of dst ids, as runs referenced once
@@ -239,18 +260,32 @@ func (c *Cache) follow(blocks []int32, lo int32) (off, m int32) {
 
 // followUp returns how many leading blocks of s are b, b+1, b+2, …
 //
-// Note: eight at a time, their differences from what they should be
-// ORed (zero only if all are): a block at a time, a compare and a
-// branch each, was 23 million instructions of
-// BenchmarkReplayMooncakeRouters/sglang_cache_aware's acquisitions,
-// four at a time 14.3 million.
+// Note: eight at a time, two to a word: the blocks' bytes read as four
+// little-endian words (binary.LittleEndian, which the compiler makes one
+// load each), XORed with what two consecutive ids make and ORed (zero
+// only if all are). With the eight compared one by one, their
+// differences ORed, it was 10 million instructions of
+// BenchmarkReplayMooncakeRouters/sglang_cache_aware's acquisitions (a
+// block at a time, a compare and a branch each, 23 million). On a
+// big-endian machine the words never match, and the loop after, a block
+// at a time, gives the same answer.
 func followUp(s []int32, b int32) int {
 	n := len(s)
-	for len(s) >= 8 {
-		if (s[0]^b)|(s[1]^(b+1))|(s[2]^(b+2))|(s[3]^(b+3))|(s[4]^(b+4))|(s[5]^(b+5))|(s[6]^(b+6))|(s[7]^(b+7)) != 0 {
-			break
+	if len(s) >= 8 {
+		raw := blockBytes(s)
+		p := uint64(uint32(b)) | uint64(uint32(b+1))<<32
+		d1 := pairStep
+		d2, d3, d4 := 2*d1, 3*d1, 4*d1
+		i := 0
+		for ; i <= len(raw)-32; i += 32 {
+			w := (*[32]byte)(raw[i : i+32])
+			if (binary.LittleEndian.Uint64(w[0:])^p)|(binary.LittleEndian.Uint64(w[8:])^(p+d1))|
+				(binary.LittleEndian.Uint64(w[16:])^(p+d2))|(binary.LittleEndian.Uint64(w[24:])^(p+d3)) != 0 {
+				break
+			}
+			p += d4
 		}
-		s, b = s[8:], b+8
+		s, b = s[i/4:], b+int32(i/4)
 	}
 	for len(s) > 0 && s[0] == b {
 		s, b = s[1:], b+1
@@ -259,19 +294,42 @@ func followUp(s []int32, b int32) int {
 }
 
 // followDown returns how many leading blocks of s are b, b−1, b−2, …
-// (followUp's descending twin).
+// (followUp's descending twin: a word's two ids go down by two each
+// without a borrow from one half into the other while neither goes
+// below 0, so the words are compared only while the eight's lowest,
+// b−7, is not).
 func followDown(s []int32, b int32) int {
 	n := len(s)
-	for len(s) >= 8 {
-		if (s[0]^b)|(s[1]^(b-1))|(s[2]^(b-2))|(s[3]^(b-3))|(s[4]^(b-4))|(s[5]^(b-5))|(s[6]^(b-6))|(s[7]^(b-7)) != 0 {
-			break
+	if len(s) >= 8 && b >= 7 {
+		raw := blockBytes(s)
+		p := uint64(uint32(b)) | uint64(uint32(b-1))<<32
+		d1 := pairStep
+		d2, d3, d4 := 2*d1, 3*d1, 4*d1
+		i := 0
+		for ; i <= len(raw)-32 && b >= 7; i += 32 {
+			w := (*[32]byte)(raw[i : i+32])
+			if (binary.LittleEndian.Uint64(w[0:])^p)|(binary.LittleEndian.Uint64(w[8:])^(p-d1))|
+				(binary.LittleEndian.Uint64(w[16:])^(p-d2))|(binary.LittleEndian.Uint64(w[24:])^(p-d3)) != 0 {
+				break
+			}
+			p, b = p-d4, b-8
 		}
-		s, b = s[8:], b-8
+		s = s[i/4:]
 	}
 	for len(s) > 0 && s[0] == b {
 		s, b = s[1:], b-1
 	}
 	return n - len(s)
+}
+
+// pairStep is 2 in each half of a word: from two consecutive ids to the
+// next two (followUp). A variable, so that it is loaded once into a
+// register (a constant's sums are 64-bit immediates, loaded each time).
+var pairStep = uint64(2 | 2<<32)
+
+// blockBytes returns the bytes of s (4 a block, in the machine's order).
+func blockBytes(s []int32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s))
 }
 
 // acquireRun acquires the leading blocks of blocks that follow each other
@@ -302,8 +360,10 @@ func (c *Cache) evictSpan(x int32, dst []int32, taken, end, nameEnd int) int {
 		var lo int32 // the piece's
 		if sp.up {
 			lo = sp.lo
-		} else {
+		} else if lo = sp.top; lo < sp.lo || lo >= sp.hi || c.starts[lo>>6]&(1<<uint(lo&63)) == 0 || lo+c.recs[lo].n != sp.hi {
+			// Not the piece last found, whole to the span's end.
 			lo = c.runStart(sp.hi - 1)
+			sp.top = lo
 		}
 		r := &c.recs[lo]
 		if r.ref != 0 || r.span != x {
@@ -331,6 +391,24 @@ func (c *Cache) evictSpan(x int32, dst []int32, taken, end, nameEnd int) int {
 			from = lo + r.n - k
 			r.n -= k
 			sp.hi -= k
+		}
+		if k == 1 {
+			// One block, mostly a decode step's (60,000 of the
+			// 83,000 pieces BenchmarkReplayMooncakeRouters/llm_d
+			// evicts, 24,000 of round_robin's 31,000): evicted and
+			// handed out without the loops over a range (evict's,
+			// unindex's, the fills'), which were some 400
+			// instructions of the 600 such a piece cost.
+			c.evictBlock(from)
+			if taken < nameEnd {
+				c.makeRun(from, runRec{ref: 1, n: 1, desc: !sp.up})
+				dst[taken] = from
+			} else {
+				c.freeIDs(from, from+1)
+				dst[taken] = Anonymous
+			}
+			taken++
+			continue
 		}
 		c.evict(from, k, sp.up)
 		// Handed out in eviction order: a span evicted upward gives
@@ -386,12 +464,12 @@ func fillDown(o []int32, b int32) {
 	}
 }
 
-// evict drops the hashes of the k blocks from..from+k−1, in eviction
-// order (upward, or from the highest id down), counting the evictions
-// and stamping them (Kept).
+// evict drops the hashes of the k blocks from..from+k−1 (their flags
+// cleared, see Cache.hashes), in eviction order (upward, or from the
+// highest id down), counting the evictions and stamping them (Kept).
 //
 // Note: eight blocks that all hold a recorded hash (a prefix's, mostly)
-// are cleared at once, their flags as one word and their stamps
+// are dropped at once, their flags as one word and their stamps
 // written in one go; a block at a time, with a test of its flags each,
 // the loop was 33 million instructions of
 // BenchmarkReplayMooncakeRouters/sglang_cache_aware.
@@ -399,28 +477,25 @@ func (c *Cache) evict(from, k int32, up bool) {
 	// The range's flags, hashes and stamps as slices of one length,
 	// indexed from 0, so that the compiler checks no bound per block.
 	fl := c.flags[from : from+k]
-	hs := c.hashes[from : from+k][:len(fl)]
 	dr := c.dropped[from : from+k][:len(fl)]
-	unindexed := c.index.unindex(fl, hs, from)
+	unindexed := c.index.unindex(fl, c.hashes[from:from+k], from)
 	const recorded = uint64(fRecorded) * ones // in each of eight flags
 	drops := c.drops
 	if up {
 		for i := 0; i < len(fl); {
 			if len(fl)-i >= 8 && binary.LittleEndian.Uint64(fl[i:i+8])&recorded == recorded {
-				*(*[8]uint64)(hs[i : i+8]) = [8]uint64{}
 				binary.LittleEndian.PutUint64(fl[i:i+8], 0)
 				stampUp((*[8]uint32)(dr[i:i+8]), uint32(drops))
 				drops += 8
 				i += 8
 				continue
 			}
-			drops = evictOne(fl, hs, dr, i, drops)
+			drops = evictOne(fl, dr, i, drops)
 			i++
 		}
 	} else {
 		for i := len(fl); i > 0; {
 			if i >= 8 && binary.LittleEndian.Uint64(fl[i-8:i])&recorded == recorded {
-				*(*[8]uint64)(hs[i-8 : i]) = [8]uint64{}
 				binary.LittleEndian.PutUint64(fl[i-8:i], 0)
 				stampDown((*[8]uint32)(dr[i-8:i]), uint32(drops))
 				drops += 8
@@ -428,12 +503,27 @@ func (c *Cache) evict(from, k int32, up bool) {
 				continue
 			}
 			i--
-			drops = evictOne(fl, hs, dr, i, drops)
+			drops = evictOne(fl, dr, i, drops)
 		}
 	}
 	c.index.n -= unindexed
 	c.Evictions += int64(drops - c.drops)
 	c.drops = drops
+}
+
+// evictBlock is evict for the one block b.
+func (c *Cache) evictBlock(b int32) {
+	f := c.flags[b]
+	if f == 0 {
+		return // no hash to drop
+	}
+	if f&(fHashed|fPrivate) == fHashed {
+		c.index.unindexOne(c.hashes[b], b)
+	}
+	c.flags[b] = 0
+	c.drops++
+	c.dropped[b] = uint32(c.drops)
+	c.Evictions++
 }
 
 // stampUp stamps eight blocks evicted upward: d+1, d+2, … d+8.
@@ -466,11 +556,8 @@ func stampDown(g *[8]uint32, d uint32) {
 
 // evictOne is evict for block i of the range: it returns drops, counted
 // on if the block held a hash.
-func evictOne(fl []uint8, hs []uint64, dr []uint32, i int, drops uint64) uint64 {
+func evictOne(fl []uint8, dr []uint32, i int, drops uint64) uint64 {
 	if f := fl[i]; f != 0 {
-		if f&fRecorded != 0 {
-			hs[i] = 0
-		}
 		fl[i] = 0
 		drops++
 		dr[i] = uint32(drops)
