@@ -159,7 +159,6 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 		flags[b] = fHashed | fRecorded
 		// The stretch: blocks b, b+d, b+2d, … with hashes h,
 		// h+contStep, h+2·contStep, … (d ±1), within the group.
-		//
 		n, d := 1, int32(0)
 		if lim := min(len(hs)-i, groupLen-int(j)); lim > 1 {
 			bs := blocks[i : i+lim]

@@ -425,25 +425,36 @@ func stepsFrom[T uint64 | int32](g *[groupLen - 1]T, x, d T) bool {
 	return diff == 0
 }
 
-// del removes the entry h → b, which must be present.
+// del removes the entry h → b, which must be present: the entry that
+// holds b as h's member (only one can, its line through the member names
+// it) loses that member, and goes if it was its last.
+//
+// Note: one call, the probe inline, as unindex's loop does it for a
+// stretch: a find and a drop of their own were three calls, 95
+// instructions of the 150 that evicting one block took (evictBlock, a
+// decode step's).
 func (x *index) del(h uint64, b int32) {
 	k, j := keyOf(h)
-	x.drop(find(x.slots, x.mask, k, j, b), j)
-	x.n--
-}
-
-// find returns the slot of the entry that holds block b as member j of
-// key k, in slots, a table with mask, where it must be. (Only one entry
-// can hold b, so its line through j names it.)
-func find(slots []islot, mask, k uint64, j uint, b int32) uint64 {
 	bit := uint64(1) << (memberShift + j)
-	i := home(k, mask)
+	slots, mask := x.slots, x.mask
+	s := home(k, mask)
 	for {
-		if s := slots[i]; s.meta&bit != 0 && s.key == k && blockAt(s.meta, j) == b {
-			return i
+		if e := &slots[s]; e.meta&bit != 0 && e.key == k && blockAt(e.meta, j) == b {
+			break
 		}
-		i = (i + 1) & mask
+		s = (s + 1) & mask
 	}
+	switch m := slots[s].meta &^ bit; {
+	case m>>memberShift != 0:
+		slots[s].meta = m
+	case slots[(s+1)&mask].meta == 0:
+		slots[s] = islot{} // no later entry to shift back
+		x.used--
+	default:
+		x.shiftInto(s)
+		x.used--
+	}
+	x.n--
 }
 
 // unindex removes the entries of the indexed blocks among ids from,
@@ -508,47 +519,6 @@ func (x *index) unindex(fl []uint8, hs []uint64, from int32) int {
 	}
 	x.used -= emptied
 	return removed
-}
-
-// unindexOne is del for a block that eviction removes: unindex's loop
-// for one block, in one call (del's find and drop were three calls, 95
-// instructions of the 150 that evicting one block took).
-func (x *index) unindexOne(h uint64, b int32) {
-	k, j := keyOf(h)
-	bit := uint64(1) << (memberShift + j)
-	slots, mask := x.slots, x.mask
-	s := home(k, mask)
-	for {
-		if e := &slots[s]; e.meta&bit != 0 && e.key == k && blockAt(e.meta, j) == b {
-			break
-		}
-		s = (s + 1) & mask
-	}
-	switch m := slots[s].meta &^ bit; {
-	case m>>memberShift != 0:
-		slots[s].meta = m
-	case slots[(s+1)&mask].meta == 0:
-		slots[s] = islot{} // no later entry to shift back
-		x.used--
-	default:
-		x.shiftInto(s)
-		x.used--
-	}
-	x.n--
-}
-
-// drop removes member j from the entry in slot i, and the entry if that
-// was its last; it reports whether it removed the entry (which moves
-// later entries back).
-func (x *index) drop(i uint64, j uint) bool {
-	m := x.slots[i].meta &^ (1 << (memberShift + j))
-	if m>>memberShift != 0 {
-		x.slots[i].meta = m
-		return false
-	}
-	x.shiftInto(i)
-	x.used--
-	return true
 }
 
 // shiftInto fills hole i, an entry's slot being emptied, with the later

@@ -518,7 +518,7 @@ func (c *Cache) evictBlock(b int32) {
 		return // no hash to drop
 	}
 	if f&(fHashed|fPrivate) == fHashed {
-		c.index.unindexOne(c.hashes[b], b)
+		c.index.del(c.hashes[b], b)
 	}
 	c.flags[b] = 0
 	c.drops++
