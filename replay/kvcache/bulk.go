@@ -116,13 +116,9 @@ const ones = 0x0101010101010101
 // insert.
 func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 	flags, hashes := c.flags, c.hashes
-	// Each insert makes an entry at most: the table has room for them
-	// all first, and is in locals after that.
 	ix := &c.index
-	ix.reserve(len(hs))
-	slots, mask := ix.slots, ix.mask
 	blocks = blocks[:len(hs)]
-	added, made := 0, 0
+	added := 0
 	for i := 0; i < len(hs); {
 		b, h := blocks[i], hs[i]
 		if flags[b]&fRecorded != 0 {
@@ -146,9 +142,7 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 						reverse(hr, g)
 					}
 					setFlags(fl, fHashed|fRecorded)
-					if insert(slots, mask, k, line(b, 0, groupLen, d < 0)) {
-						made++
-					}
+					ix.insert(k, line(b, 0, groupLen, d < 0))
 					added += groupLen
 					i += groupLen
 					continue
@@ -166,14 +160,11 @@ func (c *Cache) CommitAll(blocks []int32, hs []uint64) {
 				n = commitSteps(flags, hashes, bs, hs[i:i+len(bs)], d)
 			}
 		}
-		if insert(slots, mask, k, line(b, j, uint(n), d < 0)) {
-			made++
-		}
+		ix.insert(k, line(b, j, uint(n), d < 0))
 		added += n
 		i += n
 	}
 	ix.n += added
-	ix.used += made
 }
 
 // commitSteps commits hh[1], hh[2], … to bs[1], bs[2], … (flags and

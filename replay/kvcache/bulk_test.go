@@ -385,8 +385,8 @@ func TestCommitAllLines(t *testing.T) {
 func TestLookupAllEarlierEntries(t *testing.T) {
 	x := newIndex(1024)
 	k := uint64(0xabcdef01_00000400) // a key: its low five bits 0
-	insert(x.slots, x.mask, k, line(205, 5, groupLen-5, false))
-	insert(x.slots, x.mask, k, line(300, 0, groupLen, false))
+	x.insert(k, line(205, 5, groupLen-5, false))
+	x.insert(k, line(300, 0, groupLen, false))
 	c := contStep
 	hs := make([]uint64, groupLen)
 	want := make([]int32, groupLen)

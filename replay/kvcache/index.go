@@ -57,8 +57,8 @@ import (
 // earliest added copy.
 //
 // The table has a power-of-two size and is kept at most half full: it
-// starts at a slot per block and doubles (grow) before insertions that
-// could fill more than half (reserve), up to slotsPerBlock slots per
+// starts small (startSlots) and doubles (grow) once an insertion's new
+// entry fills more than half (insert), up to slotsPerBlock slots per
 // block, a size it can never fill past half (an entry holds a block at
 // least). Deletion moves entries back instead of leaving tombstones.
 type index struct {
@@ -165,27 +165,33 @@ func merge(m, n uint64) (uint64, bool) {
 
 // slotsPerBlock is how many slots, at most, the index has per block: an
 // entry holds one block at least, so at that size the table is at most
-// half full. It starts at an eighth of that, a slot per four blocks (on
-// Mooncake's replays an entry holds up to 32 blocks, a trace block's), and
-// grows to it only if it has to.
+// half full. It starts at startSlots (an eighth of that size, if less)
+// and doubles as its entries come (insert), not as a call's blocks could.
 //
-// Note: at half (a slot per block), with groups of 32, the tables were
-// mostly empty memory: starting at an eighth, a replay of
-// BenchmarkReplayMooncakeRouters allocates 82.2 MB where it allocated
-// 88.5 (round_robin; sglang_cache_aware 103.1 → 100.0, llm_d 114.2 →
-// 110.5, autoscale 104.9 → 99.1), for the same instructions within
-// 1 million. At a thirty-second, the routers' tables grew, and their
-// replays allocated more (sglang_cache_aware 101.5 MB, llm_d 112.1).
+// Note: it grew before a call that could add n entries (reserve, n the
+// call's blocks: an entry a block at worst), and a prompt of thousands of
+// blocks grew it: on BenchmarkReplayMooncakeRouters/sglang_cache_aware
+// the 16 workers' tables were of 8,192 and 16,384 slots (128 and
+// 256 KiB) for at most 550 to 850 entries, so that a probe's first load
+// was a cache miss somewhere in 2 to 4 MiB of slots: the probe lines of
+// unindex, insert, lookupAll and Chain.lookup were 13 ms of the 55 ms a
+// replay took over round-robin's (pprof, -cpu 1, 60 replays each). Grown
+// by entries, the tables are of 1,024 to 2,048 slots, and the cache-aware
+// routers' replays took 3 to 8 % less CPU time, round-robin's 3 % less
+// and autoscaling's as much (README: what a router, an autoscaler or a
+// tier costs the engine), for instructions that rose 0.6 to 6.7 million
+// (denser tables, longer probe runs). Kept at most a quarter full, the
+// instructions were as before and the CPU time no less.
 //
 // Note: at its largest size from the start, on 16 workers, 16 MiB of
 // slots that a lookup, an insertion and an eviction each reach at a
 // random place: on BenchmarkReplayMooncakeRouters/sglang_cache_aware one
 // line of unindex, a probe's first load, was a fifth of the CPU time
-// (pprof, -cpu 1) for some 4 % of its instructions. With groups of
-// eight, four times the entries, at an eighth of the largest size its
-// probe runs were longer: unindex took some 6 million instructions more
-// than at half on that benchmark.
+// (pprof, -cpu 1) for some 4 % of its instructions.
 const slotsPerBlock = 2
+
+// startSlots is the size a table starts at: 4 KiB.
+const startSlots = 256
 
 func newIndex(blocks int64) index {
 	most := uint64(16)
@@ -193,7 +199,7 @@ func newIndex(blocks int64) index {
 		most <<= 1
 	}
 	x := index{most: most}
-	x.resize(max(16, most/8))
+	x.resize(max(16, min(startSlots, most/8)))
 	return x
 }
 
@@ -217,7 +223,7 @@ func (x *index) resize(size uint64) {
 func (x *index) grow() {
 	old, mask := x.slots, x.mask
 	start := uint64(0)
-	for old[start].meta != 0 { // the table is at most half full
+	for old[start].meta != 0 { // at most one entry past half full
 		start++
 	}
 	x.resize(2 * uint64(len(old)))
@@ -234,19 +240,6 @@ func (x *index) grow() {
 		}
 		slots[i] = e
 		x.used++
-	}
-}
-
-// reserve grows the table, if it has to, so that n more entries keep it
-// within its limit.
-//
-// Note: once for a call that may add n, not at each insertion: a test
-// and a count at every insertion were some 3 million instructions of
-// BenchmarkReplayMooncakeRouters/round_robin. At the largest size there
-// is room for an entry per block.
-func (x *index) reserve(n int) {
-	for x.used+n > x.limit && len(x.slots) < int(x.most) {
-		x.grow()
 	}
 }
 
@@ -296,20 +289,19 @@ func (x *index) get(h uint64) (int32, bool) {
 // is still present.
 func (x *index) add(h uint64, b int32) {
 	k, j := keyOf(h)
-	x.reserve(1)
-	if insert(x.slots, x.mask, k, line(b, j, 1, false)) {
-		x.used++
-	}
+	x.insert(k, line(b, j, 1, false))
 	x.n++
 }
 
-// insert adds the blocks of an entry with meta m, of key k, to slots, a
-// table with mask: to the key's last entry if they can join it (merge),
-// else as a new entry after it; it reports whether it made an entry.
+// insert adds the blocks of an entry with meta m, of key k: to the key's
+// last entry if they can join it (merge), else as a new entry after it,
+// and the table grows once that entry puts it past its limit. (It does
+// not count the blocks: n is its callers'.)
 //
 // Note: only the last, so that a later entry of the key never holds an
 // earlier copy of a member (get).
-func insert(slots []islot, mask, k, m uint64) bool {
+func (x *index) insert(k, m uint64) {
+	slots, mask := x.slots, x.mask
 	last := ^uint64(0)
 	i := home(k, mask)
 	for ; slots[i].meta != 0; i = (i + 1) & mask {
@@ -321,15 +313,17 @@ func insert(slots []islot, mask, k, m uint64) bool {
 		lm := slots[last].meta
 		if lm&m>>memberShift == 0 && (lm^m)&(baseMask|descBit) == 0 {
 			slots[last].meta = lm | m // one line (merge's common case)
-			return false
+			return
 		}
 		if u, ok := merge(lm, m); ok {
 			slots[last].meta = u
-			return false
+			return
 		}
 	}
 	slots[i] = islot{key: k, meta: m}
-	return true
+	if x.used++; x.used > x.limit {
+		x.grow()
+	}
 }
 
 // nextMembers reports whether g holds members 1, 2, … of the group whose

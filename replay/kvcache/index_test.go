@@ -109,8 +109,9 @@ func TestIndexDuplicates(t *testing.T) {
 	}
 }
 
-// Growth: the table starts at a slot per four blocks and doubles once it
-// would be more than half full, up to two slots per block; each key's
+// Growth: the table starts at an eighth of its largest size (a slot per
+// four blocks) when that is below startSlots, and doubles once it would
+// be more than half full, up to two slots per block; each key's
 // entries keep their order across it (get still returns the earliest
 // copy), also for probe runs that wrap past the table's end, and entries
 // and blocks are counted as before.
@@ -402,4 +403,57 @@ func TestChainMembersIsNextMembers(t *testing.T) {
 		t.Fatalf("%d whole groups, %d not: not exercised", whole, parts)
 	}
 	t.Logf("%d whole groups, %d not", whole, parts)
+}
+
+// The table grows with the entries it holds, not with the blocks a call
+// commits: whole groups on lines of ids are an entry each, and blocks
+// that are each an entry of their own one a block; either grows the
+// table within the call once its entries pass the table's room
+// (CommitAll and Promote alike), as far as they need and no further, and
+// every block is found after.
+func TestIndexGrowsWithEntries(t *testing.T) {
+	const n = 16384 // blocks: 256 slots to start (room for 128 entries), 32,768 at most
+	for _, promote := range []bool{false, true} {
+		c := New(n)
+		if len(c.index.slots) != 256 {
+			t.Fatalf("a table of %d slots to start, want 256", len(c.index.slots))
+		}
+		commit := func(hs []uint64) {
+			if !promote {
+				tb, ok := c.Allocate(nil, int64(len(hs)))
+				if !ok {
+					t.Fatal("no room")
+				}
+				c.CommitAll(tb, hs)
+				return
+			}
+			tb, _ := c.AllocateNamed(nil, int64(len(hs)), 0)
+			c.Promote(c.ReleaseRun(tb, int64(len(hs))), hs)
+		}
+		// 200 whole groups (6,400 blocks): 200 entries, 512 slots.
+		groups := make([]uint64, 200*groupLen)
+		for i := range groups {
+			groups[i] = uint64(1+i/groupLen)<<40 + uint64(i%groupLen)*contStep
+		}
+		commit(groups)
+		mustCheck(t, c)
+		if c.index.used != 200 || len(c.index.slots) != 512 {
+			t.Fatalf("promote %v: %d entries in %d slots, want 200 in 512", promote, c.index.used, len(c.index.slots))
+		}
+		// 1,000 blocks of 1,000 groups: 1,200 entries, 4,096 slots.
+		single := make([]uint64, 1000)
+		for i := range single {
+			single[i] = uint64(1000+i) << 40
+		}
+		commit(single)
+		mustCheck(t, c)
+		if c.index.used != 1200 || len(c.index.slots) != 4096 {
+			t.Fatalf("promote %v: %d entries in %d slots, want 1200 in 4096", promote, c.index.used, len(c.index.slots))
+		}
+		for _, h := range append(groups, single...) {
+			if _, ok := c.Lookup(h); !ok {
+				t.Fatalf("promote %v: hash %#x lost", promote, h)
+			}
+		}
+	}
 }

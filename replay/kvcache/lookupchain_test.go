@@ -141,8 +141,8 @@ func TestLookupChainEarlierEntries(t *testing.T) {
 		t.Fatalf("the trace block's first block is member %d", j)
 	}
 	c := New(1024)
-	insert(c.index.slots, c.index.mask, k, line(205, 5, groupLen-5, false))
-	insert(c.index.slots, c.index.mask, k, line(300, 0, groupLen, false))
+	c.index.insert(k, line(205, 5, groupLen-5, false))
+	c.index.insert(k, line(300, 0, groupLen, false))
 	want := c.LookupAll(nil, hs)
 	var ch Chain
 	ch.Reset(h)

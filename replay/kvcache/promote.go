@@ -64,10 +64,7 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		panic("kvcache: promotion of blocks a run does not hold")
 	}
 	flags, hs := c.flags, c.hashes
-	ix := &c.index // room for an entry a hash at most (CommitAll)
-	ix.reserve(len(hashes))
-	slots, mask := ix.slots, ix.mask
-	made := 0
+	ix := &c.index
 	for len(hashes) > 0 {
 		lo, k := c.takeIDs(int32(len(hashes)))
 		x := c.newSpan(span{lo: lo, hi: lo + k, live: k, owner: r.slot})
@@ -84,18 +81,14 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 				// A whole group (CommitAll).
 				*(*[groupLen]uint64)(hr[i : i+groupLen]) = *(*[groupLen]uint64)(src[i : i+groupLen])
 				setFlags(fl[i:i+groupLen], fHashed|fRecorded)
-				if insert(slots, mask, gk, line(lo+int32(i), 0, groupLen, false)) {
-					made++
-				}
+				ix.insert(gk, line(lo+int32(i), 0, groupLen, false))
 				i += groupLen
 				continue
 			}
 			// A stretch of a group's members as one insert
 			// (CommitAll).
 			n := promoteSteps(fl[i:], hr[i:], src[i:i+min(len(src)-i, groupLen-int(j))])
-			if insert(slots, mask, gk, line(lo+int32(i), j, uint(n), false)) {
-				made++
-			}
+			ix.insert(gk, line(lo+int32(i), j, uint(n), false))
 			i += n
 		}
 		ru := &c.runs[r.slot]
@@ -106,7 +99,6 @@ func (c *Cache) Promote(r FreeRun, hashes []uint64) {
 		ix.n += int(k)
 		hashes = hashes[k:]
 	}
-	ix.used += made
 }
 
 // promoteSteps records hs[1], hs[2], … in fl and hr (a promoted
