@@ -192,7 +192,7 @@ func (c Config) Effective(kvBlocks int64) Config {
 		kvBlocks = s.KVCacheTokens / s.BlockSize
 	}
 	s.KVCacheTokens = kvBlocks * s.BlockSize
-	c.RouterConfig = c.RouterConfig.withDefaults(c.Router)
+	c.RouterConfig = c.RouterConfig.withDefaults(c.Router, s.KVCacheTokens, s.BlockSize)
 	c.Autoscale = c.Autoscale.withDefaults(c.Workers)
 	if spec, ok := schedulerFor(s.Engine); ok {
 		s.Engine = spec.name

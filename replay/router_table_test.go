@@ -89,6 +89,8 @@ func TestRouterTableMooncake(t *testing.T) {
 	b.WriteString("prompt tokens. Imbalance: the most tokens (prompt + output) one worker served / the mean.\n")
 	b.WriteString("View: how stale the router's view of the workers is (0: oracle); vllm_dp reads the workers' counts as vLLM's\n")
 	b.WriteString("DP coordinator publishes them, every 100 ms (router_config.stats_update_interval_ms), whatever the view.\n")
+	b.WriteString("llm_d's prefix scorer as the Gateway API inference extension's with autoTune: 16-token hash blocks (the\n")
+	b.WriteString("workers' KV block), 256 at most (a prompt's first 4,096 tokens), an LRU of each worker's KV blocks.\n")
 	b.WriteString("Regenerate: go test ./replay -run TestRouterTableMooncake -routertable\n\n")
 	b.WriteString("| router | view (s) | hit rate | TTFT p50 (s) | TTFT p99 (s) | imbalance | completed |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")

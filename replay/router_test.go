@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -109,8 +110,8 @@ func TestSGLangCacheAware(t *testing.T) {
 func TestLLMD(t *testing.T) {
 	f := newFake(3)
 	r := build(t, RouterLLMD, 3, RouterConfig{})
-	first := r.Route(&Routed{HashIDs: []int64{1, 2}, BlockSize: 16}, f)
-	q := &Routed{HashIDs: []int64{1, 2}, BlockSize: 16}
+	first := r.Route(&Routed{Prompt: 32, HashIDs: []int64{1, 2}, BlockSize: 16}, f)
+	q := &Routed{Prompt: 32, HashIDs: []int64{1, 2}, BlockSize: 16}
 	if w := r.Route(q, f); w != first || q.Score != 3+2+2 {
 		t.Errorf("repeat went to %d (score %v), want %d (7)", w, q.Score, first)
 	}
@@ -118,8 +119,88 @@ func TestLLMD(t *testing.T) {
 	// 3·1 + 2·0 + 2·0 = 3 against 3·0 + 2·1 + 2·1 = 4 elsewhere.
 	f.loads[first].Waiting = 10
 	f.loads[first].FreeBlocks = 0
-	if w := r.Route(&Routed{HashIDs: []int64{1, 2}, BlockSize: 16}, f); w == first {
+	if w := r.Route(&Routed{Prompt: 32, HashIDs: []int64{1, 2}, BlockSize: 16}, f); w == first {
 		t.Errorf("a full, queued worker still won on its prefix")
+	}
+}
+
+// llm-d hashes a prompt's whole blocks of prefix_block_tokens, at most
+// max_prefix_blocks of them, and knows each by the trace block it ends in.
+func TestLLMDHashedBlocks(t *testing.T) {
+	for _, c := range []struct {
+		hashTokens, maxBlocks, prompt, traceBlock int64
+		ids                                       []int64
+		wantIDs, wantWeights                      []int64
+		wantTotal                                 int64
+	}{
+		// Two hash blocks in each trace block, four at most.
+		{16, 4, 100, 32, []int64{10, 20, 30, 40}, []int64{10, 20}, []int64{2, 2}, 4},
+		// Trace blocks of 24 tokens: the hash blocks end at 16, 32, …,
+		// 96, in trace blocks 0, 1, 1, 2, 3, 3.
+		{16, 256, 100, 24, []int64{10, 20, 30, 40, 50}, []int64{10, 20, 30, 40}, []int64{1, 2, 1, 2}, 6},
+		// Hash blocks longer than trace blocks: ends at 16 and 32, in
+		// trace blocks 1 and 3; the others stand for no hash block.
+		{16, 256, 40, 8, []int64{1, 2, 3, 4, 5}, []int64{2, 4}, []int64{1, 1}, 2},
+		// Shorter than a hash block: nothing hashed.
+		{16, 256, 15, 16, []int64{1}, nil, nil, 0},
+	} {
+		r := build(t, RouterLLMD, 2, RouterConfig{PrefixBlockTokens: c.hashTokens, MaxPrefixBlocks: c.maxBlocks}).(*llmD)
+		total := r.hashed(&Routed{Prompt: c.prompt, HashIDs: c.ids, BlockSize: c.traceBlock})
+		if total != c.wantTotal || !slices.Equal(r.ids, c.wantIDs) || !slices.Equal(r.weights, c.wantWeights) {
+			t.Errorf("%+v: %d blocks, ids %v weights %v; want %d, %v, %v", c, total, r.ids, r.weights, c.wantTotal, c.wantIDs, c.wantWeights)
+		}
+	}
+}
+
+// hashed's common case (trace blocks whole hash blocks long) gives what
+// hashedAny gives.
+func TestLLMDHashedWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		g := int64(1 + rng.IntN(32))
+		tb := g * int64(1+rng.IntN(8))
+		r := build(t, RouterLLMD, 1, RouterConfig{PrefixBlockTokens: g, MaxPrefixBlocks: int64(1 + rng.IntN(40))}).(*llmD)
+		ids := make([]int64, rng.IntN(12))
+		for j := range ids {
+			ids[j] = int64(j)
+		}
+		q := &Routed{Prompt: int64(rng.IntN(400)), HashIDs: ids, BlockSize: tb}
+		n := r.hashed(q)
+		got, gotW := slices.Clone(r.ids), slices.Clone(r.weights)
+		r.ids, r.weights = r.ids[:0], r.weights[:0]
+		r.hashedAny(ids, g, tb, n)
+		if !slices.Equal(got, r.ids) || !slices.Equal(gotW, r.weights) {
+			t.Fatalf("g %d, trace block %d, %d blocks of %d ids: ids %v weights %v, hashedAny %v %v", g, tb, n, len(ids), got, gotW, r.ids, r.weights)
+		}
+	}
+}
+
+// llm-d's LRU takes a request's blocks in prompt order, so the first is
+// evicted first; and a server's match counts the blocks it holds along
+// the prefix that some server holds, held in a row or not.
+func TestLLMDEvictsFirstAndMatchesShared(t *testing.T) {
+	f := newFake(2)
+	// Three blocks of 16 tokens per server; hash blocks as the trace's.
+	r := build(t, RouterLLMD, 2, RouterConfig{LRUCapacityTokens: 3 * 16, PrefixBlockTokens: 16}).(*llmD)
+	to := func(w int, q *Routed) {
+		t.Helper()
+		f.loads[w].Waiting, f.loads[1-w].Waiting = 0, 10
+		if got := r.Route(q, f); got != w {
+			t.Fatalf("%v went to %d, want %d", q.HashIDs, got, w)
+		}
+	}
+	to(0, &Routed{Prompt: 48, HashIDs: []int64{1, 2, 3}, BlockSize: 16})
+	to(0, &Routed{Prompt: 16, HashIDs: []int64{9}, BlockSize: 16}) // block 1 goes
+	to(1, &Routed{Prompt: 16, HashIDs: []int64{1}, BlockSize: 16})
+	q := &Routed{Prompt: 48, HashIDs: []int64{1, 2, 3}, BlockSize: 16}
+	r.hashed(q)
+	r.index.matchShared(r.ids, r.weights, r.match)
+	if !slices.Equal(r.match, []int{2, 1}) {
+		t.Errorf("matches %v, want [2 1]: worker 0 holds blocks 2 and 3, worker 1 block 1", r.match)
+	}
+	f.loads[0].Waiting, f.loads[1].Waiting = 0, 0
+	if w := r.Route(q, f); w != 0 || q.Score != 3*(2.0/3)+2+2 {
+		t.Errorf("went to %d (score %v), want 0 (%v)", w, q.Score, 3*(2.0/3)+2+2)
 	}
 }
 
@@ -204,6 +285,33 @@ func TestPrefixIndexHolderBits(t *testing.T) {
 					if a[w] != b[w] {
 						t.Fatalf("%d workers, op %d: %v matches %v by holder bits, %v by stamps", workers, op, q, a, b)
 					}
+				}
+				// llm-d's count, by the holder bits and by the use
+				// counts, with weights 1 … len(q).
+				weights := make([]int64, len(q))
+				for j := range weights {
+					weights[j] = int64(j + 1)
+				}
+				x.matchShared(q, weights, a)
+				clear(b)
+				for j, id := range q {
+					s, ok := x.slots.get(id)
+					if !ok {
+						break
+					}
+					held := false
+					for w, u := range x.uses {
+						if row := u.rows[uint32(s)/useChunk]; row != nil && row[uint32(s)%useChunk] != 0 {
+							b[w] += int(weights[j])
+							held = true
+						}
+					}
+					if !held {
+						break
+					}
+				}
+				if !slices.Equal(a, b) {
+					t.Fatalf("%d workers, op %d: %v: llm-d's matches %v by holder bits, %v by use counts", workers, op, q, a, b)
 				}
 			}
 		}

@@ -34,13 +34,20 @@ type RouterConfig struct {
 
 	// llm-d inference scheduler: the weights of its prefix-cache, queue
 	// and kv-cache-utilization scorers (its default profile: 3, 2, 2),
-	// and the approximate prefix index's capacity per server in tokens
-	// (the Gateway API inference extension's default: 31,250 blocks of
-	// 64 tokens).
+	// and its prefix-cache-scorer's settings (the Gateway API inference
+	// extension's, with autoTune on, its default): the approximate
+	// index's capacity per server in tokens (lruCapacityPerServer blocks
+	// of the hash block; default: the worker's KV capacity, as autoTune
+	// takes vLLM's num_gpu_blocks), the hash block in tokens
+	// (blockSizeTokens; default: the worker's KV block, as autoTune takes
+	// vLLM's block size) and the most blocks of a prompt it hashes
+	// (maxPrefixBlocksToMatch, 256).
 	PrefixWeight      *float64 `yaml:"prefix_weight,omitempty"`
 	QueueWeight       *float64 `yaml:"queue_weight,omitempty"`
 	KVUsageWeight     *float64 `yaml:"kv_usage_weight,omitempty"`
 	LRUCapacityTokens int64    `yaml:"lru_capacity_tokens,omitempty"`
+	PrefixBlockTokens int64    `yaml:"prefix_block_tokens,omitempty"`
+	MaxPrefixBlocks   int64    `yaml:"max_prefix_blocks,omitempty"`
 
 	// OverlapScoreWeight is Dynamo's --kv-overlap-score-weight: the
 	// weight of prefill blocks against active blocks in its cost (1).
@@ -67,15 +74,16 @@ const (
 	llmdPrefixWeight          = 3
 	llmdQueueWeight           = 2
 	llmdKVUsageWeight         = 2
-	llmdLRUCapacityTokens     = 31250 * 64
+	llmdMaxPrefixBlocks       = 256
 	dynamoOverlapScoreWeight  = 1
 	sessionHashBalanceFactor  = 1.25
 )
 
 func ptr(v float64) *float64 { return &v }
 
-// withDefaults fills the chosen router's zero settings.
-func (c RouterConfig) withDefaults(router string) RouterConfig {
+// withDefaults fills the chosen router's zero settings; kvTokens and
+// blockSize are a worker's KV capacity and block, in tokens.
+func (c RouterConfig) withDefaults(router string, kvTokens, blockSize int64) RouterConfig {
 	switch router {
 	case RouterSGLang:
 		if c.CacheThreshold == 0 {
@@ -98,7 +106,13 @@ func (c RouterConfig) withDefaults(router string) RouterConfig {
 			c.KVUsageWeight = ptr(llmdKVUsageWeight)
 		}
 		if c.LRUCapacityTokens == 0 {
-			c.LRUCapacityTokens = llmdLRUCapacityTokens
+			c.LRUCapacityTokens = kvTokens
+		}
+		if c.PrefixBlockTokens == 0 {
+			c.PrefixBlockTokens = blockSize
+		}
+		if c.MaxPrefixBlocks == 0 {
+			c.MaxPrefixBlocks = llmdMaxPrefixBlocks
 		}
 	case RouterDynamo:
 		if c.OverlapScoreWeight == nil {
@@ -137,6 +151,12 @@ func (c RouterConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	if c.LRUCapacityTokens < 0 {
 		bad("router_config.lru_capacity_tokens", "negative (%d)", c.LRUCapacityTokens)
+	}
+	if c.PrefixBlockTokens < 0 {
+		bad("router_config.prefix_block_tokens", "negative (%d)", c.PrefixBlockTokens)
+	}
+	if c.MaxPrefixBlocks < 0 {
+		bad("router_config.max_prefix_blocks", "negative (%d)", c.MaxPrefixBlocks)
 	}
 	for _, w := range []struct {
 		name string

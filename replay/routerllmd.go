@@ -1,27 +1,56 @@
 package replay
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"slices"
+)
 
 // llmD is llm-d's inference scheduler (the Gateway API inference
 // extension's endpoint picker) with its default profile: the weighted sum
 // of three scorers, each in [0, 1], and the highest total wins, ties
 // broken at random (max-score picker):
-//   - prefix-cache-scorer: the fraction of the request's blocks, from the
-//     start, that the approximate index says the server holds (the index
-//     records the servers it sent requests to, least recently used blocks
-//     evicted beyond lru_capacity_tokens per server);
+//   - prefix-cache-scorer: the fraction of the prompt's hashed blocks
+//     that the approximate index says the server holds (below);
 //   - queue-scorer: (max − q)/(max − min) of the servers' waiting queues,
 //     1 for all when they are equal;
 //   - kv-cache-utilization-scorer: 1 − the server's KV usage.
 //
 // Queue and KV usage are scraped metrics (Cluster.Load), as stale as the
 // view. Its score is the chosen server's weighted total.
+//
+// The prefix-cache-scorer, as the extension's code has it (plugins
+// multi/prefix and approximateprefix, autoTune on):
+//   - it hashes the prompt's first blocks of prefix_block_tokens (the
+//     server's KV block, autoTune) up to max_prefix_blocks of them (256:
+//     4,096 tokens with vLLM's 16-token blocks), whole blocks only, each
+//     hash chained to the one before;
+//   - a server's match is how many of the leading hashes that some
+//     server holds it holds itself (matchLongestPrefix walks the hashes
+//     until one no server holds, adding one for every server that holds
+//     each), not the leading run it holds alone;
+//   - the server picked gets all the prompt's hashes, in prompt order,
+//     into its LRU of lru_capacity_tokens (its num_gpu_blocks, autoTune),
+//     so that within one request the first block is the least recently
+//     used and goes first.
+//
+// Note: a hash block here is known by the trace's block it ends in (equal
+// block ids are equal prefixes; the index is at the trace's granularity,
+// prefixIndex): a trace block stands for the hash blocks that end in it,
+// and is held, inserted and evicted with them as one (on the Mooncake
+// trace, 512-token blocks: 32 hash blocks of 16 tokens each, the
+// first 8 of a prompt's ids hashed at most).
 type llmD struct {
 	wp, wq, wk float64
 	index      *prefixIndex
 	rng        *rand.Rand
+	hashTokens int64 // tokens per hash block
+	maxBlocks  int64 // hash blocks per prompt, at most
 	match      []int
 	ties       []int
+	// Scratch: the trace blocks a request's hash blocks end in, in
+	// prompt order, with how many end in each; and in reverse, as the
+	// index inserts them.
+	ids, weights, rev []int64
 }
 
 func newLLMD(cfg *Config, slots int, _ int64, rng *rand.Rand) Router {
@@ -29,11 +58,55 @@ func newLLMD(cfg *Config, slots int, _ int64, rng *rand.Rand) Router {
 	return &llmD{
 		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
 		index: newPrefixIndex(slots, rc.LRUCapacityTokens), rng: rng,
+		hashTokens: max(rc.PrefixBlockTokens, 1), maxBlocks: rc.MaxPrefixBlocks,
 		match: make([]int, slots),
 	}
 }
 
 func (r *llmD) resetWorker(w int) { r.index.dropWorker(w) }
+
+// hashed sets r.ids and r.weights to the trace blocks that q's hashed
+// blocks end in, and how many end in each, and returns how many blocks
+// it hashes (the scorer's total).
+func (r *llmD) hashed(q *Routed) int64 {
+	g, tb := r.hashTokens, q.BlockSize
+	n := min(q.Prompt/g, r.maxBlocks)
+	r.ids, r.weights = r.ids[:0], r.weights[:0]
+	if tb <= 0 {
+		return n
+	}
+	if tb%g != 0 {
+		r.hashedAny(q.HashIDs, g, tb, n)
+		return n
+	}
+	// Trace block j holds hash blocks j·per … (j+1)·per − 1 whole (the
+	// common case, written out: hashedAny's two divisions an id were a
+	// sixth of Route's time).
+	per := tb / g
+	k := min(int64(len(q.HashIDs)), (n+per-1)/per)
+	r.ids = append(r.ids, q.HashIDs[:k]...)
+	for j := range k {
+		r.weights = append(r.weights, min(per, n-j*per))
+	}
+	return n
+}
+
+// hashedAny is hashed for any hash and trace blocks: hash block k (tokens
+// kg … (k+1)g − 1) ends in trace block ⌊((k+1)g − 1)/tb⌋, so those ending
+// in trace block j are the blocks whose end, (k+1)g, is in
+// (j·tb, (j+1)·tb]; n of them are hashed.
+func (r *llmD) hashedAny(ids []int64, g, tb, n int64) {
+	for j, id := range ids {
+		lo, hi := min(int64(j)*tb/g, n), min((int64(j)+1)*tb/g, n)
+		if lo == n {
+			break
+		}
+		if hi > lo {
+			r.ids = append(r.ids, id)
+			r.weights = append(r.weights, hi-lo)
+		}
+	}
+}
 
 // Route scores the ready workers and collects those tied for the best in
 // the loop that scores them (pickTie picks one).
@@ -45,7 +118,8 @@ func (r *llmD) resetWorker(w int) { r.index.dropWorker(w) }
 // workers).
 func (r *llmD) Route(q *Routed, c Cluster) int {
 	ready, loads := c.Ready(), c.Loads()
-	r.index.matchAll(q.HashIDs, r.match)
+	total := r.hashed(q)
+	r.index.matchShared(r.ids, r.weights, r.match)
 	minQ := loads[ready[0]].Waiting
 	maxQ := minQ
 	for _, w := range ready[1:] {
@@ -56,13 +130,13 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 	// In locals: the loop stores to ties, which the compiler cannot
 	// tell from r's fields.
 	wp, wq, wk, match := r.wp, r.wq, r.wk, r.match
-	ids, spread, span := float64(len(q.HashIDs)), maxQ > minQ, float64(maxQ-minQ)
+	blocks, spread, span := float64(total), maxQ > minQ, float64(maxQ-minQ)
 	ties, best := r.ties[:0], 0.0
 	for _, w := range ready {
 		l := &loads[w]
 		var prefix float64
-		if len(q.HashIDs) > 0 {
-			prefix = float64(match[w]) / ids
+		if total > 0 {
+			prefix = float64(match[w]) / blocks
 		}
 		queue := 1.0
 		if spread {
@@ -79,7 +153,11 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 	r.ties = ties
 	w := pickTie(ties, r.rng)
 	q.Score, q.Scored = best, true
-	r.index.insert(w, q.HashIDs, q.BlockSize)
+	// The index takes an insertion's last id as its least recently used
+	// (a radix tree's leaves go first); llm-d's LRU, its first.
+	r.rev = append(r.rev[:0], r.ids...)
+	slices.Reverse(r.rev)
+	r.index.insert(w, r.rev, q.BlockSize)
 	return w
 }
 

@@ -211,6 +211,57 @@ func matchBits[H holderWord](x *prefixIndex, holders []H, ids []int64, n []int) 
 	}
 }
 
+// matchShared sets n[w] to what llm-d's prefix-cache-scorer counts for
+// worker w (matchLongestPrefix): the walk goes over ids until one that no
+// worker holds, and each worker gets the weight of every id on the way
+// that it holds, whether or not it holds those before.
+func (x *prefixIndex) matchShared(ids, weights []int64, n []int) {
+	clear(n)
+	switch {
+	case x.workers <= 16:
+		matchSharedBits(x, x.holders16, ids, weights, n)
+	case x.workers <= 32:
+		matchSharedBits(x, x.holders32, ids, weights, n)
+	case x.workers <= 64:
+		matchSharedBits(x, x.holders64, ids, weights, n)
+	default:
+		for j, id := range ids {
+			s, ok := x.slots.get(id)
+			if !ok {
+				return
+			}
+			c, o := uint32(s)/useChunk, uint32(s)%useChunk
+			held := false
+			for w, u := range x.uses {
+				if r := u.rows[c]; r != nil && r[o] != 0 {
+					n[w] += int(weights[j])
+					held = true
+				}
+			}
+			if !held {
+				return
+			}
+		}
+	}
+}
+
+// matchSharedBits is matchShared by the holder bits.
+func matchSharedBits[H holderWord](x *prefixIndex, holders []H, ids, weights []int64, n []int) {
+	for j, id := range ids {
+		s, ok := x.slots.get(id)
+		if !ok {
+			return
+		}
+		h := uint64(holders[s])
+		if h == 0 {
+			return
+		}
+		for ; h != 0; h &= h - 1 {
+			n[bits.TrailingZeros64(h)] += int(weights[j])
+		}
+	}
+}
+
 // insert records that worker w holds ids, blockSize tokens each, and
 // evicts its least recently used blocks beyond the capacity.
 func (x *prefixIndex) insert(w int, ids []int64, blockSize int64) {
