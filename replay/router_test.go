@@ -292,24 +292,9 @@ func TestPrefixIndexHolderBits(t *testing.T) {
 				for j := range weights {
 					weights[j] = int64(j + 1)
 				}
-				x.matchShared(q, weights, a)
+				x.matchShared(q, weights, a) // by the holder bits
 				clear(b)
-				for j, id := range q {
-					s, ok := x.slots.get(id)
-					if !ok {
-						break
-					}
-					held := false
-					for w, u := range x.uses {
-						if row := u.rows[uint32(s)/useChunk]; row != nil && row[uint32(s)%useChunk] != 0 {
-							b[w] += int(weights[j])
-							held = true
-						}
-					}
-					if !held {
-						break
-					}
-				}
+				x.matchSharedUses(q, weights, b)
 				if !slices.Equal(a, b) {
 					t.Fatalf("%d workers, op %d: %v: llm-d's matches %v by holder bits, %v by use counts", workers, op, q, a, b)
 				}

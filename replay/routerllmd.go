@@ -48,9 +48,9 @@ type llmD struct {
 	match      []int
 	ties       []int
 	// Scratch: the trace blocks a request's hash blocks end in, in
-	// prompt order, with how many end in each; and in reverse, as the
-	// index inserts them.
-	ids, weights, rev []int64
+	// prompt order (reversed in place for the insertion that ends
+	// Route), with how many end in each.
+	ids, weights []int64
 }
 
 func newLLMD(cfg *Config, slots int, _ int64, rng *rand.Rand) Router {
@@ -156,10 +156,10 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 	w := pickTie(ties, r.rng)
 	q.Score, q.Scored = best, true
 	// The index takes an insertion's last id as its least recently used
-	// (a radix tree's leaves go first); llm-d's LRU, its first.
-	r.rev = append(r.rev[:0], r.ids...)
-	slices.Reverse(r.rev)
-	r.index.insert(w, r.rev, q.BlockSize)
+	// (a radix tree's leaves go first); llm-d's LRU, its first. (r.ids
+	// is a copy of q's ids: reversing it leaves the trace as it was.)
+	slices.Reverse(r.ids)
+	r.index.insert(w, r.ids, q.BlockSize)
 	return w
 }
 

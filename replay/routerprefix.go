@@ -225,22 +225,28 @@ func (x *prefixIndex) matchShared(ids, weights []int64, n []int) {
 	case x.workers <= 64:
 		matchSharedBits(x, x.holders64, ids, weights, n)
 	default:
-		for j, id := range ids {
-			s, ok := x.slots.get(id)
-			if !ok {
-				return
+		x.matchSharedUses(ids, weights, n)
+	}
+}
+
+// matchSharedUses is matchShared by the use counts (matchUses' twin), for
+// n cleared.
+func (x *prefixIndex) matchSharedUses(ids, weights []int64, n []int) {
+	for j, id := range ids {
+		s, ok := x.slots.get(id)
+		if !ok {
+			return
+		}
+		c, o := uint32(s)/useChunk, uint32(s)%useChunk
+		held := false
+		for w, u := range x.uses {
+			if r := u.rows[c]; r != nil && r[o] != 0 {
+				n[w] += int(weights[j])
+				held = true
 			}
-			c, o := uint32(s)/useChunk, uint32(s)%useChunk
-			held := false
-			for w, u := range x.uses {
-				if r := u.rows[c]; r != nil && r[o] != 0 {
-					n[w] += int(weights[j])
-					held = true
-				}
-			}
-			if !held {
-				return
-			}
+		}
+		if !held {
+			return
 		}
 	}
 }
