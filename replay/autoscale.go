@@ -426,7 +426,7 @@ func (e *engine) autoscale(now trace.Time) {
 		// adds up only the workers the slots hold at the end.
 		e.stats.Evictions += e.workers[i].s.evictions()
 		e.workers[i] = e.restart(i)
-		if e.view.kv != nil {
+		if e.view.hooked() {
 			e.workers[i].onPrefilled = e.view.prefilled
 		}
 		if r, ok := e.router.(slotResetter); ok {

@@ -29,11 +29,12 @@
 //     (consistent hashing with bounded loads); and the cache-aware
 //     routers as deployed: SGLang router's cache_aware (an approximate
 //     tree of what it sent, balance thresholds), llm-d's weighted
-//     prefix, queue and KV-usage scorers, Dynamo's KV router (prefill
-//     blocks against active blocks) and Opal's MaxPrefix as meant (the
-//     longest cached prefix); and recorded, the worker each request's
-//     trace names (a measured placement, or a replay's read back from
-//     its records). Scraped worker state and KV events reach
+//     prefix, queue and KV-usage scorers, Dynamo's KV router (the prefill
+//     tokens and distinct prompt blocks of what it sent, activeSeqs) and
+//     Opal's MaxPrefix as meant (the longest cached prefix); and
+//     recorded, the worker each request's trace names (a measured
+//     placement, or a replay's read back from its records). Scraped
+//     worker state and KV events reach
 //     the router on ticks of RouterConfig.ViewIntervalSec (0: at once),
 //     so its view is as stale as a real one; each output records the
 //     router's score of its choice (trace.Request.RouterScore).

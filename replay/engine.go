@@ -255,6 +255,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	for _, w := range e.workers {
 		e.stats.Evictions += w.s.evictions()
 	}
+	if e.test.atEnd != nil {
+		e.test.atEnd(e)
+	}
 	return e.stats, nil
 }
 
@@ -389,6 +392,9 @@ type testSwitches struct {
 	// before the one that failed may have been given their blocks for
 	// that step (as decodeStep leaves them).
 	checkSteady func(w *worker, grownAhead bool)
+	// atEnd, when set, is called with the engine once a replay ends
+	// without error.
+	atEnd func(e *engine)
 }
 
 // workerNames names slots workers: given's names first (a trace's, for

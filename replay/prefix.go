@@ -187,5 +187,20 @@ func (o *onlineSharing) routed(i int32, w int) int32 {
 	return best
 }
 
+// anyShares returns how many leading ids some other request starts with
+// too, wherever it goes: its greater common prefix with a neighbour in
+// sorted order.
+func (o *onlineSharing) anyShares(i int32) int32 {
+	p := o.pos[i]
+	if p < 0 {
+		return 0
+	}
+	n := o.lcp[p]
+	if int(p)+1 < len(o.lcp) {
+		n = max(n, o.lcp[p+1])
+	}
+	return n
+}
+
 // reject records that request i was rejected: it reaches no worker.
 func (o *onlineSharing) reject(i int32) { o.where[i] = rejected }

@@ -27,14 +27,13 @@ func (l WorkerLoad) KVUsage() float64 {
 }
 
 // An Outstanding is what the router itself knows of a worker without
-// asking it: the requests it sent there that have not completed, their
-// tokens (prompt plus requested output) and their KV blocks at the
-// engine's block size (Dynamo's "active blocks"). A proxy counts these
-// exactly, so they are never stale.
+// asking it: the requests it sent there that have not completed, and
+// their tokens (prompt plus requested output). A proxy counts these
+// exactly, so they are never stale. (Dynamo's router counts its own
+// active blocks, activeSeqs.)
 type Outstanding struct {
 	Requests int
 	Tokens   int64
-	Blocks   int64
 }
 
 // A Cluster is the router's view of the workers.
@@ -77,6 +76,13 @@ type Routed struct {
 	HashIDs   []int64    // prefix block ids (trace.Request.HashIDs); nil: none
 	BlockSize int64      // tokens per HashIDs entry
 	Session   string     // session or user id, when the trace has one
+	// SharedIDs is how many leading HashIDs some other request of the
+	// replay starts with too, or another on its worker when the replay
+	// routed in advance (len(HashIDs) when the replay does not know): no
+	// request that can share its blocks has one past them. Not what a
+	// gateway knows, it only spares a router bookkeeping that cannot
+	// change its choices (activeSeqs).
+	SharedIDs int
 
 	Score  float64 // set by the router: its score of the chosen worker
 	Scored bool    // Score is set
@@ -96,6 +102,16 @@ type Router interface {
 type kvObserver interface {
 	Router
 	kvStored(worker int, ids []int64, blockSize int64)
+}
+
+// An activeTracker is a router that follows the requests it sent through
+// their lives, as Dynamo's does (ActiveSequences): the engine tells it
+// when a request's first token comes back from its worker and when the
+// request ends (completed, timed out or aborted), by Routed.Index.
+type activeTracker interface {
+	Router
+	prefillDone(idx int)
+	freed(idx int)
 }
 
 // A routerSpec is one entry of the routers table: its name, what it is,

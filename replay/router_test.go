@@ -208,14 +208,32 @@ func TestDynamoKV(t *testing.T) {
 	f := newFake(2)
 	r := build(t, RouterDynamo, 2, RouterConfig{}).(*dynamoKV)
 	r.kvStored(1, []int64{1, 2, 3, 4}, 16) // worker 1 holds 64 tokens of the prefix
-	q := &Routed{Prompt: 80, Out: 16, HashIDs: []int64{1, 2, 3, 4, 5}, BlockSize: 16}
-	// Costs: worker 0: 80/16 prefill + 6 active = 11; worker 1: 16/16 + 6 = 7.
-	if w := r.Route(q, f); w != 1 || q.Score != 7 {
-		t.Errorf("chose %d (cost %v), want 1 (7)", w, q.Score)
+	route := func(idx int, ids []int64, want int, cost float64, why string) {
+		t.Helper()
+		q := &Routed{Index: idx, Prompt: 80, Out: 1000, HashIDs: ids, BlockSize: 16, SharedIDs: len(ids)}
+		if w := r.Route(q, f); w != want || q.Score != cost {
+			t.Errorf("request %d went to %d (logit %v), want %d (%v): %s", idx, w, q.Score, want, cost, why)
+		}
 	}
-	f.out[1].Blocks = 5 // 12 > 11
-	if w := r.Route(q, f); w != 0 {
-		t.Errorf("with 5 active blocks on worker 1: chose %d, want 0", w)
+	route(0, []int64{1, 2, 3, 4, 5}, 1, 6, "worker 0: 80/16 prefill blocks + 5 new blocks; worker 1: 16/16 + 5 (no output counted)")
+	route(1, []int64{1, 2, 3, 4, 5}, 1, 7, "worker 1: (16 active + 16)/16 + 5 active blocks, the same five (worker 0: 10)")
+	r.prefillDone(0)
+	route(2, []int64{9, 8, 7, 6, 5}, 0, 10, "worker 0: 5 + 5; worker 1: (16 + 80)/16 + 5 + 5 = 16")
+	r.freed(0)
+	r.freed(1)
+	r.freed(1) // once is enough
+	if a := r.active; a.tokens[1] != 0 || a.blocks[1] != 0 || a.tokens[0] != 80 || a.blocks[0] != 5 {
+		t.Errorf("after two ended: prefill tokens %v, blocks %v; want [80 0] and [5 0]", a.tokens, a.blocks)
+	}
+	route(3, []int64{1, 2, 3, 4, 5}, 1, 6, "as the first again")
+
+	// Trace blocks of 20 tokens, engine blocks of 16: worker 1's match
+	// of two ids (40 tokens) is two whole engine blocks, 32 tokens.
+	r = build(t, RouterDynamo, 2, RouterConfig{}).(*dynamoKV)
+	r.kvStored(1, []int64{7, 8}, 20)
+	q := &Routed{Index: 0, Prompt: 100, HashIDs: []int64{7, 8, 9}, BlockSize: 20, SharedIDs: 3}
+	if w := r.Route(q, f); w != 1 || q.Score != 68.0/16+6 {
+		t.Errorf("trace blocks of 20: went to %d (logit %v), want 1 (%v = (100 − 32)/16 + 6)", w, q.Score, 68.0/16+6)
 	}
 }
 

@@ -2,66 +2,101 @@ package replay
 
 import "math/rand/v2"
 
-// dynamoKV is NVIDIA Dynamo's KV router: for each worker a cost
+// dynamoKV is NVIDIA Dynamo's KV router, as its KvScheduler prices a
+// worker (lib/llm/src/kv_router: the DefaultWorkerSelector's logit over
+// ActiveSequences' potential blocks and tokens, the same in form from the
+// 2025 releases to the lib/kv-router crate of 2026):
 //
-//	overlap_score_weight · prefill blocks + active blocks
+//	logit = overlap_score_weight · prefill_tokens / block_size + decode_blocks
 //
-// where prefill blocks are the prompt's tokens not covered by the
-// worker's cached prefix, in the engine's blocks, and active blocks are
-// the blocks of the requests the router has outstanding there plus this
-// request's (its own count, Outstanding.Blocks); the cheapest worker
-// wins, ties at random (router temperature 0). The cached prefix comes
-// from the workers' KV events (a stored event when a prompt is computed),
-// delivered on the view's ticks, into an index that mirrors each worker's
-// KV capacity, least recently used blocks evicted first.
+// prefill_tokens is what the worker would have to compute were the request
+// sent there: the prompt's tokens past the cached blocks it matches there
+// (Dynamo's new_tokens: prompt − overlap blocks · block size), plus the
+// active prefill tokens of the requests the router sent there whose first
+// token has not come back. decode_blocks is what the worker's active
+// requests hold, plus what this one would add: the distinct full blocks of
+// their prompts (block hashes counted once however many requests hold
+// them; activeSeqs). The lowest logit wins, ties at random (router
+// temperature 0); the score is the chosen worker's logit.
+//
+// The cached prefix comes from the workers' KV events (a stored event when
+// a prompt is computed), delivered on the view's ticks, into an index that
+// mirrors each worker's KV capacity, least recently used blocks evicted
+// first; the active requests are the router's own, exact at once (the
+// first token as the worker sends it, the end as the request completes or
+// is aborted). Block size is the engine's.
 //
 // Note: the events carry no removals (the engine's caches do not report
 // evictions yet): the mirror evicts by its own LRU at the worker's
-// capacity. Its score is the chosen worker's cost.
+// capacity. Dynamo counts no output tokens in a request's blocks (it
+// tracks prompts' block hashes), nor the output length requested.
 type dynamoKV struct {
 	weight float64
 	bs     int64 // engine tokens per block
 	index  *prefixIndex
+	active *activeSeqs
 	rng    *rand.Rand
 	match  []int
 	ties   []int
+	chosen []int64 // per slot: the prefill tokens q would bring there
 }
 
 func newDynamoKV(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
+	bs := cfg.Scheduler.BlockSize
 	return &dynamoKV{
-		weight: *cfg.RouterConfig.OverlapScoreWeight, bs: cfg.Scheduler.BlockSize,
-		index: newPrefixIndex(slots, kvTokens), rng: rng,
-		match: make([]int, slots),
+		weight: *cfg.RouterConfig.OverlapScoreWeight, bs: bs,
+		index: newPrefixIndex(slots, kvTokens), active: newActiveSeqs(slots, bs), rng: rng,
+		match: make([]int, slots), chosen: make([]int64, slots),
 	}
 }
 
-func (r *dynamoKV) resetWorker(w int) { r.index.dropWorker(w) }
+func (r *dynamoKV) resetWorker(w int) {
+	r.index.dropWorker(w)
+	r.active.dropWorker(w)
+}
 
 func (r *dynamoKV) kvStored(w int, ids []int64, blockSize int64) {
 	r.index.insert(w, ids, blockSize)
 }
 
-// Route picks the least cost, ties at random (pickTie), in the loop that
-// prices the workers: the costs are not kept for a second pass (pickMax's,
-// some 30 instructions a worker on BenchmarkReplayMooncakeRouters/dynamo_kv).
+func (r *dynamoKV) prefillDone(idx int) { r.active.prefilled(idx) }
+
+func (r *dynamoKV) freed(idx int) { r.active.free(idx) }
+
+// Route prices the ready workers, keeps those tied for the least (pickTie
+// picks one), and records the request as active on the chosen one.
 func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 	ready := c.Ready()
 	r.index.matchAll(q.HashIDs, r.match)
-	own := ceilDiv(q.Prompt+q.Out, r.bs)
-	out, match := c.Outstanding(), r.match
-	prompt, bs, weight := q.Prompt, q.BlockSize, r.weight
+	a := r.active
+	a.plan(q)
+	match, prompt, tb, bs, weight := r.match, q.Prompt, q.BlockSize, r.bs, r.weight
+	// Whole blocks of the matched tokens, as Dynamo's overlap counts
+	// engine blocks: a match of whole trace blocks of whole engine
+	// blocks is whole, short of the prompt's end.
+	whole, all := tb%bs == 0, prompt/bs*bs
 	ties, best := r.ties[:0], 0.0
 	for _, w := range ready {
-		overlap := min(int64(match[w])*bs, prompt)
-		prefill := float64(prompt-overlap) / float64(r.bs)
-		switch cost := -(weight*prefill + float64(out[w].Blocks+own)); {
-		case len(ties) == 0 || cost > best:
+		overlap := int64(match[w]) * tb
+		switch {
+		case overlap >= prompt:
+			overlap = all
+		case !whole:
+			overlap = overlap / bs * bs
+		}
+		prefill := prompt - overlap
+		r.chosen[w] = prefill
+		tokens := float64(a.tokens[w]+prefill) / float64(bs)
+		switch cost := weight*tokens + float64(a.blocks[w]+a.newb[w]); {
+		case len(ties) == 0 || cost < best:
 			ties, best = append(ties[:0], w), cost
 		case cost == best:
 			ties = append(ties, w)
 		}
 	}
 	r.ties = ties
-	q.Score, q.Scored = -best, true
-	return pickTie(ties, r.rng)
+	w := pickTie(ties, r.rng)
+	a.add(q.Index, w, r.chosen[w])
+	q.Score, q.Scored = best, true
+	return w
 }

@@ -18,9 +18,10 @@ type routerView struct {
 	loads    []WorkerLoad  // as of the last scrape (interval > 0)
 	live     []WorkerLoad  // the ready workers' loads now (Loads, interval 0)
 	out      []Outstanding
-	kv       kvObserver // the router, when fed by KV events; nil otherwise
-	pending  []kvEvent  // KV events not yet delivered
-	ready    []int      // the workers a request may go to
+	kv       kvObserver    // the router, when fed by KV events; nil otherwise
+	act      activeTracker // the router, when it follows its requests; nil otherwise
+	pending  []kvEvent     // KV events not yet delivered
+	ready    []int         // the workers a request may go to
 }
 
 // A kvEvent is a worker's report that it computed a prompt's prefix
@@ -81,13 +82,17 @@ func (v *routerView) init(e *engine, r Router) {
 	}
 	v.loads = make([]WorkerLoad, len(e.workers))
 	v.live = make([]WorkerLoad, len(e.workers))
-	if o, ok := r.(kvObserver); ok {
-		v.kv = o
+	v.kv, _ = r.(kvObserver)
+	v.act, _ = r.(activeTracker)
+	if v.hooked() {
 		for _, w := range e.workers[:len(v.ready)] {
 			w.onPrefilled = v.prefilled
 		}
 	}
 }
+
+// hooked reports whether the router hears of first tokens (prefilled).
+func (v *routerView) hooked() bool { return v.kv != nil || v.act != nil }
 
 // refresh brings the view up to time now: a scrape when a tick has
 // passed, and the KV events due by the latest tick.
@@ -133,7 +138,10 @@ func (v *routerView) due(at trace.Time) trace.Time {
 // prefilled is the workers' hook: r's prompt is computed on worker w at
 // time at.
 func (v *routerView) prefilled(w *worker, r *reqState, at trace.Time) {
-	if r.in == nil || len(r.in.HashIDs) == 0 || !r.in.BlockSize.OK {
+	if v.act != nil {
+		v.act.prefillDone(int(r.idx))
+	}
+	if v.kv == nil || r.in == nil || len(r.in.HashIDs) == 0 || !r.in.BlockSize.OK {
 		return
 	}
 	v.pending = append(v.pending, kvEvent{at: at, worker: int32(w.id), blockSize: r.in.BlockSize.V, ids: r.in.HashIDs})
@@ -144,16 +152,29 @@ func (v *routerView) sent(r *reqState) {
 	o := &v.out[r.worker]
 	o.Requests++
 	o.Tokens += r.prompt + r.maxOut
-	o.Blocks += ceilDiv(r.prompt+r.maxOut, v.e.cfg.Scheduler.BlockSize)
 }
 
 // left counts r as no longer outstanding: it completed, timed out, or was
 // aborted.
 func (v *routerView) left(r *reqState) {
+	if v.act != nil {
+		v.act.freed(int(r.idx))
+	}
 	o := &v.out[r.worker]
 	o.Requests--
 	o.Tokens -= r.prompt + r.maxOut
-	o.Blocks -= ceilDiv(r.prompt+r.maxOut, v.e.cfg.Scheduler.BlockSize)
+}
+
+// sharedIDs is Routed.SharedIDs of request i, whose ids are n: what the
+// replay's sharing passes found (onlineSharing, sharedPrefixes), else n.
+func (e *engine) sharedIDs(i int32, n int) int {
+	switch {
+	case e.online != nil:
+		return min(int(e.online.anyShares(i)), n)
+	case e.shared != nil:
+		return min(int(e.shared[i]), n)
+	}
+	return n
 }
 
 // liveLoad is worker i's state now.
@@ -181,6 +202,7 @@ func (e *engine) routeNow(now trace.Time, r *reqState) int {
 		q.Session = in.Session
 		if in.BlockSize.OK && len(in.HashIDs) > 0 {
 			q.HashIDs, q.BlockSize = in.HashIDs, in.BlockSize.V
+			q.SharedIDs = e.sharedIDs(r.idx, len(in.HashIDs))
 		}
 	}
 	wi := e.router.Route(q, &e.view)
