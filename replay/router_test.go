@@ -237,6 +237,31 @@ func TestDynamoKV(t *testing.T) {
 	}
 }
 
+// Disaggregated, Dynamo's router routes the prefill pool with active
+// blocks untracked, as Dynamo's prefill router: a worker's logit is its
+// prefill term alone, active prefill tokens included.
+func TestDynamoKVPrefillRouter(t *testing.T) {
+	f := newFake(2)
+	cfg := Config{Workers: 3, Router: RouterDynamo, Disaggregation: DisaggregationConfig{PrefillWorkers: 2}}.Effective(1000)
+	rt, err := newRouter(&cfg, 3, 1000*16, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rt.(*dynamoKV)
+	r.kvStored(1, []int64{1, 2, 3, 4}, 16)
+	q := &Routed{Index: 0, Prompt: 80, HashIDs: []int64{1, 2, 3, 4, 5}, BlockSize: 16, SharedIDs: 5}
+	if w := r.Route(q, f); w != 1 || q.Score != 1 {
+		t.Errorf("went to %d (logit %v), want 1 (16/16: no blocks term)", w, q.Score)
+	}
+	q = &Routed{Index: 1, Prompt: 80, HashIDs: []int64{9, 8, 7, 6, 5}, BlockSize: 16, SharedIDs: 5}
+	if w := r.Route(q, f); w != 0 || q.Score != 5 {
+		t.Errorf("went to %d (logit %v), want 0 (80/16; worker 1: (16 + 80)/16)", w, q.Score)
+	}
+	if a := r.active; a.blocks[0] != 0 || a.blocks[1] != 0 || a.tokens[0] != 80 || a.tokens[1] != 16 {
+		t.Errorf("blocks %v, prefill tokens %v; want none, and [80 16]", a.blocks, a.tokens)
+	}
+}
+
 func TestMaxPrefix(t *testing.T) {
 	f := newFake(3)
 	r := build(t, RouterMaxPrefix, 3, RouterConfig{}).(*maxPrefix)

@@ -188,6 +188,13 @@ func (a *activeSeqs) tailBlocks(from, n int, k, tb int64) int64 {
 	return max(min(k, int64(n)*tb/a.bs)-min(k, int64(from)*tb/a.bs), 0)
 }
 
+// planNone plans a request that adds no blocks: its prefill tokens alone
+// are tracked (router_track_active_blocks off).
+func (a *activeSeqs) planNone() {
+	a.k, a.tb, a.ids, a.nodes, a.nextSlot, a.own = 0, 0, nil, a.nodes[:0], -1, 0
+	clear(a.newb)
+}
+
 // plan finds the nodes of q that have entries and sets newb, per slot, to
 // the full blocks of q's prompt that the slot's active requests do not
 // hold.

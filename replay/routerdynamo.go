@@ -4,8 +4,8 @@ import "math/rand/v2"
 
 // dynamoKV is NVIDIA Dynamo's KV router, as its KvScheduler prices a
 // worker (lib/llm/src/kv_router: the DefaultWorkerSelector's logit over
-// ActiveSequences' potential blocks and tokens, the same in form from the
-// 2025 releases to the lib/kv-router crate of 2026):
+// ActiveSequences' potential blocks and tokens, as of its 2025 releases;
+// the logit keeps this form in the lib/kv-router crate of 2026):
 //
 //	logit = overlap_score_weight · prefill_tokens / block_size + decode_blocks
 //
@@ -28,8 +28,17 @@ import "math/rand/v2"
 //
 // Note: the events carry no removals (the engine's caches do not report
 // evictions yet): the mirror evicts by its own LRU at the worker's
-// capacity. Dynamo counts no output tokens in a request's blocks (it
-// tracks prompts' block hashes), nor the output length requested.
+// capacity. A request's blocks are its prompt's, as ActiveSequences
+// counts them by default (router_assume_kv_reuse on, block hashes counted
+// once; router_track_output_blocks off, later versions' option to count
+// the output's blocks as they are generated), never the output length
+// requested, which the router does not know.
+//
+// Disaggregated, it routes the prefill pool as Dynamo's prefill router
+// does: with router_track_active_blocks off (as Dynamo forces it for
+// prefill workers, which do not decode), so a worker's logit is its
+// prefill term alone. (The decode pool's router is
+// DisaggregationConfig.DecodeRouter's, not Dynamo's decode router.)
 type dynamoKV struct {
 	weight float64
 	bs     int64 // engine tokens per block
@@ -39,6 +48,8 @@ type dynamoKV struct {
 	match  []int
 	ties   []int
 	chosen []int64 // per slot: the prefill tokens q would bring there
+	// prefillOnly: no active blocks tracked (Dynamo's prefill router).
+	prefillOnly bool
 }
 
 func newDynamoKV(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
@@ -47,6 +58,7 @@ func newDynamoKV(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router 
 		weight: *cfg.RouterConfig.OverlapScoreWeight, bs: bs,
 		index: newPrefixIndex(slots, kvTokens), active: newActiveSeqs(slots, bs), rng: rng,
 		match: make([]int, slots), chosen: make([]int64, slots),
+		prefillOnly: cfg.Disaggregation.on(),
 	}
 }
 
@@ -69,7 +81,11 @@ func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 	ready := c.Ready()
 	r.index.matchAll(q.HashIDs, r.match)
 	a := r.active
-	a.plan(q)
+	if r.prefillOnly {
+		a.planNone()
+	} else {
+		a.plan(q)
+	}
 	match, prompt, tb, bs, weight := r.match, q.Prompt, q.BlockSize, r.bs, r.weight
 	// Whole blocks of the matched tokens, as Dynamo's overlap counts
 	// engine blocks: a match of whole trace blocks of whole engine
