@@ -262,6 +262,55 @@ func TestDynamoKVPrefillRouter(t *testing.T) {
 	}
 }
 
+// Dynamo's softmax_sample above temperature 0: probabilities of a
+// softmax of the negated logits over their range, by the temperature,
+// drawn by cumulative sums; equal logits uniform.
+func TestDynamoSoftmaxPick(t *testing.T) {
+	logits := []float64{3, 5, 7}
+	// Scaled: −3/4, −5/4, −7/4 at temperature 1; weights e^0, e^−0.5, e^−1.
+	w := []float64{1, math.Exp(-0.5), math.Exp(-1)}
+	sum := w[0] + w[1] + w[2]
+	p0, p1 := w[0]/sum, w[1]/sum
+	for _, c := range []struct {
+		u    float64
+		want int
+	}{{0, 0}, {p0 - 1e-9, 0}, {p0 + 1e-9, 1}, {p0 + p1 - 1e-9, 1}, {p0 + p1 + 1e-9, 2}, {0.999999, 2}} {
+		if got := softmaxPick(logits, 1, c.u); got != c.want {
+			t.Errorf("u %v: picked %d, want %d (probabilities %.4f %.4f %.4f)", c.u, got, c.want, p0, p1, 1-p0-p1)
+		}
+	}
+	// Hotter is flatter: at temperature 100 each is about a third likely
+	// (at 1, u 0.4 picks the best).
+	if got := softmaxPick(logits, 100, 0.4); got != 1 {
+		t.Errorf("temperature 100, u 0.4: picked %d, want 1 (about a third each)", got)
+	}
+	// A cumulative sum reached exactly is taken (Dynamo's sample <= cumsum).
+	for u, want := range map[float64]int{0.2: 0, 1.0 / 3: 0, 0.5: 1, 0.9: 2} {
+		if got := softmaxPick([]float64{4, 4, 4}, 1, u); got != want {
+			t.Errorf("equal logits, u %v: picked %d, want %d", u, got, want)
+		}
+	}
+	// In a router: a temperature spreads requests a cold router sends to
+	// one worker; the score stays the chosen worker's logit.
+	f := newFake(2)
+	r := build(t, RouterDynamo, 2, RouterConfig{RouterTemperature: 1}).(*dynamoKV)
+	r.kvStored(1, []int64{1, 2, 3, 4}, 16)
+	seen := map[int]int{}
+	for i := range 400 {
+		q := &Routed{Index: i, Prompt: 80, HashIDs: []int64{1, 2, 3, 4, 5}, BlockSize: 16, SharedIDs: 5}
+		w := r.Route(q, f)
+		seen[w]++
+		r.freed(i)
+		if want := []float64{10, 6}[w]; q.Score != want {
+			t.Fatalf("request %d went to %d with logit %v, want %v", i, w, q.Score, want)
+		}
+	}
+	// Logits 10 and 6: probabilities 1/(1+e) and e/(1+e), 0.27 and 0.73.
+	if seen[0] < 70 || seen[0] > 150 {
+		t.Errorf("at temperature 1, %d of 400 went to worker 0, want about 108", seen[0])
+	}
+}
+
 func TestMaxPrefix(t *testing.T) {
 	f := newFake(3)
 	r := build(t, RouterMaxPrefix, 3, RouterConfig{}).(*maxPrefix)

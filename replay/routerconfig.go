@@ -17,8 +17,9 @@ type RouterConfig struct {
 	// Note: a tick takes effect at the first routing decision at or after
 	// it and sees the workers as of that decision: between arrivals the
 	// engine fast-forwards workers and their state at an earlier instant
-	// is not kept. What the router counts itself (Outstanding: requests,
-	// tokens and blocks it sent) is always exact, as a proxy's is.
+	// is not kept. What the router counts itself (Outstanding: requests
+	// and tokens it sent; Dynamo's active requests) is always exact, as a
+	// proxy's is.
 	ViewIntervalSec float64 `yaml:"view_interval_s,omitempty"`
 
 	// SGLang router, cache_aware policy (sgl-router's command-line
@@ -51,7 +52,11 @@ type RouterConfig struct {
 
 	// OverlapScoreWeight is Dynamo's --kv-overlap-score-weight: the
 	// weight of prefill blocks against active blocks in its cost (1).
+	// RouterTemperature is its --router-temperature: 0 takes the least
+	// logit (ties at random), more samples a softmax of the logits
+	// scaled to their range, the lower the likelier.
 	OverlapScoreWeight *float64 `yaml:"overlap_score_weight,omitempty"`
+	RouterTemperature  float64  `yaml:"router_temperature,omitempty"`
 
 	// HashBalanceFactor bounds session affinity's load: a worker with
 	// more outstanding requests than this factor times the mean (plus
@@ -165,6 +170,9 @@ func (c RouterConfig) validate(bad func(field, format string, args ...any)) {
 		if w.v != nil && (!(*w.v >= 0) || !finite(*w.v)) {
 			bad("router_config."+w.name, "%v is not a non-negative number", *w.v)
 		}
+	}
+	if v := c.RouterTemperature; !(v >= 0) || !finite(v) {
+		bad("router_config.router_temperature", "%v is not a non-negative number", v)
 	}
 	if v := c.StatsUpdateIntervalMs; v != nil && (*v < 0 || *v > 86400e3) {
 		bad("router_config.stats_update_interval_ms", "%d is not a number of milliseconds in [0, 86400000]", *v)

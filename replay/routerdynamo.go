@@ -1,6 +1,9 @@
 package replay
 
-import "math/rand/v2"
+import (
+	"math"
+	"math/rand/v2"
+)
 
 // dynamoKV is NVIDIA Dynamo's KV router, as its KvScheduler prices a
 // worker (lib/llm/src/kv_router: the DefaultWorkerSelector's logit over
@@ -16,8 +19,11 @@ import "math/rand/v2"
 // token has not come back. decode_blocks is what the worker's active
 // requests hold, plus what this one would add: the distinct full blocks of
 // their prompts (block hashes counted once however many requests hold
-// them; activeSeqs). The lowest logit wins, ties at random (router
-// temperature 0); the score is the chosen worker's logit.
+// them; activeSeqs). At router_temperature 0, its default, the lowest
+// logit wins, ties at random; above it, a worker is drawn with the
+// probabilities of a softmax of the negated logits over their range,
+// divided by the temperature (softmaxPick). The score is the chosen
+// worker's logit.
 //
 // The cached prefix comes from the workers' KV events (a stored event when
 // a prompt is computed), delivered on the view's ticks, into an index that
@@ -50,6 +56,8 @@ type dynamoKV struct {
 	chosen []int64 // per slot: the prefill tokens q would bring there
 	// prefillOnly: no active blocks tracked (Dynamo's prefill router).
 	prefillOnly bool
+	temperature float64
+	logits      []float64 // per ready worker, when sampled
 }
 
 func newDynamoKV(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
@@ -58,7 +66,7 @@ func newDynamoKV(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router 
 		weight: *cfg.RouterConfig.OverlapScoreWeight, bs: bs,
 		index: newPrefixIndex(slots, kvTokens), active: newActiveSeqs(slots, bs), rng: rng,
 		match: make([]int, slots), chosen: make([]int64, slots),
-		prefillOnly: cfg.Disaggregation.on(),
+		prefillOnly: cfg.Disaggregation.on(), temperature: cfg.RouterConfig.RouterTemperature,
 	}
 }
 
@@ -91,7 +99,7 @@ func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 	// engine blocks: a match of whole trace blocks of whole engine
 	// blocks is whole, short of the prompt's end.
 	whole, all := tb%bs == 0, prompt/bs*bs
-	ties, best := r.ties[:0], 0.0
+	ties, best, logits := r.ties[:0], 0.0, r.logits[:0]
 	for _, w := range ready {
 		overlap := int64(match[w]) * tb
 		switch {
@@ -103,16 +111,59 @@ func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 		prefill := prompt - overlap
 		r.chosen[w] = prefill
 		tokens := float64(a.tokens[w]+prefill) / float64(bs)
-		switch cost := weight*tokens + float64(a.blocks[w]+a.newb[w]); {
+		cost := weight*tokens + float64(a.blocks[w]+a.newb[w])
+		logits = append(logits, cost)
+		switch {
 		case len(ties) == 0 || cost < best:
 			ties, best = append(ties[:0], w), cost
 		case cost == best:
 			ties = append(ties, w)
 		}
 	}
-	r.ties = ties
-	w := pickTie(ties, r.rng)
+	r.ties, r.logits = ties, logits
+	var w int
+	if r.temperature > 0 {
+		i := softmaxPick(logits, r.temperature, r.rng.Float64())
+		w, best = ready[i], logits[i]
+	} else {
+		w = pickTie(ties, r.rng)
+	}
 	a.add(q.Index, w, r.chosen[w])
 	q.Score, q.Scored = best, true
 	return w
+}
+
+// softmaxPick is Dynamo's softmax_sample at a temperature above 0: the
+// logits (lower is better) are divided by their range and negated, then
+// divided by the temperature, and a softmax of them is sampled at u in
+// [0, 1): the first whose cumulative probability reaches u, the last if
+// rounding leaves none. Equal logits are equally likely.
+func softmaxPick(logits []float64, temperature, u float64) int {
+	lo, hi := logits[0], logits[0]
+	for _, v := range logits[1:] {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	n := len(logits)
+	scaled := func(v float64) float64 { return -(v / (hi - lo)) / temperature }
+	top, sum := math.Inf(-1), 0.0
+	if lo != hi {
+		for _, v := range logits {
+			top = max(top, scaled(v))
+		}
+		for _, v := range logits {
+			sum += math.Exp(scaled(v) - top)
+		}
+	}
+	var cum float64
+	for i, v := range logits {
+		if lo == hi {
+			cum += 1 / float64(n) // all alike: uniform
+		} else {
+			cum += math.Exp(scaled(v)-top) / sum
+		}
+		if u <= cum {
+			return i
+		}
+	}
+	return n - 1
 }
