@@ -57,8 +57,11 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 	}
 	prefill := d.PrefillWorkers / perServer
 	decode := ""
-	if d.DecodeRouter == replay.DecodeLeastRequests {
+	switch {
+	case d.DecodeRouter == replay.DecodeLeastRequests:
 		decode = "; each request's decode worker the one with the fewest outstanding requests (decode_router least_requests)"
+	case d.DecodeRouter == replay.DecodeDynamo || d.DecodeRouter == "" && cfg.Router == replay.RouterDynamo:
+		decode = "; each request's decode worker the one whose outstanding requests hold the fewest prompt blocks (decode_router dynamo_kv, Dynamo's decode router)"
 	}
 	return fmt.Sprintf("prefill/decode disaggregated (%s): %d prefill and %d decode servers%s; %d KV bytes a prompt token (%s, %d ranks), sent at %.4g GB/s and %.4g ms a transfer (%s)%s",
 		how, prefill, servers-prefill, ranksNote, d.KVBytesPerToken, kv, ranks, d.TransferGBps, d.TransferLatencySec*1e3, link, decode), nil

@@ -32,6 +32,8 @@ func TestDisaggregationPools(t *testing.T) {
 			"1 prefill and 1 decode servers (2 ranks each: 2 prefill and 2 decode workers); 31104 KV bytes a prompt token (the model's, 1 ranks)"},
 		{"decode router", "workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n", 3, 1, 131072, 40,
 			"; each request's decode worker the one with the fewest outstanding requests (decode_router least_requests)"},
+		{"Dynamo's decode router", "workers: 3\nrouter: dynamo_kv\ndisaggregation:\n  prefill_workers: 1\n", 3, 1, 131072, 40,
+			"; each request's decode worker the one whose outstanding requests hold the fewest prompt blocks (decode_router dynamo_kv, Dynamo's decode router)"},
 	} {
 		s := resolveYAML(t, c.yaml)
 		d := s.Config.Disaggregation
@@ -55,7 +57,7 @@ func TestDisaggregationPools(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:4: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
-		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: cache_aware\n", `c.yaml:4: disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two`},
+		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: cache_aware\n", `c.yaml:4: disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two, dynamo_kv`},
 	} {
 		cl, err := ParseCluster("c.yaml", []byte(c.yaml))
 		if err == nil {

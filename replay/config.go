@@ -193,6 +193,9 @@ func (c Config) Effective(kvBlocks int64) Config {
 	}
 	s.KVCacheTokens = kvBlocks * s.BlockSize
 	c.RouterConfig = c.RouterConfig.withDefaults(c.Router, s.KVCacheTokens, s.BlockSize)
+	if d := &c.Disaggregation; d.on() && d.DecodeRouter == "" && c.Router == RouterDynamo {
+		d.DecodeRouter = DecodeDynamo // Dynamo routes both pools
+	}
 	c.Autoscale = c.Autoscale.withDefaults(c.Workers)
 	if spec, ok := schedulerFor(s.Engine); ok {
 		s.Engine = spec.name

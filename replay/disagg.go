@@ -103,6 +103,15 @@ const (
 	// DecodeLeastRequests keeps, the first sampled on a tie (sgl-router's
 	// power_of_two; the cluster router power_of_two over the decode pool).
 	DecodePowerOfTwo = "power_of_two"
+	// DecodeDynamo is Dynamo's decode router: its KV router as Dynamo
+	// derives it for decode workers (derive_decode_router_config:
+	// overlap_score_weight 0, router_assume_kv_reuse and
+	// router_track_prefill_tokens off), whose logit is the decode
+	// worker's active blocks plus the request's: each request it sent
+	// there and has not seen end holds its prompt's full blocks, none
+	// counted as another's. The fewest wins, ties at random. The default
+	// decode router when the cluster's router is dynamo_kv.
+	DecodeDynamo = "dynamo_kv"
 )
 
 // on reports whether the workers are disaggregated.
@@ -134,9 +143,9 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		bad("disaggregation", "with autoscaling it is not modelled yet")
 	}
 	switch d.DecodeRouter {
-	case "", DecodeRoundRobin, DecodeLeastRequests, DecodeRandom, DecodePowerOfTwo:
+	case "", DecodeRoundRobin, DecodeLeastRequests, DecodeRandom, DecodePowerOfTwo, DecodeDynamo:
 	default:
-		bad("disaggregation.decode_router", "%q is not one of %s, %s, %s, %s", d.DecodeRouter, DecodeRoundRobin, DecodeLeastRequests, DecodeRandom, DecodePowerOfTwo)
+		bad("disaggregation.decode_router", "%q is not one of %s, %s, %s, %s, %s", d.DecodeRouter, DecodeRoundRobin, DecodeLeastRequests, DecodeRandom, DecodePowerOfTwo, DecodeDynamo)
 	}
 }
 
@@ -164,8 +173,15 @@ type disagg struct {
 	// (routerView.out); after a least_requests choice next is the one
 	// after it.
 	policy  string
-	rng     *rand.Rand // random and power_of_two's draws
+	rng     *rand.Rand // random, power_of_two's and dynamo_kv's draws
 	inbound []int
+	// dynamo_kv's count: per decode worker, the prompt blocks of the
+	// requests chosen for it that have not ended; by request index, the
+	// blocks it counts (−1: none), in bs-token blocks.
+	blocks  []int64
+	blockOf []int64
+	bs      int64
+	ties    []int
 	// counted: by request index, whether it is in inbound (from its
 	// decode worker's choice to its hand-over, or to its timeout).
 	counted []bool
@@ -204,8 +220,8 @@ type disagg struct {
 	toEnds   [][]trace.Time
 }
 
-func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool) *disagg {
-	return &disagg{
+func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool, bs int64) *disagg {
+	p := &disagg{
 		sglang:   sglang,
 		policy:   d.DecodeRouter,
 		rng:      rand.New(rand.NewPCG(seed, 0x6465636f6465)), // "decode"
@@ -226,7 +242,16 @@ func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool)
 		prealloc: make([][]*reqState, workers-d.PrefillWorkers),
 		unbooted: make([]int, d.PrefillWorkers),
 		preHeld:  make([]int, workers-d.PrefillWorkers),
+		bs:       bs,
 	}
+	if p.policy == DecodeDynamo {
+		p.blocks = make([]int64, workers-d.PrefillWorkers)
+		p.blockOf = make([]int64, n)
+		for i := range p.blockOf {
+			p.blockOf[i] = -1
+		}
+	}
+	return p
 }
 
 // awaitPrealloc holds back request r, which arrived at its prefill worker
@@ -344,9 +369,23 @@ type heldPrefill struct {
 // as on its way there.
 func (p *disagg) choose(r *reqState, out []Outstanding) {
 	d := p.pickDecode(out)
+	if p.blocks != nil {
+		k := r.prompt / p.bs // Dynamo's tracking hashes: full blocks
+		p.blocks[d] += k
+		p.blockOf[r.idx] = k
+	}
 	p.inbound[d]++
 	p.counted[r.idx] = true
 	p.to[r.idx] = int32(p.prefill + d)
+}
+
+// ended ends request i's count in dynamo_kv's blocks: it completed or
+// timed out, wherever it was.
+func (p *disagg) ended(i int32) {
+	if p.blocks != nil && p.blockOf[i] >= 0 {
+		p.blocks[p.to[i]-int32(p.prefill)] -= p.blockOf[i]
+		p.blockOf[i] = -1
+	}
 }
 
 // uncount ends request i's count in its decode worker's inbound: it was
@@ -360,7 +399,8 @@ func (p *disagg) uncount(i int32) {
 
 // pickDecode returns the decode worker (by its index in the pool) that
 // DecodeRouter chooses: in turn, the least loaded one with ties to the
-// first after the last chosen, one at random, or the less loaded of two
+// first after the last chosen, one at random, the less loaded of two at
+// random, or the one whose requests hold the fewest prompt blocks, ties
 // at random.
 func (p *disagg) pickDecode(out []Outstanding) int {
 	n := len(p.inbound)
@@ -368,6 +408,19 @@ func (p *disagg) pickDecode(out []Outstanding) int {
 	switch p.policy {
 	case DecodeRandom:
 		return p.rng.IntN(n)
+	case DecodeDynamo:
+		// The request's own blocks are the same on every worker.
+		ties := p.ties[:0]
+		for d, b := range p.blocks {
+			switch {
+			case len(ties) == 0 || b < p.blocks[ties[0]]:
+				ties = append(ties[:0], d)
+			case b == p.blocks[ties[0]]:
+				ties = append(ties, d)
+			}
+		}
+		p.ties = ties
+		return pickTie(ties, p.rng)
 	case DecodePowerOfTwo:
 		a := p.rng.IntN(n)
 		if n == 1 {

@@ -126,6 +126,44 @@ func TestDecodeLeastRequests(t *testing.T) {
 	}
 }
 
+// TestDecodeDynamo: Dynamo's decode router counts the prompt blocks of
+// the requests it sent each decode worker and that have not ended, and
+// sends the next to the fewest: a 1,600-token prompt (100 blocks) holds
+// one worker of two, so the two 160-token ones after it (10 blocks each)
+// both go to the other, where least requests would split them. It is the
+// decode router when the cluster's router is dynamo_kv, and every count
+// is back to none when the requests have ended.
+func TestDecodeDynamo(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	// Prefills end at 170, 196 and 226 ms; each decodes 300 tokens,
+	// past the last choice.
+	reqs := []*trace.Request{req("a", 0, 1600, 300), req("b", 100*ms, 160, 300), req("c", 200*ms, 160, 300)}
+	run := func(cfg Config) (map[string]*trace.Request, *disagg) {
+		var p *disagg
+		out, _, _ := replayWith(t, cfg, cost, 1000, reqs, testSwitches{atEnd: func(e *engine) { p = e.pd }})
+		return out, p
+	}
+	d := pdConfig(1)
+	d.DecodeRouter = DecodeDynamo
+	out, p := run(Config{Workers: 3, Disaggregation: d})
+	if a, b, c := out["a"].Worker, out["b"].Worker, out["c"].Worker; b != c || a == b {
+		t.Errorf("dynamo_kv decode router: a on %s, b on %s, c on %s; want b and c together, away from a", a, b, c)
+	}
+	for w, n := range p.blocks {
+		if n != 0 {
+			t.Errorf("at the end, decode worker %d still counts %d blocks", w, n)
+		}
+	}
+	if out, _ := run(Config{Workers: 3, Disaggregation: pdLeast(1)}); out["b"].Worker == out["c"].Worker {
+		t.Errorf("least requests: b and c both on %s, want them split (the test tells the two apart)", out["b"].Worker)
+	}
+	cfg := Config{Workers: 3, Router: RouterDynamo, Disaggregation: pdConfig(1)}.Effective(1000)
+	if got := cfg.Disaggregation.DecodeRouter; got != DecodeDynamo {
+		t.Errorf("with router dynamo_kv the decode router is %q, want %q", got, DecodeDynamo)
+	}
+}
+
 // TestDisaggregatedDecodeShort: the decode worker allocates a prompt's
 // blocks before its KV is sent, so with no room the KV waits on its
 // prefill worker. On 10 blocks a (100 tokens, 40 out: 7 blocks, then 9)

@@ -62,6 +62,9 @@ func (e *engine) takeFree(c int) *reqState {
 // list's, when records are transient).
 func (e *engine) release(r *reqState) {
 	e.view.left(r)
+	if e.pd != nil {
+		e.pd.ended(r.idx)
+	}
 	blocks, ghost := r.blocks[:0], r.ghost[:0]
 	keys, from := r.tierKeys[:0], r.loadFrom[:0]
 	var itl []float64

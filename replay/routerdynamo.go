@@ -43,8 +43,8 @@ import (
 // Disaggregated, it routes the prefill pool as Dynamo's prefill router
 // does: with router_track_active_blocks off (as Dynamo forces it for
 // prefill workers, which do not decode), so a worker's logit is its
-// prefill term alone. (The decode pool's router is
-// DisaggregationConfig.DecodeRouter's, not Dynamo's decode router.)
+// prefill term alone. The decode pool's router is then Dynamo's decode
+// router by default (DecodeDynamo).
 type dynamoKV struct {
 	weight float64
 	bs     int64 // engine tokens per block

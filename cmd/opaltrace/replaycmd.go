@@ -30,7 +30,7 @@ func replayCommand() *cli.Command {
 			&cli.StringFlag{Name: "carry-cache", Value: "auto", Usage: "replay each run after the run before it with the prefix cache it left: auto (when their metadata say one server ran them one after the other with the same prompts, and prefix caching is on), on (every run after the first) or off"},
 			&cli.IntFlag{Name: "workers", Usage: "override: number of workers"},
 			&cli.IntFlag{Name: "prefill-workers", Usage: "override: prefill/decode disaggregation: this many of the workers prefill, the rest decode (cluster key disaggregation.prefill_workers)"},
-			&cli.StringFlag{Name: "decode-router", Usage: "override: prefill/decode disaggregation: round_robin, least_requests, random or power_of_two, how each request's decode worker is chosen (cluster key disaggregation.decode_router)"},
+			&cli.StringFlag{Name: "decode-router", Usage: "override: prefill/decode disaggregation: round_robin, least_requests, random, power_of_two or dynamo_kv (the default with router dynamo_kv), how each request's decode worker is chosen (cluster key disaggregation.decode_router)"},
 			&cli.StringFlag{Name: "hardware", Usage: "override: GPU preset (" + hardwarePresets() + "), or a server's GPUs as ingest records them (4xH200: TP4 unless --tp/--pp/--dp say otherwise)"},
 			&cli.StringFlag{Name: "model", Usage: "override: a shipped model (" + modelPresets() + "), its Hugging Face id, or a config.json path; a .yaml file is a cost model written by opaltrace calibrate"},
 			&cli.IntFlag{Name: "tp", Usage: "override: tensor-parallel degree"},
