@@ -109,8 +109,10 @@ const (
 	// router_track_prefill_tokens off), whose logit is the decode
 	// worker's active blocks plus the request's: each request it sent
 	// there and has not seen end holds its prompt's full blocks, none
-	// counted as another's. The fewest wins, ties at random. The default
-	// decode router when the cluster's router is dynamo_kv.
+	// counted as another's. The fewest wins, ties at random; above a
+	// router_temperature of 0, which Dynamo's decode router keeps, a
+	// worker is drawn as the cluster router draws one (softmaxPick). The
+	// default decode router when the cluster's router is dynamo_kv.
 	DecodeDynamo = "dynamo_kv"
 )
 
@@ -182,6 +184,10 @@ type disagg struct {
 	blockOf []int64
 	bs      int64
 	ties    []int
+	// temperature is the cluster's dynamo_kv router_temperature, which
+	// Dynamo's decode router keeps; logits, its scratch.
+	temperature float64
+	logits      []float64
 	// counted: by request index, whether it is in inbound (from its
 	// decode worker's choice to its hand-over, or to its timeout).
 	counted []bool
@@ -220,7 +226,7 @@ type disagg struct {
 	toEnds   [][]trace.Time
 }
 
-func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool, bs int64) *disagg {
+func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool, bs int64, temperature float64) *disagg {
 	p := &disagg{
 		sglang:   sglang,
 		policy:   d.DecodeRouter,
@@ -243,6 +249,8 @@ func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool,
 		unbooted: make([]int, d.PrefillWorkers),
 		preHeld:  make([]int, workers-d.PrefillWorkers),
 		bs:       bs,
+
+		temperature: temperature,
 	}
 	if p.policy == DecodeDynamo {
 		p.blocks = make([]int64, workers-d.PrefillWorkers)
@@ -409,7 +417,16 @@ func (p *disagg) pickDecode(out []Outstanding) int {
 	case DecodeRandom:
 		return p.rng.IntN(n)
 	case DecodeDynamo:
-		// The request's own blocks are the same on every worker.
+		// The request's own blocks are the same on every worker, and
+		// a softmax over logits scaled to their range is the same
+		// whatever is added to all of them.
+		if p.temperature > 0 {
+			p.logits = p.logits[:0]
+			for _, b := range p.blocks {
+				p.logits = append(p.logits, float64(b))
+			}
+			return softmaxPick(p.logits, p.temperature, p.rng.Float64())
+		}
 		ties := p.ties[:0]
 		for d, b := range p.blocks {
 			switch {

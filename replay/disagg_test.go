@@ -158,6 +158,18 @@ func TestDecodeDynamo(t *testing.T) {
 	if out, _ := run(Config{Workers: 3, Disaggregation: pdLeast(1)}); out["b"].Worker == out["c"].Worker {
 		t.Errorf("least requests: b and c both on %s, want them split (the test tells the two apart)", out["b"].Worker)
 	}
+	// At a temperature the draw spreads them: over twenty seeds at 100
+	// (all but uniform), b and c meet and part.
+	met := 0
+	for seed := range uint64(20) {
+		out, _ := run(Config{Workers: 3, Seed: seed, Disaggregation: d, RouterConfig: RouterConfig{RouterTemperature: 100}})
+		if out["b"].Worker == out["c"].Worker {
+			met++
+		}
+	}
+	if met == 0 || met == 20 {
+		t.Errorf("router_temperature 100: b and c together in %d of 20 seeded replays, want some and not all", met)
+	}
 	cfg := Config{Workers: 3, Router: RouterDynamo, Disaggregation: pdConfig(1)}.Effective(1000)
 	if got := cfg.Disaggregation.DecodeRouter; got != DecodeDynamo {
 		t.Errorf("with router dynamo_kv the decode router is %q, want %q", got, DecodeDynamo)

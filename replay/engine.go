@@ -186,7 +186,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		if err := cfg.Disaggregation.figures(); err != nil {
 			return Stats{}, err
 		}
-		e.pd = newDisagg(cfg.Disaggregation, reqs.Len(), max(cfg.Workers, 1), cfg.Seed, cfg.Scheduler.Engine == EngineSGLang, cfg.Scheduler.BlockSize)
+		e.pd = newDisagg(cfg.Disaggregation, reqs.Len(), max(cfg.Workers, 1), cfg.Seed, cfg.Scheduler.Engine == EngineSGLang, cfg.Scheduler.BlockSize, cfg.RouterConfig.RouterTemperature)
 		for _, w := range e.workers[cfg.Disaggregation.PrefillWorkers:] {
 			if v, ok := w.s.(*vllm); ok {
 				v.loadRemote = e.loadRemote
