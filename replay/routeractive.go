@@ -371,13 +371,10 @@ func (a *activeSeqs) counts(e int32, w int) (full, pmax *int32) {
 // slot's requests hold of it (fewer: negative).
 func (a *activeSeqs) hold(p nodeRef, w int, by int32) int64 {
 	full, pmax := a.counts(p.e, w)
-	held := func() int32 {
-		if *full > 0 {
-			return p.n
-		}
-		return *pmax
+	old := *pmax
+	if *full > 0 {
+		old = p.n
 	}
-	old := held()
 	switch {
 	case p.c == p.n:
 		*full += by
@@ -389,7 +386,11 @@ func (a *activeSeqs) hold(p nodeRef, w int, by int32) int64 {
 		*pmax = a.dropPart(p.e, w, p.c)
 	}
 	a.ents[p.e].holders += by
-	return int64(held() - old)
+	now := *pmax
+	if *full > 0 {
+		now = p.n
+	}
+	return int64(now - old)
 }
 
 // add records the request planned last as sent to slot w (Dynamo's

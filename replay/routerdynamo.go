@@ -53,7 +53,8 @@ type dynamoKV struct {
 	rng    *rand.Rand
 	match  []int
 	ties   []int
-	chosen []int64 // per slot: the prefill tokens q would bring there
+	chosen []int64   // per slot: the prefill tokens q would bring there
+	costs  []float64 // per slot: q's logit there
 	// prefillOnly: no active blocks tracked (Dynamo's prefill router).
 	prefillOnly bool
 	temperature float64
@@ -65,7 +66,7 @@ func newDynamoKV(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router 
 	return &dynamoKV{
 		weight: *cfg.RouterConfig.OverlapScoreWeight, bs: bs,
 		index: newPrefixIndex(slots, kvTokens), active: newActiveSeqs(slots, bs), rng: rng,
-		match: make([]int, slots), chosen: make([]int64, slots),
+		match: make([]int, slots), chosen: make([]int64, slots), costs: make([]float64, slots),
 		prefillOnly: cfg.Disaggregation.on(), temperature: cfg.RouterConfig.RouterTemperature,
 	}
 }
@@ -99,7 +100,10 @@ func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 	// engine blocks: a match of whole trace blocks of whole engine
 	// blocks is whole, short of the prompt's end.
 	whole, all := tb%bs == 0, prompt/bs*bs
-	ties, best, logits := r.ties[:0], 0.0, r.logits[:0]
+	ties, best := r.ties[:0], 0.0
+	// In locals: the loop stores to chosen, costs and ties, which the
+	// compiler cannot tell from r's and a's fields.
+	chosen, costs, active, blocks, newb := r.chosen, r.costs, a.tokens, a.blocks, a.newb
 	for _, w := range ready {
 		overlap := int64(match[w]) * tb
 		switch {
@@ -109,10 +113,10 @@ func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 			overlap = overlap / bs * bs
 		}
 		prefill := prompt - overlap
-		r.chosen[w] = prefill
-		tokens := float64(a.tokens[w]+prefill) / float64(bs)
-		cost := weight*tokens + float64(a.blocks[w]+a.newb[w])
-		logits = append(logits, cost)
+		chosen[w] = prefill
+		tokens := float64(active[w]+prefill) / float64(bs)
+		cost := weight*tokens + float64(blocks[w]+newb[w])
+		costs[w] = cost
 		switch {
 		case len(ties) == 0 || cost < best:
 			ties, best = append(ties[:0], w), cost
@@ -120,11 +124,16 @@ func (r *dynamoKV) Route(q *Routed, c Cluster) int {
 			ties = append(ties, w)
 		}
 	}
-	r.ties, r.logits = ties, logits
+	r.ties = ties
 	var w int
 	if r.temperature > 0 {
-		i := softmaxPick(logits, r.temperature, r.rng.Float64())
-		w, best = ready[i], logits[i]
+		logits := r.logits[:0]
+		for _, w := range ready {
+			logits = append(logits, costs[w])
+		}
+		r.logits = logits
+		w = ready[softmaxPick(logits, r.temperature, r.rng.Float64())]
+		best = costs[w]
 	} else {
 		w = pickTie(ties, r.rng)
 	}
