@@ -2,7 +2,8 @@ package replay
 
 import (
 	"math/bits"
-	"slices"
+
+	"github.com/opaltrace/opaltrace/replay/kvcache"
 )
 
 // activeSeqs is Dynamo's ActiveSequences, the KV router's own record of
@@ -49,7 +50,6 @@ type activeSeqs struct {
 	tabs  []nodeTable // per trace block size
 	ents  []actEntry
 	spare []int32 // free entries
-	live  int     // entries in use
 	// Per row of an entry that several workers hold, per slot: the
 	// requests covering it whole, and the most one covering part of it
 	// covers.
@@ -252,11 +252,7 @@ func (a *activeSeqs) plan(q *Routed) {
 		switch {
 		case x.w >= 0:
 			// One worker holds it: the others no more of q.
-			u := x.pmax
-			if x.full > 0 {
-				u = p.n
-			}
-			newb[x.w] -= int64(min(p.c, u))
+			newb[x.w] -= int64(min(p.c, holding(x.full, x.pmax, p.n)))
 			if x.full == 0 {
 				alive = 0
 			} else {
@@ -327,13 +323,20 @@ func (a *activeSeqs) find(t *nodeTable, s, parent int32, id int64) int32 {
 // held is how many of entry e's blocks (n) slot w's requests hold.
 func (a *activeSeqs) held(e int32, w int, n int32) int32 {
 	x := &a.ents[e]
-	full, pmax := x.full, x.pmax
 	switch {
 	case x.w == oneWide:
-		full, pmax = a.wideFull[int(x.row)*a.slots+w], a.widePmax[int(x.row)*a.slots+w]
+		i := int(x.row)*a.slots + w
+		return holding(a.wideFull[i], a.widePmax[i], n)
 	case int(x.w) != w:
 		return 0
 	}
+	return holding(x.full, x.pmax, n)
+}
+
+// holding is how many of a node's n blocks a worker's requests hold when
+// full of them cover it whole and the most one of the others covers is
+// pmax.
+func holding(full, pmax, n int32) int32 {
 	if full > 0 {
 		return n
 	}
@@ -371,10 +374,7 @@ func (a *activeSeqs) counts(e int32, w int) (full, pmax *int32) {
 // slot's requests hold of it (fewer: negative).
 func (a *activeSeqs) hold(p nodeRef, w int, by int32) int64 {
 	full, pmax := a.counts(p.e, w)
-	old := *pmax
-	if *full > 0 {
-		old = p.n
-	}
+	old := holding(*full, *pmax, p.n)
 	switch {
 	case p.c == p.n:
 		*full += by
@@ -386,11 +386,7 @@ func (a *activeSeqs) hold(p nodeRef, w int, by int32) int64 {
 		*pmax = a.dropPart(p.e, w, p.c)
 	}
 	a.ents[p.e].holders += by
-	now := *pmax
-	if *full > 0 {
-		now = p.n
-	}
-	return int64(now - old)
+	return int64(holding(*full, *pmax, p.n) - old)
 }
 
 // add records the request planned last as sent to slot w (Dynamo's
@@ -460,7 +456,6 @@ func (a *activeSeqs) newEntry(tab int, s int32, id int64, parent int32) int32 {
 		a.other[otherKey{int32(tab), parent, id}] = e
 		a.ents[e].aside = true
 	}
-	a.live++
 	return e
 }
 
@@ -520,8 +515,10 @@ func (a *activeSeqs) dropEntry(e int32) {
 		a.spareRows = append(a.spareRows, x.row) // all zero again
 	}
 	a.spare = append(a.spare, e)
-	a.live--
 }
+
+// inUse is how many entries some active request holds.
+func (a *activeSeqs) inUse() int { return len(a.ents) - len(a.spare) }
 
 // record is request idx's record, nil when it is not active.
 func (a *activeSeqs) record(idx int) *activeReq {
@@ -576,11 +573,13 @@ func reuse(spare *[]int32, next int) (int32, bool) {
 	return int32(next), true
 }
 
-// growTo returns s with index i in it, doubled at least when it grows.
+// growTo returns s with index i in it, its new places 0: s's capacity
+// grows as kvcache.Grow grows it (at least doubled, in memory fresh from
+// the kernel), and s is never cut, so the places past its length are
+// still as they were made.
 func growTo(s []int32, i int) []int32 {
 	if i < len(s) {
 		return s
 	}
-	n := max(i+1, 2*len(s))
-	return slices.Grow(s, n-len(s))[:n]
+	return kvcache.Grow(s, i+1-len(s))[:i+1]
 }

@@ -171,8 +171,8 @@ func TestActiveSeqsMatchesPlainCount(t *testing.T) {
 		for _, idx := range live {
 			a.free(idx)
 		}
-		if a.live != 0 || len(a.part) != 0 || len(a.other) != 0 || slices.Max(a.blocks) != 0 {
-			t.Errorf("tb %d bs %d: all freed, %d entries, %d partial lists and %v blocks left", tbs, bs, a.live, len(a.part), a.blocks)
+		if a.inUse() != 0 || len(a.part) != 0 || len(a.other) != 0 || slices.Max(a.blocks) != 0 {
+			t.Errorf("tb %d bs %d: all freed, %d entries, %d partial lists and %v blocks left", tbs, bs, a.inUse(), len(a.part), a.blocks)
 		}
 	}
 }
@@ -203,8 +203,8 @@ func TestDynamoKVFreesEveryRequest(t *testing.T) {
 				live++
 			}
 		}
-		if live != 0 || a.live != 0 || len(a.part) != 0 {
-			t.Errorf("%s: %d requests, %d nodes, %d partial lists still active", name, live, a.live, len(a.part))
+		if live != 0 || a.inUse() != 0 || len(a.part) != 0 {
+			t.Errorf("%s: %d requests, %d nodes, %d partial lists still active", name, live, a.inUse(), len(a.part))
 		}
 		for w := range a.tokens {
 			if a.tokens[w] != 0 || a.blocks[w] != 0 {
