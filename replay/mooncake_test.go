@@ -158,7 +158,8 @@ func BenchmarkReplayMooncake(b *testing.B) {
 // 1–16 replicas, 16 at the start), the fleet sized as the load goes.
 // disaggregated is round-robin over 4 prefill workers, 12 decode workers
 // taking their KV over H100 nodes' network (40 GB/s, 0.4 ms), Llama-3.1-8B's
-// 131,072 bytes a token. recorded_NAME replays router NAME's placement,
+// 131,072 bytes a token. llm_d_precise is llm_d with its precise prefix
+// scorer (router_config.prefix_scorer). recorded_NAME replays router NAME's placement,
 // read from its records (not timed), through the recorded router: the
 // same replay as NAME's without its decisions, so that NAME's time over
 // it is what its own decisions cost, and its time over round-robin's
@@ -169,7 +170,7 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
 	cost, blocks := llama8BOnH100(b)
 	names := slices.DeleteFunc(routerNames(), func(s string) bool { return s == RouterRecorded }) // the trace names no workers
-	names = append(names, "round_robin_online", "autoscale", "disaggregated")
+	names = append(names, "round_robin_online", "autoscale", "disaggregated", "llm_d_precise")
 	for _, s := range []string{RouterRoundRobin, RouterSGLang, RouterLLMD, RouterDynamo, RouterMaxPrefix} {
 		names = append(names, "recorded_"+s)
 	}
@@ -196,6 +197,8 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 			switch name {
 			case "round_robin_online":
 				cfg.Router, opts.test.noPreRoute = RouterRoundRobin, true
+			case "llm_d_precise":
+				cfg.Router, cfg.RouterConfig.PrefixScorer = RouterLLMD, LLMDPrecise
 			case "disaggregated":
 				cfg.Router = RouterRoundRobin
 				cfg.Disaggregation = DisaggregationConfig{PrefillWorkers: 4, KVBytesPerToken: 131072, TransferGBps: 40, TransferLatencySec: 0.0004}

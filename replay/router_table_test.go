@@ -39,20 +39,24 @@ func TestRouterTableMooncake(t *testing.T) {
 	type run struct {
 		router string
 		view   float64
+		scorer string // llm_d's prefix scorer
 	}
 	var runs []run
 	for _, s := range routers {
 		if s.name != RouterRecorded { // the trace names no workers
-			runs = append(runs, run{s.name, 0})
+			runs = append(runs, run{s.name, 0, ""})
+		}
+		if s.name == RouterLLMD {
+			runs = append(runs, run{s.name, 0, LLMDPrecise})
 		}
 	}
 	for _, name := range []string{RouterLLMD, RouterDynamo, RouterMaxPrefix} {
-		runs = append(runs, run{name, 1})
+		runs = append(runs, run{name, 1, ""})
 	}
-	runs = append(runs, run{RouterMaxPrefix, 30})
+	runs = append(runs, run{RouterLLMD, 1, LLMDPrecise}, run{RouterMaxPrefix, 30, ""})
 	var rows []routerRow
 	for _, rn := range runs {
-		cfg := Config{Workers: 16, Router: rn.router, RouterConfig: RouterConfig{ViewIntervalSec: rn.view}}
+		cfg := Config{Workers: 16, Router: rn.router, RouterConfig: RouterConfig{ViewIntervalSec: rn.view, PrefixScorer: rn.scorer}}
 		var ttft []float64
 		served := map[string]int64{}
 		st, err := Run(cfg, cost, blocks, reqs, func(r *trace.Request) error {
@@ -74,8 +78,12 @@ func TestRouterTableMooncake(t *testing.T) {
 			sum += v
 			most = max(most, v)
 		}
+		name := rn.router
+		if rn.scorer != "" {
+			name += " (" + rn.scorer + ")"
+		}
 		rows = append(rows, routerRow{
-			router: rn.router, view: rn.view,
+			router: name, view: rn.view,
 			hit: float64(st.CachedTokens) / float64(st.PromptTokens),
 			p50: quantile(ttft, 0.5), p99: quantile(ttft, 0.99),
 			imbalance: float64(most) / (float64(sum) / 16),
@@ -90,7 +98,8 @@ func TestRouterTableMooncake(t *testing.T) {
 	b.WriteString("View: how stale the router's view of the workers is (0: oracle); vllm_dp reads the workers' counts as vLLM's\n")
 	b.WriteString("DP coordinator publishes them, every 100 ms (router_config.stats_update_interval_ms), whatever the view.\n")
 	b.WriteString("llm_d's prefix scorer as the Gateway API inference extension's with autoTune: 16-token hash blocks (the\n")
-	b.WriteString("workers' KV block), 256 at most (a prompt's first 4,096 tokens), an LRU of each worker's KV blocks.\n")
+	b.WriteString("workers' KV block), 256 at most (a prompt's first 4,096 tokens), an LRU of each worker's KV blocks;\n")
+	b.WriteString("llm_d (precise): its precise-prefix-cache-scorer instead, fed by the workers' KV events, weights 2, 1, 1.\n")
 	b.WriteString("Regenerate: go test ./replay -run TestRouterTableMooncake -routertable\n\n")
 	b.WriteString("| router | view (s) | hit rate | TTFT p50 (s) | TTFT p99 (s) | imbalance | completed |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")

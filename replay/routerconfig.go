@@ -43,6 +43,16 @@ type RouterConfig struct {
 	// (blockSizeTokens; default: the worker's KV block, as autoTune takes
 	// vLLM's block size) and the most blocks of a prompt it hashes
 	// (maxPrefixBlocksToMatch, 256).
+	//
+	// PrefixScorer picks llm-d's prefix scorer: "approximate" (the
+	// default, above) or "precise", its precise-prefix-cache-scorer fed
+	// by the workers' KV events (llmdPrecise), whose weights default to
+	// llm-d's deployment of it (epp-precise-prefix-cache-config: 2, 1,
+	// 1) and whose key block is prefix_block_tokens (default: the
+	// worker's KV block, as its events' keys must be);
+	// lru_capacity_tokens and max_prefix_blocks are the approximate
+	// scorer's alone.
+	PrefixScorer      string   `yaml:"prefix_scorer,omitempty"`
 	PrefixWeight      *float64 `yaml:"prefix_weight,omitempty"`
 	QueueWeight       *float64 `yaml:"queue_weight,omitempty"`
 	KVUsageWeight     *float64 `yaml:"kv_usage_weight,omitempty"`
@@ -71,6 +81,12 @@ type RouterConfig struct {
 	StatsUpdateIntervalMs *int `yaml:"stats_update_interval_ms,omitempty"`
 }
 
+// llm-d's prefix scorers (RouterConfig.PrefixScorer).
+const (
+	LLMDApproximate = "approximate"
+	LLMDPrecise     = "precise"
+)
+
 // Defaults of the routers' settings.
 const (
 	sglangCacheThreshold      = 0.3
@@ -80,6 +96,9 @@ const (
 	llmdQueueWeight           = 2
 	llmdKVUsageWeight         = 2
 	llmdMaxPrefixBlocks       = 256
+	llmdPrecisePrefixWeight   = 2
+	llmdPreciseQueueWeight    = 1
+	llmdPreciseKVUsageWeight  = 1
 	dynamoOverlapScoreWeight  = 1
 	sessionHashBalanceFactor  = 1.25
 )
@@ -101,14 +120,21 @@ func (c RouterConfig) withDefaults(router string, kvTokens, blockSize int64) Rou
 			c.BalanceRelThreshold = sglangBalanceRelThreshold
 		}
 	case RouterLLMD:
+		wp, wq, wk := float64(llmdPrefixWeight), float64(llmdQueueWeight), float64(llmdKVUsageWeight)
+		if c.PrefixScorer == "" {
+			c.PrefixScorer = LLMDApproximate
+		}
+		if c.PrefixScorer == LLMDPrecise {
+			wp, wq, wk = llmdPrecisePrefixWeight, llmdPreciseQueueWeight, llmdPreciseKVUsageWeight
+		}
 		if c.PrefixWeight == nil {
-			c.PrefixWeight = ptr(llmdPrefixWeight)
+			c.PrefixWeight = ptr(wp)
 		}
 		if c.QueueWeight == nil {
-			c.QueueWeight = ptr(llmdQueueWeight)
+			c.QueueWeight = ptr(wq)
 		}
 		if c.KVUsageWeight == nil {
-			c.KVUsageWeight = ptr(llmdKVUsageWeight)
+			c.KVUsageWeight = ptr(wk)
 		}
 		if c.LRUCapacityTokens == 0 {
 			c.LRUCapacityTokens = kvTokens
@@ -159,6 +185,9 @@ func (c RouterConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	if c.PrefixBlockTokens < 0 {
 		bad("router_config.prefix_block_tokens", "negative (%d)", c.PrefixBlockTokens)
+	}
+	if v := c.PrefixScorer; v != "" && v != LLMDApproximate && v != LLMDPrecise {
+		bad("router_config.prefix_scorer", "%q is not %s or %s", v, LLMDApproximate, LLMDPrecise)
 	}
 	if c.MaxPrefixBlocks < 0 {
 		bad("router_config.max_prefix_blocks", "negative (%d)", c.MaxPrefixBlocks)

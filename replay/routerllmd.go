@@ -53,8 +53,11 @@ type llmD struct {
 	ids, weights []int64
 }
 
-func newLLMD(cfg *Config, slots int, _ int64, rng *rand.Rand) Router {
+func newLLMD(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
 	rc := cfg.RouterConfig
+	if rc.PrefixScorer == LLMDPrecise {
+		return newLLMDPrecise(cfg, slots, kvTokens, rng)
+	}
 	return &llmD{
 		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
 		index: newPrefixIndex(slots, rc.LRUCapacityTokens), rng: rng,

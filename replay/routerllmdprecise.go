@@ -1,0 +1,97 @@
+package replay
+
+import "math/rand/v2"
+
+// llmdPrecise is llm-d's inference scheduler with its
+// precise-prefix-cache-scorer in place of the approximate one
+// (router_config.prefix_scorer: precise), as llm-d's router and its KV
+// cache library (llm-d-kv-cache: kvcache.Indexer, LongestPrefixScorer)
+// have it in their 2026 releases:
+//   - the prompt is cut into whole blocks of prefix_block_tokens, a key
+//     each (the trailing partial block dropped), to be looked up in an
+//     index of which pods hold which keys, fed by the pods' KV events
+//     (vLLM's BlockStored and BlockRemoved) rather than by the requests
+//     the router sent;
+//   - a pod's match is the keys it holds from the first on, until one it
+//     does not (LongestPrefixScorer; GPU blocks weigh 1);
+//   - its score is that match over the prompt's keys, at most 1 (the
+//     absolute normalization llm-d adopted in May 2026; earlier
+//     releases scaled the matches to their minimum and maximum);
+//   - the queue and kv-cache-utilization scorers and the max-score
+//     picker are llmD's, with the weights of llm-d's deployment of the
+//     precise scorer (2, 1, 1) unless set.
+//
+// Its score is the chosen worker's weighted total.
+//
+// Note: the index is dynamoKV's: it takes the workers' stored events, as
+// the engine reports a computed prompt, delivered on the view's ticks,
+// at the trace's block granularity (a trace block stands for the keys
+// that end in it, so a pod holds a key when it holds the trace block of
+// the key's last token), and mirrors each worker's KV capacity, least
+// recently used first, for the removal events the engine's caches do not
+// report. lru_capacity_tokens and
+// max_prefix_blocks, the approximate index's capacity and reach, do not
+// apply; nor does llm-d's index's bound of ten pods a key, beyond which
+// it keeps the ten that stored the key last.
+type llmdPrecise struct {
+	llm *llmD // weights, picker scratch, the index
+}
+
+func newLLMDPrecise(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
+	rc := cfg.RouterConfig
+	return &llmdPrecise{llm: &llmD{
+		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
+		index: newPrefixIndex(slots, kvTokens), rng: rng,
+		hashTokens: max(rc.PrefixBlockTokens, 1),
+		match:      make([]int, slots),
+	}}
+}
+
+func (r *llmdPrecise) resetWorker(w int) { r.llm.index.dropWorker(w) }
+
+func (r *llmdPrecise) kvStored(w int, ids []int64, blockSize int64) {
+	r.llm.index.insert(w, ids, blockSize)
+}
+
+// Route scores the ready workers as llmD.Route does, the prefix score a
+// worker's leading keys held over the prompt's keys.
+func (r *llmdPrecise) Route(q *Routed, c Cluster) int {
+	l := r.llm
+	ready, loads := c.Ready(), c.Loads()
+	keys := q.Prompt / l.hashTokens
+	l.index.matchAll(q.HashIDs, l.match)
+	minQ := loads[ready[0]].Waiting
+	maxQ := minQ
+	for _, w := range ready[1:] {
+		minQ = min(minQ, loads[w].Waiting)
+		maxQ = max(maxQ, loads[w].Waiting)
+	}
+	wp, wq, wk, match, tb, g, prompt := l.wp, l.wq, l.wk, l.match, q.BlockSize, l.hashTokens, q.Prompt
+	spread, span := maxQ > minQ, float64(maxQ-minQ)
+	ties, best := l.ties[:0], 0.0
+	for _, w := range ready {
+		ld := &loads[w]
+		var prefix float64
+		if keys > 0 {
+			// The keys whose last token lies in the trace blocks
+			// held, the prompt's at most.
+			held := min(int64(match[w])*tb, prompt) / g
+			prefix = min(float64(held)/float64(keys), 1)
+		}
+		queue := 1.0
+		if spread {
+			queue = float64(maxQ-ld.Waiting) / span
+		}
+		total := wp*prefix + wq*queue + wk*(1-ld.KVUsage())
+		switch {
+		case len(ties) == 0 || total > best:
+			ties, best = append(ties[:0], w), total
+		case total == best:
+			ties = append(ties, w)
+		}
+	}
+	l.ties = ties
+	w := pickTie(ties, l.rng)
+	q.Score, q.Scored = best, true
+	return w
+}
