@@ -395,6 +395,9 @@ type testSwitches struct {
 	// atEnd, when set, is called with the engine once a replay ends
 	// without error.
 	atEnd func(e *engine)
+	// routed, when set, is called with each routing decision, the
+	// router's state as the decision left it.
+	routed func(e *engine, q *Routed, w int)
 }
 
 // workerNames names slots workers: given's names first (a trace's, for

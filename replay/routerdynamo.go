@@ -34,7 +34,11 @@ import (
 //
 // Note: the events carry no removals (the engine's caches do not report
 // evictions yet): the mirror evicts by its own LRU at the worker's
-// capacity. A request's blocks are its prompt's, as ActiveSequences
+// capacity. It stands in for them: on the Mooncake conversation trace
+// with 16 workers, what it says the chosen worker holds of a prompt is
+// what the worker's cache gives for 11,995 of the 12,031 requests, the
+// mirror's 29.98 M tokens against 29.88 M cached
+// (TestKVEventMirrorMatchesEngine). A request's blocks are its prompt's, as ActiveSequences
 // counts them by default (router_assume_kv_reuse on, block hashes counted
 // once; router_track_output_blocks off, later versions' option to count
 // the output's blocks as they are generated), never the output length

@@ -29,7 +29,10 @@ import "math/rand/v2"
 // that end in it, so a pod holds a key when it holds the trace block of
 // the key's last token), and mirrors each worker's KV capacity, least
 // recently used first, for the removal events the engine's caches do not
-// report. lru_capacity_tokens and
+// report (on the Mooncake conversation trace with 16 workers, what it
+// says the chosen worker holds is what the worker's cache gives for
+// 11,963 of the 12,031 requests: TestKVEventMirrorMatchesEngine).
+// lru_capacity_tokens and
 // max_prefix_blocks, the approximate index's capacity and reach, do not
 // apply; nor does llm-d's index's bound of ten pods a key, beyond which
 // it keeps the ten that stored the key last.

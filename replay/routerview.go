@@ -207,5 +207,8 @@ func (e *engine) routeNow(now trace.Time, r *reqState) int {
 	}
 	wi := e.router.Route(q, &e.view)
 	r.score, r.scored = q.Score, q.Scored
+	if e.test.routed != nil {
+		e.test.routed(e, q, wi)
+	}
 	return wi
 }
