@@ -86,4 +86,21 @@ func TestLLMDPreciseReplay(t *testing.T) {
 		t.Errorf("hit rate: precise %.4f, round-robin %.4f; want more than twice", p, rr)
 	}
 	t.Log(hit)
+	// Workers that start and stop (their index parts dropped), and a
+	// disaggregated cluster (the prefill pool routed): every request
+	// served.
+	precise := RouterConfig{PrefixScorer: LLMDPrecise}
+	for name, cfg := range map[string]Config{
+		"autoscaled":     {Workers: 1, Router: RouterLLMD, RouterConfig: precise, Autoscale: AutoscaleConfig{Metric: MetricQueueDepth, Target: 2, MaxReplicas: 4, SyncPeriodSec: 1, ScaleDownStabilizationSec: ptr(10.0)}},
+		"disaggregated":  {Workers: 6, Router: RouterLLMD, RouterConfig: precise, Disaggregation: DisaggregationConfig{PrefillWorkers: 2, KVBytesPerToken: 131072, TransferGBps: 40}},
+		"view 2 s stale": {Workers: 8, Router: RouterLLMD, RouterConfig: RouterConfig{PrefixScorer: LLMDPrecise, ViewIntervalSec: 2}},
+	} {
+		st, err := Run(cfg, cost, blocks, reqs[:1500], func(*trace.Request) error { return nil })
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if st.Completed != 1500 || st.CachedTokens == 0 {
+			t.Errorf("%s: %d of 1500 completed, %d tokens cached", name, st.Completed, st.CachedTokens)
+		}
+	}
 }
