@@ -171,23 +171,31 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	cost, blocks := llama8BOnH100(b)
 	names := slices.DeleteFunc(routerNames(), func(s string) bool { return s == RouterRecorded }) // the trace names no workers
 	names = append(names, "round_robin_online", "autoscale", "disaggregated", "llm_d_precise")
-	for _, s := range []string{RouterRoundRobin, RouterSGLang, RouterLLMD, RouterDynamo, RouterMaxPrefix} {
+	for _, s := range []string{RouterRoundRobin, RouterSGLang, RouterLLMD, RouterDynamo, RouterMaxPrefix, "llm_d_precise"} {
 		names = append(names, "recorded_"+s)
+	}
+	// routerOf is the router configuration a name stands for.
+	routerOf := func(name string) Config {
+		cfg := Config{Workers: 16, Router: name}
+		if name == "llm_d_precise" {
+			cfg.Router, cfg.RouterConfig.PrefixScorer = RouterLLMD, LLMDPrecise
+		}
+		return cfg
 	}
 	for _, name := range names {
 		b.Run(name, func(b *testing.B) {
-			cfg := Config{Workers: 16, Router: name}
+			cfg := routerOf(name)
 			var opts Options
 			reqs := reqs
 			if by, ok := strings.CutPrefix(name, "recorded_"); ok {
 				var out []*trace.Request
-				if _, err := Run(Config{Workers: 16, Router: by}, cost, blocks, reqs, func(r *trace.Request) error {
+				if _, err := Run(routerOf(by), cost, blocks, reqs, func(r *trace.Request) error {
 					out = append(out, r)
 					return nil
 				}); err != nil {
 					b.Fatal(err)
 				}
-				cfg.Router, reqs = RouterRecorded, placedAs(b, reqs, out)
+				cfg, reqs = Config{Workers: 16, Router: RouterRecorded}, placedAs(b, reqs, out)
 				// The set-up's replay leaves the heap grown: its pages
 				// go back, so that the timed replays fault theirs in
 				// as the other configurations' do.
@@ -197,8 +205,6 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 			switch name {
 			case "round_robin_online":
 				cfg.Router, opts.test.noPreRoute = RouterRoundRobin, true
-			case "llm_d_precise":
-				cfg.Router, cfg.RouterConfig.PrefixScorer = RouterLLMD, LLMDPrecise
 			case "disaggregated":
 				cfg.Router = RouterRoundRobin
 				cfg.Disaggregation = DisaggregationConfig{PrefillWorkers: 4, KVBytesPerToken: 131072, TransferGBps: 40, TransferLatencySec: 0.0004}

@@ -46,6 +46,7 @@ type llmD struct {
 	hashTokens int64 // tokens per hash block
 	maxBlocks  int64 // hash blocks per prompt, at most
 	match      []int
+	prefix     []float64 // per slot: the prefix score of the request routed
 	ties       []int
 	// Scratch: the trace blocks a request's hash blocks end in, in
 	// prompt order (reversed in place for the insertion that ends
@@ -62,7 +63,7 @@ func newLLMD(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
 		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
 		index: newPrefixIndex(slots, rc.LRUCapacityTokens), rng: rng,
 		hashTokens: max(rc.PrefixBlockTokens, 1), maxBlocks: rc.MaxPrefixBlocks,
-		match: make([]int, slots),
+		match: make([]int, slots), prefix: make([]float64, slots),
 	}
 }
 
@@ -113,18 +114,44 @@ func (r *llmD) hashedAny(ids []int64, g, tb, n int64) {
 	}
 }
 
-// Route scores the ready workers and collects those tied for the best in
-// the loop that scores them (pickTie picks one).
+// Route scores the ready workers (pick) on the fraction of the prompt's
+// hashed blocks the index says each holds, and inserts the prompt's
+// blocks for the one chosen.
+func (r *llmD) Route(q *Routed, c Cluster) int {
+	ready := c.Ready()
+	total := r.hashed(q)
+	r.index.matchShared(r.ids, r.weights, r.match)
+	prefix, match := r.prefix, r.match[:len(r.prefix)]
+	if total > 0 {
+		blocks := float64(total)
+		for _, w := range ready {
+			prefix[w] = float64(match[w]) / blocks
+		}
+	} else {
+		for _, w := range ready {
+			prefix[w] = 0
+		}
+	}
+	w := r.pick(q, ready, c.Loads())
+	// The index takes an insertion's last id as its least recently used
+	// (a radix tree's leaves go first); llm-d's LRU, its first. (r.ids
+	// is a copy of q's ids: reversing it leaves the trace as it was.)
+	slices.Reverse(r.ids)
+	r.index.insert(w, r.ids, q.BlockSize)
+	return w
+}
+
+// pick weighs the ready workers' prefix scores (r.prefix, by worker) with
+// their queue and KV-usage scores, collects those tied for the best total
+// in the loop that scores them (pickTie picks one), and sets q's score to
+// the chosen worker's total.
 //
 // Note: the loads come in one call (Cluster.Loads), and the totals are
 // not kept: a call and a copy of the load per worker, a slice of totals
 // and a second pass over them (pickMax's) were some 90 of the 185
 // instructions a worker cost (BenchmarkReplayMooncakeRouters/llm_d, 16
 // workers).
-func (r *llmD) Route(q *Routed, c Cluster) int {
-	ready, loads := c.Ready(), c.Loads()
-	total := r.hashed(q)
-	r.index.matchShared(r.ids, r.weights, r.match)
+func (r *llmD) pick(q *Routed, ready []int, loads []WorkerLoad) int {
 	minQ := loads[ready[0]].Waiting
 	maxQ := minQ
 	for _, w := range ready[1:] {
@@ -134,20 +161,16 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 	}
 	// In locals: the loop stores to ties, which the compiler cannot
 	// tell from r's fields.
-	wp, wq, wk, match := r.wp, r.wq, r.wk, r.match
-	blocks, spread, span := float64(total), maxQ > minQ, float64(maxQ-minQ)
+	wp, wq, wk, prefix := r.wp, r.wq, r.wk, r.prefix
+	spread, span := maxQ > minQ, float64(maxQ-minQ)
 	ties, best := r.ties[:0], 0.0
 	for _, w := range ready {
 		l := &loads[w]
-		var prefix float64
-		if total > 0 {
-			prefix = float64(match[w]) / blocks
-		}
 		queue := 1.0
 		if spread {
 			queue = float64(maxQ-l.Waiting) / span
 		}
-		total := wp*prefix + wq*queue + wk*(1-l.KVUsage())
+		total := wp*prefix[w] + wq*queue + wk*(1-l.KVUsage())
 		switch {
 		case len(ties) == 0 || total > best:
 			ties, best = append(ties[:0], w), total
@@ -158,11 +181,6 @@ func (r *llmD) Route(q *Routed, c Cluster) int {
 	r.ties = ties
 	w := pickTie(ties, r.rng)
 	q.Score, q.Scored = best, true
-	// The index takes an insertion's last id as its least recently used
-	// (a radix tree's leaves go first); llm-d's LRU, its first. (r.ids
-	// is a copy of q's ids: reversing it leaves the trace as it was.)
-	slices.Reverse(r.ids)
-	r.index.insert(w, r.ids, q.BlockSize)
 	return w
 }
 

@@ -46,7 +46,7 @@ func newLLMDPrecise(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Rout
 		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
 		index: newPrefixIndex(slots, kvTokens), rng: rng,
 		hashTokens: max(rc.PrefixBlockTokens, 1),
-		match:      make([]int, slots),
+		match:      make([]int, slots), prefix: make([]float64, slots),
 	}}
 }
 
@@ -56,45 +56,36 @@ func (r *llmdPrecise) kvStored(w int, ids []int64, blockSize int64) {
 	r.llm.index.insert(w, ids, blockSize)
 }
 
-// Route scores the ready workers as llmD.Route does, the prefix score a
-// worker's leading keys held over the prompt's keys.
+// Route scores the ready workers as llmD.Route does (pick), the prefix
+// score a worker's leading keys held over the prompt's keys.
+//
+// Note: with trace blocks of whole keys (Mooncake's 512 tokens, keys of
+// 16) a worker holding m trace blocks holds min(m·tb/g, keys) keys, with
+// no division per worker; and the score is never above 1 (the keys held
+// are the prompt's), so llm-d's clip is not taken.
 func (r *llmdPrecise) Route(q *Routed, c Cluster) int {
 	l := r.llm
-	ready, loads := c.Ready(), c.Loads()
-	keys := q.Prompt / l.hashTokens
+	ready := c.Ready()
+	g, tb, prompt := l.hashTokens, q.BlockSize, q.Prompt
+	keys := prompt / g
 	l.index.matchAll(q.HashIDs, l.match)
-	minQ := loads[ready[0]].Waiting
-	maxQ := minQ
-	for _, w := range ready[1:] {
-		minQ = min(minQ, loads[w].Waiting)
-		maxQ = max(maxQ, loads[w].Waiting)
-	}
-	wp, wq, wk, match, tb, g, prompt := l.wp, l.wq, l.wk, l.match, q.BlockSize, l.hashTokens, q.Prompt
-	spread, span := maxQ > minQ, float64(maxQ-minQ)
-	ties, best := l.ties[:0], 0.0
-	for _, w := range ready {
-		ld := &loads[w]
-		var prefix float64
-		if keys > 0 {
-			// The keys whose last token lies in the trace blocks
-			// held, the prompt's at most.
-			held := min(int64(match[w])*tb, prompt) / g
-			prefix = min(float64(held)/float64(keys), 1)
+	prefix, match := l.prefix, l.match[:len(l.prefix)]
+	// The keys whose last token lies in the trace blocks held, the
+	// prompt's at most, over the prompt's.
+	switch n := float64(keys); {
+	case keys == 0:
+		for _, w := range ready {
+			prefix[w] = 0
 		}
-		queue := 1.0
-		if spread {
-			queue = float64(maxQ-ld.Waiting) / span
+	case tb > 0 && tb%g == 0:
+		per := tb / g // keys per trace block
+		for _, w := range ready {
+			prefix[w] = float64(min(int64(match[w])*per, keys)) / n
 		}
-		total := wp*prefix + wq*queue + wk*(1-ld.KVUsage())
-		switch {
-		case len(ties) == 0 || total > best:
-			ties, best = append(ties[:0], w), total
-		case total == best:
-			ties = append(ties, w)
+	default:
+		for _, w := range ready {
+			prefix[w] = float64(min(int64(match[w])*tb, prompt)/g) / n
 		}
 	}
-	l.ties = ties
-	w := pickTie(ties, l.rng)
-	q.Score, q.Scored = best, true
-	return w
+	return l.pick(q, ready, c.Loads())
 }

@@ -58,6 +58,9 @@ func TestLLMDPrecise(t *testing.T) {
 	r = build(t, RouterLLMD, 2, rc).(*llmdPrecise)
 	r.kvStored(0, []int64{5, 6}, 24)
 	route(&Routed{Prompt: 80, HashIDs: []int64{5, 6, 7, 8}, BlockSize: 24}, 0, 2*3.0/5+2, "3 of 5 keys")
+	// … and past the prompt's end, its keys only: 48 tokens held of a
+	// 40-token prompt, two keys of two.
+	route(&Routed{Prompt: 40, HashIDs: []int64{5, 6}, BlockSize: 24}, 0, 2+1+1, "2 of 2 keys")
 }
 
 // In a replay the precise scorer hears the workers' KV events: a
