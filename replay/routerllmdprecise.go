@@ -34,8 +34,19 @@ import "math/rand/v2"
 // 11,963 of the 12,031 requests: TestKVEventMirrorMatchesEngine).
 // lru_capacity_tokens and
 // max_prefix_blocks, the approximate index's capacity and reach, do not
-// apply; nor does llm-d's index's bound of ten pods a key, beyond which
-// it keeps the ten that stored the key last.
+// apply.
+//
+// Not modelled: llm-d's in-memory index keeps at most ten pods a key
+// (podCacheSize), the ten whose BlockStored events for it came last, and
+// a pod missing from a key's list matches none of the keys after it. A
+// prefix that more than ten workers hold is then matched on ten of them
+// only; on the Mooncake conversation trace with 16 workers the first
+// trace block of 12,005 of the 12,031 prompts is held by more than ten
+// at the request's routing (TestLLMDPreciseKeysOverTenPods), so under
+// llm-d's default six of the sixteen workers would score no prefix for
+// nearly every request, where this model scores every holder. Modelling
+// it needs the events to say which blocks a prompt computed anew (vLLM
+// stores no event for a hit), which they do not.
 type llmdPrecise struct {
 	llm *llmD // weights, picker scratch, the index
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"math/bits"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
@@ -105,5 +106,32 @@ func TestLLMDPreciseReplay(t *testing.T) {
 		if st.Completed != 1500 || st.CachedTokens == 0 {
 			t.Errorf("%s: %d of 1500 completed, %d tokens cached", name, st.Completed, st.CachedTokens)
 		}
+	}
+}
+
+// What llm-d's bound of ten pods a key (not modelled) would change: on the
+// Mooncake conversation trace with 16 workers, nearly every prompt starts
+// with a trace block that more than ten workers hold when it is routed
+// (the figure routerllmdprecise.go's doc gives).
+func TestLLMDPreciseKeysOverTenPods(t *testing.T) {
+	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))
+	cost, blocks := llama8BOnH100(t)
+	over := 0
+	routed := func(e *engine, q *Routed, _ int) {
+		x := e.router.(*llmdPrecise).llm.index
+		if len(q.HashIDs) == 0 {
+			return
+		}
+		if s, ok := x.slots.get(q.HashIDs[0]); ok && int(s) < len(x.holders16) && bits.OnesCount16(x.holders16[s]) > 10 {
+			over++
+		}
+	}
+	cfg := Config{Workers: 16, Router: RouterLLMD, RouterConfig: RouterConfig{PrefixScorer: LLMDPrecise}}
+	if _, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(*trace.Request) error { return nil }, Options{test: testSwitches{routed: routed}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d prompts start with a trace block more than ten workers hold", over, len(reqs))
+	if over != 12005 {
+		t.Errorf("%d of %d prompts start with a trace block more than ten workers hold; the doc says 12,005", over, len(reqs))
 	}
 }
