@@ -20,7 +20,9 @@ func TestKVEventMirrorMatchesEngine(t *testing.T) {
 	cost, blocks := llama8BOnH100(t)
 	for _, cfg := range []Config{
 		{Workers: 16, Router: RouterDynamo},
-		{Workers: 16, Router: RouterLLMD, RouterConfig: RouterConfig{PrefixScorer: LLMDPrecise}},
+		// Its index's bound of pods a key above the workers: the
+		// mirror alone (the bound drops holders on purpose).
+		{Workers: 16, Router: RouterLLMD, RouterConfig: RouterConfig{PrefixScorer: LLMDPrecise, PodCacheSize: 16}},
 	} {
 		name := cfg.Router + " " + cfg.RouterConfig.PrefixScorer
 		believed := make([]int64, len(reqs)) // tokens, whole engine blocks

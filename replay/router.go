@@ -97,11 +97,14 @@ type Router interface {
 }
 
 // A kvObserver is a router fed by the workers' KV events (Dynamo's
-// KvIndexer, Opal's KVBM events): the engine tells it, one view tick
-// after the fact, which prefix blocks a worker has computed.
+// KvIndexer, Opal's KVBM events, llm-d's kvblock index): the engine tells
+// it, one view tick after the fact, which prefix blocks a worker holds
+// once it has computed a prompt: all its ids, of which ids[fresh:] it
+// computed (vLLM's BlockStored events; the first fresh it found cached,
+// whole trace blocks of its prefix hit, which store no event).
 type kvObserver interface {
 	Router
-	kvStored(worker int, ids []int64, blockSize int64)
+	kvStored(worker int, ids []int64, blockSize int64, fresh int)
 }
 
 // An activeTracker is a router that follows the requests it sent through

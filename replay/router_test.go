@@ -207,7 +207,7 @@ func TestLLMDEvictsFirstAndMatchesShared(t *testing.T) {
 func TestDynamoKV(t *testing.T) {
 	f := newFake(2)
 	r := build(t, RouterDynamo, 2, RouterConfig{}).(*dynamoKV)
-	r.kvStored(1, []int64{1, 2, 3, 4}, 16) // worker 1 holds 64 tokens of the prefix
+	r.kvStored(1, []int64{1, 2, 3, 4}, 16, 0) // worker 1 holds 64 tokens of the prefix
 	route := func(idx int, ids []int64, want int, cost float64, why string) {
 		t.Helper()
 		q := &Routed{Index: idx, Prompt: 80, Out: 1000, HashIDs: ids, BlockSize: 16, SharedIDs: len(ids)}
@@ -230,7 +230,7 @@ func TestDynamoKV(t *testing.T) {
 	// Trace blocks of 20 tokens, engine blocks of 16: worker 1's match
 	// of two ids (40 tokens) is two whole engine blocks, 32 tokens.
 	r = build(t, RouterDynamo, 2, RouterConfig{}).(*dynamoKV)
-	r.kvStored(1, []int64{7, 8}, 20)
+	r.kvStored(1, []int64{7, 8}, 20, 0)
 	q := &Routed{Index: 0, Prompt: 100, HashIDs: []int64{7, 8, 9}, BlockSize: 20, SharedIDs: 3}
 	if w := r.Route(q, f); w != 1 || q.Score != 68.0/16+6 {
 		t.Errorf("trace blocks of 20: went to %d (logit %v), want 1 (%v = (100 − 32)/16 + 6)", w, q.Score, 68.0/16+6)
@@ -248,7 +248,7 @@ func TestDynamoKVPrefillRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rt.(*dynamoKV)
-	r.kvStored(1, []int64{1, 2, 3, 4}, 16)
+	r.kvStored(1, []int64{1, 2, 3, 4}, 16, 0)
 	q := &Routed{Index: 0, Prompt: 80, HashIDs: []int64{1, 2, 3, 4, 5}, BlockSize: 16, SharedIDs: 5}
 	if w := r.Route(q, f); w != 1 || q.Score != 1 {
 		t.Errorf("went to %d (logit %v), want 1 (16/16: no blocks term)", w, q.Score)
@@ -294,7 +294,7 @@ func TestDynamoSoftmaxPick(t *testing.T) {
 	// one worker; the score stays the chosen worker's logit.
 	f := newFake(2)
 	r := build(t, RouterDynamo, 2, RouterConfig{RouterTemperature: 1}).(*dynamoKV)
-	r.kvStored(1, []int64{1, 2, 3, 4}, 16)
+	r.kvStored(1, []int64{1, 2, 3, 4}, 16, 0)
 	seen := map[int]int{}
 	for i := range 400 {
 		q := &Routed{Index: i, Prompt: 80, HashIDs: []int64{1, 2, 3, 4, 5}, BlockSize: 16, SharedIDs: 5}
@@ -314,7 +314,7 @@ func TestDynamoSoftmaxPick(t *testing.T) {
 func TestMaxPrefix(t *testing.T) {
 	f := newFake(3)
 	r := build(t, RouterMaxPrefix, 3, RouterConfig{}).(*maxPrefix)
-	r.kvStored(2, []int64{7, 8}, 16)
+	r.kvStored(2, []int64{7, 8}, 16, 0)
 	q := &Routed{HashIDs: []int64{7, 8, 9, 10}, BlockSize: 16}
 	if w := r.Route(q, f); w != 2 || q.Score != 0.5 {
 		t.Errorf("chose %d (score %v), want 2 (0.5)", w, q.Score)

@@ -51,8 +51,10 @@ type RouterConfig struct {
 	// 1) and whose key block is prefix_block_tokens (default: the
 	// worker's KV block, as its events' keys must be);
 	// lru_capacity_tokens and max_prefix_blocks are the approximate
-	// scorer's alone.
+	// scorer's alone. PodCacheSize is the precise scorer's index's most
+	// pods a key (llm-d's podCacheSize, 10).
 	PrefixScorer      string   `yaml:"prefix_scorer,omitempty"`
+	PodCacheSize      int      `yaml:"pod_cache_size,omitempty"`
 	PrefixWeight      *float64 `yaml:"prefix_weight,omitempty"`
 	QueueWeight       *float64 `yaml:"queue_weight,omitempty"`
 	KVUsageWeight     *float64 `yaml:"kv_usage_weight,omitempty"`
@@ -99,6 +101,7 @@ const (
 	llmdPrecisePrefixWeight   = 2
 	llmdPreciseQueueWeight    = 1
 	llmdPreciseKVUsageWeight  = 1
+	llmdPodCacheSize          = 10
 	dynamoOverlapScoreWeight  = 1
 	sessionHashBalanceFactor  = 1.25
 )
@@ -126,6 +129,9 @@ func (c RouterConfig) withDefaults(router string, kvTokens, blockSize int64) Rou
 		}
 		if c.PrefixScorer == LLMDPrecise {
 			wp, wq, wk = llmdPrecisePrefixWeight, llmdPreciseQueueWeight, llmdPreciseKVUsageWeight
+			if c.PodCacheSize == 0 {
+				c.PodCacheSize = llmdPodCacheSize
+			}
 		}
 		if c.PrefixWeight == nil {
 			c.PrefixWeight = ptr(wp)
@@ -188,6 +194,9 @@ func (c RouterConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	if v := c.PrefixScorer; v != "" && v != LLMDApproximate && v != LLMDPrecise {
 		bad("router_config.prefix_scorer", "%q is not %s or %s", v, LLMDApproximate, LLMDPrecise)
+	}
+	if c.PodCacheSize < 0 {
+		bad("router_config.pod_cache_size", "negative (%d)", c.PodCacheSize)
 	}
 	if c.MaxPrefixBlocks < 0 {
 		bad("router_config.max_prefix_blocks", "negative (%d)", c.MaxPrefixBlocks)

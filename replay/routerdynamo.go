@@ -80,7 +80,7 @@ func (r *dynamoKV) resetWorker(w int) {
 	r.active.dropWorker(w)
 }
 
-func (r *dynamoKV) kvStored(w int, ids []int64, blockSize int64) {
+func (r *dynamoKV) kvStored(w int, ids []int64, blockSize int64, _ int) {
 	r.index.insert(w, ids, blockSize)
 }
 

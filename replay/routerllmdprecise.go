@@ -1,6 +1,9 @@
 package replay
 
-import "math/rand/v2"
+import (
+	"math/bits"
+	"math/rand/v2"
+)
 
 // llmdPrecise is llm-d's inference scheduler with its
 // precise-prefix-cache-scorer in place of the approximate one
@@ -23,32 +26,36 @@ import "math/rand/v2"
 //
 // Its score is the chosen worker's weighted total.
 //
-// Note: the index is dynamoKV's: it takes the workers' stored events, as
+// Note: the index is dynamoKV's mirror with lists on it (below): the
+// mirror takes the workers' stored events, as
 // the engine reports a computed prompt, delivered on the view's ticks,
 // at the trace's block granularity (a trace block stands for the keys
 // that end in it, so a pod holds a key when it holds the trace block of
 // the key's last token), and mirrors each worker's KV capacity, least
 // recently used first, for the removal events the engine's caches do not
 // report (on the Mooncake conversation trace with 16 workers, what it
-// says the chosen worker holds is what the worker's cache gives for
-// 11,963 of the 12,031 requests: TestKVEventMirrorMatchesEngine).
-// lru_capacity_tokens and
+// says the chosen worker holds, the lists aside, is what the worker's
+// cache gives for 11,963 of the 12,031 requests:
+// TestKVEventMirrorMatchesEngine). lru_capacity_tokens and
 // max_prefix_blocks, the approximate index's capacity and reach, do not
 // apply.
 //
-// Not modelled: llm-d's in-memory index keeps at most ten pods a key
-// (podCacheSize), the ten whose BlockStored events for it came last, and
-// a pod missing from a key's list matches none of the keys after it. A
-// prefix that more than ten workers hold is then matched on ten of them
-// only; on the Mooncake conversation trace with 16 workers the first
-// trace block of 12,005 of the 12,031 prompts is held by more than ten
-// at the request's routing (TestLLMDPreciseKeysOverTenPods), so under
-// llm-d's default six of the sixteen workers would score no prefix for
-// nearly every request, where this model scores every holder. Modelling
-// it needs the events to say which blocks a prompt computed anew (vLLM
-// stores no event for a hit), which they do not.
+// llm-d's in-memory index keeps at most pod_cache_size pods a key (its
+// podCacheSize, 10): the ones whose BlockStored events for it came last
+// (an event for a pod it lists moves the pod to the front; a removal
+// drops it), and a pod missing from a key's list matches none of the keys
+// after it. So a worker stores a key when it computes the trace block
+// (the events' ids past those its prompt hit), not when it hits it, and
+// the lists hold workers, most recent first (podLists). This matters: on
+// the Mooncake conversation trace with 16 workers the first trace block
+// of 12,005 of the 12,031 prompts is held by more than ten workers when
+// the request is routed, and six of them, unlisted for it, match no
+// prompt that starts with it; the hit rate is 0.1921 where an index
+// listing every holder gives 0.2467 (TestLLMDPreciseKeysOverTenPods).
 type llmdPrecise struct {
-	llm *llmD // weights, picker scratch, the index
+	llm    *llmD // weights, picker scratch, the index
+	pods   podLists
+	active []int32 // scratch: the workers still matching, in Route
 }
 
 func newLLMDPrecise(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
@@ -58,13 +65,24 @@ func newLLMDPrecise(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Rout
 		index: newPrefixIndex(slots, kvTokens), rng: rng,
 		hashTokens: max(rc.PrefixBlockTokens, 1),
 		match:      make([]int, slots), prefix: make([]float64, slots),
-	}}
+	}, pods: podLists{max: rc.PodCacheSize}}
 }
 
-func (r *llmdPrecise) resetWorker(w int) { r.llm.index.dropWorker(w) }
+func (r *llmdPrecise) resetWorker(w int) {
+	r.llm.index.dropWorker(w)
+	r.pods.dropWorker(w)
+}
 
-func (r *llmdPrecise) kvStored(w int, ids []int64, blockSize int64) {
-	r.llm.index.insert(w, ids, blockSize)
+// kvStored mirrors the worker's cache with every id, and lists the
+// worker first for the ids it computed.
+func (r *llmdPrecise) kvStored(w int, ids []int64, blockSize int64, fresh int) {
+	x := r.llm.index
+	x.insert(w, ids, blockSize)
+	for _, id := range ids[fresh:] {
+		if s, ok := x.slots.get(id); ok {
+			r.pods.store(x, s, w)
+		}
+	}
 }
 
 // Route scores the ready workers as llmD.Route does (pick), the prefix
@@ -79,7 +97,7 @@ func (r *llmdPrecise) Route(q *Routed, c Cluster) int {
 	ready := c.Ready()
 	g, tb, prompt := l.hashTokens, q.BlockSize, q.Prompt
 	keys := prompt / g
-	l.index.matchAll(q.HashIDs, l.match)
+	r.longestPrefix(q.HashIDs, l.match)
 	prefix, match := l.prefix, l.match[:len(l.prefix)]
 	// The keys whose last token lies in the trace blocks held, the
 	// prompt's at most, over the prompt's.
@@ -99,4 +117,160 @@ func (r *llmdPrecise) Route(q *Routed, c Cluster) int {
 		}
 	}
 	return l.pick(q, ready, c.Loads())
+}
+
+// longestPrefix sets n[w] to the leading ids worker w matches as llm-d's
+// LongestPrefixScorer counts them: the workers listed for the first id
+// (and holding it still: the mirror's evictions stand for removal
+// events), then at each id those of them listed again, until none is.
+func (r *llmdPrecise) longestPrefix(ids []int64, n []int) {
+	if r.llm.index.workers <= 64 {
+		r.longestPrefixBits(ids, n)
+		return
+	}
+	r.longestPrefixLists(ids, n)
+}
+
+// longestPrefixLists is longestPrefix for any number of workers: the
+// workers still matching in a slice, each tested against the lists.
+func (r *llmdPrecise) longestPrefixLists(ids []int64, n []int) {
+	clear(n)
+	x := r.llm.index
+	active := r.active[:0]
+	for j, id := range ids {
+		s, ok := x.slots.get(id)
+		if !ok {
+			break
+		}
+		if j == 0 {
+			for _, w := range r.pods.of(s) {
+				if x.holds(int(w), s) {
+					active = append(active, w)
+				}
+			}
+		} else {
+			kept := active[:0]
+			for _, w := range active {
+				if r.pods.has(s, w) && x.holds(int(w), s) {
+					kept = append(kept, w)
+				}
+			}
+			active = kept
+		}
+		if len(active) == 0 {
+			break
+		}
+		for _, w := range active {
+			n[w]++
+		}
+	}
+	r.active = active
+}
+
+// longestPrefixBits is longestPrefix with a bit per worker: the workers
+// still matching are a word, and a worker's count is set once, where it
+// drops out.
+//
+// Note: a worker's list membership tested id by id (podLists.has, ten
+// entries) for each worker still matching was some 30 M instructions of
+// BenchmarkReplayMooncakeRouters/llm_d_precise.
+func (r *llmdPrecise) longestPrefixBits(ids []int64, n []int) {
+	clear(n)
+	x := r.llm.index
+	var active uint64
+	j := 0
+	for ; j < len(ids); j++ {
+		s, ok := x.slots.get(ids[j])
+		if !ok {
+			break
+		}
+		var listed uint64
+		for _, w := range r.pods.of(s) {
+			listed |= 1 << uint(w)
+		}
+		held := listed & x.holderBits(s)
+		if j > 0 {
+			held &= active
+		}
+		for gone := active &^ held; gone != 0; gone &= gone - 1 {
+			n[bits.TrailingZeros64(gone)] = j
+		}
+		if active = held; active == 0 {
+			return
+		}
+	}
+	for ; active != 0; active &= active - 1 {
+		n[bits.TrailingZeros64(active)] = j
+	}
+}
+
+// podLists holds, per slot, the workers llm-d's index lists for the key,
+// most recently stored first, at most max (a removal event's worker may
+// stay listed until the next store purges it: a worker counts only while
+// the mirror says it holds the slot). Slot s's list is ents[s·max:]
+// [:n[s]], flat, so that the lists are two slices for the collector, not
+// one per slot.
+type podLists struct {
+	max  int
+	n    []int32
+	ents []int32
+	buf  []int32 // scratch: a list being rebuilt
+}
+
+func (p *podLists) of(s int32) []int32 {
+	if int(s) >= len(p.n) {
+		return nil
+	}
+	at := int(s) * p.max
+	return p.ents[at : at+int(p.n[s])]
+}
+
+// has reports whether slot s lists worker w.
+func (p *podLists) has(s int32, w int32) bool {
+	for _, v := range p.of(s) {
+		if v == w {
+			return true
+		}
+	}
+	return false
+}
+
+// store lists worker w first for slot s: the workers the mirror no longer
+// says hold it go (their removal events), w moves to the front or comes
+// in there, and the last goes when there are more than max.
+func (p *podLists) store(x *prefixIndex, s int32, w int) {
+	if int(s) >= len(p.n) {
+		n := max(int(s)+1, 2*len(p.n))
+		p.n = append(p.n, make([]int32, n-len(p.n))...)
+		p.ents = append(p.ents, make([]int32, n*p.max-len(p.ents))...)
+	}
+	at := int(s) * p.max
+	buf := append(p.buf[:0], int32(w))
+	for _, v := range p.ents[at : at+int(p.n[s])] {
+		if len(buf) == p.max {
+			break
+		}
+		if int(v) != w && x.holds(int(v), s) {
+			buf = append(buf, v)
+		}
+	}
+	copy(p.ents[at:at+p.max], buf)
+	p.n[s] = int32(len(buf))
+	p.buf = buf
+}
+
+// dropWorker unlists worker w everywhere: it was started afresh.
+func (p *podLists) dropWorker(w int) {
+	for s := range p.n {
+		at := s * p.max
+		l := p.ents[at : at+int(p.n[s])]
+		k := 0
+		for _, v := range l {
+			if int(v) != w {
+				l[k] = v
+				k++
+			}
+		}
+		p.n[s] = int32(k)
+	}
 }

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"math/bits"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/internal/shareddata"
@@ -22,8 +24,8 @@ func TestLLMDPrecise(t *testing.T) {
 	}
 	f := newFake(2)
 	r := build(t, RouterLLMD, 2, rc).(*llmdPrecise)
-	r.kvStored(1, []int64{1, 2, 3, 4}, 32)
-	r.kvStored(0, []int64{1}, 32)
+	r.kvStored(1, []int64{1, 2, 3, 4}, 32, 0)
+	r.kvStored(0, []int64{1}, 32, 0)
 	route := func(q *Routed, want int, score float64, why string) {
 		t.Helper()
 		if w := r.Route(q, f); (want >= 0 && w != want) || q.Score != score {
@@ -57,11 +59,109 @@ func TestLLMDPrecise(t *testing.T) {
 	// Trace blocks of 24 tokens, keys of 16: two trace blocks held are
 	// 48 tokens, three keys of the prompt's five.
 	r = build(t, RouterLLMD, 2, rc).(*llmdPrecise)
-	r.kvStored(0, []int64{5, 6}, 24)
+	r.kvStored(0, []int64{5, 6}, 24, 0)
 	route(&Routed{Prompt: 80, HashIDs: []int64{5, 6, 7, 8}, BlockSize: 24}, 0, 2*3.0/5+2, "3 of 5 keys")
 	// … and past the prompt's end, its keys only: 48 tokens held of a
 	// 40-token prompt, two keys of two.
 	route(&Routed{Prompt: 40, HashIDs: []int64{5, 6}, BlockSize: 24}, 0, 2+1+1, "2 of 2 keys")
+}
+
+// llm-d's index lists at most pod_cache_size workers a key, those that
+// stored it last: a hit stores nothing, computing it again lists the
+// worker first, and a worker that no longer holds it (a removal) leaves
+// its place at the next store. A worker matches the leading keys that
+// list it.
+func TestLLMDPrecisePodCache(t *testing.T) {
+	r := build(t, RouterLLMD, 12, RouterConfig{PrefixScorer: LLMDPrecise}).(*llmdPrecise)
+	if r.pods.max != 10 {
+		t.Fatalf("pod_cache_size %d, want 10 by default", r.pods.max)
+	}
+	for w := range 12 {
+		r.kvStored(w, []int64{1, 2}, 16, 0)
+	}
+	n := make([]int, 12)
+	check := func(ids []int64, want []int, why string) {
+		t.Helper()
+		r.longestPrefix(ids, n)
+		if !slices.Equal(n, want) {
+			t.Errorf("%s: matches %v, want %v", why, n, want)
+		}
+	}
+	check([]int64{1, 2, 3}, []int{0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "twelve stored, the first two unlisted")
+	r.kvStored(0, []int64{1, 2}, 16, 2)
+	check([]int64{1, 2}, []int{0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "worker 0 hit both: no store")
+	r.kvStored(0, []int64{1, 2}, 16, 1)
+	check([]int64{1, 2}, []int{0, 0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "worker 0 hit 1, computed 2: listed first for 2 only (no match, 1 comes first); worker 2, the last for 2, out of it")
+	check([]int64{2}, []int{1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "… but it matches a prompt that starts with 2, where worker 2 went")
+	r.kvStored(0, []int64{1, 2}, 16, 0)
+	check([]int64{1, 2}, []int{2, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "worker 0 computed both again: first, worker 2 the last for 1")
+	r.resetWorker(5)
+	r.kvStored(1, []int64{1}, 16, 0)
+	check([]int64{1}, []int{1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1}, "worker 5 restarted: its place goes to worker 1, worker 3 stays")
+	// Worker 4's mirror evicts key 1 (1,100 newer blocks of 16 tokens
+	// where it holds 1,000): it matches no more, and the next store
+	// gives its place to the newcomer, so worker 3 stays listed.
+	ids := make([]int64, 1100)
+	for i := range ids {
+		ids[i] = int64(1000 + i)
+	}
+	r.kvStored(4, ids, 16, 0)
+	check([]int64{1}, []int{1, 1, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1}, "worker 4's copy evicted")
+	r.kvStored(5, []int64{1}, 16, 0)
+	check([]int64{1}, []int{1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1}, "worker 5 stored it: worker 4's place")
+	// Worker 6's mirror evicts key 2 alone (999 newer blocks beside its
+	// two; within one insertion the deeper goes first): still listed
+	// for 2, it matches key 1 only.
+	r.kvStored(6, ids[:999], 16, 0)
+	check([]int64{1, 2}, []int{2, 1, 0, 2, 0, 1, 1, 2, 2, 2, 2, 2}, "worker 6 holds 1, not 2")
+	// In a route: worker 0, unlisted for 1, scores no prefix.
+	f := newFake(12)
+	r = build(t, RouterLLMD, 12, RouterConfig{PrefixScorer: LLMDPrecise, PodCacheSize: 1}).(*llmdPrecise)
+	r.kvStored(0, []int64{1}, 16, 0)
+	r.kvStored(7, []int64{1}, 16, 0)
+	q := &Routed{Prompt: 16, HashIDs: []int64{1}, BlockSize: 16}
+	if w := r.Route(q, f); w != 7 || q.Score != 4 {
+		t.Errorf("pod_cache_size 1: went to %d (score %v), want 7 (4), the worker listed last", w, q.Score)
+	}
+}
+
+// longestPrefix's two ways (a word of bits up to 64 workers, lists
+// beyond) agree, after random stores, hits, evictions and restarts.
+func TestLLMDPreciseLongestPrefixWays(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 20 {
+		workers := 2 + rng.IntN(20)
+		r := build(t, RouterLLMD, workers, RouterConfig{PrefixScorer: LLMDPrecise, PodCacheSize: 1 + rng.IntN(8)}).(*llmdPrecise)
+		prompt := func() []int64 { // a path in a small tree of ids
+			ids := make([]int64, 1+rng.IntN(6))
+			for j := range ids {
+				ids[j] = int64(j*10 + rng.IntN(3))
+			}
+			return ids
+		}
+		a, b := make([]int, workers), make([]int, workers)
+		for op := range 400 {
+			switch k := rng.IntN(20); {
+			case k == 0:
+				r.resetWorker(rng.IntN(workers))
+			case k < 3: // many blocks: the mirror evicts
+				ids := make([]int64, 200+rng.IntN(900))
+				for j := range ids {
+					ids[j] = int64(100000 + op*2000 + j)
+				}
+				r.kvStored(rng.IntN(workers), ids, 16, 0)
+			default:
+				ids := prompt()
+				r.kvStored(rng.IntN(workers), ids, 16, rng.IntN(len(ids)+1))
+			}
+			ids := prompt()
+			r.longestPrefixBits(ids, a)
+			r.longestPrefixLists(ids, b)
+			if !slices.Equal(a, b) {
+				t.Fatalf("round %d op %d, %d workers, ids %v: bits %v, lists %v", round, op, workers, ids, a, b)
+			}
+		}
+	}
 }
 
 // In a replay the precise scorer hears the workers' KV events: a
@@ -98,6 +198,7 @@ func TestLLMDPreciseReplay(t *testing.T) {
 		"autoscaled":     {Workers: 1, Router: RouterLLMD, RouterConfig: precise, Autoscale: AutoscaleConfig{Metric: MetricQueueDepth, Target: 2, MaxReplicas: 4, SyncPeriodSec: 1, ScaleDownStabilizationSec: ptr(10.0)}},
 		"disaggregated":  {Workers: 6, Router: RouterLLMD, RouterConfig: precise, Disaggregation: DisaggregationConfig{PrefillWorkers: 2, KVBytesPerToken: 131072, TransferGBps: 40}},
 		"view 2 s stale": {Workers: 8, Router: RouterLLMD, RouterConfig: RouterConfig{PrefixScorer: LLMDPrecise, ViewIntervalSec: 2}},
+		"80 workers":     {Workers: 80, Router: RouterLLMD, RouterConfig: precise}, // lists without holder words
 	} {
 		st, err := Run(cfg, cost, blocks, reqs[:1500], func(*trace.Request) error { return nil })
 		if err != nil {
@@ -109,10 +210,12 @@ func TestLLMDPreciseReplay(t *testing.T) {
 	}
 }
 
-// What llm-d's bound of ten pods a key (not modelled) would change: on the
-// Mooncake conversation trace with 16 workers, nearly every prompt starts
-// with a trace block that more than ten workers hold when it is routed
-// (the figure routerllmdprecise.go's doc gives).
+// What llm-d's bound of ten pods a key changes: on the Mooncake
+// conversation trace with 16 workers nearly every prompt starts with a
+// trace block that more than ten workers hold when it is routed (the
+// figure routerllmdprecise.go's doc gives), so the bound leaves some of
+// them unlisted for it, and the replay differs from one whose index lists
+// every holder.
 func TestLLMDPreciseKeysOverTenPods(t *testing.T) {
 	reqs := readMooncake(t, shareddata.Path(t, "traces/mooncake/conversation_trace.jsonl"))
 	cost, blocks := llama8BOnH100(t)
@@ -126,12 +229,25 @@ func TestLLMDPreciseKeysOverTenPods(t *testing.T) {
 			over++
 		}
 	}
-	cfg := Config{Workers: 16, Router: RouterLLMD, RouterConfig: RouterConfig{PrefixScorer: LLMDPrecise}}
-	if _, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(*trace.Request) error { return nil }, Options{test: testSwitches{routed: routed}}); err != nil {
-		t.Fatal(err)
+	var cached [2]int64
+	for i, size := range []int{16, 10} {
+		cfg := Config{Workers: 16, Router: RouterLLMD, RouterConfig: RouterConfig{PrefixScorer: LLMDPrecise, PodCacheSize: size}}
+		var opts Options
+		if size == 16 {
+			opts.test.routed = routed
+		}
+		st, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(*trace.Request) error { return nil }, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached[i] = st.CachedTokens
+		t.Logf("pod_cache_size %d: hit rate %.4f", size, float64(st.CachedTokens)/float64(st.PromptTokens))
 	}
 	t.Logf("%d of %d prompts start with a trace block more than ten workers hold", over, len(reqs))
 	if over != 12005 {
 		t.Errorf("%d of %d prompts start with a trace block more than ten workers hold; the doc says 12,005", over, len(reqs))
+	}
+	if cached[0] == cached[1] {
+		t.Errorf("pod_cache_size 10 and 16 cached as many tokens (%d): the bound changed nothing", cached[0])
 	}
 }

@@ -28,7 +28,7 @@ func newMaxPrefix(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router
 
 func (r *maxPrefix) resetWorker(w int) { r.index.dropWorker(w) }
 
-func (r *maxPrefix) kvStored(w int, ids []int64, blockSize int64) {
+func (r *maxPrefix) kvStored(w int, ids []int64, blockSize int64, _ int) {
 	r.index.insert(w, ids, blockSize)
 }
 

@@ -687,6 +687,41 @@ func insertBits[H holderWord](x *prefixIndex, holders []H, w int, slots []int32)
 	x.count[w] = count
 }
 
+// holds reports whether worker w holds slot s.
+func (x *prefixIndex) holds(w int, s int32) bool {
+	switch {
+	case x.workers <= 16:
+		return int(s) < len(x.holders16) && x.holders16[s]>>w&1 != 0
+	case x.workers <= 32:
+		return int(s) < len(x.holders32) && x.holders32[s]>>w&1 != 0
+	case x.workers <= 64:
+		return int(s) < len(x.holders64) && x.holders64[s]>>w&1 != 0
+	}
+	u := &x.uses[w]
+	c := uint32(s) / useChunk
+	return int(c) < len(u.rows) && u.rows[c] != nil && u.rows[c][uint32(s)%useChunk] != 0
+}
+
+// holderBits returns slot s's holder bits, a bit per worker (at most 64
+// workers).
+func (x *prefixIndex) holderBits(s int32) uint64 {
+	switch {
+	case x.workers <= 16:
+		if int(s) < len(x.holders16) {
+			return uint64(x.holders16[s])
+		}
+	case x.workers <= 32:
+		if int(s) < len(x.holders32) {
+			return uint64(x.holders32[s])
+		}
+	default:
+		if int(s) < len(x.holders64) {
+			return x.holders64[s]
+		}
+	}
+	return 0
+}
+
 // dropWorker forgets everything worker w held: it was started afresh.
 func (x *prefixIndex) dropWorker(w int) {
 	u := &x.uses[w]

@@ -30,6 +30,7 @@ type routerView struct {
 type kvEvent struct {
 	at        trace.Time
 	worker    int32
+	fresh     int32 // ids[fresh:] computed, the others hit (kvObserver)
 	blockSize int64
 	ids       []int64
 }
@@ -115,7 +116,7 @@ func (v *routerView) refresh(now trace.Time) {
 	kept := v.pending[:0]
 	for _, ev := range v.pending {
 		if v.due(ev.at) <= tick {
-			v.kv.kvStored(int(ev.worker), ev.ids, ev.blockSize)
+			v.kv.kvStored(int(ev.worker), ev.ids, ev.blockSize, int(ev.fresh))
 			continue
 		}
 		kept = append(kept, ev)
@@ -144,7 +145,12 @@ func (v *routerView) prefilled(w *worker, r *reqState, at trace.Time) {
 	if v.kv == nil || r.in == nil || len(r.in.HashIDs) == 0 || !r.in.BlockSize.OK {
 		return
 	}
-	v.pending = append(v.pending, kvEvent{at: at, worker: int32(w.id), blockSize: r.in.BlockSize.V, ids: r.in.HashIDs})
+	bs, ids := r.in.BlockSize.V, r.in.HashIDs
+	var fresh int64 // whole trace blocks hit at the first schedule
+	if bs > 0 {
+		fresh = min(r.cached/bs, int64(len(ids)))
+	}
+	v.pending = append(v.pending, kvEvent{at: at, worker: int32(w.id), fresh: int32(fresh), blockSize: bs, ids: ids})
 }
 
 // sent counts request r as outstanding on its worker.
