@@ -238,6 +238,9 @@ func (c Config) Validate() error {
 		bad("router", "unknown router %q (want %s)", c.Router, orList(routerNames()))
 	}
 	c.RouterConfig.validate(bad)
+	if c.Router == RouterLLMD && c.RouterConfig.PrefixScorer == LLMDPrecise && c.Workers > maxListedWorkers {
+		bad("workers", "%d: llm_d's precise scorer lists at most %d workers", c.Workers, maxListedWorkers)
+	}
 	if c.Router == RouterRecorded {
 		// The placement is the trace's: no fleet that changes under
 		// it, no proxy that places the prefill and decode halves.

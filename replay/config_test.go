@@ -45,6 +45,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"router: llm_d\nrouter_config:\n  prefix_block_tokens: -16\n", "c.yaml:3: router_config.prefix_block_tokens: negative (-16)"},
 		{"router: llm_d\nrouter_config:\n  prefix_scorer: exact\n", "c.yaml:3: router_config.prefix_scorer: \"exact\" is not approximate or precise"},
 		{"router: llm_d\nrouter_config:\n  prefix_scorer: precise\n  pod_cache_size: -1\n", "c.yaml:4: router_config.pod_cache_size: negative (-1)"},
+		{"workers: 70000\nrouter: llm_d\nrouter_config:\n  prefix_scorer: precise\n", "c.yaml:1: workers: 70000: llm_d's precise scorer lists at most 65535 workers"},
 		{"router: dynamo_kv\nrouter_config:\n  router_temperature: -0.5\n", "c.yaml:3: router_config.router_temperature: -0.5 is not a non-negative number"},
 		{"workload:\n  mode: open\n  time_scale: -1\n", "c.yaml:3: workload.time_scale: -1 is not a non-negative number"},
 		{"workload:\n  mode: burst\n", "c.yaml:2: workload.mode: unknown mode"},
