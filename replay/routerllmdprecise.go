@@ -77,11 +77,8 @@ func (r *llmdPrecise) resetWorker(w int) {
 // worker first for the ids it computed.
 func (r *llmdPrecise) kvStored(w int, ids []int64, blockSize int64, fresh int) {
 	x := r.llm.index
-	x.insert(w, ids, blockSize)
-	for _, id := range ids[fresh:] {
-		if s, ok := x.slots.get(id); ok {
-			r.pods.store(x, s, w)
-		}
+	for _, s := range x.insert(w, ids, blockSize)[fresh:] {
+		r.pods.store(x, s, w)
 	}
 }
 
@@ -209,7 +206,7 @@ func (r *llmdPrecise) longestPrefixBits(ids []int64, n []int) {
 // stay listed until the next store purges it: a worker counts only while
 // the mirror says it holds the slot).
 //
-// Note: in chunks of listChunk slots, made as stores reach them and never
+// Note: in chunks of listSlots slots, made as stores reach them and never
 // copied, a worker a uint16: one slice of int32 lists doubled as slots
 // came was 28 MB more allocated a replay of the Mooncake trace on 16
 // workers (-benchmem, 107.5 against 79.6 MB without the lists) and 1.45×

@@ -269,9 +269,11 @@ func matchSharedBits[H holderWord](x *prefixIndex, holders []H, ids, weights []i
 }
 
 // insert records that worker w holds ids, blockSize tokens each, and
-// evicts its least recently used blocks beyond the capacity.
-func (x *prefixIndex) insert(w int, ids []int64, blockSize int64) {
-	x.insertHeld(w, ids, blockSize, 0)
+// evicts its least recently used blocks beyond the capacity. It returns
+// the ids' slots, in order (x.slotBuf: valid until the next insertion).
+func (x *prefixIndex) insert(w int, ids []int64, blockSize int64) []int32 {
+	x.insertHeld(w, ids, blockSize, 0) // held 0: every id gets its slot
+	return x.slotBuf
 }
 
 // insertHeld is insert for a w that holds ids' first held already
@@ -689,13 +691,8 @@ func insertBits[H holderWord](x *prefixIndex, holders []H, w int, slots []int32)
 
 // holds reports whether worker w holds slot s.
 func (x *prefixIndex) holds(w int, s int32) bool {
-	switch {
-	case x.workers <= 16:
-		return int(s) < len(x.holders16) && x.holders16[s]>>w&1 != 0
-	case x.workers <= 32:
-		return int(s) < len(x.holders32) && x.holders32[s]>>w&1 != 0
-	case x.workers <= 64:
-		return int(s) < len(x.holders64) && x.holders64[s]>>w&1 != 0
+	if x.workers <= 64 {
+		return x.holderBits(s)>>w&1 != 0
 	}
 	u := &x.uses[w]
 	c := uint32(s) / useChunk
