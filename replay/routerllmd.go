@@ -59,11 +59,20 @@ func newLLMD(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
 	if rc.PrefixScorer == LLMDPrecise {
 		return newLLMDPrecise(cfg, slots, kvTokens, rng)
 	}
+	l := newLLMDScorer(rc, slots, rc.LRUCapacityTokens, rng)
+	l.maxBlocks = rc.MaxPrefixBlocks
+	return l
+}
+
+// newLLMDScorer returns an llmD with rc's weights and key block, and a
+// prefix index of capTokens a worker (0: unbounded): the approximate
+// scorer's router, or the precise scorer's weights, picker and mirror.
+func newLLMDScorer(rc RouterConfig, slots int, capTokens int64, rng *rand.Rand) *llmD {
 	return &llmD{
 		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
-		index: newPrefixIndex(slots, rc.LRUCapacityTokens), rng: rng,
-		hashTokens: max(rc.PrefixBlockTokens, 1), maxBlocks: rc.MaxPrefixBlocks,
-		match: make([]int, slots), prefix: make([]float64, slots),
+		index: newPrefixIndex(slots, capTokens), rng: rng,
+		hashTokens: max(rc.PrefixBlockTokens, 1),
+		match:      make([]int, slots), prefix: make([]float64, slots),
 	}
 }
 

@@ -3,6 +3,7 @@ package replay
 import (
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 )
 
 // llmdPrecise is llm-d's inference scheduler with its
@@ -60,12 +61,7 @@ type llmdPrecise struct {
 
 func newLLMDPrecise(cfg *Config, slots int, kvTokens int64, rng *rand.Rand) Router {
 	rc := cfg.RouterConfig
-	return &llmdPrecise{llm: &llmD{
-		wp: *rc.PrefixWeight, wq: *rc.QueueWeight, wk: *rc.KVUsageWeight,
-		index: newPrefixIndex(slots, kvTokens), rng: rng,
-		hashTokens: max(rc.PrefixBlockTokens, 1),
-		match:      make([]int, slots), prefix: make([]float64, slots),
-	}, pods: podLists{max: min(rc.PodCacheSize, slots)}}
+	return &llmdPrecise{llm: newLLMDScorer(rc, slots, kvTokens, rng), pods: podLists{max: min(rc.PodCacheSize, slots)}}
 }
 
 func (r *llmdPrecise) resetWorker(w int) {
@@ -286,14 +282,7 @@ func (p *podLists) dropWorker(w int) {
 		}
 		for i := range k.n {
 			l := k.ents[i*p.max : i*p.max+int(k.n[i])]
-			m := 0
-			for _, v := range l {
-				if int(v) != w {
-					l[m] = v
-					m++
-				}
-			}
-			k.n[i] = uint16(m)
+			k.n[i] = uint16(len(slices.DeleteFunc(l, func(v uint16) bool { return int(v) == w })))
 		}
 	}
 }
