@@ -3,7 +3,9 @@ package replay
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -166,6 +168,30 @@ func BenchmarkReplayMooncake(b *testing.B) {
 // what the placement costs the engine (the recorded router places each
 // request as it arrives, as NAME does, so its engine indexes shared
 // blocks as NAME's does).
+// TestEngineworkRejectsBadCounts runs scripts/enginework, which times
+// BenchmarkReplayMooncakeRouters, with rounds and iterations that are not
+// whole numbers above 0: it must say so and exit 2 before it builds or
+// runs anything.
+func TestEngineworkRejectsBadCounts(t *testing.T) {
+	for _, args := range [][]string{
+		{"--time", "0", "llm_d"},
+		{"--time", "x"},
+		{"--time", "3", "--iterations", "0"},
+		{"--time", "3", "--against", "HEAD", "--iterations", "2.5", "llm_d"},
+	} {
+		cmd := exec.Command("bash", append([]string{filepath.Join("..", "scripts", "enginework")}, args...)...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("enginework %v: %v, want exit status 2; output:\n%s", args, err, out)
+			continue
+		}
+		if want := "scripts/enginework: --time and --iterations need whole numbers above 0\n"; string(out) != want {
+			t.Errorf("enginework %v printed %q, want %q", args, out, want)
+		}
+	}
+}
+
 func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
 	cost, blocks := llama8BOnH100(b)
