@@ -149,25 +149,6 @@ func BenchmarkReplayMooncake(b *testing.B) {
 	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
 }
 
-// BenchmarkReplayMooncakeRouters is BenchmarkReplayMooncake through each
-// router (an oracle view), to compare their engine time with
-// round-robin's; round_robin_online is round-robin routed as the
-// load-aware routers must be, at each arrival, not before the replay (so
-// the engine cannot tell in advance which prefix blocks meet on a
-// worker, and indexes every block that a request not arrived yet, or one
-// on the same worker, shares: onlineSharing). autoscale is
-// least_requests with TestAutoscaleAzure's queue-depth HPA (target 2,
-// 1–16 replicas, 16 at the start), the fleet sized as the load goes.
-// disaggregated is round-robin over 4 prefill workers, 12 decode workers
-// taking their KV over H100 nodes' network (40 GB/s, 0.4 ms), Llama-3.1-8B's
-// 131,072 bytes a token. llm_d_precise is llm_d with its precise prefix
-// scorer (router_config.prefix_scorer). recorded_NAME replays router NAME's placement,
-// read from its records (not timed), through the recorded router: the
-// same replay as NAME's without its decisions, so that NAME's time over
-// it is what its own decisions cost, and its time over round-robin's
-// what the placement costs the engine (the recorded router places each
-// request as it arrives, as NAME does, so its engine indexes shared
-// blocks as NAME's does).
 // TestEngineworkRejectsBadCounts runs scripts/enginework, which times
 // BenchmarkReplayMooncakeRouters, with rounds and iterations that are not
 // whole numbers above 0: it must say so and exit 2 before it builds or
@@ -192,6 +173,33 @@ func TestEngineworkRejectsBadCounts(t *testing.T) {
 	}
 }
 
+// BenchmarkReplayMooncakeRouters is BenchmarkReplayMooncake through each
+// router (an oracle view), to compare their engine time with
+// round-robin's; round_robin_online is round-robin routed as the
+// load-aware routers must be, at each arrival, not before the replay (so
+// the engine cannot tell in advance which prefix blocks meet on a
+// worker, and indexes every block that a request not arrived yet, or one
+// on the same worker, shares: onlineSharing). autoscale is
+// least_requests with TestAutoscaleAzure's queue-depth HPA (target 2,
+// 1–16 replicas, 16 at the start), the fleet sized as the load goes.
+// disaggregated is round-robin over 4 prefill workers, 12 decode workers
+// taking their KV over H100 nodes' network (40 GB/s, 0.4 ms), Llama-3.1-8B's
+// 131,072 bytes a token. llm_d_precise is llm_d with its precise prefix
+// scorer (router_config.prefix_scorer). recorded_NAME replays router NAME's placement,
+// read from its records (not timed), through the recorded router: the
+// same replay as NAME's without its decisions, so that NAME's time over
+// it is what its own decisions cost, and its time over round-robin's
+// what the placement costs the engine (the recorded router places each
+// request as it arrives, as NAME does, so its engine indexes shared
+// blocks as NAME's does). no_prefix_cache_NAME is NAME with the
+// workers' prefix caching off (enable_prefix_caching: false): NAME
+// deciding by its rules (its choices differ where the workers' loads
+// do) without the cache's hashing, lookups, hits, promotions and
+// evictions of shared blocks, so that its time over
+// no_prefix_cache_round_robin's is what the decisions and the placement
+// cost apart from the prefix cache (NAME a router that decides by what
+// it sent itself, not by the workers' KV events, which a worker without
+// prefix caching does not publish).
 func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
 	cost, blocks := llama8BOnH100(b)
@@ -199,6 +207,9 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 	names = append(names, "round_robin_online", "autoscale", "disaggregated", "llm_d_precise")
 	for _, s := range []string{RouterRoundRobin, RouterSGLang, RouterLLMD, RouterDynamo, RouterMaxPrefix, "llm_d_precise"} {
 		names = append(names, "recorded_"+s)
+	}
+	for _, s := range []string{RouterRoundRobin, RouterSGLang, RouterLLMD} {
+		names = append(names, "no_prefix_cache_"+s)
 	}
 	// routerOf is the router configuration a name stands for.
 	routerOf := func(name string) Config {
@@ -213,6 +224,11 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 			cfg := routerOf(name)
 			var opts Options
 			reqs := reqs
+			if by, ok := strings.CutPrefix(name, "no_prefix_cache_"); ok {
+				off := false
+				cfg = routerOf(by)
+				cfg.Scheduler.EnablePrefixCaching = &off
+			}
 			if by, ok := strings.CutPrefix(name, "recorded_"); ok {
 				var out []*trace.Request
 				if _, err := Run(routerOf(by), cost, blocks, reqs, func(r *trace.Request) error {
