@@ -163,30 +163,38 @@ func TestEventOrder(t *testing.T) {
 	}
 }
 
-// Keeping private blocks out of the index changes no result.
+// Keeping private blocks out of the index changes no result: on one
+// worker, and on three routed at arrival (least requests), where the
+// engine promotes shared blocks lazily (prefixlazy.go). In both, requests
+// are preempted more than once, whose private blocks are indexed only
+// at their next preemption (vllm.grow).
 func TestPrivateBlocksSameResults(t *testing.T) {
 	t.Parallel()
 	reqs := randomTrace(13, 400, 100)
 	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
-	cfg := Config{Workers: 1, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}}
-	_, a, sa := replay(t, cfg, cost, 100, reqs)
-	_, b, sb := replayWith(t, cfg, cost, 100, reqs, testSwitches{indexAll: true})
-	if dump(a) != dump(b) || !reflect.DeepEqual(sa, sb) {
-		t.Errorf("results differ: %+v vs %+v", sa, sb)
-	}
-	// Recording private hashes only at preemption (MarkPrivate) changes
-	// nothing either.
-	_, c, sc := replayWith(t, cfg, cost, 100, reqs, testSwitches{eagerPrivate: true})
-	if dump(a) != dump(c) || !reflect.DeepEqual(sa, sc) {
-		t.Errorf("results differ with private hashes recorded eagerly: %+v vs %+v", sa, sc)
-	}
-	multi := 0
-	for _, r := range a {
-		if r.Preemptions.V > 1 {
-			multi++
+	for _, cfg := range []Config{
+		{Workers: 1, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}},
+		{Workers: 3, Router: RouterLeastRequests, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}},
+	} {
+		_, a, sa := replay(t, cfg, cost, 100, reqs)
+		_, b, sb := replayWith(t, cfg, cost, 100, reqs, testSwitches{indexAll: true})
+		if dump(a) != dump(b) || !reflect.DeepEqual(sa, sb) {
+			t.Errorf("%d workers, %s: results differ: %+v vs %+v", cfg.Workers, cfg.Router, sa, sb)
 		}
-	}
-	if sa.Preemptions == 0 || sa.CachedTokens == 0 || multi == 0 {
-		t.Errorf("workload too easy: %+v, %d requests preempted more than once", sa, multi)
+		// Recording private hashes only at preemption (MarkPrivate)
+		// changes nothing either.
+		_, c, sc := replayWith(t, cfg, cost, 100, reqs, testSwitches{eagerPrivate: true})
+		if dump(a) != dump(c) || !reflect.DeepEqual(sa, sc) {
+			t.Errorf("%d workers, %s: results differ with private hashes recorded eagerly: %+v vs %+v", cfg.Workers, cfg.Router, sa, sc)
+		}
+		multi := 0
+		for _, r := range a {
+			if r.Preemptions.V > 1 {
+				multi++
+			}
+		}
+		if sa.Preemptions == 0 || sa.CachedTokens == 0 || multi == 0 {
+			t.Errorf("%d workers, %s: workload too easy: %+v, %d requests preempted more than once", cfg.Workers, cfg.Router, sa, multi)
+		}
 	}
 }
