@@ -199,10 +199,7 @@ func TestPrivateBlocksSameResults(t *testing.T) {
 	}
 	// With a CPU tier below the GPU (vLLM's native offloading), whose
 	// stores and loads go by the hashes the scheduler commits. (On 100
-	// GPU blocks this workload stalls with a tier, and the replay stops
-	// with an internal error, not yet handled: a preempted request at
-	// the queue's front whose load does not fit, while a request behind
-	// it holds the blocks of its finished load.)
+	// GPU blocks this workload stalls with a tier: TestOffloadStallSaysWhy.)
 	cfg := Config{Workers: 1, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}}
 	run := func(sw testSwitches) (string, Stats) {
 		var all []*trace.Request

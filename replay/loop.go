@@ -330,8 +330,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			return nil // (an error: the loop returns it)
 		}
 		if len(w.sched) == 0 {
-			return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
-				w.name, len(w.running), w.waiting.Len())
+			return e.stalled(w)
 		}
 		d := e.price(&w.batch)
 		if d <= 0 {
@@ -494,4 +493,30 @@ func (e *engine) stepEnd(now trace.Time, w *worker) error {
 		e.drained(now, w)
 	}
 	return nil
+}
+
+// stalled returns the error of a worker that scheduled nothing, with
+// nothing running and no load under way: with KV tiers, requests behind
+// its queue's front may hold the GPU blocks their finished loads filled
+// while the front cannot get the blocks it needs (a preempted request
+// put before them, say): no request ends to free blocks, and a
+// first-come-first-served scheduler takes no request past the front
+// (vLLM's breaks at the first it cannot allocate), so the worker cannot
+// go on. Else it is the engine's own error.
+func (e *engine) stalled(w *worker) error {
+	held, holders := 0, 0
+	w.waiting.each(func(r *reqState) {
+		if r.holding {
+			held += len(r.blocks)
+			holders++
+		}
+	})
+	if w.off != nil && holders > 0 && len(w.running) == 0 {
+		return fmt.Errorf("replay: worker %s stalls: request %d at its queue's front cannot get the KV blocks it needs (%d free of %d), "+
+			"requests behind it (%d) hold %d blocks that their loads from a KV tier filled, and none is running to free any; "+
+			"give the workers more KV cache",
+			w.name, w.waiting.front().idx, w.s.freeBlocks(), e.kvBlocks, holders, held)
+	}
+	return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
+		w.name, len(w.running), w.waiting.Len())
 }

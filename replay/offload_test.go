@@ -266,3 +266,23 @@ func BenchmarkReplayMooncakeTiers(b *testing.B) {
 	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
 	b.ReportMetric(float64(loaded)/float64(st.PromptTokens), "tier-hit-rate")
 }
+
+// TestOffloadStallSaysWhy replays a workload on a GPU cache so small
+// (100 blocks of 8 tokens, prompts up to some 650 tokens) that, with a
+// CPU tier, a preempted request comes to the queue's front needing more
+// blocks than are free while a request behind it holds the blocks of its
+// finished load, and nothing runs: the replay must stop with an error
+// that says so, not an internal error.
+func TestOffloadStallSaysWhy(t *testing.T) {
+	t.Parallel()
+	reqs := randomTrace(13, 400, 100)
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	cfg := Config{Workers: 1, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 8}}
+	_, err := RunInputs(cfg, cost, 100, Requests(reqs), func(*trace.Request) error { return nil }, Options{Offload: tierSpec(t, 60, 0, 0)})
+	want := "replay: worker w0 stalls: request 7 at its queue's front cannot get the KV blocks it needs (70 free of 100), " +
+		"requests behind it (1) hold 30 blocks that their loads from a KV tier filled, and none is running to free any; " +
+		"give the workers more KV cache"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}
