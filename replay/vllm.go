@@ -458,36 +458,24 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 		if r.hashed < full {
 			c := r.hashChain(v.bs)
 			k := r.hashed
-			if r.preemptions == 0 && !v.eager {
+			if !v.eager {
 				// A private block is Anonymous (allocate):
 				// Release learns from r.hashed that it is
 				// cached, and its hash is recorded only if r is
 				// preempted (preempt), the one case it is asked
 				// for. Past its prompt's blocks (decoding) none
 				// is indexed: indexed is at most prompt/bs.
-				if k*v.bs < r.prompt {
-					if n := min(full, v.indexed(r)); k < n {
-						v.kv.CommitAll(r.blocks[k:n], c.Hashes(k, n))
-					}
-				}
-				k = full
-			}
-			if r.preemptions > 0 && k < full {
-				// Its shared blocks indexed, a run of hashes a
-				// group at a time (CommitAll); its private ones,
-				// Anonymous (allocate), only if it is preempted
-				// again (preempt): until then no one else can
-				// hit them, and r holds them. Past its prompt's
-				// blocks that is every block.
 				//
-				// Note: a preempted request's private blocks
-				// were indexed as they filled, a decode step's
-				// at a time, each from wherever the free queue's
-				// head was: blocks of one group that lay on no
-				// line of ids, an index entry each, all of one
-				// key and so in one probe run, which every
-				// insertion of the key walked to its end and
-				// every lookup of a member along. On
+				// Note: so too once r has been preempted (its
+				// shared blocks all indexed as they fill, its
+				// private ones when it is preempted again),
+				// where every block was indexed as it filled, a
+				// decode step's at a time, each from wherever
+				// the free queue's head was: blocks of one group
+				// that lay on no line of ids, an index entry
+				// each, all of one key and so in one probe run,
+				// which every insertion of the key walked to its
+				// end and every lookup of a member along. On
 				// BenchmarkReplayMooncakeRouters/autoscale,
 				// whose smaller fleets preempt, insertions
 				// walked 6.0 slots on average (round-robin 0.4)
@@ -500,11 +488,17 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 				// --against 66c5229 autoscale`). The outputs are
 				// the same (TestPrivateBlocksSameResults: as with
 				// every block indexed as it fills).
-				to := full
-				if !v.eager {
-					to = min(full, max(k, c.Shared()))
+				if k*v.bs < r.prompt {
+					if n := min(full, v.indexed(r)); k < n {
+						v.kv.CommitAll(r.blocks[k:n], c.Hashes(k, n))
+					}
 				}
-				v.kv.CommitAll(r.blocks[k:to], c.Hashes(k, to))
+				k = full
+			}
+			if r.preemptions > 0 && k < full {
+				// Every block indexed, private ones too (eager):
+				// a run of hashes a group at a time (CommitAll).
+				v.kv.CommitAll(r.blocks[k:full], c.Hashes(k, full))
 				k = full
 			}
 			for ; k < full; k++ {
@@ -531,17 +525,13 @@ func (v *vllm) allocate(r *reqState, n int64) bool {
 	switch {
 	case !v.prefix:
 		named = 0
-	case r.preemptions == 0 && !v.eager:
+	case !v.eager:
 		named = 0
 		if int64(len(r.blocks))*v.bs < r.prompt {
 			// Else r holds its prompt's blocks, all that can be
 			// indexed (indexed is at most prompt/bs): it decodes.
 			named = min(max(v.indexed(r)-int64(len(r.blocks)), 0), n)
 		}
-	case !v.eager:
-		// Preempted: its shared blocks are indexed as they fill, its
-		// private ones when it is preempted again (grow, preempt).
-		named = min(max(r.hashChain(v.bs).Shared()-int64(len(r.blocks)), 0), n)
 	}
 	v.reserve(r)
 	blocks, ok := v.kv.AllocateNamed(r.blocks, n, named)
@@ -744,8 +734,9 @@ func (v *vllm) leave(_ *worker, r *reqState, _ leaving) {
 }
 
 // indexed returns how many of r's leading blocks are indexed when they
-// fill while r has not been preempted: its shared blocks, or with lazy
-// indexing those a sharer on this worker has asked for so far.
+// fill: its shared blocks, or with lazy indexing, while r has not been
+// preempted, those a sharer on this worker has asked for so far (a
+// preemption makes them all visible: lazyIndex.preempted).
 func (v *vllm) indexed(r *reqState) int64 {
 	s := r.hashChain(v.bs).Shared()
 	if v.lazy != nil {
