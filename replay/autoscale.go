@@ -474,7 +474,7 @@ func (e *engine) restart(i int) *worker {
 	// all (kvcache.Cache.LookupChain: on the autoscaled Mooncake replay
 	// 3.0 MB a replay, against 0.6 on 16 workers that never stop).
 	nv := newVLLMOn(e.cfg.Scheduler, v.kv, &e.test)
-	nv.hits, nv.peek, nv.due, nv.last.hits = v.hits[:0], v.peek[:0], v.due[:0], v.last.hits[:0]
+	nv.peek, nv.due, nv.last.hits = v.peek[:0], v.due[:0], v.last.hits[:0]
 	clear(old.running[:cap(old.running)])
 	clear(old.sched[:cap(old.sched)])
 	return &worker{

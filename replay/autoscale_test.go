@@ -274,7 +274,7 @@ func TestRestartKeepsScratch(t *testing.T) {
 	old.durs, old.secs = append(old.durs, time.Millisecond), append(old.secs, 0.001)
 	old.batch.Decode = append(old.batch.Decode, 7)
 	v := old.s.(*vllm)
-	v.hits, v.peek, v.due = append(v.hits, 1, 2), append(v.peek, 3), append(v.due, 4)
+	v.peek, v.due = append(v.peek, 3), append(v.due, 4)
 	v.last.hits = append(v.last.hits, 5)
 	kv := v.kv
 
@@ -286,8 +286,8 @@ func TestRestartKeepsScratch(t *testing.T) {
 	for name, n := range map[string][2]int{
 		"running": {len(w.running), cap(w.running)}, "sched": {len(w.sched), cap(w.sched)},
 		"durs": {len(w.durs), cap(w.durs)}, "secs": {len(w.secs), cap(w.secs)},
-		"decode": {len(w.batch.Decode), cap(w.batch.Decode)}, "hits": {len(nv.hits), cap(nv.hits)},
-		"peek": {len(nv.peek), cap(nv.peek)}, "due": {len(nv.due), cap(nv.due)}, "last hits": {len(nv.last.hits), cap(nv.last.hits)},
+		"decode": {len(w.batch.Decode), cap(w.batch.Decode)}, "peek": {len(nv.peek), cap(nv.peek)},
+		"due": {len(nv.due), cap(nv.due)}, "last hits": {len(nv.last.hits), cap(nv.last.hits)},
 	} {
 		if n[0] != 0 || n[1] == 0 {
 			t.Errorf("restarted worker's %s: length %d, capacity %d; want empty, with the stopped worker's memory", name, n[0], n[1])
