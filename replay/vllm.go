@@ -465,7 +465,8 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 		if r.hashed < full {
 			c := r.hashChain(v.bs)
 			k := r.hashed
-			if !v.eager {
+			switch {
+			case !v.eager:
 				// A private block is Anonymous (allocate):
 				// Release learns from r.hashed that it is
 				// cached, and its hash is recorded only if r is
@@ -500,20 +501,18 @@ func (v *vllm) grow(r *reqState, n int64) bool {
 						v.kv.CommitAll(r.blocks[k:n], c.Hashes(k, n))
 					}
 				}
-				k = full
-			}
-			if r.preemptions > 0 && k < full {
+			case r.preemptions > 0:
 				// Every block indexed, private ones too (eager):
 				// a run of hashes a group at a time (CommitAll).
 				v.kv.CommitAll(r.blocks[k:full], c.Hashes(k, full))
-				k = full
-			}
-			for ; k < full; k++ {
-				x, private := c.Hash(k)
-				if private && r.preemptions == 0 {
-					v.kv.CommitPrivate(r.blocks[k], x)
-				} else {
-					v.kv.Commit(r.blocks[k], x)
+			default:
+				for ; k < full; k++ {
+					x, private := c.Hash(k)
+					if private {
+						v.kv.CommitPrivate(r.blocks[k], x)
+					} else {
+						v.kv.Commit(r.blocks[k], x)
+					}
 				}
 			}
 			r.hashed = full
