@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // A Cache is one worker's pool of GPU KV blocks with a full-block prefix
@@ -81,8 +82,13 @@ type Cache struct {
 	// its run from a later one in it.
 	serial uint64
 	// ids holds the ids of no block, as a stack of ranges (their
-	// records and flags are stale, their hashes 0).
-	ids []idRange
+	// records and flags are stale, their hashes 0), and big those of
+	// ranges of bigRange ids or more, from the start and from
+	// compactions (compactIDs), the last of which left idsCompacted
+	// ranges on the stack.
+	ids          []idRange
+	big          []idRange
+	idsCompacted int
 	// idsUsed: every id handed out since the cache started is below it
 	// (Reset clears the records, flags and hashes of those alone).
 	idsUsed int32
@@ -174,7 +180,12 @@ func New(n int64) *Cache {
 // on the stack.
 func (c *Cache) start() {
 	if n := int32(len(c.recs)); n > 0 {
-		c.ids = append(c.ids, idRange{0, n})
+		if n >= bigRange {
+			c.big = append(c.big, idRange{0, n})
+		} else {
+			c.ids = append(c.ids, idRange{0, n})
+		}
+		c.idsCompacted = 0
 		c.ring[0] = runEntry | entry(c.newRun(anonRun{uncached: n, at: 0}))
 		c.tail = 1
 		c.nfree = int64(n)
@@ -209,7 +220,7 @@ func (c *Cache) Reset() {
 	clear(c.hashes[:n])
 	clear(c.ring[:min(max(c.tail, c.ringUsed), int64(len(c.ring)))])
 	c.idsUsed, c.ringUsed = 0, 0
-	c.runs, c.spare, c.ids = c.runs[:0], c.spare[:0], c.ids[:0]
+	c.runs, c.spare, c.ids, c.big = c.runs[:0], c.spare[:0], c.ids[:0], c.big[:0]
 	c.spans, c.spareSpans = c.spans[:0], c.spareSpans[:0]
 	c.head, c.tail, c.nfree = 0, 0, 0
 	c.Evictions, c.compactions = 0, 0
@@ -231,6 +242,10 @@ func (c *Cache) NumUsed() int64 { return int64(len(c.recs)) - c.nfree }
 // NumCached returns the number of indexed blocks that hold a hash
 // (referenced or free; private blocks not counted).
 func (c *Cache) NumCached() int { return c.index.n }
+
+// IndexEntries returns how many entries the hash index has: the blocks
+// of a group that lie on one line of ids are one entry (index).
+func (c *Cache) IndexEntries() int { return c.index.used }
 
 // Lookup returns the block holding content with hash h.
 func (c *Cache) Lookup(h uint64) (block int32, ok bool) {
@@ -675,8 +690,13 @@ func (c *Cache) Check() error {
 			}
 		}
 	}
+	for _, g := range c.big {
+		if g.hi-g.lo < bigRange {
+			return fmt.Errorf("kvcache: big range of ids %d..%d has fewer than %d", g.lo, g.hi, bigRange)
+		}
+	}
 	var stacked int64
-	for _, g := range c.ids {
+	for _, g := range slices.Concat(c.ids, c.big) {
 		if g.lo < 0 || g.hi > n || g.lo >= g.hi {
 			return fmt.Errorf("kvcache: ids of no block %d..%d of %d", g.lo, g.hi, n)
 		}
