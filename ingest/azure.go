@@ -84,6 +84,13 @@ func (c *csvRows) next() bool {
 			return false
 		}
 		c.line, _ = c.cr.FieldPos(0)
+		if len(row) == 1 && row[0] == "" {
+			// A line of blanks (TrimLeadingSpace leaves an empty
+			// field): blank, as encoding/csv skips an empty line,
+			// where it was a row of missing fields, a bad record
+			// that made ingest exit 1 on a file ending in a space.
+			continue
+		}
 		if c.cols == nil {
 			c.cols = map[string]int{}
 			for i, name := range row {
