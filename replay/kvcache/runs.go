@@ -222,16 +222,16 @@ func (c *Cache) freeIDs(lo, hi int32) {
 	c.ids[n] = idRange{lo, hi}
 }
 
-// compactIDs merges the ranges of ids of no block that meet, wherever
-// they lie on the stack or among the big ranges: those of bigRange ids
-// or more become the big ranges, the others the stack, each with its
-// lowest ids last (taken first).
+// compactIDs merges the ranges of the stack that meet (takeIDs calls it
+// only while there is no big range): those of bigRange ids or more
+// become the big ranges, the others the stack, each with its lowest ids
+// last (taken first).
 //
 // Note: a compaction sorts the stack, and takeIDs compacts only once the
 // stack has doubled since the last, so that each id given back costs a
 // logarithm's worth of sorting at most.
 func (c *Cache) compactIDs() {
-	all := append(c.ids, c.big...)
+	all := c.ids
 	slices.SortFunc(all, func(a, b idRange) int { return cmp.Compare(b.lo, a.lo) }) // highest first
 	m := 0
 	for _, g := range all {
@@ -242,7 +242,6 @@ func (c *Cache) compactIDs() {
 		all[m] = g
 		m++
 	}
-	c.big = c.big[:0]
 	small := 0
 	for _, g := range all[:m] {
 		if g.hi-g.lo >= bigRange {
