@@ -101,6 +101,8 @@ func kindName(n *yaml.Node) string {
 		return "an empty value"
 	case n.Kind == yaml.SequenceNode:
 		return "a list"
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
 	case n.Kind == yaml.ScalarNode:
 		return fmt.Sprintf("the value %q", n.Value)
 	}
@@ -171,6 +173,22 @@ func (p *parser) value(n *yaml.Node, f reflect.Value, path string) {
 			return
 		}
 		p.mapping(n, f, path)
+		return
+	case reflect.Slice:
+		// A list of settings (autoscale's scaling policies): each
+		// element decoded as a value of its own, named KEY[I] from 1.
+		if n.Kind != yaml.SequenceNode {
+			p.fail(n, path, "want a list, not %s", kindName(n))
+			return
+		}
+		s := reflect.MakeSlice(f.Type(), len(n.Content), len(n.Content))
+		before := len(p.errs)
+		for i, e := range n.Content {
+			p.value(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i+1))
+		}
+		if len(p.errs) == before {
+			f.Set(s)
+		}
 		return
 	}
 	if n.Kind != yaml.ScalarNode {

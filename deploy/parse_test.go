@@ -1,8 +1,11 @@
 package deploy
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/opaltrace/opaltrace/replay"
 )
 
 // Every bad cluster file is an error naming the key and its line, with
@@ -35,6 +38,12 @@ func TestParseClusterErrors(t *testing.T) {
 		{"bool", "scheduler:\n  enable_prefix_caching: yes please\n", "c.yaml:2: scheduler.enable_prefix_caching: \"yes please\" is not true or false"},
 		{"null", "workers:\n", "c.yaml:1: workers: no value (leave the key out for the default)"},
 		{"list", "workers: [1, 2]\n", "c.yaml:1: workers: want a single value, not a list"},
+		{"mapping for a value", "workers: {n: 2}\n", "c.yaml:1: workers: want a single value, not a mapping"},
+		{"policies not a list", "autoscale:\n  metric: queue_depth\n  target: 1\n  scale_up_policies: {type: pods}\n", "c.yaml:4: autoscale.scale_up_policies: want a list, not a mapping"},
+		{"policy value", "autoscale:\n  metric: queue_depth\n  target: 1\n  scale_up_policies:\n    - {type: pods, value: 4, period_s: 15}\n    - {type: percent, value: 2.5, period_s: 15}\n", "c.yaml:6: autoscale.scale_up_policies[2].value: 2.5 is not a whole number"},
+		{"policy key", "autoscale:\n  metric: queue_depth\n  target: 1\n  scale_down_policies:\n    - {type: pods, value: 4, periodSeconds: 15}\n", "c.yaml:5: autoscale.scale_down_policies[1].periodSeconds: unknown key (known here: period_s, type, value)"},
+		{"policy type", "autoscale:\n  metric: queue_depth\n  target: 1\n  scale_down_policies: [{type: pod, value: 1, period_s: 60}]\n", "c.yaml:4: autoscale.scale_down_policies: policy 1: unknown type \"pod\" (want pods or percent)"},
+		{"no policy", "autoscale:\n  metric: queue_depth\n  target: 1\n  scale_up_policies: []\n", "c.yaml:4: autoscale.scale_up_policies: must hold at least one policy, as an HPA's"},
 		{"not a mapping", "- workers\n", "c.yaml:1: want a mapping of settings (key: value), not a list"},
 		{"twice", "workers: 2\nworkers: 3\n", "c.yaml:2: workers: given twice"},
 		{"syntax", "workers: 2\n  tp: [\n", "c.yaml:2: mapping values are not allowed in this context"},
@@ -142,7 +151,8 @@ func TestWithSettings(t *testing.T) {
 func FuzzParseCluster(f *testing.F) {
 	for _, s := range []string{"workers: 2\n", "scheduler:\n  max_num_seqs: 4\n", "hardware_override: {mem_mib: 4}\n", DefaultCluster().YAML(), "workers: 1e3\n", "---\n", "a: &x 1\nb: *x\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  transfer_gbps: 25\n",
-		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n"} {
+		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n",
+		"autoscale:\n  metric: queue_depth\n  target: 2\n  scale_up_policies:\n    - {type: pods, value: 2, period_s: 60}\n  scale_down_policies: [{type: percent, value: 50, period_s: 30}]\n  scale_down_select_policy: min\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -158,4 +168,31 @@ func FuzzParseCluster(f *testing.F) {
 			t.Fatalf("round trip: %v\n%s\n%s", err, c.YAML(), back.YAML())
 		}
 	})
+}
+
+// A list of settings (autoscale's scaling policies) is read element by
+// element, in either YAML style.
+func TestParseClusterPolicies(t *testing.T) {
+	c, err := ParseCluster("c.yaml", []byte(`autoscale:
+  metric: queue_depth
+  target: 2
+  scale_up_policies:
+    - type: pods
+      value: 2
+      period_s: 60
+    - {type: percent, value: 50, period_s: 30}
+  scale_down_policies: [{type: pods, value: 1, period_s: 600}]
+  scale_down_select_policy: min
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Autoscale
+	want := []replay.ScalingPolicy{{Type: "pods", Value: 2, PeriodSec: 60}, {Type: "percent", Value: 50, PeriodSec: 30}}
+	if !slices.Equal(a.ScaleUpPolicies, want) {
+		t.Errorf("scale-up policies %+v, want %+v", a.ScaleUpPolicies, want)
+	}
+	if want := []replay.ScalingPolicy{{Type: "pods", Value: 1, PeriodSec: 600}}; !slices.Equal(a.ScaleDownPolicies, want) || a.ScaleDownSelectPolicy != "min" {
+		t.Errorf("scale-down policies %+v selected by %q, want %+v by min", a.ScaleDownPolicies, a.ScaleDownSelectPolicy, want)
+	}
 }

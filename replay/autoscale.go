@@ -16,7 +16,10 @@ import (
 // slo_attainment, where more is better), unless the ratio is within
 // Tolerance of 1; a scale-up takes the least recommendation of the last
 // ScaleUpStabilizationSec, a scale-down the greatest of the last
-// ScaleDownStabilizationSec; the result is clamped to [MinReplicas,
+// ScaleDownStabilizationSec; the scaling policies then bound the change
+// (ScaleUpPolicies, ScaleDownPolicies: the HPA's behavior policies, its
+// defaults up by 4 replicas or 100 % within 15 s, whichever is more, and
+// down by 100 % within 15 s), and the result is clamped to [MinReplicas,
 // MaxReplicas]. A new worker is ready ContainerStartSec plus its weights
 // over the storage link (WeightsGB / StorageGBps) after it is asked for,
 // with an empty KV cache; scale-down takes starting workers first, then
@@ -41,6 +44,14 @@ type AutoscaleConfig struct {
 	// Stabilisation windows (HPA behavior defaults: 0 s up, 300 s down).
 	ScaleUpStabilizationSec   *float64 `yaml:"scale_up_stabilization_s,omitempty"`
 	ScaleDownStabilizationSec *float64 `yaml:"scale_down_stabilization_s,omitempty"`
+	// Scaling policies and how one is chosen among them (max: the one
+	// allowing the most change, min: the least, disabled: no change
+	// that way), as behavior.scaleUp and behavior.scaleDown set them
+	// (default: the HPA's, autoscalepolicy.go).
+	ScaleUpPolicies       []ScalingPolicy `yaml:"scale_up_policies,omitempty"`
+	ScaleUpSelectPolicy   string          `yaml:"scale_up_select_policy,omitempty"`
+	ScaleDownPolicies     []ScalingPolicy `yaml:"scale_down_policies,omitempty"`
+	ScaleDownSelectPolicy string          `yaml:"scale_down_select_policy,omitempty"`
 
 	// Start-up time of a new worker: container start plus the weights
 	// over the storage link.
@@ -86,6 +97,18 @@ func (a AutoscaleConfig) withDefaults(workers int) AutoscaleConfig {
 	}
 	if a.ScaleDownStabilizationSec == nil {
 		a.ScaleDownStabilizationSec = ptr(300)
+	}
+	if a.ScaleUpPolicies == nil {
+		a.ScaleUpPolicies = defaultScaleUpPolicies()
+	}
+	if a.ScaleDownPolicies == nil {
+		a.ScaleDownPolicies = defaultScaleDownPolicies()
+	}
+	if a.ScaleUpSelectPolicy == "" {
+		a.ScaleUpSelectPolicy = SelectMax
+	}
+	if a.ScaleDownSelectPolicy == "" {
+		a.ScaleDownSelectPolicy = SelectMax
 	}
 	if a.GPUsPerWorker == 0 {
 		a.GPUsPerWorker = 1
@@ -135,6 +158,8 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 	if a.GPUsPerWorker < 0 {
 		bad("autoscale.gpus_per_worker", "negative (%d)", a.GPUsPerWorker)
 	}
+	validatePolicies("scale_up", a.ScaleUpPolicies, a.ScaleUpSelectPolicy, bad)
+	validatePolicies("scale_down", a.ScaleDownPolicies, a.ScaleDownSelectPolicy, bad)
 }
 
 // startup is how long a new worker takes to be ready.
@@ -175,6 +200,9 @@ type autoscaler struct {
 	nextReady trace.Time
 	since     []trace.Time // when the slot last left slotOff
 	recs      []rec        // recommendations within the longest window
+	// ups and downs: the fleet's changes within the longest policy
+	// period of their direction (scaleEvent).
+	ups, downs []scaleEvent
 
 	arrivals  int64 // in the current sync period
 	met, done int64 // completions in the period: meeting the SLO, all
@@ -218,7 +246,8 @@ func (a *autoscaler) note(now trace.Time) {
 	a.changes = append(a.changes, c)
 }
 
-// recommend applies the HPA's rule to the current metric value and
+// recommend applies the HPA's rule to the current metric value, its
+// stabilization windows and scaling policies (rateLimit), and
 // returns the replicas it settles on at now.
 func (a *autoscaler) recommend(now trace.Time, current int, value float64) int {
 	ratio := value / a.cfg.Target
@@ -239,31 +268,36 @@ func (a *autoscaler) recommend(now trace.Time, current int, value float64) int {
 		}
 	}
 	desired = min(max(desired, a.cfg.MinReplicas), a.cfg.MaxReplicas)
-	a.recs = append(a.recs, rec{now, desired})
-	up := time.Duration(math.Round(*a.cfg.ScaleUpStabilizationSec * 1e9))
-	down := time.Duration(math.Round(*a.cfg.ScaleDownStabilizationSec * 1e9))
+	// The recommendations within each window before now, and now's: a
+	// window holds those after now − its length (the HPA's cutoff), so
+	// that a 300 s window at a 15 s sync holds 20 syncs' (and one of 0
+	// s, now's alone).
+	up := trace.DurationSeconds(*a.cfg.ScaleUpStabilizationSec)
+	down := trace.DurationSeconds(*a.cfg.ScaleDownStabilizationSec)
 	keep := max(up, down)
 	i := 0
-	for i < len(a.recs) && now.Sub(a.recs[i].at) > keep {
+	for i < len(a.recs) && now.Sub(a.recs[i].at) >= keep {
 		i++
 	}
 	a.recs = slices.Delete(a.recs, 0, i)
-	upRec, downRec := math.MaxInt, math.MinInt
+	upRec, downRec := desired, desired
 	for _, r := range a.recs {
-		if now.Sub(r.at) <= up {
+		if now.Sub(r.at) < up {
 			upRec = min(upRec, r.desired)
 		}
-		if now.Sub(r.at) <= down {
+		if now.Sub(r.at) < down {
 			downRec = max(downRec, r.desired)
 		}
 	}
+	a.recs = append(a.recs, rec{now, desired})
+	stable := current
 	switch {
 	case current < upRec:
-		return upRec
+		stable = upRec
 	case current > downRec:
-		return downRec
+		stable = downRec
 	}
-	return current
+	return a.rateLimit(now, current, stable)
 }
 
 // seconds returns the fleet per second, from second 0 to the one holding
@@ -412,6 +446,7 @@ func (e *engine) autoscale(now trace.Time) {
 	}
 	a.arrivals, a.met, a.done = 0, 0, 0
 	desired := a.recommend(now, current, value)
+	before := current
 	for ; current < desired; current++ {
 		i := slices.Index(a.state, slotOff)
 		if i < 0 {
@@ -451,6 +486,7 @@ func (e *engine) autoscale(now trace.Time) {
 		ready--
 		e.drained(now, e.workers[i])
 	}
+	a.scaled(now, before, current)
 	e.promote(now)
 	e.view.setReady(a)
 	a.note(now)

@@ -19,6 +19,14 @@ func TestReplayFromRecordedConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	in := sampleSlice(t, dir, 200)
+	// An autoscaled cluster, one of its scaling policies given and the
+	// others the HPA's defaults: the record lists them all, as a list
+	// the cluster file reads back.
+	scaled := filepath.Join(dir, "scaled.yaml")
+	if err := os.WriteFile(scaled, []byte("workers: 2\nautoscale:\n  metric: queue_depth\n  target: 1\n  max_replicas: 4\n"+
+		"  sync_period_s: 2\n  scale_up_policies: [{type: pods, value: 1, period_s: 10}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		args []string
@@ -29,6 +37,9 @@ func TestReplayFromRecordedConfig(t *testing.T) {
 		{"sglang", []string{"--scheduler", "sglang", "--workers", "2", "--time-scale", "0.5"},
 			[]string{"engine: sglang", "chunked_prefill_size: 8192", "max_prefill_tokens: 16384", "max_running_requests:",
 				"schedule_policy: lpm", "schedule_conservativeness: 1", "context_length:", "kv_cache_tokens:"}},
+		{"autoscaled", []string{"--config", scaled},
+			[]string{"scale_up_policies:\n", "type: pods\n", "value: 1\n", "period_s: 10\n", "scale_up_select_policy: max",
+				"scale_down_policies:\n", "type: percent\n", "value: 100\n", "scale_down_select_policy: max"}},
 	} {
 		first := filepath.Join(dir, c.name+"1.parquet")
 		firstSec := filepath.Join(dir, c.name+"1.seconds.parquet")
