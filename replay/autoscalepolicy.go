@@ -56,7 +56,7 @@ func validatePolicies(field string, ps []ScalingPolicy, sel string, bad func(fie
 			bad("autoscale."+field+"_policies", "policy %d: unknown type %q (want %s or %s)", i+1, p.Type, PolicyPods, PolicyPercent)
 		}
 		if p.Value <= 0 || p.Value > math.MaxInt32 {
-			bad("autoscale."+field+"_policies", "policy %d: value %d is not above 0", i+1, p.Value)
+			bad("autoscale."+field+"_policies", "policy %d: value %d is not a whole number from 1 to %d (an HPA's int32)", i+1, p.Value, math.MaxInt32)
 		}
 		if !(p.PeriodSec > 0) || p.PeriodSec > maxPolicyPeriod {
 			bad("autoscale."+field+"_policies", "policy %d: period_s %v is not in (0, %d]", i+1, p.PeriodSec, maxPolicyPeriod)

@@ -173,7 +173,8 @@ func TestScalingPolicyErrors(t *testing.T) {
 		{func(a *AutoscaleConfig) { a.ScaleUpPolicies = []ScalingPolicy{{"replicas", 1, 15}} }, `autoscale.scale_up_policies: policy 1: unknown type "replicas"`},
 		{func(a *AutoscaleConfig) {
 			a.ScaleDownPolicies = []ScalingPolicy{{PolicyPods, 1, 15}, {PolicyPods, 0, 15}}
-		}, "autoscale.scale_down_policies: policy 2: value 0 is not above 0"},
+		}, "autoscale.scale_down_policies: policy 2: value 0 is not a whole number from 1 to 2147483647"},
+		{func(a *AutoscaleConfig) { a.ScaleUpPolicies = []ScalingPolicy{{PolicyPods, 1 << 31, 15}} }, "policy 1: value 2147483648 is not a whole number from 1 to 2147483647"},
 		{func(a *AutoscaleConfig) { a.ScaleDownPolicies = []ScalingPolicy{{PolicyPods, 1, 0}} }, "autoscale.scale_down_policies: policy 1: period_s 0 is not in (0, 1800]"},
 		{func(a *AutoscaleConfig) { a.ScaleUpPolicies = []ScalingPolicy{{PolicyPercent, 50, 1801}} }, "period_s 1801 is not in (0, 1800]"},
 		{func(a *AutoscaleConfig) { a.ScaleUpSelectPolicy = "Largest" }, `autoscale.scale_up_select_policy: unknown selection "Largest"`},
