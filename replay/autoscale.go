@@ -200,8 +200,8 @@ type autoscaler struct {
 	nextReady trace.Time
 	since     []trace.Time // when the slot last left slotOff
 	recs      []rec        // recommendations within the longest window
-	// ups and downs: the fleet's changes within the longest policy
-	// period of their direction (scaleEvent).
+	// ups and downs: the fleet's changes, as the HPA keeps them
+	// (store).
 	ups, downs []scaleEvent
 
 	arrivals  int64 // in the current sync period

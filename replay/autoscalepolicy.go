@@ -144,28 +144,39 @@ func (a *autoscaler) rateLimit(now trace.Time, current, desired int) int {
 }
 
 // scaled records a change of the replicas asked for from before to after
-// at now, and forgets the events older than every policy's period.
+// at now, as the HPA's storeScaleEvent does (store).
 func (a *autoscaler) scaled(now trace.Time, before, after int) {
 	switch {
 	case after > before:
-		a.ups = keepRecent(a.ups, now, a.cfg.ScaleUpPolicies)
-		a.ups = append(a.ups, scaleEvent{now, after - before})
+		a.ups = store(a.ups, scaleEvent{now, after - before}, a.cfg.ScaleUpPolicies)
 	case after < before:
-		a.downs = keepRecent(a.downs, now, a.cfg.ScaleDownPolicies)
-		a.downs = append(a.downs, scaleEvent{now, before - after})
+		a.downs = store(a.downs, scaleEvent{now, before - after}, a.cfg.ScaleDownPolicies)
 	}
 }
 
-// keepRecent drops the events no policy of ps counts any more.
-func keepRecent(events []scaleEvent, now trace.Time, ps []ScalingPolicy) []scaleEvent {
+// store adds ev to the events of its direction, whose policies are ps, as
+// the HPA's storeScaleEvent does: in the place of the last event older
+// than ps's longest period (markScaleEventsOutdated's), else at the end.
+//
+// Note: one old event gives way per new one, and the others stay and
+// still count where a period reaches them: a scale-down policy of a
+// longer period than the scale-up ones counts the scale-ups within it
+// that no later scale-up replaced, as the HPA does.
+func store(events []scaleEvent, ev scaleEvent, ps []ScalingPolicy) []scaleEvent {
 	longest := 0.0
 	for _, p := range ps {
 		longest = max(longest, p.PeriodSec)
 	}
-	cutoff := now.Add(-trace.DurationSeconds(longest))
-	i := 0
-	for i < len(events) && events[i].at <= cutoff {
-		i++
+	cutoff := ev.at.Add(-trace.DurationSeconds(longest))
+	old := -1
+	for i, e := range events {
+		if e.at < cutoff {
+			old = i
+		}
 	}
-	return append(events[:0], events[i:]...)
+	if old >= 0 {
+		events[old] = ev
+		return events
+	}
+	return append(events, ev)
 }

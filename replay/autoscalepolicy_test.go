@@ -211,3 +211,37 @@ func TestScalingPoliciesParse(t *testing.T) {
 		t.Errorf("an empty list: %v, want %q", err, want)
 	}
 }
+
+// Scale events are kept as the HPA keeps them (storeScaleEvent): a new one
+// takes the place of the last one older than its direction's longest
+// period, and the others still count where a longer period of the other
+// direction reaches them.
+func TestScaleEventsKeptAsHPA(t *testing.T) {
+	a := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: 1, MaxReplicas: 100,
+		ScaleDownPolicies: []ScalingPolicy{{PolicyPods, 1, 600}}}
+	s := policyScaler(a, nil, nil)
+	s.scaled(sec(0), 1, 5)   // +4
+	s.scaled(sec(5), 5, 7)   // +2
+	s.scaled(sec(30), 7, 10) // +3, in the place of the +2 at 5 s (the last older than 15 s)
+	if want := []scaleEvent{{sec(0), 4}, {sec(30), 3}}; fmt.Sprint(s.ups) != fmt.Sprint(want) {
+		t.Fatalf("scale-ups kept %v, want %v", s.ups, want)
+	}
+	// Down by 1 within 600 s from the replicas then: 10 − 4 − 3 = 3,
+	// so at most to 2; the +2 given way no longer counts.
+	if got := s.rateLimit(sec(40), 10, 1); got != 2 {
+		t.Errorf("10 → 1 at 40 s allowed %d, want 2", got)
+	}
+	// An event exactly a period old is not yet older than it: the
+	// HPA's timestamp.Before(cutoff).
+	edge := policyScaler(a, nil, nil)
+	edge.scaled(sec(0), 1, 5)
+	edge.scaled(sec(15), 5, 10)
+	if want := []scaleEvent{{sec(0), 4}, {sec(15), 5}}; fmt.Sprint(edge.ups) != fmt.Sprint(want) {
+		t.Errorf("scale-ups kept %v, want %v", edge.ups, want)
+	}
+	s.scaled(sec(40), 10, 2)
+	s.scaled(sec(41), 2, 1)
+	if want := []scaleEvent{{sec(40), 8}, {sec(41), 1}}; fmt.Sprint(s.downs) != fmt.Sprint(want) {
+		t.Errorf("scale-downs kept %v, want %v (none older than 600 s)", s.downs, want)
+	}
+}
