@@ -12,9 +12,10 @@ import (
 // An AutoscaleConfig sizes the fleet as Kubernetes' Horizontal Pod
 // Autoscaler does (KEDA drives the same algorithm from external metrics):
 // every SyncPeriodSec it sums Metric over the ready workers, divides by
-// the replicas asked for (an AverageValue target) and recommends ⌈replicas · value / target⌉ (target / value for
-// slo_attainment, where more is better), unless the ratio is within
-// Tolerance of 1; a scale-up takes the least recommendation of the last
+// the replicas asked for (an AverageValue target) and recommends
+// ⌈replicas · value / target⌉ (target / value for slo_attainment, where
+// more is better), unless the ratio is within the tolerances of 1; a
+// scale-up takes the least recommendation of the last
 // ScaleUpStabilizationSec, a scale-down the greatest of the last
 // ScaleDownStabilizationSec; the scaling policies then bound the change
 // (ScaleUpPolicies, ScaleDownPolicies: the HPA's behavior policies, its
@@ -39,8 +40,17 @@ type AutoscaleConfig struct {
 	MaxReplicas int `yaml:"max_replicas,omitempty"` // default Workers
 	// SyncPeriodSec is the HPA controller's sync period (default 15 s).
 	SyncPeriodSec float64 `yaml:"sync_period_s,omitempty"`
-	// Tolerance is the HPA's (default 0.1).
-	Tolerance float64 `yaml:"tolerance,omitempty"`
+	// Tolerance is the HPA's (its controller's
+	// --horizontal-pod-autoscaler-tolerance, default 0.1): no change
+	// while the metric's ratio to the target is within it of 1.
+	// ScaleUpTolerance and ScaleDownTolerance, when set, replace it on
+	// their side of 1 (behavior.scaleUp.tolerance and
+	// behavior.scaleDown.tolerance, Kubernetes 1.33's configurable
+	// tolerance): the ratio r changes nothing while 1 − down ≤ r ≤ 1 +
+	// up. Pointers, so that 0 is a tolerance.
+	Tolerance          *float64 `yaml:"tolerance,omitempty"`
+	ScaleUpTolerance   *float64 `yaml:"scale_up_tolerance,omitempty"`
+	ScaleDownTolerance *float64 `yaml:"scale_down_tolerance,omitempty"`
 	// Stabilisation windows (HPA behavior defaults: 0 s up, 300 s down).
 	ScaleUpStabilizationSec   *float64 `yaml:"scale_up_stabilization_s,omitempty"`
 	ScaleDownStabilizationSec *float64 `yaml:"scale_down_stabilization_s,omitempty"`
@@ -89,8 +99,14 @@ func (a AutoscaleConfig) withDefaults(workers int) AutoscaleConfig {
 	if a.SyncPeriodSec == 0 {
 		a.SyncPeriodSec = 15
 	}
-	if a.Tolerance == 0 {
-		a.Tolerance = 0.1
+	if a.Tolerance == nil {
+		a.Tolerance = ptr(0.1)
+	}
+	if a.ScaleUpTolerance == nil {
+		a.ScaleUpTolerance = ptr(*a.Tolerance)
+	}
+	if a.ScaleDownTolerance == nil {
+		a.ScaleDownTolerance = ptr(*a.Tolerance)
 	}
 	if a.ScaleUpStabilizationSec == nil {
 		a.ScaleUpStabilizationSec = ptr(0)
@@ -146,7 +162,9 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 	if !(a.SyncPeriodSec > 0) || a.SyncPeriodSec > 86400 {
 		bad("autoscale.sync_period_s", "%v is not a number of seconds in (0, 86400]", a.SyncPeriodSec)
 	}
-	nonneg("tolerance", a.Tolerance)
+	nonneg("tolerance", *a.Tolerance)
+	nonneg("scale_up_tolerance", *a.ScaleUpTolerance)
+	nonneg("scale_down_tolerance", *a.ScaleDownTolerance)
 	nonneg("scale_up_stabilization_s", *a.ScaleUpStabilizationSec)
 	nonneg("scale_down_stabilization_s", *a.ScaleDownStabilizationSec)
 	nonneg("container_start_s", a.ContainerStartSec)
@@ -260,7 +278,8 @@ func (a *autoscaler) recommend(now trace.Time, current int, value float64) int {
 		}
 	}
 	desired := current
-	if math.Abs(ratio-1) > a.cfg.Tolerance {
+	// The HPA's Tolerances.isWithin.
+	if !(1-*a.cfg.ScaleDownTolerance <= ratio && ratio <= 1+*a.cfg.ScaleUpTolerance) {
 		if math.IsInf(ratio, 1) {
 			desired = a.cfg.MaxReplicas
 		} else {

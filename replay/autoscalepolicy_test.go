@@ -245,3 +245,46 @@ func TestScaleEventsKeptAsHPA(t *testing.T) {
 		t.Errorf("scale-downs kept %v, want %v (none older than 600 s)", s.downs, want)
 	}
 }
+
+// The tolerances: no change while 1 − down ≤ ratio ≤ 1 + up (the HPA's
+// Tolerances.isWithin), each side its own when set (Kubernetes 1.33's
+// behavior.scaleUp.tolerance and scaleDown.tolerance), and a tolerance
+// of 0 is 0, not the default.
+func TestAutoscaleTolerances(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		a     AutoscaleConfig
+		value float64 // queue depth a worker, over a target of 1, on 10 workers
+		want  int
+	}{
+		{"default, within", AutoscaleConfig{}, 1.05, 10},
+		{"default, above", AutoscaleConfig{}, 1.15, 12},
+		{"default, below", AutoscaleConfig{}, 0.85, 9},
+		{"default, at the edge", AutoscaleConfig{}, 0.9, 10},
+		{"tolerance 0", AutoscaleConfig{Tolerance: ptr(0.0)}, 1.05, 11},
+		{"up 0", AutoscaleConfig{ScaleUpTolerance: ptr(0.0)}, 1.05, 11},
+		{"up 0, down default", AutoscaleConfig{ScaleUpTolerance: ptr(0.0)}, 0.95, 10},
+		{"down 0.2", AutoscaleConfig{ScaleDownTolerance: ptr(0.2)}, 0.85, 10},
+		{"down 0.2, beyond", AutoscaleConfig{ScaleDownTolerance: ptr(0.2)}, 0.75, 8},
+		{"global 0.3, up 0.05", AutoscaleConfig{Tolerance: ptr(0.3), ScaleUpTolerance: ptr(0.05)}, 0.75, 10},
+	} {
+		a := tc.a
+		a.Metric, a.Target, a.MinReplicas, a.MaxReplicas = MetricQueueDepth, 1, 1, 100
+		a.ScaleDownStabilizationSec = ptr(0.0)
+		s := policyScaler(a, nil, nil)
+		if got := s.recommend(sec(0), 10, tc.value); got != tc.want {
+			t.Errorf("%s: ratio %v on 10 → %d, want %d", tc.name, tc.value, got, tc.want)
+		}
+	}
+	c, err := ParseConfig("c.yaml", []byte("autoscale:\n  metric: queue_depth\n  target: 2\n  tolerance: 0\n  scale_down_tolerance: 0.25\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Effective(1000).Autoscale; *a.Tolerance != 0 || *a.ScaleUpTolerance != 0 || *a.ScaleDownTolerance != 0.25 {
+		t.Errorf("tolerances %v, %v, %v; want 0, 0, 0.25", *a.Tolerance, *a.ScaleUpTolerance, *a.ScaleDownTolerance)
+	}
+	if err := (Config{Autoscale: AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, ScaleUpTolerance: ptr(-0.1)}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "autoscale.scale_up_tolerance: -0.1 is not a non-negative number") {
+		t.Errorf("a negative tolerance: %v", err)
+	}
+}
