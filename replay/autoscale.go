@@ -186,7 +186,7 @@ func (a AutoscaleConfig) startup() time.Duration {
 	if a.WeightsGB > 0 {
 		s += a.WeightsGB / a.StorageGBps
 	}
-	return time.Duration(math.Round(s * 1e9))
+	return trace.DurationSeconds(s)
 }
 
 // A FleetSecond is the fleet during one simulated second: time-weighted
@@ -348,7 +348,7 @@ func (a *autoscaler) seconds(end trace.Time) []FleetSecond {
 func newAutoscaler(cfg AutoscaleConfig, workers, slots int) *autoscaler {
 	a := &autoscaler{
 		cfg:     cfg,
-		period:  time.Duration(math.Round(cfg.SyncPeriodSec * 1e9)),
+		period:  trace.DurationSeconds(cfg.SyncPeriodSec),
 		state:   make([]slotState, slots),
 		readyAt: make([]trace.Time, slots),
 		since:   make([]trace.Time, slots),

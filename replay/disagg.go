@@ -3,7 +3,6 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -234,7 +233,7 @@ func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool,
 		prefill:  d.PrefillWorkers,
 		perToken: float64(d.KVBytesPerToken),
 		rate:     d.TransferGBps * 1e9,
-		latency:  time.Duration(math.Round(d.TransferLatencySec * 1e9)),
+		latency:  trace.DurationSeconds(d.TransferLatencySec),
 		linkFree: make([]trace.Time, d.PrefillWorkers),
 		sending:  make([]int, d.PrefillWorkers),
 		moving:   make([]*reqState, n),
@@ -615,7 +614,7 @@ func (p *disagg) transferTime(n int64) (time.Duration, error) {
 		return 0, fmt.Errorf("replay: disaggregation: sending the KV of %d prompt tokens (%.4g bytes at %.4g GB/s) takes %.4g s, more than %g: kv_bytes_per_token or transfer_gbps is off",
 			n, float64(n)*p.perToken, p.rate/1e9, sec, trace.MaxLatencySec)
 	}
-	return p.latency + time.Duration(math.Round(float64(n)*p.perToken/p.rate*1e9)), nil
+	return p.latency + trace.DurationSeconds(float64(n)*p.perToken/p.rate), nil
 }
 
 // prefilled is called when request r's prompt is computed on prefill

@@ -3,7 +3,6 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -161,9 +160,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			e.dec = m
 		}
 	}
-	e.lat = time.Duration(math.Round(cfg.Client.LatencySec * 1e9))
-	e.timeout = time.Duration(math.Round(cfg.Client.TimeoutSec * 1e9))
-	e.apiSvc = time.Duration(math.Round(cfg.Client.APIServerRequestSec * 1e9))
+	e.lat = trace.DurationSeconds(cfg.Client.LatencySec)
+	e.timeout = trace.DurationSeconds(cfg.Client.TimeoutSec)
+	e.apiSvc = trace.DurationSeconds(cfg.Client.APIServerRequestSec)
 	e.apiRanks = max(cfg.Client.APIServerRanks, 1)
 	e.apiFree = make([]trace.Time, (slots+e.apiRanks-1)/e.apiRanks)
 	if e.timeout > 0 {

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"math"
 	"time"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -72,7 +71,7 @@ func (v *routerView) Outstanding() []Outstanding { return v.out }
 // init sets the view up for router r over the engine's workers.
 func (v *routerView) init(e *engine, r Router) {
 	v.e = e
-	v.interval = time.Duration(math.Round(e.cfg.RouterConfig.ViewIntervalSec * 1e9))
+	v.interval = trace.DurationSeconds(e.cfg.RouterConfig.ViewIntervalSec)
 	v.out = make([]Outstanding, len(e.workers))
 	v.ready = make([]int, len(e.workers))
 	if e.pd != nil {

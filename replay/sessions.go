@@ -34,7 +34,7 @@ func (e *engine) prepareSessions() {
 			arrival[i] = int64(r.Arrival.V)
 		}
 		if t, ok := r.ThinkSec.Get(); ok && t > 0 {
-			e.think[i] = time.Duration(math.Round(t * 1e9))
+			e.think[i] = trace.DurationSeconds(t)
 		}
 		s, ok := ids[r.Session]
 		if !ok || r.Session == "" {
