@@ -15,7 +15,8 @@ func sec(s float64) trace.Time { return trace.Time(trace.DurationSeconds(s)) }
 // policyScaler returns an autoscaler of a (defaults filled) with the
 // given scale events.
 func policyScaler(a AutoscaleConfig, ups, downs []scaleEvent) *autoscaler {
-	s := newAutoscaler(a.withDefaults(1), 1, a.withDefaults(1).MaxReplicas)
+	a = a.withDefaults(1)
+	s := newAutoscaler(a, 1, a.MaxReplicas)
 	s.ups, s.downs = ups, downs
 	return s
 }
