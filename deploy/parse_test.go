@@ -44,6 +44,9 @@ func TestParseClusterErrors(t *testing.T) {
 		{"policy key", "autoscale:\n  metric: queue_depth\n  target: 1\n  scale_down_policies:\n    - {type: pods, value: 4, periodSeconds: 15}\n", "c.yaml:5: autoscale.scale_down_policies[1].periodSeconds: unknown key (known here: period_s, type, value)"},
 		{"policy type", "autoscale:\n  metric: queue_depth\n  target: 1\n  scale_down_policies: [{type: pod, value: 1, period_s: 60}]\n", "c.yaml:4: autoscale.scale_down_policies: policy 1: unknown type \"pod\" (want pods or percent)"},
 		{"no policy", "autoscale:\n  metric: queue_depth\n  target: 1\n  scale_up_policies: []\n", "c.yaml:4: autoscale.scale_up_policies: must hold at least one policy, as an HPA's"},
+		{"scale to zero on kv_usage", "autoscale:\n  metric: kv_usage\n  target: 0.5\n  min_replicas: 0\n", "c.yaml:2: autoscale.metric: kv_usage comes from the workers alone, so a fleet at zero would never wake: scale to zero needs queue_depth, in_flight or request_rate"},
+		{"cooldown without scale to zero", "autoscale:\n  metric: queue_depth\n  target: 1\n  cooldown_s: 60\n", "c.yaml:4: autoscale.cooldown_s: applies to scale to zero alone (min_replicas: 0 or idle_replicas: 0)"},
+		{"idle replicas", "autoscale:\n  metric: queue_depth\n  target: 1\n  min_replicas: 2\n  idle_replicas: 1\n", "c.yaml:5: autoscale.idle_replicas: 1: KEDA takes 0 alone (the HPA cannot hold fewer replicas than its minimum otherwise)"},
 		{"not a mapping", "- workers\n", "c.yaml:1: want a mapping of settings (key: value), not a list"},
 		{"twice", "workers: 2\nworkers: 3\n", "c.yaml:2: workers: given twice"},
 		{"syntax", "workers: 2\n  tp: [\n", "c.yaml:2: mapping values are not allowed in this context"},
@@ -152,6 +155,7 @@ func FuzzParseCluster(f *testing.F) {
 	for _, s := range []string{"workers: 2\n", "scheduler:\n  max_num_seqs: 4\n", "hardware_override: {mem_mib: 4}\n", DefaultCluster().YAML(), "workers: 1e3\n", "---\n", "a: &x 1\nb: *x\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  transfer_gbps: 25\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n",
+		"autoscale:\n  metric: request_rate\n  target: 2\n  min_replicas: 0\n  polling_interval_s: 5\n  cooldown_s: 0\n",
 		"autoscale:\n  metric: queue_depth\n  target: 2\n  scale_up_policies:\n    - {type: pods, value: 2, period_s: 60}\n  scale_down_policies: [{type: percent, value: 50, period_s: 30}]\n  scale_down_select_policy: min\n"} {
 		f.Add([]byte(s))
 	}
@@ -194,5 +198,26 @@ func TestParseClusterPolicies(t *testing.T) {
 	}
 	if want := []replay.ScalingPolicy{{Type: "pods", Value: 1, PeriodSec: 600}}; !slices.Equal(a.ScaleDownPolicies, want) || a.ScaleDownSelectPolicy != "min" {
 		t.Errorf("scale-down policies %+v selected by %q, want %+v by min", a.ScaleDownPolicies, a.ScaleDownSelectPolicy, want)
+	}
+}
+
+// Scale to zero's settings: min_replicas 0 is a fleet of none, where a
+// min_replicas left out is the default (1, filled by replay's defaults).
+func TestParseClusterScaleToZero(t *testing.T) {
+	c, err := ParseCluster("c.yaml", []byte("autoscale:\n  metric: in_flight\n  target: 4\n  min_replicas: 0\n  activation_target: 2\n  cooldown_s: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Autoscale
+	if a.MinReplicas == nil || *a.MinReplicas != 0 || a.ActivationTarget != 2 || a.CooldownSec == nil || *a.CooldownSec != 0 {
+		t.Errorf("autoscale %+v: want min_replicas 0, activation 2, cooldown 0", a)
+	}
+	back, err := ParseCluster("back.yaml", []byte(c.YAML()))
+	if err != nil || back.YAML() != c.YAML() {
+		t.Fatalf("round trip: %v\n%s", err, c.YAML())
+	}
+	c, err = ParseCluster("c.yaml", []byte("autoscale:\n  metric: in_flight\n  target: 4\n"))
+	if err != nil || c.Autoscale.MinReplicas != nil {
+		t.Errorf("without min_replicas: %v, min %v; want none given", err, c.Autoscale.MinReplicas)
 	}
 }

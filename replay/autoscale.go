@@ -28,7 +28,9 @@ import (
 // new requests, and they stop when their last request leaves.
 // Config.Workers is the fleet at the start.
 type AutoscaleConfig struct {
-	// Metric is queue_depth (waiting requests per worker), kv_usage
+	// Metric is queue_depth (waiting requests per worker), in_flight
+	// (waiting and running requests per worker: vLLM's
+	// num_requests_waiting plus num_requests_running), kv_usage
 	// (fraction of KV blocks in use), request_rate (arrivals per second
 	// per worker over the last sync period) or slo_attainment (fraction
 	// of the requests completed in the last sync period whose TTFT met
@@ -36,8 +38,24 @@ type AutoscaleConfig struct {
 	Metric string  `yaml:"metric,omitempty"`
 	Target float64 `yaml:"target,omitempty"`
 
-	MinReplicas int `yaml:"min_replicas,omitempty"` // default 1
-	MaxReplicas int `yaml:"max_replicas,omitempty"` // default Workers
+	// MinReplicas is the least fleet (default 1); 0 lets the fleet
+	// scale to zero as KEDA does (scaletozero.go), the HPA's own least
+	// then 1. A pointer, so that 0 is a fleet.
+	MinReplicas *int `yaml:"min_replicas,omitempty"`
+	MaxReplicas int  `yaml:"max_replicas,omitempty"` // default Workers
+	// IdleReplicas is KEDA's idleReplicaCount: set (to 0, the one value
+	// KEDA takes), the fleet of MinReplicas ≥ 1 goes to zero when idle
+	// and wakes to MinReplicas.
+	IdleReplicas *int `yaml:"idle_replicas,omitempty"`
+	// KEDA's scale to zero: every PollingIntervalSec (default 30 s) the
+	// metric's total (not per worker) is active when above
+	// ActivationTarget (activationThreshold, default 0); an active
+	// metric wakes a fleet at zero, and a fleet that has not been
+	// active for CooldownSec (cooldownPeriod, default 300 s) goes to
+	// zero.
+	ActivationTarget   float64  `yaml:"activation_target,omitempty"`
+	PollingIntervalSec float64  `yaml:"polling_interval_s,omitempty"`
+	CooldownSec        *float64 `yaml:"cooldown_s,omitempty"`
 	// SyncPeriodSec is the HPA controller's sync period (default 15 s).
 	SyncPeriodSec float64 `yaml:"sync_period_s,omitempty"`
 	// Tolerance is the HPA's (its controller's
@@ -78,6 +96,7 @@ type AutoscaleConfig struct {
 // Autoscaling metrics.
 const (
 	MetricQueueDepth    = "queue_depth"
+	MetricInFlight      = "in_flight"
 	MetricKVUsage       = "kv_usage"
 	MetricRequestRate   = "request_rate"
 	MetricSLOAttainment = "slo_attainment"
@@ -90,11 +109,19 @@ func (a AutoscaleConfig) withDefaults(workers int) AutoscaleConfig {
 	if !a.on() {
 		return a
 	}
-	if a.MinReplicas == 0 {
-		a.MinReplicas = 1
+	if a.MinReplicas == nil {
+		a.MinReplicas = ptrInt(1)
 	}
 	if a.MaxReplicas == 0 {
-		a.MaxReplicas = max(workers, a.MinReplicas)
+		a.MaxReplicas = max(workers, *a.MinReplicas, 1)
+	}
+	if a.toZero() {
+		if a.PollingIntervalSec == 0 {
+			a.PollingIntervalSec = 30
+		}
+		if a.CooldownSec == nil {
+			a.CooldownSec = ptr(300)
+		}
 	}
 	if a.SyncPeriodSec == 0 {
 		a.SyncPeriodSec = 15
@@ -137,9 +164,9 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 		return
 	}
 	switch a.Metric {
-	case MetricQueueDepth, MetricKVUsage, MetricRequestRate, MetricSLOAttainment:
+	case MetricQueueDepth, MetricInFlight, MetricKVUsage, MetricRequestRate, MetricSLOAttainment:
 	default:
-		bad("autoscale.metric", "unknown metric %q (want %s, %s, %s or %s)", a.Metric, MetricQueueDepth, MetricKVUsage, MetricRequestRate, MetricSLOAttainment)
+		bad("autoscale.metric", "unknown metric %q (want %s, %s, %s, %s or %s)", a.Metric, MetricQueueDepth, MetricInFlight, MetricKVUsage, MetricRequestRate, MetricSLOAttainment)
 	}
 	nonneg := func(field string, v float64) {
 		if !(v >= 0) || math.IsInf(v, 0) {
@@ -155,10 +182,12 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 	if a.Metric == MetricSLOAttainment && !(a.SLOTTFTSec > 0) {
 		bad("autoscale.slo_ttft_s", "slo_attainment needs a TTFT objective")
 	}
+	given := a
 	a = a.withDefaults(workers)
-	if a.MinReplicas < 1 || a.MaxReplicas < a.MinReplicas || a.MaxReplicas > 4096 {
-		bad("autoscale.max_replicas", "replicas [%d, %d] are not 1 ≤ min ≤ max ≤ 4096", a.MinReplicas, a.MaxReplicas)
+	if *a.MinReplicas < 0 || a.MaxReplicas < max(*a.MinReplicas, 1) || a.MaxReplicas > 4096 {
+		bad("autoscale.max_replicas", "replicas [%d, %d] are not 0 ≤ min ≤ max, 1 ≤ max ≤ 4096", *a.MinReplicas, a.MaxReplicas)
 	}
+	a.validateToZero(given, bad)
 	if !(a.SyncPeriodSec > 0) || a.SyncPeriodSec > 86400 {
 		bad("autoscale.sync_period_s", "%v is not a number of seconds in (0, 86400]", a.SyncPeriodSec)
 	}
@@ -222,8 +251,16 @@ type autoscaler struct {
 	// (store).
 	ups, downs []scaleEvent
 
-	arrivals  int64 // in the current sync period
-	met, done int64 // completions in the period: meeting the SLO, all
+	arrivals int64 // in the current sync period
+	// Scale to zero (scaletozero.go): the requests the gateway holds
+	// while no worker is ready, in arrival order; the arrivals since
+	// KEDA's last poll; when its metric was last active, if ever.
+	toZero     bool // cfg.toZero()
+	held       []*reqState
+	polled     int64
+	lastActive trace.Time
+	wasActive  bool
+	met, done  int64 // completions in the period: meeting the SLO, all
 
 	onTime  time.Duration // slot time not off, summed (GPU time / GPUs per worker)
 	changes []fleetChange
@@ -286,7 +323,7 @@ func (a *autoscaler) recommend(now trace.Time, current int, value float64) int {
 			desired = int(math.Ceil(float64(current) * ratio))
 		}
 	}
-	desired = min(max(desired, a.cfg.MinReplicas), a.cfg.MaxReplicas)
+	desired = min(max(desired, a.hpaMin()), a.cfg.MaxReplicas)
 	// The recommendations within each window before now, and now's: a
 	// window holds those after now − its length (the HPA's cutoff), so
 	// that a 300 s window at a 15 s sync holds 20 syncs' (and one of 0
@@ -354,8 +391,9 @@ func newAutoscaler(cfg AutoscaleConfig, workers, slots int) *autoscaler {
 		since:   make([]trace.Time, slots),
 
 		nextReady: never,
+		toZero:    cfg.toZero(),
 	}
-	for i := range min(max(workers, cfg.MinReplicas), cfg.MaxReplicas) {
+	for i := range min(max(workers, *cfg.MinReplicas), cfg.MaxReplicas) {
 		a.state[i] = slotReady
 	}
 	a.note(0)
@@ -426,7 +464,9 @@ func (e *engine) drained(now trace.Time, w *worker) {
 
 // autoscale is the HPA's sync at now: it reads the metric over the ready
 // workers, settles on a replica count, starts or drains workers to reach
-// it, and queues the next sync while requests remain.
+// it, and queues the next sync while requests remain. A fleet at zero
+// (scaletozero.go) is left alone, as Kubernetes disables an HPA whose
+// target has no replicas.
 //
 // Note: the workers' state at a sync is as of their latest built step, as
 // a scrape's is (routerView); a worker fast-forwarded past the sync shows
@@ -441,20 +481,15 @@ func (e *engine) autoscale(now trace.Time) {
 	// starting worker contributes nothing yet, so the fleet does not
 	// grow again for load that the workers on their way will take.
 	current := ready + starting
+	if current == 0 {
+		a.arrivals, a.met, a.done = 0, 0, 0
+		e.queueSync(now)
+		return
+	}
 	var value float64
 	switch a.cfg.Metric {
-	case MetricQueueDepth, MetricKVUsage:
-		for i, s := range a.state {
-			if s != slotReady {
-				continue
-			}
-			if a.cfg.Metric == MetricQueueDepth {
-				value += float64(e.workers[i].waiting.Len())
-			} else {
-				value += e.liveLoad(i).KVUsage()
-			}
-		}
-		value /= float64(current)
+	case MetricQueueDepth, MetricInFlight, MetricKVUsage:
+		value = e.metricTotal() / float64(current)
 	case MetricRequestRate:
 		value = float64(a.arrivals) / a.period.Seconds() / float64(current)
 	case MetricSLOAttainment:
@@ -466,52 +501,112 @@ func (e *engine) autoscale(now trace.Time) {
 	a.arrivals, a.met, a.done = 0, 0, 0
 	desired := a.recommend(now, current, value)
 	before := current
+	current = e.resize(now, current, desired, false)
+	a.scaled(now, before, current)
+	e.promote(now)
+	e.view.setReady(a)
+	a.note(now)
+	e.queueSync(now)
+}
+
+// queueSync queues the HPA's next sync while requests remain.
+func (e *engine) queueSync(now trace.Time) {
+	if !e.allDone() {
+		e.q.push(now.Add(e.scale.period), evAutoscale, syncHPA)
+	}
+}
+
+// metricTotal is the sum of queue_depth, in_flight or kv_usage over the
+// ready workers, with the requests the gateway holds for want of one
+// (scaletozero.go) in the first two.
+func (e *engine) metricTotal() float64 {
+	a := e.scale
+	var total float64
+	for i, s := range a.state {
+		if s != slotReady {
+			continue
+		}
+		w := e.workers[i]
+		switch a.cfg.Metric {
+		case MetricQueueDepth:
+			total += float64(w.waiting.Len())
+		case MetricInFlight:
+			total += float64(w.waiting.Len() + len(w.running))
+		case MetricKVUsage:
+			total += e.liveLoad(i).KVUsage()
+		}
+	}
+	if a.cfg.Metric == MetricQueueDepth || a.cfg.Metric == MetricInFlight {
+		total += float64(len(a.held))
+	}
+	return total
+}
+
+// resize starts or stops workers at now to take the fleet of current
+// replicas asked for to desired, and returns the fleet it reached:
+// starting workers first, then draining the newest ready ones, but the
+// last ready worker only when toZero (KEDA's scale to zero).
+func (e *engine) resize(now trace.Time, current, desired int, toZero bool) int {
+	a := e.scale
 	for ; current < desired; current++ {
-		i := slices.Index(a.state, slotOff)
-		if i < 0 {
+		if !e.startSlot(now) {
 			break
 		}
-		if e.workers[i].hasWork() || e.workers[i].busy || !e.workers[i].api.empty() {
-			// A drained slot stopped only when idle, so an off slot is
-			// idle: this cannot happen.
-			panic("replay: internal error: an off worker slot has work")
-		}
-		// The slot's old worker is gone, its evictions not: RunInputs
-		// adds up only the workers the slots hold at the end.
-		e.stats.Evictions += e.workers[i].s.evictions()
-		e.workers[i] = e.restart(i)
-		if e.view.hooked() {
-			e.workers[i].onPrefilled = e.view.prefilled
-		}
-		if r, ok := e.router.(slotResetter); ok {
-			r.resetWorker(i)
-		}
-		if e.online != nil {
-			e.online.resetWorker(i)
-		}
-		a.state[i], a.readyAt[i], a.since[i] = slotStarting, now.Add(a.cfg.startup()), now
-		a.nextReady = min(a.nextReady, a.readyAt[i])
 	}
+	ready, _, _ := a.count()
 	for ; current > desired; current-- {
 		if i := a.newest(slotStarting); i >= 0 {
 			a.stop(i, now)
 			continue
 		}
-		if ready <= 1 {
+		if ready <= 1 && !toZero {
 			break
 		}
 		i := a.newest(slotReady)
+		if i < 0 {
+			break
+		}
 		a.state[i] = slotDraining
 		ready--
 		e.drained(now, e.workers[i])
 	}
-	a.scaled(now, before, current)
-	e.promote(now)
-	e.view.setReady(a)
-	a.note(now)
-	if !e.allDone() {
-		e.q.push(now.Add(a.period), evAutoscale, 0)
+	return current
+}
+
+// startSlot starts a new worker in an off slot at now, and reports
+// whether there was one.
+func (e *engine) startSlot(now trace.Time) bool {
+	a := e.scale
+	i := slices.Index(a.state, slotOff)
+	if i < 0 {
+		return false
 	}
+	if e.workers[i].hasWork() || e.workers[i].busy || !e.workers[i].api.empty() {
+		// A drained slot stopped only when idle, so an off slot is
+		// idle: this cannot happen.
+		panic("replay: internal error: an off worker slot has work")
+	}
+	// The slot's old worker is gone, its evictions not: RunInputs
+	// adds up only the workers the slots hold at the end.
+	e.stats.Evictions += e.workers[i].s.evictions()
+	e.workers[i] = e.restart(i)
+	if e.view.hooked() {
+		e.workers[i].onPrefilled = e.view.prefilled
+	}
+	if r, ok := e.router.(slotResetter); ok {
+		r.resetWorker(i)
+	}
+	if e.online != nil {
+		e.online.resetWorker(i)
+	}
+	a.state[i], a.readyAt[i], a.since[i] = slotStarting, now.Add(a.cfg.startup()), now
+	a.nextReady = min(a.nextReady, a.readyAt[i])
+	if a.cfg.toZero() {
+		// Requests held for want of a ready worker go to it once it is
+		// ready, not at the next arrival or sync.
+		e.q.push(a.readyAt[i], evAutoscale, syncReady)
+	}
+	return true
 }
 
 // restart returns a new worker for slot i, whose worker stopped: on

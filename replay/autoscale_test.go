@@ -74,7 +74,7 @@ func TestAutoscaleConfigErrors(t *testing.T) {
 		{AutoscaleConfig{Metric: "cpu", Target: 1}, "autoscale.metric: unknown metric"},
 		{AutoscaleConfig{Metric: MetricKVUsage}, "autoscale.target: 0 is not a positive number"},
 		{AutoscaleConfig{Metric: MetricSLOAttainment, Target: 0.9}, "autoscale.slo_ttft_s"},
-		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: 5, MaxReplicas: 2}, "autoscale.max_replicas"},
+		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(5), MaxReplicas: 2}, "autoscale.max_replicas"},
 		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, WeightsGB: 10}, "autoscale.storage_gbps"},
 	} {
 		err := Config{Autoscale: tc.a}.Validate()
@@ -148,7 +148,7 @@ func TestAutoscaleAzure(t *testing.T) {
 		cfg := Config{Workers: 2, Router: RouterLeastRequests,
 
 			Autoscale: AutoscaleConfig{
-				Metric: p.metric, Target: p.target, MinReplicas: 1, MaxReplicas: 16, SLOTTFTSec: 1,
+				Metric: p.metric, Target: p.target, MinReplicas: ptrInt(1), MaxReplicas: 16, SLOTTFTSec: 1,
 				ScaleDownStabilizationSec: ptr(60), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
 			}}
 		var ttft []float64
@@ -229,7 +229,7 @@ func TestAutoscaleCountsRetiredEvictions(t *testing.T) {
 	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
 	cfg := Config{Workers: 4, Router: RouterLeastRequests, Scheduler: SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 16},
 		Autoscale: AutoscaleConfig{
-			Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 4, SyncPeriodSec: 1,
+			Metric: MetricQueueDepth, Target: 2, MinReplicas: ptrInt(1), MaxReplicas: 4, SyncPeriodSec: 1,
 			ScaleDownStabilizationSec: ptr(5.0), ContainerStartSec: 1, WeightsGB: 16, StorageGBps: 16,
 		}}
 	seen := map[*kvcache.Cache]int64{} // each cache's evictions, as of its last step

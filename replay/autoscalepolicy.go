@@ -137,7 +137,7 @@ func (a *autoscaler) rateLimit(now trace.Time, current, desired int) int {
 		most := min(a.cfg.MaxReplicas, max(a.limit(now, current, true), current))
 		return min(desired, most)
 	case desired < current:
-		least := max(a.cfg.MinReplicas, min(a.limit(now, current, false), current))
+		least := max(a.hpaMin(), min(a.limit(now, current, false), current))
 		return max(desired, least)
 	}
 	return desired

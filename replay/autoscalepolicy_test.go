@@ -26,7 +26,7 @@ func policyScaler(a AutoscaleConfig, ups, downs []scaleEvent) *autoscaler {
 // calculateScaleDownLimitWithBehaviors, convertDesiredReplicasWithBehaviorRate):
 // the cases worked by hand from those functions.
 func TestScalingPoliciesAsHPA(t *testing.T) {
-	base := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: 1, MaxReplicas: 100}
+	base := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(1), MaxReplicas: 100}
 	with := func(f func(*AutoscaleConfig)) AutoscaleConfig {
 		a := base
 		f(&a)
@@ -62,7 +62,7 @@ func TestScalingPoliciesAsHPA(t *testing.T) {
 		{"disabled up", with(func(a *AutoscaleConfig) { a.ScaleUpSelectPolicy = SelectDisabled }), nil, nil, 6, 50, 6},
 		// Down: by default 100 % within 15 s, so to the recommendation.
 		{"default down", base, nil, nil, 10, 2, 2},
-		{"default down to min_replicas", with(func(a *AutoscaleConfig) { a.MinReplicas = 3 }), nil, nil, 10, 1, 3},
+		{"default down to min_replicas", with(func(a *AutoscaleConfig) { a.MinReplicas = ptrInt(3) }), nil, nil, 10, 1, 3},
 		// 50 %: from 7, int(3.5) = 3 (truncated).
 		{"percent down truncates", with(func(a *AutoscaleConfig) { a.ScaleDownPolicies = pct(50) }), nil, nil, 7, 1, 3},
 		{"pods down", with(func(a *AutoscaleConfig) { a.ScaleDownPolicies = []ScalingPolicy{{PolicyPods, 2, 60}} }), nil, nil, 7, 1, 5},
@@ -94,7 +94,7 @@ func TestScalingPoliciesAsHPA(t *testing.T) {
 func TestStabilizationWindowEdge(t *testing.T) {
 	// The down window the longest, and shorter than the up window.
 	for _, up := range []float64{0, 20} {
-		a := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: 1, MaxReplicas: 8,
+		a := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(1), MaxReplicas: 8,
 			ScaleUpStabilizationSec: ptr(up), ScaleDownStabilizationSec: ptr(10.0)}
 		s := policyScaler(a, nil, nil)
 		if got := s.recommend(sec(0), 4, 2); got != 8 { // queue 2 a worker over a target of 1
@@ -218,7 +218,7 @@ func TestScalingPoliciesParse(t *testing.T) {
 // period, and the others still count where a longer period of the other
 // direction reaches them.
 func TestScaleEventsKeptAsHPA(t *testing.T) {
-	a := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: 1, MaxReplicas: 100,
+	a := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(1), MaxReplicas: 100,
 		ScaleDownPolicies: []ScalingPolicy{{PolicyPods, 1, 600}}}
 	s := policyScaler(a, nil, nil)
 	s.scaled(sec(0), 1, 5)   // +4
@@ -270,7 +270,7 @@ func TestAutoscaleTolerances(t *testing.T) {
 		{"global 0.3, up 0.05", AutoscaleConfig{Tolerance: ptr(0.3), ScaleUpTolerance: ptr(0.05)}, 0.75, 10},
 	} {
 		a := tc.a
-		a.Metric, a.Target, a.MinReplicas, a.MaxReplicas = MetricQueueDepth, 1, 1, 100
+		a.Metric, a.Target, a.MinReplicas, a.MaxReplicas = MetricQueueDepth, 1, ptrInt(1), 100
 		a.ScaleDownStabilizationSec = ptr(0.0)
 		s := policyScaler(a, nil, nil)
 		if got := s.recommend(sec(0), 10, tc.value); got != tc.want {

@@ -43,6 +43,12 @@ func (e *engine) abort(now trace.Time, i int32) error {
 	if r == nil {
 		return nil // completed before its deadline
 	}
+	if r.worker == noWorker {
+		// Held at the gateway for want of a ready worker
+		// (scaletozero.go): it leaves the line.
+		e.scale.dropHeld(r)
+		return e.timedOut(r, now)
+	}
 	if r.pdWait {
 		// In its decode worker's queue, its blocks not allocated, its
 		// KV still on its prefill worker: both let it go now.
@@ -117,12 +123,24 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	o := e.base(r.in, r.idx, r.prompt, r.wants(), r.sent, r.arrival)
 	o.Status = trace.StatusTimeout
 	o.Error = fmt.Sprintf("client gave up after %g s", e.timeout.Seconds())
+	o.OutputTokens = trace.Some(r.out)
+	o.OutputTokensSource = trace.OutputServerUsage
+	o.DoneAtRouter = trace.Some(now)
+	if r.worker == noWorker {
+		// It never left the gateway (scaletozero.go): no router or
+		// worker counted it.
+		idx := r.idx
+		if e.online != nil {
+			e.online.reject(idx)
+		}
+		e.recycle(r)
+		e.sendNext(now, idx)
+		return e.emit(o)
+	}
 	o.Worker = e.workers[r.worker].name
 	if r.scored {
 		o.RouterScore = trace.Some(r.score)
 	}
-	o.OutputTokens = trace.Some(r.out)
-	o.OutputTokensSource = trace.OutputServerUsage
 	if r.out > 0 {
 		if ttft := r.firstTok.Add(e.lat).Sub(r.sent); ttft <= e.timeout {
 			o.TTFTSec = trace.Some(ttft.Seconds())
@@ -133,7 +151,6 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	if r.scheduled {
 		o.GPUStart = trace.Some(r.gpuStart)
 	}
-	o.DoneAtRouter = trace.Some(now)
 	idx := r.idx
 	e.release(r)
 	// The client gave up one latency ago; its next request reaches the

@@ -38,6 +38,10 @@ type Stats struct {
 	// times its GPUs.
 	Fleet    []FleetSecond
 	GPUHours float64
+	// With scale to zero (scaletozero.go): the requests that waited at
+	// the gateway for a ready worker, and the longest of those waits.
+	Held       int
+	HeldMaxSec float64
 }
 
 // Options are the optional parts of a replay.

@@ -63,6 +63,16 @@ type eventQueue struct {
 
 func (q *eventQueue) Len() int { return len(q.h) }
 
+// any reports whether some event in the queue satisfies f.
+func (q *eventQueue) any(f func(*event) bool) bool {
+	for i := range q.h {
+		if f(&q.h[i]) {
+			return true
+		}
+	}
+	return false
+}
+
 func (q *eventQueue) push(at trace.Time, kind eventKind, arg int32) {
 	q.seq++
 	q.h = append(q.h, event{at: at, kind: kind, seq: q.seq, arg: arg})

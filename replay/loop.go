@@ -38,7 +38,10 @@ func (e *engine) run() error {
 		}
 	}
 	if e.scale != nil {
-		e.q.push(trace.Time(0).Add(e.scale.period), evAutoscale, 0)
+		e.q.push(trace.Time(0).Add(e.scale.period), evAutoscale, syncHPA)
+		if a := e.scale.cfg; a.toZero() {
+			e.q.push(trace.Time(0).Add(trace.DurationSeconds(a.PollingIntervalSec)), evAutoscale, syncKEDA)
+		}
 	}
 	for e.q.Len() > 0 {
 		ev := e.q.pop()
@@ -72,7 +75,7 @@ func (e *engine) run() error {
 		case evTimeout:
 			err = e.abort(ev.at, ev.arg)
 		case evAutoscale:
-			e.autoscale(ev.at)
+			err = e.autoscaleEvent(ev.at, ev.arg)
 		}
 		if err == nil && e.off != nil {
 			err = e.off.err
@@ -175,13 +178,26 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 	if e.shared != nil {
 		r.shared = int(e.shared[i])
 	}
-	r.sent, r.arrival, r.workerArrival, r.engineQueued = sent, now, now, now
+	r.sent, r.arrival = sent, now
 	r.deadline = never
 	if e.timeout > 0 {
 		r.deadline = sent.Add(e.timeout + e.lat)
 		e.live[i] = r
 		e.q.push(r.deadline, evTimeout, i)
 	}
+	if e.scale != nil && e.scale.toZero {
+		if held, err := e.held(now, r); held || err != nil {
+			return err
+		}
+	}
+	return e.dispatch(now, r)
+}
+
+// dispatch routes request r at now (it arrived then, or waited at the
+// gateway for a ready worker: scaletozero.go) and hands it to its worker.
+func (e *engine) dispatch(now trace.Time, r *reqState) error {
+	i := r.idx
+	r.workerArrival, r.engineQueued = now, now
 	var wi int
 	if e.route != nil {
 		wi = int(e.route[i])

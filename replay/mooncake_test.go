@@ -253,7 +253,7 @@ func BenchmarkReplayMooncakeRouters(b *testing.B) {
 			case "autoscale":
 				cfg.Router = RouterLeastRequests
 				cfg.Autoscale = AutoscaleConfig{
-					Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 16,
+					Metric: MetricQueueDepth, Target: 2, MinReplicas: ptrInt(1), MaxReplicas: 16,
 					ScaleDownStabilizationSec: ptr(60), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
 				}
 			}

@@ -105,7 +105,7 @@ func TestOnlineSharingSameResults(t *testing.T) {
 			case "autoscale":
 				cfg.Router = RouterLeastRequests
 				cfg.Autoscale = AutoscaleConfig{
-					Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 4, SyncPeriodSec: 1,
+					Metric: MetricQueueDepth, Target: 2, MinReplicas: ptrInt(1), MaxReplicas: 4, SyncPeriodSec: 1,
 					ScaleDownStabilizationSec: ptr(5.0), ContainerStartSec: 1, WeightsGB: 16, StorageGBps: 16,
 				}
 			}

@@ -72,7 +72,7 @@ func (c sharingCase) replay(t *testing.T, cost model.StepModel, reqs []*trace.Re
 	cfg := Config{Workers: 16, Router: c.router}
 	if c.scale {
 		cfg.Autoscale = AutoscaleConfig{
-			Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 16,
+			Metric: MetricQueueDepth, Target: 2, MinReplicas: ptrInt(1), MaxReplicas: 16,
 			ScaleDownStabilizationSec: ptr(60.0), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
 		}
 	}

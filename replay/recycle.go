@@ -65,6 +65,13 @@ func (e *engine) release(r *reqState) {
 	if e.pd != nil {
 		e.pd.ended(r.idx)
 	}
+	e.recycle(r)
+}
+
+// recycle keeps r's memory for a later request: release without the
+// router's count, for a request that never reached the router
+// (scaletozero.go).
+func (e *engine) recycle(r *reqState) {
 	blocks, ghost := r.blocks[:0], r.ghost[:0]
 	keys, from := r.tierKeys[:0], r.loadFrom[:0]
 	var itl []float64

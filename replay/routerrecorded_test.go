@@ -211,7 +211,7 @@ func TestRecordedErrors(t *testing.T) {
 		t.Errorf("error %v, want a generated workload's", err)
 	}
 	cfg.Workers = 5
-	cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 2, MinReplicas: 1, MaxReplicas: 5}
+	cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 2, MinReplicas: ptrInt(1), MaxReplicas: 5}
 	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "recorded places requests as the trace did: not with autoscale") {
 		t.Errorf("error %v, want autoscale's", err)
 	}

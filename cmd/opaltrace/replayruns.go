@@ -549,6 +549,10 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			}
 			fmt.Fprintf(stderr, "%s: autoscaled on %s: %.3f GPU-hours; ready workers per whole second %.2f to %.2f, mean %.2f\n",
 				job.name, cfg.Autoscale.Metric, st.GPUHours, lo, hi, sum/float64(len(whole)))
+			if st.Held > 0 {
+				fmt.Fprintf(stderr, "%s: %d requests waited at the gateway for a ready worker (scale to zero), the longest %.3f s\n",
+					job.name, st.Held, st.HeldMaxSec)
+			}
 		}
 		runs = append(runs, run)
 		// A kept run's summary is finished on its goroutine while the

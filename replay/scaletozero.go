@@ -1,0 +1,234 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// Scale to zero, as KEDA drives it (AutoscaleConfig.toZero): min_replicas
+// 0 (KEDA's minReplicaCount 0) or idle_replicas 0 (idleReplicaCount). The
+// HPA keeps the fleet within [max(min_replicas, 1), max_replicas]; every
+// polling_interval_s KEDA's scale loop (its RequestScale) asks whether the
+// metric's total is above activation_target (a scaler's
+// activationThreshold: isActive is value > threshold) and
+//   - active with no replicas: scales the fleet to max(min_replicas, 1)
+//     and marks the time active (scaleFromZero);
+//   - active otherwise: marks the time active (LastActiveTime);
+//   - not active with replicas: scales to zero once cooldown_s has passed
+//     since it was last active, or at once if it never was (scaleToZero:
+//     a nil LastActiveTime does not wait).
+//
+// With no replicas the HPA does nothing (Kubernetes disables scaling of a
+// target at zero). The workers taken away drain, as at any scale-down.
+// A request that arrives while no worker is ready (the fleet at zero, or
+// its first workers still starting) waits at the gateway, as the KEDA HTTP
+// add-on's interceptor holds it, and goes to the router, in arrival
+// order, when a worker is ready: its record's worker_arrival is then, its
+// TTFT counts the wait. The gateway's held requests count in queue_depth
+// and in_flight, as the interceptor's pending requests are what a fleet at
+// zero is woken by; kv_usage and slo_attainment come from the workers
+// alone, so nothing would wake a fleet at zero on them, and validate
+// refuses them.
+//
+// Note: KEDA's scalers are polled; an HTTP add-on that pushes activity
+// (its external-push scaler) wakes the fleet at once: a small
+// polling_interval_s models it.
+
+// toZero reports whether the fleet may scale to zero.
+func (a AutoscaleConfig) toZero() bool {
+	return a.MinReplicas != nil && *a.MinReplicas == 0 || a.IdleReplicas != nil
+}
+
+// hpaMin is the least fleet the HPA keeps: min_replicas, at least 1.
+func (a *autoscaler) hpaMin() int { return max(*a.cfg.MinReplicas, 1) }
+
+// The autoscaler's events (evAutoscale's arg).
+const (
+	syncHPA   int32 = iota // the HPA's sync
+	syncKEDA               // KEDA's poll of the metric (scale to zero)
+	syncReady              // a worker's start-up ends: held requests may go
+)
+
+func ptrInt(v int) *int { return &v }
+
+// validateToZero checks the settings of scale to zero; given is the
+// configuration before its defaults.
+func (a AutoscaleConfig) validateToZero(given AutoscaleConfig, bad func(field, format string, args ...any)) {
+	if a.IdleReplicas != nil {
+		if *a.IdleReplicas != 0 {
+			bad("autoscale.idle_replicas", "%d: KEDA takes 0 alone (the HPA cannot hold fewer replicas than its minimum otherwise)", *a.IdleReplicas)
+		}
+		if *a.MinReplicas < 1 {
+			bad("autoscale.idle_replicas", "needs min_replicas of 1 or more, as KEDA's idleReplicaCount must be less than minReplicaCount")
+		}
+	}
+	if !a.toZero() {
+		for _, f := range []struct {
+			name  string
+			given bool
+		}{
+			{"activation_target", given.ActivationTarget != 0},
+			{"polling_interval_s", given.PollingIntervalSec != 0},
+			{"cooldown_s", given.CooldownSec != nil},
+		} {
+			if f.given {
+				bad("autoscale."+f.name, "applies to scale to zero alone (min_replicas: 0 or idle_replicas: 0)")
+			}
+		}
+		return
+	}
+	switch a.Metric {
+	case MetricKVUsage, MetricSLOAttainment:
+		bad("autoscale.metric", "%s comes from the workers alone, so a fleet at zero would never wake: scale to zero needs %s, %s or %s",
+			a.Metric, MetricQueueDepth, MetricInFlight, MetricRequestRate)
+	}
+	if !(a.ActivationTarget >= 0) || math.IsInf(a.ActivationTarget, 0) {
+		bad("autoscale.activation_target", "%v is not a non-negative number", a.ActivationTarget)
+	}
+	if !(a.PollingIntervalSec > 0) || a.PollingIntervalSec > 86400 {
+		bad("autoscale.polling_interval_s", "%v is not a number of seconds in (0, 86400]", a.PollingIntervalSec)
+	}
+	if c := *a.CooldownSec; !(c >= 0) || c > 86400*365 {
+		bad("autoscale.cooldown_s", "%v is not a number of seconds in [0, 31536000]", c)
+	}
+}
+
+// autoscaleEvent handles the autoscaler's event of kind arg at now.
+func (e *engine) autoscaleEvent(now trace.Time, arg int32) error {
+	switch arg {
+	case syncHPA:
+		e.autoscale(now)
+		return e.unhold(now)
+	case syncKEDA:
+		return e.pollKEDA(now)
+	default:
+		e.promote(now)
+		return e.unhold(now)
+	}
+}
+
+// pollKEDA is KEDA's scale loop at now (see the comment at the top).
+func (e *engine) pollKEDA(now trace.Time) error {
+	e.promote(now)
+	a := e.scale
+	var value float64
+	if a.cfg.Metric == MetricRequestRate {
+		value = float64(a.polled) / a.cfg.PollingIntervalSec
+	} else {
+		value = e.metricTotal()
+	}
+	a.polled = 0
+	active := value > a.cfg.ActivationTarget
+	ready, starting, _ := a.count()
+	current := ready + starting
+	switch {
+	case active && current == 0:
+		e.resize(now, 0, min(a.hpaMin(), a.cfg.MaxReplicas), false)
+		a.lastActive, a.wasActive = now, true
+	case active:
+		a.lastActive, a.wasActive = now, true
+	case current > 0 && (!a.wasActive || now.Sub(a.lastActive) > trace.DurationSeconds(*a.cfg.CooldownSec)):
+		e.resize(now, current, 0, true)
+	}
+	e.promote(now)
+	e.view.setReady(a)
+	a.note(now)
+	if !active && ready+starting == 0 && len(a.held) > 0 && !e.q.any(func(ev *event) bool { return ev.kind != evAutoscale }) {
+		// Nothing is on its way (no arrival, timeout or worker) and
+		// nothing else changes the metric: the held requests would
+		// wait for ever, as behind an interceptor KEDA never wakes.
+		if err := e.strand(now, value); err != nil {
+			return err
+		}
+	}
+	if !e.allDone() {
+		e.q.push(now.Add(trace.DurationSeconds(a.cfg.PollingIntervalSec)), evAutoscale, syncKEDA)
+	}
+	return e.unhold(now)
+}
+
+// strand rejects the requests held at the gateway at now: the fleet is at
+// zero and the metric's total, value, will stay at or below the
+// activation target.
+func (e *engine) strand(now trace.Time, value float64) error {
+	a := e.scale
+	held := a.held
+	a.held = nil
+	for _, r := range held {
+		e.stats.Rejected++
+		if e.online != nil {
+			e.online.reject(r.idx)
+		}
+		if e.sec != nil {
+			e.sec.at(now).Rejected++
+		}
+		if e.timeout > 0 {
+			e.live[r.idx] = nil
+		}
+		o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
+		o.Status = trace.StatusRejected
+		o.Error = fmt.Sprintf("no worker: the fleet at zero never woke (%s %g, not above autoscale.activation_target %g, and nothing more on its way)",
+			a.cfg.Metric, value, a.cfg.ActivationTarget)
+		o.DoneAtRouter = trace.Some(now)
+		idx := r.idx
+		e.recycle(r)
+		e.clientNext(now, idx)
+		if err := e.emit(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// held reports whether request r, arrived at now, must wait at the
+// gateway: no worker is ready, or earlier requests wait there still.
+// Those go first once a worker is ready.
+func (e *engine) held(now trace.Time, r *reqState) (bool, error) {
+	a := e.scale
+	a.polled++
+	e.promote(now)
+	if err := e.unhold(now); err != nil {
+		return false, err
+	}
+	if len(e.view.ready) > 0 {
+		return false, nil
+	}
+	r.worker = noWorker
+	a.held = append(a.held, r)
+	return true, nil
+}
+
+// noWorker is the worker of a request held at the gateway.
+const noWorker = -1
+
+// unhold sends the requests held at the gateway to the router, in the
+// order they came, while a worker is ready.
+func (e *engine) unhold(now trace.Time) error {
+	a := e.scale
+	for len(a.held) > 0 && len(e.view.ready) > 0 {
+		r := a.held[0]
+		a.held[0] = nil
+		a.held = a.held[1:]
+		e.stats.Held++
+		e.stats.HeldMaxSec = max(e.stats.HeldMaxSec, now.Sub(r.arrival).Seconds())
+		if err := e.dispatch(now, r); err != nil {
+			return err
+		}
+	}
+	if len(a.held) == 0 {
+		a.held = nil // its front, sliced off, is not reused
+	}
+	return nil
+}
+
+// dropHeld removes request r, whose client gave up, from the gateway.
+func (a *autoscaler) dropHeld(r *reqState) {
+	for i, h := range a.held {
+		if h == r {
+			a.held = append(a.held[:i], a.held[i+1:]...)
+			return
+		}
+	}
+}

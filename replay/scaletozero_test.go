@@ -1,0 +1,313 @@
+package replay
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/internal/golden"
+	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// zeroCfg is a fleet of two workers that may scale to zero: KEDA polls
+// every 10 s, cools down for 60 s, and a worker takes 30 s to start.
+func zeroCfg() Config {
+	return Config{Workers: 2, Router: RouterLeastRequests, Autoscale: AutoscaleConfig{
+		Metric: MetricQueueDepth, Target: 2, MinReplicas: ptrInt(0), MaxReplicas: 4, SyncPeriodSec: 15,
+		PollingIntervalSec: 10, CooldownSec: ptr(60), ContainerStartSec: 30,
+	}}
+}
+
+// A fleet idle for longer than the cooldown goes to zero; the next
+// request waits at the gateway for KEDA's next poll and a worker's start,
+// and its TTFT counts the wait.
+func TestScaleToZeroColdStart(t *testing.T) {
+	var reqs []*trace.Request
+	for i := range 20 { // 1 request/s for 20 s, a queue in little KV
+		reqs = append(reqs, req(fmt.Sprintf("a%d", i), time.Duration(i)*time.Second, 2000, 400))
+	}
+	late := req("late", 500*time.Second+3*time.Second, 300, 20)
+	reqs = append(reqs, late)
+	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}
+	byID, all, st := replay(t, zeroCfg(), cost, 400, reqs)
+	_, again, st2 := replay(t, zeroCfg(), cost, 400, reqs)
+	if dump(all) != dump(again) || st.GPUHours != st2.GPUHours {
+		t.Error("two replays that scale to zero differ")
+	}
+	if st.Completed != len(reqs) {
+		t.Fatalf("%d of %d completed", st.Completed, len(reqs))
+	}
+	// Up while requests queue, at zero from some time before 500 s
+	// until the late request.
+	if f := st.Fleet[30]; f.Ready != 2 {
+		t.Errorf("fleet at 30 s: %+v, want the two workers", f)
+	}
+	// The last poll to find a queue is at 20 s (a19, arrived at 19 s,
+	// waits until 21 s); KEDA scales to zero once more than the 60 s
+	// cooldown has passed (LastActiveTime + cooldown before now): at
+	// the poll at 90 s, not at 80 s.
+	if f, g := st.Fleet[85], st.Fleet[90]; f.Ready != 2 || g.Ready != 0 {
+		t.Errorf("fleet at 85 s %+v, at 90 s %+v: want two workers, then none", f, g)
+	}
+	if f := st.Fleet[400]; f.Ready != 0 || f.Starting != 0 || f.Draining != 0 {
+		t.Errorf("fleet at 400 s: %+v, want none", f)
+	}
+	// It arrives at 503 s; the poll at 510 s wakes one worker, ready
+	// at 540 s, when it leaves the gateway.
+	r := byID["late"]
+	if want := trace.Time(540 * time.Second); r.WorkerArrival.V != want {
+		t.Errorf("late request reached its worker at %v, want %v", r.WorkerArrival.V, want)
+	}
+	if r.TTFTSec.V < 37 {
+		t.Errorf("late request's TTFT %v s, want the 37 s cold start counted", r.TTFTSec.V)
+	}
+	if f := st.Fleet[520]; f.Starting != 1 || f.Ready != 0 {
+		t.Errorf("fleet at 520 s: %+v, want one starting", f)
+	}
+	// Without scale to zero the fleet stays up and costs more.
+	cfg := zeroCfg()
+	cfg.Autoscale.MinReplicas, cfg.Autoscale.PollingIntervalSec, cfg.Autoscale.CooldownSec = nil, 0, nil
+	byID1, _, st1 := replay(t, cfg, cost, 400, reqs)
+	if !(st.GPUHours < st1.GPUHours*0.5) {
+		t.Errorf("GPU-hours %v with scale to zero, %v without: want far fewer", st.GPUHours, st1.GPUHours)
+	}
+	if byID1["late"].TTFTSec.V > 1 {
+		t.Errorf("without scale to zero the late request's TTFT is %v s", byID1["late"].TTFTSec.V)
+	}
+}
+
+// KEDA's scaleToZero does not wait for the cooldown when the metric was
+// never active: a fleet without requests goes to zero at the first poll.
+// Requests held at the gateway go, in the order they came, to the first
+// worker ready.
+func TestScaleToZeroNeverActiveAndOrder(t *testing.T) {
+	var reqs []*trace.Request
+	for i := range 5 {
+		reqs = append(reqs, req(fmt.Sprintf("r%d", i), 100*time.Second+time.Duration(i)*time.Second, 100, 400))
+	}
+	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}
+	byID, _, st := replay(t, zeroCfg(), cost, 400, reqs)
+	if f := st.Fleet[11]; f.Ready+f.Starting != 0 {
+		t.Errorf("fleet at 11 s: %+v, want none (never active: no cooldown)", f)
+	}
+	// Polls at 100 s (r0 arrived then: arrivals come first) and 110 s:
+	// a worker ready at 130 s takes all five, in order.
+	for i := range 5 {
+		r := byID[fmt.Sprintf("r%d", i)]
+		if r.WorkerArrival.V != trace.Time(130*time.Second) || r.Worker != byID["r0"].Worker {
+			t.Errorf("r%d reached %s at %v, want r0's worker at 130 s", i, r.Worker, r.WorkerArrival.V)
+		}
+		if i > 0 && !(r.GPUStart.V >= byID[fmt.Sprintf("r%d", i-1)].GPUStart.V) {
+			t.Errorf("r%d started before r%d", i, i-1)
+		}
+	}
+}
+
+// A client that gives up while its request waits at the gateway gets a
+// timeout record with no worker, and the replay goes on.
+func TestScaleToZeroTimeoutAtGateway(t *testing.T) {
+	reqs := []*trace.Request{req("early", 0, 100, 10), req("gives-up", 200*time.Second, 100, 10), req("waits", 201*time.Second, 100, 10)}
+	cfg := zeroCfg()
+	cfg.Client.TimeoutSec = 20
+	cfg.Autoscale.ContainerStartSec = 15
+	byID, _, st := replay(t, cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, reqs)
+	// Poll at 200 s wakes a worker ready at 215 s: in time for both.
+	if st.TimedOut != 0 {
+		t.Fatalf("%d timed out with a 15 s start and a 20 s timeout", st.TimedOut)
+	}
+	if r := byID["gives-up"]; r.WorkerArrival.V != trace.Time(215*time.Second) {
+		t.Errorf("held request reached its worker at %v, want 215 s", r.WorkerArrival.V)
+	}
+	cfg.Autoscale.ContainerStartSec = 30
+	byID, _, st = replay(t, cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, reqs)
+	if st.TimedOut != 2 || st.Completed != 1 {
+		t.Fatalf("%d timed out, %d completed; want 2 and 1", st.TimedOut, st.Completed)
+	}
+	for _, id := range []string{"gives-up", "waits"} {
+		r := byID[id]
+		if r.Status != trace.StatusTimeout || r.Worker != "" || r.WorkerArrival.OK || !r.DoneAtRouter.OK {
+			t.Errorf("%s: status %v, worker %q, worker arrival %v: want a timeout at the gateway", id, r.Status, r.Worker, r.WorkerArrival)
+		}
+	}
+}
+
+// Requests held at the gateway of a fleet at zero that nothing will wake
+// (their queue at or below activation_target, nothing more on its way)
+// are rejected, and the replay ends, where it would poll for ever.
+func TestScaleToZeroNeverWakes(t *testing.T) {
+	reqs := []*trace.Request{req("early", 0, 100, 10), req("a", 200*time.Second, 100, 10), req("b", 201*time.Second, 100, 10)}
+	cfg := zeroCfg()
+	cfg.Autoscale.ActivationTarget = 2
+	byID, _, st := replay(t, cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, reqs)
+	if st.Completed != 1 || st.Rejected != 2 {
+		t.Fatalf("%d completed, %d rejected; want 1 and 2", st.Completed, st.Rejected)
+	}
+	for _, id := range []string{"a", "b"} {
+		r := byID[id]
+		if r.Status != trace.StatusRejected || !strings.Contains(r.Error, "the fleet at zero never woke (queue_depth 2, not above autoscale.activation_target 2") ||
+			r.DoneAtRouter.V != trace.Time(210*time.Second) {
+			t.Errorf("%s: %v %q at %v, want rejected at the poll at 210 s", id, r.Status, r.Error, r.DoneAtRouter.V)
+		}
+	}
+	// A third request wakes it.
+	reqs = append(reqs, req("c", 202*time.Second, 100, 10))
+	_, _, st = replay(t, cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, reqs)
+	if st.Completed != 4 {
+		t.Errorf("%d of 4 completed with three held", st.Completed)
+	}
+}
+
+// idle_replicas: 0 wakes the fleet to min_replicas, not 1.
+func TestScaleToZeroIdleReplicas(t *testing.T) {
+	reqs := []*trace.Request{req("a", 200*time.Second, 100, 10)}
+	cfg := zeroCfg()
+	cfg.Autoscale.MinReplicas, cfg.Autoscale.IdleReplicas = ptrInt(3), ptrInt(0)
+	_, _, st := replay(t, cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, reqs)
+	if f := st.Fleet[100]; f.Ready+f.Starting != 0 {
+		t.Errorf("fleet at 100 s: %+v, want none", f)
+	}
+	if f := st.Fleet[205]; f.Starting != 3 {
+		t.Errorf("fleet at 205 s: %+v, want 3 starting", f)
+	}
+}
+
+// in_flight counts running requests too: long decodes without a queue
+// grow a fleet on it and not on queue_depth.
+func TestAutoscaleInFlight(t *testing.T) {
+	var reqs []*trace.Request
+	for i := range 20 { // 20 × 1,100 tokens: far within 4,000 blocks
+		reqs = append(reqs, req(fmt.Sprintf("r%d", i), time.Duration(i)*250*ms, 100, 1000))
+	}
+	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}
+	most := func(metric string) float64 {
+		cfg := Config{Workers: 1, Router: RouterLeastRequests, Autoscale: AutoscaleConfig{
+			Metric: metric, Target: 4, MaxReplicas: 8, SyncPeriodSec: 1, ContainerStartSec: 1,
+		}}
+		_, _, st := replay(t, cfg, cost, 4000, reqs)
+		m := 0.0
+		for _, f := range st.Fleet {
+			m = max(m, f.Ready)
+		}
+		return m
+	}
+	if q, f := most(MetricQueueDepth), most(MetricInFlight); !(q == 1 && f >= 3) {
+		t.Errorf("most workers ready: queue_depth %v, in_flight %v; want 1 and several", q, f)
+	}
+}
+
+func TestScaleToZeroConfigErrors(t *testing.T) {
+	base := func(f func(a *AutoscaleConfig)) AutoscaleConfig {
+		a := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(0)}
+		f(&a)
+		return a
+	}
+	for _, tc := range []struct {
+		a    AutoscaleConfig
+		want string
+	}{
+		{base(func(a *AutoscaleConfig) { a.Metric = MetricKVUsage }), "autoscale.metric: kv_usage comes from the workers alone"},
+		{base(func(a *AutoscaleConfig) { a.Metric, a.SLOTTFTSec = MetricSLOAttainment, 1 }), "autoscale.metric: slo_attainment"},
+		{base(func(a *AutoscaleConfig) { a.MinReplicas = ptrInt(-1) }), "autoscale.max_replicas"},
+		{base(func(a *AutoscaleConfig) { a.IdleReplicas = ptrInt(0) }), "autoscale.idle_replicas: needs min_replicas of 1 or more"},
+		{base(func(a *AutoscaleConfig) { a.MinReplicas, a.IdleReplicas = ptrInt(2), ptrInt(1) }), "autoscale.idle_replicas: 1: KEDA takes 0 alone"},
+		{base(func(a *AutoscaleConfig) { a.ActivationTarget = -1 }), "autoscale.activation_target"},
+		{base(func(a *AutoscaleConfig) { a.PollingIntervalSec = -5 }), "autoscale.polling_interval_s"},
+		{base(func(a *AutoscaleConfig) { a.CooldownSec = ptr(-1) }), "autoscale.cooldown_s"},
+		{base(func(a *AutoscaleConfig) { a.MinReplicas, a.CooldownSec = nil, ptr(60) }), "autoscale.cooldown_s: applies to scale to zero alone"},
+		{base(func(a *AutoscaleConfig) { a.MinReplicas, a.PollingIntervalSec = ptrInt(1), 5 }), "autoscale.polling_interval_s: applies to scale to zero alone"},
+		{base(func(a *AutoscaleConfig) { a.MinReplicas, a.ActivationTarget = nil, 2 }), "autoscale.activation_target: applies to scale to zero alone"},
+	} {
+		err := Config{Workers: 2, Autoscale: tc.a}.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.a, err, tc.want)
+		}
+	}
+	for _, a := range []AutoscaleConfig{
+		base(func(*AutoscaleConfig) {}),
+		base(func(a *AutoscaleConfig) { a.Metric = MetricRequestRate }),
+		base(func(a *AutoscaleConfig) { a.Metric = MetricInFlight }),
+		base(func(a *AutoscaleConfig) { a.MinReplicas, a.IdleReplicas = ptrInt(2), ptrInt(0) }),
+	} {
+		if err := (Config{Workers: 2, Autoscale: a}).Validate(); err != nil {
+			t.Errorf("%+v: %v", a, err)
+		}
+	}
+}
+
+// TestScaleToZeroAzureCode replays the Azure code trace (whose arrivals
+// pause for up to 217 s) at its own times on Llama-3.1-8B workers on A10,
+// autoscaled by the HPA alone and by KEDA with scale to zero, and writes
+// what scale to zero saves and costs to testdata/scaletozero_azure_code.md
+// (run with -autoscaledemo; every run checks it).
+func TestScaleToZeroAzureCode(t *testing.T) {
+	reqs := readAzure(t, shareddata.Path(t, "traces/azure_llm_2023/AzureLLMInferenceTrace_code.csv"))
+	cost, blocks := llama8BOn(t, "a10")
+	var b strings.Builder
+	b.WriteString("# Scale to zero on the Azure code trace\n\n")
+	b.WriteString("8,819 requests at their own times (3,436 s; the arrivals pause 12 times for more than 60 s, at most 217 s, and come back in bursts),\n")
+	b.WriteString("Llama-3.1-8B on A10 workers, least_requests router, 1 worker at the start; metric request_rate, target 0.5 a worker,\n")
+	b.WriteString("HPA with up to 8 replicas, sync 15 s, scale-down window 60 s; a new worker is ready after 30 s + 16 GB at 2 GB/s = 38 s.\n")
+	b.WriteString("KEDA rows: min_replicas 0, polled every polling_interval_s, to zero once cooldown_s has passed since the last poll that\n")
+	b.WriteString("saw an arrival (request_rate above activation_target 0). Held: requests that waited at the gateway for a ready worker, and the longest wait.\n")
+	b.WriteString("Regenerate: go test ./replay -run TestScaleToZeroAzureCode -autoscaledemo\n\n")
+	b.WriteString("| autoscaler | GPU-hours | s at zero | TTFT p50 (s) | TTFT p99 (s) | TTFT max (s) | held | longest wait (s) |\n|---|---|---|---|---|---|---|---|\n")
+	for _, k := range []struct {
+		name           string
+		min            int
+		poll, cooldown float64
+	}{
+		{"HPA, min_replicas 1", 1, 0, 0},
+		{"KEDA, poll 30 s, cooldown 300 s (its defaults)", 0, 30, 300},
+		{"KEDA, poll 30 s, cooldown 60 s", 0, 30, 60},
+		{"KEDA, poll 5 s, cooldown 60 s", 0, 5, 60},
+	} {
+		a := AutoscaleConfig{
+			Metric: MetricRequestRate, Target: 0.5, MinReplicas: ptrInt(k.min), MaxReplicas: 8,
+			ScaleDownStabilizationSec: ptr(60), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
+		}
+		if k.min == 0 {
+			a.PollingIntervalSec, a.CooldownSec = k.poll, ptr(k.cooldown)
+		}
+		cfg := Config{Workers: 1, Router: RouterLeastRequests, Autoscale: a}
+		var ttft []float64
+		held, longest := 0, 0.0
+		st, err := Run(cfg, cost, blocks, reqs, func(r *trace.Request) error {
+			if r.Status == trace.StatusOK {
+				ttft = append(ttft, r.TTFTSec.V)
+			}
+			if wait := r.WorkerArrival.V.Sub(r.RouterArrival.V).Seconds(); wait > 0 {
+				held++
+				longest = max(longest, wait)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Completed != len(reqs) {
+			t.Errorf("%s: %d of %d completed", k.name, st.Completed, len(reqs))
+		}
+		if st.Held != held || st.HeldMaxSec != longest {
+			t.Errorf("%s: Stats say %d held, the longest %v s; the records %d, %v s", k.name, st.Held, st.HeldMaxSec, held, longest)
+		}
+		if longest > k.poll+38 {
+			t.Errorf("%s: a wait of %v s, longer than a poll and a start", k.name, longest)
+		}
+		zero := 0.0
+		for _, f := range st.Fleet[:len(st.Fleet)-1] { // the last second is partial
+			zero += 1 - min(1, f.Ready+f.Starting+f.Draining)
+		}
+		slices.Sort(ttft)
+		fmt.Fprintf(&b, "| %s | %.3f | %.0f | %.3f | %.3f | %.3f | %d | %.3f |\n", k.name, st.GPUHours, zero,
+			quantile(ttft, 0.5), quantile(ttft, 0.99), ttft[len(ttft)-1], held, longest)
+		if k.min == 1 && (zero != 0 || held != 0) {
+			t.Errorf("%s: %v s at zero, %d held", k.name, zero, held)
+		}
+	}
+	t.Log("\n" + b.String())
+	golden.CheckOrWrite(t, filepath.Join("testdata", "scaletozero_azure_code.md"), []byte(b.String()), *autoscaleDemo)
+}
