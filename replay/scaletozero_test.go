@@ -161,6 +161,46 @@ func TestScaleToZeroNeverWakes(t *testing.T) {
 	}
 }
 
+// Scale to zero under each scheduler, with API servers, in closed loop
+// and with a cache-aware router: every request completes (the validator
+// checks each record), some after waiting at the gateway.
+func TestScaleToZeroEverywhere(t *testing.T) {
+	t.Parallel()
+	var reqs []*trace.Request
+	for k, burst := range []time.Duration{0, 300 * time.Second, 700 * time.Second} {
+		for i, r := range randomTrace(uint64(k+1), 40, 8) {
+			r.RequestID = fmt.Sprintf("b%d-%d", k, i)
+			r.Arrival.V += trace.Time(burst)
+			reqs = append(reqs, r)
+		}
+	}
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+	}{
+		{"vllm", func(*Config) {}},
+		{"sglang", func(c *Config) { c.Scheduler = SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 6000} }},
+		{"api server", func(c *Config) { c.Client.APIServerRequestSec = 0.002 }},
+		{"closed loop", func(c *Config) { c.Workload.Mode, c.Workload.Clients = ModeClosed, 8 }},
+		{"sglang_cache_aware", func(c *Config) { c.Router = RouterSGLang }},
+		{"request_rate", func(c *Config) { c.Autoscale.Metric, c.Autoscale.Target = MetricRequestRate, 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := zeroCfg()
+			cfg.Scheduler = SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 16}
+			tc.set(&cfg)
+			_, _, st := replay(t, cfg, cost, 200, reqs)
+			if st.Completed != len(reqs) {
+				t.Errorf("%d of %d completed", st.Completed, len(reqs))
+			}
+			if tc.name != "closed loop" && st.Held == 0 {
+				t.Errorf("no request waited at the gateway")
+			}
+		})
+	}
+}
+
 // idle_replicas: 0 wakes the fleet to min_replicas, not 1.
 func TestScaleToZeroIdleReplicas(t *testing.T) {
 	reqs := []*trace.Request{req("a", 200*time.Second, 100, 10)}
