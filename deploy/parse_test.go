@@ -47,6 +47,9 @@ func TestParseClusterErrors(t *testing.T) {
 		{"scale to zero on kv_usage", "autoscale:\n  metric: kv_usage\n  target: 0.5\n  min_replicas: 0\n", "c.yaml:2: autoscale.metric: kv_usage comes from the workers alone, so a fleet at zero would never wake: scale to zero needs queue_depth, in_flight or request_rate"},
 		{"cooldown without scale to zero", "autoscale:\n  metric: queue_depth\n  target: 1\n  cooldown_s: 60\n", "c.yaml:4: autoscale.cooldown_s: applies to scale to zero alone (min_replicas: 0 or idle_replicas: 0)"},
 		{"idle replicas", "autoscale:\n  metric: queue_depth\n  target: 1\n  min_replicas: 2\n  idle_replicas: 1\n", "c.yaml:5: autoscale.idle_replicas: 1: KEDA takes 0 alone (the HPA cannot hold fewer replicas than its minimum otherwise)"},
+		{"metrics not a list", "autoscale:\n  metrics: {metric: queue_depth, target: 1}\n", "c.yaml:2: autoscale.metrics: want a list, not a mapping"},
+		{"metrics key", "autoscale:\n  metrics:\n    - {metric: queue_depth, target: 1}\n    - {metric: kv_usage, targets: 1}\n", "c.yaml:4: autoscale.metrics[2].targets: unknown key (known here: activation_target, metric, target)"},
+		{"metrics and metric", "autoscale:\n  metric: queue_depth\n  target: 1\n  metrics: [{metric: kv_usage, target: 0.5}]\n", "c.yaml:4: autoscale.metrics: give metric and target, or metrics, not both"},
 		{"not a mapping", "- workers\n", "c.yaml:1: want a mapping of settings (key: value), not a list"},
 		{"twice", "workers: 2\nworkers: 3\n", "c.yaml:2: workers: given twice"},
 		{"syntax", "workers: 2\n  tp: [\n", "c.yaml:2: mapping values are not allowed in this context"},
@@ -156,6 +159,7 @@ func FuzzParseCluster(f *testing.F) {
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  transfer_gbps: 25\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n",
 		"autoscale:\n  metric: request_rate\n  target: 2\n  min_replicas: 0\n  polling_interval_s: 5\n  cooldown_s: 0\n",
+		"autoscale:\n  metrics:\n    - {metric: in_flight, target: 4, activation_target: 1}\n    - {metric: kv_usage, target: 0.8}\n  min_replicas: 0\n",
 		"autoscale:\n  metric: queue_depth\n  target: 2\n  scale_up_policies:\n    - {type: pods, value: 2, period_s: 60}\n  scale_down_policies: [{type: percent, value: 50, period_s: 30}]\n  scale_down_select_policy: min\n"} {
 		f.Add([]byte(s))
 	}
@@ -219,5 +223,21 @@ func TestParseClusterScaleToZero(t *testing.T) {
 	c, err = ParseCluster("c.yaml", []byte("autoscale:\n  metric: in_flight\n  target: 4\n"))
 	if err != nil || c.Autoscale.MinReplicas != nil {
 		t.Errorf("without min_replicas: %v, min %v; want none given", err, c.Autoscale.MinReplicas)
+	}
+}
+
+// Several autoscaling metrics are a list of mappings, in either YAML style.
+func TestParseClusterMetrics(t *testing.T) {
+	c, err := ParseCluster("c.yaml", []byte("autoscale:\n  metrics:\n    - metric: in_flight\n      target: 4\n      activation_target: 1\n    - {metric: kv_usage, target: 0.8}\n  min_replicas: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []replay.AutoscaleMetric{{Metric: "in_flight", Target: 4, ActivationTarget: 1}, {Metric: "kv_usage", Target: 0.8}}
+	if !slices.Equal(c.Autoscale.Metrics, want) {
+		t.Errorf("metrics %+v, want %+v", c.Autoscale.Metrics, want)
+	}
+	back, err := ParseCluster("back.yaml", []byte(c.YAML()))
+	if err != nil || back.YAML() != c.YAML() {
+		t.Fatalf("round trip: %v\n%s", err, c.YAML())
 	}
 }

@@ -37,6 +37,9 @@ type AutoscaleConfig struct {
 	// SLOTTFTSec); "" turns autoscaling off.
 	Metric string  `yaml:"metric,omitempty"`
 	Target float64 `yaml:"target,omitempty"`
+	// Metrics, in place of Metric and Target (and ActivationTarget),
+	// sizes the fleet by several metrics at once (autoscalemetrics.go).
+	Metrics []AutoscaleMetric `yaml:"metrics,omitempty"`
 
 	// MinReplicas is the least fleet (default 1); 0 lets the fleet
 	// scale to zero as KEDA does (scaletozero.go), the HPA's own least
@@ -102,7 +105,7 @@ const (
 	MetricSLOAttainment = "slo_attainment"
 )
 
-func (a AutoscaleConfig) on() bool { return a.Metric != "" }
+func (a AutoscaleConfig) on() bool { return a.Metric != "" || len(a.Metrics) > 0 }
 
 // withDefaults fills the zero settings of an autoscaler that is on.
 func (a AutoscaleConfig) withDefaults(workers int) AutoscaleConfig {
@@ -163,24 +166,11 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 	if !a.on() {
 		return
 	}
-	switch a.Metric {
-	case MetricQueueDepth, MetricInFlight, MetricKVUsage, MetricRequestRate, MetricSLOAttainment:
-	default:
-		bad("autoscale.metric", "unknown metric %q (want %s, %s, %s, %s or %s)", a.Metric, MetricQueueDepth, MetricInFlight, MetricKVUsage, MetricRequestRate, MetricSLOAttainment)
-	}
+	a.validateMetrics(bad)
 	nonneg := func(field string, v float64) {
 		if !(v >= 0) || math.IsInf(v, 0) {
 			bad("autoscale."+field, "%v is not a non-negative number", v)
 		}
-	}
-	if !(a.Target > 0) || math.IsInf(a.Target, 0) {
-		bad("autoscale.target", "%v is not a positive number", a.Target)
-	}
-	if a.Metric == MetricSLOAttainment && !(a.Target <= 1) {
-		bad("autoscale.target", "%v is not an attainment in (0, 1]", a.Target)
-	}
-	if a.Metric == MetricSLOAttainment && !(a.SLOTTFTSec > 0) {
-		bad("autoscale.slo_ttft_s", "slo_attainment needs a TTFT objective")
 	}
 	given := a
 	a = a.withDefaults(workers)
@@ -251,7 +241,9 @@ type autoscaler struct {
 	// (store).
 	ups, downs []scaleEvent
 
-	arrivals int64 // in the current sync period
+	ms       []AutoscaleMetric // cfg.metricList()
+	values   []float64         // scratch: the metrics' values at a sync
+	arrivals int64             // in the current sync period
 	// Scale to zero (scaletozero.go): the requests the gateway holds
 	// while no worker is ready, in arrival order; the arrivals since
 	// KEDA's last poll; when its metric was last active, if ever.
@@ -301,27 +293,14 @@ func (a *autoscaler) note(now trace.Time) {
 	a.changes = append(a.changes, c)
 }
 
-// recommend applies the HPA's rule to the current metric value, its
-// stabilization windows and scaling policies (rateLimit), and
-// returns the replicas it settles on at now.
-func (a *autoscaler) recommend(now trace.Time, current int, value float64) int {
-	ratio := value / a.cfg.Target
-	if a.cfg.Metric == MetricSLOAttainment {
-		switch {
-		case value == 0:
-			ratio = math.Inf(1)
-		default:
-			ratio = a.cfg.Target / value
-		}
-	}
-	desired := current
-	// The HPA's Tolerances.isWithin.
-	if !(1-*a.cfg.ScaleDownTolerance <= ratio && ratio <= 1+*a.cfg.ScaleUpTolerance) {
-		if math.IsInf(ratio, 1) {
-			desired = a.cfg.MaxReplicas
-		} else {
-			desired = int(math.Ceil(float64(current) * ratio))
-		}
+// recommend applies the HPA's rule to the metrics' current values (one
+// per metric, in the order of cfg.metricList: the largest of their
+// proposals), its stabilization windows and scaling policies
+// (rateLimit), and returns the replicas it settles on at now.
+func (a *autoscaler) recommend(now trace.Time, current int, values []float64) int {
+	desired := 0
+	for k, m := range a.ms {
+		desired = max(desired, a.propose(m, current, values[k]))
 	}
 	desired = min(max(desired, a.hpaMin()), a.cfg.MaxReplicas)
 	// The recommendations within each window before now, and now's: a
@@ -392,6 +371,7 @@ func newAutoscaler(cfg AutoscaleConfig, workers, slots int) *autoscaler {
 
 		nextReady: never,
 		toZero:    cfg.toZero(),
+		ms:        cfg.metricList(),
 	}
 	for i := range min(max(workers, *cfg.MinReplicas), cfg.MaxReplicas) {
 		a.state[i] = slotReady
@@ -486,20 +466,13 @@ func (e *engine) autoscale(now trace.Time) {
 		e.queueSync(now)
 		return
 	}
-	var value float64
-	switch a.cfg.Metric {
-	case MetricQueueDepth, MetricInFlight, MetricKVUsage:
-		value = e.metricTotal() / float64(current)
-	case MetricRequestRate:
-		value = float64(a.arrivals) / a.period.Seconds() / float64(current)
-	case MetricSLOAttainment:
-		value = a.cfg.Target // no completions: no signal
-		if a.done > 0 {
-			value = float64(a.met) / float64(a.done)
-		}
+	values := a.values[:0]
+	for _, m := range a.ms {
+		values = append(values, e.metricValue(m, current))
 	}
+	a.values = values
 	a.arrivals, a.met, a.done = 0, 0, 0
-	desired := a.recommend(now, current, value)
+	desired := a.recommend(now, current, values)
 	before := current
 	current = e.resize(now, current, desired, false)
 	a.scaled(now, before, current)
@@ -516,10 +489,10 @@ func (e *engine) queueSync(now trace.Time) {
 	}
 }
 
-// metricTotal is the sum of queue_depth, in_flight or kv_usage over the
-// ready workers, with the requests the gateway holds for want of one
-// (scaletozero.go) in the first two.
-func (e *engine) metricTotal() float64 {
+// metricTotal is the sum of metric (queue_depth, in_flight or kv_usage)
+// over the ready workers, with the requests the gateway holds for want of
+// one (scaletozero.go) in the first two.
+func (e *engine) metricTotal(metric string) float64 {
 	a := e.scale
 	var total float64
 	for i, s := range a.state {
@@ -527,7 +500,7 @@ func (e *engine) metricTotal() float64 {
 			continue
 		}
 		w := e.workers[i]
-		switch a.cfg.Metric {
+		switch metric {
 		case MetricQueueDepth:
 			total += float64(w.waiting.Len())
 		case MetricInFlight:
@@ -536,7 +509,7 @@ func (e *engine) metricTotal() float64 {
 			total += e.liveLoad(i).KVUsage()
 		}
 	}
-	if a.cfg.Metric == MetricQueueDepth || a.cfg.Metric == MetricInFlight {
+	if metric == MetricQueueDepth || metric == MetricInFlight {
 		total += float64(len(a.held))
 	}
 	return total

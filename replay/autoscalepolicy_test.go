@@ -97,13 +97,13 @@ func TestStabilizationWindowEdge(t *testing.T) {
 		a := AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(1), MaxReplicas: 8,
 			ScaleUpStabilizationSec: ptr(up), ScaleDownStabilizationSec: ptr(10.0)}
 		s := policyScaler(a, nil, nil)
-		if got := s.recommend(sec(0), 4, 2); got != 8 { // queue 2 a worker over a target of 1
+		if got := s.recommend(sec(0), 4, []float64{2}); got != 8 { // queue 2 a worker over a target of 1
 			t.Fatalf("up window %v s: at 0 s: %d, want 8", up, got)
 		}
 		// From 1 s on the metric asks for 1; the fleet, 8, is held by
 		// the 8 recommended at 0 s until that is 10 s old.
 		for i := 1; i <= 10; i++ {
-			got := s.recommend(sec(float64(i)), 8, 0.125)
+			got := s.recommend(sec(float64(i)), 8, []float64{0.125})
 			want := 8
 			if i == 10 {
 				want = 1
@@ -273,7 +273,7 @@ func TestAutoscaleTolerances(t *testing.T) {
 		a.Metric, a.Target, a.MinReplicas, a.MaxReplicas = MetricQueueDepth, 1, ptrInt(1), 100
 		a.ScaleDownStabilizationSec = ptr(0.0)
 		s := policyScaler(a, nil, nil)
-		if got := s.recommend(sec(0), 10, tc.value); got != tc.want {
+		if got := s.recommend(sec(0), 10, []float64{tc.value}); got != tc.want {
 			t.Errorf("%s: ratio %v on 10 → %d, want %d", tc.name, tc.value, got, tc.want)
 		}
 	}

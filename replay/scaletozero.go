@@ -2,7 +2,8 @@ package replay
 
 import (
 	"fmt"
-	"math"
+	"slices"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -69,7 +70,7 @@ func (a AutoscaleConfig) validateToZero(given AutoscaleConfig, bad func(field, f
 			name  string
 			given bool
 		}{
-			{"activation_target", given.ActivationTarget != 0},
+			{"activation_target", given.ActivationTarget != 0 || slices.ContainsFunc(given.Metrics, func(m AutoscaleMetric) bool { return m.ActivationTarget != 0 })},
 			{"polling_interval_s", given.PollingIntervalSec != 0},
 			{"cooldown_s", given.CooldownSec != nil},
 		} {
@@ -79,13 +80,24 @@ func (a AutoscaleConfig) validateToZero(given AutoscaleConfig, bad func(field, f
 		}
 		return
 	}
-	switch a.Metric {
-	case MetricKVUsage, MetricSLOAttainment:
-		bad("autoscale.metric", "%s comes from the workers alone, so a fleet at zero would never wake: scale to zero needs %s, %s or %s",
-			a.Metric, MetricQueueDepth, MetricInFlight, MetricRequestRate)
+	// Each metric's total is its activity, and one that the gateway's
+	// held requests move must be among them.
+	key, wakes := "autoscale.metric", false
+	if len(a.Metrics) > 0 {
+		key = "autoscale.metrics"
 	}
-	if !(a.ActivationTarget >= 0) || math.IsInf(a.ActivationTarget, 0) {
-		bad("autoscale.activation_target", "%v is not a non-negative number", a.ActivationTarget)
+	for _, m := range a.metricList() {
+		switch m.Metric {
+		case MetricSLOAttainment:
+			bad(key, "%s is a fraction of completions, with no total to be active or not: scale to zero needs %s, %s or %s",
+				m.Metric, MetricQueueDepth, MetricInFlight, MetricRequestRate)
+		case MetricQueueDepth, MetricInFlight, MetricRequestRate:
+			wakes = true
+		}
+	}
+	if !wakes {
+		bad(key, "%s comes from the workers alone, so a fleet at zero would never wake: scale to zero needs %s, %s or %s",
+			a.MetricNames(), MetricQueueDepth, MetricInFlight, MetricRequestRate)
 	}
 	if !(a.PollingIntervalSec > 0) || a.PollingIntervalSec > 86400 {
 		bad("autoscale.polling_interval_s", "%v is not a number of seconds in (0, 86400]", a.PollingIntervalSec)
@@ -113,14 +125,17 @@ func (e *engine) autoscaleEvent(now trace.Time, arg int32) error {
 func (e *engine) pollKEDA(now trace.Time) error {
 	e.promote(now)
 	a := e.scale
-	var value float64
-	if a.cfg.Metric == MetricRequestRate {
-		value = float64(a.polled) / a.cfg.PollingIntervalSec
-	} else {
-		value = e.metricTotal()
+	values, active := a.values[:0], false
+	for _, m := range a.ms {
+		v := float64(a.polled) / a.cfg.PollingIntervalSec
+		if m.Metric != MetricRequestRate {
+			v = e.metricTotal(m.Metric)
+		}
+		values = append(values, v)
+		active = active || v > m.ActivationTarget
 	}
+	a.values = values
 	a.polled = 0
-	active := value > a.cfg.ActivationTarget
 	ready, starting, _ := a.count()
 	current := ready + starting
 	switch {
@@ -139,7 +154,7 @@ func (e *engine) pollKEDA(now trace.Time) error {
 		// Nothing is on its way (no arrival, timeout or worker) and
 		// nothing else changes the metric: the held requests would
 		// wait for ever, as behind an interceptor KEDA never wakes.
-		if err := e.strand(now, value); err != nil {
+		if err := e.strand(now, values); err != nil {
 			return err
 		}
 	}
@@ -150,10 +165,15 @@ func (e *engine) pollKEDA(now trace.Time) error {
 }
 
 // strand rejects the requests held at the gateway at now: the fleet is at
-// zero and the metric's total, value, will stay at or below the
-// activation target.
-func (e *engine) strand(now trace.Time, value float64) error {
+// zero and the metrics' totals, values, will stay at or below their
+// activation targets.
+func (e *engine) strand(now trace.Time, values []float64) error {
 	a := e.scale
+	var why []string
+	for k, m := range a.ms {
+		why = append(why, fmt.Sprintf("%s %g, not above activation_target %g", m.Metric, values[k], m.ActivationTarget))
+	}
+	msg := fmt.Sprintf("no worker: the fleet at zero never woke (%s, and nothing more on its way)", strings.Join(why, "; "))
 	held := a.held
 	a.held = nil
 	for _, r := range held {
@@ -169,8 +189,7 @@ func (e *engine) strand(now trace.Time, value float64) error {
 		}
 		o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
 		o.Status = trace.StatusRejected
-		o.Error = fmt.Sprintf("no worker: the fleet at zero never woke (%s %g, not above autoscale.activation_target %g, and nothing more on its way)",
-			a.cfg.Metric, value, a.cfg.ActivationTarget)
+		o.Error = msg
 		o.DoneAtRouter = trace.Some(now)
 		idx := r.idx
 		e.recycle(r)

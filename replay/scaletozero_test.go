@@ -148,7 +148,7 @@ func TestScaleToZeroNeverWakes(t *testing.T) {
 	}
 	for _, id := range []string{"a", "b"} {
 		r := byID[id]
-		if r.Status != trace.StatusRejected || !strings.Contains(r.Error, "the fleet at zero never woke (queue_depth 2, not above autoscale.activation_target 2") ||
+		if r.Status != trace.StatusRejected || !strings.Contains(r.Error, "the fleet at zero never woke (queue_depth 2, not above activation_target 2, and nothing more") ||
 			r.DoneAtRouter.V != trace.Time(210*time.Second) {
 			t.Errorf("%s: %v %q at %v, want rejected at the poll at 210 s", id, r.Status, r.Error, r.DoneAtRouter.V)
 		}
@@ -180,7 +180,9 @@ func TestScaleToZeroEverywhere(t *testing.T) {
 		set  func(*Config)
 	}{
 		{"vllm", func(*Config) {}},
-		{"sglang", func(c *Config) { c.Scheduler = SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 6000} }},
+		{"sglang", func(c *Config) {
+			c.Scheduler = SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 6000}
+		}},
 		{"api server", func(c *Config) { c.Client.APIServerRequestSec = 0.002 }},
 		{"closed loop", func(c *Config) { c.Workload.Mode, c.Workload.Clients = ModeClosed, 8 }},
 		{"sglang_cache_aware", func(c *Config) { c.Router = RouterSGLang }},

@@ -548,7 +548,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				lo, hi, sum = min(lo, f.Ready), max(hi, f.Ready), sum+f.Ready
 			}
 			fmt.Fprintf(stderr, "%s: autoscaled on %s: %.3f GPU-hours; ready workers per whole second %.2f to %.2f, mean %.2f\n",
-				job.name, cfg.Autoscale.Metric, st.GPUHours, lo, hi, sum/float64(len(whole)))
+				job.name, cfg.Autoscale.MetricNames(), st.GPUHours, lo, hi, sum/float64(len(whole)))
 			if st.Held > 0 {
 				fmt.Fprintf(stderr, "%s: %d requests waited at the gateway for a ready worker (scale to zero), the longest %.3f s\n",
 					job.name, st.Held, st.HeldMaxSec)
