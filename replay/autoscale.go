@@ -249,6 +249,7 @@ type autoscaler struct {
 	// KEDA's last poll; when its metric was last active, if ever.
 	toZero     bool // cfg.toZero()
 	held       []*reqState
+	heldSince  trace.Time // when the number held last changed
 	polled     int64
 	lastActive trace.Time
 	wasActive  bool

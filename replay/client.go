@@ -46,7 +46,7 @@ func (e *engine) abort(now trace.Time, i int32) error {
 	if r.worker == noWorker {
 		// Held at the gateway for want of a ready worker
 		// (scaletozero.go): it leaves the line.
-		e.scale.dropHeld(r)
+		e.dropHeld(r, now)
 		return e.timedOut(r, now)
 	}
 	if r.pdWait {

@@ -174,6 +174,7 @@ func (e *engine) strand(now trace.Time, values []float64) error {
 		why = append(why, fmt.Sprintf("%s %g, not above activation_target %g", m.Metric, values[k], m.ActivationTarget))
 	}
 	msg := fmt.Sprintf("no worker: the fleet at zero never woke (%s, and nothing more on its way)", strings.Join(why, "; "))
+	e.heldChanges(now)
 	held := a.held
 	a.held = nil
 	for _, r := range held {
@@ -215,6 +216,7 @@ func (e *engine) held(now trace.Time, r *reqState) (bool, error) {
 		return false, nil
 	}
 	r.worker = noWorker
+	e.heldChanges(now)
 	a.held = append(a.held, r)
 	return true, nil
 }
@@ -226,6 +228,9 @@ const noWorker = -1
 // order they came, while a worker is ready.
 func (e *engine) unhold(now trace.Time) error {
 	a := e.scale
+	if len(a.held) > 0 && len(e.view.ready) > 0 {
+		e.heldChanges(now)
+	}
 	for len(a.held) > 0 && len(e.view.ready) > 0 {
 		r := a.held[0]
 		a.held[0] = nil
@@ -242,8 +247,21 @@ func (e *engine) unhold(now trace.Time) error {
 	return nil
 }
 
-// dropHeld removes request r, whose client gave up, from the gateway.
-func (a *autoscaler) dropHeld(r *reqState) {
+// heldChanges adds the requests held at the gateway since the last change
+// of their number to the per-second statistics, before it changes at now.
+func (e *engine) heldChanges(now trace.Time) {
+	a := e.scale
+	if e.sec != nil && len(a.held) > 0 {
+		e.sec.held(a.heldSince, now, len(a.held))
+	}
+	a.heldSince = now
+}
+
+// dropHeld removes request r, whose client gave up at now, from the
+// gateway.
+func (e *engine) dropHeld(r *reqState, now trace.Time) {
+	a := e.scale
+	e.heldChanges(now)
 	for i, h := range a.held {
 		if h == r {
 			a.held = append(a.held[:i], a.held[i+1:]...)

@@ -353,3 +353,31 @@ func TestScaleToZeroAzureCode(t *testing.T) {
 	t.Log("\n" + b.String())
 	golden.CheckOrWrite(t, filepath.Join("testdata", "scaletozero_azure_code.md"), []byte(b.String()), *autoscaleDemo)
 }
+
+// The per-second statistics hold the requests waiting at the gateway,
+// time-weighted: r0…r4, arriving a second apart from 100 s, wait until
+// 130 s.
+func TestScaleToZeroPerSecond(t *testing.T) {
+	var reqs []*trace.Request
+	for i := range 5 {
+		reqs = append(reqs, req(fmt.Sprintf("r%d", i), 100*time.Second+time.Duration(i)*time.Second, 100, 400))
+	}
+	st, err := RunInputs(zeroCfg(), linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, Requests(reqs),
+		func(*trace.Request) error { return nil }, Options{PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]float64{99: 0, 100: 1, 101: 2, 102: 3, 103: 4, 104: 5, 129: 5, 130: 0}
+	for sec, n := range want {
+		if got := st.Seconds[sec].HeldAtGateway; got != n {
+			t.Errorf("second %d: %v held, want %v", sec, got, n)
+		}
+	}
+	var sum float64
+	for _, s := range st.Seconds {
+		sum += s.HeldAtGateway
+	}
+	if sum != 30+29+28+27+26 {
+		t.Errorf("%v request-seconds held, want 140", sum)
+	}
+}

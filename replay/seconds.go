@@ -65,6 +65,7 @@ const (
 // weighted holds one second's integer time-weighted sums (ns × value).
 type weighted struct {
 	busy, running, waiting, kv int64
+	held                       int64 // requests at the gateway (scaletozero.go)
 }
 
 // at returns the row of the second holding t, growing the table.
@@ -110,6 +111,17 @@ func (s *seconds) step(st *Step) {
 	}
 }
 
+// held adds n requests held at the gateway over [from, to), split among
+// the seconds it spans.
+func (s *seconds) held(from, to trace.Time, n int) {
+	for t := from; t < to; {
+		next := min(to, (t/trace.Time(time.Second)+1)*trace.Time(time.Second))
+		s.at(t)
+		s.sums[t/trace.Time(time.Second)].held += int64(next-t) * int64(n)
+		t = next
+	}
+}
+
 // link adds what a link of class c carried at rate bytes per ns over
 // [from, to) ns, split among the seconds it spans.
 func (s *seconds) link(c int, from, to, rate float64) {
@@ -142,6 +154,7 @@ func (s *seconds) done(end trace.Time) []Second {
 		r.Running = float64(x.running) / 1e9
 		r.Waiting = float64(x.waiting) / 1e9
 		r.KVBlocksUsed = float64(x.kv) / 1e9
+		r.HeldAtGateway = float64(x.held) / 1e9
 	}
 	return s.rows
 }
@@ -167,5 +180,6 @@ func (s *seconds) add(o *seconds) {
 		w.running += y.running
 		w.waiting += y.waiting
 		w.kv += y.kv
+		w.held += y.held
 	}
 }

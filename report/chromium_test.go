@@ -142,12 +142,17 @@ func TestChromiumLengths(t *testing.T) {
 }
 
 // The time section: series from requests, and from the per-second file,
-// among them the ready workers of the autoscaled run (the autoscaling plot).
+// among them the ready workers of the autoscaled run (the autoscaling plot)
+// and the requests it held at the gateway while at zero, a line for that
+// run alone.
 func TestChromiumTime(t *testing.T) {
 	got := checkSection(t, "time", 2, []string{"time-arrivals", "time-completions", "time-running",
-		"sec-workers", "sec-kv", "sec-running", "sec-waiting", "sec-busy", "sec-tiers", "sec-links"})
+		"sec-workers", "sec-held", "sec-kv", "sec-running", "sec-waiting", "sec-busy", "sec-tiers", "sec-links"})
 	if n := got.Charts["sec-workers"]["rate=4"]; n != 120 {
 		t.Errorf("ready workers of rate=4: %d points, want 120", n)
+	}
+	if n, lines := got.Charts["sec-held"]["rate=4"], len(got.Charts["sec-held"]); n != 120 || lines != 1 {
+		t.Errorf("held at the gateway: %d lines, rate=4's of %d points; want 1 of 120", lines, n)
 	}
 }
 

@@ -86,6 +86,10 @@ func timeSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
 			func(r trace.SecondsRun) bool {
 				return anySecond(r, func(s trace.Second) bool { return s.ReadyWorkers > 0 })
 			}},
+		{"sec-held", "Requests held at the gateway (scale to zero)", "requests", func(_ trace.SecondsRun, s trace.Second) float64 { return s.HeldAtGateway },
+			func(r trace.SecondsRun) bool {
+				return anySecond(r, func(s trace.Second) bool { return s.HeldAtGateway > 0 })
+			}},
 		{"sec-kv", "KV cache usage", "% of capacity", func(r trace.SecondsRun, s trace.Second) float64 { return 100 * r.KVUsage(s) },
 			func(r trace.SecondsRun) bool { return r.KVBlocks > 0 }},
 		{"sec-running", "Running requests", "requests", func(_ trace.SecondsRun, s trace.Second) float64 { return s.Running }, nil},

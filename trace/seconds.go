@@ -58,6 +58,11 @@ type Second struct {
 	// ready workers (not those starting or draining). 0 in files before
 	// version 4, which did not record it.
 	ReadyWorkers float64
+	// HeldAtGateway is the time-weighted mean number of requests waiting
+	// at the gateway for a ready worker during the second (a fleet that
+	// scales to zero, at zero or starting its first worker). 0 in files
+	// before version 5.
+	HeldAtGateway float64
 }
 
 // TokensPerStep is the mean number of tokens a step of this second
@@ -101,12 +106,12 @@ const (
 // SecondsVersion is the version of the per-second Parquet layout: 2 adds
 // the run and kv_blocks_capacity columns, 3 the KV tiers' (occupancy,
 // capacity, offload, load and prefetch bytes, link utilisation), 4
-// ready_workers. ReadSeconds reads versions 2 to 4; an older file's
-// newer columns read as 0.
-const SecondsVersion = "4"
+// ready_workers, 5 gateway_held. ReadSeconds reads versions 2 to 5; an
+// older file's newer columns read as 0.
+const SecondsVersion = "5"
 
 // secondsVersions are the versions ReadSeconds reads.
-var secondsVersions = map[string]int{"2": 2, "3": 3, "4": 4}
+var secondsVersions = map[string]int{"2": 2, "3": 3, "4": 4, "5": 5}
 
 // secondsColumns is the per-second Parquet schema: one row per run and
 // simulated second, columns named after Second's fields (see Second for
@@ -150,6 +155,7 @@ var secondsColumns = []struct {
 	{name: "nvme_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.NVMeUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.NVMeUtil = v.(float64) }},
 	{name: "nic_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.NICUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.NICUtil = v.(float64) }},
 	{name: "ready_workers", since: 4, f64: func(_ *SecondsRun, s *Second) float64 { return s.ReadyWorkers }, set: func(_ *SecondsRun, s *Second, v any) { s.ReadyWorkers = v.(float64) }},
+	{name: "gateway_held", since: 5, f64: func(_ *SecondsRun, s *Second) float64 { return s.HeldAtGateway }, set: func(_ *SecondsRun, s *Second, v any) { s.HeldAtGateway = v.(float64) }},
 }
 
 // WriteSeconds writes the runs' per-second rows as a Parquet file (zstd,
@@ -251,7 +257,7 @@ func ReadSeconds(path string) ([]SecondsRun, map[string]string, error) {
 	}
 	version, ok := secondsVersions[meta[MetaSecondsVersion]]
 	if !ok {
-		return nil, nil, fmt.Errorf("%s: not an opaltrace per-second file of version 2 or %s (%s is %q)", path, SecondsVersion, MetaSecondsVersion, meta[MetaSecondsVersion])
+		return nil, nil, fmt.Errorf("%s: not an opaltrace per-second file of a version from 2 to %s (%s is %q)", path, SecondsVersion, MetaSecondsVersion, meta[MetaSecondsVersion])
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
 	if err != nil {
