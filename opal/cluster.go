@@ -84,7 +84,6 @@ func (c *Config) ClusterYAML() (string, []string) {
 		w("  max_replicas: %d", max(c.MaxWorkers, c.NumWorkers))
 		w("  sync_period_s: 1")
 		w("  container_start_s: %g", c.ScaleLatency)
-		w("  weights_gb: 0.001")
 		notes = append(notes, "Opal's scaling adds a worker scale_latency after any worker's queue passes max_queue_threshold and never removes one; the cluster scales on the mean queue depth with HPA's rules")
 	}
 	budget := c.MaxNumBatchedTokens

@@ -167,3 +167,28 @@ func TestLineAtCountsNewlines(t *testing.T) {
 		}
 	}
 }
+
+// Opal's scaling as a cluster file: the HPA from num_workers up to
+// max_workers, a new worker ready scale_latency after it is asked for, a
+// file deploy reads and replay accepts. (It wrote weights_gb without a
+// storage bandwidth, which the cluster's check refuses.)
+func TestClusterYAMLScaling(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "traces"), 0o755)
+	os.WriteFile(filepath.Join(dir, "traces", "hello.jsonl"), []byte(`{"timestamp": 0, "input_length": 40, "output_length": 4, "hash_ids": [1]}`+"\n"), 0o644)
+	cfg := filepath.Join(dir, "sim_config.json")
+	os.WriteFile(cfg, defaultsWith(t, `"enable_scaling": false`, `"enable_scaling": true`), 0o644)
+	c, err := Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _, err := c.Cluster()
+	if err != nil {
+		y, _ := c.ClusterYAML()
+		t.Fatalf("%v\n%s", err, y)
+	}
+	a := cl.Autoscale
+	if a.Metric != replay.MetricQueueDepth || a.MinReplicas == nil || *a.MinReplicas != c.NumWorkers || a.ContainerStartSec != c.ScaleLatency || a.WeightsGB != 0 {
+		t.Errorf("autoscale %+v: want queue_depth from %d workers, ready after %v s", a, c.NumWorkers, c.ScaleLatency)
+	}
+}
