@@ -437,7 +437,7 @@ func (e *engine) promote(now trace.Time) {
 // drained stops a draining worker that has no request left.
 func (e *engine) drained(now trace.Time, w *worker) {
 	a := e.scale
-	if a.state[w.id] == slotDraining && !w.hasWork() && !w.busy && w.api.empty() {
+	if a.state[w.id] == slotDraining && w.idle() {
 		a.stop(w.id, now)
 		a.note(now)
 	}
@@ -555,7 +555,7 @@ func (e *engine) startSlot(now trace.Time) bool {
 	if i < 0 {
 		return false
 	}
-	if e.workers[i].hasWork() || e.workers[i].busy || !e.workers[i].api.empty() {
+	if !e.workers[i].idle() {
 		// A drained slot stopped only when idle, so an off slot is
 		// idle: this cannot happen.
 		panic("replay: internal error: an off worker slot has work")
@@ -585,8 +585,18 @@ func (e *engine) startSlot(now trace.Time) bool {
 
 // restart returns a new worker for slot i, whose worker stopped: on
 // vLLM's scheduler over the stopped worker's KV cache, Reset
-// (kvcache.Cache.Reset), rather than a new one.
+// (kvcache.Cache.Reset), rather than a new one; with KV tiers, on fresh
+// tiers of its own (offload.fresh).
 func (e *engine) restart(i int) *worker {
+	w := e.restartScheduler(i)
+	if e.off != nil {
+		w.off = e.off.fresh(e.workers[i].off, w.name)
+	}
+	return w
+}
+
+// restartScheduler is restart without the tiers.
+func (e *engine) restartScheduler(i int) *worker {
 	old := e.workers[i]
 	v, ok := old.s.(*vllm)
 	if !ok || v.kv.NumBlocks() != e.kvBlocks {
@@ -606,6 +616,12 @@ func (e *engine) restart(i int) *worker {
 		running: old.running[:0], sched: old.sched[:0], durs: old.durs[:0], secs: old.secs[:0],
 		batch: model.Batch{Decode: old.batch.Decode[:0], Prefill: old.batch.Prefill[:0]},
 	}
+}
+
+// idle reports whether w has nothing left to do: no request running,
+// waiting, at its API server or loading its KV from a tier.
+func (w *worker) idle() bool {
+	return !w.hasWork() && !w.busy && w.api.empty() && (w.off == nil || w.off.loading == 0)
 }
 
 // newest returns the slot in state s that left slotOff last (the highest

@@ -197,8 +197,8 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		}
 	}
 	if opts.Offload != nil {
-		if cfg.Autoscale.on() {
-			return Stats{}, errors.New("replay: autoscaling with KV tiers is not modelled yet")
+		if cfg.Autoscale.on() && opts.Offload.HiCache != nil {
+			return Stats{}, errors.New("replay: autoscaling with SGLang's HiCache tiers is not modelled yet")
 		}
 		bs := cfg.Scheduler.BlockSize
 		if cfg.Scheduler.Engine == EngineSGLang {

@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/opaltrace/opaltrace/model"
@@ -281,6 +282,23 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload,
 		w.off = ow
 	}
 	return o, nil
+}
+
+// fresh returns the tiers and links of a worker that starts in the slot
+// whose stopped worker had old (autoscaling): the same PCIe links and
+// node, the cluster's shared remote store, and host and disk tiers of its
+// own, empty, as a new pod's LMCache starts with none. Stores still on
+// their way to old's tiers complete there, out of every worker's reach.
+func (o *offload) fresh(old *offWorker, name string) *offWorker {
+	ow := &offWorker{o: o, node: old.node, h2d: old.h2d, d2h: old.d2h, storeTiers: slices.Clone(old.storeTiers)}
+	if o.spec.HostBlocks > 0 {
+		ow.tiers[tierHost] = kvcache.NewTier(name+"-host", o.spec.HostBlocks)
+	}
+	if o.spec.DiskBlocks > 0 {
+		ow.tiers[tierDisk] = kvcache.NewTier(name+"-disk", o.spec.DiskBlocks)
+	}
+	ow.tiers[tierRemote] = o.remote
+	return ow
 }
 
 // path returns the links a transfer between worker ow's GPUs and tier t
@@ -898,7 +916,10 @@ func (o *offload) observe(s *seconds) {
 		}
 	}
 	s.tierBytes = func() (b [numTiers]int64) {
-		for _, w := range o.e.workers {
+		for i, w := range o.e.workers {
+			if a := o.e.scale; a != nil && a.state[i] == slotOff {
+				continue // its tiers went with its worker (fresh)
+			}
 			for t, tr := range w.off.tiers[:tierRemote] {
 				if tr != nil {
 					b[t] += tr.Len() * o.blockBytes

@@ -381,3 +381,102 @@ func TestScaleToZeroPerSecond(t *testing.T) {
 		t.Errorf("%v request-seconds held, want 140", sum)
 	}
 }
+
+// Autoscaling with KV tiers: a worker that starts after the fleet went to
+// zero has an empty GPU cache and empty host tier of its own, and the
+// cluster's remote store as the stopped worker left it. A's prefix, stored
+// by the first worker, is a remote hit for C on the second (31 blocks:
+// the last is computed) and no hit at all with a host tier alone.
+func TestAutoscaleWithTiers(t *testing.T) {
+	t.Parallel()
+	reqs := []*trace.Request{
+		withHashes(req("A", 0, 512, 1), 64, ids(1, 8)...),
+		withHashes(req("C", 200*time.Second, 512, 1), 64, ids(1, 8)...),
+	}
+	cfg, cost := tierConfig()
+	cfg.Workers = 1
+	cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(0), MaxReplicas: 2,
+		PollingIntervalSec: 10, CooldownSec: ptr(30), ContainerStartSec: 20}
+	for _, tc := range []struct {
+		name               string
+		host, remote       int64
+		hostHit, remoteHit int64
+	}{
+		{"remote store", 0, 1000, 0, 496},
+		{"host tier", 1000, 0, 0, 0},
+		{"both", 1000, 1000, 0, 496},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			byID, st := runTiers(t, cfg, cost, tierSpec(t, tc.host, 0, tc.remote), reqs)
+			again, _ := runTiers(t, cfg, cost, tierSpec(t, tc.host, 0, tc.remote), reqs)
+			if fmt.Sprint(byID["C"]) != fmt.Sprint(again["C"]) {
+				t.Error("two replays differ")
+			}
+			c := byID["C"]
+			if st.Completed != 2 || st.Held != 1 || c.WorkerArrival.V != trace.Time(220*time.Second) {
+				t.Fatalf("%d completed, %d held, C at its worker at %v; want 2, 1, 220 s (the poll at 200 s, after its arrival, + start 20)", st.Completed, st.Held, c.WorkerArrival.V)
+			}
+			if c.HostHitTokens.V != tc.hostHit || c.RemoteHitTokens.V != tc.remoteHit || c.DeviceHitTokens.V != 0 {
+				t.Errorf("C's hits: device %d, host %d, remote %d; want 0, %d, %d", c.DeviceHitTokens.V, c.HostHitTokens.V, c.RemoteHitTokens.V, tc.hostHit, tc.remoteHit)
+			}
+		})
+	}
+}
+
+// Bursts with pauses on an autoscaled fleet with host, disk and remote
+// tiers, scaling to zero and not: every record passes the validator, no
+// worker stops with a load in flight (the engine's end check), and the
+// workers started later find the remote store's blocks.
+func TestAutoscaleWithTiersBursts(t *testing.T) {
+	t.Parallel()
+	var reqs []*trace.Request
+	for k, burst := range []time.Duration{0, 300 * time.Second, 700 * time.Second} {
+		for i, r := range randomTrace(uint64(k+1), 60, 10) {
+			r.RequestID = fmt.Sprintf("b%d-%d", k, i)
+			r.Arrival.V += trace.Time(burst)
+			reqs = append(reqs, r)
+		}
+	}
+	for _, min := range []int{0, 1} {
+		cfg, cost := tierConfig()
+		cfg.Workers, cfg.Router = 2, RouterLeastRequests
+		cfg.Scheduler.KVCacheTokens = 512 * 16 // room for the loads (a 64-block cache stalls on them)
+		cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(min), MaxReplicas: 4,
+			SyncPeriodSec: 5, ScaleDownStabilizationSec: ptr(20), ContainerStartSec: 10}
+		if min == 0 {
+			cfg.Autoscale.PollingIntervalSec, cfg.Autoscale.CooldownSec = 10, ptr(60)
+		}
+		byID, st := runTiers(t, cfg, cost, tierSpec(t, 100, 200, 2000), reqs)
+		if st.Completed != len(reqs) {
+			t.Errorf("min %d: %d of %d completed", min, st.Completed, len(reqs))
+		}
+		var remote int64
+		for _, r := range byID {
+			if r.RouterArrival.V >= trace.Time(300*time.Second) {
+				remote += r.RemoteHitTokens.V
+			}
+		}
+		if remote == 0 || min == 0 && st.Held == 0 {
+			t.Errorf("min %d: %d remote hit tokens after the first pause, %d held", min, remote, st.Held)
+		}
+	}
+}
+
+// A worker whose request is loading its KV from a tier is not idle, so a
+// draining worker does not stop under a load in flight: the request has
+// left the queue (it waits outside it, as vLLM's WAITING_FOR_REMOTE_KVS
+// requests do), and would come back to a stopped worker.
+func TestWorkerIdleWithLoad(t *testing.T) {
+	w := newWorker(0, "w0", DefaultConfig().Scheduler, 64, &testSwitches{})
+	if !w.idle() {
+		t.Fatal("a new worker is not idle")
+	}
+	w.off = &offWorker{}
+	if !w.idle() {
+		t.Error("a worker with tiers and nothing loading is not idle")
+	}
+	w.off.loading = 1
+	if w.idle() {
+		t.Error("a worker with a load in flight is idle")
+	}
+}
