@@ -462,21 +462,36 @@ func TestAutoscaleWithTiersBursts(t *testing.T) {
 	}
 }
 
-// A worker whose request is loading its KV from a tier is not idle, so a
-// draining worker does not stop under a load in flight: the request has
-// left the queue (it waits outside it, as vLLM's WAITING_FOR_REMOTE_KVS
-// requests do), and would come back to a stopped worker.
-func TestWorkerIdleWithLoad(t *testing.T) {
-	w := newWorker(0, "w0", DefaultConfig().Scheduler, 64, &testSwitches{})
-	if !w.idle() {
-		t.Fatal("a new worker is not idle")
+// A worker scaled down while its request loads from its host tier drains
+// until that request is served: A's prefix is computed on w1 (the tie
+// broken by the seed) and stored to w1's host tier, B keeps w0 busy, C
+// evicts A's prefix from w1's GPU cache, and Y, with A's prefix, starts
+// loading it at 0.9 s over a slow PCIe link; the sync at 1 s drains w1
+// (the newest worker), which must not stop until Y has loaded, run and
+// left. (Stopping it under the load fails this: w1 is off in second 1.)
+func TestAutoscaleDrainsDuringLoad(t *testing.T) {
+	reqs := []*trace.Request{
+		withHashes(req("A", 0, 512, 1), 64, ids(1, 8)...),
+		withHashes(req("B", 10*ms, 64, 950), 64, 900), // 1,014 tokens: the other worker busy until 0.97 s
+		withHashes(req("C", 200*ms, 1012, 1), 64, ids(100, 16)...),
+		withHashes(req("Y", 900*ms, 512, 1), 64, ids(1, 8)...),
 	}
-	w.off = &offWorker{}
-	if !w.idle() {
-		t.Error("a worker with tiers and nothing loading is not idle")
+	cfg, cost := tierConfig()
+	cfg.Workers, cfg.Router = 2, RouterLeastRequests
+	cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MaxReplicas: 2, SyncPeriodSec: 1,
+		ScaleDownStabilizationSec: ptr(0)}
+	spec := tierSpec(t, 1000, 0, 0)
+	spec.Node.PCIe.Bandwidth = 130e6 // 65 MB of A's prefix in half a second
+	byID, st := runTiers(t, cfg, cost, spec, reqs)
+	y := byID["Y"]
+	if y.Worker != "w1" || y.HostHitTokens.V != 496 || !(y.GPUStart.V > trace.Time(time.Second)) {
+		for _, id := range []string{"A", "B", "C", "Y"} {
+			r := byID[id]
+			t.Logf("%s on %q: device hit %d, host hit %d, started %v, done %v", id, r.Worker, r.DeviceHitTokens.V, r.HostHitTokens.V, r.GPUStart.V, r.DoneAtRouter.V)
+		}
+		t.Fatalf("Y on %s, %d host hit tokens, started at %v: want w1, 496, after the 1 s sync", y.Worker, y.HostHitTokens.V, y.GPUStart.V)
 	}
-	w.off.loading = 1
-	if w.idle() {
-		t.Error("a worker with a load in flight is idle")
+	if f := st.Fleet[1]; !(f.Draining > 0) {
+		t.Errorf("second 1: %+v; want w1 draining while Y loads and runs", f)
 	}
 }
