@@ -58,6 +58,12 @@
 //     and a decode pool (disagg.go): a request prefills on one, its
 //     prompt's KV crosses the prefill worker's link, and it decodes on
 //     the other, as vLLM's KV connectors and SGLang's PD servers run it.
+//     With Config.Autoscale the fleet is sized as Kubernetes' HPA sizes
+//     it, by one metric or several (autoscale.go, autoscalepolicy.go,
+//     autoscalemetrics.go): new workers ready after their start-up,
+//     drained ones stopped once idle; and it may scale to zero as KEDA
+//     does (scaletozero.go), requests waiting at the gateway while no
+//     worker is ready.
 //  5. Output. Completed, rejected and timed-out requests are emitted as
 //     trace.Requests with Source "simulated", in completion order,
 //     measured as vLLM's benchmark client measures (first_chunk TTFT,
