@@ -234,3 +234,63 @@ func TestReplayMetricsOut(t *testing.T) {
 		}
 	}
 }
+
+// A fleet that scales to zero between two bursts holds the second
+// burst's first requests at the gateway: stderr counts them, and the
+// per-second file's gateway_held, summed over the seconds, is the
+// records' waits (worker_arrival − router_arrival) summed.
+func TestPerSecondHeldAtGateway(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../samples/mooncake/conversation_trace_first10min.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))[:60]
+	var in bytes.Buffer
+	for _, shift := range []int64{0, 900_000} { // the second burst 15 min later
+		for _, l := range lines {
+			var r map[string]any
+			if err := json.Unmarshal(l, &r); err != nil {
+				t.Fatal(err)
+			}
+			r["timestamp"] = r["timestamp"].(float64) + float64(shift)
+			b, _ := json.Marshal(r)
+			in.Write(append(b, '\n'))
+		}
+	}
+	input := filepath.Join(dir, "in.jsonl")
+	cfg := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(input, in.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("workers: 2\nautoscale:\n  metric: queue_depth\n  target: 1\n  min_replicas: 0\n  max_replicas: 4\n  polling_interval_s: 10\n  cooldown_s: 60\n  container_start_s: 20\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, sec := filepath.Join(dir, "sim.parquet"), filepath.Join(dir, "sec.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", out, "--per-second", sec, input)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	_, reqs, err := trace.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, waits := 0, 0.0
+	for _, r := range reqs {
+		if w := r.WorkerArrival.V.Sub(r.RouterArrival.V).Seconds(); w > 0 {
+			held++
+			waits += w
+		}
+	}
+	runs, _, err := trace.ReadSeconds(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, s := range runs[0].Seconds {
+		sum += s.HeldAtGateway
+	}
+	if held == 0 || !strings.Contains(stderr, fmt.Sprintf("%d requests waited at the gateway", held)) || math.Abs(sum-waits) > 1e-6*waits {
+		t.Errorf("%d records waited %v s in all; the per-second file holds %v request-seconds; stderr:\n%s", held, waits, sum, stderr)
+	}
+}
