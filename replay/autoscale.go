@@ -586,11 +586,11 @@ func (e *engine) startSlot(now trace.Time) bool {
 // restart returns a new worker for slot i, whose worker stopped: on
 // vLLM's scheduler over the stopped worker's KV cache, Reset
 // (kvcache.Cache.Reset), rather than a new one; with KV tiers, on fresh
-// tiers of its own (offload.fresh).
+// tiers of its own (offload.fresh), vLLM's or SGLang's HiCache.
 func (e *engine) restart(i int) *worker {
 	w := e.restartScheduler(i)
 	if e.off != nil {
-		w.off = e.off.fresh(e.workers[i].off, w.name)
+		e.off.fresh(e.workers[i].off, w)
 	}
 	return w
 }

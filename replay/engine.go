@@ -197,9 +197,6 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		}
 	}
 	if opts.Offload != nil {
-		if cfg.Autoscale.on() && opts.Offload.HiCache != nil {
-			return Stats{}, errors.New("replay: autoscaling with SGLang's HiCache tiers is not modelled yet")
-		}
 		bs := cfg.Scheduler.BlockSize
 		if cfg.Scheduler.Engine == EngineSGLang {
 			if err := opts.Offload.hiValidate(cfg.Scheduler); err != nil {

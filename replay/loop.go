@@ -308,10 +308,12 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			now = end
 		}
 		if !steady || !w.s.decodeStep(w, now) {
-			if e.off != nil && !first && w.waiting.Len() > 0 {
+			if e.off != nil && !first && (w.waiting.Len() > 0 || e.off.evictionsStore()) {
 				// Admission looks the tiers up, and starts
-				// loads: at an event's time only, when every
-				// transfer that ended before is accounted for.
+				// loads, and under HiCache's write_back an
+				// allocation's evictions start stores: at an
+				// event's time only, when every transfer that
+				// ended before is accounted for.
 				w.queued = true
 				e.q.push(now, evSchedule, int32(w.id))
 				return nil

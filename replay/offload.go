@@ -284,21 +284,35 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload,
 	return o, nil
 }
 
-// fresh returns the tiers and links of a worker that starts in the slot
-// whose stopped worker had old (autoscaling): the same PCIe links and
-// node, the cluster's shared remote store, and host and disk tiers of its
-// own, empty, as a new pod's LMCache starts with none. Stores still on
-// their way to old's tiers complete there, out of every worker's reach.
-func (o *offload) fresh(old *offWorker, name string) *offWorker {
+// evictionsStore reports whether evicting from a worker's GPU cache starts
+// transfers (SGLang's HiCache under write_back: the radix cache's
+// evictions go to L2), so that a step may only be built at an event's
+// time.
+func (o *offload) evictionsStore() bool {
+	return o.spec.HiCache != nil && o.spec.WritePolicy == WriteBack
+}
+
+// fresh gives w, a worker that starts in the slot whose stopped worker had
+// old (autoscaling), its tiers and links: the same PCIe links and node,
+// the cluster's shared remote store, and host and disk tiers of its own,
+// empty, as a new pod's LMCache (or SGLang's HiCache: its L2, and a file
+// L3) starts with none. Stores still on their way to old's tiers complete
+// there, out of every worker's reach.
+func (o *offload) fresh(old *offWorker, w *worker) {
 	ow := &offWorker{o: o, node: old.node, h2d: old.h2d, d2h: old.d2h, storeTiers: slices.Clone(old.storeTiers)}
 	if o.spec.HostBlocks > 0 {
-		ow.tiers[tierHost] = kvcache.NewTier(name+"-host", o.spec.HostBlocks)
+		ow.tiers[tierHost] = kvcache.NewTier(w.name+"-host", o.spec.HostBlocks)
 	}
 	if o.spec.DiskBlocks > 0 {
-		ow.tiers[tierDisk] = kvcache.NewTier(name+"-disk", o.spec.DiskBlocks)
+		ow.tiers[tierDisk] = kvcache.NewTier(w.name+"-disk", o.spec.DiskBlocks)
 	}
 	ow.tiers[tierRemote] = o.remote
-	return ow
+	w.off = ow
+	if o.spec.HiCache != nil && o.spec.WritePolicy == WriteBack {
+		// As newOffload binds it: what the new radix cache evicts
+		// goes to the new L2.
+		w.s.(*sglang).tree.OnEvict = func(key []kvcache.Run, start int64) { o.writeBack(w, key, start) }
+	}
 }
 
 // path returns the links a transfer between worker ow's GPUs and tier t

@@ -424,9 +424,10 @@ func TestAutoscaleWithTiers(t *testing.T) {
 }
 
 // Bursts with pauses on an autoscaled fleet with host, disk and remote
-// tiers, scaling to zero and not: every record passes the validator, no
-// worker stops with a load in flight (the engine's end check), and the
-// workers started later find the remote store's blocks.
+// tiers (vLLM's) or L2 and a remote L3 (SGLang's HiCache, both write
+// policies), scaling to zero and not: every record passes the validator,
+// no worker stops with a load in flight (the engine's end check), and
+// vLLM's workers started later find the remote store's blocks.
 func TestAutoscaleWithTiersBursts(t *testing.T) {
 	t.Parallel()
 	var reqs []*trace.Request
@@ -437,27 +438,39 @@ func TestAutoscaleWithTiersBursts(t *testing.T) {
 			reqs = append(reqs, r)
 		}
 	}
-	for _, min := range []int{0, 1} {
-		cfg, cost := tierConfig()
-		cfg.Workers, cfg.Router = 2, RouterLeastRequests
-		cfg.Scheduler.KVCacheTokens = 512 * 16 // room for the loads (a 64-block cache stalls on them)
-		cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(min), MaxReplicas: 4,
-			SyncPeriodSec: 5, ScaleDownStabilizationSec: ptr(20), ContainerStartSec: 10}
-		if min == 0 {
-			cfg.Autoscale.PollingIntervalSec, cfg.Autoscale.CooldownSec = 10, ptr(60)
-		}
-		byID, st := runTiers(t, cfg, cost, tierSpec(t, 100, 200, 2000), reqs)
-		if st.Completed != len(reqs) {
-			t.Errorf("min %d: %d of %d completed", min, st.Completed, len(reqs))
-		}
-		var remote int64
-		for _, r := range byID {
-			if r.RouterArrival.V >= trace.Time(300*time.Second) {
-				remote += r.RemoteHitTokens.V
+	for _, setup := range []string{"vllm", "sglang write_through", "sglang write_back"} {
+		for _, min := range []int{0, 1} {
+			cfg, cost := tierConfig()
+			cfg.Scheduler.KVCacheTokens = 512 * 16 // room for the loads (a 64-block cache stalls on them)
+			spec := tierSpec(t, 100, 200, 2000)
+			if setup != "vllm" {
+				cfg, cost = hiConfig(512 * 16)
+				spec = hiSpec(t, 400, 0, 2000, PrefetchBestEffort, 1)
+				if setup == "sglang write_back" {
+					spec.WritePolicy = WriteBack
+				}
 			}
-		}
-		if remote == 0 || min == 0 && st.Held == 0 {
-			t.Errorf("min %d: %d remote hit tokens after the first pause, %d held", min, remote, st.Held)
+			cfg.Workers, cfg.Router = 2, RouterLeastRequests
+			cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(min), MaxReplicas: 4,
+				SyncPeriodSec: 5, ScaleDownStabilizationSec: ptr(20), ContainerStartSec: 10}
+			if min == 0 {
+				cfg.Autoscale.PollingIntervalSec, cfg.Autoscale.CooldownSec = 10, ptr(60)
+			}
+			byID, st := runTiers(t, cfg, cost, spec, reqs)
+			if st.Completed != len(reqs) {
+				t.Errorf("%s, min %d: %d of %d completed", setup, min, st.Completed, len(reqs))
+			}
+			var remote int64
+			for _, r := range byID {
+				if r.RouterArrival.V >= trace.Time(300*time.Second) {
+					remote += r.RemoteHitTokens.V
+				}
+			}
+			// (SGLang's prefetch threshold of 256 tokens passes few of
+			// these short prompts: TestAutoscaleWithHiCache has its L3 hit.)
+			if setup == "vllm" && remote == 0 || min == 0 && st.Held == 0 {
+				t.Errorf("%s, min %d: %d remote hit tokens after the first pause, %d held", setup, min, remote, st.Held)
+			}
 		}
 	}
 }
@@ -493,5 +506,40 @@ func TestAutoscaleDrainsDuringLoad(t *testing.T) {
 	}
 	if f := st.Fleet[1]; !(f.Draining > 0) {
 		t.Errorf("second 1: %+v; want w1 draining while Y loads and runs", f)
+	}
+}
+
+// SGLang's HiCache on an autoscaled fleet: after a scale to zero the new
+// worker's radix cache and L2 are empty, and an L3 of the cluster (remote,
+// mooncake's store) still holds A's pages, which C prefetches; a file L3
+// (disk, the node's own) went with the stopped worker.
+func TestAutoscaleWithHiCache(t *testing.T) {
+	t.Parallel()
+	reqs := []*trace.Request{
+		withHashes(req("A", 0, 512, 1), 64, ids(1, 8)...),
+		withHashes(req("C", 200*time.Second, 512, 1), 64, ids(1, 8)...),
+	}
+	for _, tc := range []struct {
+		name               string
+		disk, remote       int64
+		wantDisk, wantRemo int64
+	}{
+		{"remote L3", 0, 1000, 0, 496},
+		{"file L3", 1000, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, cost := hiConfig(200 * 16)
+			cfg.Autoscale = AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(0), MaxReplicas: 2,
+				PollingIntervalSec: 10, CooldownSec: ptr(30), ContainerStartSec: 20}
+			byID, st := runTiers(t, cfg, cost, hiSpec(t, 1000, tc.disk, tc.remote, PrefetchWaitComplete, 1), reqs)
+			c := byID["C"]
+			if st.Completed != 2 || st.Held != 1 || c.WorkerArrival.V != trace.Time(220*time.Second) {
+				t.Fatalf("%d completed, %d held, C at its worker at %v; want 2, 1, 220 s", st.Completed, st.Held, c.WorkerArrival.V)
+			}
+			if c.DeviceHitTokens.V != 0 || c.HostHitTokens.V != 0 || c.StorageHitTokens.V != tc.wantDisk || c.RemoteHitTokens.V != tc.wantRemo {
+				t.Errorf("C's hits: device %d, host %d, storage %d, remote %d; want 0, 0, %d, %d",
+					c.DeviceHitTokens.V, c.HostHitTokens.V, c.StorageHitTokens.V, c.RemoteHitTokens.V, tc.wantDisk, tc.wantRemo)
+			}
+		})
 	}
 }
