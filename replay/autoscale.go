@@ -59,6 +59,11 @@ type AutoscaleConfig struct {
 	ActivationTarget   float64  `yaml:"activation_target,omitempty"`
 	PollingIntervalSec float64  `yaml:"polling_interval_s,omitempty"`
 	CooldownSec        *float64 `yaml:"cooldown_s,omitempty"`
+	// GatewayTimeoutSec bounds a request's wait at the gateway for a
+	// ready worker (0: none): past it the gateway fails the request, as
+	// the KEDA HTTP add-on's interceptor does after its
+	// KEDA_CONDITION_WAIT_TIMEOUT (1.5 s there by default).
+	GatewayTimeoutSec float64 `yaml:"gateway_timeout_s,omitempty"`
 	// SyncPeriodSec is the HPA controller's sync period (default 15 s).
 	SyncPeriodSec float64 `yaml:"sync_period_s,omitempty"`
 	// Tolerance is the HPA's (its controller's
@@ -250,6 +255,7 @@ type autoscaler struct {
 	toZero     bool // cfg.toZero()
 	held       []*reqState
 	heldSince  trace.Time // when the number held last changed
+	gateAt     trace.Time // the gateway timeout's queued event (never: none)
 	polled     int64
 	lastActive trace.Time
 	wasActive  bool
@@ -371,6 +377,7 @@ func newAutoscaler(cfg AutoscaleConfig, workers, slots int) *autoscaler {
 		since:   make([]trace.Time, slots),
 
 		nextReady: never,
+		gateAt:    never,
 		toZero:    cfg.toZero(),
 		ms:        cfg.metricList(),
 	}

@@ -47,9 +47,10 @@ func (a *autoscaler) hpaMin() int { return max(*a.cfg.MinReplicas, 1) }
 
 // The autoscaler's events (evAutoscale's arg).
 const (
-	syncHPA   int32 = iota // the HPA's sync
-	syncKEDA               // KEDA's poll of the metric (scale to zero)
-	syncReady              // a worker's start-up ends: held requests may go
+	syncHPA     int32 = iota // the HPA's sync
+	syncKEDA                 // KEDA's poll of the metric (scale to zero)
+	syncReady                // a worker's start-up ends: held requests may go
+	syncGateway              // the gateway gives up on the requests held longest
 )
 
 func ptrInt(v int) *int { return &v }
@@ -73,6 +74,7 @@ func (a AutoscaleConfig) validateToZero(given AutoscaleConfig, bad func(field, f
 			{"activation_target", given.ActivationTarget != 0 || slices.ContainsFunc(given.Metrics, func(m AutoscaleMetric) bool { return m.ActivationTarget != 0 })},
 			{"polling_interval_s", given.PollingIntervalSec != 0},
 			{"cooldown_s", given.CooldownSec != nil},
+			{"gateway_timeout_s", given.GatewayTimeoutSec != 0},
 		} {
 			if f.given {
 				bad("autoscale."+f.name, "applies to scale to zero alone (min_replicas: 0 or idle_replicas: 0)")
@@ -105,6 +107,9 @@ func (a AutoscaleConfig) validateToZero(given AutoscaleConfig, bad func(field, f
 	if c := *a.CooldownSec; !(c >= 0) || c > 86400*365 {
 		bad("autoscale.cooldown_s", "%v is not a number of seconds in [0, 31536000]", c)
 	}
+	if g := a.GatewayTimeoutSec; !(g >= 0) || g > 86400*365 {
+		bad("autoscale.gateway_timeout_s", "%v is not a number of seconds in [0, 31536000]", g)
+	}
 }
 
 // autoscaleEvent handles the autoscaler's event of kind arg at now.
@@ -115,6 +120,8 @@ func (e *engine) autoscaleEvent(now trace.Time, arg int32) error {
 		return e.unhold(now)
 	case syncKEDA:
 		return e.pollKEDA(now)
+	case syncGateway:
+		return e.gatewayTimeouts(now)
 	default:
 		e.promote(now)
 		return e.unhold(now)
@@ -178,28 +185,34 @@ func (e *engine) strand(now trace.Time, values []float64) error {
 	held := a.held
 	a.held = nil
 	for _, r := range held {
-		e.stats.Rejected++
-		if e.online != nil {
-			e.online.reject(r.idx)
-		}
-		if e.sec != nil {
-			e.sec.at(now).Rejected++
-		}
-		if e.timeout > 0 {
-			e.live[r.idx] = nil
-		}
-		o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
-		o.Status = trace.StatusRejected
-		o.Error = msg
-		o.DoneAtRouter = trace.Some(now)
-		idx := r.idx
-		e.recycle(r)
-		e.clientNext(now, idx)
-		if err := e.emit(o); err != nil {
+		if err := e.failHeld(now, r, msg); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// failHeld emits the record of request r, held at the gateway, rejected
+// at now with msg, and sends its client's next request.
+func (e *engine) failHeld(now trace.Time, r *reqState, msg string) error {
+	e.stats.Rejected++
+	if e.online != nil {
+		e.online.reject(r.idx)
+	}
+	if e.sec != nil {
+		e.sec.at(now).Rejected++
+	}
+	if e.timeout > 0 {
+		e.live[r.idx] = nil
+	}
+	o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
+	o.Status = trace.StatusRejected
+	o.Error = msg
+	o.DoneAtRouter = trace.Some(now)
+	idx := r.idx
+	e.recycle(r)
+	e.clientNext(now, idx)
+	return e.emit(o)
 }
 
 // held reports whether request r, arrived at now, must wait at the
@@ -218,6 +231,7 @@ func (e *engine) held(now trace.Time, r *reqState) (bool, error) {
 	r.worker = noWorker
 	e.heldChanges(now)
 	a.held = append(a.held, r)
+	e.armGateway()
 	return true, nil
 }
 
@@ -255,6 +269,48 @@ func (e *engine) heldChanges(now trace.Time) {
 		e.sec.held(a.heldSince, now, len(a.held))
 	}
 	a.heldSince = now
+}
+
+// armGateway queues the gateway's timeout of the request held longest,
+// when the gateway has one and no earlier event is queued: the held are
+// in arrival order, so their timeouts come in that order too.
+func (e *engine) armGateway() {
+	a := e.scale
+	if a.cfg.GatewayTimeoutSec == 0 || len(a.held) == 0 {
+		return
+	}
+	at := a.held[0].arrival.Add(trace.DurationSeconds(a.cfg.GatewayTimeoutSec))
+	if at < a.gateAt {
+		a.gateAt = at
+		e.q.push(at, evAutoscale, syncGateway)
+	}
+}
+
+// gatewayTimeouts fails, at now, the held requests whose wait reached the
+// gateway's timeout, and queues the next one's.
+func (e *engine) gatewayTimeouts(now trace.Time) error {
+	a := e.scale
+	if now == a.gateAt {
+		a.gateAt = never
+	}
+	wait := trace.DurationSeconds(a.cfg.GatewayTimeoutSec)
+	k := 0
+	for k < len(a.held) && now.Sub(a.held[k].arrival) >= wait {
+		k++
+	}
+	if k > 0 {
+		e.heldChanges(now)
+		expired := slices.Clone(a.held[:k])
+		a.held = a.held[k:]
+		msg := fmt.Sprintf("no ready worker within autoscale.gateway_timeout_s (%g s): the gateway gave up, as the KEDA HTTP add-on's interceptor does", a.cfg.GatewayTimeoutSec)
+		for _, r := range expired {
+			if err := e.failHeld(now, r, msg); err != nil {
+				return err
+			}
+		}
+	}
+	e.armGateway()
+	return nil
 }
 
 // dropHeld removes request r, whose client gave up at now, from the

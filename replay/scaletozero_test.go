@@ -294,32 +294,38 @@ func TestScaleToZeroAzureCode(t *testing.T) {
 	b.WriteString("Llama-3.1-8B on A10 workers, least_requests router, 1 worker at the start; metric request_rate, target 0.5 a worker,\n")
 	b.WriteString("HPA with up to 8 replicas, sync 15 s, scale-down window 60 s; a new worker is ready after 30 s + 16 GB at 2 GB/s = 38 s.\n")
 	b.WriteString("KEDA rows: min_replicas 0, polled every polling_interval_s, to zero once cooldown_s has passed since the last poll that\n")
-	b.WriteString("saw an arrival (request_rate above activation_target 0). Held: requests that waited at the gateway for a ready worker, and the longest wait.\n")
+	b.WriteString("saw an arrival (request_rate above activation_target 0). Held: requests that waited at the gateway for a ready worker, and the longest wait;\n")
+	b.WriteString("failed: those the gateway gave up on (gateway_timeout_s, the HTTP add-on's KEDA_CONDITION_WAIT_TIMEOUT).\n")
 	b.WriteString("Regenerate: go test ./replay -run TestScaleToZeroAzureCode -autoscaledemo\n\n")
-	b.WriteString("| autoscaler | GPU-hours | s at zero | TTFT p50 (s) | TTFT p99 (s) | TTFT max (s) | held | longest wait (s) |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| autoscaler | GPU-hours | s at zero | TTFT p50 (s) | TTFT p99 (s) | TTFT max (s) | held | longest wait (s) | failed at the gateway |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range []struct {
-		name           string
-		min            int
-		poll, cooldown float64
+		name                    string
+		min                     int
+		poll, cooldown, gateway float64
 	}{
-		{"HPA, min_replicas 1", 1, 0, 0},
-		{"KEDA, poll 30 s, cooldown 300 s (its defaults)", 0, 30, 300},
-		{"KEDA, poll 30 s, cooldown 60 s", 0, 30, 60},
-		{"KEDA, poll 5 s, cooldown 60 s", 0, 5, 60},
+		{"HPA, min_replicas 1", 1, 0, 0, 0},
+		{"KEDA, poll 30 s, cooldown 300 s (its defaults)", 0, 30, 300, 0},
+		{"KEDA, poll 30 s, cooldown 60 s", 0, 30, 60, 0},
+		{"KEDA, poll 5 s, cooldown 60 s", 0, 5, 60, 0},
+		{"KEDA, poll 30 s, cooldown 60 s, gateway timeout 1.5 s (the HTTP add-on's default)", 0, 30, 60, 1.5},
 	} {
 		a := AutoscaleConfig{
 			Metric: MetricRequestRate, Target: 0.5, MinReplicas: ptrInt(k.min), MaxReplicas: 8,
 			ScaleDownStabilizationSec: ptr(60), ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2,
 		}
 		if k.min == 0 {
-			a.PollingIntervalSec, a.CooldownSec = k.poll, ptr(k.cooldown)
+			a.PollingIntervalSec, a.CooldownSec, a.GatewayTimeoutSec = k.poll, ptr(k.cooldown), k.gateway
 		}
 		cfg := Config{Workers: 1, Router: RouterLeastRequests, Autoscale: a}
 		var ttft []float64
 		held, longest := 0, 0.0
+		failed := 0
 		st, err := Run(cfg, cost, blocks, reqs, func(r *trace.Request) error {
 			if r.Status == trace.StatusOK {
 				ttft = append(ttft, r.TTFTSec.V)
+			}
+			if strings.Contains(r.Error, "gateway_timeout_s") {
+				failed++
 			}
 			if wait := r.WorkerArrival.V.Sub(r.RouterArrival.V).Seconds(); wait > 0 {
 				held++
@@ -330,8 +336,8 @@ func TestScaleToZeroAzureCode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Completed != len(reqs) {
-			t.Errorf("%s: %d of %d completed", k.name, st.Completed, len(reqs))
+		if st.Completed+failed != len(reqs) || st.Rejected != failed || (k.gateway == 0) != (failed == 0) {
+			t.Errorf("%s: %d of %d completed, %d failed at the gateway", k.name, st.Completed, len(reqs), failed)
 		}
 		if st.Held != held || st.HeldMaxSec != longest {
 			t.Errorf("%s: Stats say %d held, the longest %v s; the records %d, %v s", k.name, st.Held, st.HeldMaxSec, held, longest)
@@ -344,8 +350,8 @@ func TestScaleToZeroAzureCode(t *testing.T) {
 			zero += 1 - min(1, f.Ready+f.Starting+f.Draining)
 		}
 		slices.Sort(ttft)
-		fmt.Fprintf(&b, "| %s | %.3f | %.0f | %.3f | %.3f | %.3f | %d | %.3f |\n", k.name, st.GPUHours, zero,
-			quantile(ttft, 0.5), quantile(ttft, 0.99), ttft[len(ttft)-1], held, longest)
+		fmt.Fprintf(&b, "| %s | %.3f | %.0f | %.3f | %.3f | %.3f | %d | %.3f | %d |\n", k.name, st.GPUHours, zero,
+			quantile(ttft, 0.5), quantile(ttft, 0.99), ttft[len(ttft)-1], held, longest, failed)
 		if k.min == 1 && (zero != 0 || held != 0) {
 			t.Errorf("%s: %v s at zero, %d held", k.name, zero, held)
 		}
@@ -541,5 +547,35 @@ func TestAutoscaleWithHiCache(t *testing.T) {
 					c.DeviceHitTokens.V, c.HostHitTokens.V, c.StorageHitTokens.V, c.RemoteHitTokens.V, tc.wantDisk, tc.wantRemo)
 			}
 		})
+	}
+}
+
+// The gateway gives up on a request held longer than gateway_timeout_s
+// (the KEDA HTTP add-on's KEDA_CONDITION_WAIT_TIMEOUT, 1.5 s by
+// default): with a 30 s start the poll at 200 s wakes a worker ready at
+// 230 s; a (200 s) and b (225 s) fail 1.5 s after they came, c (229 s)
+// waits 1 s and is served.
+func TestScaleToZeroGatewayTimeout(t *testing.T) {
+	reqs := []*trace.Request{req("early", 0, 100, 10), req("a", 200*time.Second, 100, 10),
+		req("b", 225*time.Second, 100, 10), req("c", 229*time.Second, 100, 10)}
+	cfg := zeroCfg()
+	cfg.Autoscale.GatewayTimeoutSec = 1.5
+	byID, _, st := replay(t, cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, reqs)
+	if st.Completed != 2 || st.Rejected != 2 {
+		t.Fatalf("%d completed, %d rejected; want 2 and 2", st.Completed, st.Rejected)
+	}
+	for id, at := range map[string]time.Duration{"a": 201500 * ms, "b": 226500 * ms} {
+		r := byID[id]
+		if r.Status != trace.StatusRejected || r.DoneAtRouter.V != trace.Time(at) || r.Worker != "" ||
+			!strings.Contains(r.Error, "no ready worker within autoscale.gateway_timeout_s (1.5 s)") {
+			t.Errorf("%s: %v at %v on %q, %q; want rejected by the gateway at %v", id, r.Status, r.DoneAtRouter.V, r.Worker, r.Error, at)
+		}
+	}
+	if c := byID["c"]; c.Status != trace.StatusOK || c.WorkerArrival.V != trace.Time(230*time.Second) {
+		t.Errorf("c: %v, at its worker at %v; want served from 230 s", c.Status, c.WorkerArrival.V)
+	}
+	if err := (Config{Workers: 2, Autoscale: AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, GatewayTimeoutSec: 5}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "autoscale.gateway_timeout_s: applies to scale to zero alone") {
+		t.Errorf("gateway_timeout_s without scale to zero: %v", err)
 	}
 }
