@@ -87,6 +87,21 @@ func dump(rs []*trace.Request) string {
 	return b.String()
 }
 
+// bursts returns three bursts of randomTrace's requests, n each at rate
+// per second, from 0, 300 and 700 s: a fleet that scales to zero goes
+// there between them.
+func bursts(n int, rate float64) []*trace.Request {
+	var reqs []*trace.Request
+	for k, at := range []time.Duration{0, 300 * time.Second, 700 * time.Second} {
+		for i, r := range randomTrace(uint64(k+1), n, rate) {
+			r.RequestID = fmt.Sprintf("b%d-%d", k, i)
+			r.Arrival.V += trace.Time(at)
+			reqs = append(reqs, r)
+		}
+	}
+	return reqs
+}
+
 // randomTrace returns n requests with Poisson arrivals at rate per second
 // and prompts drawn from a few shared prefixes, so that prefix caching,
 // chunking and (with little KV) preemption all happen.

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"fmt"
 	"math"
 	"os"
 	"testing"
@@ -393,14 +392,7 @@ func TestHiCacheStorageQueryTime(t *testing.T) {
 // without fast-forward does.
 func TestHiCacheWriteBackFastForward(t *testing.T) {
 	t.Parallel()
-	var reqs []*trace.Request
-	for k, burst := range []time.Duration{0, 300 * time.Second, 700 * time.Second} {
-		for i, r := range randomTrace(uint64(k+1), 60, 10) {
-			r.RequestID = fmt.Sprintf("b%d-%d", k, i)
-			r.Arrival.V += trace.Time(burst)
-			reqs = append(reqs, r)
-		}
-	}
+	reqs := bursts(60, 10)
 	for _, workers := range []int{1, 2, 4} {
 		var dumps [2]string
 		for k, fast := range []bool{true, false} {

@@ -166,14 +166,7 @@ func TestScaleToZeroNeverWakes(t *testing.T) {
 // checks each record), some after waiting at the gateway.
 func TestScaleToZeroEverywhere(t *testing.T) {
 	t.Parallel()
-	var reqs []*trace.Request
-	for k, burst := range []time.Duration{0, 300 * time.Second, 700 * time.Second} {
-		for i, r := range randomTrace(uint64(k+1), 40, 8) {
-			r.RequestID = fmt.Sprintf("b%d-%d", k, i)
-			r.Arrival.V += trace.Time(burst)
-			reqs = append(reqs, r)
-		}
-	}
+	reqs := bursts(40, 8)
 	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
 	for _, tc := range []struct {
 		name string
@@ -436,14 +429,7 @@ func TestAutoscaleWithTiers(t *testing.T) {
 // vLLM's workers started later find the remote store's blocks.
 func TestAutoscaleWithTiersBursts(t *testing.T) {
 	t.Parallel()
-	var reqs []*trace.Request
-	for k, burst := range []time.Duration{0, 300 * time.Second, 700 * time.Second} {
-		for i, r := range randomTrace(uint64(k+1), 60, 10) {
-			r.RequestID = fmt.Sprintf("b%d-%d", k, i)
-			r.Arrival.V += trace.Time(burst)
-			reqs = append(reqs, r)
-		}
-	}
+	reqs := bursts(60, 10)
 	for _, setup := range []string{"vllm", "sglang write_through", "sglang write_back"} {
 		for _, min := range []int{0, 1} {
 			cfg, cost := tierConfig()
