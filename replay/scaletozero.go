@@ -27,11 +27,14 @@ import (
 // its first workers still starting) waits at the gateway, as the KEDA HTTP
 // add-on's interceptor holds it, and goes to the router, in arrival
 // order, when a worker is ready: its record's worker_arrival is then, its
-// TTFT counts the wait. The gateway's held requests count in queue_depth
-// and in_flight, as the interceptor's pending requests are what a fleet at
-// zero is woken by; kv_usage and slo_attainment come from the workers
-// alone, so nothing would wake a fleet at zero on them, and validate
-// refuses them.
+// TTFT counts the wait; past gateway_timeout_s, when set, the gateway
+// fails it (the interceptor's KEDA_CONDITION_WAIT_TIMEOUT). The gateway's
+// held requests count in queue_depth and in_flight, as the interceptor's
+// pending requests are what a fleet at zero is woken by; kv_usage comes
+// from the workers alone, so validate refuses metrics of which none would
+// wake a fleet at zero, and slo_attainment, a fraction with no total to be
+// active, with scale to zero at all. A fleet at zero that nothing will
+// wake rejects what it holds (strand) rather than polling for ever.
 //
 // Note: KEDA's scalers are polled; an HTTP add-on that pushes activity
 // (its external-push scaler) wakes the fleet at once: a small
