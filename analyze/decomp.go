@@ -9,12 +9,16 @@ import (
 
 // DecompParts names the TTFT components of a decomposition, in order.
 // "queue" is the server's queue wait (schedule_s when the source has no
-// queue_s), "other" is the rest of TTFT: network, tokenization, detokenization
-// and anything the server did not itemize (negative when the parts overlap).
+// queue_s), "routing" the time from the router's receipt to the worker's
+// (worker_arrival_s − router_arrival_s, when a record has both: a
+// gateway holding the request for a ready worker while a fleet scaled to
+// zero starts, in a replay), "other" is the rest of TTFT: network,
+// tokenization, detokenization and anything the server did not itemize
+// (negative when the parts overlap).
 // The engines count the queue from the loop pass that takes a request in,
 // after the step in flight when it arrived, and so do replays (vLLM's
 // request_queue_time_seconds): that step's rest is in "other".
-var DecompParts = []string{"queue", "prefill", "kv_fetch", "other"}
+var DecompParts = []string{"queue", "prefill", "kv_fetch", "routing", "other"}
 
 // A DecompBand is the TTFT decomposition of the requests whose TTFT lies in
 // a percentile band [LoPct, HiPct) of the run's TTFTs.
@@ -49,7 +53,7 @@ type QueueSplit struct {
 // DefaultBands are the TTFT percentile bands of a decomposition.
 var DefaultBands = []float64{0, 50, 90, 99, 100}
 
-// Decompose splits TTFT into queue, prefill, KV fetch and other, for the
+// Decompose splits TTFT into queue, prefill, KV fetch, routing and other, for the
 // completed requests that have TTFT and at least one server-side part, by
 // TTFT percentile band (edges in percent, e.g. DefaultBands). A request at
 // sorted position i of n is in the band with lo ≤ 100·i/n < hi. It returns
@@ -74,7 +78,7 @@ type Decomposer struct {
 
 type decompRow struct {
 	ttft  float64
-	parts [4]float64
+	parts [5]float64 // per DecompParts
 }
 
 // Add adds one request; requests without a decomposition are skipped.
@@ -85,6 +89,10 @@ func (z *Decomposer) Add(r *trace.Request) {
 	q := r.QueueSec
 	if !q.OK {
 		q = r.ScheduleSec
+	}
+	var routing float64
+	if r.RouterArrival.OK && r.WorkerArrival.OK {
+		routing = max(0, r.WorkerArrival.V.Sub(r.RouterArrival.V).Seconds())
 	}
 	if !q.OK && !r.PrefillSec.OK && !r.KVFetchSec.OK {
 		return
@@ -98,8 +106,8 @@ func (z *Decomposer) Add(r *trace.Request) {
 			z.mixedPrefill++
 		}
 	}
-	x.parts[0], x.parts[1], x.parts[2] = q.Or(0), prefill, r.KVFetchSec.Or(0)
-	x.parts[3] = x.ttft - x.parts[0] - x.parts[1] - x.parts[2]
+	x.parts[0], x.parts[1], x.parts[2], x.parts[3] = q.Or(0), prefill, r.KVFetchSec.Or(0), routing
+	x.parts[4] = x.ttft - x.parts[0] - x.parts[1] - x.parts[2] - x.parts[3]
 	z.rows = append(z.rows, x)
 	if r.IdleInQueueSec.OK || r.BudgetWaitSec.OK {
 		z.split = true
@@ -122,7 +130,7 @@ func (z *Decomposer) Finish(edges []float64) *Decomposition {
 	n := len(rows)
 	for k := 0; k+1 < len(edges); k++ {
 		lo, hi := edges[k], edges[k+1]
-		b := DecompBand{LoPct: lo, HiPct: hi, Mean: make([]float64, 4), Share: make([]float64, 4)}
+		b := DecompBand{LoPct: lo, HiPct: hi, Mean: make([]float64, len(DecompParts)), Share: make([]float64, len(DecompParts))}
 		var ttftSum float64
 		for i, x := range rows {
 			p := 100 * float64(i) / float64(n)

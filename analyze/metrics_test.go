@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -285,7 +286,8 @@ func TestDecomposeQueueSplitAndPrefillBasis(t *testing.T) {
 	reqs := []*trace.Request{
 		{Status: trace.StatusOK, TTFTSec: f(1), QueueSec: f(0.4), IdleInQueueSec: f(0.1), BudgetWaitSec: f(0.3), PrefillSec: f(0.3), KVFetchSec: f(0.2)},
 		{Status: trace.StatusOK, TTFTSec: f(2), QueueSec: f(0.6), IdleInQueueSec: f(0.6), BudgetWaitSec: f(0), PrefillSec: f(1.2), PrefillBasis: trace.PrefillDispatched},
-		{Status: trace.StatusOK, TTFTSec: f(3), PrefillSec: f(2.5), PrefillBasis: trace.PrefillDispatched},
+		{Status: trace.StatusOK, TTFTSec: f(3), PrefillSec: f(2.5), PrefillBasis: trace.PrefillDispatched,
+			RouterArrival: trace.Some(trace.Time(10 * time.Second)), WorkerArrival: trace.Some(trace.Time(10500 * time.Millisecond))},
 	}
 	d := Decompose(reqs, []float64{0, 100})
 	if d.QueueSplit == nil || d.QueueSplit.IdleShare != 0.7 || d.QueueSplit.BudgetWaitShare != 0.3 {
@@ -296,8 +298,9 @@ func TestDecomposeQueueSplitAndPrefillBasis(t *testing.T) {
 	}
 	b := d.Bands[0]
 	// Means over 3 requests: queue (0.4+0.6+0)/3, prefill (0.3+0.6+2.5)/3,
-	// kv_fetch 0.2/3, other (0.1+0.8+0.5)/3.
-	want := []float64{1.0 / 3, 3.4 / 3, 0.2 / 3, 1.4 / 3}
+	// kv_fetch 0.2/3, routing (the third's 0.5 s from router to worker)
+	// 0.5/3, other (0.1+0.8+0)/3.
+	want := []float64{1.0 / 3, 3.4 / 3, 0.2 / 3, 0.5 / 3, 0.9 / 3}
 	for i, w := range want {
 		if d := b.Mean[i] - w; d > 1e-12 || d < -1e-12 {
 			t.Errorf("%s mean %v, want %v", DecompParts[i], b.Mean[i], w)

@@ -41,12 +41,14 @@ func decompCharts(sec *sectionView, sets []reportSet) error {
 		}
 		d := s.extras.Decomp
 		tv := tableView{Caption: "TTFT decomposition: " + s.name + fmt.Sprintf(" (%d requests)", d.Requests),
-			Head: []string{"TTFT band", "requests", "mean TTFT (ms)", "queue (ms)", "prefill (ms)", "KV load (ms)", "other (ms)", "dominant"}}
+			Head: []string{"TTFT band", "requests", "mean TTFT (ms)", "queue (ms)", "prefill (ms)", "KV load (ms)", "routing (ms)", "other (ms)", "dominant"}}
 		for _, b := range d.Bands {
 			label := bandLabel(b.LoPct, b.HiPct)
 			row := []cell{{V: label}, {V: strconv.Itoa(b.N)}}
 			if b.N == 0 {
-				row = append(row, cell{V: missing}, cell{V: missing}, cell{V: missing}, cell{V: missing}, cell{V: missing}, cell{V: missing})
+				for range len(analyze.DecompParts) + 2 { // mean TTFT, the parts, dominant
+					row = append(row, cell{V: missing})
+				}
 				tv.Rows = append(tv.Rows, row)
 				continue
 			}
@@ -70,7 +72,7 @@ func decompCharts(sec *sectionView, sets []reportSet) error {
 	if len(cats) == 0 {
 		return nil
 	}
-	names := map[string]string{"queue": "queue", "prefill": "prefill", "kv_fetch": "KV load", "other": "other"}
+	names := map[string]string{"queue": "queue", "prefill": "prefill", "kv_fetch": "KV load", "routing": "routing", "other": "other"}
 	var ss []series
 	for j, p := range analyze.DecompParts {
 		ss = append(ss, series{Name: names[p], Type: "bar", Data: parts[j]})

@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/report"
 	"github.com/opaltrace/opaltrace/trace"
@@ -292,5 +294,15 @@ func TestPerSecondHeldAtGateway(t *testing.T) {
 	}
 	if held == 0 || !strings.Contains(stderr, fmt.Sprintf("%d requests waited at the gateway", held)) || math.Abs(sum-waits) > 1e-6*waits {
 		t.Errorf("%d records waited %v s in all; the per-second file holds %v request-seconds; stderr:\n%s", held, waits, sum, stderr)
+	}
+	// The TTFT decomposition names the waits "routing", not "other".
+	d := analyze.Decompose(reqs, analyze.DefaultBands)
+	routing := slices.Index(analyze.DecompParts, "routing")
+	var parted float64
+	for _, b := range d.Bands {
+		parted += b.Mean[routing] * float64(b.N)
+	}
+	if math.Abs(parted-waits) > 1e-6*waits {
+		t.Errorf("decomposition: %v s of routing, want the records' %v", parted, waits)
 	}
 }
