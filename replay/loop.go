@@ -144,17 +144,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		e.scale.arrivals++
 	}
 	if reason := e.rejectReason(prompt, out); reason != "" {
-		e.stats.Rejected++
-		if e.online != nil {
-			e.online.reject(i)
-		}
-		if e.sec != nil {
-			e.sec.at(now).Rejected++
-		}
-		o := e.base(in, i, prompt, out, sent, now)
-		o.Status = trace.StatusRejected
-		o.Error = reason
-		o.DoneAtRouter = trace.Some(now)
+		o := e.rejected(now, in, i, prompt, out, sent, now, reason)
 		e.clientNext(now, i)
 		return e.emit(o)
 	}
@@ -229,6 +219,24 @@ func (e *engine) dispatch(now trace.Time, r *reqState) error {
 		return nil
 	}
 	return e.admit(now, w, r)
+}
+
+// rejected counts request i (in, prompt and out tokens, sent and reaching
+// the router at arrival) as rejected at now for reason, and returns its
+// record: at arrival, or at the gateway (scaletozero.go).
+func (e *engine) rejected(now trace.Time, in *trace.Request, i int32, prompt, out int64, sent, arrival trace.Time, reason string) *trace.Request {
+	e.stats.Rejected++
+	if e.online != nil {
+		e.online.reject(i)
+	}
+	if e.sec != nil {
+		e.sec.at(now).Rejected++
+	}
+	o := e.base(in, i, prompt, out, sent, arrival)
+	o.Status = trace.StatusRejected
+	o.Error = reason
+	o.DoneAtRouter = trace.Some(now)
+	return o
 }
 
 // admit hands request r to w's scheduler at now.

@@ -184,34 +184,32 @@ func (e *engine) strand(now trace.Time, values []float64) error {
 		why = append(why, fmt.Sprintf("%s %g, not above activation_target %g", m.Metric, values[k], m.ActivationTarget))
 	}
 	msg := fmt.Sprintf("no worker: the fleet at zero never woke (%s, and nothing more on its way)", strings.Join(why, "; "))
+	return e.failFront(now, len(a.held), msg)
+}
+
+// failFront rejects at now, with msg, the k requests held longest at the
+// gateway.
+func (e *engine) failFront(now trace.Time, k int, msg string) error {
+	a := e.scale
 	e.heldChanges(now)
-	held := a.held
-	a.held = nil
-	for _, r := range held {
+	expired := a.held[:k]
+	a.held = a.held[k:]
+	for _, r := range expired {
 		if err := e.failHeld(now, r, msg); err != nil {
 			return err
 		}
 	}
+	clear(expired) // recycled: the array holds them no longer
 	return nil
 }
 
 // failHeld emits the record of request r, held at the gateway, rejected
 // at now with msg, and sends its client's next request.
 func (e *engine) failHeld(now trace.Time, r *reqState, msg string) error {
-	e.stats.Rejected++
-	if e.online != nil {
-		e.online.reject(r.idx)
-	}
-	if e.sec != nil {
-		e.sec.at(now).Rejected++
-	}
 	if e.timeout > 0 {
 		e.live[r.idx] = nil
 	}
-	o := e.base(r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival)
-	o.Status = trace.StatusRejected
-	o.Error = msg
-	o.DoneAtRouter = trace.Some(now)
+	o := e.rejected(now, r.in, r.idx, r.prompt, r.maxOut, r.sent, r.arrival, msg)
 	idx := r.idx
 	e.recycle(r)
 	e.clientNext(now, idx)
@@ -302,14 +300,9 @@ func (e *engine) gatewayTimeouts(now trace.Time) error {
 		k++
 	}
 	if k > 0 {
-		e.heldChanges(now)
-		expired := slices.Clone(a.held[:k])
-		a.held = a.held[k:]
 		msg := fmt.Sprintf("no ready worker within autoscale.gateway_timeout_s (%g s): the gateway gave up, as the KEDA HTTP add-on's interceptor does", a.cfg.GatewayTimeoutSec)
-		for _, r := range expired {
-			if err := e.failHeld(now, r, msg); err != nil {
-				return err
-			}
+		if err := e.failFront(now, k, msg); err != nil {
+			return err
 		}
 	}
 	e.armGateway()
