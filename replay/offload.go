@@ -3,7 +3,6 @@ package replay
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/opaltrace/opaltrace/model"
@@ -256,32 +255,40 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload,
 		if ow.d2h, err = node.f.AddLink(d2h); err != nil {
 			return nil, err
 		}
-		if spec.HostBlocks > 0 {
-			ow.tiers[tierHost] = kvcache.NewTier(w.name+"-host", spec.HostBlocks)
-		}
-		if spec.DiskBlocks > 0 {
-			ow.tiers[tierDisk] = kvcache.NewTier(w.name+"-disk", spec.DiskBlocks)
-		}
-		ow.tiers[tierRemote] = o.remote
-		for t, tr := range ow.tiers {
-			if tr != nil && (o.spec.WritePolicy == WriteThrough || len(ow.storeTiers) == 0) {
-				ow.storeTiers = append(ow.storeTiers, t)
-			}
-		}
-		if spec.HiCache != nil {
-			// L2 only: L3 takes what L2's writes complete (stored);
-			// under write_back, what the radix cache evicts.
-			ow.storeTiers = ow.storeTiers[:0]
-			if spec.WritePolicy != WriteBack {
-				ow.storeTiers = append(ow.storeTiers, tierHost)
-			} else {
-				w := w
-				w.s.(*sglang).tree.OnEvict = func(key []kvcache.Run, start int64) { o.writeBack(w, key, start) }
-			}
-		}
-		w.off = ow
+		o.tiers(ow, w)
 	}
 	return o, nil
+}
+
+// tiers gives worker w, whose links ow holds, its tiers: host and disk
+// tiers of its own, empty, and the cluster's remote store; the tiers a
+// computed block is written to; under HiCache's write_back, its radix
+// cache's evictions bound to its L2. It sets w.off to ow.
+func (o *offload) tiers(ow *offWorker, w *worker) {
+	spec := o.spec
+	if spec.HostBlocks > 0 {
+		ow.tiers[tierHost] = kvcache.NewTier(w.name+"-host", spec.HostBlocks)
+	}
+	if spec.DiskBlocks > 0 {
+		ow.tiers[tierDisk] = kvcache.NewTier(w.name+"-disk", spec.DiskBlocks)
+	}
+	ow.tiers[tierRemote] = o.remote
+	for t, tr := range ow.tiers {
+		if tr != nil && (spec.WritePolicy == WriteThrough || len(ow.storeTiers) == 0) {
+			ow.storeTiers = append(ow.storeTiers, t)
+		}
+	}
+	if spec.HiCache != nil {
+		// L2 only: L3 takes what L2's writes complete (stored);
+		// under write_back, what the radix cache evicts.
+		ow.storeTiers = ow.storeTiers[:0]
+		if spec.WritePolicy != WriteBack {
+			ow.storeTiers = append(ow.storeTiers, tierHost)
+		} else {
+			w.s.(*sglang).tree.OnEvict = func(key []kvcache.Run, start int64) { o.writeBack(w, key, start) }
+		}
+	}
+	w.off = ow
 }
 
 // evictionsStore reports whether evicting from a worker's GPU cache starts
@@ -293,26 +300,13 @@ func (o *offload) evictionsStore() bool {
 }
 
 // fresh gives w, a worker that starts in the slot whose stopped worker had
-// old (autoscaling), its tiers and links: the same PCIe links and node,
-// the cluster's shared remote store, and host and disk tiers of its own,
-// empty, as a new pod's LMCache (or SGLang's HiCache: its L2, and a file
-// L3) starts with none. Stores still on their way to old's tiers complete
-// there, out of every worker's reach.
+// old (autoscaling), the slot's PCIe links and node and tiers of its own
+// (tiers): host and disk tiers empty, as a new pod's LMCache (or SGLang's
+// HiCache: its L2, and a file L3) starts with none, and the cluster's
+// remote store as it is. Stores still on their way to old's tiers
+// complete there, out of every worker's reach.
 func (o *offload) fresh(old *offWorker, w *worker) {
-	ow := &offWorker{o: o, node: old.node, h2d: old.h2d, d2h: old.d2h, storeTiers: slices.Clone(old.storeTiers)}
-	if o.spec.HostBlocks > 0 {
-		ow.tiers[tierHost] = kvcache.NewTier(w.name+"-host", o.spec.HostBlocks)
-	}
-	if o.spec.DiskBlocks > 0 {
-		ow.tiers[tierDisk] = kvcache.NewTier(w.name+"-disk", o.spec.DiskBlocks)
-	}
-	ow.tiers[tierRemote] = o.remote
-	w.off = ow
-	if o.spec.HiCache != nil && o.spec.WritePolicy == WriteBack {
-		// As newOffload binds it: what the new radix cache evicts
-		// goes to the new L2.
-		w.s.(*sglang).tree.OnEvict = func(key []kvcache.Run, start int64) { o.writeBack(w, key, start) }
-	}
+	o.tiers(&offWorker{o: o, node: old.node, h2d: old.h2d, d2h: old.d2h}, w)
 }
 
 // path returns the links a transfer between worker ow's GPUs and tier t
