@@ -24,6 +24,13 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 		return "", c.bad("disaggregation.prefill_workers", c.given["disaggregation.prefill_workers"], strconv.Itoa(d.PrefillWorkers),
 			fmt.Sprintf("leaves no decode worker of %d workers", servers))
 	}
+	if perServer > 1 && (d.PrefillAutoscale.On() || d.DecodeAutoscale.On()) {
+		key := "disaggregation.prefill_autoscale"
+		if !d.PrefillAutoscale.On() {
+			key = "disaggregation.decode_autoscale"
+		}
+		return "", c.bad(key, c.given[key], "", fmt.Sprintf("with data parallelism a replica is a server of %d workers, which start and stop together: not modelled yet", perServer))
+	}
 	d.PrefillWorkers *= perServer
 	ranksNote := ""
 	if perServer > 1 {

@@ -58,6 +58,10 @@ func TestDisaggregationPools(t *testing.T) {
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:4: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: cache_aware\n", `c.yaml:4: disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two, dynamo_kv`},
+		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_autoscale:\n    metric: in_flight\n    target: 4\n",
+			"c.yaml:5: disaggregation.decode_autoscale: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
+		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_autoscale:\n    metric: queue_depth\n    target: 0\n",
+			"c.yaml:6: disaggregation.prefill_autoscale.target: 0 is not a positive number"},
 	} {
 		cl, err := ParseCluster("c.yaml", []byte(c.yaml))
 		if err == nil {

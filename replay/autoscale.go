@@ -112,6 +112,9 @@ const (
 
 func (a AutoscaleConfig) on() bool { return a.Metric != "" || len(a.Metrics) > 0 }
 
+// On reports whether the autoscaler is on (a metric is given).
+func (a AutoscaleConfig) On() bool { return a.on() }
+
 // withDefaults fills the zero settings of an autoscaler that is on.
 func (a AutoscaleConfig) withDefaults(workers int) AutoscaleConfig {
 	if !a.on() {
@@ -214,10 +217,12 @@ func (a AutoscaleConfig) startup() time.Duration {
 }
 
 // A FleetSecond is the fleet during one simulated second: time-weighted
-// means of the workers ready, starting and draining.
+// means of the workers ready, starting and draining, and with
+// prefill/decode disaggregation the ready ones of each pool.
 type FleetSecond struct {
 	Second                    int64
 	Ready, Starting, Draining float64
+	PrefillReady, DecodeReady float64
 }
 
 // Worker slot states.
@@ -230,25 +235,43 @@ const (
 	slotDraining
 )
 
-// An autoscaler is the engine's HPA: the fleet's slots, the history of
-// recommendations, and the fleet's time line.
+// A pool is the slots one HPA sizes, with that HPA's history: the whole
+// fleet, or, with prefill/decode disaggregation, the prefill pool or the
+// decode pool, each scaled by its own (disagg.go: prefill_autoscale,
+// decode_autoscale), as llm-d and Dynamo deploy the two as separate
+// deployments that scale apart.
+type pool struct {
+	name   string // "" (the fleet), "prefill" or "decode"
+	index  int32  // in autoscaler.pools
+	cfg    AutoscaleConfig
+	lo, hi int // its slots
+	period time.Duration
+	recs   []rec // recommendations within the longest window
+	// ups and downs: the pool's changes, as the HPA keeps them
+	// (store).
+	ups, downs []scaleEvent
+
+	ms        []AutoscaleMetric // cfg.metricList()
+	values    []float64         // scratch: the metrics' values at a sync
+	arrivals  int64             // in the current sync period
+	met, done int64             // completions in the period: meeting the SLO, all
+}
+
+// An autoscaler is the engine's HPA, or its two with disaggregation: the
+// fleet's slots, the pools that size them, and the fleet's time line.
+// Slots of a disaggregated pool that no HPA sizes are ready throughout.
 type autoscaler struct {
-	cfg     AutoscaleConfig
-	period  time.Duration
+	// pool is the first pool, the fleet's without disaggregation:
+	// scale to zero (scaletozero.go) uses it alone.
+	*pool
+	pools   []*pool
 	state   []slotState
 	readyAt []trace.Time // starting slots: when they are ready
 	// nextReady: no starting slot is ready before it (never: none
 	// starts), so that promote, at every routed arrival, need not look.
 	nextReady trace.Time
 	since     []trace.Time // when the slot last left slotOff
-	recs      []rec        // recommendations within the longest window
-	// ups and downs: the fleet's changes, as the HPA keeps them
-	// (store).
-	ups, downs []scaleEvent
 
-	ms       []AutoscaleMetric // cfg.metricList()
-	values   []float64         // scratch: the metrics' values at a sync
-	arrivals int64             // in the current sync period
 	// Scale to zero (scaletozero.go): the requests the gateway holds
 	// while no worker is ready, in arrival order; the arrivals since
 	// KEDA's last poll; when its metric was last active, if ever.
@@ -259,8 +282,10 @@ type autoscaler struct {
 	polled     int64
 	lastActive trace.Time
 	wasActive  bool
-	met, done  int64 // completions in the period: meeting the SLO, all
 
+	// split is the first decode slot with disaggregation (0: none):
+	// the fleet's time line counts the prefill pool's ready slots too.
+	split   int
 	onTime  time.Duration // slot time not off, summed (GPU time / GPUs per worker)
 	changes []fleetChange
 }
@@ -273,11 +298,17 @@ type rec struct {
 type fleetChange struct {
 	at                        trace.Time
 	ready, starting, draining int
+	prefillReady              int // with disaggregation
 }
 
 // count returns the slots in each state.
 func (a *autoscaler) count() (ready, starting, draining int) {
-	for _, s := range a.state {
+	return a.countIn(0, len(a.state))
+}
+
+// countIn returns the slots lo to hi−1 in each state.
+func (a *autoscaler) countIn(lo, hi int) (ready, starting, draining int) {
+	for _, s := range a.state[lo:hi] {
 		switch s {
 		case slotReady:
 			ready++
@@ -292,7 +323,10 @@ func (a *autoscaler) count() (ready, starting, draining int) {
 
 func (a *autoscaler) note(now trace.Time) {
 	r, s, d := a.count()
-	c := fleetChange{now, r, s, d}
+	c := fleetChange{at: now, ready: r, starting: s, draining: d}
+	if a.split > 0 {
+		c.prefillReady, _, _ = a.countIn(0, a.split)
+	}
 	if n := len(a.changes); n > 0 && a.changes[n-1].at == now {
 		a.changes[n-1] = c
 		return
@@ -304,7 +338,7 @@ func (a *autoscaler) note(now trace.Time) {
 // per metric, in the order of cfg.metricList: the largest of their
 // proposals), its stabilization windows and scaling policies
 // (rateLimit), and returns the replicas it settles on at now.
-func (a *autoscaler) recommend(now trace.Time, current int, values []float64) int {
+func (a *pool) recommend(now trace.Time, current int, values []float64) int {
 	desired := 0
 	for k, m := range a.ms {
 		desired = max(desired, a.propose(m, current, values[k]))
@@ -362,37 +396,66 @@ func (a *autoscaler) seconds(end trace.Time) []FleetSecond {
 			out[s].Ready += f * float64(c.ready)
 			out[s].Starting += f * float64(c.starting)
 			out[s].Draining += f * float64(c.draining)
+			if a.split > 0 {
+				out[s].PrefillReady += f * float64(c.prefillReady)
+				out[s].DecodeReady += f * float64(c.ready-c.prefillReady)
+			}
 			t = next
 		}
 	}
 	return out
 }
 
-func newAutoscaler(cfg AutoscaleConfig, workers, slots int) *autoscaler {
+// A poolSpec is a pool to be: its name, its slots lo to hi−1, its
+// workers at the start, and the HPA that sizes it (off: none, its workers
+// ready throughout).
+type poolSpec struct {
+	name            string
+	cfg             AutoscaleConfig
+	lo, hi, workers int
+}
+
+// newAutoscaler returns the autoscaler of slots slots in pools specs (one
+// at least with its HPA on), split the first decode slot with
+// disaggregation (else 0).
+func newAutoscaler(slots, split int, specs []poolSpec) *autoscaler {
 	a := &autoscaler{
-		cfg:     cfg,
-		period:  trace.DurationSeconds(cfg.SyncPeriodSec),
 		state:   make([]slotState, slots),
 		readyAt: make([]trace.Time, slots),
 		since:   make([]trace.Time, slots),
+		split:   split,
 
 		nextReady: never,
 		gateAt:    never,
-		toZero:    cfg.toZero(),
-		ms:        cfg.metricList(),
 	}
-	for i := range min(max(workers, *cfg.MinReplicas), cfg.MaxReplicas) {
-		a.state[i] = slotReady
+	for _, sp := range specs {
+		n := sp.workers
+		if sp.cfg.on() {
+			p := &pool{
+				name: sp.name, index: int32(len(a.pools)), cfg: sp.cfg, lo: sp.lo, hi: sp.hi,
+				period: trace.DurationSeconds(sp.cfg.SyncPeriodSec),
+				ms:     sp.cfg.metricList(),
+			}
+			a.pools = append(a.pools, p)
+			n = min(max(n, *sp.cfg.MinReplicas), sp.cfg.MaxReplicas)
+		}
+		for i := sp.lo; i < sp.lo+n; i++ {
+			a.state[i] = slotReady
+		}
 	}
+	a.pool = a.pools[0]
+	a.toZero = a.cfg.toZero()
 	a.note(0)
 	return a
 }
 
 // completed counts a completion for slo_attainment.
 func (a *autoscaler) completed(ttft float64) {
-	a.done++
-	if ttft <= a.cfg.SLOTTFTSec {
-		a.met++
+	for _, p := range a.pools {
+		p.done++
+		if ttft <= p.cfg.SLOTTFTSec {
+			p.met++
+		}
 	}
 }
 
@@ -441,28 +504,29 @@ func (e *engine) promote(now trace.Time) {
 	}
 }
 
-// drained stops a draining worker that has no request left.
+// drained stops a draining worker that has no request left (and, with
+// disaggregation, no KV on its way from or to it: pdIdle).
 func (e *engine) drained(now trace.Time, w *worker) {
 	a := e.scale
-	if a.state[w.id] == slotDraining && w.idle() {
+	if a.state[w.id] == slotDraining && w.idle() && (e.pd == nil || e.pd.idle(w.id)) {
 		a.stop(w.id, now)
 		a.note(now)
 	}
 }
 
-// autoscale is the HPA's sync at now: it reads the metric over the ready
-// workers, settles on a replica count, starts or drains workers to reach
-// it, and queues the next sync while requests remain. A fleet at zero
-// (scaletozero.go) is left alone, as Kubernetes disables an HPA whose
-// target has no replicas.
+// autoscale is pool p's HPA sync at now: it reads the metric over the
+// pool's ready workers, settles on a replica count, starts or drains
+// workers to reach it, and queues the next sync while requests remain. A
+// fleet at zero (scaletozero.go) is left alone, as Kubernetes disables an
+// HPA whose target has no replicas.
 //
 // Note: the workers' state at a sync is as of their latest built step, as
 // a scrape's is (routerView); a worker fast-forwarded past the sync shows
 // its state at the end of its window.
-func (e *engine) autoscale(now trace.Time) {
+func (e *engine) autoscale(now trace.Time, p *pool) {
 	e.promote(now)
 	a := e.scale
-	ready, starting, _ := a.count()
+	ready, starting, _ := a.countIn(p.lo, p.hi)
 	// The metric is averaged over the replicas asked for, starting ones
 	// included, as an AverageValue target divides the metric's total
 	// (KEDA's external metrics, HPA's object and external metrics): a
@@ -470,41 +534,74 @@ func (e *engine) autoscale(now trace.Time) {
 	// grow again for load that the workers on their way will take.
 	current := ready + starting
 	if current == 0 {
-		a.arrivals, a.met, a.done = 0, 0, 0
-		e.queueSync(now)
+		p.arrivals, p.met, p.done = 0, 0, 0
+		e.queueSync(now, p)
 		return
 	}
-	values := a.values[:0]
-	for _, m := range a.ms {
-		values = append(values, e.metricValue(m, current))
+	values := p.values[:0]
+	for _, m := range p.ms {
+		values = append(values, e.metricValue(p, m, current))
 	}
-	a.values = values
-	a.arrivals, a.met, a.done = 0, 0, 0
-	desired := a.recommend(now, current, values)
+	p.values = values
+	p.arrivals, p.met, p.done = 0, 0, 0
+	desired := p.recommend(now, current, values)
 	before := current
-	current = e.resize(now, current, desired, false)
-	a.scaled(now, before, current)
+	current = e.resize(now, p, current, desired, false)
+	p.scaled(now, before, current)
 	e.promote(now)
 	e.view.setReady(a)
 	a.note(now)
-	e.queueSync(now)
+	e.queueSync(now, p)
 }
 
-// queueSync queues the HPA's next sync while requests remain.
-func (e *engine) queueSync(now trace.Time) {
+// queueSync queues pool p's next HPA sync while requests remain.
+func (e *engine) queueSync(now trace.Time, p *pool) {
 	if !e.allDone() {
-		e.q.push(now.Add(e.scale.period), evAutoscale, syncHPA)
+		e.q.push(now.Add(p.period), evAutoscale, hpaSync(p))
 	}
 }
 
+// arrived counts an arrival for request_rate: the fleet's, or the prefill
+// pool's with disaggregation (the decode pool's are hand-overs:
+// decodeChosen).
+func (a *autoscaler) arrived() {
+	for _, p := range a.pools {
+		if p.name != poolDecode {
+			p.arrivals++
+		}
+	}
+}
+
+// decodeChosen counts request r, whose decode worker was chosen, as sent
+// to the decode pool (its request_rate).
+func (e *engine) decodeChosen(r *reqState) {
+	if e.test.choseDecode != nil {
+		e.test.choseDecode(e, int(e.pd.to[r.idx]))
+	}
+	if e.scale == nil {
+		return
+	}
+	for _, p := range e.scale.pools {
+		if p.name == poolDecode {
+			p.arrivals++
+		}
+	}
+}
+
+// The pools' names.
+const (
+	poolPrefill = "prefill"
+	poolDecode  = "decode"
+)
+
 // metricTotal is the sum of metric (queue_depth, in_flight or kv_usage)
-// over the ready workers, with the requests the gateway holds for want of
-// one (scaletozero.go) in the first two.
-func (e *engine) metricTotal(metric string) float64 {
+// over pool p's ready workers, with the requests the gateway holds for
+// want of one (scaletozero.go) in the first two.
+func (e *engine) metricTotal(p *pool, metric string) float64 {
 	a := e.scale
 	var total float64
-	for i, s := range a.state {
-		if s != slotReady {
+	for i := p.lo; i < p.hi; i++ {
+		if a.state[i] != slotReady {
 			continue
 		}
 		w := e.workers[i]
@@ -523,27 +620,27 @@ func (e *engine) metricTotal(metric string) float64 {
 	return total
 }
 
-// resize starts or stops workers at now to take the fleet of current
-// replicas asked for to desired, and returns the fleet it reached:
+// resize starts or stops workers of pool p at now to take its current
+// replicas asked for to desired, and returns the replicas it reached:
 // starting workers first, then draining the newest ready ones, but the
 // last ready worker only when toZero (KEDA's scale to zero).
-func (e *engine) resize(now trace.Time, current, desired int, toZero bool) int {
+func (e *engine) resize(now trace.Time, p *pool, current, desired int, toZero bool) int {
 	a := e.scale
 	for ; current < desired; current++ {
-		if !e.startSlot(now) {
+		if !e.startSlot(now, p) {
 			break
 		}
 	}
-	ready, _, _ := a.count()
+	ready, _, _ := a.countIn(p.lo, p.hi)
 	for ; current > desired; current-- {
-		if i := a.newest(slotStarting); i >= 0 {
+		if i := a.newest(p, slotStarting); i >= 0 {
 			a.stop(i, now)
 			continue
 		}
 		if ready <= 1 && !toZero {
 			break
 		}
-		i := a.newest(slotReady)
+		i := a.newest(p, slotReady)
 		if i < 0 {
 			break
 		}
@@ -554,14 +651,15 @@ func (e *engine) resize(now trace.Time, current, desired int, toZero bool) int {
 	return current
 }
 
-// startSlot starts a new worker in an off slot at now, and reports
-// whether there was one.
-func (e *engine) startSlot(now trace.Time) bool {
+// startSlot starts a new worker in an off slot of pool p at now, and
+// reports whether there was one.
+func (e *engine) startSlot(now trace.Time, p *pool) bool {
 	a := e.scale
-	i := slices.Index(a.state, slotOff)
+	i := slices.Index(a.state[p.lo:p.hi], slotOff)
 	if i < 0 {
 		return false
 	}
+	i += p.lo
 	if !e.workers[i].idle() {
 		// A drained slot stopped only when idle, so an off slot is
 		// idle: this cannot happen.
@@ -571,8 +669,13 @@ func (e *engine) startSlot(now trace.Time) bool {
 	// adds up only the workers the slots hold at the end.
 	e.stats.Evictions += e.workers[i].s.evictions()
 	e.workers[i] = e.restart(i)
-	if e.view.hooked() {
+	if e.view.hooked() && (e.pd == nil || i < e.pd.prefill) {
 		e.workers[i].onPrefilled = e.view.prefilled
+	}
+	if e.pd != nil && i >= e.pd.prefill {
+		if v, ok := e.workers[i].s.(*vllm); ok {
+			v.loadRemote = e.loadRemote // its KV comes from prefill workers
+		}
 	}
 	if r, ok := e.router.(slotResetter); ok {
 		r.resetWorker(i)
@@ -580,9 +683,9 @@ func (e *engine) startSlot(now trace.Time) bool {
 	if e.online != nil {
 		e.online.resetWorker(i)
 	}
-	a.state[i], a.readyAt[i], a.since[i] = slotStarting, now.Add(a.cfg.startup()), now
+	a.state[i], a.readyAt[i], a.since[i] = slotStarting, now.Add(p.cfg.startup()), now
 	a.nextReady = min(a.nextReady, a.readyAt[i])
-	if a.cfg.toZero() {
+	if a.toZero {
 		// Requests held for want of a ready worker go to it once it is
 		// ready, not at the next arrival or sync.
 		e.q.push(a.readyAt[i], evAutoscale, syncReady)
@@ -631,12 +734,12 @@ func (w *worker) idle() bool {
 	return !w.hasWork() && !w.busy && w.api.empty() && (w.off == nil || w.off.loading == 0)
 }
 
-// newest returns the slot in state s that left slotOff last (the highest
-// index among equals), or −1.
-func (a *autoscaler) newest(s slotState) int {
+// newest returns the slot of pool p in state s that left slotOff last
+// (the highest index among equals), or −1.
+func (a *autoscaler) newest(p *pool, s slotState) int {
 	best := -1
-	for i, st := range a.state {
-		if st == s && (best < 0 || a.since[i] >= a.since[best]) {
+	for i := p.lo; i < p.hi; i++ {
+		if st := a.state[i]; st == s && (best < 0 || a.since[i] >= a.since[best]) {
 			best = i
 		}
 	}

@@ -79,8 +79,7 @@ func (a AutoscaleConfig) validateMetrics(bad func(field, format string, args ...
 
 // metricValue is metric m's value per worker over current replicas at an
 // HPA sync.
-func (e *engine) metricValue(m AutoscaleMetric, current int) float64 {
-	a := e.scale
+func (e *engine) metricValue(a *pool, m AutoscaleMetric, current int) float64 {
 	switch m.Metric {
 	case MetricRequestRate:
 		return float64(a.arrivals) / a.period.Seconds() / float64(current)
@@ -90,14 +89,14 @@ func (e *engine) metricValue(m AutoscaleMetric, current int) float64 {
 		}
 		return float64(a.met) / float64(a.done)
 	}
-	return e.metricTotal(m.Metric) / float64(current)
+	return e.metricTotal(a, m.Metric) / float64(current)
 }
 
 // propose is the HPA's replica count for metric m at value over current
 // replicas: current while the ratio to the target is within the
 // tolerances, else ⌈current · ratio⌉ (the target over the value for
 // slo_attainment, where more is better; none attained asks for all).
-func (a *autoscaler) propose(m AutoscaleMetric, current int, value float64) int {
+func (a *pool) propose(m AutoscaleMetric, current int, value float64) int {
 	ratio := value / m.Target
 	if m.Metric == MetricSLOAttainment {
 		switch {

@@ -92,7 +92,7 @@ func changedWithin(events []scaleEvent, now trace.Time, period float64) int {
 // its period's start (current less what was added within it plus what
 // was removed), and the most change (max) or the least (min) among them;
 // disabled allows no change.
-func (a *autoscaler) limit(now trace.Time, current int, up bool) int {
+func (a *pool) limit(now trace.Time, current int, up bool) int {
 	ps, sel := a.cfg.ScaleUpPolicies, a.cfg.ScaleUpSelectPolicy
 	if !up {
 		ps, sel = a.cfg.ScaleDownPolicies, a.cfg.ScaleDownSelectPolicy
@@ -131,7 +131,7 @@ func (a *autoscaler) limit(now trace.Time, current int, up bool) int {
 // replica range, as the HPA's convertDesiredReplicasWithBehaviorRate
 // does: a limit that would move the fleet the other way holds it where
 // it is.
-func (a *autoscaler) rateLimit(now trace.Time, current, desired int) int {
+func (a *pool) rateLimit(now trace.Time, current, desired int) int {
 	switch {
 	case desired > current:
 		most := min(a.cfg.MaxReplicas, max(a.limit(now, current, true), current))
@@ -145,7 +145,7 @@ func (a *autoscaler) rateLimit(now trace.Time, current, desired int) int {
 
 // scaled records a change of the replicas asked for from before to after
 // at now, as the HPA's storeScaleEvent does (store).
-func (a *autoscaler) scaled(now trace.Time, before, after int) {
+func (a *pool) scaled(now trace.Time, before, after int) {
 	switch {
 	case after > before:
 		a.ups = store(a.ups, scaleEvent{now, after - before}, a.cfg.ScaleUpPolicies)

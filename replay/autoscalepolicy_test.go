@@ -16,7 +16,7 @@ func sec(s float64) trace.Time { return trace.Time(trace.DurationSeconds(s)) }
 // given scale events.
 func policyScaler(a AutoscaleConfig, ups, downs []scaleEvent) *autoscaler {
 	a = a.withDefaults(1)
-	s := newAutoscaler(a, 1, a.MaxReplicas)
+	s := newAutoscaler(a.MaxReplicas, 0, []poolSpec{{cfg: a, hi: a.MaxReplicas, workers: 1}})
 	s.ups, s.downs = ups, downs
 	return s
 }

@@ -153,6 +153,10 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	}
 	idx := r.idx
 	e.release(r)
+	if e.scale != nil && e.pd != nil {
+		// The decode worker it was on its way to may drain now.
+		e.drained(now, e.workers[e.pd.to[idx]])
+	}
 	// The client gave up one latency ago; its next request reaches the
 	// router now.
 	e.sendNext(now, idx)

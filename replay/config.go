@@ -197,6 +197,7 @@ func (c Config) Effective(kvBlocks int64) Config {
 		d.DecodeRouter = DecodeDynamo // Dynamo routes both pools
 	}
 	c.Autoscale = c.Autoscale.withDefaults(c.Workers)
+	c.Disaggregation = c.Disaggregation.withDefaults(c.Workers)
 	if spec, ok := schedulerFor(s.Engine); ok {
 		s.Engine = spec.name
 		spec.defaults(s)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -81,6 +82,50 @@ type DisaggregationConfig struct {
 	// with its prefill worker (SGLang's router picks the pair at once,
 	// select_pd_pair, and sends the request to both).
 	DecodeRouter string `yaml:"decode_router,omitempty"`
+	// PrefillAutoscale and DecodeAutoscale size the pools apart, each
+	// by an HPA of its own (AutoscaleConfig, scale to zero aside), as
+	// llm-d and Dynamo deploy the prefill and the decode workers as
+	// two deployments that scale on their own metrics: the prefill
+	// pool's arrivals are the requests', the decode pool's the
+	// hand-overs (request_rate), and each pool's queue_depth,
+	// in_flight and kv_usage are its own workers'. A pool's
+	// max_replicas defaults to its workers at the start; a pool
+	// without one keeps its workers. Its slots follow the other
+	// pool's: the prefill pool's slots are 0 to its most − 1.
+	PrefillAutoscale AutoscaleConfig `yaml:"prefill_autoscale,omitempty"`
+	DecodeAutoscale  AutoscaleConfig `yaml:"decode_autoscale,omitempty"`
+}
+
+// decodeWorkers is the decode pool at the start of a fleet of workers.
+func (d DisaggregationConfig) decodeWorkers(workers int) int {
+	return max(workers, 1) - d.PrefillWorkers
+}
+
+// scaled reports whether an HPA sizes either pool.
+func (d DisaggregationConfig) scaled() bool {
+	return d.PrefillAutoscale.on() || d.DecodeAutoscale.on()
+}
+
+// withDefaults fills the pools' autoscalers' defaults.
+func (d DisaggregationConfig) withDefaults(workers int) DisaggregationConfig {
+	if d.on() {
+		d.PrefillAutoscale = d.PrefillAutoscale.withDefaults(d.PrefillWorkers)
+		d.DecodeAutoscale = d.DecodeAutoscale.withDefaults(d.decodeWorkers(workers))
+	}
+	return d
+}
+
+// slots returns the prefill pool's slots and the decode pool's: their
+// workers at the start, or, sized by an HPA, its max_replicas when more.
+func (d DisaggregationConfig) slots(workers int) (prefill, decode int) {
+	prefill, decode = d.PrefillWorkers, d.decodeWorkers(workers)
+	if a := d.PrefillAutoscale; a.on() {
+		prefill = max(prefill, a.MaxReplicas)
+	}
+	if a := d.DecodeAutoscale; a.on() {
+		decode = max(decode, a.MaxReplicas)
+	}
+	return prefill, decode
 }
 
 // The decode routers (DisaggregationConfig.DecodeRouter).
@@ -141,7 +186,26 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		bad("disaggregation.transfer_latency_s", "%v is not a number of seconds in [0, 3600]", d.TransferLatencySec)
 	}
 	if c.Autoscale.on() {
-		bad("disaggregation", "with autoscaling it is not modelled yet")
+		bad("autoscale", "sizes a fleet of one pool: with disaggregation, disaggregation.prefill_autoscale and disaggregation.decode_autoscale size each pool")
+	}
+	for _, p := range []struct {
+		key     string
+		cfg     AutoscaleConfig
+		workers int
+	}{{"prefill_autoscale", d.PrefillAutoscale, d.PrefillWorkers}, {"decode_autoscale", d.DecodeAutoscale, d.decodeWorkers(c.Workers)}} {
+		if !p.cfg.on() {
+			continue
+		}
+		key := "disaggregation." + p.key
+		p.cfg.validate(p.workers, func(field, format string, args ...any) {
+			bad(key+strings.TrimPrefix(field, "autoscale"), format, args...)
+		})
+		if p.cfg.toZero() {
+			bad(key+".min_replicas", "scale to zero of a pool is not modelled yet (min_replicas 1 or more, no idle_replicas)")
+		}
+	}
+	if a, b := d.PrefillAutoscale.withDefaults(1), d.DecodeAutoscale.withDefaults(1); a.on() && b.on() && a.GPUsPerWorker != b.GPUsPerWorker {
+		bad("disaggregation.decode_autoscale.gpus_per_worker", "%d, the prefill pool's %d: the workers are of one deployment", b.GPUsPerWorker, a.GPUsPerWorker)
 	}
 	switch d.DecodeRouter {
 	case "", DecodeRoundRobin, DecodeLeastRequests, DecodeRandom, DecodePowerOfTwo, DecodeDynamo:
@@ -176,6 +240,11 @@ type disagg struct {
 	policy  string
 	rng     *rand.Rand // random, power_of_two's and dynamo_kv's draws
 	inbound []int
+	// live lists the decode workers a request may go to (by index in
+	// the pool), down the others: starting, draining or off slots when
+	// an HPA sizes the pool (setReady).
+	live []int
+	down []bool
 	// dynamo_kv's count: per decode worker, the prompt blocks of the
 	// requests chosen for it that have not ended; by request index, the
 	// blocks it counts (−1: none), in bs-token blocks.
@@ -225,34 +294,41 @@ type disagg struct {
 	toEnds   [][]trace.Time
 }
 
-func newDisagg(d DisaggregationConfig, n, workers int, seed uint64, sglang bool, bs int64, temperature float64) *disagg {
+// newDisagg returns the hand-over of n requests between prefill slots
+// 0…prefill−1 and decode slots prefill…prefill+decode−1.
+func newDisagg(d DisaggregationConfig, n, prefill, decode int, seed uint64, sglang bool, bs int64, temperature float64) *disagg {
 	p := &disagg{
 		sglang:   sglang,
 		policy:   d.DecodeRouter,
 		rng:      rand.New(rand.NewPCG(seed, 0x6465636f6465)), // "decode"
-		prefill:  d.PrefillWorkers,
+		prefill:  prefill,
 		perToken: float64(d.KVBytesPerToken),
 		rate:     d.TransferGBps * 1e9,
 		latency:  trace.DurationSeconds(d.TransferLatencySec),
-		linkFree: make([]trace.Time, d.PrefillWorkers),
-		sending:  make([]int, d.PrefillWorkers),
+		linkFree: make([]trace.Time, prefill),
+		sending:  make([]int, prefill),
 		moving:   make([]*reqState, n),
 		to:       make([]int32, n),
-		fromEnds: make([][]trace.Time, d.PrefillWorkers),
-		toEnds:   make([][]trace.Time, workers-d.PrefillWorkers),
-		inbound:  make([]int, workers-d.PrefillWorkers),
+		fromEnds: make([][]trace.Time, prefill),
+		toEnds:   make([][]trace.Time, decode),
+		inbound:  make([]int, decode),
 		counted:  make([]bool, n),
 		held:     map[int32]heldPrefill{},
-		pending:  make([]int, d.PrefillWorkers),
-		prealloc: make([][]*reqState, workers-d.PrefillWorkers),
-		unbooted: make([]int, d.PrefillWorkers),
-		preHeld:  make([]int, workers-d.PrefillWorkers),
+		pending:  make([]int, prefill),
+		prealloc: make([][]*reqState, decode),
+		unbooted: make([]int, prefill),
+		preHeld:  make([]int, decode),
 		bs:       bs,
+		live:     make([]int, decode),
+		down:     make([]bool, decode),
 
 		temperature: temperature,
 	}
+	for i := range p.live {
+		p.live[i] = i
+	}
 	if p.policy == DecodeDynamo {
-		p.blocks = make([]int64, workers-d.PrefillWorkers)
+		p.blocks = make([]int64, decode)
 		p.blockOf = make([]int64, n)
 		for i := range p.blockOf {
 			p.blockOf[i] = -1
@@ -409,25 +485,30 @@ func (p *disagg) uncount(i int32) {
 // first after the last chosen, one at random, the less loaded of two at
 // random, or the one whose requests hold the fewest prompt blocks, ties
 // at random.
+//
+// Only the live decode workers are candidates: with every one of them
+// live, as without an HPA on the pool, the choices and draws are the same
+// as over the whole pool.
 func (p *disagg) pickDecode(out []Outstanding) int {
-	n := len(p.inbound)
+	n, live := len(p.inbound), p.live
 	load := func(d int) int { return p.inbound[d] + out[p.prefill+d].Requests }
 	switch p.policy {
 	case DecodeRandom:
-		return p.rng.IntN(n)
+		return live[p.rng.IntN(len(live))]
 	case DecodeDynamo:
 		// The request's own blocks are the same on every worker, and
 		// a softmax over logits scaled to their range is the same
 		// whatever is added to all of them.
 		if p.temperature > 0 {
 			p.logits = p.logits[:0]
-			for _, b := range p.blocks {
-				p.logits = append(p.logits, float64(b))
+			for _, d := range live {
+				p.logits = append(p.logits, float64(p.blocks[d]))
 			}
-			return softmaxPick(p.logits, p.temperature, p.rng.Float64())
+			return live[softmaxPick(p.logits, p.temperature, p.rng.Float64())]
 		}
 		ties := p.ties[:0]
-		for d, b := range p.blocks {
+		for _, d := range live {
+			b := p.blocks[d]
 			switch {
 			case len(ties) == 0 || b < p.blocks[ties[0]]:
 				ties = append(ties[:0], d)
@@ -438,29 +519,32 @@ func (p *disagg) pickDecode(out []Outstanding) int {
 		p.ties = ties
 		return pickTie(ties, p.rng)
 	case DecodePowerOfTwo:
-		a := p.rng.IntN(n)
-		if n == 1 {
-			return a
+		a := p.rng.IntN(len(live))
+		if len(live) == 1 {
+			return live[a]
 		}
-		b := p.rng.IntN(n - 1)
+		b := p.rng.IntN(len(live) - 1)
 		if b >= a {
 			b++
 		}
-		if load(b) < load(a) {
-			return b
+		if load(live[b]) < load(live[a]) {
+			return live[b]
 		}
-		return a
+		return live[a]
 	}
-	if p.policy != DecodeLeastRequests {
-		d := p.next
-		p.next = (p.next + 1) % n
-		return d
-	}
+	// In turn, or the least loaded: from the one after the last chosen,
+	// the live ones.
 	best, bestL := -1, 0
 	d := p.next
 	for range n {
-		if l := load(d); best < 0 || l < bestL {
-			best, bestL = d, l
+		if !p.down[d] {
+			if p.policy != DecodeLeastRequests {
+				best = d
+				break
+			}
+			if l := load(d); best < 0 || l < bestL {
+				best, bestL = d, l
+			}
 		}
 		if d++; d == n {
 			d = 0
@@ -468,6 +552,32 @@ func (p *disagg) pickDecode(out []Outstanding) int {
 	}
 	p.next = (best + 1) % n
 	return best
+}
+
+// setReady makes the decode workers live that are ready in state, the
+// decode pool's slots.
+func (p *disagg) setReady(state []slotState) {
+	p.live = p.live[:0]
+	for d, s := range state {
+		p.down[d] = s != slotReady
+		if !p.down[d] {
+			p.live = append(p.live, d)
+		}
+	}
+}
+
+// idle reports whether nothing of the hand-over involves worker slot i
+// beyond its queue and running requests (the HPA stops a draining worker
+// only then: drained): a prefill worker holds no prompt whose KV is to go
+// (sending, from its prefill's end to its hand-over: the decode worker's
+// API server, its blocks, the transfer), and no request is on its way to
+// a decode worker (inbound, from its choice to its hand-over: SGLang's
+// pre-allocation, the transfer).
+func (p *disagg) idle(i int) bool {
+	if i < p.prefill {
+		return p.sending[i] == 0
+	}
+	return p.inbound[i-p.prefill] == 0
 }
 
 // bound returns the time before which no hand-over changes w's course
@@ -626,6 +736,7 @@ func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 	p := e.pd
 	if !p.sglang { // SGLang's was chosen at arrival
 		p.choose(r, e.view.out)
+		e.decodeChosen(r)
 	}
 	to := int(p.to[r.idx])
 	p.moving[r.idx] = r
@@ -754,6 +865,9 @@ func (e *engine) handOver(now trace.Time, r *reqState) error {
 	}
 	p.sending[pw.id]--
 	e.wake(now, pw) // its waiting front may fit now
+	if e.scale != nil {
+		e.drained(now, pw) // it may have sent its last
+	}
 	if r.aborted {
 		if loaded {
 			d.s.leave(d, r, leaveWaiting)

@@ -63,7 +63,9 @@
 //     autoscalemetrics.go): new workers ready after their start-up,
 //     drained ones stopped once idle; and it may scale to zero as KEDA
 //     does (scaletozero.go), requests waiting at the gateway while no
-//     worker is ready.
+//     worker is ready. Disaggregated, each pool may have an HPA of its
+//     own (DisaggregationConfig.PrefillAutoscale, DecodeAutoscale: the
+//     autoscaler's pools).
 //  5. Output. Completed, rejected and timed-out requests are emitted as
 //     trace.Requests with Source "simulated", in completion order,
 //     measured as vLLM's benchmark client measures (first_chunk TTFT,

@@ -137,6 +137,12 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if a := cfg.Autoscale; a.on() {
 		slots = max(slots, a.MaxReplicas)
 	}
+	// With disaggregation, the prefill pool's slots, then the decode
+	// pool's.
+	prefillSlots, decodeSlots := cfg.Disaggregation.slots(cfg.Workers)
+	if cfg.Disaggregation.on() {
+		slots = prefillSlots + decodeSlots
+	}
 	router, err := newRouter(&cfg, slots, cfg.Scheduler.KVCacheTokens, rng)
 	if err != nil {
 		return Stats{}, err
@@ -189,8 +195,8 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		if err := cfg.Disaggregation.figures(); err != nil {
 			return Stats{}, err
 		}
-		e.pd = newDisagg(cfg.Disaggregation, reqs.Len(), max(cfg.Workers, 1), cfg.Seed, cfg.Scheduler.Engine == EngineSGLang, cfg.Scheduler.BlockSize, cfg.RouterConfig.RouterTemperature)
-		for _, w := range e.workers[cfg.Disaggregation.PrefillWorkers:] {
+		e.pd = newDisagg(cfg.Disaggregation, reqs.Len(), prefillSlots, decodeSlots, cfg.Seed, cfg.Scheduler.Engine == EngineSGLang, cfg.Scheduler.BlockSize, cfg.RouterConfig.RouterTemperature)
+		for _, w := range e.workers[prefillSlots:] {
 			if v, ok := w.s.(*vllm); ok {
 				v.loadRemote = e.loadRemote
 			}
@@ -214,8 +220,16 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		}
 	}
 	e.view.init(e, router)
-	if cfg.Autoscale.on() {
-		e.scale = newAutoscaler(cfg.Autoscale, cfg.Workers, slots)
+	switch d := cfg.Disaggregation; {
+	case cfg.Autoscale.on():
+		e.scale = newAutoscaler(slots, 0, []poolSpec{{cfg: cfg.Autoscale, hi: slots, workers: cfg.Workers}})
+	case d.scaled():
+		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
+			{name: poolPrefill, cfg: d.PrefillAutoscale, hi: prefillSlots, workers: d.PrefillWorkers},
+			{name: poolDecode, cfg: d.DecodeAutoscale, lo: prefillSlots, hi: slots, workers: d.decodeWorkers(cfg.Workers)},
+		})
+	}
+	if e.scale != nil {
 		e.view.setReady(e.scale)
 	}
 	if opts.PerSecond {
@@ -250,7 +264,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if e.scale != nil {
 		e.scale.finish(e.stats.End)
 		e.stats.Fleet = e.scale.seconds(e.stats.End)
-		e.stats.GPUHours = e.scale.onTime.Hours() * float64(e.cfg.Autoscale.GPUsPerWorker)
+		e.stats.GPUHours = e.scale.onTime.Hours() * float64(e.scale.cfg.GPUsPerWorker)
 	}
 	for _, w := range e.workers {
 		e.stats.Evictions += w.s.evictions()
@@ -398,6 +412,9 @@ type testSwitches struct {
 	// routed, when set, is called with each routing decision, the
 	// router's state as the decision left it.
 	routed func(e *engine, q *Routed, w int)
+	// choseDecode, when set, is called with each choice of a decode
+	// worker (its slot).
+	choseDecode func(e *engine, w int)
 }
 
 // workerNames names slots workers: given's names first (a trace's, for

@@ -38,7 +38,9 @@ func (e *engine) run() error {
 		}
 	}
 	if e.scale != nil {
-		e.q.push(trace.Time(0).Add(e.scale.period), evAutoscale, syncHPA)
+		for _, p := range e.scale.pools {
+			e.q.push(trace.Time(0).Add(p.period), evAutoscale, hpaSync(p))
+		}
 		if a := e.scale.cfg; a.toZero() {
 			e.q.push(trace.Time(0).Add(trace.DurationSeconds(a.PollingIntervalSec)), evAutoscale, syncKEDA)
 		}
@@ -141,7 +143,7 @@ func (e *engine) arrive(now trace.Time, i int32) error {
 		e.sec.at(now).Arrivals++
 	}
 	if e.scale != nil {
-		e.scale.arrivals++
+		e.scale.arrived()
 	}
 	if reason := e.rejectReason(prompt, out); reason != "" {
 		o := e.rejected(now, in, i, prompt, out, sent, now, reason)
@@ -211,6 +213,7 @@ func (e *engine) dispatch(now trace.Time, r *reqState) error {
 		// Before its prefill worker counts it: the pair is chosen at
 		// once, each by its own pool's counts.
 		e.pd.choose(r, e.view.out)
+		e.decodeChosen(r)
 		e.awaitPrealloc(now, r)
 	}
 	e.view.sent(r)

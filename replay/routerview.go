@@ -39,9 +39,17 @@ func (v *routerView) NumWorkers() int { return len(v.e.workers) }
 func (v *routerView) Ready() []int { return v.ready }
 
 // setReady makes the view follow the autoscaler's ready slots.
+//
+// With disaggregation the router routes among the prefill pool, and the
+// decode router among the decode pool (disagg.setReady).
 func (v *routerView) setReady(a *autoscaler) {
+	state := a.state
+	if pd := v.e.pd; pd != nil {
+		pd.setReady(state[pd.prefill:])
+		state = state[:pd.prefill]
+	}
 	v.ready = v.ready[:0]
-	for i, s := range a.state {
+	for i, s := range state {
 		if s == slotReady {
 			v.ready = append(v.ready, i)
 		}

@@ -46,15 +46,20 @@ func (a AutoscaleConfig) toZero() bool {
 }
 
 // hpaMin is the least fleet the HPA keeps: min_replicas, at least 1.
-func (a *autoscaler) hpaMin() int { return max(*a.cfg.MinReplicas, 1) }
+func (a *pool) hpaMin() int { return max(*a.cfg.MinReplicas, 1) }
 
-// The autoscaler's events (evAutoscale's arg).
+// The autoscaler's events (evAutoscale's arg, modulo syncKinds; the
+// HPA's sync of pool k is syncHPA + k·syncKinds: hpaSync).
 const (
 	syncHPA     int32 = iota // the HPA's sync
 	syncKEDA                 // KEDA's poll of the metric (scale to zero)
 	syncReady                // a worker's start-up ends: held requests may go
 	syncGateway              // the gateway gives up on the requests held longest
+	syncKinds
 )
+
+// hpaSync is the event arg of pool p's HPA sync.
+func hpaSync(p *pool) int32 { return syncHPA + p.index*syncKinds }
 
 func ptrInt(v int) *int { return &v }
 
@@ -117,9 +122,9 @@ func (a AutoscaleConfig) validateToZero(given AutoscaleConfig, bad func(field, f
 
 // autoscaleEvent handles the autoscaler's event of kind arg at now.
 func (e *engine) autoscaleEvent(now trace.Time, arg int32) error {
-	switch arg {
+	switch arg % syncKinds {
 	case syncHPA:
-		e.autoscale(now)
+		e.autoscale(now, e.scale.pools[arg/syncKinds])
 		return e.unhold(now)
 	case syncKEDA:
 		return e.pollKEDA(now)
@@ -139,7 +144,7 @@ func (e *engine) pollKEDA(now trace.Time) error {
 	for _, m := range a.ms {
 		v := float64(a.polled) / a.cfg.PollingIntervalSec
 		if m.Metric != MetricRequestRate {
-			v = e.metricTotal(m.Metric)
+			v = e.metricTotal(a.pool, m.Metric)
 		}
 		values = append(values, v)
 		active = active || v > m.ActivationTarget
@@ -150,12 +155,12 @@ func (e *engine) pollKEDA(now trace.Time) error {
 	current := ready + starting
 	switch {
 	case active && current == 0:
-		e.resize(now, 0, min(a.hpaMin(), a.cfg.MaxReplicas), false)
+		e.resize(now, a.pool, 0, min(a.hpaMin(), a.cfg.MaxReplicas), false)
 		a.lastActive, a.wasActive = now, true
 	case active:
 		a.lastActive, a.wasActive = now, true
 	case current > 0 && (!a.wasActive || now.Sub(a.lastActive) > trace.DurationSeconds(*a.cfg.CooldownSec)):
-		e.resize(now, current, 0, true)
+		e.resize(now, a.pool, current, 0, true)
 	}
 	e.promote(now)
 	e.view.setReady(a)

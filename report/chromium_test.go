@@ -147,12 +147,16 @@ func TestChromiumLengths(t *testing.T) {
 // run alone.
 func TestChromiumTime(t *testing.T) {
 	got := checkSection(t, "time", 2, []string{"time-arrivals", "time-completions", "time-running",
-		"sec-workers", "sec-held", "sec-kv", "sec-running", "sec-waiting", "sec-busy", "sec-tiers", "sec-links"})
+		"sec-workers", "sec-held", "sec-pools", "sec-kv", "sec-running", "sec-waiting", "sec-busy", "sec-tiers", "sec-links"})
 	if n := got.Charts["sec-workers"]["rate=4"]; n != 120 {
 		t.Errorf("ready workers of rate=4: %d points, want 120", n)
 	}
 	if n, lines := got.Charts["sec-held"]["rate=4"], len(got.Charts["sec-held"]); n != 120 || lines != 1 {
 		t.Errorf("held at the gateway: %d lines, rate=4's of %d points; want 1 of 120", lines, n)
+	}
+	// The pools of the disaggregated run alone.
+	if p, d, lines := got.Charts["sec-pools"]["rate=1 · prefill"], got.Charts["sec-pools"]["rate=1 · decode"], len(got.Charts["sec-pools"]); p != 120 || d != 120 || lines != 2 {
+		t.Errorf("ready workers by pool: %d lines, rate=1's prefill of %d points and decode of %d; want 2 of 120", lines, p, d)
 	}
 }
 

@@ -68,15 +68,19 @@ func sweepDataset(name string, rates []float64, perRun int, seed uint64, simulat
 	return ds
 }
 
-// fixtureSeconds is a per-second file of two runs, one autoscaled, at zero
-// for its first 10 s with requests held at the gateway.
+// fixtureSeconds is a per-second file of two runs: one disaggregated,
+// with a prefill worker more and a decode worker fewer after 60 s, the
+// other autoscaled, at zero for its first 10 s with requests held at the
+// gateway.
 func fixtureSeconds() []trace.SecondsRun {
 	var runs []trace.SecondsRun
 	for ri, name := range []string{"rate=1", "rate=4"} {
 		r := trace.SecondsRun{Run: name, KVBlocks: 1000, HostKVCapacity: 1 << 30}
 		for s := range 120 {
 			ready, held := 4.0, 0.0
+			prefill := float64(1 + s/60)
 			if ri == 1 {
+				prefill = 0
 				ready = float64(1 + min(s/20, 5))
 				if s < 10 {
 					ready, held = 0, float64(s+1)
@@ -84,6 +88,7 @@ func fixtureSeconds() []trace.SecondsRun {
 			}
 			r.Seconds = append(r.Seconds, trace.Second{Second: int64(s), Arrivals: int64(s % 7), Completions: int64(s % 5), Running: float64(s % 11),
 				Waiting: float64(s % 3), KVBlocksUsed: float64(10 * (s % 50)), Busy: 0.5, Steps: 10, Tokens: 100, ReadyWorkers: ready, HeldAtGateway: held,
+				PrefillReadyWorkers: prefill, DecodeReadyWorkers: ready - prefill,
 				HostKVBytes: int64(s) << 22, PCIeH2DUtil: float64(s%10) / 20, PCIeD2HUtil: 0.1})
 		}
 		runs = append(runs, r)

@@ -114,10 +114,36 @@ func timeSection(sets []reportSet, o HTMLOptions) (sectionView, error) {
 			sec.Charts = append(sec.Charts, v)
 		}
 	}
+	if err := poolChart(&sec, o.Seconds); err != nil {
+		return sec, err
+	}
 	if err := tierCharts(&sec, o.Seconds); err != nil {
 		return sec, err
 	}
 	return sec, nil
+}
+
+// poolChart draws the ready workers of each pool of prefill/decode
+// disaggregation, per run that had the pools: a line a pool.
+func poolChart(sec *sectionView, runs []trace.SecondsRun) error {
+	var lines []secondsLine
+	for _, r := range runs {
+		if len(r.Seconds) == 0 || !anySecond(r, func(s trace.Second) bool { return s.PrefillReadyWorkers > 0 }) {
+			continue
+		}
+		prefill := secondsLine{name: safeLabel(r.Run) + " · prefill", start: float64(r.Seconds[0].Second)}
+		decode := secondsLine{name: safeLabel(r.Run) + " · decode", start: prefill.start}
+		for _, s := range r.Seconds {
+			prefill.values = append(prefill.values, s.PrefillReadyWorkers)
+			decode.values = append(decode.values, s.DecodeReadyWorkers)
+		}
+		lines = append(lines, prefill, decode)
+	}
+	v, ok, err := secondsChart("sec-pools", "Ready workers by pool (prefill/decode disaggregation)", "workers", "simulated time (s)", lines)
+	if ok {
+		sec.Charts = append(sec.Charts, v)
+	}
+	return err
 }
 
 // tierCharts draws the KV tiers below the GPU, when the replay had any:

@@ -63,6 +63,10 @@ type Second struct {
 	// scales to zero, at zero or starting its first worker). 0 in files
 	// before version 5.
 	HeldAtGateway float64
+	// PrefillReadyWorkers and DecodeReadyWorkers split ReadyWorkers into
+	// the pools of prefill/decode disaggregation (0 without it, and in
+	// files before version 6).
+	PrefillReadyWorkers, DecodeReadyWorkers float64
 }
 
 // TokensPerStep is the mean number of tokens a step of this second
@@ -106,12 +110,13 @@ const (
 // SecondsVersion is the version of the per-second Parquet layout: 2 adds
 // the run and kv_blocks_capacity columns, 3 the KV tiers' (occupancy,
 // capacity, offload, load and prefetch bytes, link utilisation), 4
-// ready_workers, 5 gateway_held. ReadSeconds reads versions 2 to 5; an
-// older file's newer columns read as 0.
-const SecondsVersion = "5"
+// ready_workers, 5 gateway_held, 6 prefill_ready_workers and
+// decode_ready_workers. ReadSeconds reads versions 2 to 6; an older
+// file's newer columns read as 0.
+const SecondsVersion = "6"
 
 // secondsVersions are the versions ReadSeconds reads.
-var secondsVersions = map[string]int{"2": 2, "3": 3, "4": 4, "5": 5}
+var secondsVersions = map[string]int{"2": 2, "3": 3, "4": 4, "5": 5, "6": 6}
 
 // secondsColumns is the per-second Parquet schema: one row per run and
 // simulated second, columns named after Second's fields (see Second for
@@ -156,6 +161,8 @@ var secondsColumns = []struct {
 	{name: "nic_util", since: 3, f64: func(_ *SecondsRun, s *Second) float64 { return s.NICUtil }, set: func(_ *SecondsRun, s *Second, v any) { s.NICUtil = v.(float64) }},
 	{name: "ready_workers", since: 4, f64: func(_ *SecondsRun, s *Second) float64 { return s.ReadyWorkers }, set: func(_ *SecondsRun, s *Second, v any) { s.ReadyWorkers = v.(float64) }},
 	{name: "gateway_held", since: 5, f64: func(_ *SecondsRun, s *Second) float64 { return s.HeldAtGateway }, set: func(_ *SecondsRun, s *Second, v any) { s.HeldAtGateway = v.(float64) }},
+	{name: "prefill_ready_workers", since: 6, f64: func(_ *SecondsRun, s *Second) float64 { return s.PrefillReadyWorkers }, set: func(_ *SecondsRun, s *Second, v any) { s.PrefillReadyWorkers = v.(float64) }},
+	{name: "decode_ready_workers", since: 6, f64: func(_ *SecondsRun, s *Second) float64 { return s.DecodeReadyWorkers }, set: func(_ *SecondsRun, s *Second, v any) { s.DecodeReadyWorkers = v.(float64) }},
 }
 
 // WriteSeconds writes the runs' per-second rows as a Parquet file (zstd,

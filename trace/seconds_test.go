@@ -16,7 +16,8 @@ func TestWriteReadSeconds(t *testing.T) {
 			{Second: 0, Arrivals: 3, Steps: 10, Tokens: 512, Running: 2.5, Waiting: 0.5, KVBlocksUsed: 100.25, Busy: 0.75},
 			{Second: 1, Completions: 3, TimedOut: 1, Rejected: 2, Preemptions: 1, Steps: 4, Tokens: 4, Running: 1, KVBlocksUsed: 2048, Busy: 0.1,
 				HostKVBytes: 1 << 30, DiskKVBytes: 2 << 30, RemoteKVBytes: 3 << 30, OffloadBytes: 4096, LoadBytes: 8192, PrefetchBytes: 512,
-				PCIeH2DUtil: 0.25, PCIeD2HUtil: 0.125, HostMemUtil: 0.01, NVMeUtil: 0.5, NICUtil: 0.75, ReadyWorkers: 3.5, HeldAtGateway: 1.25},
+				PCIeH2DUtil: 0.25, PCIeD2HUtil: 0.125, HostMemUtil: 0.01, NVMeUtil: 0.5, NICUtil: 0.75, ReadyWorkers: 3.5, HeldAtGateway: 1.25,
+				PrefillReadyWorkers: 1.5, DecodeReadyWorkers: 2},
 		}, HostKVCapacity: 2 << 30, DiskKVCapacity: 4 << 30, RemoteKVCapacity: 8 << 30},
 		{Run: "b", Seconds: []Second{{Second: 0, Arrivals: 1}}},
 	}
@@ -93,6 +94,27 @@ func TestReadSecondsVersion4(t *testing.T) {
 	}
 	want := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{{Second: 0, Arrivals: 2, ReadyWorkers: 2}}}}
 	if meta[MetaSecondsVersion] != "4" || !reflect.DeepEqual(got, want) {
+		t.Errorf("version %s read as %+v, want %+v", meta[MetaSecondsVersion], got, want)
+	}
+}
+
+// A version 5 file (before the pools' ready workers) reads with none.
+func TestReadSecondsVersion5(t *testing.T) {
+	runs := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{{Second: 0, ReadyWorkers: 3, HeldAtGateway: 1, PrefillReadyWorkers: 1, DecodeReadyWorkers: 2}}}}
+	var b bytes.Buffer
+	if err := writeSeconds(&b, runs, nil, 5); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "v5.parquet")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, meta, err := ReadSeconds(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{{Second: 0, ReadyWorkers: 3, HeldAtGateway: 1}}}}
+	if meta[MetaSecondsVersion] != "5" || !reflect.DeepEqual(got, want) {
 		t.Errorf("version %s read as %+v, want %+v", meta[MetaSecondsVersion], got, want)
 	}
 }

@@ -154,17 +154,25 @@ func writeSeconds(path string, s *deploy.Setup, run string, rows []replay.Second
 }
 
 // readyWorkers sets each second's ready workers: the autoscaler's fleet
-// when it ran (fleet per second, time-weighted), else the fixed number.
-func readyWorkers(rows []replay.Second, fleet []replay.FleetSecond, workers int) {
-	ready := make(map[int64]float64, len(fleet))
+// when it ran (fleet per second, time-weighted), else the fixed number;
+// with disaggregation, each pool's too.
+func readyWorkers(rows []replay.Second, fleet []replay.FleetSecond, cfg replay.Config) {
+	at := make(map[int64]replay.FleetSecond, len(fleet))
 	for _, f := range fleet {
-		ready[f.Second] = f.Ready
+		at[f.Second] = f
 	}
+	d := cfg.Disaggregation
 	for i := range rows {
-		if fleet == nil {
-			rows[i].ReadyWorkers = float64(workers)
-		} else {
-			rows[i].ReadyWorkers = ready[rows[i].Second]
+		r := &rows[i]
+		switch f, ok := at[r.Second]; {
+		case fleet == nil:
+			r.ReadyWorkers = float64(max(cfg.Workers, 1))
+			if d.PrefillWorkers > 0 {
+				r.PrefillReadyWorkers = float64(d.PrefillWorkers)
+				r.DecodeReadyWorkers = r.ReadyWorkers - r.PrefillReadyWorkers
+			}
+		case ok:
+			r.ReadyWorkers, r.PrefillReadyWorkers, r.DecodeReadyWorkers = f.Ready, f.PrefillReady, f.DecodeReady
 		}
 	}
 }

@@ -529,7 +529,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			fmt.Fprintf(stderr, "wrote %s: %s metrics every %v from %s\n", side.metrics, deploy.EngineName(cfg), side.interval(), metrics.Start().UTC().Format(time.RFC3339))
 		}
 		if perSecond != "" {
-			readyWorkers(st.Seconds, st.Fleet, cfg.Workers)
+			readyWorkers(st.Seconds, st.Fleet, cfg)
 			if err := writeSeconds(perSecond, &ran, job.name, st.Seconds); err != nil {
 				return nil, err
 			}
@@ -542,13 +542,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			job.name, st.Requests, how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers)
 		fmt.Fprintf(stderr, "%s: %s; KV cache %s per worker\n", job.name, job.setup.Header(), job.setup.KVHow)
 		if st.Fleet != nil {
-			lo, hi, sum := math.Inf(1), 0.0, 0.0
-			whole := st.Fleet[:max(1, len(st.Fleet)-1)] // the last second is partial
-			for _, f := range whole {
-				lo, hi, sum = min(lo, f.Ready), max(hi, f.Ready), sum+f.Ready
-			}
-			fmt.Fprintf(stderr, "%s: autoscaled on %s: %.3f GPU-hours; ready workers per whole second %.2f to %.2f, mean %.2f\n",
-				job.name, cfg.Autoscale.MetricNames(), st.GPUHours, lo, hi, sum/float64(len(whole)))
+			fleetLines(stderr, job.name, cfg, st)
 			if st.Held > 0 {
 				fmt.Fprintf(stderr, "%s: %d requests waited at the gateway for a ready worker (scale to zero), the longest %.3f s\n",
 					job.name, st.Held, st.HeldMaxSec)
@@ -753,5 +747,41 @@ func carryOver(jobs []replayJob, runs []trace.Run, carry string, stderr io.Write
 			jobs[k].after, jobs[k].afterOf = jobs[k-1].in, jobs[k-1].of
 			fmt.Fprintf(stderr, "run %s: replayed after run %s with the prefix cache it left (--carry-cache %s)\n", jobs[k].of, jobs[k-1].of, carry)
 		}
+	}
+}
+
+// fleetLines prints an autoscaled replay's fleet: its GPU-hours and its
+// ready workers per whole second (the last second is partial), the
+// least, the most and the mean, and with disaggregation each pool's.
+func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
+	whole := st.Fleet[:max(1, len(st.Fleet)-1)]
+	spread := func(ready func(replay.FleetSecond) float64) string {
+		lo, hi, sum := math.Inf(1), 0.0, 0.0
+		for _, f := range whole {
+			lo, hi, sum = min(lo, ready(f)), max(hi, ready(f)), sum+ready(f)
+		}
+		return fmt.Sprintf("%.2f to %.2f, mean %.2f", lo, hi, sum/float64(len(whole)))
+	}
+	d := cfg.Disaggregation
+	if !d.PrefillAutoscale.On() && !d.DecodeAutoscale.On() {
+		fmt.Fprintf(w, "%s: autoscaled on %s: %.3f GPU-hours; ready workers per whole second %s\n",
+			name, cfg.Autoscale.MetricNames(), st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
+		return
+	}
+	fmt.Fprintf(w, "%s: pools autoscaled: %.3f GPU-hours; ready workers per whole second %s\n",
+		name, st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
+	for _, p := range []struct {
+		name  string
+		a     replay.AutoscaleConfig
+		ready func(replay.FleetSecond) float64
+	}{
+		{"prefill", d.PrefillAutoscale, func(f replay.FleetSecond) float64 { return f.PrefillReady }},
+		{"decode", d.DecodeAutoscale, func(f replay.FleetSecond) float64 { return f.DecodeReady }},
+	} {
+		how := "no autoscaler"
+		if p.a.On() {
+			how = "autoscaled on " + p.a.MetricNames()
+		}
+		fmt.Fprintf(w, "%s: %s pool (%s): ready workers per whole second %s\n", name, p.name, how, spread(p.ready))
 	}
 }
