@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -77,45 +78,33 @@ func TestReadSecondsVersion2(t *testing.T) {
 	}
 }
 
-// A version 4 file (before gateway_held) reads with none held.
-func TestReadSecondsVersion4(t *testing.T) {
-	runs := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{{Second: 0, Arrivals: 2, ReadyWorkers: 2, HeldAtGateway: 3}}}}
-	var b bytes.Buffer
-	if err := writeSeconds(&b, runs, nil, 4); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "v4.parquet")
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, meta, err := ReadSeconds(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{{Second: 0, Arrivals: 2, ReadyWorkers: 2}}}}
-	if meta[MetaSecondsVersion] != "4" || !reflect.DeepEqual(got, want) {
-		t.Errorf("version %s read as %+v, want %+v", meta[MetaSecondsVersion], got, want)
-	}
-}
-
-// A version 5 file (before the pools' ready workers) reads with none.
-func TestReadSecondsVersion5(t *testing.T) {
-	runs := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{{Second: 0, ReadyWorkers: 3, HeldAtGateway: 1, PrefillReadyWorkers: 1, DecodeReadyWorkers: 2}}}}
-	var b bytes.Buffer
-	if err := writeSeconds(&b, runs, nil, 5); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "v5.parquet")
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, meta, err := ReadSeconds(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{{Second: 0, ReadyWorkers: 3, HeldAtGateway: 1}}}}
-	if meta[MetaSecondsVersion] != "5" || !reflect.DeepEqual(got, want) {
-		t.Errorf("version %s read as %+v, want %+v", meta[MetaSecondsVersion], got, want)
+// Files of versions 4 (before gateway_held) and 5 (before the pools'
+// ready workers) read with the newer columns 0.
+func TestReadSecondsOlderVersions(t *testing.T) {
+	for _, tc := range []struct {
+		version int
+		want    Second
+	}{
+		{4, Second{Second: 0, Arrivals: 2, ReadyWorkers: 3}},
+		{5, Second{Second: 0, Arrivals: 2, ReadyWorkers: 3, HeldAtGateway: 1}},
+	} {
+		runs := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{{Second: 0, Arrivals: 2, ReadyWorkers: 3, HeldAtGateway: 1, PrefillReadyWorkers: 1, DecodeReadyWorkers: 2}}}}
+		var b bytes.Buffer
+		if err := writeSeconds(&b, runs, nil, tc.version); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "old.parquet")
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, meta, err := ReadSeconds(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []SecondsRun{{Run: "a", KVBlocks: 64, Seconds: []Second{tc.want}}}
+		if meta[MetaSecondsVersion] != fmt.Sprint(tc.version) || !reflect.DeepEqual(got, want) {
+			t.Errorf("version %s read as %+v, want %+v", meta[MetaSecondsVersion], got, want)
+		}
 	}
 }
 
