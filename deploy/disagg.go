@@ -24,9 +24,12 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 		return "", c.bad("disaggregation.prefill_workers", c.given["disaggregation.prefill_workers"], strconv.Itoa(d.PrefillWorkers),
 			fmt.Sprintf("leaves no decode worker of %d workers", servers))
 	}
-	if perServer > 1 && (d.PrefillAutoscale.On() || d.DecodeAutoscale.On()) {
+	if perServer > 1 && (d.PrefillAutoscale.On() || d.DecodeAutoscale.On() || d.Planner.Policy != "") {
 		key := "disaggregation.prefill_autoscale"
-		if !d.PrefillAutoscale.On() {
+		switch {
+		case d.Planner.Policy != "":
+			key = "disaggregation.planner"
+		case !d.PrefillAutoscale.On():
 			key = "disaggregation.decode_autoscale"
 		}
 		return "", c.bad(key, c.given[key], "", fmt.Sprintf("with data parallelism a replica is a server of %d workers, which start and stop together: not modelled yet", perServer))
@@ -39,6 +42,10 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 	ranks := int64(dep.TP * max(dep.PP, 1))
 	if dep.DPAttention {
 		ranks = int64(max(dep.PP, 1)) // a worker is one rank of the TP group, its own requests' KV whole
+	}
+	if _, given := c.given["disaggregation.planner.gpus_per_worker"]; d.Planner.Policy != "" && !given {
+		// The planner's budget counts GPUs: a worker's ranks.
+		d.Planner.GPUsPerWorker = int(ranks)
 	}
 	kv := "the model's"
 	if d.KVBytesPerToken == 0 {

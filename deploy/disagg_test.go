@@ -60,6 +60,8 @@ func TestDisaggregationPools(t *testing.T) {
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: cache_aware\n", `c.yaml:4: disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two, dynamo_kv`},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_autoscale:\n    metric: in_flight\n    target: 4\n",
 			"c.yaml:5: disaggregation.decode_autoscale: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
+		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n",
+			"c.yaml:5: disaggregation.planner: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_autoscale:\n    metric: queue_depth\n    target: 0\n",
 			"c.yaml:6: disaggregation.prefill_autoscale.target: 0 is not a positive number"},
 	} {
@@ -69,6 +71,27 @@ func TestDisaggregationPools(t *testing.T) {
 		}
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)
+		}
+	}
+}
+
+// The SLA planner's budget counts GPUs: a worker of tp 2 takes two, unless
+// the file says otherwise.
+func TestDisaggregationPlannerGPUs(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want int
+	}{
+		{"tp: 2\nworkers: 3\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    max_gpu_budget: 16\n", 2},
+		{"tp: 2\nworkers: 3\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    max_gpu_budget: 16\n    gpus_per_worker: 1\n", 1},
+		{"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n", 1},
+	} {
+		s := resolveYAML(t, c.yaml)
+		if got := s.Config.Disaggregation.Planner.GPUsPerWorker; got != c.want {
+			t.Errorf("%q: %d GPUs a worker, want %d", c.yaml, got, c.want)
+		}
+		if err := s.Config.Validate(); err != nil {
+			t.Errorf("%q: the resolved configuration is refused: %v", c.yaml, err)
 		}
 	}
 }

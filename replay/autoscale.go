@@ -241,12 +241,13 @@ const (
 // decode_autoscale), as llm-d and Dynamo deploy the two as separate
 // deployments that scale apart.
 type pool struct {
-	name   string // "" (the fleet), "prefill" or "decode"
-	index  int32  // in autoscaler.pools
-	cfg    AutoscaleConfig
-	lo, hi int // its slots
-	period time.Duration
-	recs   []rec // recommendations within the longest window
+	name    string // "" (the fleet), "prefill" or "decode"
+	index   int32  // in autoscaler.pools
+	planned bool   // sized by the planner (planner.go), not an HPA
+	cfg     AutoscaleConfig
+	lo, hi  int // its slots
+	period  time.Duration
+	recs    []rec // recommendations within the longest window
 	// ups and downs: the pool's changes, as the HPA keeps them
 	// (store).
 	ups, downs []scaleEvent
@@ -283,6 +284,8 @@ type autoscaler struct {
 	lastActive trace.Time
 	wasActive  bool
 
+	// plan is the planner that sizes the pools, if any.
+	plan *planner
 	// split is the first decode slot with disaggregation (0: none):
 	// the fleet's time line counts the prefill pool's ready slots too.
 	split   int
@@ -413,6 +416,9 @@ type poolSpec struct {
 	name            string
 	cfg             AutoscaleConfig
 	lo, hi, workers int
+	// planned: the planner sizes it (cfg holds its bounds and
+	// start-up, no metric).
+	planned bool
 }
 
 // newAutoscaler returns the autoscaler of slots slots in pools specs (one
@@ -430,9 +436,9 @@ func newAutoscaler(slots, split int, specs []poolSpec) *autoscaler {
 	}
 	for _, sp := range specs {
 		n := sp.workers
-		if sp.cfg.on() {
+		if sp.cfg.on() || sp.planned {
 			p := &pool{
-				name: sp.name, index: int32(len(a.pools)), cfg: sp.cfg, lo: sp.lo, hi: sp.hi,
+				name: sp.name, index: int32(len(a.pools)), cfg: sp.cfg, lo: sp.lo, hi: sp.hi, planned: sp.planned,
 				period: trace.DurationSeconds(sp.cfg.SyncPeriodSec),
 				ms:     sp.cfg.metricList(),
 			}
@@ -744,4 +750,29 @@ func (a *autoscaler) newest(p *pool, s slotState) int {
 		}
 	}
 	return best
+}
+
+// planAdjust is the planner's adjustment at now: both pools set to the
+// workers it asks for (none when it skips the interval), and its next
+// adjustment queued while requests remain.
+func (e *engine) planAdjust(now trace.Time) {
+	e.promote(now)
+	a := e.scale
+	prefill, decode := a.pools[0], a.pools[1]
+	ready, _, _ := a.countIn(decode.lo, decode.hi)
+	if np, nd, ok := a.plan.adjust(now, ready); ok {
+		for _, c := range []struct {
+			p *pool
+			n int
+		}{{prefill, np}, {decode, nd}} {
+			r, s, _ := a.countIn(c.p.lo, c.p.hi)
+			e.resize(now, c.p, r+s, min(c.n, c.p.cfg.MaxReplicas), false)
+		}
+		e.promote(now)
+		e.view.setReady(a)
+		a.note(now)
+	}
+	if !e.allDone() {
+		e.q.push(now.Add(a.plan.interval), evAutoscale, syncPlanner)
+	}
 }

@@ -94,6 +94,9 @@ type DisaggregationConfig struct {
 	// pool's: the prefill pool's slots are 0 to its most − 1.
 	PrefillAutoscale AutoscaleConfig `yaml:"prefill_autoscale,omitempty"`
 	DecodeAutoscale  AutoscaleConfig `yaml:"decode_autoscale,omitempty"`
+	// Planner sizes both pools as Dynamo's SLA planner does
+	// (planner.go), in place of the two HPAs.
+	Planner PlannerConfig `yaml:"planner,omitempty"`
 }
 
 // decodeWorkers is the decode pool at the start of a fleet of workers.
@@ -101,9 +104,9 @@ func (d DisaggregationConfig) decodeWorkers(workers int) int {
 	return max(workers, 1) - d.PrefillWorkers
 }
 
-// scaled reports whether an HPA sizes either pool.
+// scaled reports whether an HPA or the planner sizes either pool.
 func (d DisaggregationConfig) scaled() bool {
-	return d.PrefillAutoscale.on() || d.DecodeAutoscale.on()
+	return d.PrefillAutoscale.on() || d.DecodeAutoscale.on() || d.Planner.on()
 }
 
 // withDefaults fills the pools' autoscalers' defaults.
@@ -111,6 +114,7 @@ func (d DisaggregationConfig) withDefaults(workers int) DisaggregationConfig {
 	if d.on() {
 		d.PrefillAutoscale = d.PrefillAutoscale.withDefaults(d.PrefillWorkers)
 		d.DecodeAutoscale = d.DecodeAutoscale.withDefaults(d.decodeWorkers(workers))
+		d.Planner = d.Planner.withDefaults()
 	}
 	return d
 }
@@ -124,6 +128,10 @@ func (d DisaggregationConfig) slots(workers int) (prefill, decode int) {
 	}
 	if a := d.DecodeAutoscale; a.on() {
 		decode = max(decode, a.MaxReplicas)
+	}
+	if p := d.Planner.withDefaults(); p.on() {
+		mp, md := p.most()
+		prefill, decode = max(prefill, mp), max(decode, md)
 	}
 	return prefill, decode
 }
@@ -203,6 +211,13 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		if p.cfg.toZero() {
 			bad(key+".min_replicas", "scale to zero of a pool is not modelled yet (min_replicas 1 or more, no idle_replicas)")
 		}
+	}
+	d.Planner.validate(bad)
+	if p := d.Planner.withDefaults(); p.on() && (max(c.Workers, 1))*p.GPUsPerWorker > p.MaxGPUBudget {
+		bad("disaggregation.planner.max_gpu_budget", "%d GPUs, fewer than the %d workers at the start take", p.MaxGPUBudget, max(c.Workers, 1)*p.GPUsPerWorker)
+	}
+	if d.Planner.on() && (d.PrefillAutoscale.on() || d.DecodeAutoscale.on()) {
+		bad("disaggregation.planner", "sizes both pools: not with prefill_autoscale or decode_autoscale")
 	}
 	if a, b := d.PrefillAutoscale.withDefaults(1), d.DecodeAutoscale.withDefaults(1); a.on() && b.on() && a.GPUsPerWorker != b.GPUsPerWorker {
 		bad("disaggregation.decode_autoscale.gpus_per_worker", "%d, the prefill pool's %d: the workers are of one deployment", b.GPUsPerWorker, a.GPUsPerWorker)

@@ -41,6 +41,10 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 	both.PrefillAutoscale, both.DecodeAutoscale = hpa(MetricQueueDepth, 2, 8), hpa(MetricKVUsage, 0.5, 12)
 	decodeOnly := pd(2)
 	decodeOnly.DecodeAutoscale = hpa(MetricKVUsage, 0.5, 12)
+	// Dynamo's SLA planner at its defaults (TTFT 0.5 s, ITL 50 ms, every
+	// 180 s) but its budget: 16 GPUs, as the HPAs' 8 + 12 at most.
+	planned := pd(2)
+	planned.Planner = PlannerConfig{Policy: PlannerDynamoSLA, MaxGPUBudget: 16, ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2}
 	runs := []struct {
 		name string
 		cfg  Config
@@ -49,6 +53,7 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 		{"disaggregated, 2 prefill + 6 decode, fixed", Config{Workers: 8, Router: RouterLeastRequests, Disaggregation: pd(2)}},
 		{"disaggregated, prefill HPA on queue_depth 2 (1–8), decode HPA on kv_usage 0.5 (1–12)", Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: both}},
 		{"disaggregated, 2 prefill fixed, decode HPA on kv_usage 0.5 (1–12)", Config{Workers: 3, Router: RouterLeastRequests, Disaggregation: decodeOnly}},
+		{"disaggregated, Dynamo's SLA planner (TTFT 0.5 s, ITL 50 ms, every 180 s, constant predictor; 16 GPUs), from 2 + 2", Config{Workers: 4, Router: RouterLeastRequests, Disaggregation: planned}},
 	}
 	const bucket = 120
 	arrivals := make([]int, 0)
@@ -65,12 +70,14 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 	b.WriteString("router), vLLM's KV connector: a prompt token's KV is 131,072 bytes, sent at the node's network's 40 GB/s, 0.4 ms\n")
 	b.WriteString("a transfer. Each HPA: sync 15 s, tolerance 0.1, scale-up window 0 s, scale-down window 60 s; a new worker is\n")
 	b.WriteString("ready after 30 s + 16 GB of weights at 2 GB/s = 38 s. The pools start at one worker each (or the fixed\n")
-	b.WriteString("pool's two). TPOT is each request's (E2E − TTFT) / (output − 1). r: Pearson's correlation of the arrivals\n")
+	b.WriteString("pool's two; the SLA planner's from 2 + 2, its start-up the HPAs'). TPOT is each request's (E2E − TTFT) /\n")
+	b.WriteString("(output − 1). r: Pearson's correlation of the arrivals\n")
 	b.WriteString("and the pool's ready workers per 2 min.\n")
 	b.WriteString("Regenerate: go test ./replay -run TestDisaggregatedAutoscaleAzure -pdscaledemo\n\n")
 	b.WriteString("| fleet | GPU-hours | TTFT p50 (s) | TTFT p99 (s) | TPOT p50 (ms) | TPOT p99 (ms) | prefill ready, mean | decode ready, mean | r prefill | r decode |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var pools [][2][]float64 // per run, per 2 min: the pools' ready workers
+	var plan []PlannerAdjustment
 	for _, run := range runs {
 		var ttft, tpot []float64
 		st, err := Run(run.cfg, cost, blocks, reqs, func(r *trace.Request) error {
@@ -111,6 +118,9 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 			mean[1] += f.DecodeReady / float64(len(st.Fleet))
 		}
 		pools = append(pools, ready)
+		if st.Planner != nil {
+			plan = st.Planner
+		}
 		slices.Sort(ttft)
 		slices.Sort(tpot)
 		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.3f | %.2f | %.2f |", run.name, gpuHours, quantile(ttft, 0.5), quantile(ttft, 0.99), quantile(tpot, 0.5), quantile(tpot, 0.99))
@@ -127,6 +137,16 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 		p, d := pools[2][0][k], pools[2][1][k]
 		fmt.Fprintf(&b, "| %d | %d %s | %.2f %s | %.2f %s |\n", k*bucket/60, arrivals[k], strings.Repeat("▮", (arrivals[k]+50)/100),
 			p, strings.Repeat("█", int(p+0.5)), d, strings.Repeat("█", int(d+0.5)))
+	}
+	b.WriteString("\nThe SLA planner's adjustments: what it observed of the requests completed in the 180 s before (their number,\n")
+	b.WriteString("mean TTFT, ITL per token, ISL, OSL), its correction factors, and the workers it asked for:\n\n")
+	b.WriteString("| at (s) | requests | TTFT (s) | ITL (ms) | ISL | OSL | prefill factor | decode factor | prefill | decode |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, a := range plan {
+		if a.Skipped {
+			fmt.Fprintf(&b, "| %.0f | %d | skipped |  |  |  |  |  |  |  |\n", a.At.Seconds(), a.Requests)
+			continue
+		}
+		fmt.Fprintf(&b, "| %.0f | %d | %.3f | %.2f | %.0f | %.0f | %.3f | %.3f | %d | %d |\n", a.At.Seconds(), a.Requests, a.TTFTSec, a.ITLSec*1e3, a.ISL, a.OSL, a.PrefillFactor, a.DecodeFactor, a.Prefill, a.Decode)
 	}
 	t.Log("\n" + b.String())
 	golden.CheckOrWrite(t, filepath.Join("testdata", "disaggscale_azure.md"), []byte(b.String()), *pdScaleDemo)

@@ -65,7 +65,8 @@
 //     does (scaletozero.go), requests waiting at the gateway while no
 //     worker is ready. Disaggregated, each pool may have an HPA of its
 //     own (DisaggregationConfig.PrefillAutoscale, DecodeAutoscale: the
-//     autoscaler's pools).
+//     autoscaler's pools), or both be sized by Dynamo's SLA planner
+//     (planner.go).
 //  5. Output. Completed, rejected and timed-out requests are emitted as
 //     trace.Requests with Source "simulated", in completion order,
 //     measured as vLLM's benchmark client measures (first_chunk TTFT,

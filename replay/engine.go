@@ -38,6 +38,8 @@ type Stats struct {
 	// times its GPUs.
 	Fleet    []FleetSecond
 	GPUHours float64
+	// Planner holds the planner's adjustments (DisaggregationConfig.Planner).
+	Planner []PlannerAdjustment
 	// With scale to zero (scaletozero.go): the requests that waited at
 	// the gateway for a ready worker, and the longest of those waits.
 	Held       int
@@ -223,6 +225,18 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	switch d := cfg.Disaggregation; {
 	case cfg.Autoscale.on():
 		e.scale = newAutoscaler(slots, 0, []poolSpec{{cfg: cfg.Autoscale, hi: slots, workers: cfg.Workers}})
+	case d.Planner.on():
+		mp, md := d.Planner.most()
+		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
+			{name: poolPrefill, cfg: d.Planner.pool(mp), hi: prefillSlots, workers: d.PrefillWorkers, planned: true},
+			{name: poolDecode, cfg: d.Planner.pool(md), lo: prefillSlots, hi: slots, workers: d.decodeWorkers(cfg.Workers), planned: true},
+		})
+		s := cfg.Scheduler
+		chunk, seqs := s.MaxNumBatchedTokens, s.MaxNumSeqs
+		if s.Engine == EngineSGLang {
+			chunk, seqs = s.ChunkedPrefillSize, s.MaxRunningRequests
+		}
+		e.scale.plan = newPlanner(d.Planner, cost, chunk, e.kvBlocks*s.BlockSize, seqs)
 	case d.scaled():
 		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
 			{name: poolPrefill, cfg: d.PrefillAutoscale, hi: prefillSlots, workers: d.PrefillWorkers},
@@ -265,6 +279,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		e.scale.finish(e.stats.End)
 		e.stats.Fleet = e.scale.seconds(e.stats.End)
 		e.stats.GPUHours = e.scale.onTime.Hours() * float64(e.scale.cfg.GPUsPerWorker)
+		if e.scale.plan != nil {
+			e.stats.Planner = e.scale.plan.plannerLog()
+		}
 	}
 	for _, w := range e.workers {
 		e.stats.Evictions += w.s.evictions()

@@ -39,7 +39,12 @@ func (e *engine) run() error {
 	}
 	if e.scale != nil {
 		for _, p := range e.scale.pools {
-			e.q.push(trace.Time(0).Add(p.period), evAutoscale, hpaSync(p))
+			if !p.planned {
+				e.q.push(trace.Time(0).Add(p.period), evAutoscale, hpaSync(p))
+			}
+		}
+		if pl := e.scale.plan; pl != nil {
+			e.q.push(trace.Time(0).Add(pl.interval), evAutoscale, syncPlanner)
 		}
 		if a := e.scale.cfg; a.toZero() {
 			e.q.push(trace.Time(0).Add(trace.DurationSeconds(a.PollingIntervalSec)), evAutoscale, syncKEDA)
@@ -466,6 +471,9 @@ func (e *engine) completed(r *reqState, now trace.Time) error {
 	o := e.result(r, now)
 	if e.scale != nil {
 		e.scale.completed(o.TTFTSec.V)
+		if e.scale.plan != nil {
+			e.scale.plan.completed(o)
+		}
 	}
 	e.stats.Completed++
 	if e.sec != nil {

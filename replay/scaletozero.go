@@ -55,6 +55,7 @@ const (
 	syncKEDA                 // KEDA's poll of the metric (scale to zero)
 	syncReady                // a worker's start-up ends: held requests may go
 	syncGateway              // the gateway gives up on the requests held longest
+	syncPlanner              // the planner's adjustment (planner.go)
 	syncKinds
 )
 
@@ -130,6 +131,9 @@ func (e *engine) autoscaleEvent(now trace.Time, arg int32) error {
 		return e.pollKEDA(now)
 	case syncGateway:
 		return e.gatewayTimeouts(now)
+	case syncPlanner:
+		e.planAdjust(now)
+		return nil
 	default:
 		e.promote(now)
 		return e.unhold(now)

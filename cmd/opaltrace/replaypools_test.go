@@ -64,3 +64,26 @@ disaggregation:
 		t.Errorf("at most %v prefill workers ready per second; want the pool to grow to its 4", most)
 	}
 }
+
+// Dynamo's SLA planner sizes both pools: stderr says how often it
+// adjusted them.
+func TestReplayPlannedPools(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(cfg, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    adjustment_interval_s: 60\n    itl_s: 0.01\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "../../samples/mooncake/conversation_trace_first10min.jsonl")
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	for _, re := range []string{
+		`both pools planned by Dynamo's SLA planner \(TTFT 0\.5 s, ITL 0\.01 s, every 60 s, 8 GPUs\): [1-9][0-9]* adjustments, 0 skipped`,
+		`prefill pool \(the planner's\): ready workers per whole second [0-9.]+ to [0-9.]+, mean`,
+		`decode pool \(the planner's\): ready workers per whole second [0-9.]+ to [0-9.]+, mean`,
+	} {
+		if !regexp.MustCompile(re).MatchString(stderr) {
+			t.Errorf("stderr lacks %s:\n%s", re, stderr)
+		}
+	}
+}

@@ -763,13 +763,23 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		return fmt.Sprintf("%.2f to %.2f, mean %.2f", lo, hi, sum/float64(len(whole)))
 	}
 	d := cfg.Disaggregation
-	if !d.PrefillAutoscale.On() && !d.DecodeAutoscale.On() {
+	if !d.PrefillAutoscale.On() && !d.DecodeAutoscale.On() && d.Planner.Policy == "" {
 		fmt.Fprintf(w, "%s: autoscaled on %s: %.3f GPU-hours; ready workers per whole second %s\n",
 			name, cfg.Autoscale.MetricNames(), st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
 		return
 	}
 	fmt.Fprintf(w, "%s: pools autoscaled: %.3f GPU-hours; ready workers per whole second %s\n",
 		name, st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
+	if d.Planner.Policy != "" {
+		skipped := 0
+		for _, a := range st.Planner {
+			if a.Skipped {
+				skipped++
+			}
+		}
+		fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs): %d adjustments, %d skipped (nothing completed)\n",
+			name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, len(st.Planner), skipped)
+	}
 	for _, p := range []struct {
 		name  string
 		a     replay.AutoscaleConfig
@@ -779,8 +789,11 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		{"decode", d.DecodeAutoscale, func(f replay.FleetSecond) float64 { return f.DecodeReady }},
 	} {
 		how := "no autoscaler"
-		if p.a.On() {
+		switch {
+		case p.a.On():
 			how = "autoscaled on " + p.a.MetricNames()
+		case d.Planner.Policy != "":
+			how = "the planner's"
 		}
 		fmt.Fprintf(w, "%s: %s pool (%s): ready workers per whole second %s\n", name, p.name, how, spread(p.ready))
 	}

@@ -1,0 +1,359 @@
+package replay
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A PlannerConfig sizes both pools of a disaggregated fleet as NVIDIA
+// Dynamo's SLA planner does (its throughput-based planner as of its
+// profile-interpolation versions: components/src/dynamo/planner/utils/
+// planner_core.py, prefill_planner.py, decode_planner.py,
+// perf_interpolation.py), in place of an HPA on each pool. Every
+// AdjustmentIntervalSec it observes the interval from the frontend's
+// point of view (the requests that completed in it: their number, mean
+// TTFT, mean ITL per token, mean duration, mean input and output
+// lengths: dynamo_frontend_requests_total and the TTFT, ITL, duration,
+// ISL and OSL histograms, increase over the interval), and, when any
+// request completed:
+//
+//   - corrects its performance model (unless NoCorrection): the prefill
+//     factor is the observed TTFT over the profiled TTFT of one request
+//     of the observed input length; the decode factor the observed ITL
+//     over the profiled ITL at the decode workers' concurrency by
+//     Little's law (requests / decode workers × duration / interval) and
+//     a context of ISL + OSL/2;
+//   - predicts the next interval's requests, ISL and OSL (Predictor
+//     constant: the last interval's);
+//   - asks for ⌈requests · ISL / interval · min(1, prefill factor) /
+//     the profiled prefill throughput at ISL⌉ prefill workers, and
+//     ⌈requests · OSL / interval / the decode throughput⌉ decode workers,
+//     the decode throughput the profile's best at a context of ISL +
+//     OSL/2 whose ITL is within the ITL target over the decode factor;
+//     each at least MinEndpoint;
+//   - fits them in MaxGPUBudget GPUs as Dynamo does
+//     (_apply_global_gpu_budget: scaled down in proportion, the prefill
+//     pool's share floored and capped so that the decode pool keeps
+//     MinEndpoint, the decode pool the rest), and sets both pools to
+//     them at once: new workers ready after their start-up, drained
+//     ones stopped as an HPA's are.
+//
+// Dynamo profiles the deployment before it runs (profile_sla: TTFT of
+// one request per ISL, ITL and throughput per context and concurrency)
+// and interpolates; the replay's profile is its own step model, priced
+// exactly: one request's prefill in chunks of the token budget, and a
+// decode step of n requests at the context, n up to the KV capacity and
+// the running limit. Where no concurrency meets the ITL target the
+// throughput is one request's (Dynamo's grid takes its lowest KV usage).
+// Not modelled: the ARIMA, Prophet and Kalman predictors (Dynamo's
+// default is ARIMA), the load-based planner, and observations as tokens
+// stream (each request is observed when it completes, TTFT and ITL
+// included).
+type PlannerConfig struct {
+	// Policy is "dynamo_sla" (the planner on) or "" (off).
+	Policy string `yaml:"policy,omitempty"`
+	// AdjustmentIntervalSec is --adjustment-interval (default 180 s).
+	AdjustmentIntervalSec float64 `yaml:"adjustment_interval_s,omitempty"`
+	// TTFTSec and ITLSec are the targets (--ttft and --itl, there in
+	// ms: default 0.5 s and 0.05 s). The TTFT target enters only
+	// through the prefill factor, as in Dynamo.
+	TTFTSec float64 `yaml:"ttft_s,omitempty"`
+	ITLSec  float64 `yaml:"itl_s,omitempty"`
+	// Predictor is the load predictor: constant (the last interval's
+	// values; the default here).
+	Predictor string `yaml:"predictor,omitempty"`
+	// MinEndpoint is the least workers of each pool (default 1), and
+	// MaxGPUBudget the most GPUs of both (default 8, Dynamo's).
+	MinEndpoint  int `yaml:"min_endpoint,omitempty"`
+	MaxGPUBudget int `yaml:"max_gpu_budget,omitempty"`
+	// GPUsPerWorker is the GPUs of one worker, prefill or decode
+	// (Dynamo's prefill_engine_num_gpu, decode_engine_num_gpu; default
+	// 1).
+	GPUsPerWorker int `yaml:"gpus_per_worker,omitempty"`
+	// NoCorrection turns the correction factors off (--no-correction).
+	NoCorrection bool `yaml:"no_correction,omitempty"`
+	// Start-up time of a new worker, as AutoscaleConfig's.
+	ContainerStartSec float64 `yaml:"container_start_s,omitempty"`
+	WeightsGB         float64 `yaml:"weights_gb,omitempty"`
+	StorageGBps       float64 `yaml:"storage_gbps,omitempty"`
+}
+
+// PlannerDynamoSLA is Dynamo's SLA planner (PlannerConfig.Policy).
+const PlannerDynamoSLA = "dynamo_sla"
+
+func (p PlannerConfig) on() bool { return p.Policy != "" }
+
+func (p PlannerConfig) withDefaults() PlannerConfig {
+	if !p.on() {
+		return p
+	}
+	if p.AdjustmentIntervalSec == 0 {
+		p.AdjustmentIntervalSec = 180
+	}
+	if p.TTFTSec == 0 {
+		p.TTFTSec = 0.5
+	}
+	if p.ITLSec == 0 {
+		p.ITLSec = 0.05
+	}
+	if p.Predictor == "" {
+		p.Predictor = "constant"
+	}
+	if p.MinEndpoint == 0 {
+		p.MinEndpoint = 1
+	}
+	if p.MaxGPUBudget == 0 {
+		p.MaxGPUBudget = 8
+	}
+	if p.GPUsPerWorker == 0 {
+		p.GPUsPerWorker = 1
+	}
+	return p
+}
+
+func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
+	if !p.on() {
+		return
+	}
+	p = p.withDefaults()
+	const key = "disaggregation.planner."
+	if p.Policy != PlannerDynamoSLA {
+		bad(key+"policy", "%q is not %s", p.Policy, PlannerDynamoSLA)
+	}
+	if p.Predictor != "constant" {
+		bad(key+"predictor", "%q: constant alone is modelled (Dynamo's arima, prophet and kalman are not)", p.Predictor)
+	}
+	seconds := func(field string, v, most float64) {
+		if !(v > 0) || v > most {
+			bad(key+field, "%v is not a number of seconds in (0, %g]", v, most)
+		}
+	}
+	seconds("adjustment_interval_s", p.AdjustmentIntervalSec, 86400)
+	seconds("ttft_s", p.TTFTSec, 3600)
+	seconds("itl_s", p.ITLSec, 3600)
+	if p.MinEndpoint < 1 {
+		bad(key+"min_endpoint", "%d: each pool keeps one worker at least", p.MinEndpoint)
+	}
+	if p.GPUsPerWorker < 1 {
+		bad(key+"gpus_per_worker", "%d is not a number of GPUs", p.GPUsPerWorker)
+	}
+	// Dynamo's negative budget (none) would leave the fleet unbounded;
+	// a replay's slots need a bound.
+	if p.MaxGPUBudget < 2*p.MinEndpoint*p.GPUsPerWorker || p.MaxGPUBudget > 4096 {
+		bad(key+"max_gpu_budget", "%d GPUs: want room for min_endpoint workers of each pool (%d GPUs) and at most 4096", p.MaxGPUBudget, 2*p.MinEndpoint*p.GPUsPerWorker)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"container_start_s", p.ContainerStartSec}, {"weights_gb", p.WeightsGB}, {"storage_gbps", p.StorageGBps}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			bad(key+f.name, "%v is not a non-negative number", f.v)
+		}
+	}
+	if p.WeightsGB > 0 && p.StorageGBps == 0 {
+		bad(key+"storage_gbps", "weights_gb %v needs a storage bandwidth", p.WeightsGB)
+	}
+}
+
+// most returns the most prefill and decode workers the budget allows.
+func (p PlannerConfig) most() (prefill, decode int) {
+	n := p.MaxGPUBudget/p.GPUsPerWorker - p.MinEndpoint
+	return n, n
+}
+
+// pool returns the AutoscaleConfig that stands for the planner in the
+// autoscaler's pool of at most most workers: its start-up, bounds and
+// GPUs.
+func (p PlannerConfig) pool(most int) AutoscaleConfig {
+	return AutoscaleConfig{MinReplicas: ptrInt(p.MinEndpoint), MaxReplicas: most, ContainerStartSec: p.ContainerStartSec,
+		WeightsGB: p.WeightsGB, StorageGBps: p.StorageGBps, GPUsPerWorker: p.GPUsPerWorker}
+}
+
+// A PlannerAdjustment is one adjustment of the planner: what it observed
+// over the interval before At, its correction factors, and the workers
+// it asked each pool for (Skipped: nothing completed, no change).
+type PlannerAdjustment struct {
+	At                           trace.Time
+	Requests                     int64
+	TTFTSec, ITLSec, DurationSec float64
+	ISL, OSL                     float64
+	PrefillFactor, DecodeFactor  float64
+	Prefill, Decode              int
+	Skipped                      bool
+}
+
+// A planner is the replay's Dynamo SLA planner: the interval's
+// observations, the correction factors, and the profile's prices.
+type planner struct {
+	cfg      PlannerConfig
+	interval time.Duration
+	// The interval's completions: their number and sums.
+	n                        int64
+	ttft, duration, isl, osl float64
+	itlSum                   float64
+	itlTokens                int64
+	pcf, dcf                 float64
+	chunk, kvTokens          int64
+	maxSeqs                  int
+	cost                     model.StepModel
+	batch                    model.Batch
+	log                      []PlannerAdjustment
+}
+
+func newPlanner(cfg PlannerConfig, cost model.StepModel, chunk, kvTokens int64, maxSeqs int) *planner {
+	return &planner{cfg: cfg, interval: trace.DurationSeconds(cfg.AdjustmentIntervalSec), pcf: 1, dcf: 1,
+		chunk: chunk, kvTokens: kvTokens, maxSeqs: maxSeqs, cost: cost}
+}
+
+// completed observes a request that completed: its TTFT, its duration,
+// its lengths, and its ITL per token after the first (the frontend
+// observes each chunk's gap over its tokens once per token).
+func (p *planner) completed(o *trace.Request) {
+	p.n++
+	p.ttft += o.TTFTSec.V
+	p.duration += o.E2ESec.V
+	p.isl += float64(o.InputTokens.V)
+	p.osl += float64(o.OutputTokens.V)
+	if k := o.OutputTokens.V - 1; k > 0 {
+		p.itlSum += o.E2ESec.V - o.TTFTSec.V
+		p.itlTokens += k
+	}
+}
+
+// prefillSec is the profile's TTFT of one request of isl prompt tokens:
+// its prefill alone, in chunks of the token budget.
+func (p *planner) prefillSec(isl float64) float64 {
+	n := max(int64(math.Round(isl)), 1)
+	var d time.Duration
+	for done := int64(0); done < n; {
+		k := min(p.chunk, n-done)
+		p.batch = model.Batch{Prefill: append(p.batch.Prefill[:0], model.PrefillChunk{Tokens: k, Context: done})}
+		d += p.cost.StepTime(&p.batch)
+		done += k
+	}
+	return d.Seconds()
+}
+
+// itlAt is the profile's ITL of n requests decoding together at a context
+// of ctx tokens.
+func (p *planner) itlAt(n int, ctx int64) float64 {
+	dec := p.batch.Decode[:0]
+	for range n {
+		dec = append(dec, ctx)
+	}
+	p.batch = model.Batch{Prefill: p.batch.Prefill[:0], Decode: dec}
+	return p.cost.StepTime(&p.batch).Seconds()
+}
+
+// most is the most requests that decode together at a context of ctx:
+// within the KV capacity and the running limit.
+func (p *planner) most(ctx int64) int {
+	return max(1, min(int(p.kvTokens/max(ctx, 1)), p.maxSeqs))
+}
+
+// itlAtConcurrency is the profile's ITL at a fractional concurrency c
+// (Little's law), linear between the whole ones around it, within [1,
+// most].
+func (p *planner) itlAtConcurrency(c float64, ctx int64) float64 {
+	c = min(max(c, 1), float64(p.most(ctx)))
+	lo := int(c)
+	a := p.itlAt(lo, ctx)
+	if float64(lo) == c {
+		return a
+	}
+	return a + (c-float64(lo))*(p.itlAt(lo+1, ctx)-a)
+}
+
+// decodeThroughput is the profile's best output tokens per second of one
+// worker at a context of ctx whose ITL is within target: the most
+// requests that meet it (one if none does).
+func (p *planner) decodeThroughput(target float64, ctx int64) float64 {
+	m := p.most(ctx)
+	n := sortSearch(m, func(k int) bool { return p.itlAt(k+1, ctx) > target }) // requests 1…n meet it
+	n = max(n, 1)
+	return float64(n) / p.itlAt(n, ctx)
+}
+
+// sortSearch is sort.Search: the least i in [0, n) with f(i), else n.
+func sortSearch(n int, f func(int) bool) int {
+	lo, hi := 0, n
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if !f(h) {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
+}
+
+// adjust is the planner's adjustment at now, with decode the decode
+// pool's ready workers: it returns the workers each pool is to have, and
+// false when nothing completed in the interval (no change).
+func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
+	adj := PlannerAdjustment{At: now, Requests: p.n, Skipped: p.n == 0}
+	defer func() {
+		p.n, p.ttft, p.duration, p.isl, p.osl, p.itlSum, p.itlTokens = 0, 0, 0, 0, 0, 0, 0
+		adj.PrefillFactor, adj.DecodeFactor = p.pcf, p.dcf
+		p.log = append(p.log, adj)
+	}()
+	if p.n == 0 {
+		return 0, 0, false
+	}
+	n := float64(p.n)
+	ttft, duration, isl, osl := p.ttft/n, p.duration/n, p.isl/n, p.osl/n
+	itl := math.NaN()
+	if p.itlTokens > 0 {
+		itl = p.itlSum / float64(p.itlTokens)
+	}
+	adj.TTFTSec, adj.ITLSec, adj.DurationSec, adj.ISL, adj.OSL = ttft, itl, duration, isl, osl
+	if math.IsNaN(itl) {
+		// No request of more than one token: Dynamo's ITL query is
+		// NaN and it skips the interval.
+		adj.Skipped = true
+		return 0, 0, false
+	}
+	interval := p.interval.Seconds()
+	ctx := int64(math.Round(isl + osl/2))
+	if !p.cfg.NoCorrection {
+		p.pcf = ttft / p.prefillSec(isl)
+		if decode > 0 {
+			c := n / float64(decode) * duration / interval
+			p.dcf = itl / p.itlAtConcurrency(c, ctx)
+		}
+	}
+	// The constant predictor: the next interval is this one.
+	prefillDemand := n * isl / interval * min(1, p.pcf)
+	prefill := max(int(math.Ceil(prefillDemand/(isl/p.prefillSec(isl)))), p.cfg.MinEndpoint)
+	target := p.cfg.ITLSec
+	if p.dcf > 0 {
+		target /= p.dcf
+	}
+	dec := max(int(math.Ceil(n*osl/interval/p.decodeThroughput(target, ctx))), p.cfg.MinEndpoint)
+	prefill, dec = p.budget(prefill, dec)
+	adj.Prefill, adj.Decode = prefill, dec
+	return prefill, dec, true
+}
+
+// budget fits prefill and decode workers in the GPU budget as Dynamo's
+// _apply_global_gpu_budget does.
+func (p *planner) budget(prefill, decode int) (int, int) {
+	g, b, least := p.cfg.GPUsPerWorker, p.cfg.MaxGPUBudget, p.cfg.MinEndpoint
+	total := (prefill + decode) * g
+	if total <= b {
+		return prefill, decode
+	}
+	s := float64(b) / float64(total)
+	most := (b - least*g) / g
+	prefill = max(least, min(most, int(math.Floor(float64(prefill)*s))))
+	decode = max(least, (b-prefill*g)/g)
+	return prefill, decode
+}
+
+// plannerLog returns the adjustments so far, for Stats.
+func (p *planner) plannerLog() []PlannerAdjustment { return slices.Clone(p.log) }

@@ -1,0 +1,223 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// The GPU budget is shared as Dynamo's _apply_global_gpu_budget shares it,
+// worked by hand.
+func TestPlannerBudget(t *testing.T) {
+	for _, tc := range []struct {
+		gpus, budget, p, d, wantP, wantD int
+	}{
+		{1, 8, 1, 1, 1, 1},
+		{1, 8, 3, 5, 3, 5},
+		{1, 8, 3, 7, 2, 6},  // ×0.8: ⌊2.4⌋ prefill, the rest decode
+		{1, 8, 10, 1, 7, 1}, // ⌊7.27⌋, capped at 8 − 1 so decode keeps one
+		{2, 8, 3, 3, 2, 2},  // 12 GPUs: ⌊2⌋ prefill (4 GPUs), decode (8 − 4)/2
+		{1, 8, 1, 20, 1, 7},
+	} {
+		p := &planner{cfg: PlannerConfig{GPUsPerWorker: tc.gpus, MaxGPUBudget: tc.budget, MinEndpoint: 1}}
+		if gp, gd := p.budget(tc.p, tc.d); gp != tc.wantP || gd != tc.wantD {
+			t.Errorf("%d + %d workers of %d GPUs in %d: %d + %d, want %d + %d", tc.p, tc.d, tc.gpus, tc.budget, gp, gd, tc.wantP, tc.wantD)
+		}
+	}
+}
+
+// Dynamo's SLA planner over a steady load that one prefill and one decode
+// worker cannot carry: each adjustment's observations are the requests
+// that completed in its interval, its correction factors and worker
+// counts follow from them by Dynamo's formulas on the step model's
+// profile (worked here in closed form for the linear step model), and the
+// pools are set to those counts.
+func TestPlannerDynamoSLA(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		corr, shared bool
+	}{{"corrected", true, false}, {"uncorrected", false, false}, {"prefix hits", true, true}} {
+		var reqs []*trace.Request
+		for i := range 2400 { // 20 a second for 120 s
+			r := req(fmt.Sprintf("r%d", i), time.Duration(i)*50*ms, 1000, 50)
+			if tc.shared {
+				// One prompt, its first 992 tokens (62 blocks)
+				// cached after the first: TTFT below the profile's,
+				// a prefill factor below 1.
+				r = withHashes(r, 16, seq(62)...)
+			}
+			reqs = append(reqs, r)
+		}
+		corr := tc.corr
+		t.Run(tc.name, func(t *testing.T) {
+			d := pdConfig(1)
+			d.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 30, ITLSec: 0.011, MaxGPUBudget: 12,
+				NoCorrection: !corr, ContainerStartSec: 5}
+			cfg := Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: d}
+			all, st := checkedPD(t, cfg, reqs)
+			if st.Completed != len(reqs) {
+				t.Fatalf("%d of %d completed", st.Completed, len(reqs))
+			}
+			if len(st.Planner) < 4 {
+				t.Fatalf("%d adjustments, want one every 30 s", len(st.Planner))
+			}
+			// The step model (checkedPD's): 10 ms + 0.2 ms a token.
+			// One request's 1,000-token prefill: 210 ms; n decoding:
+			// 10 + 0.2n ms, within 11 ms for n ≤ 5, at most as many as
+			// 400 blocks of 16 tokens hold at the context (1,000 +
+			// 50/2: 6).
+			prefillSec := func(isl float64) float64 { return 0.010 + 0.0002*math.Round(isl) }
+			itl := func(n float64) float64 { return 0.010 + 0.0002*n }
+			pcf, dcf, changed := 1.0, 1.0, 0
+			for k, adj := range st.Planner {
+				// The observations: the records completed in the interval.
+				lo, hi := trace.Time(time.Duration(k)*30*time.Second), adj.At
+				var n int64
+				var ttft, dur, isl, osl, gaps float64
+				var toks int64
+				for _, r := range all {
+					if end := r.Arrival.V.Add(trace.DurationSeconds(r.E2ESec.V)); end > lo && end <= hi {
+						n++
+						ttft += r.TTFTSec.V
+						dur += r.E2ESec.V
+						isl += float64(r.InputTokens.V)
+						osl += float64(r.OutputTokens.V)
+						gaps += r.E2ESec.V - r.TTFTSec.V
+						toks += r.OutputTokens.V - 1
+					}
+				}
+				if adj.Requests != n || adj.Skipped != (n == 0) {
+					t.Fatalf("adjustment %d at %v: %d requests (skipped %v), the records %d", k, adj.At, adj.Requests, adj.Skipped, n)
+				}
+				if n == 0 {
+					continue
+				}
+				nf := float64(n)
+				if !pdNear(adj.TTFTSec, ttft/nf) || !pdNear(adj.ITLSec, gaps/float64(toks)) || !pdNear(adj.DurationSec, dur/nf) || adj.ISL != isl/nf || adj.OSL != osl/nf {
+					t.Errorf("adjustment %d: observed %+v; the records: TTFT %v, ITL %v, duration %v, ISL %v, OSL %v", k, adj, ttft/nf, gaps/float64(toks), dur/nf, isl/nf, osl/nf)
+				}
+				// The decisions, by Dynamo's formulas.
+				decode := 1 // ready decode workers at the adjustment
+				if k > 0 {
+					decode = fleetAt(st, adj.At)
+				}
+				if corr {
+					pcf = adj.TTFTSec / prefillSec(adj.ISL)
+					c := min(max(nf/float64(decode)*adj.DurationSec/30, 1), most(adj))
+					dcf = adj.ITLSec / itl(c)
+				}
+				wantP := max(int(math.Ceil(nf*adj.ISL/30*min(1, pcf)/(adj.ISL/prefillSec(adj.ISL)))), 1)
+				best := math.Floor((0.011/dcf-0.010)/0.0002 + 1e-9)
+				best = min(max(best, 1), most(adj))
+				wantD := max(int(math.Ceil(nf*adj.OSL/30/(best/itl(best)))), 1)
+				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, MaxGPUBudget: 12, MinEndpoint: 1}}
+				wantP, wantD = p.budget(wantP, wantD)
+				if !pdNear(adj.PrefillFactor, pcf) || !pdNear(adj.DecodeFactor, dcf) || adj.Prefill != wantP || adj.Decode != wantD {
+					t.Errorf("adjustment %d at %v: factors %v, %v, workers %d + %d; want %v, %v, %d + %d", k, adj.At, adj.PrefillFactor, adj.DecodeFactor, adj.Prefill, adj.Decode, pcf, dcf, wantP, wantD)
+				}
+				if wantP != 1 || wantD != 1 {
+					changed++
+				}
+			}
+			if changed == 0 && !tc.shared {
+				t.Error("the planner never asked for more than one worker a pool")
+			}
+			if tc.shared && !(st.Planner[1].PrefillFactor < 1) {
+				t.Errorf("prefill factor %v with prefix hits; want below 1", st.Planner[1].PrefillFactor)
+			}
+			var most float64
+			for _, f := range st.Fleet {
+				most = max(most, f.PrefillReady)
+			}
+			if most < 2 && !tc.shared {
+				t.Errorf("at most %v prefill workers ready; want the planner's", most)
+			}
+		})
+	}
+}
+
+// seq returns 1 … n.
+func seq(n int64) []int64 {
+	s := make([]int64, n)
+	for i := range s {
+		s[i] = int64(i) + 1
+	}
+	return s
+}
+
+// most is the most requests that decode together on checkedPD's workers
+// at adj's context: 400 blocks of 16 tokens over ISL + OSL/2.
+func most(adj PlannerAdjustment) float64 {
+	return math.Floor(6400 / math.Round(adj.ISL+adj.OSL/2))
+}
+
+// fleetAt returns the decode workers ready just before t, by the fleet's
+// seconds (whole at the adjustments' instants, which are whole seconds).
+func fleetAt(st Stats, t trace.Time) int {
+	s := int64(t)/int64(time.Second) - 1
+	return int(math.Round(st.Fleet[s].DecodeReady))
+}
+
+func TestPlannerConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		p    PlannerConfig
+		also func(d *DisaggregationConfig)
+		want string
+	}{
+		{PlannerConfig{Policy: "sla"}, nil, `disaggregation.planner.policy: "sla" is not dynamo_sla`},
+		{PlannerConfig{Policy: PlannerDynamoSLA, Predictor: "arima"}, nil, "disaggregation.planner.predictor: \"arima\": constant alone is modelled"},
+		{PlannerConfig{Policy: PlannerDynamoSLA, MaxGPUBudget: 1}, nil, "disaggregation.planner.max_gpu_budget: 1 GPUs: want room for min_endpoint workers of each pool"},
+		{PlannerConfig{Policy: PlannerDynamoSLA, MaxGPUBudget: 2}, nil, "disaggregation.planner.max_gpu_budget: 2 GPUs, fewer than the 3 workers at the start take"},
+		{PlannerConfig{Policy: PlannerDynamoSLA, ITLSec: -1}, nil, "disaggregation.planner.itl_s: -1 is not a number of seconds"},
+		{PlannerConfig{Policy: PlannerDynamoSLA}, func(d *DisaggregationConfig) { d.DecodeAutoscale = pdHPA(MetricKVUsage, 0.5, 4) },
+			"disaggregation.planner: sizes both pools: not with prefill_autoscale or decode_autoscale"},
+	} {
+		d := pdConfig(1)
+		d.Planner = tc.p
+		if tc.also != nil {
+			tc.also(&d)
+		}
+		err := Config{Workers: 3, Disaggregation: d}.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.p, err, tc.want)
+		}
+	}
+}
+
+// The profile the planner reads off the step model, by hand on the linear
+// one (10 ms a step, 0.2 ms a token, 0.001 ms a token of context): one
+// request's prefill in chunks of the token budget, the ITL of n decoding
+// together (linear between whole n), the most that fit the KV and the
+// running limit, and the best throughput within an ITL target.
+func TestPlannerProfile(t *testing.T) {
+	p := newPlanner(PlannerConfig{}, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond, PerContext: time.Microsecond}, 8192, 100_000, 64)
+	// 20,000 tokens in chunks of 8,192, 8,192 and 3,616: 3 × 10 ms + 4 s.
+	if got := p.prefillSec(20000); !pdNear(got, 4.03) {
+		t.Errorf("prefill of 20,000 tokens: %v s, want 4.03", got)
+	}
+	// n at a context of 1,000: 10 + 0.2n + 1n ms.
+	if got := p.itlAt(4, 1000); !pdNear(got, 0.0148) {
+		t.Errorf("ITL of 4 at 1,000: %v, want 0.0148", got)
+	}
+	if got := p.itlAtConcurrency(2.5, 1000); !pdNear(got, 0.013) {
+		t.Errorf("ITL at concurrency 2.5: %v, want 0.013 (between 2's 0.0124 and 3's 0.0136)", got)
+	}
+	// 100,000 KV tokens hold 100 at 1,000, the running limit 64; at
+	// 10,000 tokens 10.
+	if p.most(1000) != 64 || p.most(10_000) != 10 || p.most(1e6) != 1 {
+		t.Errorf("most at 1,000, 10,000 and 1e6 tokens: %d, %d, %d; want 64, 10, 1", p.most(1000), p.most(10_000), p.most(1e6))
+	}
+	// Within 20 ms: 10 + 1.2n ≤ 20, n = 8: 8 / 0.0196 tokens/s; within 1
+	// ms none: one request's 1 / 0.0112.
+	if got := p.decodeThroughput(0.020, 1000); !pdNear(got, 8/0.0196) {
+		t.Errorf("throughput within 20 ms: %v, want %v", got, 8/0.0196)
+	}
+	if got := p.decodeThroughput(0.001, 1000); !pdNear(got, 1/0.0112) {
+		t.Errorf("throughput within 1 ms: %v, want one request's %v", got, 1/0.0112)
+	}
+}
