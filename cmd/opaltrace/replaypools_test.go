@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/csv"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -73,9 +76,38 @@ func TestReplayPlannedPools(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    adjustment_interval_s: 60\n    itl_s: 0.01\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "../../samples/mooncake/conversation_trace_first10min.jsonl")
+	log := filepath.Join(dir, "planner.csv")
+	sample := "../../samples/mooncake/conversation_trace_first10min.jsonl"
+	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "--planner-log", log, sample)
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	m := regexp.MustCompile(`: ([0-9]+) adjustments, 0 skipped`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr gives no adjustments:\n%s", stderr)
+	}
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strconv.Itoa(len(rows)-1) != m[1] || strings.Join(rows[0], ",") != "at_s,requests,ttft_s,itl_s,duration_s,isl,osl,prefill_factor,decode_factor,prefill_workers,decode_workers,skipped" {
+		t.Fatalf("--planner-log: %d rows, header %v; want stderr's %s adjustments", len(rows)-1, rows[0], m[1])
+	}
+	for i, r := range rows[1:] {
+		at, _ := strconv.ParseFloat(r[0], 64)
+		n, _ := strconv.Atoi(r[1])
+		p, _ := strconv.Atoi(r[9])
+		if at != float64(60*(i+1)) || n <= 0 || p < 1 || r[11] != "false" {
+			t.Errorf("--planner-log row %d: %v", i+1, r)
+		}
+	}
+	if _, _, err := opaltrace(t, "replay", "-o", filepath.Join(dir, "x.parquet"), "--planner-log", log, sample); err == nil || !strings.Contains(err.Error(), "--planner-log: the cluster has no disaggregation.planner") {
+		t.Errorf("--planner-log without a planner: %v", err)
 	}
 	for _, re := range []string{
 		`both pools planned by Dynamo's SLA planner \(TTFT 0\.5 s, ITL 0\.01 s, every 60 s, 8 GPUs\): [1-9][0-9]* adjustments, 0 skipped`,

@@ -408,6 +408,14 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 	if side.metrics != "" && len(jobs) > 1 {
 		return nil, fmt.Errorf("--metrics-out: the input has %d runs to replay; metrics are written for one run at a time (--run)", len(jobs))
 	}
+	if side.plannerLog != "" {
+		if len(jobs) > 1 {
+			return nil, fmt.Errorf("--planner-log: the input has %d runs to replay; the planner's adjustments are written for one run at a time (--run)", len(jobs))
+		}
+		if len(jobs) == 1 && jobs[0].setup.Config.Disaggregation.Planner.Policy == "" {
+			return nil, errors.New("--planner-log: the cluster has no disaggregation.planner")
+		}
+	}
 	f, err := atomicfile.Create(out)
 	if err != nil {
 		return nil, err
@@ -527,6 +535,12 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				return nil, fmt.Errorf("--metrics-out: %w", err)
 			}
 			fmt.Fprintf(stderr, "wrote %s: %s metrics every %v from %s\n", side.metrics, deploy.EngineName(cfg), side.interval(), metrics.Start().UTC().Format(time.RFC3339))
+		}
+		if side.plannerLog != "" {
+			if err := writePlannerLog(side.plannerLog, st.Planner); err != nil {
+				return nil, fmt.Errorf("--planner-log: %w", err)
+			}
+			fmt.Fprintf(stderr, "wrote %s: %d planner adjustments\n", side.plannerLog, len(st.Planner))
 		}
 		if perSecond != "" {
 			readyWorkers(st.Seconds, st.Fleet, cfg)

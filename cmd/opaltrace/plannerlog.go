@@ -1,0 +1,55 @@
+package main
+
+import (
+	"encoding/csv"
+	"math"
+	"strconv"
+
+	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/replay"
+)
+
+// plannerLogHeader names --planner-log's columns: an adjustment's time,
+// what the planner observed of the requests completed in the interval
+// before it, its correction factors, the workers it asked for, and
+// whether it skipped the interval (nothing to observe: no change).
+var plannerLogHeader = []string{"at_s", "requests", "ttft_s", "itl_s", "duration_s", "isl", "osl",
+	"prefill_factor", "decode_factor", "prefill_workers", "decode_workers", "skipped"}
+
+// writePlannerLog writes the planner's adjustments to path as CSV, every
+// number to full precision; a value the interval did not give is empty.
+func writePlannerLog(path string, log []replay.PlannerAdjustment) error {
+	f, err := atomicfile.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	w := csv.NewWriter(f)
+	if err := w.Write(plannerLogHeader); err != nil {
+		return err
+	}
+	num := func(v float64) string {
+		if math.IsNaN(v) {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	for _, a := range log {
+		row := []string{num(a.At.Seconds()), strconv.FormatInt(a.Requests, 10), "", "", "", "", "",
+			num(a.PrefillFactor), num(a.DecodeFactor), "", "", strconv.FormatBool(a.Skipped)}
+		if a.Requests > 0 {
+			row[2], row[3], row[4], row[5], row[6] = num(a.TTFTSec), num(a.ITLSec), num(a.DurationSec), num(a.ISL), num(a.OSL)
+		}
+		if !a.Skipped {
+			row[9], row[10] = strconv.Itoa(a.Prefill), strconv.Itoa(a.Decode)
+		}
+		if err := w.Write(row); err != nil {
+			return err
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return err
+	}
+	return f.Commit()
+}
