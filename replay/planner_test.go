@@ -221,3 +221,27 @@ func TestPlannerProfile(t *testing.T) {
 		t.Errorf("throughput within 1 ms: %v, want one request's %v", got, 1/0.0112)
 	}
 }
+
+// Under SGLang the profile's prefill chunks are its chunked_prefill_size
+// and its running limit max_running_requests (as the scheduler's
+// defaults make them), its KV the radix pool's tokens; an interval whose
+// requests all have one output token gives no ITL, and Dynamo skips it.
+func TestPlannerSGLang(t *testing.T) {
+	t.Parallel()
+	d := pdConfig(1)
+	d.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 10}
+	cfg := Config{Workers: 2, Disaggregation: d, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 50_000}}
+	var reqs []*trace.Request
+	for i := range 40 { // one token each for 20 s
+		reqs = append(reqs, req(fmt.Sprintf("r%d", i), time.Duration(i)*500*ms, 100, 1))
+	}
+	var plan *planner
+	_, _, st := replayWith(t, cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 1, reqs, testSwitches{atEnd: func(e *engine) { plan = e.scale.plan }})
+	eff := cfg.Effective(1).Scheduler
+	if plan.chunk != eff.ChunkedPrefillSize || plan.maxSeqs != eff.MaxRunningRequests || plan.kvTokens != 50_000 || plan.maxSeqs < 2 {
+		t.Errorf("profile: chunks of %d, %d running, %d KV tokens; want %d, %d, 50000", plan.chunk, plan.maxSeqs, plan.kvTokens, eff.ChunkedPrefillSize, eff.MaxRunningRequests)
+	}
+	if len(st.Planner) < 1 || st.Planner[0].Requests == 0 || !st.Planner[0].Skipped || !math.IsNaN(st.Planner[0].ITLSec) {
+		t.Errorf("adjustments %+v; want the first skipped for want of an ITL, with its requests counted", st.Planner)
+	}
+}
