@@ -32,9 +32,10 @@ type AutoscaleConfig struct {
 	// (waiting and running requests per worker: vLLM's
 	// num_requests_waiting plus num_requests_running), kv_usage
 	// (fraction of KV blocks in use), request_rate (arrivals per second
-	// per worker over the last sync period) or slo_attainment (fraction
+	// per worker over the last sync period), slo_attainment (fraction
 	// of the requests completed in the last sync period whose TTFT met
-	// SLOTTFTSec); "" turns autoscaling off.
+	// SLOTTFTSec) or itl_slo_attainment (MetricITLAttainment: whose
+	// mean ITL met SLOITLSec); "" turns autoscaling off.
 	Metric string  `yaml:"metric,omitempty"`
 	Target float64 `yaml:"target,omitempty"`
 	// Metrics, in place of Metric and Target (and ActivationTarget),
@@ -95,8 +96,10 @@ type AutoscaleConfig struct {
 	WeightsGB         float64 `yaml:"weights_gb,omitempty"`
 	StorageGBps       float64 `yaml:"storage_gbps,omitempty"`
 
-	// SLOTTFTSec is the TTFT objective of slo_attainment.
+	// SLOTTFTSec is the TTFT objective of slo_attainment, SLOITLSec
+	// the ITL objective of itl_slo_attainment.
 	SLOTTFTSec float64 `yaml:"slo_ttft_s,omitempty"`
+	SLOITLSec  float64 `yaml:"slo_itl_s,omitempty"`
 	// GPUsPerWorker prices the fleet in GPU-hours (default 1).
 	GPUsPerWorker int `yaml:"gpus_per_worker,omitempty"`
 }
@@ -108,6 +111,11 @@ const (
 	MetricKVUsage       = "kv_usage"
 	MetricRequestRate   = "request_rate"
 	MetricSLOAttainment = "slo_attainment"
+	// MetricITLAttainment is the fraction of the requests completed in
+	// the sync period, of two output tokens or more, whose mean ITL
+	// ((E2E − TTFT) / (output − 1): their TPOT) met SLOITLSec: the
+	// objective a decode pool is sized for.
+	MetricITLAttainment = "itl_slo_attainment"
 )
 
 func (a AutoscaleConfig) on() bool { return a.Metric != "" || len(a.Metrics) > 0 }
@@ -252,10 +260,11 @@ type pool struct {
 	// (store).
 	ups, downs []scaleEvent
 
-	ms        []AutoscaleMetric // cfg.metricList()
-	values    []float64         // scratch: the metrics' values at a sync
-	arrivals  int64             // in the current sync period
-	met, done int64             // completions in the period: meeting the SLO, all
+	ms              []AutoscaleMetric // cfg.metricList()
+	values          []float64         // scratch: the metrics' values at a sync
+	arrivals        int64             // in the current sync period
+	met, done       int64             // completions in the period: meeting the SLO, all
+	itlMet, itlDone int64             // those of two tokens or more: meeting the ITL SLO, all
 }
 
 // An autoscaler is the engine's HPA, or its two with disaggregation: the
@@ -455,14 +464,27 @@ func newAutoscaler(slots, split int, specs []poolSpec) *autoscaler {
 	return a
 }
 
-// completed counts a completion for slo_attainment.
-func (a *autoscaler) completed(ttft float64) {
+// completed counts completion o for slo_attainment and
+// itl_slo_attainment.
+func (a *autoscaler) completed(o *trace.Request) {
+	ttft, out := o.TTFTSec.V, o.OutputTokens.V
 	for _, p := range a.pools {
 		p.done++
 		if ttft <= p.cfg.SLOTTFTSec {
 			p.met++
 		}
+		if out > 1 {
+			p.itlDone++
+			if (o.E2ESec.V-ttft)/float64(out-1) <= p.cfg.SLOITLSec {
+				p.itlMet++
+			}
+		}
 	}
+}
+
+// newPeriod starts pool p's next sync period's counts.
+func (p *pool) newPeriod() {
+	p.arrivals, p.met, p.done, p.itlMet, p.itlDone = 0, 0, 0, 0, 0
 }
 
 // stop turns slot i off at now and adds its time to the fleet's cost.
@@ -540,7 +562,7 @@ func (e *engine) autoscale(now trace.Time, p *pool) {
 	// grow again for load that the workers on their way will take.
 	current := ready + starting
 	if current == 0 {
-		p.arrivals, p.met, p.done = 0, 0, 0
+		p.newPeriod()
 		e.queueSync(now, p)
 		return
 	}
@@ -549,7 +571,7 @@ func (e *engine) autoscale(now trace.Time, p *pool) {
 		values = append(values, e.metricValue(p, m, current))
 	}
 	p.values = values
-	p.arrivals, p.met, p.done = 0, 0, 0
+	p.newPeriod()
 	desired := p.recommend(now, current, values)
 	before := current
 	current = e.resize(now, p, current, desired, false)

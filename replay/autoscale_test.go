@@ -74,6 +74,8 @@ func TestAutoscaleConfigErrors(t *testing.T) {
 		{AutoscaleConfig{Metric: "cpu", Target: 1}, "autoscale.metric: unknown metric"},
 		{AutoscaleConfig{Metric: MetricKVUsage}, "autoscale.target: 0 is not a positive number"},
 		{AutoscaleConfig{Metric: MetricSLOAttainment, Target: 0.9}, "autoscale.slo_ttft_s"},
+		{AutoscaleConfig{Metric: MetricITLAttainment, Target: 0.9}, "autoscale.slo_itl_s: itl_slo_attainment needs an ITL objective"},
+		{AutoscaleConfig{Metric: MetricITLAttainment, Target: 1.5, SLOITLSec: 0.05}, "autoscale.target: 1.5 is not an attainment in (0, 1]"},
 		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(5), MaxReplicas: 2}, "autoscale.max_replicas"},
 		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, WeightsGB: 10}, "autoscale.storage_gbps"},
 	} {

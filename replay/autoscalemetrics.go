@@ -54,18 +54,21 @@ func (a AutoscaleConfig) validateMetrics(bad func(field, format string, args ...
 			name, target, where = "autoscale.metrics", "autoscale.metrics", fmt.Sprintf("metric %d: ", k+1)
 		}
 		switch m.Metric {
-		case MetricQueueDepth, MetricInFlight, MetricKVUsage, MetricRequestRate, MetricSLOAttainment:
+		case MetricQueueDepth, MetricInFlight, MetricKVUsage, MetricRequestRate, MetricSLOAttainment, MetricITLAttainment:
 		default:
-			bad(name, "%sunknown metric %q (want %s, %s, %s, %s or %s)", where, m.Metric, MetricQueueDepth, MetricInFlight, MetricKVUsage, MetricRequestRate, MetricSLOAttainment)
+			bad(name, "%sunknown metric %q (want %s, %s, %s, %s, %s or %s)", where, m.Metric, MetricQueueDepth, MetricInFlight, MetricKVUsage, MetricRequestRate, MetricSLOAttainment, MetricITLAttainment)
 		}
 		if !(m.Target > 0) || math.IsInf(m.Target, 0) {
 			bad(target, "%s%v is not a positive number", where, m.Target)
 		}
-		if m.Metric == MetricSLOAttainment && !(m.Target <= 1) {
+		if attainment(m.Metric) && !(m.Target <= 1) {
 			bad(target, "%s%v is not an attainment in (0, 1]", where, m.Target)
 		}
 		if m.Metric == MetricSLOAttainment && !(a.SLOTTFTSec > 0) {
 			bad("autoscale.slo_ttft_s", "slo_attainment needs a TTFT objective")
+		}
+		if m.Metric == MetricITLAttainment && !(a.SLOITLSec > 0) {
+			bad("autoscale.slo_itl_s", "itl_slo_attainment needs an ITL objective")
 		}
 		if !(m.ActivationTarget >= 0) || math.IsInf(m.ActivationTarget, 0) {
 			f := "autoscale.activation_target"
@@ -88,6 +91,11 @@ func (e *engine) metricValue(a *pool, m AutoscaleMetric, current int) float64 {
 			return m.Target // no completions: no signal
 		}
 		return float64(a.met) / float64(a.done)
+	case MetricITLAttainment:
+		if a.itlDone == 0 {
+			return m.Target // no completions of two tokens: no signal
+		}
+		return float64(a.itlMet) / float64(a.itlDone)
 	}
 	return e.metricTotal(a, m.Metric) / float64(current)
 }
@@ -95,10 +103,10 @@ func (e *engine) metricValue(a *pool, m AutoscaleMetric, current int) float64 {
 // propose is the HPA's replica count for metric m at value over current
 // replicas: current while the ratio to the target is within the
 // tolerances, else ⌈current · ratio⌉ (the target over the value for
-// slo_attainment, where more is better; none attained asks for all).
+// the attainments, where more is better; none attained asks for all).
 func (a *pool) propose(m AutoscaleMetric, current int, value float64) int {
 	ratio := value / m.Target
-	if m.Metric == MetricSLOAttainment {
+	if attainment(m.Metric) {
 		switch {
 		case value == 0:
 			ratio = math.Inf(1)
@@ -114,4 +122,10 @@ func (a *pool) propose(m AutoscaleMetric, current int, value float64) int {
 		return a.cfg.MaxReplicas
 	}
 	return int(math.Ceil(float64(current) * ratio))
+}
+
+// attainment reports whether metric is a fraction of completions that met
+// an objective (more is better).
+func attainment(metric string) bool {
+	return metric == MetricSLOAttainment || metric == MetricITLAttainment
 }

@@ -118,3 +118,84 @@ func TestAutoscaleSeveralMetricsErrors(t *testing.T) {
 		t.Errorf("kv_usage with in_flight, scaling to zero: %v", err)
 	}
 }
+
+// itl_slo_attainment counts, per sync period, the completed requests of
+// two tokens or more whose mean ITL met slo_itl_s, by hand: one worker
+// decoding a burst misses a tight objective and the HPA grows the fleet,
+// while a loose objective keeps it at one; the pool of a
+// disaggregated fleet's decode workers scales on it too.
+func TestAutoscaleITLAttainment(t *testing.T) {
+	t.Parallel()
+	var reqs []*trace.Request
+	for i := range 200 { // 20 a second for 10 s, 100 tokens each
+		reqs = append(reqs, req(fmt.Sprintf("r%d", i), time.Duration(i)*50*ms, 100, 100))
+	}
+	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}
+	// A worker decoding n requests takes 10 + 0.2n ms a step: with
+	// some 40 running, 18 ms.
+	for _, tc := range []struct {
+		objective float64
+		grows     bool
+	}{{0.012, true}, {0.1, false}} {
+		cfg := Config{Workers: 1, Router: RouterLeastRequests, Autoscale: AutoscaleConfig{
+			Metric: MetricITLAttainment, Target: 0.9, SLOITLSec: tc.objective, MaxReplicas: 4, SyncPeriodSec: 1}}
+		_, all, st := replay(t, cfg, cost, 1000, reqs)
+		most := 0.0
+		for _, f := range st.Fleet {
+			most = max(most, f.Ready+f.Starting)
+		}
+		if (most > 1) != tc.grows {
+			t.Errorf("objective %v s: at most %v workers; want growth %v", tc.objective, most, tc.grows)
+		}
+		// The first sync's value, by hand from the records.
+		var met, done int
+		for _, r := range all {
+			if end := r.Arrival.V.Add(trace.DurationSeconds(r.E2ESec.V)); end <= trace.Time(time.Second) && r.OutputTokens.V > 1 {
+				done++
+				if (r.E2ESec.V-r.TTFTSec.V)/float64(r.OutputTokens.V-1) <= tc.objective {
+					met++
+				}
+			}
+		}
+		if tc.grows && done > 0 && float64(met)/float64(done) >= 0.9 {
+			t.Errorf("objective %v s: %d of %d met it in the first second; the test wants it missed", tc.objective, met, done)
+		}
+	}
+	d := pdConfig(1)
+	d.DecodeAutoscale = AutoscaleConfig{Metric: MetricITLAttainment, Target: 0.9, SLOITLSec: 0.012, MaxReplicas: 4, SyncPeriodSec: 1}
+	_, st := checkedPD(t, Config{Workers: 2, Disaggregation: d}, reqs)
+	most := 0.0
+	for _, f := range st.Fleet {
+		most = max(most, f.DecodeReady)
+	}
+	if most < 2 {
+		t.Errorf("decode pool on itl_slo_attainment: at most %v ready; want growth", most)
+	}
+}
+
+// itl_slo_attainment's value by hand: of three completions, one of a
+// single token (no ITL, not counted), one at 20 ms a token (met) and one
+// at 40 ms (missed): 1/2, which asks 2 workers for ⌈2 · 0.9/0.5⌉ = 4; a
+// period without such completions gives no signal (the target).
+func TestITLAttainmentValue(t *testing.T) {
+	a := AutoscaleConfig{Metric: MetricITLAttainment, Target: 0.9, SLOITLSec: 0.02, MaxReplicas: 8}.withDefaults(2)
+	s := newAutoscaler(8, 0, []poolSpec{{cfg: a, hi: 8, workers: 2}})
+	rec := func(ttft, e2e float64, out int64) *trace.Request {
+		return &trace.Request{TTFTSec: trace.Some(ttft), E2ESec: trace.Some(e2e), OutputTokens: trace.Some(out)}
+	}
+	s.completed(rec(0.1, 0.1, 1))
+	s.completed(rec(0.1, 1.1, 51))
+	s.completed(rec(0.1, 2.1, 51))
+	m := AutoscaleMetric{Metric: MetricITLAttainment, Target: 0.9}
+	e := &engine{scale: s}
+	if v := e.metricValue(s.pool, m, 2); v != 0.5 {
+		t.Fatalf("value %v, want 0.5", v)
+	}
+	if n := s.propose(m, 2, 0.5); n != 4 {
+		t.Errorf("proposal %d, want 4", n)
+	}
+	s.newPeriod()
+	if v := e.metricValue(s.pool, m, 2); v != 0.9 {
+		t.Errorf("an empty period's value %v, want the target 0.9", v)
+	}
+}

@@ -99,7 +99,7 @@ func (a AutoscaleConfig) validateToZero(given AutoscaleConfig, bad func(field, f
 	}
 	for _, m := range a.metricList() {
 		switch m.Metric {
-		case MetricSLOAttainment:
+		case MetricSLOAttainment, MetricITLAttainment:
 			bad(key, "%s is a fraction of completions, with no total to be active or not: scale to zero needs %s, %s or %s",
 				m.Metric, MetricQueueDepth, MetricInFlight, MetricRequestRate)
 		case MetricQueueDepth, MetricInFlight, MetricRequestRate:

@@ -246,6 +246,7 @@ func TestScaleToZeroConfigErrors(t *testing.T) {
 	}{
 		{base(func(a *AutoscaleConfig) { a.Metric = MetricKVUsage }), "autoscale.metric: kv_usage comes from the workers alone"},
 		{base(func(a *AutoscaleConfig) { a.Metric, a.SLOTTFTSec = MetricSLOAttainment, 1 }), "autoscale.metric: slo_attainment"},
+		{base(func(a *AutoscaleConfig) { a.Metric, a.SLOITLSec = MetricITLAttainment, 0.05 }), "autoscale.metric: itl_slo_attainment is a fraction of completions"},
 		{base(func(a *AutoscaleConfig) { a.MinReplicas = ptrInt(-1) }), "autoscale.max_replicas"},
 		{base(func(a *AutoscaleConfig) { a.IdleReplicas = ptrInt(0) }), "autoscale.idle_replicas: needs min_replicas of 1 or more"},
 		{base(func(a *AutoscaleConfig) { a.MinReplicas, a.IdleReplicas = ptrInt(2), ptrInt(1) }), "autoscale.idle_replicas: 1: KEDA takes 0 alone"},
