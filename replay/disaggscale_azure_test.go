@@ -139,14 +139,16 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 			p, strings.Repeat("█", int(p+0.5)), d, strings.Repeat("█", int(d+0.5)))
 	}
 	b.WriteString("\nThe SLA planner's adjustments: what it observed of the requests completed in the 180 s before (their number,\n")
-	b.WriteString("mean TTFT, ITL per token, ISL, OSL), its correction factors, and the workers it asked for:\n\n")
-	b.WriteString("| at (s) | requests | TTFT (s) | ITL (ms) | ISL | OSL | prefill factor | decode factor | prefill | decode |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("mean TTFT, ITL per token, ISL, OSL), its correction factors, what its profile gave (one request's prefill\n")
+	b.WriteString("at the ISL; a decode worker's best output tokens a second within the corrected ITL target), and the workers it\n")
+	b.WriteString("asked for:\n\n")
+	b.WriteString("| at (s) | requests | TTFT (s) | ITL (ms) | ISL | OSL | prefill factor | decode factor | profile prefill (s) | profile decode (tokens/s) | prefill | decode |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, a := range plan {
 		if a.Skipped {
-			fmt.Fprintf(&b, "| %.0f | %d | skipped |  |  |  |  |  |  |  |\n", a.At.Seconds(), a.Requests)
+			fmt.Fprintf(&b, "| %.0f | %d | skipped |  |  |  |  |  |  |  |  |  |\n", a.At.Seconds(), a.Requests)
 			continue
 		}
-		fmt.Fprintf(&b, "| %.0f | %d | %.3f | %.2f | %.0f | %.0f | %.3f | %.3f | %d | %d |\n", a.At.Seconds(), a.Requests, a.TTFTSec, a.ITLSec*1e3, a.ISL, a.OSL, a.PrefillFactor, a.DecodeFactor, a.Prefill, a.Decode)
+		fmt.Fprintf(&b, "| %.0f | %d | %.3f | %.2f | %.0f | %.0f | %.3f | %.3f | %.4f | %.0f | %d | %d |\n", a.At.Seconds(), a.Requests, a.TTFTSec, a.ITLSec*1e3, a.ISL, a.OSL, a.PrefillFactor, a.DecodeFactor, a.ProfilePrefillSec, a.ProfileDecodeTokensPerSec, a.Prefill, a.Decode)
 	}
 	t.Log("\n" + b.String())
 	golden.CheckOrWrite(t, filepath.Join("testdata", "disaggscale_azure.md"), []byte(b.String()), *pdScaleDemo)

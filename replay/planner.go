@@ -174,14 +174,19 @@ func (p PlannerConfig) pool(most int) AutoscaleConfig {
 }
 
 // A PlannerAdjustment is one adjustment of the planner: what it observed
-// over the interval before At, its correction factors, and the workers
-// it asked each pool for (Skipped: nothing completed, no change).
+// over the interval before At, its correction factors, what its profile
+// gave (one request's prefill at the ISL, and a decode worker's best
+// output tokens a second within the corrected ITL target, at a context of
+// ISL + OSL/2), and the workers it asked each pool for (Skipped: nothing
+// completed, no change).
 type PlannerAdjustment struct {
 	At                           trace.Time
 	Requests                     int64
 	TTFTSec, ITLSec, DurationSec float64
 	ISL, OSL                     float64
 	PrefillFactor, DecodeFactor  float64
+	ProfilePrefillSec            float64
+	ProfileDecodeTokensPerSec    float64
 	Prefill, Decode              int
 	Skipped                      bool
 }
@@ -228,9 +233,13 @@ func (p *planner) completed(o *trace.Request) {
 // its prefill alone, in chunks of the token budget.
 func (p *planner) prefillSec(isl float64) float64 {
 	n := max(int64(math.Round(isl)), 1)
+	chunk := p.chunk
+	if chunk <= 0 {
+		chunk = n // no token budget: the prompt in one step
+	}
 	var d time.Duration
 	for done := int64(0); done < n; {
-		k := min(p.chunk, n-done)
+		k := min(chunk, n-done)
 		p.batch = model.Batch{Prefill: append(p.batch.Prefill[:0], model.PrefillChunk{Tokens: k, Context: done})}
 		d += p.cost.StepTime(&p.batch)
 		done += k
@@ -329,12 +338,14 @@ func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
 	}
 	// The constant predictor: the next interval is this one.
 	prefillDemand := n * isl / interval * min(1, p.pcf)
-	prefill := max(int(math.Ceil(prefillDemand/(isl/p.prefillSec(isl)))), p.cfg.MinEndpoint)
+	adj.ProfilePrefillSec = p.prefillSec(isl)
+	prefill := max(int(math.Ceil(prefillDemand/(isl/adj.ProfilePrefillSec))), p.cfg.MinEndpoint)
 	target := p.cfg.ITLSec
 	if p.dcf > 0 {
 		target /= p.dcf
 	}
-	dec := max(int(math.Ceil(n*osl/interval/p.decodeThroughput(target, ctx))), p.cfg.MinEndpoint)
+	adj.ProfileDecodeTokensPerSec = p.decodeThroughput(target, ctx)
+	dec := max(int(math.Ceil(n*osl/interval/adj.ProfileDecodeTokensPerSec)), p.cfg.MinEndpoint)
 	prefill, dec = p.budget(prefill, dec)
 	adj.Prefill, adj.Decode = prefill, dec
 	return prefill, dec, true

@@ -117,6 +117,9 @@ func TestPlannerDynamoSLA(t *testing.T) {
 				wantD := max(int(math.Ceil(nf*adj.OSL/30/(best/itl(best)))), 1)
 				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, MaxGPUBudget: 12, MinEndpoint: 1}}
 				wantP, wantD = p.budget(wantP, wantD)
+				if !pdNear(adj.ProfilePrefillSec, prefillSec(adj.ISL)) || !pdNear(adj.ProfileDecodeTokensPerSec, best/itl(best)) {
+					t.Errorf("adjustment %d: profile %v s, %v tokens/s; want %v, %v", k, adj.ProfilePrefillSec, adj.ProfileDecodeTokensPerSec, prefillSec(adj.ISL), best/itl(best))
+				}
 				if !pdNear(adj.PrefillFactor, pcf) || !pdNear(adj.DecodeFactor, dcf) || adj.Prefill != wantP || adj.Decode != wantD {
 					t.Errorf("adjustment %d at %v: factors %v, %v, workers %d + %d; want %v, %v, %d + %d", k, adj.At, adj.PrefillFactor, adj.DecodeFactor, adj.Prefill, adj.Decode, pcf, dcf, wantP, wantD)
 				}
@@ -196,6 +199,10 @@ func TestPlannerConfigErrors(t *testing.T) {
 // running limit, and the best throughput within an ITL target.
 func TestPlannerProfile(t *testing.T) {
 	p := newPlanner(PlannerConfig{}, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond, PerContext: time.Microsecond}, 8192, 100_000, 64)
+	// Without a token budget, one step: 10 ms + 4 s.
+	if got := newPlanner(PlannerConfig{}, p.cost, 0, 100_000, 64).prefillSec(20000); !pdNear(got, 4.01) {
+		t.Errorf("prefill of 20,000 tokens in one step: %v s, want 4.01", got)
+	}
 	// 20,000 tokens in chunks of 8,192, 8,192 and 3,616: 3 × 10 ms + 4 s.
 	if got := p.prefillSec(20000); !pdNear(got, 4.03) {
 		t.Errorf("prefill of 20,000 tokens: %v s, want 4.03", got)

@@ -95,14 +95,15 @@ func TestReplayPlannedPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strconv.Itoa(len(rows)-1) != m[1] || strings.Join(rows[0], ",") != "at_s,requests,ttft_s,itl_s,duration_s,isl,osl,prefill_factor,decode_factor,prefill_workers,decode_workers,skipped" {
+	if strconv.Itoa(len(rows)-1) != m[1] || strings.Join(rows[0], ",") != "at_s,requests,ttft_s,itl_s,duration_s,isl,osl,prefill_factor,decode_factor,profile_prefill_s,profile_decode_tokens_per_s,prefill_workers,decode_workers,skipped" {
 		t.Fatalf("--planner-log: %d rows, header %v; want stderr's %s adjustments", len(rows)-1, rows[0], m[1])
 	}
 	for i, r := range rows[1:] {
 		at, _ := strconv.ParseFloat(r[0], 64)
 		n, _ := strconv.Atoi(r[1])
-		p, _ := strconv.Atoi(r[9])
-		if at != float64(60*(i+1)) || n <= 0 || p < 1 || r[11] != "false" {
+		prof, _ := strconv.ParseFloat(r[9], 64)
+		p, _ := strconv.Atoi(r[11])
+		if at != float64(60*(i+1)) || n <= 0 || !(prof > 0) || p < 1 || r[13] != "false" {
 			t.Errorf("--planner-log row %d: %v", i+1, r)
 		}
 	}
