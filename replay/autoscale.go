@@ -202,17 +202,29 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 	nonneg("scale_down_tolerance", *a.ScaleDownTolerance)
 	nonneg("scale_up_stabilization_s", *a.ScaleUpStabilizationSec)
 	nonneg("scale_down_stabilization_s", *a.ScaleDownStabilizationSec)
-	nonneg("container_start_s", a.ContainerStartSec)
-	nonneg("weights_gb", a.WeightsGB)
-	nonneg("storage_gbps", a.StorageGBps)
-	if a.WeightsGB > 0 && a.StorageGBps == 0 {
-		bad("autoscale.storage_gbps", "weights_gb %v needs a storage bandwidth", a.WeightsGB)
-	}
+	validateStartup("autoscale.", a.ContainerStartSec, a.WeightsGB, a.StorageGBps, bad)
 	if a.GPUsPerWorker < 0 {
 		bad("autoscale.gpus_per_worker", "negative (%d)", a.GPUsPerWorker)
 	}
 	validatePolicies("scale_up", a.ScaleUpPolicies, a.ScaleUpSelectPolicy, bad)
 	validatePolicies("scale_down", a.ScaleDownPolicies, a.ScaleDownSelectPolicy, bad)
+}
+
+// validateStartup checks a new worker's start-up settings, the keys
+// under key ("autoscale.", "disaggregation.planner."): the container's
+// start, its weights and the storage link they come over.
+func validateStartup(key string, start, weights, storage float64, bad func(field, format string, args ...any)) {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"container_start_s", start}, {"weights_gb", weights}, {"storage_gbps", storage}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			bad(key+f.name, "%v is not a non-negative number", f.v)
+		}
+	}
+	if weights > 0 && storage == 0 {
+		bad(key+"storage_gbps", "weights_gb %v needs a storage bandwidth", weights)
+	}
 }
 
 // startup is how long a new worker takes to be ready.
@@ -465,8 +477,11 @@ func newAutoscaler(slots, split int, specs []poolSpec) *autoscaler {
 }
 
 // completed counts completion o for slo_attainment and
-// itl_slo_attainment.
+// itl_slo_attainment, and for the planner's observations.
 func (a *autoscaler) completed(o *trace.Request) {
+	if a.plan != nil {
+		a.plan.completed(o)
+	}
 	ttft, out := o.TTFTSec.V, o.OutputTokens.V
 	for _, p := range a.pools {
 		p.done++
@@ -533,7 +548,7 @@ func (e *engine) promote(now trace.Time) {
 }
 
 // drained stops a draining worker that has no request left (and, with
-// disaggregation, no KV on its way from or to it: pdIdle).
+// disaggregation, no KV on its way from or to it: disagg.idle).
 func (e *engine) drained(now trace.Time, w *worker) {
 	a := e.scale
 	if a.state[w.id] == slotDraining && w.idle() && (e.pd == nil || e.pd.idle(w.id)) {

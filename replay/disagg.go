@@ -130,8 +130,7 @@ func (d DisaggregationConfig) slots(workers int) (prefill, decode int) {
 		decode = max(decode, a.MaxReplicas)
 	}
 	if p := d.Planner.withDefaults(); p.on() {
-		mp, md := p.most()
-		prefill, decode = max(prefill, mp), max(decode, md)
+		prefill, decode = max(prefill, p.most()), max(decode, p.most())
 	}
 	return prefill, decode
 }

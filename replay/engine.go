@@ -226,10 +226,10 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	case cfg.Autoscale.on():
 		e.scale = newAutoscaler(slots, 0, []poolSpec{{cfg: cfg.Autoscale, hi: slots, workers: cfg.Workers}})
 	case d.Planner.on():
-		mp, md := d.Planner.most()
+		bounds := d.Planner.pool()
 		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
-			{name: poolPrefill, cfg: d.Planner.pool(mp), hi: prefillSlots, workers: d.PrefillWorkers, planned: true},
-			{name: poolDecode, cfg: d.Planner.pool(md), lo: prefillSlots, hi: slots, workers: d.decodeWorkers(cfg.Workers), planned: true},
+			{name: poolPrefill, cfg: bounds, hi: prefillSlots, workers: d.PrefillWorkers, planned: true},
+			{name: poolDecode, cfg: bounds, lo: prefillSlots, hi: slots, workers: d.decodeWorkers(cfg.Workers), planned: true},
 		})
 		s := cfg.Scheduler
 		chunk, seqs := s.MaxNumBatchedTokens, s.MaxNumSeqs

@@ -471,9 +471,6 @@ func (e *engine) completed(r *reqState, now trace.Time) error {
 	o := e.result(r, now)
 	if e.scale != nil {
 		e.scale.completed(o)
-		if e.scale.plan != nil {
-			e.scale.plan.completed(o)
-		}
 	}
 	e.stats.Completed++
 	if e.sec != nil {

@@ -3,6 +3,7 @@ package replay
 import (
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/opaltrace/opaltrace/model"
@@ -146,30 +147,19 @@ func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
 	if p.MaxGPUBudget < 2*p.MinEndpoint*p.GPUsPerWorker || p.MaxGPUBudget > 4096 {
 		bad(key+"max_gpu_budget", "%d GPUs: want room for min_endpoint workers of each pool (%d GPUs) and at most 4096", p.MaxGPUBudget, 2*p.MinEndpoint*p.GPUsPerWorker)
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"container_start_s", p.ContainerStartSec}, {"weights_gb", p.WeightsGB}, {"storage_gbps", p.StorageGBps}} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			bad(key+f.name, "%v is not a non-negative number", f.v)
-		}
-	}
-	if p.WeightsGB > 0 && p.StorageGBps == 0 {
-		bad(key+"storage_gbps", "weights_gb %v needs a storage bandwidth", p.WeightsGB)
-	}
+	validateStartup(key, p.ContainerStartSec, p.WeightsGB, p.StorageGBps, bad)
 }
 
-// most returns the most prefill and decode workers the budget allows.
-func (p PlannerConfig) most() (prefill, decode int) {
-	n := p.MaxGPUBudget/p.GPUsPerWorker - p.MinEndpoint
-	return n, n
+// most returns the most workers of a pool the budget allows, the other
+// pool keeping MinEndpoint (the same for both: their workers are alike).
+func (p PlannerConfig) most() int {
+	return p.MaxGPUBudget/p.GPUsPerWorker - p.MinEndpoint
 }
 
 // pool returns the AutoscaleConfig that stands for the planner in the
-// autoscaler's pool of at most most workers: its start-up, bounds and
-// GPUs.
-func (p PlannerConfig) pool(most int) AutoscaleConfig {
-	return AutoscaleConfig{MinReplicas: ptrInt(p.MinEndpoint), MaxReplicas: most, ContainerStartSec: p.ContainerStartSec,
+// autoscaler's pools: their start-up, bounds and GPUs.
+func (p PlannerConfig) pool() AutoscaleConfig {
+	return AutoscaleConfig{MinReplicas: ptrInt(p.MinEndpoint), MaxReplicas: p.most(), ContainerStartSec: p.ContainerStartSec,
 		WeightsGB: p.WeightsGB, StorageGBps: p.StorageGBps, GPUsPerWorker: p.GPUsPerWorker}
 }
 
@@ -282,23 +272,9 @@ func (p *planner) itlAtConcurrency(c float64, ctx int64) float64 {
 // requests that meet it (one if none does).
 func (p *planner) decodeThroughput(target float64, ctx int64) float64 {
 	m := p.most(ctx)
-	n := sortSearch(m, func(k int) bool { return p.itlAt(k+1, ctx) > target }) // requests 1…n meet it
+	n := sort.Search(m, func(k int) bool { return p.itlAt(k+1, ctx) > target }) // requests 1…n meet it
 	n = max(n, 1)
 	return float64(n) / p.itlAt(n, ctx)
-}
-
-// sortSearch is sort.Search: the least i in [0, n) with f(i), else n.
-func sortSearch(n int, f func(int) bool) int {
-	lo, hi := 0, n
-	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if !f(h) {
-			lo = h + 1
-		} else {
-			hi = h
-		}
-	}
-	return lo
 }
 
 // adjust is the planner's adjustment at now, with decode the decode
