@@ -218,6 +218,15 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if s.Offload, err = offloadOf(c, dep, kvTokens); err != nil {
 		return nil, err
 	}
+	if d := cfg.Disaggregation; d.PrefillWorkers > 0 {
+		note, err := disaggregationTiers(&c, d, s.Offload)
+		if err != nil {
+			return nil, err
+		}
+		if note != "" {
+			s.Notes = append(s.Notes, note)
+		}
+	}
 	if c.links != nil && s.Offload != nil {
 		var probe model.Node
 		if set := c.links.ApplyNode(&probe, 1); len(set) > 0 {

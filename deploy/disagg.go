@@ -80,3 +80,23 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 	return fmt.Sprintf("prefill/decode disaggregated (%s): %d prefill and %d decode servers%s; %d KV bytes a prompt token (%s, %d ranks), sent at %.4g GB/s and %.4g ms a transfer (%s)%s",
 		how, prefill, servers-prefill, ranksNote, d.KVBytesPerToken, kv, ranks, d.TransferGBps, d.TransferLatencySec*1e3, link, decode), nil
 }
+
+// disaggregationTiers checks the KV tiers of a disaggregated cluster, off
+// (nil) or on, and returns the note that says which pools have them: the
+// prefill pool, and with decode_kv_tiers the decode pool too (vLLM); SGLang's
+// HiCache with disaggregation is refused, not modelled yet.
+func disaggregationTiers(c *Cluster, d replay.DisaggregationConfig, off *replay.Offload) (string, error) {
+	switch {
+	case off != nil && EngineName(c.Config) == replay.EngineSGLang:
+		key := "scheduler.enable_hierarchical_cache"
+		return "", c.bad(key, c.given[key], "", "SGLang's HiCache with prefill/decode disaggregation is not modelled yet (vLLM's offloading is)")
+	case d.DecodeKVTiers && off == nil:
+		key := "disaggregation.decode_kv_tiers"
+		return "", c.bad(key, c.given[key], "", "no KV tiers to give the decode pool (scheduler.kv_offloading_size, kv_offloading_backend)")
+	case off == nil:
+		return "", nil
+	case d.DecodeKVTiers:
+		return "KV tiers on both pools: a decode worker writes the prompts it receives to its own tiers and loads those it preempts back (decode_kv_tiers)", nil
+	}
+	return "KV tiers on the prefill pool: its workers load their prompts' hits and write what they compute, the decode pool has none (decode_kv_tiers: true gives it tiers)", nil
+}

@@ -742,8 +742,8 @@ func (e *engine) startSlot(now trace.Time, p *pool) bool {
 // tiers of its own (offload.fresh), vLLM's or SGLang's HiCache.
 func (e *engine) restart(i int) *worker {
 	w := e.restartScheduler(i)
-	if e.off != nil {
-		e.off.fresh(e.workers[i].off, w)
+	if old := e.workers[i].off; old != nil {
+		e.off.fresh(old, w) // (a decode slot without tiers keeps none)
 	}
 	return w
 }

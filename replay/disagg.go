@@ -59,6 +59,32 @@ import (
 // on a decode worker at the front of its queue, unable to fit, while
 // loaded requests behind it hold the blocks it needs and nothing runs)
 // the loaded ones go first (disagg.unstall).
+//
+// With KV tiers (vLLM's offloading), as vLLM runs its KV
+// connector for the hand-over beside its offloading connector
+// (MultiConnector: NixlConnector first, then OffloadingConnector or
+// LMCacheConnectorV1) and as Dynamo runs KVBM on its prefill workers
+// (PdConnector; its decode workers run NIXL alone):
+//   - A prefill worker looks its prompts up in its tiers and loads
+//     their hits before it computes the rest, and writes the prompt
+//     blocks it computes to its tiers as its steps end, as an
+//     aggregated worker does: the hand-over's connector matches
+//     nothing for a prefill request, so the offloading connector's
+//     hits are the ones loaded (MultiConnector.get_num_new_matched_tokens
+//     takes the first connector that matches any).
+//   - A decode worker loads a handed-over prompt from its prefill
+//     worker only: the hand-over's connector, first, matches it. With
+//     DecodeKVTiers it has tiers of its own (host and disk; the shared
+//     remote store only to look up), into which it writes the prompt
+//     it received, every full tier block its tiers lack (vLLM's
+//     offloading connector stores a request's blocks from its first,
+//     the offloading manager skipping those it holds), and from which a
+//     request it preempted loads its prompt back; without, it has none,
+//     as Dynamo's decode workers.
+//
+// A record's kv_fetch_s is then the wait for its prefill worker's tier
+// loads and for the hand-over's transfer; its host, storage and remote
+// hit tokens are its prefill worker's.
 type DisaggregationConfig struct {
 	// PrefillWorkers is the size of the prefill pool: workers 0 to
 	// PrefillWorkers−1 prefill, the others decode (0: no
@@ -97,6 +123,9 @@ type DisaggregationConfig struct {
 	// Planner sizes both pools as Dynamo's SLA planner does
 	// (planner.go), in place of the two HPAs.
 	Planner PlannerConfig `yaml:"planner,omitempty"`
+	// DecodeKVTiers gives the decode pool the KV tiers too (vLLM);
+	// by default only the prefill pool has them (above).
+	DecodeKVTiers bool `yaml:"decode_kv_tiers,omitempty"`
 }
 
 // decodeWorkers is the decode pool at the start of a fleet of workers.
@@ -823,7 +852,7 @@ func (e *engine) startTransfer(now trace.Time, r *reqState, send int64) error {
 	if !p.sglang {
 		from = r.pdQueued // waiting for the decode worker's blocks too
 	}
-	r.loadStart, r.loadEnd, r.kvWait = start, end, end.Sub(from)
+	r.pdEnd, r.pdKV = end, end.Sub(from)
 	p.fromEnds[r.worker] = append(p.fromEnds[r.worker], end)
 	to := p.to[r.idx] - int32(p.prefill)
 	p.toEnds[to] = append(p.toEnds[to], end)
@@ -835,13 +864,13 @@ func (e *engine) startTransfer(now trace.Time, r *reqState, send int64) error {
 // its link's, and one of its decode worker's.
 func (p *disagg) dropEnd(r *reqState) {
 	from := p.fromEnds[r.worker]
-	if len(from) == 0 || from[0] != r.loadEnd {
+	if len(from) == 0 || from[0] != r.pdEnd {
 		panic("replay: internal error: a KV transfer ended out of its link's order")
 	}
 	p.fromEnds[r.worker] = from[1:]
 	d := p.to[r.idx] - int32(p.prefill)
 	to := p.toEnds[d]
-	k := slices.Index(to, r.loadEnd)
+	k := slices.Index(to, r.pdEnd)
 	to[k] = to[len(to)-1]
 	p.toEnds[d] = to[:len(to)-1]
 }
@@ -895,6 +924,11 @@ func (e *engine) handOver(now trace.Time, r *reqState) error {
 	}
 	r.worker = int32(d.id)
 	r.maxOut, r.pdOut, r.out = r.pdOut, 0, 0
+	if d.off != nil {
+		// Its decode worker's tiers take its prompt from the first
+		// block on (disaggregation.decode_kv_tiers).
+		r.stored = 0
+	}
 	r.ghost = r.ghost[:0]
 	// SGLang's token keys were made for the one token the prefill
 	// worker computed: the decode worker's cover the whole output.

@@ -37,6 +37,12 @@ func pdHPA(metric string, target float64, most int) AutoscaleConfig {
 // off or starting.
 func checkedPD(t *testing.T, cfg Config, reqs []*trace.Request) ([]*trace.Request, Stats) {
 	t.Helper()
+	return checkedPDTiers(t, cfg, reqs, nil)
+}
+
+// checkedPDTiers is checkedPD with the KV tiers off (nil) or on.
+func checkedPDTiers(t *testing.T, cfg Config, reqs []*trace.Request, off *Offload) ([]*trace.Request, Stats) {
+	t.Helper()
 	var eng *engine
 	var errs []string
 	bad := func(format string, args ...any) {
@@ -61,7 +67,7 @@ func checkedPD(t *testing.T, cfg Config, reqs []*trace.Request) ([]*trace.Reques
 	st, err := RunInputs(cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, Requests(reqs), func(r *trace.Request) error {
 		all = append(all, r)
 		return nil
-	}, Options{test: sw, Observe: func(s *Step) error {
+	}, Options{test: sw, Offload: off, Observe: func(s *Step) error {
 		if eng != nil {
 			if st := eng.scale.state[s.Worker]; st == slotOff || st == slotStarting {
 				bad("slot %d stepped at %v in state %d", s.Worker, s.Start, st)

@@ -190,9 +190,12 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	for i, name := range workerNames(given, slots) {
 		e.workers = append(e.workers, newWorker(i, name, cfg.Scheduler, kvBlocks, &e.test))
 	}
-	if cfg.Disaggregation.on() {
-		if opts.Offload != nil {
-			return Stats{}, errors.New("replay: prefill/decode disaggregation with KV tiers is not modelled yet")
+	if d := cfg.Disaggregation; d.on() {
+		switch {
+		case opts.Offload != nil && cfg.Scheduler.Engine == EngineSGLang:
+			return Stats{}, errors.New("replay: prefill/decode disaggregation with SGLang's HiCache is not modelled yet")
+		case d.DecodeKVTiers && opts.Offload == nil:
+			return Stats{}, errors.New("replay: disaggregation.decode_kv_tiers without KV tiers to give the decode pool")
 		}
 		if err := cfg.Disaggregation.figures(); err != nil {
 			return Stats{}, err
@@ -217,7 +220,11 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		if err := opts.Offload.Validate(bs); err != nil {
 			return Stats{}, err
 		}
-		if e.off, err = newOffload(e, *opts.Offload, cfg.Scheduler.BlockSize, e.workers); err != nil {
+		tiered := len(e.workers) // the workers with tiers: the first so many
+		if d := cfg.Disaggregation; d.on() && !d.DecodeKVTiers {
+			tiered = prefillSlots
+		}
+		if e.off, err = newOffload(e, *opts.Offload, cfg.Scheduler.BlockSize, e.workers, tiered); err != nil {
 			return Stats{}, err
 		}
 	}

@@ -324,7 +324,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			now = end
 		}
 		if !steady || !w.s.decodeStep(w, now) {
-			if e.off != nil && !first && (w.waiting.Len() > 0 || e.off.evictionsStore()) {
+			if w.off != nil && !first && (w.waiting.Len() > 0 || e.off.evictionsStore()) {
 				// Admission looks the tiers up, and starts
 				// loads, and under HiCache's write_back an
 				// allocation's evictions start stores: at an
@@ -395,7 +395,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 			w.busy = true
 			return e.off.startStepLoads(e, w, now, d)
 		}
-		if end >= bound || w.completes() || e.off != nil && e.off.stores(w) || e.pd != nil && e.pd.admitsAfter(w) {
+		if end >= bound || w.completes() || w.off != nil && e.off.stores(w) || e.pd != nil && e.pd.admitsAfter(w) {
 			w.busy, w.eventAt = true, end
 			e.q.push(end, evStepEnd, int32(w.id))
 			return nil
@@ -486,7 +486,7 @@ func (e *engine) completed(r *reqState, now trace.Time) error {
 }
 
 func (e *engine) stepEnd(now trace.Time, w *worker) error {
-	if e.off != nil {
+	if w.off != nil {
 		// Blocks computed by the step are offloaded as it ends.
 		for _, s := range w.sched {
 			if err := e.off.store(e, w, s.r, now); err != nil {

@@ -184,6 +184,7 @@ type offWorker struct {
 	loading    int                     // requests whose load is in flight
 	skipped    []*reqState             // scratch of build: requests admission skipped
 	storeTiers []int                   // tiers a computed block is written to
+	ownOnly    bool                    // a decode worker: it writes to its own tiers alone (tiers)
 
 	// HiCache (hicache.go): the L2 loads of the step being built, and
 	// of the step in flight the loads left, its start and compute time.
@@ -214,7 +215,10 @@ type xfer struct {
 	run            kvcache.RunRef
 }
 
-func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload, error) {
+// newOffload returns the offloading of workers, the first tiered of which
+// get tiers, on nodes they fill in order (the prefill pool, when the
+// decode pool has none: its workers have no links here, w.off nil).
+func newOffload(e *engine, spec Offload, bs int64, workers []*worker, tiered int) (*offload, error) {
 	o := &offload{e: e, bs: bs, spec: spec, blockBytes: spec.BlockTokens * spec.KVBytesPerToken}
 	if o.spec.WritePolicy == "" {
 		o.spec.WritePolicy = WriteThrough
@@ -231,7 +235,7 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload,
 	nvme := n.NVMe
 	nvme.Bandwidth = nvme.EffectiveBandwidth(o.blockBytes)
 	var node *offNode
-	for i, w := range workers {
+	for i, w := range workers[:tiered] {
 		if i%perNode == 0 {
 			node = &offNode{f: kvcache.NewFabric(), queued: never}
 			var err error
@@ -264,6 +268,12 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker) (*offload,
 // tiers of its own, empty, and the cluster's remote store; the tiers a
 // computed block is written to; under HiCache's write_back, its radix
 // cache's evictions bound to its L2. It sets w.off to ow.
+//
+// A decode worker (disaggregation.decode_kv_tiers) writes to its own
+// tiers alone: its prompts' prefill workers wrote them to the remote
+// store already, which takes no copy of what it holds (LMCache's store
+// skips a key a backend contains), and a request's private blocks are
+// offered to a tier once (kvcache.Tier.StoreRun).
 func (o *offload) tiers(ow *offWorker, w *worker) {
 	spec := o.spec
 	if spec.HostBlocks > 0 {
@@ -273,7 +283,11 @@ func (o *offload) tiers(ow *offWorker, w *worker) {
 		ow.tiers[tierDisk] = kvcache.NewTier(w.name+"-disk", spec.DiskBlocks)
 	}
 	ow.tiers[tierRemote] = o.remote
+	ow.ownOnly = o.e.pd != nil && w.id >= o.e.pd.prefill
 	for t, tr := range ow.tiers {
+		if ow.ownOnly && t == tierRemote {
+			continue
+		}
 		if tr != nil && (spec.WritePolicy == WriteThrough || len(ow.storeTiers) == 0) {
 			ow.storeTiers = append(ow.storeTiers, t)
 		}
@@ -671,7 +685,7 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, runFirst, 
 	}
 	if len(down) > 0 {
 		for next := t + 1; next < numTiers; next++ {
-			if w.off.tiers[next] != nil {
+			if w.off.tiers[next] != nil && !(w.off.ownOnly && next == tierRemote) {
 				return o.storeTo(e, w, next, down, 0, 0, 0, now)
 			}
 		}
@@ -904,6 +918,9 @@ func (o *offload) result(r *reqState, out *trace.Request) {
 func (o *offload) observe(s *seconds) {
 	for _, w := range o.e.workers {
 		ow := w.off
+		if ow == nil {
+			continue // a decode worker without tiers
+		}
 		n := o.nodes[ow.node]
 		for len(n.class) <= max(ow.h2d, ow.d2h, n.dram, n.nvme, n.net) {
 			n.class = append(n.class, -1)
@@ -925,8 +942,8 @@ func (o *offload) observe(s *seconds) {
 	}
 	s.tierBytes = func() (b [numTiers]int64) {
 		for i, w := range o.e.workers {
-			if a := o.e.scale; a != nil && a.state[i] == slotOff {
-				continue // its tiers went with its worker (fresh)
+			if a := o.e.scale; a != nil && a.state[i] == slotOff || w.off == nil {
+				continue // its tiers went with its worker (fresh), or it has none
 			}
 			for t, tr := range w.off.tiers[:tierRemote] {
 				if tr != nil {

@@ -60,6 +60,11 @@ type reqState struct {
 	// its KV load needs (disagg.awaitBlocks), since pdQueued.
 	pdWait   bool
 	pdQueued trace.Time
+	// pdEnd is when its KV transfer to its decode worker ends, pdKV its
+	// wait for it (engine.startTransfer): apart from loadEnd and kvWait,
+	// a KV tier's load on its prefill worker.
+	pdEnd trace.Time
+	pdKV  time.Duration
 	// SGLang: pdPre, r waits for its decode server to pre-allocate its
 	// prompt's tokens, its prefill server holding it back (its bootstrap
 	// queue); pdHeld, they are allocated there.

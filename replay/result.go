@@ -106,8 +106,9 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 		// From the load's request (the prefill's end, or under vLLM
 		// the decode API server's hand-over) to the decode worker's
 		// having the KV, the wait for the link included
-		// (engine.startTransfer).
-		o.KVFetchSec = trace.Some(r.kvWait.Seconds())
+		// (engine.startTransfer); with KV tiers, after the wait for
+		// the prefill worker's tier loads.
+		o.KVFetchSec = trace.Some((r.kvWait + r.pdKV).Seconds())
 	}
 	return o
 }

@@ -1,0 +1,230 @@
+package replay
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// runPDTiers replays reqs disaggregated with KV tiers off (nil) or on,
+// per second, every step and record checked by the validator.
+func runPDTiers(t *testing.T, cfg Config, cost model.StepModel, off *Offload, reqs []*trace.Request) (map[string]*trace.Request, Stats) {
+	t.Helper()
+	var all []*trace.Request
+	byID := map[string]*trace.Request{}
+	v := newValidator(t, cfg, reqs)
+	st, err := RunInputs(cfg, cost, 0, Requests(reqs), func(r *trace.Request) error {
+		all = append(all, r)
+		byID[r.RequestID] = r
+		return v.output(r)
+	}, Options{Offload: off, Observe: v.step, PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.finish(all)
+	return byID, st
+}
+
+// offloaded is the bytes a replay's steps stored to tiers.
+func offloaded(st Stats) (n int64) {
+	for _, s := range st.Seconds {
+		n += s.OffloadBytes
+	}
+	return n
+}
+
+// tierABC is TestTierHitTTFT's three requests with two output tokens: A
+// (512 tokens) and then B (1,012) fill a worker's 64 blocks, so that C,
+// with A's prompt, misses the GPU.
+func tierABC() []*trace.Request {
+	return []*trace.Request{
+		withHashes(req("A", 0, 512, 2), 64, ids(1, 8)...),
+		withHashes(req("B", time.Second, 1012, 2), 64, ids(100, 16)...),
+		withHashes(req("C", 2*time.Second, 512, 2), 64, ids(1, 8)...),
+	}
+}
+
+// A prefill worker with a host tier loads a prompt its GPU evicted, as an
+// aggregated worker does (TestTierHitTTFT): C's prefill is the load and a
+// step of 16 tokens where without tiers it computes all 512, and the rest
+// of its way (the KV sent, the last token on the decode worker) is the
+// same. Its kv_fetch_s holds both waits, the tier load's and the
+// transfer's; its host hit tokens are its prefill worker's.
+func TestDisaggregatedTierHit(t *testing.T) {
+	t.Parallel()
+	cfg, cost := tierConfig()
+	cfg.Workers, cfg.Disaggregation = 2, pdConfig(1)
+	const load = 3*time.Microsecond + 31*16*131_072/64 // host DRAM and PCIe H2D, 31 blocks
+	none, _ := runPDTiers(t, cfg, cost, nil, tierABC())
+	got, st := runPDTiers(t, cfg, cost, tierSpec(t, 1000, 0, 0), tierABC())
+	C, C0 := got["C"], none["C"]
+	if C.HostHitTokens.V != 496 || C.DeviceHitTokens.V != 0 || C.CachedTokens.V != 496 {
+		t.Errorf("C: host %d device %d cached %d tokens, want 496, 0, 496", C.HostHitTokens.V, C.DeviceHitTokens.V, C.CachedTokens.V)
+	}
+	if C0.CachedTokens.V != 0 {
+		t.Errorf("C without tiers: %d cached tokens", C0.CachedTokens.V)
+	}
+	// Prefill: load + 1 ms + 16 × 10 µs against 1 ms + 512 × 10 µs.
+	saved := 496*10*time.Microsecond - load
+	if d := time.Duration((C0.TTFTSec.V-C.TTFTSec.V)*1e9 + 0.5); d != saved {
+		t.Errorf("C's TTFT %v with the tier, %v without: %v less, want %v", C.TTFTSec.V, C0.TTFTSec.V, d, saved)
+	}
+	if d := time.Duration((C.KVFetchSec.V-C0.KVFetchSec.V)*1e9 + 0.5); d != load || C0.KVFetchSec.V <= 0 {
+		t.Errorf("C's kv_fetch_s %v with the tier, %v without: want the load (%v) more", C.KVFetchSec.V, C0.KVFetchSec.V, load)
+	}
+	for _, id := range []string{"A", "B"} {
+		if g, n := got[id], none[id]; g.TTFTSec != n.TTFTSec || g.E2ESec != n.E2ESec || !reflect.DeepEqual(g.ITLSec, n.ITLSec) {
+			t.Errorf("%s: TTFT %v, E2E %v with tiers; %v, %v without", id, g.TTFTSec.V, g.E2ESec.V, n.TTFTSec.V, n.E2ESec.V)
+		}
+	}
+	// The prefill worker wrote A's 32 blocks and B's 63 (C's are A's,
+	// which the tier holds), the decode worker none.
+	if n := offloaded(st); n != (32+63)*16*131_072 {
+		t.Errorf("%d bytes offloaded, want %d (95 blocks from the prefill worker)", n, (32+63)*16*131_072)
+	}
+}
+
+// With disaggregation.decode_kv_tiers the decode worker writes every
+// prompt it receives to its own host tier (vLLM's offloading connector
+// on the decode instance), which changes no record: its tiers serve only
+// the prompts it preempts. A's 32 blocks and B's 63 go there, C's are
+// A's, held already; the shared remote store takes no second copy from
+// it.
+func TestDisaggregatedDecodeTiers(t *testing.T) {
+	t.Parallel()
+	cfg, cost := tierConfig()
+	cfg.Workers, cfg.Disaggregation = 2, pdConfig(1)
+	both := cfg
+	both.Disaggregation.DecodeKVTiers = true
+	for _, c := range []struct {
+		name         string
+		host, remote int64
+		decodeBlocks int64 // the decode worker's writes
+	}{
+		{"host", 1000, 0, 32 + 63},
+		{"remote", 0, 1000, 0},
+		{"host and remote", 1000, 1000, 32 + 63},
+	} {
+		pre, st0 := runPDTiers(t, cfg, cost, tierSpec(t, c.host, 0, c.remote), tierABC())
+		got, st := runPDTiers(t, both, cost, tierSpec(t, c.host, 0, c.remote), tierABC())
+		for _, id := range []string{"A", "B", "C"} {
+			if !reflect.DeepEqual(got[id], pre[id]) {
+				t.Errorf("%s: %s's record changed by the decode pool's tiers:\n%+v\n%+v", c.name, id, got[id], pre[id])
+			}
+		}
+		if n := offloaded(st) - offloaded(st0); n != c.decodeBlocks*16*131_072 {
+			t.Errorf("%s: the decode worker wrote %d bytes, want %d blocks' (%d)", c.name, n, c.decodeBlocks, c.decodeBlocks*16*131_072)
+		}
+	}
+}
+
+// A request preempted on a decode worker with tiers loads its prompt
+// back from them: one decode worker of 40 blocks runs two requests whose
+// prompts take 32 of them and whose outputs need more, so the later is
+// preempted, and on its return its prompt's blocks come from the host
+// tier, which the decode worker wrote them to; without the decode pool's
+// tiers it computes them again.
+func TestDisaggregatedDecodePreemptionLoads(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: ms, PerToken: 10 * time.Microsecond}
+	cfg := DefaultConfig()
+	cfg.Workers, cfg.Disaggregation = 2, pdConfig(1)
+	cfg.Scheduler.KVCacheTokens = 40 * 16
+	reqs := func() []*trace.Request {
+		return []*trace.Request{
+			withHashes(req("A", 0, 256, 200), 64, ids(1, 4)...),
+			withHashes(req("B", 10*ms, 256, 200), 64, ids(10, 4)...),
+		}
+	}
+	both := cfg
+	both.Disaggregation.DecodeKVTiers = true
+	plain, st0 := runPDTiers(t, cfg, cost, tierSpec(t, 1000, 0, 0), reqs())
+	tiered, st := runPDTiers(t, both, cost, tierSpec(t, 1000, 0, 0), reqs())
+	if st0.Preemptions == 0 || st.Preemptions == 0 {
+		t.Fatalf("preemptions %d and %d: the case needs one", st0.Preemptions, st.Preemptions)
+	}
+	var loaded bool
+	for _, s := range st.Seconds {
+		loaded = loaded || s.LoadBytes > 0
+	}
+	for _, s := range st0.Seconds {
+		if s.LoadBytes > 0 {
+			t.Errorf("without the decode pool's tiers: %d bytes loaded at %v", s.LoadBytes, s.Second)
+		}
+	}
+	if !loaded {
+		t.Error("the preempted request loaded nothing from its decode worker's tier")
+	}
+	// Its return costs the load, not the recomputation of its prompt
+	// and output so far.
+	for _, id := range []string{"A", "B"} {
+		if tiered[id].E2ESec.V > plain[id].E2ESec.V {
+			t.Errorf("%s: E2E %v with the decode pool's tiers, %v without", id, tiered[id].E2ESec.V, plain[id].E2ESec.V)
+		}
+	}
+}
+
+func TestDisaggregatedTierErrors(t *testing.T) {
+	t.Parallel()
+	run := func(cfg Config, off *Offload) error {
+		_, err := RunInputs(cfg, linearCost{Base: ms}, 100, Requests([]*trace.Request{req("a", 0, 10, 2)}),
+			func(*trace.Request) error { return nil }, Options{Offload: off})
+		return err
+	}
+	d := pdConfig(1)
+	d.DecodeKVTiers = true
+	if err := run(Config{Workers: 2, Disaggregation: d}, nil); err == nil || !strings.Contains(err.Error(), "decode_kv_tiers without KV tiers") {
+		t.Errorf("decode_kv_tiers without tiers: %v", err)
+	}
+	sg := Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1000}}
+	if err := run(sg, &Offload{}); err == nil || !strings.Contains(err.Error(), "disaggregation with SGLang's HiCache is not modelled yet") {
+		t.Errorf("SGLang: %v", err)
+	}
+}
+
+// Pools that scale with KV tiers: a prefill worker that starts gets tiers
+// of its own, empty, as a new pod's offloading starts with none; a
+// decode worker gets them only with decode_kv_tiers. pdBurst's prompts
+// share their first 256 tokens in eight groups, on 24 blocks a worker, so
+// that hits come from the host tiers.
+func TestDisaggregatedAutoscaleTiers(t *testing.T) {
+	t.Parallel()
+	var reqs []*trace.Request
+	for i, r := range pdBurst() {
+		reqs = append(reqs, withHashes(r, 64, append(ids(int64(1+10*(i%8)), 4), int64(1000+i))...))
+	}
+	for _, decodeTiers := range []bool{false, true} {
+		t.Run(fmt.Sprint("decode_kv_tiers=", decodeTiers), func(t *testing.T) {
+			d := pdConfig(1)
+			d.PrefillAutoscale = pdHPA(MetricQueueDepth, 2, 3)
+			d.DecodeAutoscale = pdHPA(MetricInFlight, 2, 4)
+			d.DecodeKVTiers = decodeTiers
+			cfg := Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: d}
+			cfg.Scheduler.KVCacheTokens = 24 * 16
+			all, st := checkedPDTiers(t, cfg, reqs, tierSpec(t, 1000, 0, 0))
+			again, st2 := checkedPDTiers(t, cfg, reqs, tierSpec(t, 1000, 0, 0))
+			if dump(all) != dump(again) || st.GPUHours != st2.GPUHours {
+				t.Error("two replays differ")
+			}
+			if st.Completed != len(reqs) {
+				t.Fatalf("%d of %d completed", st.Completed, len(reqs))
+			}
+			var host int64
+			for _, r := range all {
+				host += r.HostHitTokens.V
+			}
+			var prefillMost, decodeMost float64
+			for _, f := range st.Fleet {
+				prefillMost, decodeMost = max(prefillMost, f.PrefillReady), max(decodeMost, f.DecodeReady)
+			}
+			if host == 0 || prefillMost < 2 || decodeMost < 2 {
+				t.Errorf("%d host hit tokens, at most %v prefill and %v decode workers: want hits and both pools' growth", host, prefillMost, decodeMost)
+			}
+		})
+	}
+}
