@@ -158,6 +158,7 @@ func FuzzParseCluster(f *testing.F) {
 	for _, s := range []string{"workers: 2\n", "scheduler:\n  max_num_seqs: 4\n", "hardware_override: {mem_mib: 4}\n", DefaultCluster().YAML(), "workers: 1e3\n", "---\n", "a: &x 1\nb: *x\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  transfer_gbps: 25\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n",
+		"workers: 3\nscheduler:\n  kv_offloading_size: 10\ndisaggregation:\n  prefill_workers: 1\n  decode_kv_tiers: true\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  prefill_autoscale:\n    metric: queue_depth\n    target: 2\n    max_replicas: 4\n  decode_autoscale:\n    metrics: [{metric: kv_usage, target: 0.5}]\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    itl_s: 0.02\n    max_gpu_budget: 16\n    no_correction: true\n",
 		"autoscale:\n  metric: request_rate\n  target: 2\n  min_replicas: 0\n  polling_interval_s: 5\n  cooldown_s: 0\n  gateway_timeout_s: 1.5\n",

@@ -73,6 +73,7 @@ func FuzzParseConfig(f *testing.F) {
 		"workload:\n  mode: closed\n  clients: 64\n", "router: random\nseed: 9\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 131072\n  transfer_gbps: 25\n  transfer_latency_s: 0.0004\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 131072\n  transfer_gbps: 25\n  decode_router: least_requests\n",
+		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 131072\n  transfer_gbps: 25\n  decode_kv_tiers: true\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 131072\n  transfer_gbps: 25\n  prefill_autoscale: {metric: queue_depth, target: 2, max_replicas: 4}\n  decode_autoscale: {metric: in_flight, target: 8}\n",
 		"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 131072\n  transfer_gbps: 25\n  planner: {policy: dynamo_sla, adjustment_interval_s: 60, max_gpu_budget: 12}\n",
 	} {

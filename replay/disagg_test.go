@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -41,6 +42,16 @@ func TestDisaggregatedTimeline(t *testing.T) {
 	}
 	if a.Worker != "w1" || !pdNear(a.KVFetchSec.V, 0.0011) || a.OutputTokens.V != 3 {
 		t.Errorf("worker %s, KV fetch %v s, output %d; want w1, 0.0011, 3", a.Worker, a.KVFetchSec.V, a.OutputTokens.V)
+	}
+	// Its prefill is its prefill worker's, to its token there (20 ms):
+	// TTFT is the queue (0), that prefill, the hand-over (kv_fetch_s)
+	// and the decode worker's first step (10.1 ms), which TTFT's
+	// decomposition leaves in "other".
+	if !pdNear(a.PrefillSec.V, 0.020) || a.PrefillDone.V != trace.Time(20*ms) || !pdNear(a.QueueSec.V, 0) {
+		t.Errorf("prefill %v s, done at %v, queue %v s; want 0.02, 20ms, 0", a.PrefillSec.V, a.PrefillDone.V, a.QueueSec.V)
+	}
+	if z := analyze.Decompose([]*trace.Request{a}, analyze.DefaultBands); z == nil || !pdNear(z.Bands[0].Mean[4], 0.0101) {
+		t.Errorf("TTFT decomposition %+v: want 10.1 ms of other (the decode worker's first step)", z)
 	}
 	if st.Steps != 4 || st.OutputTokens != 3 || st.Completed != 1 {
 		t.Errorf("stats %+v", st)

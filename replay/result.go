@@ -90,13 +90,21 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 	o.QueueSec = trace.Some(r.gpuStart.Sub(r.engineQueued).Seconds())
 	o.ScheduleSec = trace.Some(r.gpuStart.Sub(r.workerArrival).Seconds())
 	o.PrefillSec = trace.Some(r.firstTok.Sub(r.gpuStart).Seconds())
+	prefillDone := r.firstTok
+	if r.prefilledPD {
+		// Disaggregated: its prefill worker's, to its token there;
+		// the hand-over (kv_fetch_s) and the decode worker's first
+		// step come after.
+		o.PrefillSec = trace.Some(r.pdPrefilled.Sub(r.gpuStart).Seconds())
+		prefillDone = r.pdPrefilled
+	}
 	o.DecodeSec = trace.Some(r.lastTok.Sub(r.firstTok).Seconds())
 	o.Preemptions = trace.Some(r.preemptions)
 	o.WorkerArrival = trace.Some(r.workerArrival)
 	o.StartProcessing = trace.Some(r.workerArrival)
 	o.Ready = trace.Some(r.workerArrival)
 	o.GPUStart = trace.Some(r.gpuStart)
-	o.PrefillDone = trace.Some(r.firstTok)
+	o.PrefillDone = trace.Some(prefillDone)
 	o.DecodeDone = trace.Some(r.lastTok)
 	o.DoneAtRouter = trace.Some(now)
 	if e.off != nil {
