@@ -83,18 +83,21 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 
 // disaggregationTiers checks the KV tiers of a disaggregated cluster, off
 // (nil) or on, and returns the note that says which pools have them: the
-// prefill pool, and with decode_kv_tiers the decode pool too (vLLM); SGLang's
-// HiCache with disaggregation is refused, not modelled yet.
+// prefill pool, and with decode_kv_tiers the decode pool too (vLLM; an
+// SGLang decode server's HiCache is not modelled yet).
 func disaggregationTiers(c *Cluster, d replay.DisaggregationConfig, off *replay.Offload) (string, error) {
+	sglang := EngineName(c.Config) == replay.EngineSGLang
 	switch {
-	case off != nil && EngineName(c.Config) == replay.EngineSGLang:
-		key := "scheduler.enable_hierarchical_cache"
-		return "", c.bad(key, c.given[key], "", "SGLang's HiCache with prefill/decode disaggregation is not modelled yet (vLLM's offloading is)")
 	case d.DecodeKVTiers && off == nil:
 		key := "disaggregation.decode_kv_tiers"
 		return "", c.bad(key, c.given[key], "", "no KV tiers to give the decode pool (scheduler.kv_offloading_size, kv_offloading_backend)")
+	case d.DecodeKVTiers && sglang:
+		key := "disaggregation.decode_kv_tiers"
+		return "", c.bad(key, c.given[key], "", "an SGLang decode server's HiCache is not modelled yet (the prefill servers' is)")
 	case off == nil:
 		return "", nil
+	case sglang:
+		return "HiCache on the prefill servers: they prefetch, load and write as an aggregated server does; the decode servers have none, as SGLang's decode server takes no hits without its decode radix cache", nil
 	case d.DecodeKVTiers:
 		return "KV tiers on both pools: a decode worker writes the prompts it receives to its own tiers and loads those it preempts back (decode_kv_tiers)", nil
 	}

@@ -97,14 +97,16 @@ func TestDisaggregationPlannerGPUs(t *testing.T) {
 }
 
 // KV tiers with disaggregation: the prefill pool's by default, both
-// pools' with decode_kv_tiers (vLLM); refused under SGLang's HiCache,
-// and decode_kv_tiers without tiers.
+// pools' with decode_kv_tiers (vLLM); SGLang's HiCache on its prefill
+// servers; decode_kv_tiers refused without tiers and under SGLang.
 func TestDisaggregationTiers(t *testing.T) {
 	for _, c := range []struct{ yaml, note string }{
 		{"workers: 3\nscheduler:\n  kv_offloading_size: 10\ndisaggregation:\n  prefill_workers: 1\n",
 			"KV tiers on the prefill pool: its workers load their prompts' hits and write what they compute, the decode pool has none"},
 		{"workers: 3\nscheduler:\n  kv_offloading_size: 10\ndisaggregation:\n  prefill_workers: 1\n  decode_kv_tiers: true\n",
 			"KV tiers on both pools: a decode worker writes the prompts it receives to its own tiers"},
+		{"workers: 3\nscheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\ndisaggregation:\n  prefill_workers: 1\n",
+			"HiCache on the prefill servers: they prefetch, load and write as an aggregated server does; the decode servers have none"},
 	} {
 		s := resolveYAML(t, c.yaml)
 		if s.Offload == nil || s.Offload.HostBlocks == 0 {
@@ -121,8 +123,8 @@ func TestDisaggregationTiers(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_kv_tiers: true\n",
 			"c.yaml:4: disaggregation.decode_kv_tiers: no KV tiers to give the decode pool (scheduler.kv_offloading_size, kv_offloading_backend)"},
-		{"workers: 3\nscheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\ndisaggregation:\n  prefill_workers: 1\n",
-			"c.yaml:4: scheduler.enable_hierarchical_cache: SGLang's HiCache with prefill/decode disaggregation is not modelled yet (vLLM's offloading is)"},
+		{"workers: 3\nscheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\ndisaggregation:\n  prefill_workers: 1\n  decode_kv_tiers: true\n",
+			"c.yaml:7: disaggregation.decode_kv_tiers: an SGLang decode server's HiCache is not modelled yet (the prefill servers' is)"},
 	} {
 		cl, err := ParseCluster("c.yaml", []byte(c.yaml))
 		if err == nil {

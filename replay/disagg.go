@@ -60,7 +60,7 @@ import (
 // loaded requests behind it hold the blocks it needs and nothing runs)
 // the loaded ones go first (disagg.unstall).
 //
-// With KV tiers (vLLM's offloading), as vLLM runs its KV
+// With KV tiers, under vLLM (its offloading) as vLLM runs its KV
 // connector for the hand-over beside its offloading connector
 // (MultiConnector: NixlConnector first, then OffloadingConnector or
 // LMCacheConnectorV1) and as Dynamo runs KVBM on its prefill workers
@@ -81,6 +81,14 @@ import (
 //     the offloading manager skipping those it holds), and from which a
 //     request it preempted loads its prompt back; without, it has none,
 //     as Dynamo's decode workers.
+//
+// Under SGLang, HiCache runs on the prefill servers, as SGLang's HiCache
+// guide deploys it with PD: they prefetch from L3 as a request joins
+// their queue (the bootstrap queue's add), load L2 hits in the step and
+// write through, as an aggregated server does; the decode servers have
+// none (no hits without their decode radix cache; their decode offload
+// writes decoded tokens, which replays do not write): DecodeKVTiers is
+// refused under SGLang.
 //
 // A record's kv_fetch_s is then the wait for its prefill worker's tier
 // loads and for the hand-over's transfer; its host, storage and remote

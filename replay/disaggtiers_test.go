@@ -181,33 +181,46 @@ func TestDisaggregatedTierErrors(t *testing.T) {
 	if err := run(Config{Workers: 2, Disaggregation: d}, nil); err == nil || !strings.Contains(err.Error(), "decode_kv_tiers without KV tiers") {
 		t.Errorf("decode_kv_tiers without tiers: %v", err)
 	}
-	sg := Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1000}}
-	if err := run(sg, &Offload{}); err == nil || !strings.Contains(err.Error(), "disaggregation with SGLang's HiCache is not modelled yet") {
+	sg := Config{Workers: 2, Disaggregation: d, Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 1000}}
+	if err := run(sg, &Offload{}); err == nil || !strings.Contains(err.Error(), "decode_kv_tiers under SGLang: its decode server's HiCache is not modelled yet") {
 		t.Errorf("SGLang: %v", err)
 	}
 }
 
 // Pools that scale with KV tiers: a prefill worker that starts gets tiers
-// of its own, empty, as a new pod's offloading starts with none; a
-// decode worker gets them only with decode_kv_tiers. pdBurst's prompts
-// share their first 256 tokens in eight groups, on 24 blocks a worker, so
-// that hits come from the host tiers.
+// of its own, empty, as a new pod's offloading starts with none (vLLM)
+// and a new SGLang server's HiCache; a decode worker gets them only with
+// decode_kv_tiers (vLLM). pdBurst's prompts
+// share their first 256 tokens in 32 groups, more than a worker's GPU
+// holds, so that hits come from the host tiers.
 func TestDisaggregatedAutoscaleTiers(t *testing.T) {
 	t.Parallel()
 	var reqs []*trace.Request
 	for i, r := range pdBurst() {
-		reqs = append(reqs, withHashes(r, 64, append(ids(int64(1+10*(i%8)), 4), int64(1000+i))...))
+		reqs = append(reqs, withHashes(r, 64, append(ids(int64(1+10*(i%32)), 4), int64(1000+i))...))
 	}
-	for _, decodeTiers := range []bool{false, true} {
-		t.Run(fmt.Sprint("decode_kv_tiers=", decodeTiers), func(t *testing.T) {
+	for _, c := range []struct {
+		engine      string
+		decodeTiers bool
+	}{{EngineVLLM, false}, {EngineVLLM, true}, {EngineSGLang, false}} {
+		t.Run(fmt.Sprint(c.engine, " decode_kv_tiers=", c.decodeTiers), func(t *testing.T) {
 			d := pdConfig(1)
 			d.PrefillAutoscale = pdHPA(MetricQueueDepth, 2, 3)
 			d.DecodeAutoscale = pdHPA(MetricInFlight, 2, 4)
-			d.DecodeKVTiers = decodeTiers
+			d.DecodeKVTiers = c.decodeTiers
 			cfg := Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: d}
 			cfg.Scheduler.KVCacheTokens = 24 * 16
-			all, st := checkedPDTiers(t, cfg, reqs, tierSpec(t, 1000, 0, 0))
-			again, st2 := checkedPDTiers(t, cfg, reqs, tierSpec(t, 1000, 0, 0))
+			spec := func() *Offload { return tierSpec(t, 1000, 0, 0) }
+			if c.engine == EngineSGLang {
+				// A pool of 4,000 tokens: a decode server pre-allocates
+				// a prompt with its 512-token reserve for each request
+				// it holds, so on 384 it would hold one at a time.
+				cfg.Scheduler.Engine, cfg.Scheduler.PageSize, cfg.Scheduler.EnableHierarchicalCache = EngineSGLang, 16, true
+				cfg.Scheduler.KVCacheTokens = 4000
+				spec = func() *Offload { return hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1) }
+			}
+			all, st := checkedPDTiers(t, cfg, reqs, spec())
+			again, st2 := checkedPDTiers(t, cfg, reqs, spec())
 			if dump(all) != dump(again) || st.GPUHours != st2.GPUHours {
 				t.Error("two replays differ")
 			}
@@ -226,5 +239,85 @@ func TestDisaggregatedAutoscaleTiers(t *testing.T) {
 				t.Errorf("%d host hit tokens, at most %v prefill and %v decode workers: want hits and both pools' growth", host, prefillMost, decodeMost)
 			}
 		})
+	}
+}
+
+// SGLang's prefill server with HiCache loads an L2 hit in the step that
+// computes the rest (one layer: after the load), as TestHiCacheHostHitTTFT
+// aggregated; its decode server has none. C's TTFT (the prefill server's
+// token, streamed by the decode server when the KV is in) is lower than
+// without HiCache by 496 tokens' compute less the load, and the rest of
+// its way is the same.
+func TestDisaggregatedHiCacheHit(t *testing.T) {
+	t.Parallel()
+	cfg, cost := hiConfig(64 * 16)
+	cfg.Workers, cfg.Disaggregation = 2, pdConfig(1)
+	plain := cfg
+	plain.Scheduler.EnableHierarchicalCache = false
+	const load = 3*time.Microsecond + 31*16*131_072/64
+	none, _ := runPDTiers(t, plain, cost, nil, tierABC())
+	got, st := runPDTiers(t, cfg, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), tierABC())
+	C, C0 := got["C"], none["C"]
+	if C.HostHitTokens.V != 496 || C.DeviceHitTokens.V != 0 {
+		t.Errorf("C: host %d device %d tokens, want 496, 0", C.HostHitTokens.V, C.DeviceHitTokens.V)
+	}
+	if d := ttftNs(C0) - ttftNs(C); d != 496*10*time.Microsecond-load {
+		t.Errorf("C's TTFT %v with HiCache, %v without: %v less, want %v", ttftNs(C), ttftNs(C0), d, 496*10*time.Microsecond-load)
+	}
+	for _, id := range []string{"A", "B"} {
+		if g, n := got[id], none[id]; g.TTFTSec != n.TTFTSec || g.E2ESec != n.E2ESec {
+			t.Errorf("%s: TTFT %v, E2E %v with HiCache; %v, %v without", id, g.TTFTSec.V, g.E2ESec.V, n.TTFTSec.V, n.E2ESec.V)
+		}
+	}
+	// The prefill server wrote A's 32 pages and B's 63 to L2; C's are
+	// A's.
+	if n := offloaded(st); n != (32+63)*16*131_072 {
+		t.Errorf("%d bytes offloaded, want %d (95 pages from the prefill server)", n, (32+63)*16*131_072)
+	}
+}
+
+// An SGLang prefill server with HiCache is an aggregated worker with
+// HiCache up to its prompts' first token (its decode server then takes
+// the KV): under each L2, L3 and prefetch setting of the aggregated
+// tests (TestHiCacheStorageHitTTFT, TestHiCacheWritePolicies), C's hits
+// are the same, and its TTFT is the aggregated one plus the hand-over of
+// its 512 tokens (1 ms + 512 × 1,000 B at 1 GB/s), which the decode
+// server streams the first token at.
+func TestDisaggregatedHiCacheAsAggregated(t *testing.T) {
+	t.Parallel()
+	agg, cost := hiConfig(64 * 16)
+	pd := agg
+	pd.Workers, pd.Disaggregation = 2, pdConfig(1)
+	handOver := ms + 512*time.Microsecond
+	for _, c := range []struct {
+		name               string
+		host, disk, remote int64
+		policy, write      string
+	}{
+		{"L2", 1000, 0, 0, PrefetchBestEffort, WriteThrough},
+		{"L3 nvme, wait_complete", 40, 1000, 0, PrefetchWaitComplete, WriteThrough},
+		{"L3 remote, wait_complete", 40, 0, 1000, PrefetchWaitComplete, WriteThrough},
+		{"L3 nvme, timeout", 40, 1000, 0, PrefetchTimeout, WriteThrough},
+		{"L2, write_back", 1000, 0, 0, PrefetchBestEffort, WriteBack},
+		{"L3 nvme, write_through_selective", 40, 1000, 0, PrefetchWaitComplete, WriteThroughSelective},
+	} {
+		spec := func() *Offload {
+			s := hiSpec(t, c.host, c.disk, c.remote, c.policy, 1)
+			s.WritePolicy = c.write
+			return s
+		}
+		a, _ := runTiers(t, agg, cost, spec(), hiRequests())
+		p, _ := runPDTiers(t, pd, cost, spec(), hiRequests())
+		A, P := a["C"], p["C"]
+		if P.HostHitTokens != A.HostHitTokens || P.StorageHitTokens != A.StorageHitTokens || P.RemoteHitTokens != A.RemoteHitTokens || P.DeviceHitTokens != A.DeviceHitTokens {
+			t.Errorf("%s: C's hits host %v storage %v remote %v device %v disaggregated; %v %v %v %v aggregated", c.name,
+				P.HostHitTokens, P.StorageHitTokens, P.RemoteHitTokens, P.DeviceHitTokens, A.HostHitTokens, A.StorageHitTokens, A.RemoteHitTokens, A.DeviceHitTokens)
+		}
+		if A.CachedTokens.V == 0 {
+			t.Errorf("%s: C hit nothing", c.name)
+		}
+		if d := ttftNs(P) - ttftNs(A); d != handOver {
+			t.Errorf("%s: C's TTFT %v disaggregated, %v aggregated: %v more, want the hand-over's %v", c.name, ttftNs(P), ttftNs(A), d, handOver)
+		}
 	}
 }

@@ -192,8 +192,8 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	}
 	if d := cfg.Disaggregation; d.on() {
 		switch {
-		case opts.Offload != nil && cfg.Scheduler.Engine == EngineSGLang:
-			return Stats{}, errors.New("replay: prefill/decode disaggregation with SGLang's HiCache is not modelled yet")
+		case d.DecodeKVTiers && cfg.Scheduler.Engine == EngineSGLang:
+			return Stats{}, errors.New("replay: disaggregation.decode_kv_tiers under SGLang: its decode server's HiCache is not modelled yet (the prefill servers' is)")
 		case d.DecodeKVTiers && opts.Offload == nil:
 			return Stats{}, errors.New("replay: disaggregation.decode_kv_tiers without KV tiers to give the decode pool")
 		}
