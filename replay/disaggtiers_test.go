@@ -321,3 +321,37 @@ func TestDisaggregatedHiCacheAsAggregated(t *testing.T) {
 		}
 	}
 }
+
+// Fast-forward keeps its promise with SGLang's HiCache on the prefill
+// servers: the same records with it and without, under L3 prefetch
+// (wait_complete, timeout) and L2 loads, on bursts of the random trace.
+// (vLLM's tiers with disaggregation: TestTierFastForwardSameResults.)
+func TestDisaggregatedHiCacheFastForward(t *testing.T) {
+	t.Parallel()
+	reqs := bursts(60, 10)
+	for _, policy := range []string{PrefetchWaitComplete, PrefetchTimeout, PrefetchBestEffort} {
+		var dumps [2]string
+		var loaded [2]int64
+		for k, fast := range []bool{true, false} {
+			cfg, cost := hiConfig(80 * 16) // a pool that cannot keep the three prefixes
+			cfg.Workers, cfg.Router, cfg.Disaggregation = 4, RouterLeastRequests, pdConfig(2)
+			spec := hiSpec(t, 100, 2000, 0, policy, 1)
+			var out []*trace.Request
+			st, err := RunInputs(cfg, cost, 0, Requests(reqs), func(r *trace.Request) error { out = append(out, r); return nil },
+				Options{Offload: spec, test: testSwitches{noFastForward: !fast}})
+			if err != nil || st.Completed != len(reqs) {
+				t.Fatalf("%s, fast-forward %v: %v, %d of %d completed", policy, fast, err, st.Completed, len(reqs))
+			}
+			dumps[k] = dump(out)
+			for _, r := range out {
+				loaded[k] += r.HostHitTokens.V + r.StorageHitTokens.V
+			}
+		}
+		if dumps[0] != dumps[1] {
+			t.Errorf("%s: fast-forward changes the results:\n%s", policy, firstDiff(dumps[1], dumps[0]))
+		}
+		if loaded[0] == 0 {
+			t.Errorf("%s: nothing loaded from the tiers", policy)
+		}
+	}
+}

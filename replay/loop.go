@@ -442,11 +442,14 @@ func (e *engine) arrivalBound(w *worker) trace.Time {
 // router for w.
 func (e *engine) routerBound(w *worker) trace.Time {
 	switch {
-	case e.cfg.Workload.Mode != ModeOpen || e.pd != nil && (e.apiSvc > 0 || e.timeout > 0):
+	case e.cfg.Workload.Mode != ModeOpen || e.pd != nil && (e.apiSvc > 0 || e.timeout > 0 || e.off != nil):
 		// (Disaggregated behind decode API servers, a transfer's end
 		// is not known until its request leaves the line; with
 		// timeouts, an abort may let a prefill worker's waiting
-		// request in: disagg.bound does not follow either.)
+		// request in; with KV tiers, a prefill worker waiting for a
+		// tier load or a prefetch schedules at that transfer's end
+		// or the prefetch's query and deadline: disagg.bound follows
+		// none of these.)
 		if e.q.Len() == 0 {
 			return never
 		}

@@ -150,17 +150,27 @@ func TestTierConcurrentLoadsShareLink(t *testing.T) {
 
 // Tiers change nothing about fast-forward's promise: the same records
 // with and without it, and with the per-step validator, under load that
-// evicts, preempts, loads from every tier and times requests out.
+// evicts, preempts, loads from every tier and times requests out;
+// disaggregated too, with the prefill pool's tiers and the decode pool's.
 func TestTierFastForwardSameResults(t *testing.T) {
 	t.Parallel()
+	decodeTiers := pdConfig(1)
+	decodeTiers.DecodeKVTiers = true
 	for _, c := range []struct {
 		name    string
 		timeout float64
 		policy  string
-	}{{"write-through", 0, ""}, {"write-back+timeouts", 0.04, WriteBack}} {
+		pd      DisaggregationConfig
+	}{
+		{"write-through", 0, "", DisaggregationConfig{}},
+		{"write-back+timeouts", 0.04, WriteBack, DisaggregationConfig{}},
+		{"disaggregated", 0, "", pdConfig(1)},
+		{"disaggregated+timeouts, decode tiers", 0.04, "", decodeTiers},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Workers = 3
+			cfg.Disaggregation = c.pd
 			cfg.Scheduler.KVCacheTokens = 150 * 16
 			cfg.Scheduler.MaxNumBatchedTokens = 512
 			cfg.Client.TimeoutSec = c.timeout
