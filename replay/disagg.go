@@ -136,6 +136,16 @@ type DisaggregationConfig struct {
 	DecodeKVTiers bool `yaml:"decode_kv_tiers,omitempty"`
 }
 
+// TieredWorkers is how many of c's workers at the start have the KV
+// tiers (an Offload's): all of them, or, disaggregated, the prefill pool
+// unless DecodeKVTiers gives the decode pool tiers too.
+func (c Config) TieredWorkers() int {
+	if d := c.Disaggregation; d.on() && !d.DecodeKVTiers {
+		return d.PrefillWorkers
+	}
+	return max(c.Workers, 1)
+}
+
 // decodeWorkers is the decode pool at the start of a fleet of workers.
 func (d DisaggregationConfig) decodeWorkers(workers int) int {
 	return max(workers, 1) - d.PrefillWorkers

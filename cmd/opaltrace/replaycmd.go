@@ -136,8 +136,9 @@ func streamAbove(c *cli.Command) int {
 }
 
 // writeSeconds writes the per-second statistics of a replayed run to
-// path, with the run's KV capacity (all workers) and the setup's cluster
-// and cost model in the file's metadata.
+// path, with the run's KV capacity (all workers; its tiers', the workers
+// that have them) and the setup's cluster and cost model in the file's
+// metadata.
 func writeSeconds(path string, s *deploy.Setup, run string, rows []replay.Second) error {
 	f, err := atomicfile.Create(path)
 	if err != nil {
@@ -146,7 +147,7 @@ func writeSeconds(path string, s *deploy.Setup, run string, rows []replay.Second
 	defer f.Abort()
 	sec := []trace.SecondsRun{{Run: run, KVBlocks: s.KVBlocks * int64(s.Config.Workers), Seconds: rows}}
 	if o := s.Offload; o != nil {
-		sec[0].HostKVCapacity, sec[0].DiskKVCapacity, sec[0].RemoteKVCapacity = o.CapacityBytes(s.Config.Workers)
+		sec[0].HostKVCapacity, sec[0].DiskKVCapacity, sec[0].RemoteKVCapacity = o.CapacityBytes(s.Config.TieredWorkers())
 	}
 	if err := trace.WriteSeconds(f, sec, [][2]string{{trace.MetaReplayConfig, s.Cluster.YAML()}, {trace.MetaCostModel, s.CostModelText}}); err != nil {
 		return err

@@ -234,3 +234,47 @@ func TestReplayRecordedRouter(t *testing.T) {
 		t.Errorf("%s written after the error (%v)", out, err)
 	}
 }
+
+// KV tiers with disaggregation from the command line: a CPU tier of 20
+// GiB beside 70,000 tokens of GPU KV, on the prefill pool alone by
+// default, so that the per-second file's host capacity is the prefill
+// workers' (its usage never above 100 %), both pools' with
+// decode_kv_tiers, whose decode workers then write what they receive.
+func TestReplayDisaggregatedTiers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 200)
+	var offloaded [2]int64
+	for k, c := range []struct {
+		name   string
+		extra  string
+		tiered int64
+	}{{"prefill", "", 1}, {"both", "  decode_kv_tiers: true\n", 3}} {
+		cluster := filepath.Join(dir, c.name+".yaml")
+		yaml := "workers: 3\nscheduler:\n  kv_offloading_size: 20\n  kv_cache_tokens: 70000\ndisaggregation:\n  prefill_workers: 1\n" + c.extra
+		if err := os.WriteFile(cluster, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, sec := filepath.Join(dir, c.name+".parquet"), filepath.Join(dir, c.name+".seconds.parquet")
+		if _, stderr, err := opaltrace(t, "replay", "--config", cluster, "-o", out, "--per-second", sec, in); err != nil {
+			t.Fatalf("%s: replay: %v\n%s", c.name, err, stderr)
+		}
+		runs, _, err := trace.ReadSeconds(sec)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("%s: %v, %d runs", c.name, err, len(runs))
+		}
+		if want := c.tiered * 20 << 30; runs[0].HostKVCapacity != want {
+			t.Errorf("%s: host capacity %d bytes, want %d (%d workers' 20 GiB)", c.name, runs[0].HostKVCapacity, want, c.tiered)
+		}
+		for _, s := range runs[0].Seconds {
+			if s.HostKVBytes > runs[0].HostKVCapacity {
+				t.Errorf("%s: second %d holds %d bytes in host tiers, more than their %d", c.name, s.Second, s.HostKVBytes, runs[0].HostKVCapacity)
+				break
+			}
+			offloaded[k] += s.OffloadBytes
+		}
+	}
+	if offloaded[0] == 0 || offloaded[1] <= offloaded[0] {
+		t.Errorf("offloaded %d bytes from the prefill pool's tiers, %d with the decode pool's too: want some, and more", offloaded[0], offloaded[1])
+	}
+}
