@@ -22,9 +22,10 @@ func GroupByRun(runs []trace.Run, reqs []*trace.Request) []Group {
 }
 
 // GroupKeys are the keys GroupBy accepts.
-var GroupKeys = []string{"run", "stage", "worker", "model"}
+var GroupKeys = []string{"run", "stage", "worker", "prefill_worker", "model"}
 
-// GroupBy groups requests by run, stage, worker or model, in order of
+// GroupBy groups requests by run, stage, worker, prefill worker
+// (disaggregated replays: the one the router chose) or model, in order of
 // first appearance. Groups other than by run are subsets of runs (or span
 // runs), so they carry a synthetic run named "key=value" without a
 // source-measured duration: their throughputs use the measured span.
@@ -78,10 +79,12 @@ func newGrouper(key string, runs []trace.Run) (*grouper, error) {
 		g.label = func(r *trace.Request) string { return r.Run + "/" + r.Stage }
 	case "worker":
 		g.label = func(r *trace.Request) string { return r.Worker }
+	case "prefill_worker":
+		g.label = func(r *trace.Request) string { return r.PrefillWorker }
 	case "model":
 		g.label = func(r *trace.Request) string { return r.Model }
 	default:
-		return nil, fmt.Errorf("group by %q: want one of run, stage, worker, model", key)
+		return nil, fmt.Errorf("group by %q: want one of run, stage, worker, prefill_worker, model", key)
 	}
 	for _, r := range runs {
 		g.runOf[r.Name] = r
@@ -131,6 +134,8 @@ func GroupColumns(key string) []string {
 		return []string{"run", "stage", "source"}
 	case "worker":
 		return []string{"worker", "source", "model"}
+	case "prefill_worker":
+		return []string{"prefill_worker", "source", "model"}
 	case "model":
 		return []string{"model", "source"}
 	}

@@ -138,6 +138,9 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 		return e.emit(o)
 	}
 	o.Worker = e.workers[r.worker].name
+	if r.prefilledPD && int(r.worker) != int(r.pdFrom) {
+		o.PrefillWorker = e.workers[r.pdFrom].name // it reached its decode worker
+	}
 	if r.scored {
 		o.RouterScore = trace.Some(r.score)
 	}

@@ -795,7 +795,7 @@ func (p *disagg) transferTime(n int64) (time.Duration, error) {
 // transfer ends.
 func (e *engine) prefilled(now trace.Time, w *worker, r *reqState) error {
 	p := e.pd
-	r.pdPrefilled, r.prefilledPD = now, true
+	r.pdPrefilled, r.pdFrom, r.prefilledPD = now, int32(w.id), true
 	if !p.sglang { // SGLang's was chosen at arrival
 		p.choose(r, e.view.out)
 		e.decodeChosen(r)

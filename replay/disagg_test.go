@@ -40,8 +40,8 @@ func TestDisaggregatedTimeline(t *testing.T) {
 	if !pdNear(a.TTFTSec.V, 0.0312) || !pdNear(a.E2ESec.V, 0.0514) || len(a.ITLSec) != 2 || !pdNear(a.ITLSec[0], 0.0101) || !pdNear(a.ITLSec[1], 0.0101) {
 		t.Errorf("TTFT %v, E2E %v, ITL %v; want 0.0312, 0.0514, [0.0101 0.0101]", a.TTFTSec.V, a.E2ESec.V, a.ITLSec)
 	}
-	if a.Worker != "w1" || !pdNear(a.KVFetchSec.V, 0.0011) || a.OutputTokens.V != 3 {
-		t.Errorf("worker %s, KV fetch %v s, output %d; want w1, 0.0011, 3", a.Worker, a.KVFetchSec.V, a.OutputTokens.V)
+	if a.Worker != "w1" || a.PrefillWorker != "w0" || !pdNear(a.KVFetchSec.V, 0.0011) || a.OutputTokens.V != 3 {
+		t.Errorf("worker %s, prefill worker %s, KV fetch %v s, output %d; want w1, w0, 0.0011, 3", a.Worker, a.PrefillWorker, a.KVFetchSec.V, a.OutputTokens.V)
 	}
 	// Its prefill is its prefill worker's, to its token there (20 ms):
 	// TTFT is the queue (0), that prefill, the hand-over (kv_fetch_s)

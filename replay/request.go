@@ -65,9 +65,10 @@ type reqState struct {
 	// a KV tier's load on its prefill worker.
 	pdEnd trace.Time
 	pdKV  time.Duration
-	// pdPrefilled is when its prefill worker computed its prompt (its
-	// one token there: engine.prefilled), once prefilledPD.
+	// pdPrefilled is when its prefill worker, slot pdFrom, computed its
+	// prompt (its one token there: engine.prefilled), once prefilledPD.
 	pdPrefilled trace.Time
+	pdFrom      int32
 	prefilledPD bool
 	// SGLang: pdPre, r waits for its decode server to pre-allocate its
 	// prompt's tokens, its prefill server holding it back (its bootstrap

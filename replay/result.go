@@ -97,6 +97,7 @@ func (e *engine) result(r *reqState, now trace.Time) *trace.Request {
 		// step come after.
 		o.PrefillSec = trace.Some(r.pdPrefilled.Sub(r.gpuStart).Seconds())
 		prefillDone = r.pdPrefilled
+		o.PrefillWorker = e.workers[r.pdFrom].name
 	}
 	o.DecodeSec = trace.Some(r.lastTok.Sub(r.firstTok).Seconds())
 	o.Preemptions = trace.Some(r.preemptions)

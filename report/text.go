@@ -517,15 +517,16 @@ func SourceViewsJSON(runs []string, views []*analyze.SourceView) ([]byte, error)
 }
 
 // WriteWorkerLoad prints the load across the groups of stats --by worker
-// (analyses named "worker=…"; requests without a worker are left out):
+// or --by prefill_worker, key (analyses named "worker=…" or
+// "prefill_worker=…"; requests without one are left out):
 // the requests per worker and the imbalance, max over mean, by requests
 // and by prompt plus output tokens (Imbalance). Nothing for fewer than
 // two workers.
-func WriteWorkerLoad(w io.Writer, as []*analyze.Analysis) error {
+func WriteWorkerLoad(w io.Writer, as []*analyze.Analysis, key string) error {
 	var ws []WorkerLoad
 	for _, a := range as {
 		s := a.Summary
-		name, ok := strings.CutPrefix(s.Run.Name, "worker=")
+		name, ok := strings.CutPrefix(s.Run.Name, key+"=")
 		if !ok || name == "(none)" {
 			continue
 		}

@@ -27,6 +27,7 @@ var columns = []column{
 	strCol("model", func(r *Request) *string { return &r.Model }),
 	strCol("lora", func(r *Request) *string { return &r.LoRA }),
 	strCol("worker", func(r *Request) *string { return &r.Worker }),
+	strCol("prefill_worker", func(r *Request) *string { return &r.PrefillWorker }),
 	strCol("session", func(r *Request) *string { return &r.Session }),
 	i64Col("turn", func(r *Request) *Opt[int64] { return &r.Turn }),
 	strCol("status", func(r *Request) *string { return (*string)(&r.Status) }),

@@ -59,6 +59,10 @@ type Request struct {
 	Model     string
 	LoRA      string
 	Worker    string // serving instance that handled it, when known
+	// PrefillWorker is, disaggregated, the instance that computed its
+	// prompt (Worker is the one that decoded it): the one the router
+	// chose; "" otherwise.
+	PrefillWorker string
 	// RouterScore is the score the router gave the chosen worker, in
 	// the router's own units (a simulated replay's cache-aware routers;
 	// see replay's router files); absent when the router scores nothing.
@@ -165,7 +169,7 @@ func (r *Request) Validate() error {
 	}
 	for _, f := range []struct{ name, v string }{
 		{"request_id", r.RequestID}, {"run", r.Run}, {"stage", r.Stage}, {"source", r.Source}, {"model", r.Model},
-		{"lora", r.LoRA}, {"worker", r.Worker}, {"session", r.Session}, {"error", r.Error}, {"finish_reason", r.FinishReason},
+		{"lora", r.LoRA}, {"worker", r.Worker}, {"prefill_worker", r.PrefillWorker}, {"session", r.Session}, {"error", r.Error}, {"finish_reason", r.FinishReason},
 	} {
 		if len(f.v) > MaxStringBytes {
 			bad(f.name, "%d bytes, more than the limit of %d", len(f.v), MaxStringBytes)
@@ -334,6 +338,7 @@ func (r *Request) String() string {
 	str("model", r.Model)
 	str("lora", r.LoRA)
 	str("worker", r.Worker)
+	str("prefill_worker", r.PrefillWorker)
 	str("session", r.Session)
 	i64("turn", r.Turn)
 	str("status", string(r.Status))

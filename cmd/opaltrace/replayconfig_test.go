@@ -113,12 +113,23 @@ func TestReplayDisaggregated(t *testing.T) {
 				continue
 			}
 			decoders[r.Worker]++
+			if r.PrefillWorker != "w0" {
+				t.Errorf("%s: %s: prefill worker %q, want w0", engine, r.RequestID, r.PrefillWorker)
+			}
 			if fetch, ok := r.KVFetchSec.Get(); !ok || fetch <= 0 {
 				t.Errorf("%s: %s: KV fetch %v (set %v), want the transfer's time", engine, r.RequestID, fetch, ok)
 			}
 		}
 		if len(decoders) != 2 || decoders["w0"] != 0 {
 			t.Errorf("%s: completed requests by worker %v, want them all on the decode workers w1 and w2", engine, decoders)
+		}
+		// stats groups by either: the decode workers, or the prefill
+		// worker the router chose.
+		for by, want := range map[string]string{"worker": "Workers:                                 2", "prefill_worker": "prefill_worker=w0"} {
+			out, stderr, err := opaltrace(t, "stats", "--by", by, first)
+			if err != nil || !strings.Contains(out, want) {
+				t.Errorf("%s: stats --by %s: %v %s\n%s\nwant %q", engine, by, err, stderr, out, want)
+			}
 		}
 		recorded := runs[0].Extra["config"]
 		for _, k := range []string{"prefill_workers: 1", "kv_bytes_per_token: 131072", "transfer_gbps:"} {

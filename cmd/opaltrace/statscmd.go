@@ -25,7 +25,7 @@ func statsCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "goodput", Usage: "SLOs for request goodput, vLLM's KEY:MS pairs (ttft, tpot, e2el), e.g. --goodput ttft:200 --goodput tpot:50"},
 			&cli.Float64Flag{Name: "trim-warmup", Validator: secondsIn(), Usage: "drop requests that arrive in the first `S` seconds"},
 			&cli.Float64Flag{Name: "trim-cooldown", Validator: secondsIn(), Usage: "drop requests that end in the last `S` seconds"},
-			&cli.StringFlag{Name: "by", Value: "run", Usage: "group by run, stage, worker or model"},
+			&cli.StringFlag{Name: "by", Value: "run", Usage: "group by run, stage, worker, prefill_worker (a disaggregated replay's prefill worker, which the router chose) or model"},
 			&cli.BoolFlag{Name: "series", Usage: "print per-second arrivals, completions, running requests and output tokens"},
 			&cli.BoolFlag{Name: "cache-curve", Usage: "print the hit rate of an ideal LRU prefix cache by capacity (from hash_ids)"},
 			&cli.StringFlag{Name: "compare", Usage: "compare FILE with `OTHER` (e.g. observed vs simulated): differences, bootstrap intervals, KS, W1, verdicts"},
@@ -119,8 +119,8 @@ func statsCommand() *cli.Command {
 			if err := report.WriteAnalyses(c.Writer, as, opts); err != nil {
 				return err
 			}
-			if c.String("by") == "worker" {
-				return report.WriteWorkerLoad(c.Writer, as)
+			if by := c.String("by"); by == "worker" || by == "prefill_worker" {
+				return report.WriteWorkerLoad(c.Writer, as, by)
 			}
 			return nil
 		},
