@@ -355,3 +355,45 @@ func TestDisaggregatedHiCacheFastForward(t *testing.T) {
 		}
 	}
 }
+
+// Fast-forward with vLLM's tiers and disaggregation, over seeds of the
+// random trace: pools of 1 or 2 prefill workers, the decode pool's tiers
+// or none, both decode routers, GPU caches that evict, tiers that fill.
+// (Without the tier transfers' events in its window's bound every one of
+// these differed.)
+func TestDisaggregatedTierFastForwardSeeds(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(1); seed <= 6; seed++ {
+		cfg := DefaultConfig()
+		cfg.Workers = 2 + int(seed%4)
+		d := pdConfig(1 + int(seed%2))
+		d.DecodeKVTiers = seed%2 == 0
+		if seed%3 == 0 {
+			d.DecodeRouter = DecodeLeastRequests
+		}
+		cfg.Disaggregation = d
+		cfg.Scheduler.KVCacheTokens = int64(80+20*(seed%4)) * 16
+		cfg.Scheduler.MaxNumBatchedTokens = 512
+		cost := linearCost{Base: ms, PerToken: 20 * time.Microsecond, PerContext: 10 * time.Nanosecond}
+		spec := tierSpec(t, 50+int64(seed*10), 100, 200)
+		spec.BlockTokens = 32
+		reqs := randomTrace(seed, 300, float64(20+seed*5))
+		run := func(fast bool) (string, int64) {
+			var all []*trace.Request
+			opts := Options{Offload: spec, test: testSwitches{noFastForward: !fast, noPreRoute: !fast, noLoneMemo: !fast}}
+			st, err := RunInputs(cfg, cost, 0, Requests(reqs), func(r *trace.Request) error { all = append(all, r); return nil }, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return dump(all), st.Events
+		}
+		slow, stepping := run(false)
+		fast, events := run(true)
+		if slow != fast {
+			t.Errorf("seed %d: records differ with fast-forward:\n%s", seed, firstDiff(slow, fast))
+		}
+		if events >= stepping {
+			t.Errorf("seed %d: fast-forward saved no events (%d, %d stepping)", seed, events, stepping)
+		}
+	}
+}

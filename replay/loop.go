@@ -442,18 +442,23 @@ func (e *engine) arrivalBound(w *worker) trace.Time {
 // router for w.
 func (e *engine) routerBound(w *worker) trace.Time {
 	switch {
-	case e.cfg.Workload.Mode != ModeOpen || e.pd != nil && (e.apiSvc > 0 || e.timeout > 0 || e.off != nil):
+	case e.cfg.Workload.Mode != ModeOpen || e.pd != nil && (e.apiSvc > 0 || e.timeout > 0 || e.off != nil && e.off.spec.HiCache != nil):
 		// (Disaggregated behind decode API servers, a transfer's end
 		// is not known until its request leaves the line; with
 		// timeouts, an abort may let a prefill worker's waiting
-		// request in; with KV tiers, a prefill worker waiting for a
-		// tier load or a prefetch schedules at that transfer's end
-		// or the prefetch's query and deadline: disagg.bound follows
-		// none of these.)
+		// request in; with HiCache, a prefill server waiting for a
+		// prefetch schedules at its query's end and its deadline:
+		// disagg.bound follows none of these.)
 		if e.q.Len() == 0 {
 			return never
 		}
 		return e.q.h[0].at
+	case e.pd != nil && e.off != nil:
+		// A worker waiting for a tier load (a prefill worker's, or a
+		// decode worker's preempted request) schedules when it ends,
+		// which disagg.bound does not follow: the next transfer
+		// event bounds the window too.
+		return min(e.pd.bound(e, w), e.off.next())
 	case e.pd != nil:
 		return e.pd.bound(e, w)
 	case e.route != nil:

@@ -611,6 +611,15 @@ func (o *offload) arm(e *engine, i int) {
 	}
 }
 
+// next returns the time of the first transfer event queued (never: none).
+func (o *offload) next() trace.Time {
+	b := never
+	for _, n := range o.nodes {
+		b = min(b, n.queued)
+	}
+	return b
+}
+
 // store writes the prompt tier blocks that r's computed tokens have
 // filled since its last store to w's tiers, by the write policy, at now.
 func (o *offload) store(e *engine, w *worker, r *reqState, now trace.Time) error {
