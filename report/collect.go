@@ -28,7 +28,7 @@ type Collector struct {
 	// Per second since trace time 0: arrivals, completions, and a
 	// difference array of running requests.
 	arrivals, completions, runningDiff []int64
-	workers                            map[string]*WorkerLoad
+	workers, prefillWorkers            map[string]*WorkerLoad
 	spanTooLong                        bool
 	decomp                             analyze.Decomposer
 	// curve holds what the ideal cache curve needs of each request with
@@ -41,13 +41,15 @@ type Collector struct {
 
 // CollectorColumns are the columns of an opaltrace Parquet file a
 // Collector reads, for a pass that scans only them.
-var CollectorColumns = []string{"status", "worker", "input_tokens", "output_tokens", "cached_tokens",
+var CollectorColumns = []string{"status", "worker", "prefill_worker", "input_tokens", "output_tokens", "cached_tokens",
 	"device_hit_tokens", "host_hit_tokens", "storage_hit_tokens", "remote_hit_tokens",
 	"arrival_s", "ttft_s", "e2e_s", "itl_s", "queue_s", "schedule_s", "prefill_s", "kv_fetch_s", "prefill_basis",
 	"idle_in_queue_s", "budget_wait_s", "block_size", "hash_ids"}
 
 // NewCollector returns an empty collector.
-func NewCollector() *Collector { return &Collector{workers: map[string]*WorkerLoad{}} }
+func NewCollector() *Collector {
+	return &Collector{workers: map[string]*WorkerLoad{}, prefillWorkers: map[string]*WorkerLoad{}}
+}
 
 // Extras is what a Collector gathered.
 type Extras struct {
@@ -68,6 +70,10 @@ type Extras struct {
 	// order: w2 before w10); nil when
 	// no request names its worker.
 	Workers []WorkerLoad
+	// PrefillWorkers are, disaggregated, the prefill workers' loads, by
+	// prefill_worker: the router's choices, and their prefix hits (a
+	// decode worker's record counts none); nil when no request names one.
+	PrefillWorkers []WorkerLoad
 	// Prompt tokens over completed requests with a known input length,
 	// and of them those served from a prefix cache (CachedTokens, or the
 	// sum of the tiers' hit tokens), over the requests that record hits.
@@ -165,19 +171,11 @@ func positionBin(i int64) int { return binOf(positionEdges, i) }
 func (c *Collector) Add(r *trace.Request) {
 	c.x.Requests++
 	if r.Worker != "" {
-		w := c.workers[r.Worker]
-		if w == nil {
-			w = &WorkerLoad{Worker: r.Worker}
-			c.workers[r.Worker] = w
-		}
-		w.Requests++
-		if r.Status == trace.StatusOK {
-			w.InputTokens += r.InputTokens.V
-			w.OutputTokens += r.OutputTokens.V
-			if h, ok := hitTokens(r); ok {
-				w.HitTokens += h
-			}
-		}
+		// A disaggregated request's hits were its prefill worker's.
+		addLoad(c.workers, r.Worker, r, r.PrefillWorker == "")
+	}
+	if r.PrefillWorker != "" {
+		addLoad(c.prefillWorkers, r.PrefillWorker, r, true)
 	}
 	c.addSeconds(r)
 	c.decomp.Add(r)
@@ -327,11 +325,38 @@ func (c *Collector) Extras() *Extras {
 		x.CacheCurve = cc
 		c.curve = nil
 	}
-	for _, w := range c.workers {
-		x.Workers = append(x.Workers, *w)
-	}
-	slices.SortFunc(x.Workers, func(a, b WorkerLoad) int { return compareWorkers(a.Worker, b.Worker) })
+	x.Workers = sortedLoads(c.workers)
+	x.PrefillWorkers = sortedLoads(c.prefillWorkers)
 	return &x
+}
+
+// addLoad counts request r in the load of worker name in m, its prefix
+// hits with hits.
+func addLoad(m map[string]*WorkerLoad, name string, r *trace.Request, hits bool) {
+	w := m[name]
+	if w == nil {
+		w = &WorkerLoad{Worker: name}
+		m[name] = w
+	}
+	w.Requests++
+	if r.Status == trace.StatusOK {
+		w.InputTokens += r.InputTokens.V
+		w.OutputTokens += r.OutputTokens.V
+		if h, ok := hitTokens(r); ok && hits {
+			w.HitTokens += h
+		}
+	}
+}
+
+// sortedLoads returns the loads of m by worker name (w2 before w10); nil
+// when m is empty.
+func sortedLoads(m map[string]*WorkerLoad) []WorkerLoad {
+	var ws []WorkerLoad
+	for _, w := range m {
+		ws = append(ws, *w)
+	}
+	slices.SortFunc(ws, func(a, b WorkerLoad) int { return compareWorkers(a.Worker, b.Worker) })
+	return ws
 }
 
 // sortedPercentile is numpy's linear percentile of sorted values.

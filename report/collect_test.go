@@ -89,3 +89,36 @@ func TestImbalance(t *testing.T) {
 		t.Errorf("workers: %+v", x.Workers)
 	}
 }
+
+// A disaggregated dataset's requests count toward their decode worker
+// (worker) and their prefill worker (prefill_worker), the prefix hits
+// toward the prefill worker alone: the report's load tables give the
+// prefill workers' hit rates and leave the decode workers' out.
+func TestPrefillWorkerLoads(t *testing.T) {
+	c := NewCollector()
+	for i, pw := range []string{"w0", "w1", "w0", "w0"} {
+		c.Add(&trace.Request{Worker: []string{"w2", "w3"}[i%2], PrefillWorker: pw, Status: trace.StatusOK,
+			InputTokens: trace.Some(int64(100)), CachedTokens: trace.Some(int64(10 * i))})
+	}
+	x := c.Extras()
+	if len(x.PrefillWorkers) != 2 || x.PrefillWorkers[0].Worker != "w0" || x.PrefillWorkers[0].Requests != 3 || x.PrefillWorkers[0].HitTokens != 50 ||
+		x.PrefillWorkers[1].HitTokens != 10 {
+		t.Errorf("prefill workers: %+v", x.PrefillWorkers)
+	}
+	if len(x.Workers) != 2 || x.Workers[0].Requests != 2 || x.Workers[0].HitTokens != 0 || x.Workers[1].HitTokens != 0 {
+		t.Errorf("decode workers: %+v", x.Workers)
+	}
+	var sec sectionView
+	if err := workerCharts(&sec, []reportSet{{name: "pd", extras: x}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.Tables) != 2 || len(sec.Charts) != 2 {
+		t.Fatalf("%d tables, %d charts; want the workers' and the prefill workers'", len(sec.Tables), len(sec.Charts))
+	}
+	if hit := sec.Tables[0].Rows[0][5].V; hit != missing {
+		t.Errorf("decode workers' hit rate %q, want %q", hit, missing)
+	}
+	if hit := sec.Tables[1].Rows[0][5].V; hit != "10.0 % – 16.7 %" {
+		t.Errorf("prefill workers' hit rate %q, want 10.0 %% – 16.7 %%", hit)
+	}
+}

@@ -44,7 +44,9 @@
 //     waiting, KV usage, GPU busy, ready workers (the autoscaling plot),
 //     and with KV tiers their occupancy and the links' utilisation;
 //  7. why: the TTFT decomposition by percentile band, load per worker and
-//     its imbalance, the ideal LRU cache curve beside the recorded hit rate.
+//     its imbalance (disaggregated, per prefill worker too, with the
+//     prefix hit rates there), the ideal LRU cache curve beside the
+//     recorded hit rate.
 //
 // What sections 5–7 need is gathered by a Collector in one pass, so a
 // dataset summarized by passes over a file (10⁶ requests) gets them from

@@ -87,13 +87,40 @@ func decompCharts(sec *sectionView, sets []reportSet) error {
 }
 
 func workerCharts(sec *sectionView, sets []reportSet) error {
+	err := loadCharts(sec, sets, loadView{
+		loads: func(x *Extras) []WorkerLoad { return x.Workers },
+		// A disaggregated request's hits are its prefill worker's.
+		hits:    func(x *Extras) bool { return len(x.PrefillWorkers) == 0 },
+		id:      "why-workers",
+		caption: "Load per worker", title: "Requests per worker", axis: "worker",
+	})
+	if err != nil {
+		return err
+	}
+	return loadCharts(sec, sets, loadView{
+		loads:   func(x *Extras) []WorkerLoad { return x.PrefillWorkers },
+		hits:    func(*Extras) bool { return true },
+		id:      "why-prefill-workers",
+		caption: "Load per prefill worker (disaggregated: the router's choices)", title: "Requests per prefill worker", axis: "prefill worker",
+	})
+}
+
+// A loadView is a table and chart of per-worker loads: the loads of a
+// dataset, whether its workers' prefix hits are theirs, and the names.
+type loadView struct {
+	loads                    func(*Extras) []WorkerLoad
+	hits                     func(*Extras) bool
+	id, caption, title, axis string
+}
+
+func loadCharts(sec *sectionView, sets []reportSet, lv loadView) error {
 	var names []string
 	drawn := false
 	for _, s := range sets {
-		if s.extras == nil || len(s.extras.Workers) < 2 {
+		if s.extras == nil || len(lv.loads(s.extras)) < 2 {
 			continue
 		}
-		for _, w := range s.extras.Workers {
+		for _, w := range lv.loads(s.extras) {
 			if !slices.Contains(names, w.Worker) {
 				names = append(names, w.Worker)
 			}
@@ -103,18 +130,21 @@ func workerCharts(sec *sectionView, sets []reportSet) error {
 		return nil
 	}
 	slices.SortFunc(names, compareWorkers)
-	tv := tableView{Caption: "Load per worker", Head: []string{"dataset", "workers", "requests: max / mean", "tokens: max / mean", "requests per worker: min – max", "prefix hit rate per worker: min – max"}}
+	tv := tableView{Caption: lv.caption, Head: []string{"dataset", "workers", "requests: max / mean", "tokens: max / mean", "requests per worker: min – max", "prefix hit rate per worker: min – max"}}
 	var ss []series
 	for _, s := range sets {
-		if s.extras == nil || len(s.extras.Workers) < 2 {
+		if s.extras == nil || len(lv.loads(s.extras)) < 2 {
 			continue
 		}
-		ws := s.extras.Workers
+		ws := lv.loads(s.extras)
 		byReq, byTok := Imbalance(ws)
 		lo, hi := int64(math.MaxInt64), int64(0)
 		hlo, hhi, hits := 1.0, 0.0, false
 		for _, w := range ws {
 			lo, hi = min(lo, w.Requests), max(hi, w.Requests)
+			if !lv.hits(s.extras) {
+				continue
+			}
 			if w.InputTokens > 0 && w.HitTokens > 0 || s.extras.HitKnown && w.InputTokens > 0 {
 				r := float64(w.HitTokens) / float64(w.InputTokens)
 				hlo, hhi, hits = min(hlo, r), max(hhi, r), true
@@ -137,7 +167,7 @@ func workerCharts(sec *sectionView, sets []reportSet) error {
 		return nil
 	}
 	sec.Tables = append(sec.Tables, tv)
-	v, err := chart{ID: "why-workers", Title: "Requests per worker", X: axis{Name: "worker", Type: "category", Categories: safeLabels(names)},
+	v, err := chart{ID: lv.id, Title: lv.title, X: axis{Name: lv.axis, Type: "category", Categories: safeLabels(names)},
 		Y: axis{Name: "requests", Min: 0}, Series: ss}.view()
 	if err != nil {
 		return err
