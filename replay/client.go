@@ -138,7 +138,7 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 		return e.emit(o)
 	}
 	o.Worker = e.workers[r.worker].name
-	if r.prefilledPD && int(r.worker) != int(r.pdFrom) {
+	if r.prefilledPD && r.worker != r.pdFrom {
 		o.PrefillWorker = e.workers[r.pdFrom].name // it reached its decode worker
 	}
 	if r.scored {

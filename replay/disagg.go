@@ -136,11 +136,14 @@ type DisaggregationConfig struct {
 	DecodeKVTiers bool `yaml:"decode_kv_tiers,omitempty"`
 }
 
+// prefillTiersOnly reports whether the KV tiers (an Offload's) are the
+// prefill pool's alone: disaggregated, without DecodeKVTiers.
+func (d DisaggregationConfig) prefillTiersOnly() bool { return d.on() && !d.DecodeKVTiers }
+
 // TieredWorkers is how many of c's workers at the start have the KV
-// tiers (an Offload's): all of them, or, disaggregated, the prefill pool
-// unless DecodeKVTiers gives the decode pool tiers too.
+// tiers: all of them, or the prefill pool (prefillTiersOnly).
 func (c Config) TieredWorkers() int {
-	if d := c.Disaggregation; d.on() && !d.DecodeKVTiers {
+	if d := c.Disaggregation; d.prefillTiersOnly() {
 		return d.PrefillWorkers
 	}
 	return max(c.Workers, 1)

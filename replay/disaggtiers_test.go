@@ -7,28 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
 )
-
-// runPDTiers replays reqs disaggregated with KV tiers off (nil) or on,
-// per second, every step and record checked by the validator.
-func runPDTiers(t *testing.T, cfg Config, cost model.StepModel, off *Offload, reqs []*trace.Request) (map[string]*trace.Request, Stats) {
-	t.Helper()
-	var all []*trace.Request
-	byID := map[string]*trace.Request{}
-	v := newValidator(t, cfg, reqs)
-	st, err := RunInputs(cfg, cost, 0, Requests(reqs), func(r *trace.Request) error {
-		all = append(all, r)
-		byID[r.RequestID] = r
-		return v.output(r)
-	}, Options{Offload: off, Observe: v.step, PerSecond: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.finish(all)
-	return byID, st
-}
 
 // offloaded is the bytes a replay's steps stored to tiers.
 func offloaded(st Stats) (n int64) {
@@ -60,8 +40,8 @@ func TestDisaggregatedTierHit(t *testing.T) {
 	cfg, cost := tierConfig()
 	cfg.Workers, cfg.Disaggregation = 2, pdConfig(1)
 	const load = 3*time.Microsecond + 31*16*131_072/64 // host DRAM and PCIe H2D, 31 blocks
-	none, _ := runPDTiers(t, cfg, cost, nil, tierABC())
-	got, st := runPDTiers(t, cfg, cost, tierSpec(t, 1000, 0, 0), tierABC())
+	none, _ := runTiers(t, cfg, cost, nil, tierABC())
+	got, st := runTiers(t, cfg, cost, tierSpec(t, 1000, 0, 0), tierABC())
 	C, C0 := got["C"], none["C"]
 	if C.HostHitTokens.V != 496 || C.DeviceHitTokens.V != 0 || C.CachedTokens.V != 496 {
 		t.Errorf("C: host %d device %d cached %d tokens, want 496, 0, 496", C.HostHitTokens.V, C.DeviceHitTokens.V, C.CachedTokens.V)
@@ -110,8 +90,8 @@ func TestDisaggregatedDecodeTiers(t *testing.T) {
 		{"remote", 0, 1000, 0},
 		{"host and remote", 1000, 1000, 32 + 63},
 	} {
-		pre, st0 := runPDTiers(t, cfg, cost, tierSpec(t, c.host, 0, c.remote), tierABC())
-		got, st := runPDTiers(t, both, cost, tierSpec(t, c.host, 0, c.remote), tierABC())
+		pre, st0 := runTiers(t, cfg, cost, tierSpec(t, c.host, 0, c.remote), tierABC())
+		got, st := runTiers(t, both, cost, tierSpec(t, c.host, 0, c.remote), tierABC())
 		for _, id := range []string{"A", "B", "C"} {
 			if !reflect.DeepEqual(got[id], pre[id]) {
 				t.Errorf("%s: %s's record changed by the decode pool's tiers:\n%+v\n%+v", c.name, id, got[id], pre[id])
@@ -143,8 +123,8 @@ func TestDisaggregatedDecodePreemptionLoads(t *testing.T) {
 	}
 	both := cfg
 	both.Disaggregation.DecodeKVTiers = true
-	plain, st0 := runPDTiers(t, cfg, cost, tierSpec(t, 1000, 0, 0), reqs())
-	tiered, st := runPDTiers(t, both, cost, tierSpec(t, 1000, 0, 0), reqs())
+	plain, st0 := runTiers(t, cfg, cost, tierSpec(t, 1000, 0, 0), reqs())
+	tiered, st := runTiers(t, both, cost, tierSpec(t, 1000, 0, 0), reqs())
 	if st0.Preemptions == 0 || st.Preemptions == 0 {
 		t.Fatalf("preemptions %d and %d: the case needs one", st0.Preemptions, st.Preemptions)
 	}
@@ -255,8 +235,8 @@ func TestDisaggregatedHiCacheHit(t *testing.T) {
 	plain := cfg
 	plain.Scheduler.EnableHierarchicalCache = false
 	const load = 3*time.Microsecond + 31*16*131_072/64
-	none, _ := runPDTiers(t, plain, cost, nil, tierABC())
-	got, st := runPDTiers(t, cfg, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), tierABC())
+	none, _ := runTiers(t, plain, cost, nil, tierABC())
+	got, st := runTiers(t, cfg, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), tierABC())
 	C, C0 := got["C"], none["C"]
 	if C.HostHitTokens.V != 496 || C.DeviceHitTokens.V != 0 {
 		t.Errorf("C: host %d device %d tokens, want 496, 0", C.HostHitTokens.V, C.DeviceHitTokens.V)
@@ -307,7 +287,7 @@ func TestDisaggregatedHiCacheAsAggregated(t *testing.T) {
 			return s
 		}
 		a, _ := runTiers(t, agg, cost, spec(), hiRequests())
-		p, _ := runPDTiers(t, pd, cost, spec(), hiRequests())
+		p, _ := runTiers(t, pd, cost, spec(), hiRequests())
 		A, P := a["C"], p["C"]
 		if P.HostHitTokens != A.HostHitTokens || P.StorageHitTokens != A.StorageHitTokens || P.RemoteHitTokens != A.RemoteHitTokens || P.DeviceHitTokens != A.DeviceHitTokens {
 			t.Errorf("%s: C's hits host %v storage %v remote %v device %v disaggregated; %v %v %v %v aggregated", c.name,

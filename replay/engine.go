@@ -221,7 +221,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			return Stats{}, err
 		}
 		tiered := len(e.workers) // the workers with tiers: the first so many
-		if d := cfg.Disaggregation; d.on() && !d.DecodeKVTiers {
+		if cfg.Disaggregation.prefillTiersOnly() {
 			tiered = prefillSlots
 		}
 		if e.off, err = newOffload(e, *opts.Offload, cfg.Scheduler.BlockSize, e.workers, tiered); err != nil {

@@ -34,17 +34,22 @@ func tierSpec(t *testing.T, host, disk, remote int64) *Offload {
 		HostBlocks: host, DiskBlocks: disk, RemoteBlocks: remote}
 }
 
+// runTiers replays reqs with the KV tiers off (nil) or on, per second,
+// every step and record checked by the validator.
 func runTiers(t *testing.T, cfg Config, cost model.StepModel, off *Offload, reqs []*trace.Request) (map[string]*trace.Request, Stats) {
 	t.Helper()
+	var all []*trace.Request
 	byID := map[string]*trace.Request{}
 	v := newValidator(t, cfg, reqs)
 	st, err := RunInputs(cfg, cost, 0, Requests(reqs), func(r *trace.Request) error {
+		all = append(all, r)
 		byID[r.RequestID] = r
 		return v.output(r)
-	}, Options{Offload: off, Observe: v.step})
+	}, Options{Offload: off, Observe: v.step, PerSecond: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	v.finish(all)
 	return byID, st
 }
 
