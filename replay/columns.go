@@ -9,7 +9,7 @@ import (
 
 // Columns is Inputs kept column by column: the fields of each request the
 // replay reads (lengths, arrival, prefix hash ids, session and turn, think
-// time, the worker that served it) and those its records copy (ids, run,
+// time, the worker that served it and, disaggregated, its prefill worker) and those its records copy (ids, run,
 // stage, model, LoRA, position), and no others. Request builds a
 // trace.Request from them on demand.
 //
@@ -26,7 +26,7 @@ type Columns struct {
 	id                  []string
 	run, stage, model   []int32
 	lora, session, file []int32
-	worker              []int32
+	worker, prefill     []int32 // Worker, PrefillWorker
 	line                []int32
 	in, out, block      []int64
 	turn                []int64
@@ -83,6 +83,7 @@ func (c *Columns) Add(r *trace.Request) {
 	c.lora = append(c.lora, c.intern(r.LoRA))
 	c.session = append(c.session, c.intern(r.Session))
 	c.worker = append(c.worker, c.intern(r.Worker))
+	c.prefill = append(c.prefill, c.intern(r.PrefillWorker))
 	file, line := r.Pos()
 	c.file = append(c.file, c.intern(file))
 	c.line = append(c.line, int32(min(line, math.MaxInt32)))
@@ -119,7 +120,7 @@ func (c *Columns) grow() {
 	c.id = grow(c.id, n)
 	c.run, c.stage, c.model = grow(c.run, n), grow(c.stage, n), grow(c.model, n)
 	c.lora, c.session, c.file = grow(c.lora, n), grow(c.session, n), grow(c.file, n)
-	c.worker, c.line = grow(c.worker, n), grow(c.line, n)
+	c.worker, c.prefill, c.line = grow(c.worker, n), grow(c.prefill, n), grow(c.line, n)
 	c.in, c.out, c.block, c.turn = grow(c.in, n), grow(c.out, n), grow(c.block, n), grow(c.turn, n)
 	c.arrival, c.think = grow(c.arrival, n), grow(c.think, n)
 	c.has, c.hashEnd = grow(c.has, n), grow(c.hashEnd, n)
@@ -164,7 +165,7 @@ func (c *Columns) peek(i int, r *trace.Request) {
 	*r = trace.Request{
 		RequestID: c.id[i], Run: c.table[c.run[i]], Stage: c.table[c.stage[i]],
 		Model: c.table[c.model[i]], LoRA: c.table[c.lora[i]], Session: c.table[c.session[i]],
-		Worker:      c.table[c.worker[i]],
+		Worker: c.table[c.worker[i]], PrefillWorker: c.table[c.prefill[i]],
 		InputTokens: opt(c.in[i], hasIn), OutputTokens: opt(c.out[i], hasOut),
 		BlockSize: opt(c.block[i], hasBlock), Turn: opt(c.turn[i], hasTurn),
 		Arrival:  trace.Opt[trace.Time]{V: c.arrival[i], OK: h&hasArrival != 0},

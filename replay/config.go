@@ -244,12 +244,15 @@ func (c Config) Validate() error {
 	}
 	if c.Router == RouterRecorded {
 		// The placement is the trace's: no fleet that changes under
-		// it, no proxy that places the prefill and decode halves.
+		// it, no decode router that places the decode halves.
 		if c.Autoscale.on() {
 			bad("router", "recorded places requests as the trace did: not with autoscale")
 		}
-		if c.Disaggregation.on() {
-			bad("router", "recorded places requests as the trace did: not with disaggregation")
+		if d := c.Disaggregation; d.on() && d.scaled() {
+			bad("router", "recorded places requests as the trace did: not with pools that an autoscaler or the planner sizes")
+		}
+		if d := c.Disaggregation; d.on() && d.DecodeRouter != "" {
+			bad("disaggregation.decode_router", "%s: router recorded sends each request to the decode worker its trace names (worker)", d.DecodeRouter)
 		}
 	}
 	c.Autoscale.validate(c.Workers, bad)

@@ -350,6 +350,10 @@ type disagg struct {
 	preHeld []int
 	moving  []*reqState // by request index: its KV in transit (evHandOff)
 	to      []int32     // by request index: the decode worker it goes to
+	// recorded holds, under router recorded, by request index the
+	// decode worker (its place in the pool) the trace names, which
+	// choose takes in place of DecodeRouter's (nil: none).
+	recorded []int32
 	// The ends of the transfers under way: from each prefill worker's
 	// link, in order (a link sends one at a time), and to each decode
 	// worker (by w − prefill): when hand-overs change those workers'
@@ -515,7 +519,12 @@ type heldPrefill struct {
 // choose sets the decode worker of request r (DecodeRouter) and counts r
 // as on its way there.
 func (p *disagg) choose(r *reqState, out []Outstanding) {
-	d := p.pickDecode(out)
+	var d int
+	if p.recorded != nil {
+		d = int(p.recorded[r.idx])
+	} else {
+		d = p.pickDecode(out)
+	}
 	if p.blocks != nil {
 		k := r.prompt / p.bs // Dynamo's tracking hashes: full blocks
 		p.blocks[d] += k

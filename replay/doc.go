@@ -33,7 +33,8 @@
 //     tokens and distinct prompt blocks of what it sent, activeSeqs) and
 //     Opal's MaxPrefix as meant (the longest cached prefix); and
 //     recorded, the worker each request's trace names (a measured
-//     placement, or a replay's read back from its records). Scraped
+//     placement, or a replay's read back from its records;
+//     disaggregated, its prefill worker too). Scraped
 //     worker state and KV events reach
 //     the router on ticks of RouterConfig.ViewIntervalSec (0: at once),
 //     so its view is as stale as a real one; each output records the

@@ -181,11 +181,16 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		e.live = make([]*reqState, reqs.Len())
 	}
 	var given []string // the workers' names the trace gives
+	var rec *recorded
 	if r, ok := router.(*recorded); ok {
-		if err := r.assign(reqs, slots); err != nil {
+		pre := 0
+		if cfg.Disaggregation.on() {
+			pre = prefillSlots
+		}
+		if err := r.assign(reqs, slots, pre); err != nil {
 			return Stats{}, err
 		}
-		given = r.names
+		given, rec = r.names, r
 	}
 	for i, name := range workerNames(given, slots) {
 		e.workers = append(e.workers, newWorker(i, name, cfg.Scheduler, kvBlocks, &e.test))
@@ -201,6 +206,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			return Stats{}, err
 		}
 		e.pd = newDisagg(cfg.Disaggregation, reqs.Len(), prefillSlots, decodeSlots, cfg.Seed, cfg.Scheduler.Engine == EngineSGLang, cfg.Scheduler.BlockSize, cfg.RouterConfig.RouterTemperature)
+		if rec != nil {
+			e.pd.recorded = rec.decode
+		}
 		for _, w := range e.workers[prefillSlots:] {
 			if v, ok := w.s.(*vllm); ok {
 				v.loadRemote = e.loadRemote
@@ -442,8 +450,9 @@ type testSwitches struct {
 }
 
 // workerNames names slots workers: given's names first (a trace's, for
-// router recorded), then w0, w1, … for the others, leaving out the names
-// given took (w2 and w3 given on four workers: w2, w3, w0, w1), so that no
+// router recorded), then w0, w1, … for the others and for those given
+// leaves "", leaving out the names given took (w2 and w3 given on four
+// workers: w2, w3, w0, w1; w2, "", w3, "": w2, w0, w3, w1), so that no
 // two workers share a name.
 func workerNames(given []string, slots int) []string {
 	taken := make(map[string]bool, len(given))
@@ -451,9 +460,15 @@ func workerNames(given []string, slots int) []string {
 		taken[s] = true
 	}
 	names := slices.Clone(given)
-	for k := 0; len(names) < slots; k++ {
-		if s := "w" + strconv.Itoa(k); !taken[s] {
-			names = append(names, s)
+	for len(names) < slots {
+		names = append(names, "")
+	}
+	k := 0
+	for i := range names {
+		for ; names[i] == ""; k++ {
+			if s := "w" + strconv.Itoa(k); !taken[s] {
+				names[i] = s
+			}
 		}
 	}
 	return names

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
@@ -39,61 +40,105 @@ import (
 // dynamo_kv's 610.1 / 604.6, max_prefix's 639.5 / 611.9,
 // sglang_cache_aware's 733.1 / 675.4, llm_d's 728.7 / 678.8).
 type recorded struct {
-	slot  []int32  // per request, its worker's slot
-	names []string // per slot, the trace's name
+	slot []int32 // per request, its worker's slot (disaggregated: its prefill worker's)
+	// decode holds, disaggregated, per request its decode worker's
+	// place in the decode pool (nil: aggregated).
+	decode []int32
+	// names holds, per slot, the trace's name for it: aggregated, the
+	// first slots'; disaggregated, every slot's, "" where the trace
+	// names no worker of a pool's slot.
+	names []string
 }
 
 func (r *recorded) Route(q *Routed, _ Cluster) int { return int(r.slot[q.Index]) }
 
 // assign reads every request's worker, gives the names slots, and reports
 // requests without one (FILE:LINE: worker: absent, at most ten) or more
-// names than slots.
-func (r *recorded) assign(reqs Inputs, slots int) error {
+// names than slots. Disaggregated (prefill > 0), a request's prefill
+// worker (trace.Request.PrefillWorker) takes one of the prefill pool's
+// slots 0 … prefill−1 and its worker one of the decode pool's, the
+// others: the trace's placement is both the router's choice and the
+// decode router's.
+func (r *recorded) assign(reqs Inputs, slots, prefill int) error {
 	if _, ok := reqs.(shaper); ok {
 		return errors.New("router recorded: a generated workload names no workers (replay a trace whose requests have a worker field)")
 	}
+	if prefill == 0 {
+		var err error
+		r.slot, r.names, err = namedSlots(reqs, "worker", "workers", slots, func(n int) string { return "set workers to " + strconv.Itoa(n) }, func(q *trace.Request) string { return q.Worker })
+		return err
+	}
+	var errs [2]error
+	var pre, dec []string
+	r.slot, pre, errs[0] = namedSlots(reqs, "prefill_worker", "prefill workers", prefill, func(n int) string {
+		return "set disaggregation.prefill_workers to " + strconv.Itoa(n) + " and workers to " + strconv.Itoa(slots-prefill+n)
+	}, func(q *trace.Request) string { return q.PrefillWorker })
+	r.decode, dec, errs[1] = namedSlots(reqs, "worker", "decode workers", slots-prefill, func(n int) string {
+		return "set workers to " + strconv.Itoa(prefill+n)
+	}, func(q *trace.Request) string { return q.Worker })
+	if err := errors.Join(errs[:]...); err != nil {
+		return err
+	}
+	for _, s := range pre {
+		if slices.Contains(dec, s) {
+			return fmt.Errorf("router recorded: the trace names %s as a prefill worker (prefill_worker) and as a decode worker (worker): a worker of a disaggregated deployment is in one pool", s)
+		}
+	}
+	r.names = make([]string, slots)
+	copy(r.names, pre)
+	copy(r.names[prefill:], dec)
+	return nil
+}
+
+// namedSlots gives each request the slot of the name that name reads off
+// it (field, in errors), the names taking slots 0 … size−1 in natural
+// order, and returns the slots by request and the names in slot order.
+// It reports requests without a name (FILE:LINE: field: absent, at most
+// ten) and more names (what, in errors) than slots, with fix(names) to
+// say what to set.
+func namedSlots(reqs Inputs, field, what string, size int, fix func(int) string, name func(*trace.Request) string) ([]int32, []string, error) {
 	// Each request's slot is first its name's place in order of first
 	// appearance (seen), renumbered once the names are sorted.
 	n := reqs.Len()
-	r.slot = make([]int32, n)
+	slot := make([]int32, n)
 	seen := map[string]int32{}
-	var first []string // the names, in order of first appearance
+	var firsts []string // the names, in order of first appearance
 	var errs []error
 	var scratch trace.Request
 	for i := range n {
 		q := peek(reqs, i, &scratch)
-		if q.Worker == "" {
+		s := name(q)
+		if s == "" {
 			if len(errs) == 10 {
 				errs = append(errs, errors.New("too many errors"))
 				break
 			}
-			errs = append(errs, fmt.Errorf("%s: worker: absent (router recorded sends each request to the worker its trace names)", requestPos(q, i)))
+			errs = append(errs, fmt.Errorf("%s: %s: absent (router recorded sends each request to the worker its trace names)", requestPos(q, i), field))
 			continue
 		}
-		k, ok := seen[q.Worker]
+		k, ok := seen[s]
 		if !ok {
-			k = int32(len(first))
-			seen[q.Worker] = k
-			first = append(first, q.Worker)
+			k = int32(len(firsts))
+			seen[s] = k
+			firsts = append(firsts, s)
 		}
-		r.slot[i] = k
+		slot[i] = k
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	names := slices.Clone(first)
+	names := slices.Clone(firsts)
 	slices.SortFunc(names, naturalCompare)
-	if len(names) > slots {
-		return fmt.Errorf("router recorded: the trace names %d workers (%s), the deployment has %d: set workers to %d", len(names), listSome(names, 4), slots, len(names))
+	if len(names) > size {
+		return nil, nil, fmt.Errorf("router recorded: the trace names %d %s (%s), the deployment has %d: %s", len(names), what, listSome(names, 4), size, fix(len(names)))
 	}
 	for k, s := range names {
 		seen[s] = int32(k)
 	}
-	for i, k := range r.slot {
-		r.slot[i] = seen[first[k]]
+	for i, k := range slot {
+		slot[i] = seen[firsts[k]]
 	}
-	r.names = names
-	return nil
+	return slot, names, nil
 }
 
 // listSome names the first k of names, and how many more there are.

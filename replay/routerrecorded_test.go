@@ -13,17 +13,19 @@ import (
 )
 
 // placedAs returns copies of reqs, each naming the worker out (a replay's
-// records) says served it.
+// records) says served it, and, disaggregated, its prefill worker.
 func placedAs(t testing.TB, reqs, out []*trace.Request) []*trace.Request {
 	t.Helper()
-	by := map[string]string{}
+	by := map[string]*trace.Request{}
 	for _, r := range out {
-		by[r.RequestID] = r.Worker
+		by[r.RequestID] = r
 	}
 	placed := make([]*trace.Request, len(reqs))
 	for i, r := range reqs {
 		c := *r
-		c.Worker = by[r.RequestID]
+		if o := by[r.RequestID]; o != nil {
+			c.Worker, c.PrefillWorker = o.Worker, o.PrefillWorker
+		}
 		if c.Worker == "" {
 			t.Fatalf("request %s: no worker in the records", r.RequestID)
 		}
@@ -145,7 +147,7 @@ func TestRecordedNames(t *testing.T) {
 		}
 	}
 	x := &recorded{}
-	if err := x.assign(Requests(reqs), 4); err != nil {
+	if err := x.assign(Requests(reqs), 4, 0); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"gpu-1", "gpu-2", "gpu-10"}; !slices.Equal(x.names, want) {
@@ -216,21 +218,134 @@ func TestRecordedErrors(t *testing.T) {
 		t.Errorf("error %v, want autoscale's", err)
 	}
 	cfg.Autoscale = AutoscaleConfig{}
+	cfg.Workers = 7
 	cfg.Disaggregation = DisaggregationConfig{PrefillWorkers: 2, KVBytesPerToken: 131072, TransferGBps: 40}
-	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "not with disaggregation") {
-		t.Errorf("error %v, want disaggregation's", err)
+	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "request 0: prefill_worker: absent") {
+		t.Errorf("error %v, want the absent prefill workers", err)
+	}
+	for i, r := range reqs {
+		r.PrefillWorker = "p" + strconv.Itoa(i%3)
+	}
+	reqs[4].PrefillWorker = "w1" // also a decode worker's name
+	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "the trace names 4 prefill workers (p0, p1, p2, w1), the deployment has 2: set disaggregation.prefill_workers to 4 and workers to 9") {
+		t.Errorf("error %v, want the count of prefill workers", err)
+	}
+	cfg.Workers, cfg.Disaggregation.PrefillWorkers = 9, 4
+	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "the trace names w1 as a prefill worker (prefill_worker) and as a decode worker (worker)") {
+		t.Errorf("error %v, want a worker in both pools", err)
+	}
+	reqs[4].PrefillWorker = "p0"
+	cfg.Workers, cfg.Disaggregation.PrefillWorkers = 7, 3
+	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "the trace names 5 decode workers (w0, w1, w2, w3 and 1 more), the deployment has 4: set workers to 8") {
+		t.Errorf("error %v, want the count of decode workers", err)
+	}
+	for _, c := range []struct {
+		d    DisaggregationConfig
+		want string
+	}{
+		{DisaggregationConfig{DecodeRouter: DecodeLeastRequests}, "disaggregation.decode_router: least_requests: router recorded sends each request to the decode worker its trace names (worker)"},
+		{DisaggregationConfig{DecodeAutoscale: AutoscaleConfig{Metric: MetricQueueDepth, Target: 2, MinReplicas: ptrInt(1), MaxReplicas: 5}}, "not with pools that an autoscaler or the planner sizes"},
+		{DisaggregationConfig{Planner: PlannerConfig{Policy: PlannerDynamoSLA, TTFTSec: 1, ITLSec: 0.05}}, "not with pools that an autoscaler or the planner sizes"},
+	} {
+		cfg := Config{Workers: 8, Router: RouterRecorded, Disaggregation: c.d}
+		cfg.Disaggregation.PrefillWorkers, cfg.Disaggregation.KVBytesPerToken, cfg.Disaggregation.TransferGBps = 3, 131072, 40
+		if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.d, err, c.want)
+		}
 	}
 }
 
-// Columns keeps each request's worker, so that a trace read from a file
-// replays its placement.
+// A disaggregated replay's requests, each sent to the prefill worker and
+// the decode worker its records name, give that replay's records again
+// (router scores aside) and its figures, whatever routers placed them:
+// the cluster's (load-aware, cache-aware) and the decode pool's (in
+// turn, by load, at random, Dynamo's); under vLLM, whose proxy chooses
+// the decode worker when the prefill ends, and SGLang, whose router
+// chooses the pair at arrival; with a KV tier on the prefill pool.
+func TestRecordedReplaysDisaggregated(t *testing.T) {
+	t.Parallel()
+	reqs := append(randomTrace(29, 240, 60), conversationTrace(11, 60)...)
+	cost := linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond}
+	sglang := SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 70 * 16}
+	for _, c := range []struct {
+		name   string
+		router string
+		decode string
+		sched  SchedulerConfig
+		tier   bool // a CPU tier on the prefill pool
+	}{
+		{"least_requests", RouterLeastRequests, DecodeRoundRobin, SchedulerConfig{}, false},
+		{"llm_d+least", RouterLLMD, DecodeLeastRequests, SchedulerConfig{}, false},
+		{"power_of_two+random", RouterPowerOfTwo, DecodeRandom, SchedulerConfig{}, false},
+		{"dynamo", RouterDynamo, "", SchedulerConfig{}, false},
+		{"dynamo+tier", RouterDynamo, DecodeRandom, SchedulerConfig{}, true},
+		{"sglang", RouterSGLang, DecodePowerOfTwo, sglang, false},
+		{"sglang+least", RouterLeastRequests, DecodeLeastRequests, sglang, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Workers: 5, Router: c.router, Scheduler: c.sched, Seed: 3}
+			if cfg.Scheduler.Engine == "" {
+				cfg.Scheduler = SchedulerConfig{MaxNumBatchedTokens: 256, BlockSize: 16}
+			}
+			cfg.Disaggregation = pdConfig(2)
+			cfg.Disaggregation.DecodeRouter = c.decode
+			var off *Offload
+			if c.tier {
+				off = tierSpec(t, 200, 0, 0)
+			}
+			replay := func(cfg Config, reqs []*trace.Request) ([]*trace.Request, Stats) {
+				var all []*trace.Request
+				v := newValidator(t, cfg, reqs)
+				st, err := RunInputs(cfg, cost, 70, Requests(reqs), func(r *trace.Request) error {
+					all = append(all, r)
+					return v.output(r)
+				}, Options{Offload: off, Observe: v.step})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v.finish(all)
+				return all, st
+			}
+			a, sa := replay(cfg, reqs)
+			placed := placedAs(t, reqs, a)
+			for _, r := range placed {
+				if r.PrefillWorker == "" {
+					t.Fatalf("request %s: no prefill worker in the records", r.RequestID)
+				}
+			}
+			cfg.Router, cfg.RouterConfig, cfg.Disaggregation.DecodeRouter = RouterRecorded, RouterConfig{}, ""
+			b, sb := replay(cfg, placed)
+			if unscored(a) != unscored(b) {
+				t.Errorf("the records differ from the routers'")
+			}
+			sa.Events, sb.Events = 0, 0
+			if !reflect.DeepEqual(sa, sb) {
+				t.Errorf("figures %+v, the routers' %+v", sb, sa)
+			}
+			var host int64
+			for _, r := range a {
+				host += r.HostHitTokens.V
+			}
+			if sa.CachedTokens == 0 || sa.Preemptions == 0 && c.sched.Engine == "" || c.tier && host == 0 {
+				t.Errorf("workload too easy: %+v, %d tokens hit in the CPU tier", sa, host)
+			}
+		})
+	}
+}
+
+// Columns keeps each request's worker and prefill worker, so that a
+// trace read from a file replays its placement.
 func TestColumnsKeepWorker(t *testing.T) {
 	var c Columns
 	for i, r := range randomTrace(9, 20, 20) {
 		r.Worker = "node-" + strconv.Itoa(i%3)
+		if i%4 != 0 {
+			r.PrefillWorker = "pre-" + strconv.Itoa(i%2)
+		}
 		c.Add(r)
-		if got := c.Request(i).Worker; got != r.Worker {
-			t.Fatalf("row %d: worker %q, added %q", i, got, r.Worker)
+		if got := c.Request(i); got.Worker != r.Worker || got.PrefillWorker != r.PrefillWorker {
+			t.Fatalf("row %d: worker %q, prefill worker %q; added %q, %q", i, got.Worker, got.PrefillWorker, r.Worker, r.PrefillWorker)
 		}
 	}
 }
@@ -247,6 +362,9 @@ func TestWorkerNames(t *testing.T) {
 		{[]string{"w2", "w3"}, 4, []string{"w2", "w3", "w0", "w1"}},
 		{[]string{"w0", "gpu-1"}, 4, []string{"w0", "gpu-1", "w1", "w2"}},
 		{[]string{"a", "b"}, 2, []string{"a", "b"}},
+		// Disaggregated: a pool's slots the trace names no worker of.
+		{[]string{"w2", "", "w3", ""}, 4, []string{"w2", "w0", "w3", "w1"}},
+		{[]string{"p1", "", "w0", "d2", ""}, 6, []string{"p1", "w1", "w0", "d2", "w2", "w3"}},
 	} {
 		if got := workerNames(c.given, c.slots); !slices.Equal(got, c.want) {
 			t.Errorf("workerNames(%v, %d) = %v, want %v", c.given, c.slots, got, c.want)

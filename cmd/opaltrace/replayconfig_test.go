@@ -289,3 +289,47 @@ func TestReplayDisaggregatedTiers(t *testing.T) {
 		t.Errorf("offloaded %d bytes from the prefill pool's tiers, %d with the decode pool's too: want some, and more", offloaded[0], offloaded[1])
 	}
 }
+
+// A disaggregated replay's output, replayed with router recorded under
+// the same pools, sends each request to the prefill worker and the decode
+// worker its record names (prefill_worker, worker): the placement a
+// disaggregated deployment made, read back from a file.
+func TestReplayRecordedDisaggregated(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := sampleSlice(t, dir, 200)
+	first, second := filepath.Join(dir, "pd.parquet"), filepath.Join(dir, "recorded.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--workers", "5", "--prefill-workers", "2", "--decode-router", "least_requests", "-o", first, in); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	cluster := filepath.Join(dir, "recorded.yaml")
+	if err := os.WriteFile(cluster, []byte("workers: 5\nrouter: recorded\ndisaggregation:\n  prefill_workers: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := opaltrace(t, "replay", "--config", cluster, "-o", second, first); err != nil {
+		t.Fatalf("replay recorded: %v\n%s", err, stderr)
+	}
+	_, a, err := trace.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := trace.ReadFile(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := map[string][2]string{}
+	for _, r := range a {
+		placed[r.RequestID] = [2]string{r.PrefillWorker, r.Worker}
+	}
+	pools := map[[2]string]bool{}
+	for _, r := range b {
+		got := [2]string{r.PrefillWorker, r.Worker}
+		if want := placed[r.RequestID]; got != want || got[0] == "" {
+			t.Errorf("request %s: prefill worker and worker %q, its record %q", r.RequestID, got, want)
+		}
+		pools[got] = true
+	}
+	if len(b) != len(a) || len(pools) < 6 {
+		t.Errorf("%d records of %d, %d pairs of workers: want all, and most of the 6 pairs", len(b), len(a), len(pools))
+	}
+}
