@@ -45,6 +45,9 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 	// 180 s) but its budget: 16 GPUs, as the HPAs' 8 + 12 at most.
 	planned := pd(2)
 	planned.Planner = PlannerConfig{Policy: PlannerDynamoSLA, MaxGPUBudget: 16, ContainerStartSec: 30, WeightsGB: 16, StorageGBps: 2}
+	// The same with Dynamo's Kalman predictor at its defaults.
+	kalman := planned
+	kalman.Planner.Predictor = PredictorKalman
 	runs := []struct {
 		name string
 		cfg  Config
@@ -54,6 +57,7 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 		{"disaggregated, prefill HPA on queue_depth 2 (1–8), decode HPA on kv_usage 0.5 (1–12)", Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: both}},
 		{"disaggregated, 2 prefill fixed, decode HPA on kv_usage 0.5 (1–12)", Config{Workers: 3, Router: RouterLeastRequests, Disaggregation: decodeOnly}},
 		{"disaggregated, Dynamo's SLA planner (TTFT 0.5 s, ITL 50 ms, every 180 s, constant predictor; 16 GPUs), from 2 + 2", Config{Workers: 4, Router: RouterLeastRequests, Disaggregation: planned}},
+		{"disaggregated, the same planner with its Kalman predictor (q_level 1, q_trend 0.1, r 10)", Config{Workers: 4, Router: RouterLeastRequests, Disaggregation: kalman}},
 	}
 	const bucket = 120
 	arrivals := make([]int, 0)
@@ -118,8 +122,8 @@ func TestDisaggregatedAutoscaleAzure(t *testing.T) {
 			mean[1] += f.DecodeReady / float64(len(st.Fleet))
 		}
 		pools = append(pools, ready)
-		if st.Planner != nil {
-			plan = st.Planner
+		if st.Planner != nil && plan == nil {
+			plan = st.Planner // the constant predictor's
 		}
 		slices.Sort(ttft)
 		slices.Sort(tpot)

@@ -28,14 +28,18 @@ import (
 //     over the profiled ITL at the decode workers' concurrency by
 //     Little's law (requests / decode workers × duration / interval) and
 //     a context of ISL + OSL/2;
-//   - predicts the next interval's requests, ISL and OSL (Predictor
-//     constant: the last interval's);
+//   - predicts the next interval's requests, ISL and OSL (Predictor:
+//     constant, the last interval's; or kalman, a Kalman filter's,
+//     plannerpredict.go), each predictor having taken every interval's
+//     observation, an interval with nothing completed too (Dynamo's
+//     observe_traffic_stats feeds them before it checks the metrics);
 //   - asks for ⌈requests · ISL / interval · min(1, prefill factor) /
 //     the profiled prefill throughput at ISL⌉ prefill workers, and
 //     ⌈requests · OSL / interval / the decode throughput⌉ decode workers,
 //     the decode throughput the profile's best at a context of ISL +
-//     OSL/2 whose ITL is within the ITL target over the decode factor;
-//     each at least MinEndpoint;
+//     OSL/2 whose ITL is within the ITL target over the decode factor
+//     (requests, ISL and OSL the predicted ones; the factors' ISL, OSL
+//     and context the observed ones); each at least MinEndpoint;
 //   - fits them in MaxGPUBudget GPUs as Dynamo does
 //     (_apply_global_gpu_budget: scaled down in proportion, the prefill
 //     pool's share floored and capped so that the decode pool keeps
@@ -50,10 +54,9 @@ import (
 // decode step of n requests at the context, n up to the KV capacity and
 // the running limit. Where no concurrency meets the ITL target the
 // throughput is one request's (Dynamo's grid takes its lowest KV usage).
-// Not modelled: the ARIMA, Prophet and Kalman predictors (Dynamo's
-// default is ARIMA), the load-based planner, and observations as tokens
-// stream (each request is observed when it completes, TTFT and ITL
-// included).
+// Not modelled: the ARIMA and Prophet predictors (Dynamo's default is
+// ARIMA), the load-based planner, and observations as tokens stream
+// (each request is observed when it completes, TTFT and ITL included).
 type PlannerConfig struct {
 	// Policy is "dynamo_sla" (the planner on) or "" (off).
 	Policy string `yaml:"policy,omitempty"`
@@ -64,9 +67,18 @@ type PlannerConfig struct {
 	// through the prefill factor, as in Dynamo.
 	TTFTSec float64 `yaml:"ttft_s,omitempty"`
 	ITLSec  float64 `yaml:"itl_s,omitempty"`
-	// Predictor is the load predictor: constant (the last interval's
-	// values; the default here).
+	// Predictor is the load predictor (--load-predictor): constant (the
+	// last interval's values; the default here) or kalman.
 	Predictor string `yaml:"predictor,omitempty"`
+	// PredictorLog1p runs the Kalman filter on log1p of the values
+	// (--load-predictor-log1p).
+	PredictorLog1p bool `yaml:"predictor_log1p,omitempty"`
+	// KalmanQLevel, KalmanQTrend and KalmanR are the Kalman filter's
+	// process noise of the level and of the trend and its measurement
+	// noise (--kalman-q-level 1, --kalman-q-trend 0.1, --kalman-r 10).
+	KalmanQLevel float64 `yaml:"kalman_q_level,omitempty"`
+	KalmanQTrend float64 `yaml:"kalman_q_trend,omitempty"`
+	KalmanR      float64 `yaml:"kalman_r,omitempty"`
 	// MinEndpoint is the least workers of each pool (default 1), and
 	// MaxGPUBudget the most GPUs of both (default 8, Dynamo's).
 	MinEndpoint  int `yaml:"min_endpoint,omitempty"`
@@ -102,7 +114,16 @@ func (p PlannerConfig) withDefaults() PlannerConfig {
 		p.ITLSec = 0.05
 	}
 	if p.Predictor == "" {
-		p.Predictor = "constant"
+		p.Predictor = PredictorConstant
+	}
+	if p.KalmanQLevel == 0 {
+		p.KalmanQLevel = 1
+	}
+	if p.KalmanQTrend == 0 {
+		p.KalmanQTrend = 0.1
+	}
+	if p.KalmanR == 0 {
+		p.KalmanR = 10
 	}
 	if p.MinEndpoint == 0 {
 		p.MinEndpoint = 1
@@ -125,8 +146,20 @@ func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
 	if p.Policy != PlannerDynamoSLA {
 		bad(key+"policy", "%q is not %s", p.Policy, PlannerDynamoSLA)
 	}
-	if p.Predictor != "constant" {
-		bad(key+"predictor", "%q: constant alone is modelled (Dynamo's arima, prophet and kalman are not)", p.Predictor)
+	switch p.Predictor {
+	case PredictorConstant, PredictorKalman:
+	case "arima", "prophet":
+		bad(key+"predictor", "%q is not modelled (constant and kalman are; Dynamo's arima and prophet are not)", p.Predictor)
+	default:
+		bad(key+"predictor", "%q is not one of %s, %s", p.Predictor, PredictorConstant, PredictorKalman)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"kalman_q_level", p.KalmanQLevel}, {"kalman_q_trend", p.KalmanQTrend}, {"kalman_r", p.KalmanR}} {
+		if !(f.v > 0) || math.IsInf(f.v, 0) {
+			bad(key+f.name, "%v is not a positive number", f.v)
+		}
 	}
 	seconds := func(field string, v, most float64) {
 		if !(v > 0) || v > most {
@@ -164,21 +197,24 @@ func (p PlannerConfig) pool() AutoscaleConfig {
 }
 
 // A PlannerAdjustment is one adjustment of the planner: what it observed
-// over the interval before At, its correction factors, what its profile
-// gave (one request's prefill at the ISL, and a decode worker's best
+// over the interval before At, its correction factors, what its
+// predictors predicted for the next interval, what its profile gave (one
+// request's prefill at the predicted ISL, and a decode worker's best
 // output tokens a second within the corrected ITL target, at a context of
-// ISL + OSL/2), and the workers it asked each pool for (Skipped: nothing
-// completed, no change).
+// ISL + OSL/2, predicted), and the workers it asked each pool for
+// (Skipped: nothing completed, no change; no prediction then).
 type PlannerAdjustment struct {
 	At                           trace.Time
 	Requests                     int64
 	TTFTSec, ITLSec, DurationSec float64
 	ISL, OSL                     float64
 	PrefillFactor, DecodeFactor  float64
-	ProfilePrefillSec            float64
-	ProfileDecodeTokensPerSec    float64
-	Prefill, Decode              int
-	Skipped                      bool
+	// The predicted requests, ISL and OSL of the next interval.
+	NextRequests, NextISL, NextOSL float64
+	ProfilePrefillSec              float64
+	ProfileDecodeTokensPerSec      float64
+	Prefill, Decode                int
+	Skipped                        bool
 }
 
 // A planner is the replay's Dynamo SLA planner: the interval's
@@ -192,16 +228,26 @@ type planner struct {
 	itlSum                   float64
 	itlTokens                int64
 	pcf, dcf                 float64
-	chunk, kvTokens          int64
-	maxSeqs                  int
-	cost                     model.StepModel
-	batch                    model.Batch
-	log                      []PlannerAdjustment
+	// The predictors of the requests, ISL and OSL.
+	predReqs, predISL, predOSL loadPredictor
+	chunk, kvTokens            int64
+	maxSeqs                    int
+	cost                       model.StepModel
+	batch                      model.Batch
+	log                        []PlannerAdjustment
 }
 
 func newPlanner(cfg PlannerConfig, cost model.StepModel, chunk, kvTokens int64, maxSeqs int) *planner {
-	return &planner{cfg: cfg, interval: trace.DurationSeconds(cfg.AdjustmentIntervalSec), pcf: 1, dcf: 1,
+	p := &planner{cfg: cfg, interval: trace.DurationSeconds(cfg.AdjustmentIntervalSec), pcf: 1, dcf: 1,
 		chunk: chunk, kvTokens: kvTokens, maxSeqs: maxSeqs, cost: cost}
+	predictor := func() loadPredictor {
+		if cfg.Predictor == PredictorKalman {
+			return newKalmanPredictor(cfg)
+		}
+		return &constantPredictor{}
+	}
+	p.predReqs, p.predISL, p.predOSL = predictor(), predictor(), predictor()
+	return p
 }
 
 // completed observes a request that completed: its TTFT, its duration,
@@ -287,11 +333,16 @@ func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
 		adj.PrefillFactor, adj.DecodeFactor = p.pcf, p.dcf
 		p.log = append(p.log, adj)
 	}()
+	n := float64(p.n)
+	ttft, duration, isl, osl := p.ttft/n, p.duration/n, p.isl/n, p.osl/n // NaN when nothing completed
+	// The predictors take the interval's observations whatever they
+	// are (observe_traffic_stats), before the planner checks them.
+	p.predReqs.add(n)
+	p.predISL.add(isl)
+	p.predOSL.add(osl)
 	if p.n == 0 {
 		return 0, 0, false
 	}
-	n := float64(p.n)
-	ttft, duration, isl, osl := p.ttft/n, p.duration/n, p.isl/n, p.osl/n
 	itl := math.NaN()
 	if p.itlTokens > 0 {
 		itl = p.itlSum / float64(p.itlTokens)
@@ -304,27 +355,41 @@ func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
 		return 0, 0, false
 	}
 	interval := p.interval.Seconds()
-	ctx := int64(math.Round(isl + osl/2))
 	if !p.cfg.NoCorrection {
 		p.pcf = ttft / p.prefillSec(isl)
 		if decode > 0 {
 			c := n / float64(decode) * duration / interval
-			p.dcf = itl / p.itlAtConcurrency(c, ctx)
+			p.dcf = itl / p.itlAtConcurrency(c, contextOf(isl, osl))
 		}
 	}
-	// The constant predictor: the next interval is this one.
-	prefillDemand := n * isl / interval * min(1, p.pcf)
-	adj.ProfilePrefillSec = p.prefillSec(isl)
-	prefill := max(int(math.Ceil(prefillDemand/(isl/adj.ProfilePrefillSec))), p.cfg.MinEndpoint)
+	nextN, nextISL, nextOSL := p.predReqs.next(), p.predISL.next(), p.predOSL.next()
+	adj.NextRequests, adj.NextISL, adj.NextOSL = nextN, nextISL, nextOSL
+	prefillDemand := nextN * nextISL / interval * min(1, p.pcf)
+	// The profile at a predicted ISL of a token at least: a filter's
+	// prediction can fall to 0 or below, where Dynamo's interpolation
+	// takes its profile's first point (a demand of 0 or less asks for
+	// min_endpoint workers either way).
+	profileISL := max(nextISL, 1)
+	adj.ProfilePrefillSec = p.prefillSec(profileISL)
+	prefill := p.cfg.MinEndpoint
+	if prefillDemand > 0 {
+		prefill = max(int(math.Ceil(prefillDemand/(profileISL/adj.ProfilePrefillSec))), prefill)
+	}
 	target := p.cfg.ITLSec
 	if p.dcf > 0 {
 		target /= p.dcf
 	}
-	adj.ProfileDecodeTokensPerSec = p.decodeThroughput(target, ctx)
-	dec := max(int(math.Ceil(n*osl/interval/adj.ProfileDecodeTokensPerSec)), p.cfg.MinEndpoint)
+	adj.ProfileDecodeTokensPerSec = p.decodeThroughput(target, contextOf(nextISL, nextOSL))
+	dec := max(int(math.Ceil(nextN*nextOSL/interval/adj.ProfileDecodeTokensPerSec)), p.cfg.MinEndpoint)
 	prefill, dec = p.budget(prefill, dec)
 	adj.Prefill, adj.Decode = prefill, dec
 	return prefill, dec, true
+}
+
+// contextOf is the decode profile's context for requests of isl prompt
+// and osl output tokens: ISL + OSL/2, rounded, a token at least.
+func contextOf(isl, osl float64) int64 {
+	return max(int64(math.Round(isl+osl/2)), 1)
 }
 
 // budget fits prefill and decode workers in the GPU budget as Dynamo's

@@ -35,16 +35,23 @@ func TestPlannerBudget(t *testing.T) {
 // that completed in its interval, its correction factors and worker
 // counts follow from them by Dynamo's formulas on the step model's
 // profile (worked here in closed form for the linear step model), and the
-// pools are set to those counts.
+// pools are set to those counts. With the Kalman predictor (over a load
+// that varies: prompts of 1,000 tokens, then 1,600) the counts follow
+// from its predictions, which a filter of its own fed with the
+// adjustments' observations repeats.
 func TestPlannerDynamoSLA(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name         string
-		corr, shared bool
-	}{{"corrected", true, false}, {"uncorrected", false, false}, {"prefix hits", true, true}} {
+		name                 string
+		corr, shared, kalman bool
+	}{{"corrected", true, false, false}, {"uncorrected", false, false, false}, {"prefix hits", true, true, false}, {"kalman", true, false, true}} {
 		var reqs []*trace.Request
 		for i := range 2400 { // 20 a second for 120 s
-			r := req(fmt.Sprintf("r%d", i), time.Duration(i)*50*ms, 1000, 50)
+			in := int64(1000)
+			if tc.kalman && i >= 1200 {
+				in = 1600
+			}
+			r := req(fmt.Sprintf("r%d", i), time.Duration(i)*50*ms, in, 50)
 			if tc.shared {
 				// One prompt, its first 992 tokens (62 blocks)
 				// cached after the first: TTFT below the profile's,
@@ -58,6 +65,11 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			d := pdConfig(1)
 			d.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 30, ITLSec: 0.011, MaxGPUBudget: 12,
 				NoCorrection: !corr, ContainerStartSec: 5}
+			if tc.kalman {
+				d.Planner.Predictor = PredictorKalman
+			}
+			// The test's own filters of the requests, ISL and OSL.
+			filters := [3]loadPredictor{newKalmanPredictor(d.Planner.withDefaults()), newKalmanPredictor(d.Planner.withDefaults()), newKalmanPredictor(d.Planner.withDefaults())}
 			cfg := Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: d}
 			all, st := checkedPD(t, cfg, reqs)
 			if st.Completed != len(reqs) {
@@ -94,10 +106,26 @@ func TestPlannerDynamoSLA(t *testing.T) {
 				if adj.Requests != n || adj.Skipped != (n == 0) {
 					t.Fatalf("adjustment %d at %v: %d requests (skipped %v), the records %d", k, adj.At, adj.Requests, adj.Skipped, n)
 				}
+				if tc.kalman {
+					obsISL, obsOSL := math.NaN(), math.NaN()
+					if n > 0 {
+						obsISL, obsOSL = isl/float64(n), osl/float64(n)
+					}
+					filters[0].add(float64(n))
+					filters[1].add(obsISL)
+					filters[2].add(obsOSL)
+				}
 				if n == 0 {
 					continue
 				}
 				nf := float64(n)
+				nextN, nextISL, nextOSL := nf, isl/nf, osl/nf // the constant predictor's
+				if tc.kalman {
+					nextN, nextISL, nextOSL = filters[0].next(), filters[1].next(), filters[2].next()
+				}
+				if adj.NextRequests != nextN || adj.NextISL != nextISL || adj.NextOSL != nextOSL {
+					t.Errorf("adjustment %d: predicted %v requests, ISL %v, OSL %v; want %v, %v, %v", k, adj.NextRequests, adj.NextISL, adj.NextOSL, nextN, nextISL, nextOSL)
+				}
 				if !pdNear(adj.TTFTSec, ttft/nf) || !pdNear(adj.ITLSec, gaps/float64(toks)) || !pdNear(adj.DurationSec, dur/nf) || adj.ISL != isl/nf || adj.OSL != osl/nf {
 					t.Errorf("adjustment %d: observed %+v; the records: TTFT %v, ITL %v, duration %v, ISL %v, OSL %v", k, adj, ttft/nf, gaps/float64(toks), dur/nf, isl/nf, osl/nf)
 				}
@@ -111,14 +139,14 @@ func TestPlannerDynamoSLA(t *testing.T) {
 					c := min(max(nf/float64(decode)*adj.DurationSec/30, 1), most(adj))
 					dcf = adj.ITLSec / itl(c)
 				}
-				wantP := max(int(math.Ceil(nf*adj.ISL/30*min(1, pcf)/(adj.ISL/prefillSec(adj.ISL)))), 1)
+				wantP := max(int(math.Ceil(nextN*nextISL/30*min(1, pcf)/(nextISL/prefillSec(nextISL)))), 1)
 				best := math.Floor((0.011/dcf-0.010)/0.0002 + 1e-9)
-				best = min(max(best, 1), most(adj))
-				wantD := max(int(math.Ceil(nf*adj.OSL/30/(best/itl(best)))), 1)
+				best = min(max(best, 1), most(PlannerAdjustment{ISL: nextISL, OSL: nextOSL}))
+				wantD := max(int(math.Ceil(nextN*nextOSL/30/(best/itl(best)))), 1)
 				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, MaxGPUBudget: 12, MinEndpoint: 1}}
 				wantP, wantD = p.budget(wantP, wantD)
-				if !pdNear(adj.ProfilePrefillSec, prefillSec(adj.ISL)) || !pdNear(adj.ProfileDecodeTokensPerSec, best/itl(best)) {
-					t.Errorf("adjustment %d: profile %v s, %v tokens/s; want %v, %v", k, adj.ProfilePrefillSec, adj.ProfileDecodeTokensPerSec, prefillSec(adj.ISL), best/itl(best))
+				if !pdNear(adj.ProfilePrefillSec, prefillSec(nextISL)) || !pdNear(adj.ProfileDecodeTokensPerSec, best/itl(best)) {
+					t.Errorf("adjustment %d: profile %v s, %v tokens/s; want %v, %v", k, adj.ProfilePrefillSec, adj.ProfileDecodeTokensPerSec, prefillSec(nextISL), best/itl(best))
 				}
 				if !pdNear(adj.PrefillFactor, pcf) || !pdNear(adj.DecodeFactor, dcf) || adj.Prefill != wantP || adj.Decode != wantD {
 					t.Errorf("adjustment %d at %v: factors %v, %v, workers %d + %d; want %v, %v, %d + %d", k, adj.At, adj.PrefillFactor, adj.DecodeFactor, adj.Prefill, adj.Decode, pcf, dcf, wantP, wantD)
@@ -173,7 +201,10 @@ func TestPlannerConfigErrors(t *testing.T) {
 		want string
 	}{
 		{PlannerConfig{Policy: "sla"}, nil, `disaggregation.planner.policy: "sla" is not dynamo_sla`},
-		{PlannerConfig{Policy: PlannerDynamoSLA, Predictor: "arima"}, nil, "disaggregation.planner.predictor: \"arima\": constant alone is modelled"},
+		{PlannerConfig{Policy: PlannerDynamoSLA, Predictor: "arima"}, nil, `disaggregation.planner.predictor: "arima" is not modelled (constant and kalman are; Dynamo's arima and prophet are not)`},
+		{PlannerConfig{Policy: PlannerDynamoSLA, Predictor: "linear"}, nil, `disaggregation.planner.predictor: "linear" is not one of constant, kalman`},
+		{PlannerConfig{Policy: PlannerDynamoSLA, Predictor: PredictorKalman, KalmanR: -1}, nil, "disaggregation.planner.kalman_r: -1 is not a positive number"},
+		{PlannerConfig{Policy: PlannerDynamoSLA, Predictor: PredictorKalman, KalmanQTrend: math.Inf(1)}, nil, "disaggregation.planner.kalman_q_trend: +Inf is not a positive number"},
 		{PlannerConfig{Policy: PlannerDynamoSLA, MaxGPUBudget: 1}, nil, "disaggregation.planner.max_gpu_budget: 1 GPUs: want room for min_endpoint workers of each pool"},
 		{PlannerConfig{Policy: PlannerDynamoSLA, MaxGPUBudget: 2}, nil, "disaggregation.planner.max_gpu_budget: 2 GPUs, fewer than the 3 workers at the start take"},
 		{PlannerConfig{Policy: PlannerDynamoSLA, ITLSec: -1}, nil, "disaggregation.planner.itl_s: -1 is not a number of seconds"},

@@ -11,12 +11,15 @@ import (
 
 // plannerLogHeader names --planner-log's columns: an adjustment's time,
 // what the planner observed of the requests completed in the interval
-// before it, its correction factors, what its profile gave (one
-// request's prefill at the ISL; a decode worker's best output tokens a
-// second within the corrected ITL target), the workers it asked for, and
-// whether it skipped the interval (nothing to observe: no change).
+// before it, its correction factors, what its predictor predicted of the
+// next interval (requests, ISL, OSL), what its profile gave (one
+// request's prefill at the predicted ISL; a decode worker's best output
+// tokens a second within the corrected ITL target), the workers it asked
+// for, and whether it skipped the interval (nothing to observe: no
+// change).
 var plannerLogHeader = []string{"at_s", "requests", "ttft_s", "itl_s", "duration_s", "isl", "osl",
-	"prefill_factor", "decode_factor", "profile_prefill_s", "profile_decode_tokens_per_s", "prefill_workers", "decode_workers", "skipped"}
+	"prefill_factor", "decode_factor", "next_requests", "next_isl", "next_osl", "profile_prefill_s", "profile_decode_tokens_per_s",
+	"prefill_workers", "decode_workers", "skipped"}
 
 // writePlannerLog writes the planner's adjustments to path as CSV, every
 // number to full precision; a value the interval did not give is empty.
@@ -38,13 +41,14 @@ func writePlannerLog(path string, log []replay.PlannerAdjustment) error {
 	}
 	for _, a := range log {
 		row := []string{num(a.At.Seconds()), strconv.FormatInt(a.Requests, 10), "", "", "", "", "",
-			num(a.PrefillFactor), num(a.DecodeFactor), "", "", "", "", strconv.FormatBool(a.Skipped)}
+			num(a.PrefillFactor), num(a.DecodeFactor), "", "", "", "", "", "", "", strconv.FormatBool(a.Skipped)}
 		if a.Requests > 0 {
 			row[2], row[3], row[4], row[5], row[6] = num(a.TTFTSec), num(a.ITLSec), num(a.DurationSec), num(a.ISL), num(a.OSL)
 		}
 		if !a.Skipped {
-			row[9], row[10] = num(a.ProfilePrefillSec), num(a.ProfileDecodeTokensPerSec)
-			row[11], row[12] = strconv.Itoa(a.Prefill), strconv.Itoa(a.Decode)
+			row[9], row[10], row[11] = num(a.NextRequests), num(a.NextISL), num(a.NextOSL)
+			row[12], row[13] = num(a.ProfilePrefillSec), num(a.ProfileDecodeTokensPerSec)
+			row[14], row[15] = strconv.Itoa(a.Prefill), strconv.Itoa(a.Decode)
 		}
 		if err := w.Write(row); err != nil {
 			return err

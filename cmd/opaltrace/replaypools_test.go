@@ -69,49 +69,66 @@ disaggregation:
 }
 
 // Dynamo's SLA planner sizes both pools: stderr says how often it
-// adjusted them.
+// adjusted them. With the constant predictor the next interval's
+// requests, ISL and OSL are the last one's; with the Kalman predictor
+// they are its filter's.
 func TestReplayPlannedPools(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "cluster.yaml")
-	if err := os.WriteFile(cfg, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    adjustment_interval_s: 60\n    itl_s: 0.01\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	log := filepath.Join(dir, "planner.csv")
 	sample := "../../samples/mooncake/conversation_trace_first10min.jsonl"
-	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "--planner-log", log, sample)
-	if err != nil {
-		t.Fatalf("replay: %v\n%s", err, stderr)
-	}
-	m := regexp.MustCompile(`: ([0-9]+) adjustments, 0 skipped`).FindStringSubmatch(stderr)
-	if m == nil {
-		t.Fatalf("stderr gives no adjustments:\n%s", stderr)
-	}
-	f, err := os.Open(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strconv.Itoa(len(rows)-1) != m[1] || strings.Join(rows[0], ",") != "at_s,requests,ttft_s,itl_s,duration_s,isl,osl,prefill_factor,decode_factor,profile_prefill_s,profile_decode_tokens_per_s,prefill_workers,decode_workers,skipped" {
-		t.Fatalf("--planner-log: %d rows, header %v; want stderr's %s adjustments", len(rows)-1, rows[0], m[1])
-	}
-	for i, r := range rows[1:] {
-		at, _ := strconv.ParseFloat(r[0], 64)
-		n, _ := strconv.Atoi(r[1])
-		prof, _ := strconv.ParseFloat(r[9], 64)
-		p, _ := strconv.Atoi(r[11])
-		if at != float64(60*(i+1)) || n <= 0 || !(prof > 0) || p < 1 || r[13] != "false" {
-			t.Errorf("--planner-log row %d: %v", i+1, r)
+	var stderr string // the last replay's
+	for _, predictor := range []string{"constant", "kalman"} {
+		cfg := filepath.Join(dir, predictor+".yaml")
+		if err := os.WriteFile(cfg, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    adjustment_interval_s: 60\n    itl_s: 0.01\n    predictor: "+predictor+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		_, stderr, err = opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "--planner-log", log, sample)
+		if err != nil {
+			t.Fatalf("%s: replay: %v\n%s", predictor, err, stderr)
+		}
+		m := regexp.MustCompile(`: ([0-9]+) adjustments, 0 skipped`).FindStringSubmatch(stderr)
+		if m == nil {
+			t.Fatalf("%s: stderr gives no adjustments:\n%s", predictor, stderr)
+		}
+		f, err := os.Open(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := csv.NewReader(f).ReadAll()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strconv.Itoa(len(rows)-1) != m[1] || strings.Join(rows[0], ",") != "at_s,requests,ttft_s,itl_s,duration_s,isl,osl,prefill_factor,decode_factor,next_requests,next_isl,next_osl,profile_prefill_s,profile_decode_tokens_per_s,prefill_workers,decode_workers,skipped" {
+			t.Fatalf("%s: --planner-log: %d rows, header %v; want stderr's %s adjustments", predictor, len(rows)-1, rows[0], m[1])
+		}
+		differ := 0
+		for i, r := range rows[1:] {
+			at, _ := strconv.ParseFloat(r[0], 64)
+			n, _ := strconv.Atoi(r[1])
+			prof, _ := strconv.ParseFloat(r[12], 64)
+			p, _ := strconv.Atoi(r[14])
+			if at != float64(60*(i+1)) || n <= 0 || !(prof > 0) || p < 1 || r[16] != "false" {
+				t.Errorf("%s: --planner-log row %d: %v", predictor, i+1, r)
+			}
+			same := r[9] == r[1] && r[10] == r[5] && r[11] == r[6]
+			if predictor == "constant" && !same {
+				t.Errorf("constant: --planner-log row %d predicts %v of observed %v", i+1, r[9:12], []string{r[1], r[5], r[6]})
+			}
+			if !same {
+				differ++
+			}
+		}
+		if predictor == "kalman" && differ < len(rows)-2 {
+			t.Errorf("kalman: %d of %d adjustments predict other than the last interval; want all but the first", differ, len(rows)-1)
 		}
 	}
 	if _, _, err := opaltrace(t, "replay", "-o", filepath.Join(dir, "x.parquet"), "--planner-log", log, sample); err == nil || !strings.Contains(err.Error(), "--planner-log: the cluster has no disaggregation.planner") {
 		t.Errorf("--planner-log without a planner: %v", err)
 	}
 	for _, re := range []string{
-		`both pools planned by Dynamo's SLA planner \(TTFT 0\.5 s, ITL 0\.01 s, every 60 s, 8 GPUs\): [1-9][0-9]* adjustments, 0 skipped`,
+		`both pools planned by Dynamo's SLA planner \(TTFT 0\.5 s, ITL 0\.01 s, every 60 s, 8 GPUs, Kalman predictor, q_level 1, q_trend 0\.1, r 10\): [1-9][0-9]* adjustments, 0 skipped`,
 		`prefill pool \(the planner's\): ready workers per whole second [0-9.]+ to [0-9.]+, mean`,
 		`decode pool \(the planner's\): ready workers per whole second [0-9.]+ to [0-9.]+, mean`,
 	} {

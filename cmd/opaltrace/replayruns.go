@@ -791,8 +791,15 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 				skipped++
 			}
 		}
-		fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs): %d adjustments, %d skipped (nothing completed)\n",
-			name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, len(st.Planner), skipped)
+		pred := d.Planner.Predictor + " predictor"
+		if d.Planner.Predictor == replay.PredictorKalman {
+			pred = fmt.Sprintf("Kalman predictor, q_level %g, q_trend %g, r %g", d.Planner.KalmanQLevel, d.Planner.KalmanQTrend, d.Planner.KalmanR)
+			if d.Planner.PredictorLog1p {
+				pred += ", log1p"
+			}
+		}
+		fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s): %d adjustments, %d skipped (nothing completed)\n",
+			name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, len(st.Planner), skipped)
 	}
 	for _, p := range []struct {
 		name  string
