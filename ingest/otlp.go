@@ -30,8 +30,11 @@ import (
 //     the scheduler's queue and has no time_in_queue beside it: prefill_s
 //     with prefill_basis "dispatched" (vLLM's: "scheduled").
 //
-// TTFT and E2E have server basis; outputs are the server's usage. The span
-// start (arrival, epoch ns) is the arrival; t=0 is the first span's start
+// TTFT and E2E have server basis; outputs are the server's usage. A
+// request's worker is the instance that exported its span, when its
+// resource names one (otlpInstanceKeys), so that a fleet's spans gathered
+// by one collector keep their placement (stats --by worker, router
+// recorded). The span start (arrival, epoch ns) is the arrival; t=0 is the first span's start
 // rounded down to the hour (spans are exported when requests finish, so
 // the first line need not hold the first arrival). One run per file, with
 // the engine the spans name.
@@ -92,6 +95,7 @@ func (r *otlpReader) readLine(line []byte) {
 	}
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
+		worker := otlpInstance(rss.At(i).Resource().Attributes())
 		sss := rss.At(i).ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
@@ -107,10 +111,29 @@ func (r *otlpReader) readLine(line []byte) {
 					bad("span %s: %s", sp.SpanID(), msg)
 					continue
 				}
+				q.Worker = worker
 				r.pending = append(r.pending, q)
 			}
 		}
 	}
+}
+
+// otlpInstanceKeys are the resource attributes that name the instance
+// that exported a span, in the order they are taken: the SDK's
+// service.instance.id (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_INSTANCE_ID)
+// and the pod the collector's k8sattributes processor names. Not
+// host.name: a collector's resourcedetection processor gives the
+// collector's own host, the same for every instance behind it.
+var otlpInstanceKeys = []string{"service.instance.id", "k8s.pod.name"}
+
+// otlpInstance returns the instance attrs name (otlpInstanceKeys), or "".
+func otlpInstance(attrs pcommon.Map) string {
+	for _, k := range otlpInstanceKeys {
+		if v, ok := attrs.Get(k); ok && v.AsString() != "" {
+			return v.AsString()
+		}
+	}
+	return ""
 }
 
 // otlpEngine names the engine whose request span sp is, "" when sp is not

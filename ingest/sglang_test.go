@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -309,5 +310,49 @@ func TestRunMetaEngineVersion(t *testing.T) {
 		case tc.err == "" && r.Runs()[0].Extra[EngineVersionKey] != "0.19.0":
 			t.Errorf("%s: engine_version = %q", tc.version, r.Runs()[0].Extra[EngineVersionKey])
 		}
+	}
+}
+
+// A fleet's spans gathered by one collector: each request's worker is the
+// instance its span's resource names — the SDK's service.instance.id, else
+// the pod the collector's k8sattributes processor adds — and none when
+// the resource names neither (host.name alone is not taken: a collector's
+// resourcedetection gives its own host).
+func TestOTLPWorker(t *testing.T) {
+	b, err := os.ReadFile("testdata/otlp/sglang.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(b))
+	const res = `{"key":"service.name","value":{"stringValue":"sglang"}}`
+	if !strings.Contains(line, res) {
+		t.Fatalf("the fixture's resource is not %s", res)
+	}
+	attr := func(k, v string) string { return `,{"key":"` + k + `","value":{"stringValue":"` + v + `"}}` }
+	var in strings.Builder
+	for i, c := range []string{
+		attr("service.instance.id", "sglang-0") + attr("k8s.pod.name", "pod-a"),
+		attr("k8s.pod.name", "pod-b"),
+		attr("host.name", "collector-1"),
+		"",
+	} {
+		l := strings.ReplaceAll(line, res, res+c)
+		l = strings.ReplaceAll(l, "9f3c01ab", fmt.Sprintf("9f3c01a%d", i)) // a request id of its own
+		in.WriteString(l + "\n")
+	}
+	r, err := NewReader(strings.NewReader(in.String()), "spans.jsonl", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, bad := readAll(t, r)
+	if len(bad) > 0 {
+		t.Fatalf("errors: %v", bad)
+	}
+	var got []string
+	for _, q := range reqs {
+		got = append(got, q.Worker)
+	}
+	if want := []string{"sglang-0", "pod-b", "", ""}; !slices.Equal(got, want) {
+		t.Errorf("workers %q, want %q", got, want)
 	}
 }
