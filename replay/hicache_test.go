@@ -291,6 +291,32 @@ func BenchmarkReplayMooncakeHiCache(b *testing.B) {
 	b.ReportMetric(float64(st.CachedTokens)/float64(st.PromptTokens), "hit-rate")
 }
 
+// BenchmarkReplayMooncakeHiCachePage1 is HiCache at SGLang's default
+// page_size of 1 (a tier entry and an index entry per token): the
+// Mooncake conversation trace on 8 workers of Llama-3.1-8B on H100, an L2
+// of 200 GiB a worker, write_through. It reports the page faults a replay
+// takes (faults/op, minor faults: the tiers' index tables are hundreds of
+// MB, fresh memory) besides its CPU time.
+func BenchmarkReplayMooncakeHiCachePage1(b *testing.B) {
+	reqs := readMooncake(b, shareddata.Path(b, "traces/mooncake/conversation_trace.jsonl"))
+	cost, blocks := llama8BOnH100(b)
+	cfg := Config{Workers: 8, Scheduler: SchedulerConfig{Engine: EngineSGLang, SGLangConfig: SGLangConfig{PageSize: 1}}}
+	n, err := model.NodeByName("hgx-h100")
+	if err != nil {
+		b.Fatal(err)
+	}
+	off := &Offload{Node: n, GPUsPerWorker: 1, KVBytesPerToken: 131_072, BlockTokens: 1,
+		HostBlocks: 200 << 30 / 131_072, HiCache: &HiCache{PrefetchPolicy: PrefetchBestEffort, PrefetchThreshold: 256, Layers: 32}}
+	cpu0, faults0 := cpuTime(), minorFaults()
+	for b.Loop() {
+		if _, err := RunInputs(cfg, cost, blocks, Requests(reqs), func(*trace.Request) error { return nil }, Options{Offload: off}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(minorFaults()-faults0)/float64(b.N), "faults/op")
+}
+
 // An L3 prefetch operation whose query finds nothing, after SGLang
 // v0.5.2: _prefetch_kvcache issues one for every request whose prompt
 // past its L1+L2 match is at least prefetch_threshold tokens, whatever
