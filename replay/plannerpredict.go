@@ -26,11 +26,11 @@ const (
 )
 
 // idleSkip is BasePredictor's data buffer, as far as a predictor reads
-// it: the last value taken, and whether one that is not 0 came yet.
+// it: the last value taken (0 before any: get_last_value's 0 for an
+// empty buffer), and whether one that is not 0 came yet.
 type idleSkip struct {
 	seen  bool
 	value float64
-	any   bool
 }
 
 // took reports whether v (NaN read as 0) is taken, and takes it.
@@ -44,17 +44,12 @@ func (s *idleSkip) took(v float64) bool {
 	if v != 0 {
 		s.seen = true
 	}
-	s.value, s.any = v, true
+	s.value = v
 	return true
 }
 
 // last is get_last_value: the last value taken, 0 before any.
-func (s *idleSkip) last() float64 {
-	if !s.any {
-		return 0
-	}
-	return s.value
-}
+func (s *idleSkip) last() float64 { return s.value }
 
 // constantPredictor predicts the last value taken.
 type constantPredictor struct{ idleSkip }
