@@ -67,7 +67,7 @@
 //     worker is ready. Disaggregated, each pool may have an HPA of its
 //     own (DisaggregationConfig.PrefillAutoscale, DecodeAutoscale: the
 //     autoscaler's pools), or both be sized by Dynamo's SLA planner
-//     (planner.go).
+//     (planner.go; its constant or Kalman load predictor, plannerpredict.go).
 //  5. Output. Completed, rejected and timed-out requests are emitted as
 //     trace.Requests with Source "simulated", in completion order,
 //     measured as vLLM's benchmark client measures (first_chunk TTFT,
