@@ -18,17 +18,6 @@ func offloaded(st Stats) (n int64) {
 	return n
 }
 
-// tierABC is TestTierHitTTFT's three requests with two output tokens: A
-// (512 tokens) and then B (1,012) fill a worker's 64 blocks, so that C,
-// with A's prompt, misses the GPU.
-func tierABC() []*trace.Request {
-	return []*trace.Request{
-		withHashes(req("A", 0, 512, 2), 64, ids(1, 8)...),
-		withHashes(req("B", time.Second, 1012, 2), 64, ids(100, 16)...),
-		withHashes(req("C", 2*time.Second, 512, 2), 64, ids(1, 8)...),
-	}
-}
-
 // A prefill worker with a host tier loads a prompt its GPU evicted, as an
 // aggregated worker does (TestTierHitTTFT): C's prefill is the load and a
 // step of 16 tokens where without tiers it computes all 512, and the rest
@@ -40,8 +29,8 @@ func TestDisaggregatedTierHit(t *testing.T) {
 	cfg, cost := tierConfig()
 	cfg.Workers, cfg.Disaggregation = 2, pdConfig(1)
 	const load = 3*time.Microsecond + 31*16*131_072/64 // host DRAM and PCIe H2D, 31 blocks
-	none, _ := runTiers(t, cfg, cost, nil, tierABC())
-	got, st := runTiers(t, cfg, cost, tierSpec(t, 1000, 0, 0), tierABC())
+	none, _ := runTiers(t, cfg, cost, nil, abcRequests(2))
+	got, st := runTiers(t, cfg, cost, tierSpec(t, 1000, 0, 0), abcRequests(2))
 	C, C0 := got["C"], none["C"]
 	if C.HostHitTokens.V != 496 || C.DeviceHitTokens.V != 0 || C.CachedTokens.V != 496 {
 		t.Errorf("C: host %d device %d cached %d tokens, want 496, 0, 496", C.HostHitTokens.V, C.DeviceHitTokens.V, C.CachedTokens.V)
@@ -90,8 +79,8 @@ func TestDisaggregatedDecodeTiers(t *testing.T) {
 		{"remote", 0, 1000, 0},
 		{"host and remote", 1000, 1000, 32 + 63},
 	} {
-		pre, st0 := runTiers(t, cfg, cost, tierSpec(t, c.host, 0, c.remote), tierABC())
-		got, st := runTiers(t, both, cost, tierSpec(t, c.host, 0, c.remote), tierABC())
+		pre, st0 := runTiers(t, cfg, cost, tierSpec(t, c.host, 0, c.remote), abcRequests(2))
+		got, st := runTiers(t, both, cost, tierSpec(t, c.host, 0, c.remote), abcRequests(2))
 		for _, id := range []string{"A", "B", "C"} {
 			if !reflect.DeepEqual(got[id], pre[id]) {
 				t.Errorf("%s: %s's record changed by the decode pool's tiers:\n%+v\n%+v", c.name, id, got[id], pre[id])
@@ -235,8 +224,8 @@ func TestDisaggregatedHiCacheHit(t *testing.T) {
 	plain := cfg
 	plain.Scheduler.EnableHierarchicalCache = false
 	const load = 3*time.Microsecond + 31*16*131_072/64
-	none, _ := runTiers(t, plain, cost, nil, tierABC())
-	got, st := runTiers(t, cfg, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), tierABC())
+	none, _ := runTiers(t, plain, cost, nil, abcRequests(2))
+	got, st := runTiers(t, cfg, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), abcRequests(2))
 	C, C0 := got["C"], none["C"]
 	if C.HostHitTokens.V != 496 || C.DeviceHitTokens.V != 0 {
 		t.Errorf("C: host %d device %d tokens, want 496, 0", C.HostHitTokens.V, C.DeviceHitTokens.V)
@@ -286,8 +275,8 @@ func TestDisaggregatedHiCacheAsAggregated(t *testing.T) {
 			s.WritePolicy = c.write
 			return s
 		}
-		a, _ := runTiers(t, agg, cost, spec(), hiRequests())
-		p, _ := runTiers(t, pd, cost, spec(), hiRequests())
+		a, _ := runTiers(t, agg, cost, spec(), abcRequests(1))
+		p, _ := runTiers(t, pd, cost, spec(), abcRequests(1))
 		A, P := a["C"], p["C"]
 		if P.HostHitTokens != A.HostHitTokens || P.StorageHitTokens != A.StorageHitTokens || P.RemoteHitTokens != A.RemoteHitTokens || P.DeviceHitTokens != A.DeviceHitTokens {
 			t.Errorf("%s: C's hits host %v storage %v remote %v device %v disaggregated; %v %v %v %v aggregated", c.name,

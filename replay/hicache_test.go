@@ -30,17 +30,6 @@ func hiSpec(t *testing.T, host, disk, remote int64, policy string, layers int64)
 	return o
 }
 
-// hiRequests: A (512 tokens) runs and its 32 pages are written through
-// to L2; B (1,012 tokens) takes the pool, evicting A's prefix from the
-// radix cache; C, with A's prompt, matches nothing on the GPU.
-func hiRequests() []*trace.Request {
-	return []*trace.Request{
-		withHashes(req("A", 0, 512, 1), 64, ids(1, 8)...),
-		withHashes(req("B", time.Second, 1012, 1), 64, ids(100, 16)...),
-		withHashes(req("C", 2*time.Second, 512, 1), 64, ids(1, 8)...),
-	}
-}
-
 // ttftNs is r's TTFT in whole nanoseconds.
 func ttftNs(r *trace.Request) time.Duration { return time.Duration(r.TTFTSec.V*1e9 + 0.5) }
 
@@ -58,7 +47,7 @@ func TestHiCacheHostHitTTFT(t *testing.T) {
 	const load = 3*time.Microsecond + 31*16*131_072/64
 	step := ms + 16*10*time.Microsecond
 	big, cost := hiConfig(200 * 16)
-	gpu, _ := runTiers(t, big, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), hiRequests())
+	gpu, _ := runTiers(t, big, cost, hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), abcRequests(1))
 	if got := ttftNs(gpu["C"]); got != step {
 		t.Fatalf("GPU hit: TTFT %v, want %v", got, step)
 	}
@@ -84,7 +73,7 @@ func TestHiCacheHostHitTTFT(t *testing.T) {
 			slow := 3*time.Microsecond + 31*16*131_072/16
 			want, wait = slow+step/4, slow+step/4-step
 		}
-		got, st := runTiers(t, cfg, cost, spec, hiRequests())
+		got, st := runTiers(t, cfg, cost, spec, abcRequests(1))
 		C := got["C"]
 		if ttft := ttftNs(C); ttft != want {
 			t.Errorf("%d layers: C's TTFT %v, want %v", c.layers, ttft, want)
@@ -141,7 +130,7 @@ func TestHiCacheStorageHitTTFT(t *testing.T) {
 		if c.timeout > 0 {
 			spec.HiCache.PrefetchTimeoutBase, spec.HiCache.PrefetchTimeoutPerPage = c.timeout, 0
 		}
-		got, _ := runTiers(t, cfg, cost, spec, hiRequests())
+		got, _ := runTiers(t, cfg, cost, spec, abcRequests(1))
 		C := got["C"]
 		step := ms + time.Duration(c.computed)*10*time.Microsecond
 		want := c.prefetch + step
@@ -209,13 +198,13 @@ func TestHiCacheWritePolicies(t *testing.T) {
 	for _, p := range []string{WriteBack, WriteThroughSelective, WriteThrough} {
 		spec := hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1)
 		spec.WritePolicy = p
-		got, _ := runTiers(t, cfg, cost, spec, hiRequests())
+		got, _ := runTiers(t, cfg, cost, spec, abcRequests(1))
 		if C := got["C"]; ttftNs(C) != load+step || C.HostHitTokens.V != 496 {
 			t.Errorf("%s: C's TTFT %v with %d host hit tokens, want %v and 496", p, ttftNs(C), C.HostHitTokens.V, load+step)
 		}
 		spec = hiSpec(t, 40, 1000, 0, PrefetchWaitComplete, 1)
 		spec.WritePolicy = p
-		got, _ = runTiers(t, cfg, cost, spec, hiRequests())
+		got, _ = runTiers(t, cfg, cost, spec, abcRequests(1))
 		want := int64(496)
 		if p == WriteBack {
 			want = 0
@@ -233,7 +222,7 @@ func TestHiCacheWritePolicies(t *testing.T) {
 func TestHiCacheSeconds(t *testing.T) {
 	t.Parallel()
 	cfg, cost := hiConfig(64 * 16)
-	st, err := RunInputs(cfg, cost, 0, Requests(hiRequests()), func(*trace.Request) error { return nil },
+	st, err := RunInputs(cfg, cost, 0, Requests(abcRequests(1)), func(*trace.Request) error { return nil },
 		Options{Offload: hiSpec(t, 1000, 0, 0, PrefetchBestEffort, 1), PerSecond: true})
 	if err != nil {
 		t.Fatal(err)

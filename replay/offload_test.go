@@ -53,6 +53,19 @@ func runTiers(t *testing.T, cfg Config, cost model.StepModel, off *Offload, reqs
 	return byID, st
 }
 
+// abcRequests are the tier tests' three requests, of out output tokens
+// each: A (512 tokens) runs and its 32 blocks (HiCache: pages) are
+// written through to the tier; B (1,012 tokens) takes the worker's 64 GPU
+// blocks (HiCache: the pool), evicting A's; C, with A's prompt, misses
+// the GPU.
+func abcRequests(out int64) []*trace.Request {
+	return []*trace.Request{
+		withHashes(req("A", 0, 512, out), 64, ids(1, 8)...),
+		withHashes(req("B", time.Second, 1012, out), 64, ids(100, 16)...),
+		withHashes(req("C", 2*time.Second, 512, out), 64, ids(1, 8)...),
+	}
+}
+
 // ids returns n trace block ids from base, for 64-token trace blocks.
 func ids(base int64, n int) []int64 {
 	s := make([]int64, n)
@@ -74,17 +87,10 @@ func TestTierHitTTFT(t *testing.T) {
 	t.Parallel()
 	const loadBytes = 31 * 16 * 131_072
 	step := ms + 16*10*time.Microsecond // C's 16 computed tokens
-	mk := func() []*trace.Request {
-		return []*trace.Request{
-			withHashes(req("A", 0, 512, 1), 64, ids(1, 8)...),
-			withHashes(req("B", time.Second, 1012, 1), 64, ids(100, 16)...),
-			withHashes(req("C", 2*time.Second, 512, 1), 64, ids(1, 8)...),
-		}
-	}
 	cfg, cost := tierConfig()
 	big := cfg
 	big.Scheduler.KVCacheTokens = 200 * 16
-	gpu, _ := runTiers(t, big, cost, tierSpec(t, 1000, 0, 0), mk())
+	gpu, _ := runTiers(t, big, cost, tierSpec(t, 1000, 0, 0), abcRequests(1))
 	if got := gpu["C"].TTFTSec.V; got != step.Seconds() {
 		t.Fatalf("GPU hit: TTFT %v, want %v", got, step.Seconds())
 	}
@@ -105,7 +111,7 @@ func TestTierHitTTFT(t *testing.T) {
 		// 1,625,292.8 ns, the completion rounded to the nanosecond.
 		{"remote", 0, 0, 1000, 403*time.Microsecond + 1_625_293, func(r *trace.Request) trace.Opt[int64] { return r.RemoteHitTokens }},
 	} {
-		got, st := runTiers(t, cfg, cost, tierSpec(t, c.host, c.disk, c.remote), mk())
+		got, st := runTiers(t, cfg, cost, tierSpec(t, c.host, c.disk, c.remote), abcRequests(1))
 		C := got["C"]
 		want := time.Duration(C.Arrival.V) + c.load + step
 		if ttft := time.Duration(trace.Time(C.TTFTSec.V*1e9+0.5) + C.Arrival.V); ttft != want {
