@@ -346,11 +346,7 @@ func TestHardwareOverrideBadInput(t *testing.T) {
 		{"hardware: custom\nhardware_override: {peak_bf16_tflops: 500}\n",
 			"c.yaml:1: hardware: custom: hardware_override must give peak_bf16_tflops, mem_mib and mem_bandwidth_tbps"},
 	} {
-		cl, err := ParseCluster("c.yaml", []byte(c.text))
-		if err == nil {
-			_, err = Resolve(cl, trace.Run{}, Overrides{})
-		}
-		if err == nil || err.Error() != c.want {
+		if err := resolveErr(c.text); err == nil || err.Error() != c.want {
 			t.Errorf("%q: error %v, want %q", c.text, err, c.want)
 		}
 	}

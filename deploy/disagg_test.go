@@ -3,8 +3,6 @@ package deploy
 import (
 	"strings"
 	"testing"
-
-	"github.com/opaltrace/opaltrace/trace"
 )
 
 // prefill_workers counts servers, as workers does: with data parallelism
@@ -71,11 +69,7 @@ func TestDisaggregationPools(t *testing.T) {
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_autoscale:\n    metric: queue_depth\n    target: 0\n",
 			"c.yaml:6: disaggregation.prefill_autoscale.target: 0 is not a positive number"},
 	} {
-		cl, err := ParseCluster("c.yaml", []byte(c.yaml))
-		if err == nil {
-			_, err = Resolve(cl, trace.Run{}, Overrides{})
-		}
-		if err == nil || err.Error() != c.want {
+		if err := resolveErr(c.yaml); err == nil || err.Error() != c.want {
 			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)
 		}
 	}
@@ -132,11 +126,7 @@ func TestDisaggregationTiers(t *testing.T) {
 		{"workers: 3\nscheduler:\n  engine: sglang\n  enable_hierarchical_cache: true\ndisaggregation:\n  prefill_workers: 1\n  decode_kv_tiers: true\n",
 			"c.yaml:7: disaggregation.decode_kv_tiers: an SGLang decode server's HiCache is not modelled yet (the prefill servers' is)"},
 	} {
-		cl, err := ParseCluster("c.yaml", []byte(c.yaml))
-		if err == nil {
-			_, err = Resolve(cl, trace.Run{}, Overrides{})
-		}
-		if err == nil || err.Error() != c.want {
+		if err := resolveErr(c.yaml); err == nil || err.Error() != c.want {
 			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)
 		}
 	}

@@ -62,6 +62,18 @@ func resolveYAML(t *testing.T, yaml string) *Setup {
 	return s
 }
 
+// resolveErr is the error of resolving the cluster file c.yaml holding
+// yaml (parsing it, then resolving it for a run that records nothing), or
+// nil.
+func resolveErr(yaml string) error {
+	c, err := ParseCluster("c.yaml", []byte(yaml))
+	if err != nil {
+		return err
+	}
+	_, err = Resolve(c, trace.Run{}, Overrides{})
+	return err
+}
+
 // sglangDefaultsNote is the line Resolve writes of the SGLang defaults it
 // derived for the cluster yaml.
 func sglangDefaultsNote(t *testing.T, yaml string) string {
