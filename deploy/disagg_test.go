@@ -66,6 +66,10 @@ func TestDisaggregationPools(t *testing.T) {
 			"c.yaml:3: autoscale: with data parallelism a replica is a server of 4 workers, which start and stop together: not modelled yet"},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n",
 			"c.yaml:5: disaggregation.planner: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
+		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    predictor: kalman\n    kalman_r: -1\n",
+			"c.yaml:7: disaggregation.planner.kalman_r: -1 is not a positive number"},
+		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    predictor: arima\n",
+			`c.yaml:6: disaggregation.planner.predictor: "arima" is not modelled (constant and kalman are; Dynamo's arima and prophet are not)`},
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_autoscale:\n    metric: queue_depth\n    target: 0\n",
 			"c.yaml:6: disaggregation.prefill_autoscale.target: 0 is not a positive number"},
 	} {

@@ -220,12 +220,18 @@ func TestRecordedErrors(t *testing.T) {
 	cfg.Autoscale = AutoscaleConfig{}
 	cfg.Workers = 7
 	cfg.Disaggregation = DisaggregationConfig{PrefillWorkers: 2, KVBytesPerToken: 131072, TransferGBps: 40}
-	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "request 0: prefill_worker: absent") {
-		t.Errorf("error %v, want the absent prefill workers", err)
-	}
 	for i, r := range reqs {
-		r.PrefillWorker = "p" + strconv.Itoa(i%3)
+		if i != 7 && i != 12 {
+			r.PrefillWorker = "p" + strconv.Itoa(i%3)
+		}
 	}
+	err = run(cfg, Requests(reqs))
+	for _, want := range []string{"request 7: prefill_worker: absent", "trace.jsonl:13: prefill_worker: absent"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+	reqs[7].PrefillWorker, reqs[12].PrefillWorker = "p1", "p0"
 	reqs[4].PrefillWorker = "w1" // also a decode worker's name
 	if err := run(cfg, Requests(reqs)); err == nil || !strings.Contains(err.Error(), "the trace names 4 prefill workers (p0, p1, p2, w1), the deployment has 2: set disaggregation.prefill_workers to 4 and workers to 9") {
 		t.Errorf("error %v, want the count of prefill workers", err)
