@@ -203,10 +203,10 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		c.Config = cfg
 	}
 	if perServer := cfg.Workers / servers; perServer > 1 && cfg.Autoscale.On() {
-		// An HPA's replica is a server (a pod), its ranks started and
-		// stopped together; the autoscaler sizes workers, which are
-		// ranks here, one at a time.
-		return nil, c.bad("autoscale", c.given["autoscale"], "", fmt.Sprintf("with data parallelism a replica is a server of %d workers, which start and stop together: not modelled yet", perServer))
+		// An HPA's replica is a server (a pod), its ranks started,
+		// counted and stopped together.
+		cfg.Autoscale.ReplicaWorkers = perServer
+		c.Config = cfg
 	}
 	if cfg.Disaggregation.PrefillWorkers > 0 {
 		note, err := disaggregationOf(&c, &cfg, dep, cfg.Workers/servers)

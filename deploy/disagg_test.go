@@ -56,14 +56,6 @@ func TestDisaggregationPools(t *testing.T) {
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:4: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: cache_aware\n", `c.yaml:4: disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two, dynamo_kv`},
-		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_autoscale:\n    metric: in_flight\n    target: 4\n",
-			"c.yaml:5: disaggregation.decode_autoscale: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
-		{"dp: 2\nworkers: 2\nautoscale:\n  metric: queue_depth\n  target: 2\n",
-			"c.yaml:3: autoscale: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
-		{"model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 2\nscheduler:\n  engine: sglang\nautoscale:\n  metric: queue_depth\n  target: 2\n",
-			"c.yaml:7: autoscale: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
-		{"dp: 4\nworkers: 2\nautoscale:\n  metric: queue_depth\n  target: 2\n",
-			"c.yaml:3: autoscale: with data parallelism a replica is a server of 4 workers, which start and stop together: not modelled yet"},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n",
 			"c.yaml:5: disaggregation.planner: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    predictor: kalman\n    kalman_r: -1\n",
@@ -133,5 +125,37 @@ func TestDisaggregationTiers(t *testing.T) {
 		if err := resolveErr(c.yaml); err == nil || err.Error() != c.want {
 			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestAutoscaleDataParallel checks that the fleet's autoscaler, with data
+// parallelism (vLLM's dp, SGLang's DP attention), sizes servers: a
+// replica is a server's ranks, and the replicas count servers.
+func TestAutoscaleDataParallel(t *testing.T) {
+	for _, c := range []struct {
+		yaml             string
+		workers, replica int
+	}{
+		{"dp: 2\nworkers: 2\nautoscale:\n  metric: queue_depth\n  target: 2\n  max_replicas: 3\n", 4, 2},
+		{"dp: 4\nworkers: 2\nautoscale:\n  metric: queue_depth\n  target: 2\n  max_replicas: 3\n", 8, 4},
+		{"model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 2\nscheduler:\n  engine: sglang\nautoscale:\n  metric: queue_depth\n  target: 2\n  max_replicas: 3\n", 4, 2},
+		{"workers: 2\nautoscale:\n  metric: queue_depth\n  target: 2\n  max_replicas: 3\n", 2, 0},
+	} {
+		s := resolveYAML(t, c.yaml)
+		if a := s.Config.Autoscale; s.Config.Workers != c.workers || a.ReplicaWorkers != c.replica || a.MaxReplicas != 3 {
+			t.Errorf("%q: %d workers, replicas of %d, at most %d; want %d, %d, 3", c.yaml, s.Config.Workers, a.ReplicaWorkers, a.MaxReplicas, c.workers, c.replica)
+		}
+		if err := s.Config.Validate(); err != nil {
+			t.Errorf("%q: the resolved configuration is refused: %v", c.yaml, err)
+		}
+	}
+	// A pool's HPA too: prefill_workers and the replicas count servers.
+	s := resolveYAML(t, "dp: 2\nworkers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_autoscale:\n    metric: in_flight\n    target: 4\n    max_replicas: 4\n")
+	d := s.Config.Disaggregation
+	if s.Config.Workers != 6 || d.PrefillWorkers != 2 || d.DecodeAutoscale.ReplicaWorkers != 2 || d.DecodeAutoscale.MaxReplicas != 4 {
+		t.Errorf("pools: %d workers, %d prefill, decode replicas of %d, at most %d; want 6, 2, 2, 4", s.Config.Workers, d.PrefillWorkers, d.DecodeAutoscale.ReplicaWorkers, d.DecodeAutoscale.MaxReplicas)
+	}
+	if err := s.Config.Validate(); err != nil {
+		t.Errorf("pools: the resolved configuration is refused: %v", err)
 	}
 }

@@ -102,7 +102,22 @@ type AutoscaleConfig struct {
 	SLOITLSec  float64 `yaml:"slo_itl_s,omitempty"`
 	// GPUsPerWorker prices the fleet in GPU-hours (default 1).
 	GPUsPerWorker int `yaml:"gpus_per_worker,omitempty"`
+
+	// ReplicaWorkers is how many workers a replica is (default 1):
+	// with data parallelism a server (a pod) of that many ranks, which
+	// the autoscaler starts, counts and drains together (deploy sets
+	// it from dp or enable_dp_attention). Replicas are then servers:
+	// MinReplicas and MaxReplicas count them, and the fleet starts with
+	// Config.Workers / ReplicaWorkers of them. The metrics are the
+	// HPA's per pod: a server's queue_depth, in_flight and
+	// request_rate are its ranks' summed, its kv_usage their mean. A
+	// draining server stops when the last of its ranks is idle, and
+	// its ranks' GPUs count until then.
+	ReplicaWorkers int `yaml:"-"`
 }
+
+// replicaWorkers is ReplicaWorkers, 1 if unset.
+func (a AutoscaleConfig) replicaWorkers() int { return max(a.ReplicaWorkers, 1) }
 
 // Autoscaling metrics.
 const (
@@ -188,8 +203,11 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 			bad("autoscale."+field, "%v is not a non-negative number", v)
 		}
 	}
+	if k := a.replicaWorkers(); workers%k != 0 {
+		bad("autoscale", "%d workers are not whole replicas of %d workers each", workers, k)
+	}
 	given := a
-	a = a.withDefaults(workers)
+	a = a.withDefaults(workers / a.replicaWorkers())
 	if *a.MinReplicas < 0 || a.MaxReplicas < max(*a.MinReplicas, 1) || a.MaxReplicas > 4096 {
 		bad("autoscale.max_replicas", "replicas [%d, %d] are not 0 ≤ min ≤ max, 1 ≤ max ≤ 4096", *a.MinReplicas, a.MaxReplicas)
 	}
@@ -261,9 +279,12 @@ const (
 // decode_autoscale), as llm-d and Dynamo deploy the two as separate
 // deployments that scale apart.
 type pool struct {
-	name    string // "" (the fleet), "prefill" or "decode"
-	index   int32  // in autoscaler.pools
-	planned bool   // sized by the planner (planner.go), not an HPA
+	name string // "" (the fleet), "prefill" or "decode"
+	// k is the workers of a replica (cfg.replicaWorkers): slots lo+k·r
+	// to lo+k·r+k−1 are replica r's, in one state.
+	k       int
+	index   int32 // in autoscaler.pools
+	planned bool  // sized by the planner (planner.go), not an HPA
 	cfg     AutoscaleConfig
 	lo, hi  int // its slots
 	period  time.Duration
@@ -462,9 +483,10 @@ func newAutoscaler(slots, split int, specs []poolSpec) *autoscaler {
 				name: sp.name, index: int32(len(a.pools)), cfg: sp.cfg, lo: sp.lo, hi: sp.hi, planned: sp.planned,
 				period: trace.DurationSeconds(sp.cfg.SyncPeriodSec),
 				ms:     sp.cfg.metricList(),
+				k:      sp.cfg.replicaWorkers(),
 			}
 			a.pools = append(a.pools, p)
-			n = min(max(n, *sp.cfg.MinReplicas), sp.cfg.MaxReplicas)
+			n = min(max(n/p.k, *sp.cfg.MinReplicas), sp.cfg.MaxReplicas) * p.k
 		}
 		for i := sp.lo; i < sp.lo+n; i++ {
 			a.state[i] = slotReady
@@ -549,12 +571,36 @@ func (e *engine) promote(now trace.Time) {
 
 // drained stops a draining worker that has no request left (and, with
 // disaggregation, no KV on its way from or to it: disagg.idle).
+//
+// A replica of several workers (AutoscaleConfig.ReplicaWorkers) stops
+// when the last of them is: a server's ranks exit together.
 func (e *engine) drained(now trace.Time, w *worker) {
 	a := e.scale
-	if a.state[w.id] == slotDraining && w.idle() && (e.pd == nil || e.pd.idle(w.id)) {
-		a.stop(w.id, now)
-		a.note(now)
+	if a.state[w.id] != slotDraining {
+		return
 	}
+	p := a.poolOf(w.id)
+	lo := p.lo + (w.id-p.lo)/p.k*p.k
+	for i := lo; i < lo+p.k; i++ {
+		if !e.workers[i].idle() || e.pd != nil && !e.pd.idle(i) {
+			return
+		}
+	}
+	for i := lo; i < lo+p.k; i++ {
+		a.stop(i, now)
+	}
+	a.note(now)
+}
+
+// poolOf returns the pool slot i is in (a slot no pool sizes is never
+// draining).
+func (a *autoscaler) poolOf(i int) *pool {
+	for _, p := range a.pools {
+		if p.lo <= i && i < p.hi {
+			return p
+		}
+	}
+	panic("replay: internal error: a draining slot in no pool")
 }
 
 // autoscale is pool p's HPA sync at now: it reads the metric over the
@@ -575,7 +621,7 @@ func (e *engine) autoscale(now trace.Time, p *pool) {
 	// (KEDA's external metrics, HPA's object and external metrics): a
 	// starting worker contributes nothing yet, so the fleet does not
 	// grow again for load that the workers on their way will take.
-	current := ready + starting
+	current := (ready + starting) / p.k
 	if current == 0 {
 		p.newPeriod()
 		e.queueSync(now, p)
@@ -663,10 +709,10 @@ func (e *engine) metricTotal(p *pool, metric string) float64 {
 	return total
 }
 
-// resize starts or stops workers of pool p at now to take its current
+// resize starts or stops replicas of pool p at now to take its current
 // replicas asked for to desired, and returns the replicas it reached:
-// starting workers first, then draining the newest ready ones, but the
-// last ready worker only when toZero (KEDA's scale to zero).
+// starting replicas first, then draining the newest ready ones, but the
+// last ready replica only when toZero (KEDA's scale to zero).
 func (e *engine) resize(now trace.Time, p *pool, current, desired int, toZero bool) int {
 	a := e.scale
 	for ; current < desired; current++ {
@@ -675,9 +721,12 @@ func (e *engine) resize(now trace.Time, p *pool, current, desired int, toZero bo
 		}
 	}
 	ready, _, _ := a.countIn(p.lo, p.hi)
+	ready /= p.k
 	for ; current > desired; current-- {
 		if i := a.newest(p, slotStarting); i >= 0 {
-			a.stop(i, now)
+			for j := i; j < i+p.k; j++ {
+				a.stop(j, now)
+			}
 			continue
 		}
 		if ready <= 1 && !toZero {
@@ -687,22 +736,40 @@ func (e *engine) resize(now trace.Time, p *pool, current, desired int, toZero bo
 		if i < 0 {
 			break
 		}
-		a.state[i] = slotDraining
+		for j := i; j < i+p.k; j++ {
+			a.state[j] = slotDraining
+		}
 		ready--
 		e.drained(now, e.workers[i])
 	}
 	return current
 }
 
-// startSlot starts a new worker in an off slot of pool p at now, and
-// reports whether there was one.
+// startSlot starts a new replica of pool p at now, its workers in the
+// slots of a replica whose every slot is off, and reports whether there
+// was one.
 func (e *engine) startSlot(now trace.Time, p *pool) bool {
 	a := e.scale
-	i := slices.Index(a.state[p.lo:p.hi], slotOff)
-	if i < 0 {
-		return false
+	for lo := p.lo; lo+p.k <= p.hi; lo += p.k {
+		if !slices.ContainsFunc(a.state[lo:lo+p.k], func(s slotState) bool { return s != slotOff }) {
+			for i := lo; i < lo+p.k; i++ {
+				e.startWorker(now, p, i)
+			}
+			if a.toZero {
+				// Requests held for want of a ready worker go to
+				// it once it is ready, not at the next arrival or
+				// sync.
+				e.q.push(a.readyAt[lo], evAutoscale, syncReady)
+			}
+			return true
+		}
 	}
-	i += p.lo
+	return false
+}
+
+// startWorker starts a new worker in off slot i of pool p at now.
+func (e *engine) startWorker(now trace.Time, p *pool, i int) {
+	a := e.scale
 	if !e.workers[i].idle() {
 		// A drained slot stopped only when idle, so an off slot is
 		// idle: this cannot happen.
@@ -728,12 +795,6 @@ func (e *engine) startSlot(now trace.Time, p *pool) bool {
 	}
 	a.state[i], a.readyAt[i], a.since[i] = slotStarting, now.Add(p.cfg.startup()), now
 	a.nextReady = min(a.nextReady, a.readyAt[i])
-	if a.toZero {
-		// Requests held for want of a ready worker go to it once it is
-		// ready, not at the next arrival or sync.
-		e.q.push(a.readyAt[i], evAutoscale, syncReady)
-	}
-	return true
 }
 
 // restart returns a new worker for slot i, whose worker stopped: on
@@ -777,11 +838,11 @@ func (w *worker) idle() bool {
 	return !w.hasWork() && !w.busy && w.api.empty() && (w.off == nil || w.off.loading == 0)
 }
 
-// newest returns the slot of pool p in state s that left slotOff last
-// (the highest index among equals), or −1.
+// newest returns the first slot of the replica of pool p in state s
+// that left slotOff last (the highest index among equals), or −1.
 func (a *autoscaler) newest(p *pool, s slotState) int {
 	best := -1
-	for i := p.lo; i < p.hi; i++ {
+	for i := p.lo; i+p.k <= p.hi; i += p.k {
 		if st := a.state[i]; st == s && (best < 0 || a.since[i] >= a.since[best]) {
 			best = i
 		}

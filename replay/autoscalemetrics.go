@@ -97,7 +97,11 @@ func (e *engine) metricValue(a *pool, m AutoscaleMetric, current int) float64 {
 		}
 		return float64(a.itlMet) / float64(a.itlDone)
 	}
-	return e.metricTotal(a, m.Metric) / float64(current)
+	v := e.metricTotal(a, m.Metric) / float64(current)
+	if m.Metric == MetricKVUsage {
+		v /= float64(a.k) // a server's is its ranks' mean
+	}
+	return v
 }
 
 // propose is the HPA's replica count for metric m at value over current

@@ -43,6 +43,19 @@ func checkedPD(t *testing.T, cfg Config, reqs []*trace.Request) ([]*trace.Reques
 // checkedPDTiers is checkedPD with the KV tiers off (nil) or on.
 func checkedPDTiers(t *testing.T, cfg Config, reqs []*trace.Request, off *Offload) ([]*trace.Request, Stats) {
 	t.Helper()
+	return checkedPDWith(t, cfg, reqs, off, nil)
+}
+
+// checkedPDAt is checkedPD that calls atEnd with the engine at the end.
+func checkedPDAt(t *testing.T, cfg Config, reqs []*trace.Request, atEnd func(*engine)) ([]*trace.Request, Stats) {
+	t.Helper()
+	return checkedPDWith(t, cfg, reqs, nil, atEnd)
+}
+
+// checkedPDWith is checkedPD with the KV tiers off (nil) or on, and
+// atEnd, when set, called with the engine at the end.
+func checkedPDWith(t *testing.T, cfg Config, reqs []*trace.Request, off *Offload, atEnd func(*engine)) ([]*trace.Request, Stats) {
+	t.Helper()
 	var eng *engine
 	var errs []string
 	bad := func(format string, args ...any) {
@@ -62,6 +75,7 @@ func checkedPDTiers(t *testing.T, cfg Config, reqs []*trace.Request, off *Offloa
 				bad("decode slot %d (state %d) chosen, not a ready decode worker", w, e.scale.state[w])
 			}
 		},
+		atEnd: atEnd,
 	}
 	var all []*trace.Request
 	st, err := RunInputs(cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, Requests(reqs), func(r *trace.Request) error {

@@ -62,7 +62,9 @@
 //     With Config.Autoscale the fleet is sized as Kubernetes' HPA sizes
 //     it, by one metric or several (autoscale.go, autoscalepolicy.go,
 //     autoscalemetrics.go): new workers ready after their start-up,
-//     drained ones stopped once idle; and it may scale to zero as KEDA
+//     drained ones stopped once idle, a replica several workers with
+//     data parallelism (AutoscaleConfig.ReplicaWorkers: a server's
+//     ranks, started and stopped together); and it may scale to zero as KEDA
 //     does (scaletozero.go), requests waiting at the gateway while no
 //     worker is ready. Disaggregated, each pool may have an HPA of its
 //     own (DisaggregationConfig.PrefillAutoscale, DecodeAutoscale: the

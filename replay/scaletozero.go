@@ -156,7 +156,7 @@ func (e *engine) pollKEDA(now trace.Time) error {
 	a.values = values
 	a.polled = 0
 	ready, starting, _ := a.count()
-	current := ready + starting
+	current := (ready + starting) / a.k
 	switch {
 	case active && current == 0:
 		e.resize(now, a.pool, 0, min(a.hpaMin(), a.cfg.MaxReplicas), false)

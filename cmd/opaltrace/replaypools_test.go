@@ -137,3 +137,40 @@ func TestReplayPlannedPools(t *testing.T) {
 		}
 	}
 }
+
+// With data parallelism (dp) the HPA's replica is a server of dp ranks:
+// stderr says so, and the ready workers, ranks, move two at a time: the
+// two servers of the start (4 workers) grow to the three at most (6).
+func TestReplayAutoscaledServers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(cfg, []byte(`workers: 2
+dp: 2
+autoscale:
+  metric: queue_depth
+  target: 1
+  max_replicas: 3
+  sync_period_s: 5
+  container_start_s: 30
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sec := filepath.Join(dir, "sec.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "--per-second", sec, "../../samples/mooncake/conversation_trace_first10min.jsonl")
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	if re := `autoscaled on queue_depth, replicas servers of 2 workers: [0-9.]+ GPU-hours; ready workers per whole second 4\.00 to 6\.00, mean`; !regexp.MustCompile(re).MatchString(stderr) {
+		t.Errorf("stderr lacks %s:\n%s", re, stderr)
+	}
+	runs, _, err := trace.ReadSeconds(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range runs[0].Seconds {
+		// A whole second in one state has a whole number of servers.
+		if r := s.ReadyWorkers; r == math.Trunc(r) && int(r)%2 != 0 {
+			t.Errorf("second %d: %v workers ready, not whole servers", s.Second, r)
+		}
+	}
+}

@@ -777,9 +777,16 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		return fmt.Sprintf("%.2f to %.2f, mean %.2f", lo, hi, sum/float64(len(whole)))
 	}
 	d := cfg.Disaggregation
+	// servers says what a replica is with data parallelism.
+	servers := func(a replay.AutoscaleConfig) string {
+		if a.ReplicaWorkers > 1 {
+			return fmt.Sprintf(", replicas servers of %d workers", a.ReplicaWorkers)
+		}
+		return ""
+	}
 	if !d.PrefillAutoscale.On() && !d.DecodeAutoscale.On() && d.Planner.Policy == "" {
-		fmt.Fprintf(w, "%s: autoscaled on %s: %.3f GPU-hours; ready workers per whole second %s\n",
-			name, cfg.Autoscale.MetricNames(), st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
+		fmt.Fprintf(w, "%s: autoscaled on %s%s: %.3f GPU-hours; ready workers per whole second %s\n",
+			name, cfg.Autoscale.MetricNames(), servers(cfg.Autoscale), st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
 		return
 	}
 	fmt.Fprintf(w, "%s: pools autoscaled: %.3f GPU-hours; ready workers per whole second %s\n",
@@ -812,7 +819,7 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		how := "no autoscaler"
 		switch {
 		case p.a.On():
-			how = "autoscaled on " + p.a.MetricNames()
+			how = "autoscaled on " + p.a.MetricNames() + servers(p.a)
 		case d.Planner.Policy != "":
 			how = "the planner's"
 		}
