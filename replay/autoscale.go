@@ -586,10 +586,16 @@ func (e *engine) drained(now trace.Time, w *worker) {
 			return
 		}
 	}
+	a.stopReplica(p, lo, now)
+	a.note(now)
+}
+
+// stopReplica turns off the slots of pool p's replica whose first slot
+// is lo.
+func (a *autoscaler) stopReplica(p *pool, lo int, now trace.Time) {
 	for i := lo; i < lo+p.k; i++ {
 		a.stop(i, now)
 	}
-	a.note(now)
 }
 
 // poolOf returns the pool slot i is in (a slot no pool sizes is never
@@ -724,9 +730,7 @@ func (e *engine) resize(now trace.Time, p *pool, current, desired int, toZero bo
 	ready /= p.k
 	for ; current > desired; current-- {
 		if i := a.newest(p, slotStarting); i >= 0 {
-			for j := i; j < i+p.k; j++ {
-				a.stop(j, now)
-			}
+			a.stopReplica(p, i, now)
 			continue
 		}
 		if ready <= 1 && !toZero {

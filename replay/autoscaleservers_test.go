@@ -16,13 +16,7 @@ import (
 // every change of the fleet moves whole servers, and the GPU-hours are
 // the ranks' time.
 func TestAutoscaleServers(t *testing.T) {
-	var reqs []*trace.Request
-	for i := range 400 { // 40 requests/s for 10 s
-		reqs = append(reqs, req(fmt.Sprintf("b%d", i), time.Duration(i)*25*ms, 300, 40))
-	}
-	for i := range 5 { // then one every 20 s
-		reqs = append(reqs, req(fmt.Sprintf("t%d", i), 30*time.Second+time.Duration(i)*20*time.Second, 300, 40))
-	}
+	reqs := pdBurst()
 	cfg := Config{Workers: 2, Router: RouterLeastRequests, Autoscale: AutoscaleConfig{
 		Metric: MetricQueueDepth, Target: 2, MaxReplicas: 3, SyncPeriodSec: 1, ReplicaWorkers: 2,
 		ScaleDownStabilizationSec: ptr(10), ContainerStartSec: 1, WeightsGB: 16, StorageGBps: 16,
@@ -74,9 +68,10 @@ func TestAutoscaleServersMetric(t *testing.T) {
 		starting int
 	}{
 		{MetricQueueDepth, 2, 2},
-		// Each rank holds one request's blocks of 64: KV usage
-		// 7/64 a rank, and a server's mean the same; summed over
-		// the ranks it would be twice that and grow the fleet.
+		// Each rank holds one request's 7 blocks of 64: KV usage
+		// 0.109 a rank, and a server's mean the same, within the
+		// tolerance of 0.1; summed over the ranks it would be
+		// twice that and grow the fleet.
 		{MetricKVUsage, 0.1, 0},
 	} {
 		cfg := Config{Workers: 4, Router: RouterLeastRequests, Autoscale: AutoscaleConfig{
