@@ -204,7 +204,7 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 		}
 	}
 	if k := a.replicaWorkers(); workers%k != 0 {
-		bad("autoscale", "%d workers are not whole replicas of %d workers each", workers, k)
+		bad("autoscale", "the workers (%d) are not whole replicas of %d workers each", workers, k)
 	}
 	given := a
 	a = a.withDefaults(workers / a.replicaWorkers())

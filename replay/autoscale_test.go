@@ -78,6 +78,7 @@ func TestAutoscaleConfigErrors(t *testing.T) {
 		{AutoscaleConfig{Metric: MetricITLAttainment, Target: 1.5, SLOITLSec: 0.05}, "autoscale.target: 1.5 is not an attainment in (0, 1]"},
 		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, MinReplicas: ptrInt(5), MaxReplicas: 2}, "autoscale.max_replicas"},
 		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, WeightsGB: 10}, "autoscale.storage_gbps"},
+		{AutoscaleConfig{Metric: MetricQueueDepth, Target: 1, ReplicaWorkers: 2}, "autoscale: the workers (1) are not whole replicas of 2 workers each"},
 	} {
 		err := Config{Autoscale: tc.a}.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

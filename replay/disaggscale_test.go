@@ -199,6 +199,10 @@ func TestDisaggregatedAutoscaleConfigErrors(t *testing.T) {
 			c.Disaggregation.PrefillAutoscale, c.Disaggregation.DecodeAutoscale = hpa, hpa
 			c.Disaggregation.DecodeAutoscale.GPUsPerWorker = 2
 		}, "disaggregation.decode_autoscale.gpus_per_worker: 2, the prefill pool's 1"},
+		{"servers", func(c *Config) {
+			c.Disaggregation.PrefillAutoscale = hpa
+			c.Disaggregation.PrefillAutoscale.ReplicaWorkers = 2
+		}, "disaggregation.prefill_autoscale: the workers (1) are not whole replicas of 2 workers each"},
 	} {
 		c := Config{Workers: 3, Disaggregation: pdConfig(1)}
 		tc.c(&c)
