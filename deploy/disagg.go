@@ -37,13 +37,18 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 	if perServer > 1 {
 		ranksNote = fmt.Sprintf(" (%d ranks each: %d prefill and %d decode workers)", perServer, d.PrefillWorkers, max(cfg.Workers, 1)-d.PrefillWorkers)
 	}
-	ranks := int64(dep.TP * max(dep.PP, 1))
-	if dep.DPAttention {
-		ranks = int64(max(dep.PP, 1)) // a worker is one rank of the TP group, its own requests' KV whole
-	}
+	ranks := int64(workerGPUs(dep))
 	if _, given := c.given["disaggregation.planner.gpus_per_worker"]; d.Planner.Policy != "" && !given {
 		// The planner's budget counts GPUs: a worker's ranks.
 		d.Planner.GPUsPerWorker = int(ranks)
+	}
+	for _, p := range []struct {
+		key string
+		a   *replay.AutoscaleConfig
+	}{{"prefill_autoscale", &d.PrefillAutoscale}, {"decode_autoscale", &d.DecodeAutoscale}} {
+		if _, given := c.given["disaggregation."+p.key+".gpus_per_worker"]; p.a.On() && !given {
+			p.a.GPUsPerWorker = int(ranks) // GPU-hours count a worker's GPUs
+		}
 	}
 	kv := "the model's"
 	if d.KVBytesPerToken == 0 {
@@ -100,4 +105,14 @@ func disaggregationTiers(c *Cluster, d replay.DisaggregationConfig, off *replay.
 		return "KV tiers on both pools: a decode worker writes the prompts it receives to its own tiers and loads those it preempts back (decode_kv_tiers)", nil
 	}
 	return "KV tiers on the prefill pool: its workers load their prompts' hits and write what they compute, the decode pool has none (decode_kv_tiers: true gives it tiers)", nil
+}
+
+// workerGPUs is the GPUs of one replay worker of deployment dep: its TP
+// and PP ranks, or, with DP attention, its PP ranks alone (a worker is
+// one rank of the TP group, its own requests' KV whole).
+func workerGPUs(dep *model.Deployment) int {
+	if dep.DPAttention {
+		return max(dep.PP, 1)
+	}
+	return dep.TP * max(dep.PP, 1)
 }

@@ -159,3 +159,39 @@ func TestAutoscaleDataParallel(t *testing.T) {
 		t.Errorf("pools: the resolved configuration is refused: %v", err)
 	}
 }
+
+// An autoscaler's GPU-hours count a worker's GPUs: gpus_per_worker, when
+// not given, is the deployment's TP·PP (a DP-attention rank's PP), for
+// the fleet's HPA and each pool's, as for the planner's budget.
+func TestAutoscaleGPUsPerWorker(t *testing.T) {
+	hpa := "  metric: queue_depth\n  target: 2\n"
+	for _, c := range []struct {
+		yaml string
+		gpus int
+	}{
+		{"workers: 2\nautoscale:\n" + hpa, 1},
+		{"tp: 2\nworkers: 2\nautoscale:\n" + hpa, 2},
+		{"tp: 2\nworkers: 2\nautoscale:\n" + hpa + "  gpus_per_worker: 1\n", 1},
+		{"tp: 2\ndp: 2\nworkers: 2\nautoscale:\n" + hpa, 2},
+		{"model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 2\nscheduler:\n  engine: sglang\nautoscale:\n" + hpa, 1},
+	} {
+		s := resolveYAML(t, c.yaml)
+		if got := s.Config.Autoscale.GPUsPerWorker; got != c.gpus {
+			t.Errorf("%q: gpus_per_worker %d, want %d", c.yaml, got, c.gpus)
+		}
+	}
+	s := resolveYAML(t, `tp: 2
+workers: 3
+disaggregation:
+  prefill_workers: 1
+  prefill_autoscale:
+    metric: queue_depth
+    target: 2
+  decode_autoscale:
+    metric: in_flight
+    target: 8
+`)
+	if d := s.Config.Disaggregation; d.PrefillAutoscale.GPUsPerWorker != 2 || d.DecodeAutoscale.GPUsPerWorker != 2 {
+		t.Errorf("pools: gpus_per_worker %d and %d, want 2 and 2", d.PrefillAutoscale.GPUsPerWorker, d.DecodeAutoscale.GPUsPerWorker)
+	}
+}

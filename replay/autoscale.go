@@ -100,7 +100,8 @@ type AutoscaleConfig struct {
 	// the ITL objective of itl_slo_attainment.
 	SLOTTFTSec float64 `yaml:"slo_ttft_s,omitempty"`
 	SLOITLSec  float64 `yaml:"slo_itl_s,omitempty"`
-	// GPUsPerWorker prices the fleet in GPU-hours (default 1).
+	// GPUsPerWorker prices the fleet in GPU-hours (default 1; from a
+	// cluster file, the worker's GPUs: deploy).
 	GPUsPerWorker int `yaml:"gpus_per_worker,omitempty"`
 
 	// ReplicaWorkers is how many workers a replica is (default 1):
