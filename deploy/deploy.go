@@ -208,13 +208,8 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		cfg.Autoscale.ReplicaWorkers = perServer
 		c.Config = cfg
 	}
-	if _, given := c.given["autoscale.gpus_per_worker"]; cfg.Autoscale.On() && !given {
-		// GPU-hours count a worker's GPUs: its TP and PP ranks (one
-		// rank of the TP group with DP attention), as the planner's
-		// budget does.
-		cfg.Autoscale.GPUsPerWorker = workerGPUs(dep)
-		c.Config = cfg
-	}
+	c.defaultGPUs("autoscale", &cfg.Autoscale, workerGPUs(dep))
+	c.Config = cfg
 	if cfg.Disaggregation.PrefillWorkers > 0 {
 		note, err := disaggregationOf(&c, &cfg, dep, cfg.Workers/servers)
 		if err != nil {

@@ -42,14 +42,8 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 		// The planner's budget counts GPUs: a worker's ranks.
 		d.Planner.GPUsPerWorker = int(ranks)
 	}
-	for _, p := range []struct {
-		key string
-		a   *replay.AutoscaleConfig
-	}{{"prefill_autoscale", &d.PrefillAutoscale}, {"decode_autoscale", &d.DecodeAutoscale}} {
-		if _, given := c.given["disaggregation."+p.key+".gpus_per_worker"]; p.a.On() && !given {
-			p.a.GPUsPerWorker = int(ranks) // GPU-hours count a worker's GPUs
-		}
-	}
+	c.defaultGPUs("disaggregation.prefill_autoscale", &d.PrefillAutoscale, int(ranks))
+	c.defaultGPUs("disaggregation.decode_autoscale", &d.DecodeAutoscale, int(ranks))
 	kv := "the model's"
 	if d.KVBytesPerToken == 0 {
 		d.KVBytesPerToken = dep.KVBytesPerTokenPerRank() * ranks
@@ -105,6 +99,15 @@ func disaggregationTiers(c *Cluster, d replay.DisaggregationConfig, off *replay.
 		return "KV tiers on both pools: a decode worker writes the prompts it receives to its own tiers and loads those it preempts back (decode_kv_tiers)", nil
 	}
 	return "KV tiers on the prefill pool: its workers load their prompts' hits and write what they compute, the decode pool has none (decode_kv_tiers: true gives it tiers)", nil
+}
+
+// defaultGPUs sets the gpus_per_worker of autoscaler a, the cluster
+// file's key, to gpus when a is on and the file does not give it:
+// GPU-hours count a worker's GPUs, as the planner's budget does.
+func (c *Cluster) defaultGPUs(key string, a *replay.AutoscaleConfig, gpus int) {
+	if _, given := c.given[key+".gpus_per_worker"]; a.On() && !given {
+		a.GPUsPerWorker = gpus
+	}
 }
 
 // workerGPUs is the GPUs of one replay worker of deployment dep: its TP

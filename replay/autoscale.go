@@ -120,6 +120,10 @@ type AutoscaleConfig struct {
 // replicaWorkers is ReplicaWorkers, 1 if unset.
 func (a AutoscaleConfig) replicaWorkers() int { return max(a.ReplicaWorkers, 1) }
 
+// mostWorkers is the workers of MaxReplicas replicas: the slots the
+// autoscaler may fill.
+func (a AutoscaleConfig) mostWorkers() int { return a.MaxReplicas * a.replicaWorkers() }
+
 // Autoscaling metrics.
 const (
 	MetricQueueDepth    = "queue_depth"
@@ -139,7 +143,9 @@ func (a AutoscaleConfig) on() bool { return a.Metric != "" || len(a.Metrics) > 0
 // On reports whether the autoscaler is on (a metric is given).
 func (a AutoscaleConfig) On() bool { return a.on() }
 
-// withDefaults fills the zero settings of an autoscaler that is on.
+// withDefaults fills the zero settings of an autoscaler that is on, of a
+// fleet (or pool) of workers at the start: MaxReplicas defaults to its
+// replicas.
 func (a AutoscaleConfig) withDefaults(workers int) AutoscaleConfig {
 	if !a.on() {
 		return a
@@ -148,7 +154,7 @@ func (a AutoscaleConfig) withDefaults(workers int) AutoscaleConfig {
 		a.MinReplicas = ptrInt(1)
 	}
 	if a.MaxReplicas == 0 {
-		a.MaxReplicas = max(workers, *a.MinReplicas, 1)
+		a.MaxReplicas = max(workers/a.replicaWorkers(), *a.MinReplicas, 1)
 	}
 	if a.toZero() {
 		if a.PollingIntervalSec == 0 {
@@ -208,7 +214,7 @@ func (a AutoscaleConfig) validate(workers int, bad func(field, format string, ar
 		bad("autoscale", "the workers (%d) are not whole replicas of %d workers each", workers, k)
 	}
 	given := a
-	a = a.withDefaults(workers / a.replicaWorkers())
+	a = a.withDefaults(workers)
 	if *a.MinReplicas < 0 || a.MaxReplicas < max(*a.MinReplicas, 1) || a.MaxReplicas > 4096 {
 		bad("autoscale.max_replicas", "replicas [%d, %d] are not 0 ≤ min ≤ max, 1 ≤ max ≤ 4096", *a.MinReplicas, a.MaxReplicas)
 	}

@@ -196,7 +196,7 @@ func (c Config) Effective(kvBlocks int64) Config {
 	if d := &c.Disaggregation; d.on() && d.DecodeRouter == "" && c.Router == RouterDynamo {
 		d.DecodeRouter = DecodeDynamo // Dynamo routes both pools
 	}
-	c.Autoscale = c.Autoscale.withDefaults(c.Workers / c.Autoscale.replicaWorkers())
+	c.Autoscale = c.Autoscale.withDefaults(c.Workers)
 	c.Disaggregation = c.Disaggregation.withDefaults(c.Workers)
 	if spec, ok := schedulerFor(s.Engine); ok {
 		s.Engine = spec.name

@@ -162,8 +162,8 @@ func (d DisaggregationConfig) scaled() bool {
 // withDefaults fills the pools' autoscalers' defaults.
 func (d DisaggregationConfig) withDefaults(workers int) DisaggregationConfig {
 	if d.on() {
-		d.PrefillAutoscale = d.PrefillAutoscale.withDefaults(d.PrefillWorkers / d.PrefillAutoscale.replicaWorkers())
-		d.DecodeAutoscale = d.DecodeAutoscale.withDefaults(d.decodeWorkers(workers) / d.DecodeAutoscale.replicaWorkers())
+		d.PrefillAutoscale = d.PrefillAutoscale.withDefaults(d.PrefillWorkers)
+		d.DecodeAutoscale = d.DecodeAutoscale.withDefaults(d.decodeWorkers(workers))
 		d.Planner = d.Planner.withDefaults()
 	}
 	return d
@@ -174,10 +174,10 @@ func (d DisaggregationConfig) withDefaults(workers int) DisaggregationConfig {
 func (d DisaggregationConfig) slots(workers int) (prefill, decode int) {
 	prefill, decode = d.PrefillWorkers, d.decodeWorkers(workers)
 	if a := d.PrefillAutoscale; a.on() {
-		prefill = max(prefill, a.MaxReplicas*a.replicaWorkers())
+		prefill = max(prefill, a.mostWorkers())
 	}
 	if a := d.DecodeAutoscale; a.on() {
-		decode = max(decode, a.MaxReplicas*a.replicaWorkers())
+		decode = max(decode, a.mostWorkers())
 	}
 	if p := d.Planner.withDefaults(); p.on() {
 		prefill, decode = max(prefill, p.most()), max(decode, p.most())

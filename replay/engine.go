@@ -137,7 +137,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	slots := cfg.Workers
 	if a := cfg.Autoscale; a.on() {
-		slots = max(slots, a.MaxReplicas*a.replicaWorkers())
+		slots = max(slots, a.mostWorkers())
 	}
 	// With disaggregation, the prefill pool's slots, then the decode
 	// pool's.

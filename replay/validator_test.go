@@ -21,7 +21,7 @@ type validator struct {
 
 func newValidator(t *testing.T, cfg Config, reqs []*trace.Request) *validator {
 	cfg = cfg.withDefaults()
-	slots := max(cfg.Workers, cfg.Autoscale.MaxReplicas*cfg.Autoscale.replicaWorkers()) // autoscaling starts workers in more slots
+	slots := max(cfg.Workers, cfg.Autoscale.mostWorkers()) // autoscaling starts workers in more slots
 	v := &validator{t: t, cfg: cfg, in: map[string]*trace.Request{}, busyTil: make([]trace.Time, slots)}
 	for _, r := range reqs {
 		v.in[r.RequestID] = r
