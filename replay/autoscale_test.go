@@ -57,6 +57,14 @@ func TestAutoscaleBurst(t *testing.T) {
 			t.Errorf("%s reached %s at %v, before any new worker was ready", r.RequestID, r.Worker, r.RouterArrival.V)
 		}
 	}
+	checkGPUHours(t, st)
+}
+
+// checkGPUHours checks that a replay's GPU-hours (one GPU a worker) are
+// its fleet's workers, ready, starting or draining, summed over its
+// seconds.
+func checkGPUHours(t *testing.T, st Stats) {
+	t.Helper()
 	var sum float64
 	for _, f := range st.Fleet {
 		sum += f.Ready + f.Starting + f.Draining

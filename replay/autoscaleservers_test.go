@@ -2,7 +2,6 @@ package replay
 
 import (
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
@@ -42,13 +41,7 @@ func TestAutoscaleServers(t *testing.T) {
 	if last := changes[len(changes)-1]; most != 6 || last.ready != 2 {
 		t.Errorf("fleet: at most %d workers ready, %d at the end; want 6 (3 servers) and 2", most, last.ready)
 	}
-	var sum float64
-	for _, f := range st.Fleet {
-		sum += f.Ready + f.Starting + f.Draining
-	}
-	if hours := sum / 3600; math.Abs(hours-st.GPUHours) > 1e-9 {
-		t.Errorf("GPU-hours %v, the fleet's seconds sum to %v hours", st.GPUHours, hours)
-	}
+	checkGPUHours(t, st)
 }
 
 // The HPA's metric is per server: its ranks' queues summed (and their KV
