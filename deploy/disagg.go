@@ -24,13 +24,11 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 		return "", c.bad("disaggregation.prefill_workers", c.given["disaggregation.prefill_workers"], strconv.Itoa(d.PrefillWorkers),
 			fmt.Sprintf("leaves no decode worker of %d workers", servers))
 	}
-	if perServer > 1 && d.Planner.Policy != "" {
-		key := "disaggregation.planner"
-		return "", c.bad(key, c.given[key], "", fmt.Sprintf("with data parallelism a replica is a server of %d workers, which start and stop together: not modelled yet", perServer))
-	}
 	if perServer > 1 {
-		// A pool's HPA sizes servers (pods), each of perServer ranks.
+		// A pool's HPA sizes servers (pods), each of perServer ranks,
+		// and the planner engines of as many.
 		d.PrefillAutoscale.ReplicaWorkers, d.DecodeAutoscale.ReplicaWorkers = perServer, perServer
+		d.Planner.ReplicaWorkers = perServer
 	}
 	d.PrefillWorkers *= perServer
 	ranksNote := ""

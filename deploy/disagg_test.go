@@ -56,8 +56,6 @@ func TestDisaggregationPools(t *testing.T) {
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:3: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 2\n", "c.yaml:4: disaggregation.prefill_workers: 2 leaves no decode worker of 2 workers"},
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  decode_router: cache_aware\n", `c.yaml:4: disaggregation.decode_router: "cache_aware" is not one of round_robin, least_requests, random, power_of_two, dynamo_kv`},
-		{"dp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n",
-			"c.yaml:5: disaggregation.planner: with data parallelism a replica is a server of 2 workers, which start and stop together: not modelled yet"},
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    predictor: kalman\n    kalman_r: -1\n",
 			"c.yaml:7: disaggregation.planner.kalman_r: -1 is not a positive number"},
 		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    predictor: arima\n",
@@ -157,6 +155,16 @@ func TestAutoscaleDataParallel(t *testing.T) {
 	}
 	if err := s.Config.Validate(); err != nil {
 		t.Errorf("pools: the resolved configuration is refused: %v", err)
+	}
+	// Dynamo's planner: engines are servers of dp ranks, each rank's
+	// GPUs tp's.
+	s = resolveYAML(t, "tp: 2\ndp: 2\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    max_gpu_budget: 16\n")
+	d = s.Config.Disaggregation
+	if s.Config.Workers != 4 || d.PrefillWorkers != 2 || d.Planner.ReplicaWorkers != 2 || d.Planner.GPUsPerWorker != 2 {
+		t.Errorf("planner: %d workers, %d prefill, engines of %d, %d GPUs a worker; want 4, 2, 2, 2", s.Config.Workers, d.PrefillWorkers, d.Planner.ReplicaWorkers, d.Planner.GPUsPerWorker)
+	}
+	if err := s.Config.Validate(); err != nil {
+		t.Errorf("planner: the resolved configuration is refused: %v", err)
 	}
 }
 

@@ -875,7 +875,7 @@ func (e *engine) planAdjust(now trace.Time) {
 			n int
 		}{{prefill, np}, {decode, nd}} {
 			r, s, _ := a.countIn(c.p.lo, c.p.hi)
-			e.resize(now, c.p, r+s, min(c.n, c.p.cfg.MaxReplicas), false)
+			e.resize(now, c.p, (r+s)/c.p.k, min(c.n, c.p.cfg.MaxReplicas), false)
 		}
 		e.promote(now)
 		e.view.setReady(a)

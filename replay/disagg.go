@@ -180,7 +180,8 @@ func (d DisaggregationConfig) slots(workers int) (prefill, decode int) {
 		decode = max(decode, a.mostWorkers())
 	}
 	if p := d.Planner.withDefaults(); p.on() {
-		prefill, decode = max(prefill, p.most()), max(decode, p.most())
+		most := p.most() * p.replicaWorkers()
+		prefill, decode = max(prefill, most), max(decode, most)
 	}
 	return prefill, decode
 }
@@ -264,6 +265,16 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 	d.Planner.validate(bad)
 	if p := d.Planner.withDefaults(); p.on() && (max(c.Workers, 1))*p.GPUsPerWorker > p.MaxGPUBudget {
 		bad("disaggregation.planner.max_gpu_budget", "%d GPUs, fewer than the %d workers at the start take", p.MaxGPUBudget, max(c.Workers, 1)*p.GPUsPerWorker)
+	}
+	if p := d.Planner.withDefaults(); p.on() {
+		for _, pool := range []struct {
+			name    string
+			workers int
+		}{{poolPrefill, d.PrefillWorkers}, {poolDecode, d.decodeWorkers(c.Workers)}} {
+			if k := p.replicaWorkers(); pool.workers%k != 0 {
+				bad("disaggregation.planner", "the %s pool's workers (%d) are not whole engines of %d workers each", pool.name, pool.workers, k)
+			}
+		}
 	}
 	if d.Planner.on() && (d.PrefillAutoscale.on() || d.DecodeAutoscale.on()) {
 		bad("disaggregation.planner", "sizes both pools: not with prefill_autoscale or decode_autoscale")

@@ -93,6 +93,23 @@ type PlannerConfig struct {
 	ContainerStartSec float64 `yaml:"container_start_s,omitempty"`
 	WeightsGB         float64 `yaml:"weights_gb,omitempty"`
 	StorageGBps       float64 `yaml:"storage_gbps,omitempty"`
+	// ReplicaWorkers is how many workers an engine is (default 1): with
+	// data parallelism a server of that many ranks, which the planner
+	// starts, counts and drains together, as an HPA's replica
+	// (AutoscaleConfig.ReplicaWorkers; deploy sets it from dp or
+	// enable_dp_attention). Engines are then servers: min_endpoint and
+	// the workers the planner asks each pool for count them, and the
+	// pools start with their workers / ReplicaWorkers of them.
+	// gpus_per_worker stays a rank's, so that an engine is
+	// ReplicaWorkers · GPUsPerWorker GPUs (Dynamo's
+	// prefill_engine_num_gpu and decode_engine_num_gpu, which the budget
+	// counts), and an engine's profiled throughput is ReplicaWorkers
+	// times a rank's: Dynamo's profiler sends an engine of
+	// attention_dp_size ranks that many requests at once, one a rank,
+	// and counts isl / TTFT · attention_dp_size over its GPUs
+	// (profile_prefill), and its decode throughput per GPU at a
+	// concurrency spread over the ranks.
+	ReplicaWorkers int `yaml:"-"`
 }
 
 // PlannerDynamoSLA is Dynamo's SLA planner (PlannerConfig.Policy).
@@ -177,23 +194,30 @@ func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	// Dynamo's negative budget (none) would leave the fleet unbounded;
 	// a replay's slots need a bound.
-	if p.MaxGPUBudget < 2*p.MinEndpoint*p.GPUsPerWorker || p.MaxGPUBudget > 4096 {
-		bad(key+"max_gpu_budget", "%d GPUs: want room for min_endpoint workers of each pool (%d GPUs) and at most 4096", p.MaxGPUBudget, 2*p.MinEndpoint*p.GPUsPerWorker)
+	if p.MaxGPUBudget < 2*p.MinEndpoint*p.engineGPUs() || p.MaxGPUBudget > 4096 {
+		bad(key+"max_gpu_budget", "%d GPUs: want room for min_endpoint workers of each pool (%d GPUs) and at most 4096", p.MaxGPUBudget, 2*p.MinEndpoint*p.engineGPUs())
 	}
 	validateStartup(key, p.ContainerStartSec, p.WeightsGB, p.StorageGBps, bad)
 }
 
-// most returns the most workers of a pool the budget allows, the other
-// pool keeping MinEndpoint (the same for both: their workers are alike).
+// most returns the most engines (workers, or servers of ReplicaWorkers
+// ranks) of a pool the budget allows, the other pool keeping MinEndpoint
+// (the same for both: their workers are alike).
 func (p PlannerConfig) most() int {
-	return p.MaxGPUBudget/p.GPUsPerWorker - p.MinEndpoint
+	return p.MaxGPUBudget/p.engineGPUs() - p.MinEndpoint
 }
+
+// replicaWorkers is ReplicaWorkers, 1 if unset.
+func (p PlannerConfig) replicaWorkers() int { return max(p.ReplicaWorkers, 1) }
+
+// engineGPUs is the GPUs of one engine: its ranks'.
+func (p PlannerConfig) engineGPUs() int { return p.GPUsPerWorker * p.replicaWorkers() }
 
 // pool returns the AutoscaleConfig that stands for the planner in the
 // autoscaler's pools: their start-up, bounds and GPUs.
 func (p PlannerConfig) pool() AutoscaleConfig {
 	return AutoscaleConfig{MinReplicas: ptrInt(p.MinEndpoint), MaxReplicas: p.most(), ContainerStartSec: p.ContainerStartSec,
-		WeightsGB: p.WeightsGB, StorageGBps: p.StorageGBps, GPUsPerWorker: p.GPUsPerWorker}
+		WeightsGB: p.WeightsGB, StorageGBps: p.StorageGBps, GPUsPerWorker: p.GPUsPerWorker, ReplicaWorkers: p.ReplicaWorkers}
 }
 
 // A PlannerAdjustment is one adjustment of the planner: what it observed
@@ -324,8 +348,10 @@ func (p *planner) decodeThroughput(target float64, ctx int64) float64 {
 }
 
 // adjust is the planner's adjustment at now, with decode the decode
-// pool's ready workers: it returns the workers each pool is to have, and
-// false when nothing completed in the interval (no change).
+// pool's ready workers (ranks, with ReplicaWorkers: the concurrency by
+// Little's law is then a rank's, an engine's over its ranks, as Dynamo's
+// decode profile spreads it): it returns the engines each pool is to
+// have, and false when nothing completed in the interval (no change).
 func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
 	adj := PlannerAdjustment{At: now, Requests: p.n, Skipped: p.n == 0}
 	defer func() {
@@ -371,16 +397,18 @@ func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
 	// min_endpoint workers either way).
 	profileISL := max(nextISL, 1)
 	adj.ProfilePrefillSec = p.prefillSec(profileISL)
+	// An engine of k ranks takes k requests at once (ReplicaWorkers).
+	k := float64(p.cfg.replicaWorkers())
 	prefill := p.cfg.MinEndpoint
 	if prefillDemand > 0 {
-		prefill = max(int(math.Ceil(prefillDemand/(profileISL/adj.ProfilePrefillSec))), prefill)
+		prefill = max(int(math.Ceil(prefillDemand/(k*profileISL/adj.ProfilePrefillSec))), prefill)
 	}
 	target := p.cfg.ITLSec
 	if p.dcf > 0 {
 		target /= p.dcf
 	}
 	adj.ProfileDecodeTokensPerSec = p.decodeThroughput(target, contextOf(nextISL, nextOSL))
-	dec := max(int(math.Ceil(nextN*nextOSL/interval/adj.ProfileDecodeTokensPerSec)), p.cfg.MinEndpoint)
+	dec := max(int(math.Ceil(nextN*nextOSL/interval/(k*adj.ProfileDecodeTokensPerSec))), p.cfg.MinEndpoint)
 	prefill, dec = p.budget(prefill, dec)
 	adj.Prefill, adj.Decode = prefill, dec
 	return prefill, dec, true
@@ -392,10 +420,10 @@ func contextOf(isl, osl float64) int64 {
 	return max(int64(math.Round(isl+osl/2)), 1)
 }
 
-// budget fits prefill and decode workers in the GPU budget as Dynamo's
+// budget fits prefill and decode engines in the GPU budget as Dynamo's
 // _apply_global_gpu_budget does.
 func (p *planner) budget(prefill, decode int) (int, int) {
-	g, b, least := p.cfg.GPUsPerWorker, p.cfg.MaxGPUBudget, p.cfg.MinEndpoint
+	g, b, least := p.cfg.engineGPUs(), p.cfg.MaxGPUBudget, p.cfg.MinEndpoint
 	total := (prefill + decode) * g
 	if total <= b {
 		return prefill, decode

@@ -27,6 +27,19 @@ func TestPlannerBudget(t *testing.T) {
 		if gp, gd := p.budget(tc.p, tc.d); gp != tc.wantP || gd != tc.wantD {
 			t.Errorf("%d + %d workers of %d GPUs in %d: %d + %d, want %d + %d", tc.p, tc.d, tc.gpus, tc.budget, gp, gd, tc.wantP, tc.wantD)
 		}
+		// Engines of two ranks of half the GPUs each: the same.
+		if tc.gpus%2 == 0 {
+			p.cfg.GPUsPerWorker, p.cfg.ReplicaWorkers = tc.gpus/2, 2
+			if gp, gd := p.budget(tc.p, tc.d); gp != tc.wantP || gd != tc.wantD {
+				t.Errorf("%d + %d engines of two ranks of %d GPUs in %d: %d + %d, want %d + %d", tc.p, tc.d, tc.gpus/2, tc.budget, gp, gd, tc.wantP, tc.wantD)
+			}
+		}
+	}
+	// Engines of two one-GPU ranks: 3 + 7 engines are 20 GPUs, ×0.4:
+	// ⌊1.2⌋ prefill engine, the rest ((8 − 2)/2) decode.
+	p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, MaxGPUBudget: 8, MinEndpoint: 1, ReplicaWorkers: 2}}
+	if gp, gd := p.budget(3, 7); gp != 1 || gd != 3 {
+		t.Errorf("3 + 7 engines of two ranks in 8 GPUs: %d + %d, want 1 + 3", gp, gd)
 	}
 }
 
@@ -38,13 +51,17 @@ func TestPlannerBudget(t *testing.T) {
 // pools are set to those counts. With the Kalman predictor (over a load
 // that varies: prompts of 1,000 tokens, then 1,600) the counts follow
 // from its predictions, which a filter of its own fed with the
-// adjustments' observations repeats.
+// adjustments' observations repeats. With engines of two ranks (data
+// parallelism) an engine takes twice a rank's load, the budget counts its
+// two GPUs, and every change of either pool moves whole engines.
 func TestPlannerDynamoSLA(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name                 string
 		corr, shared, kalman bool
-	}{{"corrected", true, false, false}, {"uncorrected", false, false, false}, {"prefix hits", true, true, false}, {"kalman", true, false, true}} {
+		ranks                int // an engine's workers
+	}{{"corrected", true, false, false, 1}, {"uncorrected", false, false, false, 1}, {"prefix hits", true, true, false, 1}, {"kalman", true, false, true, 1},
+		{"engines of two ranks", true, false, false, 2}} {
 		var reqs []*trace.Request
 		for i := range 2400 { // 20 a second for 120 s
 			in := int64(1000)
@@ -60,18 +77,25 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			}
 			reqs = append(reqs, r)
 		}
-		corr := tc.corr
+		corr, ranks := tc.corr, tc.ranks
 		t.Run(tc.name, func(t *testing.T) {
-			d := pdConfig(1)
+			d := pdConfig(ranks)
 			d.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 30, ITLSec: 0.011, MaxGPUBudget: 12,
-				NoCorrection: !corr, ContainerStartSec: 5}
+				NoCorrection: !corr, ContainerStartSec: 5, ReplicaWorkers: ranks}
 			if tc.kalman {
 				d.Planner.Predictor = PredictorKalman
 			}
 			// The test's own filters of the requests, ISL and OSL.
 			filters := [3]loadPredictor{newKalmanPredictor(d.Planner.withDefaults()), newKalmanPredictor(d.Planner.withDefaults()), newKalmanPredictor(d.Planner.withDefaults())}
-			cfg := Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: d}
-			all, st := checkedPD(t, cfg, reqs)
+			cfg := Config{Workers: 2 * ranks, Router: RouterLeastRequests, Disaggregation: d}
+			var changes []fleetChange
+			var slots int
+			all, st := checkedPDAt(t, cfg, reqs, func(e *engine) { changes, slots = e.scale.changes, len(e.workers) })
+			// Each pool's slots: the engines the 12 GPUs allow it
+			// while the other keeps one, their ranks each.
+			if want := 2 * (12/ranks - 1) * ranks; slots != want {
+				t.Errorf("%d slots, want %d", slots, want)
+			}
 			if st.Completed != len(reqs) {
 				t.Fatalf("%d of %d completed", st.Completed, len(reqs))
 			}
@@ -129,8 +153,10 @@ func TestPlannerDynamoSLA(t *testing.T) {
 				if !pdNear(adj.TTFTSec, ttft/nf) || !pdNear(adj.ITLSec, gaps/float64(toks)) || !pdNear(adj.DurationSec, dur/nf) || adj.ISL != isl/nf || adj.OSL != osl/nf {
 					t.Errorf("adjustment %d: observed %+v; the records: TTFT %v, ITL %v, duration %v, ISL %v, OSL %v", k, adj, ttft/nf, gaps/float64(toks), dur/nf, isl/nf, osl/nf)
 				}
-				// The decisions, by Dynamo's formulas.
-				decode := 1 // ready decode workers at the adjustment
+				// The decisions, by Dynamo's formulas: an engine of
+				// several ranks carries their loads, and the
+				// concurrency by Little's law is a rank's.
+				decode := ranks // ready decode workers (ranks) at the adjustment
 				if k > 0 {
 					decode = fleetAt(st, adj.At)
 				}
@@ -139,11 +165,11 @@ func TestPlannerDynamoSLA(t *testing.T) {
 					c := min(max(nf/float64(decode)*adj.DurationSec/30, 1), most(adj))
 					dcf = adj.ITLSec / itl(c)
 				}
-				wantP := max(int(math.Ceil(nextN*nextISL/30*min(1, pcf)/(nextISL/prefillSec(nextISL)))), 1)
+				wantP := max(int(math.Ceil(nextN*nextISL/30*min(1, pcf)/(float64(ranks)*nextISL/prefillSec(nextISL)))), 1)
 				best := math.Floor((0.011/dcf-0.010)/0.0002 + 1e-9)
 				best = min(max(best, 1), most(PlannerAdjustment{ISL: nextISL, OSL: nextOSL}))
-				wantD := max(int(math.Ceil(nextN*nextOSL/30/(best/itl(best)))), 1)
-				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, MaxGPUBudget: 12, MinEndpoint: 1}}
+				wantD := max(int(math.Ceil(nextN*nextOSL/30/(float64(ranks)*best/itl(best)))), 1)
+				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, MaxGPUBudget: 12, MinEndpoint: 1, ReplicaWorkers: ranks}}
 				wantP, wantD = p.budget(wantP, wantD)
 				if !pdNear(adj.ProfilePrefillSec, prefillSec(nextISL)) || !pdNear(adj.ProfileDecodeTokensPerSec, best/itl(best)) {
 					t.Errorf("adjustment %d: profile %v s, %v tokens/s; want %v, %v", k, adj.ProfilePrefillSec, adj.ProfileDecodeTokensPerSec, prefillSec(nextISL), best/itl(best))
@@ -165,8 +191,13 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			for _, f := range st.Fleet {
 				most = max(most, f.PrefillReady)
 			}
-			if most < 2 && !tc.shared {
+			if most < float64(2*ranks) && !tc.shared {
 				t.Errorf("at most %v prefill workers ready; want the planner's", most)
+			}
+			for _, c := range changes {
+				if c.ready%ranks != 0 || c.starting%ranks != 0 || c.draining%ranks != 0 || c.prefillReady%ranks != 0 {
+					t.Errorf("at %v: %+v: not whole engines of %d workers", c.at, c, ranks)
+				}
 			}
 		})
 	}
@@ -210,6 +241,14 @@ func TestPlannerConfigErrors(t *testing.T) {
 		{PlannerConfig{Policy: PlannerDynamoSLA, ITLSec: -1}, nil, "disaggregation.planner.itl_s: -1 is not a number of seconds"},
 		{PlannerConfig{Policy: PlannerDynamoSLA}, func(d *DisaggregationConfig) { d.DecodeAutoscale = pdHPA(MetricKVUsage, 0.5, 4) },
 			"disaggregation.planner: sizes both pools: not with prefill_autoscale or decode_autoscale"},
+		// Engines of two ranks: 3 workers are not whole ones, and
+		// min_endpoint engines of each pool take 4 GPUs.
+		{PlannerConfig{Policy: PlannerDynamoSLA, ReplicaWorkers: 2}, func(d *DisaggregationConfig) { d.PrefillWorkers = 2 },
+			"disaggregation.planner: the decode pool's workers (1) are not whole engines of 2 workers each"},
+		{PlannerConfig{Policy: PlannerDynamoSLA, ReplicaWorkers: 2}, nil,
+			"disaggregation.planner: the prefill pool's workers (1) are not whole engines of 2 workers each"},
+		{PlannerConfig{Policy: PlannerDynamoSLA, ReplicaWorkers: 2, MaxGPUBudget: 3}, nil,
+			"disaggregation.planner.max_gpu_budget: 3 GPUs: want room for min_endpoint workers of each pool (4 GPUs)"},
 	} {
 		d := pdConfig(1)
 		d.Planner = tc.p

@@ -15,8 +15,9 @@ import (
 // next interval (requests, ISL, OSL), what its profile gave (one
 // request's prefill at the predicted ISL; a decode worker's best output
 // tokens a second within the corrected ITL target), the workers it asked
-// for, and whether it skipped the interval (nothing to observe: no
-// change).
+// for (with data parallelism, servers of a cluster file's dp ranks, as
+// its workers count them), and whether it skipped the interval (nothing
+// to observe: no change).
 var plannerLogHeader = []string{"at_s", "requests", "ttft_s", "itl_s", "duration_s", "isl", "osl",
 	"prefill_factor", "decode_factor", "next_requests", "next_isl", "next_osl", "profile_prefill_s", "profile_decode_tokens_per_s",
 	"prefill_workers", "decode_workers", "skipped"}

@@ -174,3 +174,60 @@ autoscale:
 		}
 	}
 }
+
+// With data parallelism (dp) Dynamo's planner sizes engines, servers of
+// dp ranks: stderr says so, the planner's log counts servers, and each
+// pool's ready workers, ranks, move two at a time. (An ITL target of 5 ms,
+// which no batch meets, has it ask for three decode engines.)
+func TestReplayPlannedServers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(cfg, []byte("workers: 2\ndp: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo_sla\n    adjustment_interval_s: 60\n    itl_s: 0.005\n    max_gpu_budget: 8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sec, log := filepath.Join(dir, "sec.parquet"), filepath.Join(dir, "planner.csv")
+	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "--per-second", sec, "--planner-log", log,
+		"../../samples/mooncake/conversation_trace_first10min.jsonl")
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	if re := `both pools planned by Dynamo's SLA planner \(TTFT 0\.5 s, ITL 0\.005 s, every 60 s, 8 GPUs, constant predictor, engines servers of 2 workers\): [1-9][0-9]* adjustments`; !regexp.MustCompile(re).MatchString(stderr) {
+		t.Errorf("stderr lacks %s:\n%s", re, stderr)
+	}
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0 // the most engines a pool was asked for
+	for _, r := range rows[1:] {
+		p, _ := strconv.Atoi(r[14])
+		d, _ := strconv.Atoi(r[15])
+		// 8 GPUs are four engines of two ranks: one pool keeps one.
+		if p < 1 || d < 1 || p+d > 4 {
+			t.Errorf("--planner-log row %v: %d + %d engines; want 1 each at least, 4 at most", r, p, d)
+		}
+		asked = max(asked, p, d)
+	}
+	runs, _, err := trace.ReadSeconds(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0.0
+	for _, s := range runs[0].Seconds {
+		// A whole second in one state has a whole number of servers.
+		for _, r := range []float64{s.PrefillReadyWorkers, s.DecodeReadyWorkers} {
+			if r == math.Trunc(r) && int(r)%2 != 0 {
+				t.Errorf("second %d: %v workers of a pool ready, not whole servers", s.Second, r)
+			}
+		}
+		most = max(most, s.PrefillReadyWorkers, s.DecodeReadyWorkers)
+	}
+	if asked < 2 || most != float64(2*asked) {
+		t.Errorf("a pool asked for %d engines at most, and had %v workers ready at most; want 2 engines or more, 2 workers each", asked, most)
+	}
+}

@@ -805,8 +805,12 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 				pred += ", log1p"
 			}
 		}
-		fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s): %d adjustments, %d skipped (nothing completed)\n",
-			name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, len(st.Planner), skipped)
+		engines := ""
+		if d.Planner.ReplicaWorkers > 1 {
+			engines = fmt.Sprintf(", engines servers of %d workers", d.Planner.ReplicaWorkers)
+		}
+		fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s%s): %d adjustments, %d skipped (nothing completed)\n",
+			name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped)
 	}
 	for _, p := range []struct {
 		name  string
