@@ -81,6 +81,10 @@ type Setup struct {
 	CostModelText string
 	// Offload is the workers' KV tiers, for replay.Options; nil: none.
 	Offload *replay.Offload
+	// Prefill is the prefill pool's own deployment
+	// (disaggregation.prefill_hardware, prefill_tp), for
+	// replay.Options.Prefill (Prefill.Options()); nil: the cluster's.
+	Prefill *PoolSetup
 	// Run is the simulated run's metadata but its name: source, model,
 	// engine, hardware, TP, PP, DP, and Extra "config" (the effective
 	// cluster) and "cost_model"; the caller adds the name and the workload.
@@ -122,6 +126,10 @@ func (s *Setup) Header() string {
 	}
 	if p := s.Config.Disaggregation.PrefillWorkers; p > 0 {
 		w = fmt.Sprintf("%d workers (%d prefill, %d decode: disaggregated)", s.Config.Workers, p, s.Config.Workers-p)
+		if pre := s.Prefill; pre != nil {
+			pd := pre.Deployment
+			w = fmt.Sprintf("%d workers (%d prefill on %d×%s (TP%d), %d decode: disaggregated)", s.Config.Workers, p, pd.TP*max(pd.PP, 1), pd.Hardware.Name, pd.TP, s.Config.Workers-p)
+		}
 	}
 	return fmt.Sprintf("%s on %d×%s (%s), %s, %s", d.LLM.Name, gpus, d.Hardware.Name, par, EngineName(s.Config), w)
 }
@@ -210,8 +218,16 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	}
 	c.defaultGPUs("autoscale", &cfg.Autoscale, workerGPUs(dep))
 	c.Config = cfg
+	var pre *PoolSetup
+	pdep := dep // the prefill pool's deployment
+	if ownPrefill(cfg.Disaggregation) {
+		if pre, err = prefillDeployment(&c, cfg, run, o); err != nil {
+			return nil, err
+		}
+		pdep = pre.Deployment
+	}
 	if cfg.Disaggregation.PrefillWorkers > 0 {
-		note, err := disaggregationOf(&c, &cfg, dep, cfg.Workers/servers)
+		note, err := disaggregationOf(&c, &cfg, dep, pdep, cfg.Workers/servers)
 		if err != nil {
 			return nil, err
 		}
@@ -222,9 +238,16 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens, KVHow: kvHow, Notes: notes}
+	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens, KVHow: kvHow, Notes: notes, Prefill: pre}
 	if s.Offload, err = offloadOf(c, dep, kvTokens); err != nil {
 		return nil, err
+	}
+	if pre != nil {
+		if s.Offload != nil {
+			key := c.prefillKey()
+			return nil, c.bad(key, c.given[key], "", "KV tiers with a prefill pool of its own deployment: not modelled yet (a worker's tiers are sized by one deployment)")
+		}
+		s.Notes = append(s.Notes, prefillNote(pre))
 	}
 	if d := cfg.Disaggregation; d.PrefillWorkers > 0 {
 		note, err := disaggregationTiers(&c, d, s.Offload)
@@ -270,6 +293,9 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		Source: "simulated", Model: dep.LLM.Name, Engine: EngineName(cfg),
 		Hardware: dep.Hardware.Name, TP: c.TP, PP: c.PP, DP: c.DP,
 		Extra: map[string]string{"config": c.YAML(), "cost_model": s.CostModelText, "deployment": s.Header()},
+	}
+	if pre != nil {
+		s.Run.Extra["prefill_cost_model"] = pre.CostModelText
 	}
 	return s, nil
 }

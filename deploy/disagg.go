@@ -17,7 +17,11 @@ import (
 // that says so. prefill_workers counts servers, as workers does: with
 // data parallelism each of a server's ranks (perServer) is a replay
 // worker, so the prefill pool is that many times as many workers.
-func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, perServer int) (string, error) {
+//
+// pdep is the prefill pool's deployment (dep unless it has its own,
+// disaggregation.prefill_hardware and prefill_tp): the KV it sends and its
+// node's network are its, and its autoscaler's GPUs a worker.
+func disaggregationOf(c *Cluster, cfg *replay.Config, dep, pdep *model.Deployment, perServer int) (string, error) {
 	d := &cfg.Disaggregation
 	servers := max(cfg.Workers, 1) / perServer
 	if d.PrefillWorkers >= servers {
@@ -35,22 +39,43 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep *model.Deployment, per
 	if perServer > 1 {
 		ranksNote = fmt.Sprintf(" (%d ranks each: %d prefill and %d decode workers)", perServer, d.PrefillWorkers, max(cfg.Workers, 1)-d.PrefillWorkers)
 	}
-	ranks := int64(workerGPUs(dep))
+	ranks := int64(workerGPUs(pdep)) // a prefill worker's, which sends the KV
 	if _, given := c.given["disaggregation.planner.gpus_per_worker"]; d.Planner.Policy != "" && !given {
 		// The planner's budget counts GPUs: a worker's ranks.
-		d.Planner.GPUsPerWorker = int(ranks)
+		d.Planner.GPUsPerWorker = workerGPUs(dep)
 	}
 	c.defaultGPUs("disaggregation.prefill_autoscale", &d.PrefillAutoscale, int(ranks))
-	c.defaultGPUs("disaggregation.decode_autoscale", &d.DecodeAutoscale, int(ranks))
+	c.defaultGPUs("disaggregation.decode_autoscale", &d.DecodeAutoscale, workerGPUs(dep))
+	if pdep != dep {
+		// Pools of two deployments: a pool without an autoscaler
+		// still has its own GPUs a worker, which the fleet's
+		// GPU-hours count (replay's gpuHours).
+		for _, p := range []struct {
+			key  string
+			a    *replay.AutoscaleConfig
+			gpus int
+		}{{"disaggregation.prefill_autoscale", &d.PrefillAutoscale, int(ranks)}, {"disaggregation.decode_autoscale", &d.DecodeAutoscale, workerGPUs(dep)}} {
+			if _, given := c.given[p.key+".gpus_per_worker"]; !given {
+				p.a.GPUsPerWorker = p.gpus
+			}
+		}
+	}
 	kv := "the model's"
 	if d.KVBytesPerToken == 0 {
-		d.KVBytesPerToken = dep.KVBytesPerTokenPerRank() * ranks
+		d.KVBytesPerToken = pdep.KVBytesPerTokenPerRank() * ranks
 	} else {
 		kv = "given"
 	}
 	link := "given"
 	if d.TransferGBps == 0 {
-		n, err := c.node(dep)
+		nc := *c // the prefill worker's node: its own GPU's (prefillCluster)
+		if pdep != dep {
+			var err error
+			if nc, err = c.prefillCluster(); err != nil {
+				return "", err
+			}
+		}
+		n, err := nc.node(pdep)
 		if err != nil {
 			return "", err
 		}

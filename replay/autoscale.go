@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -337,9 +338,11 @@ type autoscaler struct {
 	plan *planner
 	// split is the first decode slot with disaggregation (0: none):
 	// the fleet's time line counts the prefill pool's ready slots too.
-	split   int
-	onTime  time.Duration // slot time not off, summed (GPU time / GPUs per worker)
-	changes []fleetChange
+	split int
+	// onTime is the slot time not off, summed (GPU time / GPUs per
+	// worker); onPrefill the prefill pool's part of it (gpuHours).
+	onTime, onPrefill time.Duration
+	changes           []fleetChange
 }
 
 type rec struct {
@@ -534,7 +537,38 @@ func (p *pool) newPeriod() {
 // stop turns slot i off at now and adds its time to the fleet's cost.
 func (a *autoscaler) stop(i int, now trace.Time) {
 	a.onTime += now.Sub(a.since[i])
+	if i < a.split {
+		a.onPrefill += now.Sub(a.since[i])
+	}
 	a.state[i] = slotOff
+}
+
+// gpuHours is the fleet's cost: each slot's time on times its pool's GPUs
+// a worker. Pools of one deployment have one count: an autoscaled pool's
+// gpus_per_worker (the planner's), or the other pool's when a pool has no
+// autoscaler; a prefill pool of its own deployment
+// (DisaggregationConfig.PrefillTP, PrefillHardware) has its own, which
+// package deploy sets in both pools' configurations.
+func (a *autoscaler) gpuHours(d DisaggregationConfig) float64 {
+	if a.split == 0 {
+		return a.onTime.Hours() * float64(a.cfg.GPUsPerWorker)
+	}
+	gp, gd := 0, 0
+	for _, p := range a.pools {
+		if p.lo < a.split {
+			gp = p.cfg.GPUsPerWorker
+		} else {
+			gd = p.cfg.GPUsPerWorker
+		}
+	}
+	if d.ownPrefill() {
+		gp, gd = cmp.Or(gp, d.PrefillAutoscale.GPUsPerWorker), cmp.Or(gd, d.DecodeAutoscale.GPUsPerWorker)
+	}
+	gp, gd = cmp.Or(gp, gd, 1), cmp.Or(gd, gp, 1)
+	if gp == gd {
+		return a.onTime.Hours() * float64(gd) // to the bit as one deployment's
+	}
+	return a.onPrefill.Hours()*float64(gp) + (a.onTime-a.onPrefill).Hours()*float64(gd)
 }
 
 // finish adds the time of the slots still on at the end.
@@ -824,8 +858,9 @@ func (e *engine) restart(i int) *worker {
 func (e *engine) restartScheduler(i int) *worker {
 	old := e.workers[i]
 	v, ok := old.s.(*vllm)
-	if !ok || v.kv.NumBlocks() != e.kvBlocks {
-		return newWorker(i, old.name, e.cfg.Scheduler, e.kvBlocks, &e.test)
+	s, blocks := e.schedulerOf(i)
+	if !ok || v.kv.NumBlocks() != blocks {
+		return newWorker(i, old.name, s, blocks, &e.test)
 	}
 	v.kv.Reset()
 	// As newWorker makes it, with the stopped worker's scratch emptied:

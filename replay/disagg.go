@@ -134,7 +134,18 @@ type DisaggregationConfig struct {
 	// DecodeKVTiers gives the decode pool the KV tiers too (vLLM);
 	// by default only the prefill pool has them (above).
 	DecodeKVTiers bool `yaml:"decode_kv_tiers,omitempty"`
+	// PrefillHardware and PrefillTP give the prefill pool a deployment
+	// of its own: another GPU (a preset name) or another TP size than
+	// the cluster's, whose workers the decode pool is (0, "": the
+	// cluster's). Package deploy resolves it into the pool's step model
+	// and KV capacity (Options.Prefill), which the replay needs.
+	PrefillHardware string `yaml:"prefill_hardware,omitempty"`
+	PrefillTP       int    `yaml:"prefill_tp,omitempty"`
 }
+
+// ownPrefill reports whether the prefill pool has a deployment of its
+// own (PrefillHardware, PrefillTP).
+func (d DisaggregationConfig) ownPrefill() bool { return d.PrefillHardware != "" || d.PrefillTP != 0 }
 
 // prefillTiersOnly reports whether the KV tiers (an Offload's) are the
 // prefill pool's alone: disaggregated, without DecodeKVTiers.
@@ -226,6 +237,9 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		bad("disaggregation.prefill_workers", "negative (%d)", d.PrefillWorkers)
 	}
 	if !d.on() {
+		if d.ownPrefill() {
+			bad("disaggregation.prefill_workers", "missing: prefill_hardware and prefill_tp are the prefill pool's deployment")
+		}
 		return
 	}
 	workers := max(c.Workers, 1)
@@ -279,7 +293,10 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 	if d.Planner.on() && (d.PrefillAutoscale.on() || d.DecodeAutoscale.on()) {
 		bad("disaggregation.planner", "sizes both pools: not with prefill_autoscale or decode_autoscale")
 	}
-	if a, b := d.PrefillAutoscale.withDefaults(1), d.DecodeAutoscale.withDefaults(1); a.on() && b.on() && a.GPUsPerWorker != b.GPUsPerWorker {
+	if d.PrefillTP < 0 || d.PrefillTP > 1024 {
+		bad("disaggregation.prefill_tp", "%d is not a TP size", d.PrefillTP)
+	}
+	if a, b := d.PrefillAutoscale.withDefaults(1), d.DecodeAutoscale.withDefaults(1); a.on() && b.on() && a.GPUsPerWorker != b.GPUsPerWorker && !d.ownPrefill() {
 		bad("disaggregation.decode_autoscale.gpus_per_worker", "%d, the prefill pool's %d: the workers are of one deployment", b.GPUsPerWorker, a.GPUsPerWorker)
 	}
 	switch d.DecodeRouter {

@@ -59,6 +59,8 @@
 //     and a decode pool (disagg.go): a request prefills on one, its
 //     prompt's KV crosses the prefill worker's link, and it decodes on
 //     the other, as vLLM's KV connectors and SGLang's PD servers run it.
+//     The prefill pool may be a deployment of its own (Options.Prefill,
+//     a PoolModel: its step model and KV capacity; prefillpool.go).
 //     With Config.Autoscale the fleet is sized as Kubernetes' HPA sizes
 //     it, by one metric or several (autoscale.go, autoscalepolicy.go,
 //     autoscalemetrics.go): new workers ready after their start-up,

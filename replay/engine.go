@@ -66,7 +66,23 @@ type Options struct {
 	// Ignored with Transient.
 	KeepRecords bool
 
+	// Prefill, when not nil, is the prefill pool's own deployment
+	// under disaggregation (package deploy: disaggregation.
+	// prefill_hardware and prefill_tp): its step model prices the
+	// prefill workers' steps, and KVBlocks is each prefill worker's KV
+	// capacity, where RunInputs's cost and kvBlocks are then the decode
+	// pool's. The scheduler's settings are the same for both pools.
+	Prefill *PoolModel
+
 	test testSwitches // set by tests only
+}
+
+// A PoolModel is what one pool's workers are made of when it is not the
+// cluster's deployment: the step model that prices their steps and each
+// worker's KV capacity in blocks of the scheduler's block size.
+type PoolModel struct {
+	Cost     model.StepModel
+	KVBlocks int64
 }
 
 // A Step describes one forward pass of one worker, as built. Run passes it
@@ -119,6 +135,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if cost == nil || emit == nil {
 		return Stats{}, errors.New("replay: no step model or no emit function")
 	}
+	lruGiven := cfg.RouterConfig.LRUCapacityTokens != 0
 	cfg = cfg.Effective(kvBlocks)
 	kvBlocks = cfg.Scheduler.KVCacheTokens / cfg.Scheduler.BlockSize
 	if kvBlocks <= 0 {
@@ -145,13 +162,21 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if cfg.Disaggregation.on() {
 		slots = prefillSlots + decodeSlots
 	}
-	router, err := newRouter(&cfg, slots, cfg.Scheduler.KVCacheTokens, rng)
+	routerKV := cfg.Scheduler.KVCacheTokens // a worker's KV, for the routers that size their view by it
+	if p := opts.Prefill; p != nil && cfg.Disaggregation.on() {
+		// The router sends to the prefill pool: its view of a worker
+		// is a prefill worker's (llm-d's LRU, autoTune, too).
+		routerKV = p.KVBlocks * cfg.Scheduler.BlockSize
+		if !lruGiven && cfg.Router == RouterLLMD {
+			cfg.RouterConfig.LRUCapacityTokens = routerKV
+		}
+	}
+	router, err := newRouter(&cfg, slots, routerKV, rng)
 	if err != nil {
 		return Stats{}, err
 	}
 	e := &engine{
 		cfg:      cfg,
-		cost:     cost,
 		router:   router,
 		reqs:     reqs,
 		emit:     emit,
@@ -162,16 +187,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	}
 	e.stats.Requests = reqs.Len()
 	e.sh, _ = reqs.(shaper)
-	if m, ok := cost.(model.DecodeSumModel); ok {
-		if _, ok := m.DecodeStepTime(1, 0); ok {
-			e.sum = m
-		}
-	}
-	if m, ok := cost.(decodePricing); ok && e.sum != nil {
-		if _, ok := m.DecodePricer(1); ok {
-			e.dec = m
-		}
-	}
+	e.pricing = newPricing(cost, opts.test.noLoneMemo)
 	e.lat = trace.DurationSeconds(cfg.Client.LatencySec)
 	e.timeout = trace.DurationSeconds(cfg.Client.TimeoutSec)
 	e.apiSvc = trace.DurationSeconds(cfg.Client.APIServerRequestSec)
@@ -192,8 +208,17 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		}
 		given, rec = r.names, r
 	}
+	switch p := opts.Prefill; {
+	case p != nil:
+		if err := e.prefillPool(p, prefillSlots, opts.Offload != nil); err != nil {
+			return Stats{}, err
+		}
+	case cfg.Disaggregation.ownPrefill():
+		return Stats{}, errors.New("replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity (Options.Prefill; package deploy resolves them)")
+	}
 	for i, name := range workerNames(given, slots) {
-		e.workers = append(e.workers, newWorker(i, name, cfg.Scheduler, kvBlocks, &e.test))
+		s, blocks := e.schedulerOf(i)
+		e.workers = append(e.workers, newWorker(i, name, s, blocks, &e.test))
 	}
 	if d := cfg.Disaggregation; d.on() {
 		switch {
@@ -293,7 +318,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if e.scale != nil {
 		e.scale.finish(e.stats.End)
 		e.stats.Fleet = e.scale.seconds(e.stats.End)
-		e.stats.GPUHours = e.scale.onTime.Hours() * float64(e.scale.cfg.GPUsPerWorker)
+		e.stats.GPUHours = e.scale.gpuHours(e.cfg.Disaggregation)
 		if e.scale.plan != nil {
 			e.stats.Planner = e.scale.plan.plannerLog()
 		}
@@ -310,7 +335,6 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 // An engine is the state of one replay.
 type engine struct {
 	cfg      Config
-	cost     model.StepModel
 	router   Router
 	view     routerView // the router's view of the workers
 	routed   Routed     // scratch: the request being routed
@@ -356,22 +380,14 @@ type engine struct {
 	apiFree  []trace.Time
 	live     []*reqState // with a timeout: the state of each request in flight, by index
 
-	tabs [maxTabN + 1][][]time.Duration // decode prices by batch size and context sum, in pages (decodePrice)
-	one  [1]int64                       // scratch: a lone decode's batch
-	// oneBatch is the lone decode's batch, one (decodePrice).
-	oneBatch model.Batch
-	// pricePages holds the fresh price table pages not handed out yet
-	// (pricePage).
-	pricePages []time.Duration
-	// sum is the step model when it prices decode batches by their
-	// contexts' sum (steadySteps); nil otherwise.
-	sum model.DecodeSumModel
-	// dec is the step model when it prices decode batches of one size
-	// by their sum faster (model.DecodePricer), and pricers its pricers
-	// by batch size, made when first asked (decodeTime); dec is nil
-	// otherwise.
-	dec     decodePricing
-	pricers []*model.DecodePricer
+	// pricing prices the steps of the workers (pricing.go), and
+	// prefillPricing those of a prefill pool of its own deployment
+	// (Options.Prefill; nil: none), whose workers are the first
+	// prefillSlots, each of prefillKV blocks (prefillPool).
+	pricing
+	prefillPricing *pricing
+	prefillSlots   int
+	prefillKV      int64
 
 	free [][]*reqState // recycled request states, by their tables' room (roomClass)
 	// reuse (Options.Transient): every record is rec, and request

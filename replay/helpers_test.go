@@ -63,6 +63,12 @@ func replay(t *testing.T, cfg Config, cost model.StepModel, kvBlocks int64, reqs
 // replayWith is replay with the engine's test switches set.
 func replayWith(t *testing.T, cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace.Request, sw testSwitches) (map[string]*trace.Request, []*trace.Request, Stats) {
 	t.Helper()
+	return replayOpts(t, cfg, cost, kvBlocks, reqs, Options{test: sw})
+}
+
+// replayOpts is replay with opts (its Observe the validator's).
+func replayOpts(t *testing.T, cfg Config, cost model.StepModel, kvBlocks int64, reqs []*trace.Request, opts Options) (map[string]*trace.Request, []*trace.Request, Stats) {
+	t.Helper()
 	var all []*trace.Request
 	byID := map[string]*trace.Request{}
 	v := newValidator(t, cfg, reqs)
@@ -70,7 +76,7 @@ func replayWith(t *testing.T, cfg Config, cost model.StepModel, kvBlocks int64, 
 		all = append(all, r)
 		byID[r.RequestID] = r
 		return v.output(r)
-	}, Options{Observe: v.step, test: sw})
+	}, Options{Observe: v.step, Prefill: opts.Prefill, test: opts.test})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,6 +276,10 @@ func (e *engine) rejectReason(prompt, out int64) string {
 	case ceilDiv(prompt+out, bs) > e.kvBlocks:
 		return fmt.Sprintf("needs %d KV blocks for %d prompt + %d output tokens; a worker has %d",
 			ceilDiv(prompt+out, bs), prompt, out, e.kvBlocks)
+	case e.prefillKV > 0 && ceilDiv(prompt+1, bs) > e.prefillKV:
+		// A prefill worker holds the prompt and its one token.
+		return fmt.Sprintf("needs %d KV blocks for its %d prompt tokens and the first output token; a prefill worker has %d",
+			ceilDiv(prompt+1, bs), prompt, e.prefillKV)
 	}
 	return ""
 }
@@ -366,7 +370,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 		if len(w.sched) == 0 {
 			return e.stalled(w)
 		}
-		d := e.price(&w.batch)
+		d := e.pricingOf(w).price(&w.batch)
 		if d <= 0 {
 			return fmt.Errorf("replay: step model returned a non-positive step time %v", d)
 		}
@@ -557,7 +561,7 @@ func (e *engine) stalled(w *worker) error {
 		return fmt.Errorf("replay: worker %s stalls: request %d at its queue's front cannot get the KV blocks it needs (%d free of %d), "+
 			"requests behind it (%d) hold %d blocks that their loads from a KV tier filled, and none is running to free any; "+
 			"give the workers more KV cache",
-			w.name, w.waiting.front().idx, w.s.freeBlocks(), e.kvBlocks, holders, held)
+			w.name, w.waiting.front().idx, w.s.freeBlocks(), e.kvBlocksOf(w.id), holders, held)
 	}
 	return fmt.Errorf("replay: internal error: worker %s scheduled nothing with %d running and %d waiting",
 		w.name, len(w.running), w.waiting.Len())

@@ -7,6 +7,54 @@ import (
 	"github.com/opaltrace/opaltrace/model"
 )
 
+// A pricing prices the steps of the workers of one deployment: its step
+// model, and the tables and pricers that price decode steps fast.
+type pricing struct {
+	cost model.StepModel
+	tabs [maxTabN + 1][][]time.Duration // decode prices by batch size and context sum, in pages (decodePrice)
+	one  [1]int64                       // scratch: a lone decode's batch
+	// oneBatch is the lone decode's batch, one (decodePrice).
+	oneBatch model.Batch
+	// pricePages holds the fresh price table pages not handed out yet
+	// (pricePage).
+	pricePages []time.Duration
+	// sum is the step model when it prices decode batches by their
+	// contexts' sum (steadySteps); nil otherwise.
+	sum model.DecodeSumModel
+	// dec is the step model when it prices decode batches of one size
+	// by their sum faster (model.DecodePricer), and pricers its pricers
+	// by batch size, made when first asked (decodeTime); dec is nil
+	// otherwise.
+	dec     decodePricing
+	pricers []*model.DecodePricer
+	// noLoneMemo is testSwitches.noLoneMemo.
+	noLoneMemo bool
+}
+
+// newPricing returns the pricing of cost's steps.
+func newPricing(cost model.StepModel, noLoneMemo bool) pricing {
+	p := pricing{cost: cost, noLoneMemo: noLoneMemo}
+	if m, ok := cost.(model.DecodeSumModel); ok {
+		if _, ok := m.DecodeStepTime(1, 0); ok {
+			p.sum = m
+		}
+	}
+	if m, ok := cost.(decodePricing); ok && p.sum != nil {
+		if _, ok := m.DecodePricer(1); ok {
+			p.dec = m
+		}
+	}
+	return p
+}
+
+// pricingOf returns the pricing of worker w's steps: its pool's.
+func (e *engine) pricingOf(w *worker) *pricing {
+	if e.prefillPricing != nil && w.id < e.prefillSlots {
+		return e.prefillPricing
+	}
+	return &e.pricing
+}
+
 // price returns the step model's time for batch b. The time of a lone
 // decode is kept per context length, shared by all workers (they have one
 // model): at moderate load most steps are one request decoding, and the
@@ -22,8 +70,8 @@ import (
 // every step a waiting request could not be admitted at; on the
 // autoscaled Mooncake replay, whose batches are larger, some 20,000
 // steps of 2 to 60 decodes.
-func (e *engine) price(b *model.Batch) time.Duration {
-	if len(b.Prefill) != 0 || e.test.noLoneMemo {
+func (e *pricing) price(b *model.Batch) time.Duration {
+	if len(b.Prefill) != 0 || e.noLoneMemo {
 		return e.cost.StepTime(b)
 	}
 	switch n := len(b.Decode); {
@@ -63,7 +111,7 @@ type stepPrice struct {
 // tenth full for large batches (their sums advance by the batch size a
 // step); pages of 512 durations (Seconds is a multiplication) were 16 MB,
 // and tables up to batches of 4 (maxTabN) are 4.5 MB.
-func (e *engine) decodePrice(n int, ctx int64) stepPrice {
+func (e *pricing) decodePrice(n int, ctx int64) stepPrice {
 	if n > maxTabN {
 		d := e.decodeTime(n, ctx)
 		return stepPrice{d, stepSeconds(d)}
@@ -122,7 +170,7 @@ func stepSeconds(d time.Duration) float64 {
 // 191 M instructions of BenchmarkReplayMooncakeRouters/round_robin's
 // 3.6 M steps, where the cursor's hits and asks cost some 40 M.
 type priceCursor struct {
-	e    *engine
+	e    *pricing
 	n    int
 	page []time.Duration // prices of the sums from base on (nil: none)
 	base int64
@@ -184,7 +232,7 @@ func (c *priceCursor) ask(ctx int64) stepPrice {
 // decodeTime returns the step model's time for a step of n decodes whose
 // contexts sum to ctx (DecodeStepTime), through the pricer of batches of
 // n when the model has them.
-func (e *engine) decodeTime(n int, ctx int64) time.Duration {
+func (e *pricing) decodeTime(n int, ctx int64) time.Duration {
 	if e.dec == nil {
 		d, _ := e.sum.DecodeStepTime(n, ctx)
 		return d
@@ -194,7 +242,7 @@ func (e *engine) decodeTime(n int, ctx int64) time.Duration {
 
 // pricer returns the pricer of steps of n decodes (e.dec must be set),
 // made when first asked.
-func (e *engine) pricer(n int) *model.DecodePricer {
+func (e *pricing) pricer(n int) *model.DecodePricer {
 	if n >= len(e.pricers) {
 		e.pricers = append(e.pricers, make([]*model.DecodePricer, n+1-len(e.pricers))...)
 	}
@@ -220,7 +268,7 @@ type decodePricing interface {
 // fault each: some 700 of the 4-worker Mooncake replay's page faults (perf
 // record -e page-faults). A block left unused at the end maps at most
 // pricePages−1 pages for nothing, some 1 µs each.
-func (e *engine) pricePage() []time.Duration {
+func (e *pricing) pricePage() []time.Duration {
 	const n = 1 << tabPageBits
 	if len(e.pricePages) < n {
 		e.pricePages = make([]time.Duration, pricePages*n)

@@ -71,6 +71,12 @@ func (v *routerView) Loads() []WorkerLoad {
 	for _, i := range v.ready {
 		live[i] = workers[i].load(total)
 	}
+	if v.e.prefillKV > 0 {
+		// The prefill pool's capacity is its own (Options.Prefill).
+		for _, i := range v.ready {
+			live[i].TotalBlocks = v.e.kvBlocksOf(i)
+		}
+	}
 	return live
 }
 
@@ -191,7 +197,7 @@ func (e *engine) sharedIDs(i int32, n int) int {
 }
 
 // liveLoad is worker i's state now.
-func (e *engine) liveLoad(i int) WorkerLoad { return e.workers[i].load(e.kvBlocks) }
+func (e *engine) liveLoad(i int) WorkerLoad { return e.workers[i].load(e.kvBlocksOf(i)) }
 
 // load is w's state now, its KV capacity total blocks.
 //

@@ -40,10 +40,11 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	var j int64 // steps run
 	s := w.s
 	grow := s.steadyStart(w) // the next step that allocates
+	pr := e.pricingOf(w)
 	if n == 1 && w.stream == 1 && !e.test.noLoneMemo {
 		// The commonest case at moderate load: one request alone.
 		r := w.running[0]
-		prices := priceCursor{e: e, n: 1}
+		prices := priceCursor{e: pr, n: 1}
 		for j < limit {
 			if j >= grow {
 				var ok bool
@@ -76,7 +77,7 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	durs, secs := w.durs[:0], w.secs[:0]
 	defer func() { w.durs, w.secs = durs[:0], secs[:0] }()
 	grownAhead := false
-	prices := priceCursor{e: e, n: int(n)}
+	prices := priceCursor{e: pr, n: int(n)}
 	for j < limit {
 		if j >= grow {
 			var ok bool
@@ -86,7 +87,7 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 			}
 		}
 		var p stepPrice
-		if e.sum != nil {
+		if pr.sum != nil {
 			var ok bool
 			if p, ok = prices.hit(ctx + n*j); !ok {
 				p = prices.ask(ctx + n*j)
@@ -95,7 +96,7 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 			for i, r := range w.running {
 				w.batch.Decode[i] = r.computed + j
 			}
-			d := e.price(&w.batch)
+			d := pr.price(&w.batch)
 			p = stepPrice{d, stepSeconds(d)}
 		}
 		d := p.d

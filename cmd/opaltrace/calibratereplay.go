@@ -122,6 +122,9 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", runRef(set, run.Name, labels[i]), err)
 		}
+		if setup.Prefill != nil {
+			return nil, fmt.Errorf("%s: a prefill pool of its own deployment (disaggregation.prefill_hardware, prefill_tp): calibrate fits one deployment's coefficients: not modelled yet", runRef(set, run.Name, labels[i]))
+		}
 		for _, n := range setup.Notes {
 			fmt.Fprintln(c.ErrWriter, n)
 		}

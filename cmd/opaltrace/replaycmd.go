@@ -145,7 +145,7 @@ func writeSeconds(path string, s *deploy.Setup, run string, rows []replay.Second
 		return err
 	}
 	defer f.Abort()
-	sec := []trace.SecondsRun{{Run: run, KVBlocks: s.KVBlocks * int64(s.Config.Workers), Seconds: rows}}
+	sec := []trace.SecondsRun{{Run: run, KVBlocks: s.FleetKVBlocks(), Seconds: rows}}
 	if o := s.Offload; o != nil {
 		sec[0].HostKVCapacity, sec[0].DiskKVCapacity, sec[0].RemoteKVCapacity = o.CapacityBytes(s.Config.TieredWorkers())
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"math"
 	"os"
 	"path/filepath"
@@ -229,5 +230,51 @@ func TestReplayPlannedServers(t *testing.T) {
 	}
 	if asked < 2 || most != float64(2*asked) {
 		t.Errorf("a pool asked for %d engines at most, and had %v workers ready at most; want 2 engines or more, 2 workers each", asked, most)
+	}
+}
+
+// A prefill pool of its own deployment (disaggregation.prefill_tp):
+// stderr says what it is, and its prefills run on it: the embedded
+// sample's prefills take less time on two H100s a worker than on one,
+// its decode pool unchanged. --carry-cache and calibrate refuse it.
+func TestReplayPrefillDeployment(t *testing.T) {
+	dir := t.TempDir()
+	sample := "../../samples/mooncake/conversation_trace_first10min.jsonl"
+	meanPrefill := func(extra string) (float64, string) {
+		cfg := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(cfg, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 1\n"+extra), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "sim.parquet")
+		_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", out, sample)
+		if err != nil {
+			t.Fatalf("%q: replay: %v\n%s", extra, err, stderr)
+		}
+		_, reqs, err := trace.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, n := 0.0, 0
+		for _, r := range reqs {
+			if r.PrefillSec.OK {
+				sum += r.PrefillSec.V
+				n++
+			}
+		}
+		return sum / float64(n), stderr
+	}
+	one, _ := meanPrefill("")
+	two, stderr := meanPrefill("  prefill_tp: 2\n")
+	if !strings.Contains(stderr, "prefill pool of its own deployment: llama-3.1-8b on 2×h100 (TP2) a worker, KV ") {
+		t.Errorf("stderr lacks the prefill pool's note:\n%s", stderr)
+	}
+	if !(two < 0.8*one) {
+		t.Errorf("mean prefill %v s on TP2 prefill workers, %v on TP1; want TP2's well below", two, one)
+	}
+	cfg := filepath.Join(dir, "c.yaml")
+	in := shareddata.Path(t, engineSideRTX4090)
+	if _, _, err := opaltrace(t, "calibrate", "--config", cfg, "-o", filepath.Join(dir, "cm.yaml"), "--max-evals", "3", in); err == nil ||
+		!strings.Contains(err.Error(), "calibrate fits one deployment's coefficients: not modelled yet") {
+		t.Errorf("calibrate with a prefill pool of its own: %v", err)
 	}
 }

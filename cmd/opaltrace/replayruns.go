@@ -470,6 +470,9 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		runCfg, in := cfg, job.in
 		var carried *calibrate.Carried
 		if job.after != nil {
+			if job.setup.Prefill != nil {
+				return nil, fmt.Errorf("run %s: --carry-cache with a prefill pool of its own deployment (disaggregation.prefill_hardware, prefill_tp): not modelled yet", job.name)
+			}
 			if carried, err = calibrate.CarryAfter(cfg, job.setup.Step, job.setup.KVBlocks, job.after, job.in); err != nil {
 				return nil, fmt.Errorf("run %s: %w", job.name, err)
 			}
@@ -505,7 +508,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				metrics.Add(r)
 			}
 			return w.Write(r)
-		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, KeepRecords: keep, Offload: job.setup.Offload}) // the writer copies what it needs
+		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, KeepRecords: keep, Offload: job.setup.Offload, Prefill: job.setup.Prefill.Options()}) // the writer copies what it needs
 		if shared && len(done) == len(jobs)-1 {
 			// The last run has replayed, and every record is kept.
 			defer pauseGC()()
@@ -527,7 +530,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		task.Detail(human.Count(int64(math.Round(float64(st.Requests)/wall))) + " requests/s")
 		task.Finish()
 		if metrics != nil {
-			kv := ran.KVBlocks * int64(cfg.Workers)
+			kv := ran.FleetKVBlocks()
 			for _, s := range st.Seconds {
 				metrics.AddSecond(s, kv)
 			}

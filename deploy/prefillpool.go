@@ -1,0 +1,159 @@
+package deploy
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/opaltrace/opaltrace/model"
+	"github.com/opaltrace/opaltrace/replay"
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A PoolSetup is a pool whose workers are not the cluster's deployment:
+// the prefill pool of disaggregation.prefill_hardware and prefill_tp. Its
+// Step and KVBlocks are what replay.Options.Prefill takes.
+type PoolSetup struct {
+	Deployment         *model.Deployment
+	Step               model.StepModel
+	KVTokens, KVBlocks int64
+	KVHow              string
+	CostModelText      string
+}
+
+// Options returns the replay's model of the pool (replay.Options.Prefill).
+func (p *PoolSetup) Options() *replay.PoolModel {
+	if p == nil {
+		return nil
+	}
+	return &replay.PoolModel{Cost: p.Step, KVBlocks: p.KVBlocks}
+}
+
+// FleetKVBlocks is the KV capacity of the workers at the start, in
+// blocks: each pool's workers times its capacity.
+func (s *Setup) FleetKVBlocks() int64 {
+	workers := int64(s.Config.Workers)
+	if s.Prefill == nil {
+		return s.KVBlocks * workers
+	}
+	p := int64(s.Config.Disaggregation.PrefillWorkers)
+	return s.Prefill.KVBlocks*p + s.KVBlocks*(workers-p)
+}
+
+// ownPrefill reports whether the cluster gives its prefill pool a
+// deployment of its own.
+func ownPrefill(d replay.DisaggregationConfig) bool {
+	return d.PrefillWorkers > 0 && (d.PrefillHardware != "" || d.PrefillTP != 0)
+}
+
+// prefillKey is the cluster file's key that gives the prefill pool its
+// own deployment, for messages: prefill_tp when given, else
+// prefill_hardware.
+func (c *Cluster) prefillKey() string {
+	if c.Config.Disaggregation.PrefillTP != 0 {
+		return "disaggregation.prefill_tp"
+	}
+	return "disaggregation.prefill_hardware"
+}
+
+// prefillCluster returns the cluster of the prefill pool's deployment, c
+// with prefill_hardware and prefill_tp: the same model, engine and
+// memory settings on the pool's GPU and TP size. Another GPU takes its
+// own preset's figures and node (hardware_override, node and
+// node_override describe the cluster's). What it does not model yet is
+// refused: data parallelism, DP attention, workers spanning nodes.
+func (c *Cluster) prefillCluster() (Cluster, error) {
+	d := c.Config.Disaggregation
+	key := c.prefillKey()
+	refuse := func(what string) error {
+		return c.bad(key, c.given[key], "", what+" with a prefill pool of its own deployment: not modelled yet")
+	}
+	switch {
+	case c.DP > 1:
+		return Cluster{}, refuse("data parallelism (dp)")
+	case c.EnableDPAttention:
+		return Cluster{}, refuse("enable_dp_attention")
+	case c.NodesPerWorker > 1:
+		return Cluster{}, refuse("a worker spanning nodes (nodes_per_worker)")
+	case d.Planner.Policy != "":
+		return Cluster{}, refuse("disaggregation.planner (it profiles one deployment)")
+	}
+	p := *c
+	if h := d.PrefillHardware; h != "" && h != c.Hardware {
+		if _, err := model.ResolveHardware(h, nil); err != nil {
+			k := "disaggregation.prefill_hardware"
+			return Cluster{}, c.bad(k, c.given[k], strconv.Quote(h), err.Error())
+		}
+		p.Hardware, p.HardwareOverride, p.Node, p.NodeOverride = h, nil, "", nil
+	}
+	if d.PrefillTP != 0 {
+		p.TP = d.PrefillTP
+	}
+	if c.EP > 1 {
+		p.EP = p.TP // EP is TP·DP, and DP is 1 here
+	}
+	return p, nil
+}
+
+// prefillDeployment resolves the prefill pool's own deployment: its
+// roofline, its KV capacity sized as its engine sizes it on its GPUs (the
+// scheduler's settings are the cluster's), and its step model (the cost
+// model's form of it when one is given, which must cover its GPU). sg
+// is unused unless the engine is SGLang.
+func prefillDeployment(c *Cluster, cfg replay.Config, run trace.Run, o Overrides) (*PoolSetup, error) {
+	pc, err := c.prefillCluster()
+	if err != nil {
+		return nil, err
+	}
+	key := c.prefillKey()
+	dep, err := pc.Deployment()
+	if err != nil {
+		return nil, c.bad(key, c.given[key], "", "the prefill pool's deployment: "+err.Error())
+	}
+	var sg model.SGLangDefaults
+	if EngineName(cfg) == replay.EngineSGLang {
+		sg = model.SGLangServeDefaults(c.EngineVersion, dep.Hardware, dep.TP, dep.PP)
+		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, sg)
+		dep.TorchCompileMaxBS = sglangTorchCompileMaxBS(run, sg)
+	}
+	tokens, how, err := kvCapacity(pc, cfg, dep, sg)
+	if err != nil {
+		return nil, err
+	}
+	p := &PoolSetup{Deployment: dep, KVTokens: tokens, KVHow: how}
+	switch {
+	case o.CostModel != nil:
+		if err := o.CostModel.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {
+			return nil, fmt.Errorf("%s: the prefill pool's deployment: %v", c.CostModel, err)
+		}
+		if p.Step, err = o.CostModel.StepModel(dep); err != nil {
+			return nil, err
+		}
+		p.CostModelText = o.CostModelText
+	default:
+		p.Step = dep
+		p.CostModelText = rooflineText(dep)
+	}
+	block := cfg.Scheduler.BlockSize
+	if block == 0 {
+		block = replay.DefaultConfig().Scheduler.BlockSize
+	}
+	p.KVBlocks = tokens / block
+	return p, nil
+}
+
+// prefillNote says what the prefill pool's own deployment is.
+func prefillNote(p *PoolSetup) string {
+	d := p.Deployment
+	return fmt.Sprintf("prefill pool of its own deployment: %s on %d×%s (TP%d) a worker, KV %s; its steps priced by %s; the scheduler's settings are the cluster's",
+		d.LLM.Name, d.TP*max(d.PP, 1), d.Hardware.Name, d.TP, p.KVHow, firstLine(p.CostModelText))
+}
+
+// firstLine returns s up to its first newline.
+func firstLine(s string) string {
+	for i, r := range s {
+		if r == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,103 @@
+package deploy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/opaltrace/opaltrace/model"
+)
+
+// A prefill pool of its own deployment: another TP size or another GPU
+// for the prefill workers. Its roofline prices their steps, its KV
+// capacity is sized on its own GPUs as the engine sizes it, the KV a
+// prompt token sends is its ranks', the link its node's, and its
+// autoscaler counts its GPUs; the decode pool keeps the cluster's.
+func TestPrefillDeployment(t *testing.T) {
+	base := resolveYAML(t, "model: llama-3.1-70b\nhardware: h100\ntp: 4\nworkers: 3\ndisaggregation:\n  prefill_workers: 1\n")
+	s := resolveYAML(t, `model: llama-3.1-70b
+hardware: h100
+tp: 4
+workers: 3
+disaggregation:
+  prefill_workers: 1
+  prefill_tp: 2
+  prefill_autoscale:
+    metric: queue_depth
+    target: 2
+  decode_autoscale:
+    metric: in_flight
+    target: 8
+`)
+	p := s.Prefill
+	if p == nil {
+		t.Fatal("no prefill pool of its own")
+	}
+	if p.Deployment.TP != 2 || s.Deployment.TP != 4 || p.Deployment.Hardware.Name != "h100" || p.Step != model.StepModel(p.Deployment) {
+		t.Errorf("prefill TP%d on %s, decode TP%d; want TP2 on h100, TP4", p.Deployment.TP, p.Deployment.Hardware.Name, s.Deployment.TP)
+	}
+	// Two H100s hold the 70B's weights at half the GPUs' memory that
+	// four do: less KV a worker (vLLM's gpu_memory_utilization sizing),
+	// in whole blocks.
+	if s.KVTokens != base.KVTokens || !(p.KVTokens > 0 && p.KVTokens < s.KVTokens/2) || p.KVBlocks != p.KVTokens/16 {
+		t.Errorf("KV tokens: prefill %d (%d blocks), decode %d, the cluster's %d; want 0 < prefill < half the decode's, decode the cluster's", p.KVTokens, p.KVBlocks, s.KVTokens, base.KVTokens)
+	}
+	d := s.Config.Disaggregation
+	if d.KVBytesPerToken != p.Deployment.KVBytesPerTokenPerRank()*2 || d.KVBytesPerToken != base.Config.Disaggregation.KVBytesPerToken {
+		// The 70B's 8 KV heads split over 2 or 4 ranks: the same bytes.
+		t.Errorf("%d KV bytes a token, want the prefill ranks' %d (the cluster's %d)", d.KVBytesPerToken, p.Deployment.KVBytesPerTokenPerRank()*2, base.Config.Disaggregation.KVBytesPerToken)
+	}
+	if d.PrefillAutoscale.GPUsPerWorker != 2 || d.DecodeAutoscale.GPUsPerWorker != 4 {
+		t.Errorf("gpus_per_worker: prefill %d, decode %d; want 2, 4", d.PrefillAutoscale.GPUsPerWorker, d.DecodeAutoscale.GPUsPerWorker)
+	}
+	if err := s.Config.Validate(); err != nil {
+		t.Errorf("the resolved configuration is refused: %v", err)
+	}
+	if got, want := s.FleetKVBlocks(), p.KVBlocks+2*s.KVBlocks; got != want {
+		t.Errorf("fleet KV %d blocks, want %d", got, want)
+	}
+	if h := s.Header(); h != "llama-3.1-70b on 4×h100 (TP4), vllm, 3 workers (1 prefill on 2×h100 (TP2), 2 decode: disaggregated)" {
+		t.Errorf("header %q", h)
+	}
+	note := strings.Join(s.Notes, "\n")
+	if !strings.Contains(note, "prefill pool of its own deployment: llama-3.1-70b on 2×h100 (TP2) a worker, KV ") {
+		t.Errorf("notes lack the prefill pool's:\n%s", note)
+	}
+
+	// A pool without an autoscaler keeps its GPUs a worker for the
+	// fleet's GPU-hours, and the effective cluster reads back.
+	s = resolveYAML(t, "model: llama-3.1-70b\nhardware: h100\ntp: 4\nworkers: 3\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 2\n  prefill_autoscale:\n    metric: queue_depth\n    target: 2\n")
+	if d := s.Config.Disaggregation; d.PrefillAutoscale.GPUsPerWorker != 2 || d.DecodeAutoscale.GPUsPerWorker != 4 || d.DecodeAutoscale.On() {
+		t.Errorf("gpus_per_worker: prefill %d, decode %d (autoscaled %v); want 2, 4 (no)", d.PrefillAutoscale.GPUsPerWorker, d.DecodeAutoscale.GPUsPerWorker, d.DecodeAutoscale.On())
+	}
+	if _, err := ParseCluster("effective.yaml", []byte(s.Cluster.YAML())); err != nil {
+		t.Errorf("the effective cluster does not read back: %v", err)
+	}
+
+	// Another GPU: its own preset, node and network (the cluster's node
+	// is the decode GPUs').
+	s = resolveYAML(t, "model: llama-3.1-8b\nhardware: h100\nnode: hgx-h100\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_hardware: a100-40gb\n")
+	if p := s.Prefill; p == nil || p.Deployment.Hardware.Name != "a100-40gb" || s.Deployment.Hardware.Name != "h100" || !(p.KVTokens < s.KVTokens) {
+		t.Fatalf("prefill hardware: %+v; want a100-40gb with less KV than the h100's", p)
+	}
+	a100 := model.NodeFor(s.Prefill.Deployment.Hardware)
+	if d := s.Config.Disaggregation; d.TransferGBps != a100.Network.Bandwidth/1e9 || a100.Name == "hgx-h100" {
+		t.Errorf("KV sent at %v GB/s, want the %s node's %v", d.TransferGBps, a100.Name, a100.Network.Bandwidth/1e9)
+	}
+}
+
+// What a prefill pool of its own deployment is refused with.
+func TestPrefillDeploymentErrors(t *testing.T) {
+	pd := "workers: 2\ndisaggregation:\n  prefill_workers: 1\n"
+	for _, c := range []struct{ yaml, want string }{
+		{"dp: 2\n" + pd + "  prefill_tp: 2\n", "c.yaml:5: disaggregation.prefill_tp: data parallelism (dp) with a prefill pool of its own deployment: not modelled yet"},
+		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
+		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
+		{pd + "  prefill_tp: 2\n  planner:\n    policy: dynamo_sla\n", "c.yaml:4: disaggregation.prefill_tp: disaggregation.planner (it profiles one deployment) with a prefill pool of its own deployment: not modelled yet"},
+		{"scheduler:\n  kv_offloading_size: 8\n" + pd + "  prefill_hardware: h200\n", "c.yaml:6: disaggregation.prefill_hardware: KV tiers with a prefill pool of its own deployment: not modelled yet"},
+		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware and prefill_tp are the prefill pool's deployment"},
+	} {
+		if err := resolveErr(c.yaml); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/opaltrace/opaltrace/replay/kvcache"
+)
+
+// A prefill pool of its own deployment (Options.Prefill): the prefill
+// workers of a disaggregated cluster on other GPUs, or the same GPUs in
+// another TP size, than the decode workers, as Dynamo's profiler
+// recommends a parallel mapping for each pool and as deployments put the
+// compute-bound prefill on one GPU and the memory-bound decode on
+// another. The prefill workers' steps are priced by the pool's step model
+// and each holds the pool's KV capacity; everything else (the scheduler's
+// settings, the hand-over's bytes and link, which package deploy sets
+// from the prefill deployment) is the cluster's.
+
+// prefillPool sets the engine up for a prefill pool of its own
+// deployment, the first slots workers, and refuses what it does not
+// model yet: the planner, which profiles one deployment, and KV tiers,
+// sized by one worker's host memory.
+func (e *engine) prefillPool(p *PoolModel, slots int, tiers bool) error {
+	d := e.cfg.Disaggregation
+	switch {
+	case !d.on():
+		return errors.New("replay: a prefill pool of its own deployment without disaggregation")
+	case p.Cost == nil:
+		return errors.New("replay: the prefill pool has no step model")
+	case p.KVBlocks <= 0 || p.KVBlocks > kvcache.MaxBlocks:
+		return fmt.Errorf("replay: %d KV blocks per prefill worker is not a capacity the engine supports", p.KVBlocks)
+	case d.Planner.on():
+		return errors.New("replay: disaggregation.planner with a prefill pool of its own deployment: not modelled yet (the planner profiles one deployment)")
+	case tiers:
+		return errors.New("replay: KV tiers with a prefill pool of its own deployment: not modelled yet (a worker's tiers are sized by one deployment)")
+	}
+	pr := newPricing(p.Cost, e.test.noLoneMemo)
+	e.prefillPricing, e.prefillSlots, e.prefillKV = &pr, slots, p.KVBlocks
+	return nil
+}
+
+// schedulerOf returns the scheduler settings and KV blocks of the worker
+// in slot i: its pool's.
+func (e *engine) schedulerOf(i int) (SchedulerConfig, int64) {
+	s := e.cfg.Scheduler
+	if e.prefillKV > 0 && i < e.prefillSlots {
+		s.KVCacheTokens = e.prefillKV * s.BlockSize
+		return s, e.prefillKV
+	}
+	return s, e.kvBlocks
+}
+
+// kvBlocksOf returns the KV capacity of the worker in slot i: its pool's.
+func (e *engine) kvBlocksOf(i int) int64 {
+	if e.prefillKV > 0 && i < e.prefillSlots {
+		return e.prefillKV
+	}
+	return e.kvBlocks
+}

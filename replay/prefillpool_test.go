@@ -1,0 +1,133 @@
+package replay
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// A prefill pool of its own deployment (Options.Prefill): its step model
+// prices the prefill workers' steps, the cluster's the decode workers';
+// its KV capacity is each prefill worker's. One request, as in
+// TestDisaggregatedTimeline but on a prefill GPU twice as fast: its
+// 100-token prefill takes 5 + 5 ms on w0 (20 ms on the decode GPU), its
+// KV 1.1 ms to w1, whose step of the last prompt token again takes 10.1
+// ms (TTFT 21.2 ms), then two decode steps of 10.1 ms there.
+func TestPrefillPoolOwnDeployment(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	fast := &PoolModel{Cost: linearCost{Base: 5 * ms, PerToken: 50 * time.Microsecond}, KVBlocks: 100}
+	for _, engine := range []string{EngineVLLM, EngineSGLang} {
+		cfg := Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: engine}}
+		// TTFT and E2E: vLLM's decode worker computes the last prompt
+		// token again (10.1 ms); SGLang's streams the prefill server's
+		// token as the KV is in.
+		ttft, e2e := 0.0212, 0.0414
+		if engine == EngineSGLang {
+			cfg.Scheduler.BlockSize, cfg.Scheduler.KVCacheTokens = 1, 1000
+			fast.KVBlocks = 1000
+			ttft, e2e = 0.0111, 0.0313
+		}
+		out, _, st := replayOpts(t, cfg, cost, 100, []*trace.Request{req("a", 0, 100, 3)}, Options{Prefill: fast})
+		a := out["a"]
+		if !pdNear(a.TTFTSec.V, ttft) || !pdNear(a.E2ESec.V, e2e) || !pdNear(a.PrefillSec.V, 0.010) || a.PrefillWorker != "w0" || a.Worker != "w1" {
+			t.Errorf("%s: TTFT %v, E2E %v, prefill %v s on %s, decode on %s; want %v, %v, 0.01 on w0, w1", engine, a.TTFTSec.V, a.E2ESec.V, a.PrefillSec.V, a.PrefillWorker, a.Worker, ttft, e2e)
+		}
+		if st.Completed != 1 {
+			t.Errorf("%s: %d completed", engine, st.Completed)
+		}
+	}
+
+	// Each prefill worker holds the pool's capacity: 6 blocks of 16
+	// tokens take a 90-token prompt and its token (6 blocks) but not a
+	// 100-token one (7), which the decode workers' 100 blocks would.
+	cfg := Config{Workers: 2, Disaggregation: pdConfig(1)}
+	small := &PoolModel{Cost: cost, KVBlocks: 6}
+	out, _, st := replayOpts(t, cfg, cost, 100, []*trace.Request{req("a", 0, 90, 3), req("b", time.Second, 100, 3)}, Options{Prefill: small})
+	if a, b := out["a"], out["b"]; a.Status != trace.StatusOK || b.Status != trace.StatusRejected ||
+		b.Error != "needs 7 KV blocks for its 100 prompt tokens and the first output token; a prefill worker has 6" || st.Rejected != 1 {
+		t.Errorf("a %s, b %s %q, %d rejected; want a served, b rejected by the prefill pool's capacity", a.Status, b.Status, b.Error, st.Rejected)
+	}
+	// The workers' caches (all free at the end) and the routers' view of
+	// a worker, the prefill pool's, where they send.
+	for _, router := range []string{RouterLLMD, RouterDynamo} {
+		var kv, free []int64
+		var view, loads int64
+		sw := testSwitches{atEnd: func(e *engine) {
+			loads = e.view.Loads()[0].TotalBlocks // what the router is told of w0
+			for _, w := range e.workers {
+				kv = append(kv, e.liveLoad(w.id).TotalBlocks)
+				free = append(free, w.s.freeBlocks())
+			}
+			switch r := e.router.(type) {
+			case *llmD:
+				view = r.index.capTokens
+			case *dynamoKV:
+				view = r.index.capTokens
+			}
+		}}
+		cfg.Router = router
+		replayOpts(t, cfg, cost, 100, []*trace.Request{req("a", 0, 90, 3)}, Options{Prefill: small, test: sw})
+		if len(kv) != 2 || kv[0] != 6 || kv[1] != 100 || free[0] != 6 || free[1] != 100 || view != 6*16 || loads != 6 {
+			t.Errorf("%s: KV capacity by worker %v, free at the end %v, the router's view of a worker %d tokens, its load of w0 %d blocks; want [6 100] each, 96, 6", router, kv, free, view, loads)
+		}
+	}
+}
+
+// What a prefill pool of its own deployment is refused with.
+func TestPrefillPoolErrors(t *testing.T) {
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	p := &PoolModel{Cost: cost, KVBlocks: 100}
+	planned := pdConfig(1)
+	planned.Planner = PlannerConfig{Policy: PlannerDynamoSLA}
+	own := pdConfig(1)
+	own.PrefillTP = 2
+	for _, tc := range []struct {
+		cfg  Config
+		opts Options
+		want string
+	}{
+		{Config{Workers: 2}, Options{Prefill: p}, "replay: a prefill pool of its own deployment without disaggregation"},
+		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{KVBlocks: 100}}, "replay: the prefill pool has no step model"},
+		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{Cost: cost}}, "replay: 0 KV blocks per prefill worker is not a capacity the engine supports"},
+		{Config{Workers: 2, Disaggregation: planned}, Options{Prefill: p}, "replay: disaggregation.planner with a prefill pool of its own deployment: not modelled yet"},
+		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: p, Offload: &Offload{}}, "KV tiers with a prefill pool of its own deployment: not modelled yet"},
+		{Config{Workers: 2, Disaggregation: own}, Options{}, "replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware and prefill_tp are the prefill pool's deployment"},
+	} {
+		_, err := RunInputs(tc.cfg, cost, 100, Requests([]*trace.Request{req("a", 0, 10, 2)}), func(*trace.Request) error { return nil }, tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v, %+v: got %v, want %q", tc.cfg.Disaggregation, tc.opts, err, tc.want)
+		}
+	}
+}
+
+// GPU-hours count each pool's GPUs a worker: a prefill pool of its own
+// deployment has its own; pools of one deployment share the autoscaled
+// pool's.
+func TestGPUHoursByPool(t *testing.T) {
+	prefill := &pool{lo: 0, cfg: AutoscaleConfig{GPUsPerWorker: 2}}
+	decode := &pool{lo: 2, cfg: AutoscaleConfig{GPUsPerWorker: 4}}
+	own := DisaggregationConfig{PrefillTP: 2, PrefillAutoscale: AutoscaleConfig{GPUsPerWorker: 2}, DecodeAutoscale: AutoscaleConfig{GPUsPerWorker: 4}}
+	for _, tc := range []struct {
+		name  string
+		pools []*pool
+		d     DisaggregationConfig
+		want  float64
+	}{
+		// 1 h of prefill slots and 2 h of decode slots.
+		{"both autoscaled", []*pool{prefill, decode}, own, 1*2 + 2*4},
+		{"prefill autoscaled, own deployment", []*pool{prefill}, own, 1*2 + 2*4},
+		{"decode autoscaled, own deployment", []*pool{decode}, own, 1*2 + 2*4},
+		{"prefill autoscaled, one deployment", []*pool{prefill}, DisaggregationConfig{}, 3 * 2},
+		{"decode autoscaled, one deployment", []*pool{decode}, DisaggregationConfig{}, 3 * 4},
+	} {
+		a := &autoscaler{split: 2, pools: tc.pools, onTime: 3 * time.Hour, onPrefill: time.Hour}
+		a.pool = tc.pools[0]
+		if got := a.gpuHours(tc.d); got != tc.want {
+			t.Errorf("%s: %v GPU-hours, want %v", tc.name, got, tc.want)
+		}
+	}
+}
