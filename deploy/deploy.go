@@ -264,20 +264,8 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 			s.Notes = append(s.Notes, "node links from the cost model: "+strings.Join(set, ", ")+" (node_override keys win)")
 		}
 	}
-	switch {
-	case o.CostModel != nil:
-		if err := o.CostModel.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {
-			return nil, fmt.Errorf("%s: %v", c.CostModel, err)
-		}
-		if s.Step, err = o.CostModel.StepModel(dep); err != nil {
-			return nil, err
-		}
-		s.CostModelText = o.CostModelText
-	case c.CostModel != "":
-		return nil, fmt.Errorf("cost_model %s: not loaded (Overrides.CostModel is nil)", c.CostModel)
-	default:
-		s.Step = dep
-		s.CostModelText = rooflineText(dep)
+	if s.Step, s.CostModelText, err = stepModel(&c, dep, o, ""); err != nil {
+		return nil, err
 	}
 	if cfg.Scheduler.ContextLength == 0 {
 		// SGLang sizes its request pool by it.
@@ -363,6 +351,24 @@ func (c Cluster) interNode() (*model.InterNode, error) {
 
 // rooflineText says what priced the steps when no cost model did: the
 // roofline with its coefficients.
+// stepModel returns what prices dep's steps and the text that says so:
+// the cost model's form of dep when one is given (it must cover dep's
+// GPU, model and TP), else dep's roofline. of names dep in errors ("":
+// the cluster's deployment).
+func stepModel(c *Cluster, dep *model.Deployment, o Overrides, of string) (model.StepModel, string, error) {
+	switch {
+	case o.CostModel != nil:
+		if err := o.CostModel.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {
+			return nil, "", fmt.Errorf("%s: %s%v", c.CostModel, of, err)
+		}
+		step, err := o.CostModel.StepModel(dep)
+		return step, o.CostModelText, err
+	case c.CostModel != "":
+		return nil, "", fmt.Errorf("cost_model %s: not loaded (Overrides.CostModel is nil)", c.CostModel)
+	}
+	return dep, rooflineText(dep), nil
+}
+
 func rooflineText(dep *model.Deployment) string {
 	return fmt.Sprintf("roofline: %s on %d × %s (%.4g FLOP/s, %.4g B/s); mfu %g, attention_mfu %g, bandwidth_efficiency %g, link_efficiency %g, step_overhead %v\n",
 		dep.LLM.Name, dep.TP, dep.Hardware.Name, dep.Hardware.PeakFLOPS, dep.Hardware.MemBandwidth,

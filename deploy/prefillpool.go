@@ -96,9 +96,10 @@ func (c *Cluster) prefillCluster() (Cluster, error) {
 
 // prefillDeployment resolves the prefill pool's own deployment: its
 // roofline, its KV capacity sized as its engine sizes it on its GPUs (the
-// scheduler's settings are the cluster's), and its step model (the cost
-// model's form of it when one is given, which must cover its GPU). sg
-// is unused unless the engine is SGLang.
+// scheduler's settings are the cluster's, and kv_cache_tokens or
+// num_gpu_blocks_override, when given, every worker's), and its step
+// model (the cost model's form of it when one is given, which must cover
+// its GPU).
 func prefillDeployment(c *Cluster, cfg replay.Config, run trace.Run, o Overrides) (*PoolSetup, error) {
 	pc, err := c.prefillCluster()
 	if err != nil {
@@ -120,18 +121,8 @@ func prefillDeployment(c *Cluster, cfg replay.Config, run trace.Run, o Overrides
 		return nil, err
 	}
 	p := &PoolSetup{Deployment: dep, KVTokens: tokens, KVHow: how}
-	switch {
-	case o.CostModel != nil:
-		if err := o.CostModel.Check(dep.Hardware.Name, dep.LLM.Name, dep.TP); err != nil {
-			return nil, fmt.Errorf("%s: the prefill pool's deployment: %v", c.CostModel, err)
-		}
-		if p.Step, err = o.CostModel.StepModel(dep); err != nil {
-			return nil, err
-		}
-		p.CostModelText = o.CostModelText
-	default:
-		p.Step = dep
-		p.CostModelText = rooflineText(dep)
+	if p.Step, p.CostModelText, err = stepModel(c, dep, o, "the prefill pool's deployment: "); err != nil {
+		return nil, err
 	}
 	block := cfg.Scheduler.BlockSize
 	if block == 0 {

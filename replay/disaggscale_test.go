@@ -43,18 +43,18 @@ func checkedPD(t *testing.T, cfg Config, reqs []*trace.Request) ([]*trace.Reques
 // checkedPDTiers is checkedPD with the KV tiers off (nil) or on.
 func checkedPDTiers(t *testing.T, cfg Config, reqs []*trace.Request, off *Offload) ([]*trace.Request, Stats) {
 	t.Helper()
-	return checkedPDWith(t, cfg, reqs, off, nil)
+	return checkedPDWith(t, cfg, reqs, Options{Offload: off}, nil)
 }
 
 // checkedPDAt is checkedPD that calls atEnd with the engine at the end.
 func checkedPDAt(t *testing.T, cfg Config, reqs []*trace.Request, atEnd func(*engine)) ([]*trace.Request, Stats) {
 	t.Helper()
-	return checkedPDWith(t, cfg, reqs, nil, atEnd)
+	return checkedPDWith(t, cfg, reqs, Options{}, atEnd)
 }
 
-// checkedPDWith is checkedPD with the KV tiers off (nil) or on, and
+// checkedPDWith is checkedPD with opts' KV tiers and prefill pool, and
 // atEnd, when set, called with the engine at the end.
-func checkedPDWith(t *testing.T, cfg Config, reqs []*trace.Request, off *Offload, atEnd func(*engine)) ([]*trace.Request, Stats) {
+func checkedPDWith(t *testing.T, cfg Config, reqs []*trace.Request, opts Options, atEnd func(*engine)) ([]*trace.Request, Stats) {
 	t.Helper()
 	var eng *engine
 	var errs []string
@@ -81,7 +81,7 @@ func checkedPDWith(t *testing.T, cfg Config, reqs []*trace.Request, off *Offload
 	st, err := RunInputs(cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, Requests(reqs), func(r *trace.Request) error {
 		all = append(all, r)
 		return nil
-	}, Options{test: sw, Offload: off, Observe: func(s *Step) error {
+	}, Options{test: sw, Offload: opts.Offload, Prefill: opts.Prefill, Observe: func(s *Step) error {
 		if eng != nil {
 			if st := eng.scale.state[s.Worker]; st == slotOff || st == slotStarting {
 				bad("slot %d stepped at %v in state %d", s.Worker, s.Start, st)

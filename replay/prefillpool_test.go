@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,28 @@ func TestGPUHoursByPool(t *testing.T) {
 		if got := a.gpuHours(tc.d); got != tc.want {
 			t.Errorf("%s: %v GPU-hours, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// An autoscaled prefill pool of its own deployment (2 GPUs a worker)
+// before a fixed decode pool (4 GPUs a worker): GPU-hours are each pool's
+// seconds times its GPUs.
+func TestGPUHoursOwnPrefill(t *testing.T) {
+	t.Parallel()
+	d := pdConfig(1)
+	d.PrefillTP = 2
+	d.PrefillAutoscale = pdHPA(MetricQueueDepth, 2, 3)
+	d.PrefillAutoscale.GPUsPerWorker, d.DecodeAutoscale.GPUsPerWorker = 2, 4
+	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond} // checkedPD's
+	cfg := Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: d}
+	_, st := checkedPDWith(t, cfg, pdBurst(), Options{Prefill: &PoolModel{Cost: cost, KVBlocks: 400}}, nil)
+	var prefill, decode, most float64
+	for _, f := range st.Fleet {
+		prefill += f.Ready + f.Starting + f.Draining - f.DecodeReady // the decode pool is fixed: ready
+		decode += f.DecodeReady
+		most = max(most, f.PrefillReady)
+	}
+	if want := (prefill*2 + decode*4) / 3600; math.Abs(st.GPUHours-want) > 1e-9 || most < 2 {
+		t.Errorf("%v GPU-hours, %v prefill workers at most; want %v (the prefill pool's seconds × 2 + the decode pool's × 4), the prefill pool grown", st.GPUHours, most, want)
 	}
 }

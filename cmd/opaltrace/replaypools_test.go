@@ -92,15 +92,7 @@ func TestReplayPlannedPools(t *testing.T) {
 		if m == nil {
 			t.Fatalf("%s: stderr gives no adjustments:\n%s", predictor, stderr)
 		}
-		f, err := os.Open(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := csv.NewReader(f).ReadAll()
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		rows := readCSV(t, log)
 		if strconv.Itoa(len(rows)-1) != m[1] || strings.Join(rows[0], ",") != "at_s,requests,ttft_s,itl_s,duration_s,isl,osl,prefill_factor,decode_factor,next_requests,next_isl,next_osl,profile_prefill_s,profile_decode_tokens_per_s,prefill_workers,decode_workers,skipped" {
 			t.Fatalf("%s: --planner-log: %d rows, header %v; want stderr's %s adjustments", predictor, len(rows)-1, rows[0], m[1])
 		}
@@ -195,15 +187,7 @@ func TestReplayPlannedServers(t *testing.T) {
 	if re := `both pools planned by Dynamo's SLA planner \(TTFT 0\.5 s, ITL 0\.005 s, every 60 s, 8 GPUs, constant predictor, engines servers of 2 workers\): [1-9][0-9]* adjustments`; !regexp.MustCompile(re).MatchString(stderr) {
 		t.Errorf("stderr lacks %s:\n%s", re, stderr)
 	}
-	f, err := os.Open(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := csv.NewReader(f).ReadAll()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSV(t, log)
 	asked := 0 // the most engines a pool was asked for
 	for _, r := range rows[1:] {
 		p, _ := strconv.Atoi(r[14])
@@ -277,4 +261,19 @@ func TestReplayPrefillDeployment(t *testing.T) {
 		!strings.Contains(err.Error(), "calibrate fits one deployment's coefficients: not modelled yet") {
 		t.Errorf("calibrate with a prefill pool of its own: %v", err)
 	}
+}
+
+// readCSV returns the rows of the CSV file at path.
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
