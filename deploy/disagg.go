@@ -44,6 +44,9 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep, pdep *model.Deploymen
 		// The planner's budget counts GPUs: a worker's ranks.
 		d.Planner.GPUsPerWorker = workerGPUs(dep)
 	}
+	if _, given := c.given["disaggregation.planner.prefill_gpus_per_worker"]; d.Planner.Policy != "" && !given && pdep != dep {
+		d.Planner.PrefillGPUsPerWorker = int(ranks) // the prefill pool's own deployment's
+	}
 	c.defaultGPUs("disaggregation.prefill_autoscale", &d.PrefillAutoscale, int(ranks))
 	c.defaultGPUs("disaggregation.decode_autoscale", &d.DecodeAutoscale, workerGPUs(dep))
 	if pdep != dep {

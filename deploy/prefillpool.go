@@ -74,8 +74,6 @@ func (c *Cluster) prefillCluster() (Cluster, error) {
 		return Cluster{}, refuse("enable_dp_attention")
 	case c.NodesPerWorker > 1:
 		return Cluster{}, refuse("a worker spanning nodes (nodes_per_worker)")
-	case d.Planner.Policy != "":
-		return Cluster{}, refuse("disaggregation.planner (it profiles one deployment)")
 	}
 	p := *c
 	if h := d.PrefillHardware; h != "" && h != c.Hardware {

@@ -73,6 +73,16 @@ disaggregation:
 		t.Errorf("the effective cluster does not read back: %v", err)
 	}
 
+	// Dynamo's planner: its budget counts each pool's GPUs a worker
+	// (prefill_engine_num_gpu, decode_engine_num_gpu).
+	s = resolveYAML(t, "model: llama-3.1-70b\nhardware: h100\ntp: 4\nworkers: 3\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 2\n  planner:\n    policy: dynamo_sla\n    max_gpu_budget: 32\n")
+	if p := s.Config.Disaggregation.Planner; p.PrefillGPUsPerWorker != 2 || p.GPUsPerWorker != 4 {
+		t.Errorf("planner: %d GPUs a prefill worker, %d a decode worker; want 2, 4", p.PrefillGPUsPerWorker, p.GPUsPerWorker)
+	}
+	if err := s.Config.Validate(); err != nil {
+		t.Errorf("planner: the resolved configuration is refused: %v", err)
+	}
+
 	// Another GPU: its own preset, node and network (the cluster's node
 	// is the decode GPUs').
 	s = resolveYAML(t, "model: llama-3.1-8b\nhardware: h100\nnode: hgx-h100\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_hardware: a100-40gb\n")
@@ -92,7 +102,6 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 		{"dp: 2\n" + pd + "  prefill_tp: 2\n", "c.yaml:5: disaggregation.prefill_tp: data parallelism (dp) with a prefill pool of its own deployment: not modelled yet"},
 		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
 		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
-		{pd + "  prefill_tp: 2\n  planner:\n    policy: dynamo_sla\n", "c.yaml:4: disaggregation.prefill_tp: disaggregation.planner (it profiles one deployment) with a prefill pool of its own deployment: not modelled yet"},
 		{"scheduler:\n  kv_offloading_size: 8\n" + pd + "  prefill_hardware: h200\n", "c.yaml:6: disaggregation.prefill_hardware: KV tiers with a prefill pool of its own deployment: not modelled yet"},
 		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware and prefill_tp are the prefill pool's deployment"},
 	} {

@@ -191,8 +191,7 @@ func (d DisaggregationConfig) slots(workers int) (prefill, decode int) {
 		decode = max(decode, a.mostWorkers())
 	}
 	if p := d.Planner.withDefaults(); p.on() {
-		most := p.most() * p.replicaWorkers()
-		prefill, decode = max(prefill, most), max(decode, most)
+		prefill, decode = max(prefill, p.most(true)*p.replicaWorkers()), max(decode, p.most(false)*p.replicaWorkers())
 	}
 	return prefill, decode
 }
@@ -277,8 +276,10 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		}
 	}
 	d.Planner.validate(bad)
-	if p := d.Planner.withDefaults(); p.on() && (max(c.Workers, 1))*p.GPUsPerWorker > p.MaxGPUBudget {
-		bad("disaggregation.planner.max_gpu_budget", "%d GPUs, fewer than the %d workers at the start take", p.MaxGPUBudget, max(c.Workers, 1)*p.GPUsPerWorker)
+	if p := d.Planner.withDefaults(); p.on() {
+		if start := d.PrefillWorkers*p.PrefillGPUsPerWorker + d.decodeWorkers(c.Workers)*p.GPUsPerWorker; start > p.MaxGPUBudget {
+			bad("disaggregation.planner.max_gpu_budget", "%d GPUs, fewer than the %d workers at the start take", p.MaxGPUBudget, start)
+		}
 	}
 	if p := d.Planner.withDefaults(); p.on() {
 		for _, pool := range []struct {

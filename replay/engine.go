@@ -266,17 +266,20 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	case cfg.Autoscale.on():
 		e.scale = newAutoscaler(slots, 0, []poolSpec{{cfg: cfg.Autoscale, hi: slots, workers: cfg.Workers}})
 	case d.Planner.on():
-		bounds := d.Planner.pool()
 		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
-			{name: poolPrefill, cfg: bounds, hi: prefillSlots, workers: d.PrefillWorkers, planned: true},
-			{name: poolDecode, cfg: bounds, lo: prefillSlots, hi: slots, workers: d.decodeWorkers(cfg.Workers), planned: true},
+			{name: poolPrefill, cfg: d.Planner.pool(true), hi: prefillSlots, workers: d.PrefillWorkers, planned: true},
+			{name: poolDecode, cfg: d.Planner.pool(false), lo: prefillSlots, hi: slots, workers: d.decodeWorkers(cfg.Workers), planned: true},
 		})
 		s := cfg.Scheduler
 		chunk, seqs := s.MaxNumBatchedTokens, s.MaxNumSeqs
 		if s.Engine == EngineSGLang {
 			chunk, seqs = s.ChunkedPrefillSize, s.MaxRunningRequests
 		}
-		e.scale.plan = newPlanner(d.Planner, cost, chunk, e.kvBlocks*s.BlockSize, seqs)
+		prefillCost := cost
+		if e.prefillPricing != nil {
+			prefillCost = e.prefillPricing.cost // the prefill pool's own deployment
+		}
+		e.scale.plan = newPlanner(d.Planner, prefillCost, cost, chunk, e.kvBlocks*s.BlockSize, seqs)
 	case d.scaled():
 		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
 			{name: poolPrefill, cfg: d.PrefillAutoscale, hi: prefillSlots, workers: d.PrefillWorkers},

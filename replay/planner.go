@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -85,8 +86,12 @@ type PlannerConfig struct {
 	MaxGPUBudget int `yaml:"max_gpu_budget,omitempty"`
 	// GPUsPerWorker is the GPUs of one worker, prefill or decode
 	// (Dynamo's prefill_engine_num_gpu, decode_engine_num_gpu; default
-	// 1).
-	GPUsPerWorker int `yaml:"gpus_per_worker,omitempty"`
+	// 1), and PrefillGPUsPerWorker a prefill worker's when the prefill
+	// pool is a deployment of its own (DisaggregationConfig.PrefillTP,
+	// PrefillHardware: Dynamo's prefill_engine_num_gpu apart; default
+	// GPUsPerWorker, which is then the decode workers').
+	GPUsPerWorker        int `yaml:"gpus_per_worker,omitempty"`
+	PrefillGPUsPerWorker int `yaml:"prefill_gpus_per_worker,omitempty"`
 	// NoCorrection turns the correction factors off (--no-correction).
 	NoCorrection bool `yaml:"no_correction,omitempty"`
 	// Start-up time of a new worker, as AutoscaleConfig's.
@@ -151,6 +156,9 @@ func (p PlannerConfig) withDefaults() PlannerConfig {
 	if p.GPUsPerWorker == 0 {
 		p.GPUsPerWorker = 1
 	}
+	if p.PrefillGPUsPerWorker == 0 {
+		p.PrefillGPUsPerWorker = p.GPUsPerWorker
+	}
 	return p
 }
 
@@ -192,32 +200,49 @@ func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
 	if p.GPUsPerWorker < 1 {
 		bad(key+"gpus_per_worker", "%d is not a number of GPUs", p.GPUsPerWorker)
 	}
+	if p.PrefillGPUsPerWorker < 1 {
+		bad(key+"prefill_gpus_per_worker", "%d is not a number of GPUs", p.PrefillGPUsPerWorker)
+	}
 	// Dynamo's negative budget (none) would leave the fleet unbounded;
 	// a replay's slots need a bound.
-	if p.MaxGPUBudget < 2*p.MinEndpoint*p.engineGPUs() || p.MaxGPUBudget > 4096 {
-		bad(key+"max_gpu_budget", "%d GPUs: want room for min_endpoint workers of each pool (%d GPUs) and at most 4096", p.MaxGPUBudget, 2*p.MinEndpoint*p.engineGPUs())
+	if least := p.MinEndpoint * (p.engineGPUs(true) + p.engineGPUs(false)); p.MaxGPUBudget < least || p.MaxGPUBudget > 4096 {
+		bad(key+"max_gpu_budget", "%d GPUs: want room for min_endpoint workers of each pool (%d GPUs) and at most 4096", p.MaxGPUBudget, least)
 	}
 	validateStartup(key, p.ContainerStartSec, p.WeightsGB, p.StorageGBps, bad)
 }
 
 // most returns the most engines (workers, or servers of ReplicaWorkers
-// ranks) of a pool the budget allows, the other pool keeping MinEndpoint
-// (the same for both: their workers are alike).
-func (p PlannerConfig) most() int {
-	return p.MaxGPUBudget/p.engineGPUs() - p.MinEndpoint
+// ranks) of the prefill pool (prefill) or the decode pool the budget
+// allows, the other pool keeping MinEndpoint.
+func (p PlannerConfig) most(prefill bool) int {
+	return (p.MaxGPUBudget - p.MinEndpoint*p.engineGPUs(!prefill)) / p.engineGPUs(prefill)
 }
 
 // replicaWorkers is ReplicaWorkers, 1 if unset.
 func (p PlannerConfig) replicaWorkers() int { return max(p.ReplicaWorkers, 1) }
 
-// engineGPUs is the GPUs of one engine: its ranks'.
-func (p PlannerConfig) engineGPUs() int { return p.GPUsPerWorker * p.replicaWorkers() }
+// engineGPUs is the GPUs of one engine of the prefill pool (prefill) or
+// the decode pool: its ranks'.
+func (p PlannerConfig) engineGPUs(prefill bool) int {
+	return p.workerGPUs(prefill) * p.replicaWorkers()
+}
+
+// workerGPUs is the GPUs of one worker of the prefill pool (prefill) or
+// the decode pool: PrefillGPUsPerWorker (GPUsPerWorker when unset) or
+// GPUsPerWorker.
+func (p PlannerConfig) workerGPUs(prefill bool) int {
+	if prefill {
+		return cmp.Or(p.PrefillGPUsPerWorker, p.GPUsPerWorker)
+	}
+	return p.GPUsPerWorker
+}
 
 // pool returns the AutoscaleConfig that stands for the planner in the
-// autoscaler's pools: their start-up, bounds and GPUs.
-func (p PlannerConfig) pool() AutoscaleConfig {
-	return AutoscaleConfig{MinReplicas: ptrInt(p.MinEndpoint), MaxReplicas: p.most(), ContainerStartSec: p.ContainerStartSec,
-		WeightsGB: p.WeightsGB, StorageGBps: p.StorageGBps, GPUsPerWorker: p.GPUsPerWorker, ReplicaWorkers: p.ReplicaWorkers}
+// autoscaler's pool of prefill workers (prefill) or decode workers: its
+// start-up, bounds and GPUs.
+func (p PlannerConfig) pool(prefill bool) AutoscaleConfig {
+	return AutoscaleConfig{MinReplicas: ptrInt(p.MinEndpoint), MaxReplicas: p.most(prefill), ContainerStartSec: p.ContainerStartSec,
+		WeightsGB: p.WeightsGB, StorageGBps: p.StorageGBps, GPUsPerWorker: p.workerGPUs(prefill), ReplicaWorkers: p.ReplicaWorkers}
 }
 
 // A PlannerAdjustment is one adjustment of the planner: what it observed
@@ -256,14 +281,17 @@ type planner struct {
 	predReqs, predISL, predOSL loadPredictor
 	chunk, kvTokens            int64
 	maxSeqs                    int
-	cost                       model.StepModel
-	batch                      model.Batch
-	log                        []PlannerAdjustment
+	// cost prices the decode profile, prefillCost the prefill
+	// profile: the prefill pool's step model (its own deployment's,
+	// Options.Prefill, or the cluster's).
+	cost, prefillCost model.StepModel
+	batch             model.Batch
+	log               []PlannerAdjustment
 }
 
-func newPlanner(cfg PlannerConfig, cost model.StepModel, chunk, kvTokens int64, maxSeqs int) *planner {
+func newPlanner(cfg PlannerConfig, prefillCost, cost model.StepModel, chunk, kvTokens int64, maxSeqs int) *planner {
 	p := &planner{cfg: cfg, interval: trace.DurationSeconds(cfg.AdjustmentIntervalSec), pcf: 1, dcf: 1,
-		chunk: chunk, kvTokens: kvTokens, maxSeqs: maxSeqs, cost: cost}
+		chunk: chunk, kvTokens: kvTokens, maxSeqs: maxSeqs, cost: cost, prefillCost: prefillCost}
 	predictor := func() loadPredictor {
 		if cfg.Predictor == PredictorKalman {
 			return newKalmanPredictor(cfg)
@@ -301,7 +329,7 @@ func (p *planner) prefillSec(isl float64) float64 {
 	for done := int64(0); done < n; {
 		k := min(chunk, n-done)
 		p.batch = model.Batch{Prefill: append(p.batch.Prefill[:0], model.PrefillChunk{Tokens: k, Context: done})}
-		d += p.cost.StepTime(&p.batch)
+		d += p.prefillCost.StepTime(&p.batch)
 		done += k
 	}
 	return d.Seconds()
@@ -421,17 +449,18 @@ func contextOf(isl, osl float64) int64 {
 }
 
 // budget fits prefill and decode engines in the GPU budget as Dynamo's
-// _apply_global_gpu_budget does.
+// _apply_global_gpu_budget does, each pool's engines of their own GPUs
+// (prefill_engine_num_gpu, decode_engine_num_gpu).
 func (p *planner) budget(prefill, decode int) (int, int) {
-	g, b, least := p.cfg.engineGPUs(), p.cfg.MaxGPUBudget, p.cfg.MinEndpoint
-	total := (prefill + decode) * g
+	gp, gd, b, least := p.cfg.engineGPUs(true), p.cfg.engineGPUs(false), p.cfg.MaxGPUBudget, p.cfg.MinEndpoint
+	total := prefill*gp + decode*gd
 	if total <= b {
 		return prefill, decode
 	}
 	s := float64(b) / float64(total)
-	most := (b - least*g) / g
+	most := (b - least*gd) / gp
 	prefill = max(least, min(most, int(math.Floor(float64(prefill)*s))))
-	decode = max(least, (b-prefill*g)/g)
+	decode = max(least, (b-prefill*gp)/gd)
 	return prefill, decode
 }
 

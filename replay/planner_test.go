@@ -15,20 +15,32 @@ import (
 func TestPlannerBudget(t *testing.T) {
 	for _, tc := range []struct {
 		gpus, budget, p, d, wantP, wantD int
+		prefillGPUs                      int // a prefill worker's, when its own (0: gpus)
 	}{
-		{1, 8, 1, 1, 1, 1},
-		{1, 8, 3, 5, 3, 5},
-		{1, 8, 3, 7, 2, 6},  // ×0.8: ⌊2.4⌋ prefill, the rest decode
-		{1, 8, 10, 1, 7, 1}, // ⌊7.27⌋, capped at 8 − 1 so decode keeps one
-		{2, 8, 3, 3, 2, 2},  // 12 GPUs: ⌊2⌋ prefill (4 GPUs), decode (8 − 4)/2
-		{1, 8, 1, 20, 1, 7},
+		{1, 8, 1, 1, 1, 1, 0},
+		{1, 8, 3, 5, 3, 5, 0},
+		{1, 8, 3, 7, 2, 6, 0},  // ×0.8: ⌊2.4⌋ prefill, the rest decode
+		{1, 8, 10, 1, 7, 1, 0}, // ⌊7.27⌋, capped at 8 − 1 so decode keeps one
+		{2, 8, 3, 3, 2, 2, 0},  // 12 GPUs: ⌊2⌋ prefill (4 GPUs), decode (8 − 4)/2
+		{1, 8, 1, 20, 1, 7, 0},
+		// Prefill workers of 1 GPU, decode workers of 2: 4 + 4 take 12
+		// GPUs, ×2/3: ⌊2.67⌋ prefill, the 6 GPUs left 3 decode; 10 + 1
+		// take 12: ⌊6.67⌋ prefill capped at (8 − 2)/1, the 2 left one
+		// decode; 1 + 1 fit.
+		{2, 8, 4, 4, 2, 3, 1},
+		{2, 8, 10, 1, 6, 1, 1},
+		{2, 8, 1, 1, 1, 1, 1},
+		{2, 8, 20, 1, 6, 1, 1}, // ⌊7.27⌋ capped at (8 − 2)/1: decode keeps its one worker's 2 GPUs
 	} {
 		p := &planner{cfg: PlannerConfig{GPUsPerWorker: tc.gpus, MaxGPUBudget: tc.budget, MinEndpoint: 1}}
+		if tc.prefillGPUs != 0 {
+			p.cfg.PrefillGPUsPerWorker = tc.prefillGPUs
+		}
 		if gp, gd := p.budget(tc.p, tc.d); gp != tc.wantP || gd != tc.wantD {
 			t.Errorf("%d + %d workers of %d GPUs in %d: %d + %d, want %d + %d", tc.p, tc.d, tc.gpus, tc.budget, gp, gd, tc.wantP, tc.wantD)
 		}
 		// Engines of two ranks of half the GPUs each: the same.
-		if tc.gpus%2 == 0 {
+		if tc.gpus%2 == 0 && tc.prefillGPUs == 0 {
 			p.cfg.GPUsPerWorker, p.cfg.ReplicaWorkers = tc.gpus/2, 2
 			if gp, gd := p.budget(tc.p, tc.d); gp != tc.wantP || gd != tc.wantD {
 				t.Errorf("%d + %d engines of two ranks of %d GPUs in %d: %d + %d, want %d + %d", tc.p, tc.d, tc.gpus/2, tc.budget, gp, gd, tc.wantP, tc.wantD)
@@ -53,15 +65,21 @@ func TestPlannerBudget(t *testing.T) {
 // from its predictions, which a filter of its own fed with the
 // adjustments' observations repeats. With engines of two ranks (data
 // parallelism) an engine takes twice a rank's load, the budget counts its
-// two GPUs, and every change of either pool moves whole engines.
+// two GPUs, and every change of either pool moves whole engines. With a
+// prefill pool of its own deployment (prefill steps of 5 ms + 0.1 ms a
+// token, 2 GPUs a worker) the prefill profile and factor are its, and the
+// budget counts its workers' GPUs apart.
 func TestPlannerDynamoSLA(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name                 string
 		corr, shared, kalman bool
-		ranks                int // an engine's workers
-	}{{"corrected", true, false, false, 1}, {"uncorrected", false, false, false, 1}, {"prefix hits", true, true, false, 1}, {"kalman", true, false, true, 1},
-		{"engines of two ranks", true, false, false, 2}} {
+		ranks                int  // an engine's workers
+		own                  bool // a prefill pool of its own deployment
+		slots                int  // both pools': the engines the budget allows each, the other keeping one
+	}{{"corrected", true, false, false, 1, false, 2 * 11}, {"uncorrected", false, false, false, 1, false, 2 * 11},
+		{"prefix hits", true, true, false, 1, false, 2 * 11}, {"kalman", true, false, true, 1, false, 2 * 11},
+		{"engines of two ranks", true, false, false, 2, false, 2 * 5 * 2}, {"own prefill pool", true, false, false, 1, true, 11/2 + 10}} {
 		var reqs []*trace.Request
 		for i := range 2400 { // 20 a second for 120 s
 			in := int64(1000)
@@ -77,11 +95,22 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			}
 			reqs = append(reqs, r)
 		}
-		corr, ranks := tc.corr, tc.ranks
+		corr, ranks, own := tc.corr, tc.ranks, tc.own
 		t.Run(tc.name, func(t *testing.T) {
 			d := pdConfig(ranks)
 			d.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 30, ITLSec: 0.011, MaxGPUBudget: 12,
 				NoCorrection: !corr, ContainerStartSec: 5, ReplicaWorkers: ranks}
+			var opts Options
+			// One request's prefill of isl tokens: 10 ms + 0.2 ms a
+			// token (checkedPD's step model), on the prefill pool of
+			// its own 5 ms + 0.1 ms.
+			prefillSec := func(isl float64) float64 { return 0.010 + 0.0002*math.Round(isl) }
+			prefillGPUs := 0
+			if own {
+				d.PrefillTP, d.Planner.PrefillGPUsPerWorker, prefillGPUs = 2, 2, 2
+				opts.Prefill = &PoolModel{Cost: linearCost{Base: 5 * ms, PerToken: 100 * time.Microsecond}, KVBlocks: 400}
+				prefillSec = func(isl float64) float64 { return 0.005 + 0.0001*math.Round(isl) }
+			}
 			if tc.kalman {
 				d.Planner.Predictor = PredictorKalman
 			}
@@ -90,11 +119,9 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			cfg := Config{Workers: 2 * ranks, Router: RouterLeastRequests, Disaggregation: d}
 			var changes []fleetChange
 			var slots int
-			all, st := checkedPDAt(t, cfg, reqs, func(e *engine) { changes, slots = e.scale.changes, len(e.workers) })
-			// Each pool's slots: the engines the 12 GPUs allow it
-			// while the other keeps one, their ranks each.
-			if want := 2 * (12/ranks - 1) * ranks; slots != want {
-				t.Errorf("%d slots, want %d", slots, want)
+			all, st := checkedPDWith(t, cfg, reqs, opts, func(e *engine) { changes, slots = e.scale.changes, len(e.workers) })
+			if slots != tc.slots {
+				t.Errorf("%d slots, want %d", slots, tc.slots)
 			}
 			if st.Completed != len(reqs) {
 				t.Fatalf("%d of %d completed", st.Completed, len(reqs))
@@ -107,7 +134,6 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			// 10 + 0.2n ms, within 11 ms for n ≤ 5, at most as many as
 			// 400 blocks of 16 tokens hold at the context (1,000 +
 			// 50/2: 6).
-			prefillSec := func(isl float64) float64 { return 0.010 + 0.0002*math.Round(isl) }
 			itl := func(n float64) float64 { return 0.010 + 0.0002*n }
 			pcf, dcf, changed := 1.0, 1.0, 0
 			for k, adj := range st.Planner {
@@ -169,7 +195,7 @@ func TestPlannerDynamoSLA(t *testing.T) {
 				best := math.Floor((0.011/dcf-0.010)/0.0002 + 1e-9)
 				best = min(max(best, 1), most(PlannerAdjustment{ISL: nextISL, OSL: nextOSL}))
 				wantD := max(int(math.Ceil(nextN*nextOSL/30/(float64(ranks)*best/itl(best)))), 1)
-				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, MaxGPUBudget: 12, MinEndpoint: 1, ReplicaWorkers: ranks}}
+				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, PrefillGPUsPerWorker: prefillGPUs, MaxGPUBudget: 12, MinEndpoint: 1, ReplicaWorkers: ranks}}
 				wantP, wantD = p.budget(wantP, wantD)
 				if !pdNear(adj.ProfilePrefillSec, prefillSec(nextISL)) || !pdNear(adj.ProfileDecodeTokensPerSec, best/itl(best)) {
 					t.Errorf("adjustment %d: profile %v s, %v tokens/s; want %v, %v", k, adj.ProfilePrefillSec, adj.ProfileDecodeTokensPerSec, prefillSec(nextISL), best/itl(best))
@@ -249,6 +275,10 @@ func TestPlannerConfigErrors(t *testing.T) {
 			"disaggregation.planner: the prefill pool's workers (1) are not whole engines of 2 workers each"},
 		{PlannerConfig{Policy: PlannerDynamoSLA, ReplicaWorkers: 2, MaxGPUBudget: 3}, nil,
 			"disaggregation.planner.max_gpu_budget: 3 GPUs: want room for min_endpoint workers of each pool (4 GPUs)"},
+		// Prefill workers of 4 GPUs: the 3 workers at the start (1 +
+		// 2) take 6.
+		{PlannerConfig{Policy: PlannerDynamoSLA, PrefillGPUsPerWorker: 4, MaxGPUBudget: 5}, func(d *DisaggregationConfig) { d.PrefillTP = 4 },
+			"disaggregation.planner.max_gpu_budget: 5 GPUs, fewer than the 6 workers at the start take"},
 	} {
 		d := pdConfig(1)
 		d.Planner = tc.p
@@ -268,9 +298,10 @@ func TestPlannerConfigErrors(t *testing.T) {
 // together (linear between whole n), the most that fit the KV and the
 // running limit, and the best throughput within an ITL target.
 func TestPlannerProfile(t *testing.T) {
-	p := newPlanner(PlannerConfig{}, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond, PerContext: time.Microsecond}, 8192, 100_000, 64)
+	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond, PerContext: time.Microsecond}
+	p := newPlanner(PlannerConfig{}, cost, cost, 8192, 100_000, 64)
 	// Without a token budget, one step: 10 ms + 4 s.
-	if got := newPlanner(PlannerConfig{}, p.cost, 0, 100_000, 64).prefillSec(20000); !pdNear(got, 4.01) {
+	if got := newPlanner(PlannerConfig{}, p.cost, p.cost, 0, 100_000, 64).prefillSec(20000); !pdNear(got, 4.01) {
 		t.Errorf("prefill of 20,000 tokens in one step: %v s, want 4.01", got)
 	}
 	// 20,000 tokens in chunks of 8,192, 8,192 and 3,616: 3 × 10 ms + 4 s.

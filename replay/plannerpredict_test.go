@@ -80,7 +80,8 @@ func TestConstantPredictor(t *testing.T) {
 // zeros it took.
 func TestPlannerFeedsIdleIntervals(t *testing.T) {
 	cfg := PlannerConfig{Policy: PlannerDynamoSLA, Predictor: PredictorKalman}.withDefaults()
-	p := newPlanner(cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 2048, 6400, 256)
+	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}
+	p := newPlanner(cfg, cost, cost, 2048, 6400, 256)
 	var want [3]loadPredictor
 	for i := range want {
 		want[i] = newKalmanPredictor(cfg)

@@ -19,8 +19,7 @@ import (
 
 // prefillPool sets the engine up for a prefill pool of its own
 // deployment, the first slots workers, and refuses what it does not
-// model yet: the planner, which profiles one deployment, and KV tiers,
-// sized by one worker's host memory.
+// model yet: KV tiers, sized by one worker's host memory.
 func (e *engine) prefillPool(p *PoolModel, slots int, tiers bool) error {
 	d := e.cfg.Disaggregation
 	switch {
@@ -30,8 +29,6 @@ func (e *engine) prefillPool(p *PoolModel, slots int, tiers bool) error {
 		return errors.New("replay: the prefill pool has no step model")
 	case p.KVBlocks <= 0 || p.KVBlocks > kvcache.MaxBlocks:
 		return fmt.Errorf("replay: %d KV blocks per prefill worker is not a capacity the engine supports", p.KVBlocks)
-	case d.Planner.on():
-		return errors.New("replay: disaggregation.planner with a prefill pool of its own deployment: not modelled yet (the planner profiles one deployment)")
 	case tiers:
 		return errors.New("replay: KV tiers with a prefill pool of its own deployment: not modelled yet (a worker's tiers are sized by one deployment)")
 	}

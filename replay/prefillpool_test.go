@@ -81,8 +81,6 @@ func TestPrefillPoolOwnDeployment(t *testing.T) {
 func TestPrefillPoolErrors(t *testing.T) {
 	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
 	p := &PoolModel{Cost: cost, KVBlocks: 100}
-	planned := pdConfig(1)
-	planned.Planner = PlannerConfig{Policy: PlannerDynamoSLA}
 	own := pdConfig(1)
 	own.PrefillTP = 2
 	for _, tc := range []struct {
@@ -93,7 +91,6 @@ func TestPrefillPoolErrors(t *testing.T) {
 		{Config{Workers: 2}, Options{Prefill: p}, "replay: a prefill pool of its own deployment without disaggregation"},
 		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{KVBlocks: 100}}, "replay: the prefill pool has no step model"},
 		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{Cost: cost}}, "replay: 0 KV blocks per prefill worker is not a capacity the engine supports"},
-		{Config{Workers: 2, Disaggregation: planned}, Options{Prefill: p}, "replay: disaggregation.planner with a prefill pool of its own deployment: not modelled yet"},
 		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: p, Offload: &Offload{}}, "KV tiers with a prefill pool of its own deployment: not modelled yet"},
 		{Config{Workers: 2, Disaggregation: own}, Options{}, "replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity"},
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware and prefill_tp are the prefill pool's deployment"},

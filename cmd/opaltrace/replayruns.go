@@ -812,6 +812,9 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		if d.Planner.ReplicaWorkers > 1 {
 			engines = fmt.Sprintf(", engines servers of %d workers", d.Planner.ReplicaWorkers)
 		}
+		if g := d.Planner.PrefillGPUsPerWorker; g != 0 && g != d.Planner.GPUsPerWorker {
+			engines += fmt.Sprintf(", %d GPUs a prefill worker and %d a decode worker", g, d.Planner.GPUsPerWorker)
+		}
 		fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s%s): %d adjustments, %d skipped (nothing completed)\n",
 			name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped)
 	}
