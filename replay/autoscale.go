@@ -867,7 +867,7 @@ func (e *engine) restartScheduler(i int) *worker {
 	// a new worker's grew again from nothing, its prefix hits' above
 	// all (kvcache.Cache.LookupChain: on the autoscaled Mooncake replay
 	// 3.0 MB a replay, against 0.6 on 16 workers that never stop).
-	nv := newVLLMOn(e.cfg.Scheduler, v.kv, &e.test)
+	nv := newVLLMOn(s, v.kv, &e.test)
 	nv.peek, nv.due, nv.last.hits = v.peek[:0], v.due[:0], v.last.hits[:0]
 	clear(old.running[:cap(old.running)])
 	clear(old.sched[:cap(old.sched)])

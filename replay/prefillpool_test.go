@@ -141,7 +141,21 @@ func TestGPUHoursOwnPrefill(t *testing.T) {
 	d.PrefillAutoscale.GPUsPerWorker, d.DecodeAutoscale.GPUsPerWorker = 2, 4
 	cost := linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond} // checkedPD's
 	cfg := Config{Workers: 2, Router: RouterLeastRequests, Disaggregation: d}
-	_, st := checkedPDWith(t, cfg, pdBurst(), Options{Prefill: &PoolModel{Cost: cost, KVBlocks: 400}}, nil)
+	var free []int64 // each slot's worker's blocks at the end, all free
+	var split int
+	_, st := checkedPDWith(t, cfg, pdBurst(), Options{Prefill: &PoolModel{Cost: cost, KVBlocks: 300}}, func(e *engine) {
+		split = e.pd.prefill
+		for _, w := range e.workers {
+			free = append(free, w.s.freeBlocks())
+		}
+	})
+	for i, n := range free {
+		// The prefill slots' workers, started again as the pool grew
+		// and shrank, keep its capacity.
+		if want := int64(400); i < split && n != 300 || i >= split && n != want {
+			t.Errorf("slot %d of %v (%d prefill slots): %d blocks", i, free, split, n)
+		}
+	}
 	var prefill, decode, most float64
 	for _, f := range st.Fleet {
 		prefill += f.Ready + f.Starting + f.Draining - f.DecodeReady // the decode pool is fixed: ready
