@@ -239,14 +239,15 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		return nil, err
 	}
 	s := &Setup{Cluster: c, Deployment: dep, KVTokens: kvTokens, KVHow: kvHow, Notes: notes, Prefill: pre}
-	if s.Offload, err = offloadOf(c, dep, kvTokens); err != nil {
+	if pre == nil {
+		s.Offload, err = offloadOf(c, dep, kvTokens)
+	} else {
+		s.Offload, err = prefillOffload(&c, pre)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if pre != nil {
-		if s.Offload != nil {
-			key := c.prefillKey()
-			return nil, c.bad(key, c.given[key], "", "KV tiers with a prefill pool of its own deployment: not modelled yet (a worker's tiers are sized by one deployment)")
-		}
 		s.Notes = append(s.Notes, prefillNote(pre))
 	}
 	if d := cfg.Disaggregation; d.PrefillWorkers > 0 {

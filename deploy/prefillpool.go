@@ -130,6 +130,25 @@ func prefillDeployment(c *Cluster, cfg replay.Config, run trace.Run, o Overrides
 	return p, nil
 }
 
+// prefillOffload returns the KV tiers of a cluster whose prefill pool has
+// its own deployment: the prefill workers', which alone have tiers by
+// default, sized by that deployment (its ranks' PCIe links and KV bytes a
+// token, its node, its KV pool for SGLang's hicache_ratio). Tiers on the
+// decode pool too (decode_kv_tiers) are refused: one set of tiers is one
+// deployment's.
+func prefillOffload(c *Cluster, p *PoolSetup) (*replay.Offload, error) {
+	pc, err := c.prefillCluster()
+	if err != nil {
+		return nil, err
+	}
+	off, err := offloadOf(pc, p.Deployment, p.KVTokens)
+	if err == nil && off != nil && c.Config.Disaggregation.DecodeKVTiers {
+		key := "disaggregation.decode_kv_tiers"
+		return nil, c.bad(key, c.given[key], "", "KV tiers on the decode pool with a prefill pool of its own deployment: not modelled yet (the tiers are sized by one deployment: the prefill pool's)")
+	}
+	return off, err
+}
+
 // prefillNote says what the prefill pool's own deployment is.
 func prefillNote(p *PoolSetup) string {
 	d := p.Deployment

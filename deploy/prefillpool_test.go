@@ -83,6 +83,13 @@ disaggregation:
 		t.Errorf("planner: the resolved configuration is refused: %v", err)
 	}
 
+	// KV tiers, the prefill pool's alone: sized by its deployment (its
+	// ranks' PCIe links, its node).
+	s = resolveYAML(t, "model: llama-3.1-70b\nhardware: h100\ntp: 4\nworkers: 3\nscheduler:\n  kv_offloading_size: 8\ndisaggregation:\n  prefill_workers: 1\n  prefill_hardware: h200\n  prefill_tp: 2\n")
+	if o := s.Offload; o == nil || o.GPUsPerWorker != 2 || o.Node.Name != "hgx-h200" || o.KVBytesPerToken != s.Prefill.Deployment.KVBytesPerTokenPerRank()*2 {
+		t.Errorf("KV tiers %+v; want the prefill pool's: 2 GPUs a worker on an hgx-h200 node", o)
+	}
+
 	// Another GPU: its own preset, node and network (the cluster's node
 	// is the decode GPUs').
 	s = resolveYAML(t, "model: llama-3.1-8b\nhardware: h100\nnode: hgx-h100\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_hardware: a100-40gb\n")
@@ -102,7 +109,7 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 		{"dp: 2\n" + pd + "  prefill_tp: 2\n", "c.yaml:5: disaggregation.prefill_tp: data parallelism (dp) with a prefill pool of its own deployment: not modelled yet"},
 		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
 		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
-		{"scheduler:\n  kv_offloading_size: 8\n" + pd + "  prefill_hardware: h200\n", "c.yaml:6: disaggregation.prefill_hardware: KV tiers with a prefill pool of its own deployment: not modelled yet"},
+		{"scheduler:\n  kv_offloading_size: 8\n" + pd + "  prefill_hardware: h200\n  decode_kv_tiers: true\n", "c.yaml:7: disaggregation.decode_kv_tiers: KV tiers on the decode pool with a prefill pool of its own deployment: not modelled yet"},
 		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware and prefill_tp are the prefill pool's deployment"},
 	} {
 		if err := resolveErr(c.yaml); err == nil || !strings.Contains(err.Error(), c.want) {

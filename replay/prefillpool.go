@@ -19,7 +19,8 @@ import (
 
 // prefillPool sets the engine up for a prefill pool of its own
 // deployment, the first slots workers, and refuses what it does not
-// model yet: KV tiers, sized by one worker's host memory.
+// model yet: KV tiers on both pools (Offload is one deployment's, here the
+// prefill pool's, whose workers alone have tiers by default).
 func (e *engine) prefillPool(p *PoolModel, slots int, tiers bool) error {
 	d := e.cfg.Disaggregation
 	switch {
@@ -29,8 +30,8 @@ func (e *engine) prefillPool(p *PoolModel, slots int, tiers bool) error {
 		return errors.New("replay: the prefill pool has no step model")
 	case p.KVBlocks <= 0 || p.KVBlocks > kvcache.MaxBlocks:
 		return fmt.Errorf("replay: %d KV blocks per prefill worker is not a capacity the engine supports", p.KVBlocks)
-	case tiers:
-		return errors.New("replay: KV tiers with a prefill pool of its own deployment: not modelled yet (a worker's tiers are sized by one deployment)")
+	case tiers && !d.prefillTiersOnly():
+		return errors.New("replay: KV tiers on the decode pool (decode_kv_tiers) with a prefill pool of its own deployment: not modelled yet (the tiers are sized by one deployment: the prefill pool's)")
 	}
 	pr := newPricing(p.Cost, e.test.noLoneMemo)
 	e.prefillPricing, e.prefillSlots, e.prefillKV = &pr, slots, p.KVBlocks

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,8 @@ func TestPrefillPoolErrors(t *testing.T) {
 	p := &PoolModel{Cost: cost, KVBlocks: 100}
 	own := pdConfig(1)
 	own.PrefillTP = 2
+	both := pdConfig(1)
+	both.DecodeKVTiers = true
 	for _, tc := range []struct {
 		cfg  Config
 		opts Options
@@ -91,7 +94,7 @@ func TestPrefillPoolErrors(t *testing.T) {
 		{Config{Workers: 2}, Options{Prefill: p}, "replay: a prefill pool of its own deployment without disaggregation"},
 		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{KVBlocks: 100}}, "replay: the prefill pool has no step model"},
 		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{Cost: cost}}, "replay: 0 KV blocks per prefill worker is not a capacity the engine supports"},
-		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: p, Offload: &Offload{}}, "KV tiers with a prefill pool of its own deployment: not modelled yet"},
+		{Config{Workers: 2, Disaggregation: both}, Options{Prefill: p, Offload: &Offload{}}, "replay: KV tiers on the decode pool (decode_kv_tiers) with a prefill pool of its own deployment: not modelled yet"},
 		{Config{Workers: 2, Disaggregation: own}, Options{}, "replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity"},
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware and prefill_tp are the prefill pool's deployment"},
 	} {
@@ -164,5 +167,25 @@ func TestGPUHoursOwnPrefill(t *testing.T) {
 	}
 	if want := (prefill*2 + decode*4) / 3600; math.Abs(st.GPUHours-want) > 1e-9 || most < 2 {
 		t.Errorf("%v GPU-hours, %v prefill workers at most; want %v (the prefill pool's seconds × 2 + the decode pool's × 4), the prefill pool grown", st.GPUHours, most, want)
+	}
+}
+
+// A prefill pool of its own deployment that is the cluster's (the same
+// step model and KV capacity) replays as the cluster does, KV tiers on
+// the prefill pool included (TestDisaggregatedTierHit's requests: C's
+// prompt loaded from the host tier).
+func TestPrefillPoolSameAsCluster(t *testing.T) {
+	t.Parallel()
+	cfg, cost := tierConfig()
+	cfg.Workers, cfg.Disaggregation = 2, pdConfig(1)
+	for _, off := range []*Offload{nil, tierSpec(t, 1000, 0, 0)} {
+		_, base, st := replayOpts(t, cfg, cost, 0, abcRequests(2), Options{Offload: off, PerSecond: true})
+		_, own, st2 := replayOpts(t, cfg, cost, 0, abcRequests(2), Options{Offload: off, PerSecond: true, Prefill: &PoolModel{Cost: cost, KVBlocks: 64}})
+		if dump(base) != dump(own) || !reflect.DeepEqual(st, st2) {
+			t.Errorf("tiers %v: the cluster's replay\n%s\nand with its own prefill pool alike\n%s", off != nil, dump(base), dump(own))
+		}
+		if off != nil && offloaded(st2) == 0 {
+			t.Error("the prefill pool wrote nothing to its tier")
+		}
 	}
 }
