@@ -248,7 +248,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		return nil, err
 	}
 	if pre != nil {
-		s.Notes = append(s.Notes, prefillNote(pre))
+		s.Notes = append(s.Notes, prefillNote(pre, cfg.Disaggregation.PrefillScheduler))
 	}
 	if d := cfg.Disaggregation; d.PrefillWorkers > 0 {
 		note, err := disaggregationTiers(&c, d, s.Offload)

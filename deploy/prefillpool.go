@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
@@ -40,19 +41,22 @@ func (s *Setup) FleetKVBlocks() int64 {
 }
 
 // ownPrefill reports whether the cluster gives its prefill pool a
-// deployment of its own.
+// deployment or batch limits of its own.
 func ownPrefill(d replay.DisaggregationConfig) bool {
-	return d.PrefillWorkers > 0 && (d.PrefillHardware != "" || d.PrefillTP != 0)
+	return d.PrefillWorkers > 0 && (d.PrefillHardware != "" || d.PrefillTP != 0 || d.PrefillScheduler.On())
 }
 
 // prefillKey is the cluster file's key that gives the prefill pool its
-// own deployment, for messages: prefill_tp when given, else
-// prefill_hardware.
+// own deployment or limits, for messages: prefill_tp when given, else
+// prefill_hardware, else prefill_scheduler.
 func (c *Cluster) prefillKey() string {
-	if c.Config.Disaggregation.PrefillTP != 0 {
+	switch d := c.Config.Disaggregation; {
+	case d.PrefillTP != 0:
 		return "disaggregation.prefill_tp"
+	case d.PrefillHardware != "":
+		return "disaggregation.prefill_hardware"
 	}
-	return "disaggregation.prefill_hardware"
+	return "disaggregation.prefill_scheduler"
 }
 
 // prefillCluster returns the cluster of the prefill pool's deployment, c
@@ -114,6 +118,7 @@ func prefillDeployment(c *Cluster, cfg replay.Config, run trace.Run, o Overrides
 		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, sg)
 		dep.TorchCompileMaxBS = sglangTorchCompileMaxBS(run, sg)
 	}
+	cfg.Scheduler = cfg.Disaggregation.PrefillScheduler.Apply(cfg.Scheduler) // vLLM profiles its token budget
 	tokens, how, err := kvCapacity(pc, cfg, dep, sg)
 	if err != nil {
 		return nil, err
@@ -149,11 +154,26 @@ func prefillOffload(c *Cluster, p *PoolSetup) (*replay.Offload, error) {
 	return off, err
 }
 
-// prefillNote says what the prefill pool's own deployment is.
-func prefillNote(p *PoolSetup) string {
+// prefillNote says what the prefill pool's own deployment is, and its
+// own batch limits.
+func prefillNote(p *PoolSetup, ps replay.PoolScheduler) string {
 	d := p.Deployment
-	return fmt.Sprintf("prefill pool of its own deployment: %s on %d×%s (TP%d) a worker, KV %s; its steps priced by %s; the scheduler's settings are the cluster's",
-		d.LLM.Name, d.TP*max(d.PP, 1), d.Hardware.Name, d.TP, p.KVHow, firstLine(p.CostModelText))
+	limits := "the scheduler's settings are the cluster's"
+	if ps.On() {
+		var own []string
+		for _, l := range []struct {
+			name string
+			v    int64
+		}{{"max_num_batched_tokens", ps.MaxNumBatchedTokens}, {"max_num_seqs", int64(ps.MaxNumSeqs)},
+			{"chunked_prefill_size", ps.ChunkedPrefillSize}, {"max_running_requests", int64(ps.MaxRunningRequests)}} {
+			if l.v != 0 {
+				own = append(own, fmt.Sprintf("%s %d", l.name, l.v))
+			}
+		}
+		limits = "its own " + strings.Join(own, ", ") + ", the scheduler's other settings the cluster's"
+	}
+	return fmt.Sprintf("prefill pool of its own deployment: %s on %d×%s (TP%d) a worker, KV %s; its steps priced by %s; %s",
+		d.LLM.Name, d.TP*max(d.PP, 1), d.Hardware.Name, d.TP, p.KVHow, firstLine(p.CostModelText), limits)
 }
 
 // firstLine returns s up to its first newline.

@@ -90,6 +90,16 @@ disaggregation:
 		t.Errorf("KV tiers %+v; want the prefill pool's: 2 GPUs a worker on an hgx-h200 node", o)
 	}
 
+	// Batch limits of its own on the cluster's deployment: vLLM profiles
+	// the larger token budget's activations, leaving less KV.
+	s = resolveYAML(t, "workers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_scheduler:\n    max_num_batched_tokens: 32768\n")
+	if p := s.Prefill; p == nil || p.Deployment.TP != s.Deployment.TP || p.Deployment.Hardware.Name != s.Deployment.Hardware.Name || !(p.KVTokens < s.KVTokens) {
+		t.Fatalf("prefill_scheduler: %+v; want the cluster's deployment with less KV than its %d tokens", p, s.KVTokens)
+	}
+	if note := strings.Join(s.Notes, "\n"); !strings.Contains(note, "; its own max_num_batched_tokens 32768, the scheduler's other settings the cluster's") {
+		t.Errorf("notes lack the prefill pool's limits:\n%s", note)
+	}
+
 	// Another GPU: its own preset, node and network (the cluster's node
 	// is the decode GPUs').
 	s = resolveYAML(t, "model: llama-3.1-8b\nhardware: h100\nnode: hgx-h100\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_hardware: a100-40gb\n")
@@ -110,7 +120,9 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
 		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
 		{"scheduler:\n  kv_offloading_size: 8\n" + pd + "  prefill_hardware: h200\n  decode_kv_tiers: true\n", "c.yaml:7: disaggregation.decode_kv_tiers: KV tiers on the decode pool with a prefill pool of its own deployment: not modelled yet"},
-		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware and prefill_tp are the prefill pool's deployment"},
+		{pd + "  prefill_scheduler:\n    chunked_prefill_size: 4096\n", "c.yaml:5: disaggregation.prefill_scheduler.chunked_prefill_size: is not a setting of vllm's scheduler"},
+		{"dp: 2\n" + pd + "  prefill_scheduler:\n    max_num_seqs: 8\n", "c.yaml:5: disaggregation.prefill_scheduler: data parallelism (dp) with a prefill pool of its own deployment: not modelled yet"},
+		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's"},
 	} {
 		if err := resolveErr(c.yaml); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)

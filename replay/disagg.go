@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -141,6 +142,49 @@ type DisaggregationConfig struct {
 	// and KV capacity (Options.Prefill), which the replay needs.
 	PrefillHardware string `yaml:"prefill_hardware,omitempty"`
 	PrefillTP       int    `yaml:"prefill_tp,omitempty"`
+	// PrefillScheduler gives the prefill workers batch limits of their
+	// own (0: the cluster's scheduler's), as PD deployments launch the
+	// prefill instances with their own flags.
+	PrefillScheduler PoolScheduler `yaml:"prefill_scheduler,omitempty"`
+}
+
+// A PoolScheduler is a pool's own batch limits, each 0 for the cluster
+// scheduler's: vLLM's max_num_batched_tokens and max_num_seqs, SGLang's
+// chunked_prefill_size and max_running_requests.
+type PoolScheduler struct {
+	MaxNumBatchedTokens int64 `yaml:"max_num_batched_tokens,omitempty"`
+	MaxNumSeqs          int   `yaml:"max_num_seqs,omitempty"`
+	ChunkedPrefillSize  int64 `yaml:"chunked_prefill_size,omitempty"`
+	MaxRunningRequests  int   `yaml:"max_running_requests,omitempty"`
+}
+
+// On reports whether the pool has a limit of its own.
+func (p PoolScheduler) On() bool { return p != PoolScheduler{} }
+
+// Apply returns s with p's limits in place of its own.
+func (p PoolScheduler) Apply(s SchedulerConfig) SchedulerConfig {
+	s.MaxNumBatchedTokens = cmp.Or(p.MaxNumBatchedTokens, s.MaxNumBatchedTokens)
+	s.MaxNumSeqs = cmp.Or(p.MaxNumSeqs, s.MaxNumSeqs)
+	s.ChunkedPrefillSize = cmp.Or(p.ChunkedPrefillSize, s.ChunkedPrefillSize)
+	s.MaxRunningRequests = cmp.Or(p.MaxRunningRequests, s.MaxRunningRequests)
+	return s
+}
+
+// validate checks p's limits for a pool of engine's workers.
+func (p PoolScheduler) validate(key, engine string, bad func(field, format string, args ...any)) {
+	for _, f := range []struct {
+		name   string
+		v      int64
+		sglang bool
+	}{{"max_num_batched_tokens", p.MaxNumBatchedTokens, false}, {"max_num_seqs", int64(p.MaxNumSeqs), false},
+		{"chunked_prefill_size", p.ChunkedPrefillSize, true}, {"max_running_requests", int64(p.MaxRunningRequests), true}} {
+		switch {
+		case f.v < 0:
+			bad(key+"."+f.name, "negative (%d)", f.v)
+		case f.v > 0 && f.sglang != (engine == EngineSGLang):
+			bad(key+"."+f.name, "is not a setting of %s's scheduler", engine)
+		}
+	}
 }
 
 // ownPrefill reports whether the prefill pool has a deployment of its
@@ -236,8 +280,8 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		bad("disaggregation.prefill_workers", "negative (%d)", d.PrefillWorkers)
 	}
 	if !d.on() {
-		if d.ownPrefill() {
-			bad("disaggregation.prefill_workers", "missing: prefill_hardware and prefill_tp are the prefill pool's deployment")
+		if d.ownPrefill() || d.PrefillScheduler.On() {
+			bad("disaggregation.prefill_workers", "missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's")
 		}
 		return
 	}
@@ -297,6 +341,7 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 	if d.PrefillTP < 0 || d.PrefillTP > 1024 {
 		bad("disaggregation.prefill_tp", "%d is not a TP size", d.PrefillTP)
 	}
+	d.PrefillScheduler.validate("disaggregation.prefill_scheduler", cmp.Or(c.Scheduler.Engine, EngineVLLM), bad)
 	if a, b := d.PrefillAutoscale.withDefaults(1), d.DecodeAutoscale.withDefaults(1); a.on() && b.on() && a.GPUsPerWorker != b.GPUsPerWorker && !d.ownPrefill() {
 		bad("disaggregation.decode_autoscale.gpus_per_worker", "%d, the prefill pool's %d: the workers are of one deployment", b.GPUsPerWorker, a.GPUsPerWorker)
 	}

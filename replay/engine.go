@@ -136,6 +136,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		return Stats{}, errors.New("replay: no step model or no emit function")
 	}
 	lruGiven := cfg.RouterConfig.LRUCapacityTokens != 0
+	runningGiven := cfg.Scheduler.MaxRunningRequests != 0 // SGLang's, else derived from a worker's KV
 	cfg = cfg.Effective(kvBlocks)
 	kvBlocks = cfg.Scheduler.KVCacheTokens / cfg.Scheduler.BlockSize
 	if kvBlocks <= 0 {
@@ -216,6 +217,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	case cfg.Disaggregation.ownPrefill():
 		return Stats{}, errors.New("replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity (Options.Prefill; package deploy resolves them)")
 	}
+	e.prefillScheduler(prefillSlots, runningGiven)
 	for i, name := range workerNames(given, slots) {
 		s, blocks := e.schedulerOf(i)
 		e.workers = append(e.workers, newWorker(i, name, s, blocks, &e.test))
@@ -274,6 +276,14 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		chunk, seqs := s.MaxNumBatchedTokens, s.MaxNumSeqs
 		if s.Engine == EngineSGLang {
 			chunk, seqs = s.ChunkedPrefillSize, s.MaxRunningRequests
+		}
+		if p := e.prefillSched; p != nil {
+			// The prefill profile's chunks are the prefill
+			// workers' token budget.
+			chunk = p.MaxNumBatchedTokens
+			if s.Engine == EngineSGLang {
+				chunk = p.ChunkedPrefillSize
+			}
 		}
 		prefillCost := cost
 		if e.prefillPricing != nil {
@@ -391,6 +401,9 @@ type engine struct {
 	prefillPricing *pricing
 	prefillSlots   int
 	prefillKV      int64
+	// prefillSched is the prefill workers' scheduler settings when
+	// they are not the cluster's (prefillScheduler; nil: the cluster's).
+	prefillSched *SchedulerConfig
 
 	free [][]*reqState // recycled request states, by their tables' room (roomClass)
 	// reuse (Options.Transient): every record is rec, and request

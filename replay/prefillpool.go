@@ -38,15 +38,34 @@ func (e *engine) prefillPool(p *PoolModel, slots int, tiers bool) error {
 	return nil
 }
 
+// prefillScheduler sets the prefill workers' scheduler settings, the
+// first slots workers', when they are not the cluster's: their own batch
+// limits (DisaggregationConfig.PrefillScheduler), and with a KV capacity of
+// their own (prefillPool) their KV and, under SGLang when
+// max_running_requests is not given, the running limit SGLang derives
+// from it.
+func (e *engine) prefillScheduler(slots int, runningGiven bool) {
+	d := e.cfg.Disaggregation
+	if !d.on() || e.prefillKV == 0 && !d.PrefillScheduler.On() {
+		return
+	}
+	s := d.PrefillScheduler.Apply(e.cfg.Scheduler)
+	if e.prefillKV > 0 {
+		s.KVCacheTokens = e.prefillKV * s.BlockSize
+		if s.Engine == EngineSGLang && !runningGiven && d.PrefillScheduler.MaxRunningRequests == 0 {
+			s.MaxRunningRequests = sgMaxRunning(s.KVCacheTokens, s.ContextLength)
+		}
+	}
+	e.prefillSched, e.prefillSlots = &s, slots
+}
+
 // schedulerOf returns the scheduler settings and KV blocks of the worker
 // in slot i: its pool's.
 func (e *engine) schedulerOf(i int) (SchedulerConfig, int64) {
-	s := e.cfg.Scheduler
-	if e.prefillKV > 0 && i < e.prefillSlots {
-		s.KVCacheTokens = e.prefillKV * s.BlockSize
-		return s, e.prefillKV
+	if e.prefillSched != nil && i < e.prefillSlots {
+		return *e.prefillSched, e.kvBlocksOf(i)
 	}
-	return s, e.kvBlocks
+	return e.cfg.Scheduler, e.kvBlocks
 }
 
 // kvBlocksOf returns the KV capacity of the worker in slot i: its pool's.

@@ -96,7 +96,7 @@ func TestPrefillPoolErrors(t *testing.T) {
 		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{Cost: cost}}, "replay: 0 KV blocks per prefill worker is not a capacity the engine supports"},
 		{Config{Workers: 2, Disaggregation: both}, Options{Prefill: p, Offload: &Offload{}}, "replay: KV tiers on the decode pool (decode_kv_tiers) with a prefill pool of its own deployment: not modelled yet"},
 		{Config{Workers: 2, Disaggregation: own}, Options{}, "replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity"},
-		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware and prefill_tp are the prefill pool's deployment"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's"},
 	} {
 		_, err := RunInputs(tc.cfg, cost, 100, Requests([]*trace.Request{req("a", 0, 10, 2)}), func(*trace.Request) error { return nil }, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -187,5 +187,64 @@ func TestPrefillPoolSameAsCluster(t *testing.T) {
 		if off != nil && offloaded(st2) == 0 {
 			t.Error("the prefill pool wrote nothing to its tier")
 		}
+	}
+}
+
+// The prefill workers' own batch limits (prefill_scheduler): vLLM's
+// token budget of 256 takes a 1,000-token prompt in four steps (4 × 10 ms
+// + 100 ms) where the cluster's 8,192 take it in one (110 ms), SGLang's
+// chunked_prefill_size alike; the decode workers keep the cluster's. With
+// a KV capacity of its own, an SGLang prefill worker's running limit is
+// derived from its own pool, as SGLang derives it.
+func TestPrefillPoolScheduler(t *testing.T) {
+	t.Parallel()
+	cost := linearCost{Base: 10 * ms, PerToken: 100 * time.Microsecond}
+	for _, eng := range []string{EngineVLLM, EngineSGLang} {
+		d := pdConfig(1)
+		cfg := Config{Workers: 2, Disaggregation: d, Scheduler: SchedulerConfig{Engine: eng}}
+		blocks := int64(100)
+		if eng == EngineSGLang {
+			cfg.Scheduler.BlockSize, blocks = 1, 100_000
+			cfg.Disaggregation.PrefillScheduler.ChunkedPrefillSize = 256
+		} else {
+			cfg.Disaggregation.PrefillScheduler.MaxNumBatchedTokens = 256
+		}
+		var budgets [2]int64
+		sw := testSwitches{atEnd: func(e *engine) {
+			for i, w := range e.workers {
+				switch s := w.s.(type) {
+				case *vllm:
+					budgets[i] = s.budget
+				case *sglang:
+					budgets[i] = s.chunk
+				}
+			}
+		}}
+		out, _, _ := replayOpts(t, cfg, cost, blocks, []*trace.Request{req("a", 0, 1000, 2)}, Options{test: sw})
+		if a := out["a"]; !pdNear(a.PrefillSec.V, 0.140) || budgets != [2]int64{256, 8192} {
+			t.Errorf("%s: prefill %v s, token budgets by worker %v; want 0.14, [256 8192]", eng, a.PrefillSec.V, budgets)
+		}
+	}
+	// Dynamo's planner profiles one request's prefill in the prefill
+	// workers' chunks: on checkedPD's step model (10 ms + 0.2 ms a
+	// token) 4 × 10 ms + 200 ms at 1,000 tokens, not 210 ms.
+	planned := pdConfig(1)
+	planned.PrefillScheduler.MaxNumBatchedTokens = 256
+	planned.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 1}
+	_, st := checkedPDWith(t, Config{Workers: 2, Disaggregation: planned}, []*trace.Request{req("a", 0, 1000, 2), req("b", 1500*ms, 1000, 2)}, Options{}, nil)
+	if len(st.Planner) == 0 || st.Planner[0].Skipped || !pdNear(st.Planner[0].ProfilePrefillSec, 0.240) {
+		t.Errorf("planner: %+v; want a first adjustment whose profile prefill is 0.24 s", st.Planner)
+	}
+
+	cfg := Config{Workers: 2, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1}}
+	var running [2]int
+	sw := testSwitches{atEnd: func(e *engine) {
+		for i, w := range e.workers {
+			running[i] = w.s.(*sglang).maxRun
+		}
+	}}
+	replayOpts(t, cfg, cost, 100_000, []*trace.Request{req("a", 0, 100, 2)}, Options{Prefill: &PoolModel{Cost: cost, KVBlocks: 1000}, test: sw})
+	if want := sgMaxRunning(100_000, 0); running != [2]int{500, want} {
+		t.Errorf("running limits by worker %v; want [500 %d] (SGLang's of a 1,000-token pool and of the cluster's)", running, want)
 	}
 }

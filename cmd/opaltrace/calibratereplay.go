@@ -123,7 +123,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 			return nil, fmt.Errorf("%s: %w", runRef(set, run.Name, labels[i]), err)
 		}
 		if setup.Prefill != nil {
-			return nil, fmt.Errorf("%s: a prefill pool of its own deployment (disaggregation.prefill_hardware, prefill_tp): calibrate fits one deployment's coefficients: not modelled yet", runRef(set, run.Name, labels[i]))
+			return nil, fmt.Errorf("%s: a prefill pool of its own deployment or batch limits (disaggregation.prefill_hardware, prefill_tp, prefill_scheduler): calibrate fits one deployment's coefficients: not modelled yet", runRef(set, run.Name, labels[i]))
 		}
 		for _, n := range setup.Notes {
 			fmt.Fprintln(c.ErrWriter, n)

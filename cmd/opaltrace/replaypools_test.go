@@ -255,6 +255,10 @@ func TestReplayPrefillDeployment(t *testing.T) {
 	if !(two < 0.8*one) {
 		t.Errorf("mean prefill %v s on TP2 prefill workers, %v on TP1; want TP2's well below", two, one)
 	}
+	// Batch limits of its own.
+	if _, stderr = meanPrefill("  prefill_scheduler:\n    max_num_batched_tokens: 16384\n"); !strings.Contains(stderr, "its own max_num_batched_tokens 16384") {
+		t.Errorf("stderr lacks the prefill pool's limits:\n%s", stderr)
+	}
 	// Dynamo's planner counts each pool's GPUs.
 	if _, stderr = meanPrefill("  prefill_tp: 2\n  planner:\n    policy: dynamo_sla\n    adjustment_interval_s: 60\n"); !strings.Contains(stderr, ", 2 GPUs a prefill worker and 1 a decode worker): ") {
 		t.Errorf("stderr lacks the planner's GPUs a worker:\n%s", stderr)

@@ -471,7 +471,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		var carried *calibrate.Carried
 		if job.after != nil {
 			if job.setup.Prefill != nil {
-				return nil, fmt.Errorf("run %s: --carry-cache with a prefill pool of its own deployment (disaggregation.prefill_hardware, prefill_tp): not modelled yet", job.name)
+				return nil, fmt.Errorf("run %s: --carry-cache with a prefill pool of its own deployment or batch limits (disaggregation.prefill_hardware, prefill_tp, prefill_scheduler): not modelled yet", job.name)
 			}
 			if carried, err = calibrate.CarryAfter(cfg, job.setup.Step, job.setup.KVBlocks, job.after, job.in); err != nil {
 				return nil, fmt.Errorf("run %s: %w", job.name, err)
