@@ -216,7 +216,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		cfg.Autoscale.ReplicaWorkers = perServer
 		c.Config = cfg
 	}
-	c.defaultGPUs("autoscale", &cfg.Autoscale, workerGPUs(dep))
+	c.defaultGPUs("autoscale", &cfg.Autoscale, workerGPUs(dep), false)
 	c.Config = cfg
 	var pre *PoolSetup
 	pdep := dep // the prefill pool's deployment

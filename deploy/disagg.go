@@ -47,22 +47,11 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep, pdep *model.Deploymen
 	if _, given := c.given["disaggregation.planner.prefill_gpus_per_worker"]; d.Planner.Policy != "" && !given && pdep != dep {
 		d.Planner.PrefillGPUsPerWorker = int(ranks) // the prefill pool's own deployment's
 	}
-	c.defaultGPUs("disaggregation.prefill_autoscale", &d.PrefillAutoscale, int(ranks))
-	c.defaultGPUs("disaggregation.decode_autoscale", &d.DecodeAutoscale, workerGPUs(dep))
-	if pdep != dep {
-		// Pools of two deployments: a pool without an autoscaler
-		// still has its own GPUs a worker, which the fleet's
-		// GPU-hours count (replay's gpuHours).
-		for _, p := range []struct {
-			key  string
-			a    *replay.AutoscaleConfig
-			gpus int
-		}{{"disaggregation.prefill_autoscale", &d.PrefillAutoscale, int(ranks)}, {"disaggregation.decode_autoscale", &d.DecodeAutoscale, workerGPUs(dep)}} {
-			if _, given := c.given[p.key+".gpus_per_worker"]; !given {
-				p.a.GPUsPerWorker = p.gpus
-			}
-		}
-	}
+	// Pools of two deployments: a pool without an autoscaler still has
+	// its own GPUs a worker, which the fleet's GPU-hours count (replay's
+	// gpuHours).
+	c.defaultGPUs("disaggregation.prefill_autoscale", &d.PrefillAutoscale, int(ranks), pdep != dep)
+	c.defaultGPUs("disaggregation.decode_autoscale", &d.DecodeAutoscale, workerGPUs(dep), pdep != dep)
 	kv := "the model's"
 	if d.KVBytesPerToken == 0 {
 		d.KVBytesPerToken = pdep.KVBytesPerTokenPerRank() * ranks
@@ -128,10 +117,10 @@ func disaggregationTiers(c *Cluster, d replay.DisaggregationConfig, off *replay.
 }
 
 // defaultGPUs sets the gpus_per_worker of autoscaler a, the cluster
-// file's key, to gpus when a is on and the file does not give it:
-// GPU-hours count a worker's GPUs, as the planner's budget does.
-func (c *Cluster) defaultGPUs(key string, a *replay.AutoscaleConfig, gpus int) {
-	if _, given := c.given[key+".gpus_per_worker"]; a.On() && !given {
+// file's key, to gpus when a is on (or evenOff) and the file does not
+// give it: GPU-hours count a worker's GPUs, as the planner's budget does.
+func (c *Cluster) defaultGPUs(key string, a *replay.AutoscaleConfig, gpus int, evenOff bool) {
+	if _, given := c.given[key+".gpus_per_worker"]; (a.On() || evenOff) && !given {
 		a.GPUsPerWorker = gpus
 	}
 }

@@ -324,8 +324,6 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		if start := d.PrefillWorkers*p.PrefillGPUsPerWorker + d.decodeWorkers(c.Workers)*p.GPUsPerWorker; start > p.MaxGPUBudget {
 			bad("disaggregation.planner.max_gpu_budget", "%d GPUs, fewer than the %d workers at the start take", p.MaxGPUBudget, start)
 		}
-	}
-	if p := d.Planner.withDefaults(); p.on() {
 		for _, pool := range []struct {
 			name    string
 			workers int

@@ -71,7 +71,8 @@ type Options struct {
 	// prefill_hardware and prefill_tp): its step model prices the
 	// prefill workers' steps, and KVBlocks is each prefill worker's KV
 	// capacity, where RunInputs's cost and kvBlocks are then the decode
-	// pool's. The scheduler's settings are the same for both pools.
+	// pool's. The scheduler's settings are the cluster's for both
+	// pools but for DisaggregationConfig.PrefillScheduler's limits.
 	Prefill *PoolModel
 
 	test testSwitches // set by tests only
@@ -209,15 +210,16 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		}
 		given, rec = r.names, r
 	}
+	e.prefillSlots = prefillSlots
 	switch p := opts.Prefill; {
 	case p != nil:
-		if err := e.prefillPool(p, prefillSlots, opts.Offload != nil); err != nil {
+		if err := e.prefillPool(p, opts.Offload != nil); err != nil {
 			return Stats{}, err
 		}
 	case cfg.Disaggregation.ownPrefill():
 		return Stats{}, errors.New("replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity (Options.Prefill; package deploy resolves them)")
 	}
-	e.prefillScheduler(prefillSlots, runningGiven)
+	e.prefillScheduler(runningGiven)
 	for i, name := range workerNames(given, slots) {
 		s, blocks := e.schedulerOf(i)
 		e.workers = append(e.workers, newWorker(i, name, s, blocks, &e.test))
@@ -272,24 +274,15 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			{name: poolPrefill, cfg: d.Planner.pool(true), hi: prefillSlots, workers: d.PrefillWorkers, planned: true},
 			{name: poolDecode, cfg: d.Planner.pool(false), lo: prefillSlots, hi: slots, workers: d.decodeWorkers(cfg.Workers), planned: true},
 		})
-		s := cfg.Scheduler
-		chunk, seqs := s.MaxNumBatchedTokens, s.MaxNumSeqs
+		// The prefill profile is a prefill worker's (slot 0): its
+		// step model, in chunks of its token budget; the decode
+		// profile the cluster's scheduler's.
+		s, ps := cfg.Scheduler, e.prefillSchedulerOf()
+		chunk, seqs := ps.MaxNumBatchedTokens, s.MaxNumSeqs
 		if s.Engine == EngineSGLang {
-			chunk, seqs = s.ChunkedPrefillSize, s.MaxRunningRequests
+			chunk, seqs = ps.ChunkedPrefillSize, s.MaxRunningRequests
 		}
-		if p := e.prefillSched; p != nil {
-			// The prefill profile's chunks are the prefill
-			// workers' token budget.
-			chunk = p.MaxNumBatchedTokens
-			if s.Engine == EngineSGLang {
-				chunk = p.ChunkedPrefillSize
-			}
-		}
-		prefillCost := cost
-		if e.prefillPricing != nil {
-			prefillCost = e.prefillPricing.cost // the prefill pool's own deployment
-		}
-		e.scale.plan = newPlanner(d.Planner, prefillCost, cost, chunk, e.kvBlocks*s.BlockSize, seqs)
+		e.scale.plan = newPlanner(d.Planner, e.pricingOf(e.workers[0]).cost, cost, chunk, e.kvBlocks*s.BlockSize, seqs)
 	case d.scaled():
 		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
 			{name: poolPrefill, cfg: d.PrefillAutoscale, hi: prefillSlots, workers: d.PrefillWorkers},
@@ -396,7 +389,8 @@ type engine struct {
 	// pricing prices the steps of the workers (pricing.go), and
 	// prefillPricing those of a prefill pool of its own deployment
 	// (Options.Prefill; nil: none), whose workers are the first
-	// prefillSlots, each of prefillKV blocks (prefillPool).
+	// prefillSlots (the prefill pool's slots under disaggregation),
+	// each of prefillKV blocks (prefillPool).
 	pricing
 	prefillPricing *pricing
 	prefillSlots   int

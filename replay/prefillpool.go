@@ -18,10 +18,10 @@ import (
 // from the prefill deployment) is the cluster's.
 
 // prefillPool sets the engine up for a prefill pool of its own
-// deployment, the first slots workers, and refuses what it does not
+// deployment (the first e.prefillSlots workers), and refuses what it does not
 // model yet: KV tiers on both pools (Offload is one deployment's, here the
 // prefill pool's, whose workers alone have tiers by default).
-func (e *engine) prefillPool(p *PoolModel, slots int, tiers bool) error {
+func (e *engine) prefillPool(p *PoolModel, tiers bool) error {
 	d := e.cfg.Disaggregation
 	switch {
 	case !d.on():
@@ -34,17 +34,17 @@ func (e *engine) prefillPool(p *PoolModel, slots int, tiers bool) error {
 		return errors.New("replay: KV tiers on the decode pool (decode_kv_tiers) with a prefill pool of its own deployment: not modelled yet (the tiers are sized by one deployment: the prefill pool's)")
 	}
 	pr := newPricing(p.Cost, e.test.noLoneMemo)
-	e.prefillPricing, e.prefillSlots, e.prefillKV = &pr, slots, p.KVBlocks
+	e.prefillPricing, e.prefillKV = &pr, p.KVBlocks
 	return nil
 }
 
-// prefillScheduler sets the prefill workers' scheduler settings, the
-// first slots workers', when they are not the cluster's: their own batch
+// prefillScheduler sets the prefill workers' scheduler settings (the
+// first e.prefillSlots workers') when they are not the cluster's: their own batch
 // limits (DisaggregationConfig.PrefillScheduler), and with a KV capacity of
 // their own (prefillPool) their KV and, under SGLang when
 // max_running_requests is not given, the running limit SGLang derives
 // from it.
-func (e *engine) prefillScheduler(slots int, runningGiven bool) {
+func (e *engine) prefillScheduler(runningGiven bool) {
 	d := e.cfg.Disaggregation
 	if !d.on() || e.prefillKV == 0 && !d.PrefillScheduler.On() {
 		return
@@ -56,14 +56,23 @@ func (e *engine) prefillScheduler(slots int, runningGiven bool) {
 			s.MaxRunningRequests = sgMaxRunning(s.KVCacheTokens, s.ContextLength)
 		}
 	}
-	e.prefillSched, e.prefillSlots = &s, slots
+	e.prefillSched = &s
+}
+
+// prefillSchedulerOf returns the prefill workers' scheduler settings:
+// their own, or the cluster's.
+func (e *engine) prefillSchedulerOf() SchedulerConfig {
+	if e.prefillSched != nil {
+		return *e.prefillSched
+	}
+	return e.cfg.Scheduler
 }
 
 // schedulerOf returns the scheduler settings and KV blocks of the worker
 // in slot i: its pool's.
 func (e *engine) schedulerOf(i int) (SchedulerConfig, int64) {
-	if e.prefillSched != nil && i < e.prefillSlots {
-		return *e.prefillSched, e.kvBlocksOf(i)
+	if i < e.prefillSlots {
+		return e.prefillSchedulerOf(), e.kvBlocksOf(i)
 	}
 	return e.cfg.Scheduler, e.kvBlocks
 }

@@ -56,12 +56,13 @@ func (e *engine) pricingOf(w *worker) *pricing {
 }
 
 // price returns the step model's time for batch b. The time of a lone
-// decode is kept per context length, shared by all workers (they have one
-// model): at moderate load most steps are one request decoding, and the
-// step model's contract (a pure function of the batch) makes the kept
-// value exact. A lookup costs a few nanoseconds, a roofline step some 50.
-// A batch of several decodes and no prefill is priced by their number
-// and the sum of their contexts when the model can (e.sum), as
+// decode is kept per context length, shared by the workers of one
+// deployment (they have one model): at moderate load most steps are one
+// request decoding, and the step model's contract (a pure function of
+// the batch) makes the kept value exact. A lookup costs a few
+// nanoseconds, a roofline step some 50. A batch of several decodes and no
+// prefill is priced by their number and the sum of their contexts when
+// the model can (pr.sum), as
 // steadySteps prices the steps after it: DecodeStepTime is StepTime's
 // price for any such batch (model.DecodeSumModel).
 //
@@ -70,21 +71,21 @@ func (e *engine) pricingOf(w *worker) *pricing {
 // every step a waiting request could not be admitted at; on the
 // autoscaled Mooncake replay, whose batches are larger, some 20,000
 // steps of 2 to 60 decodes.
-func (e *pricing) price(b *model.Batch) time.Duration {
-	if len(b.Prefill) != 0 || e.noLoneMemo {
-		return e.cost.StepTime(b)
+func (pr *pricing) price(b *model.Batch) time.Duration {
+	if len(b.Prefill) != 0 || pr.noLoneMemo {
+		return pr.cost.StepTime(b)
 	}
 	switch n := len(b.Decode); {
 	case n == 1:
-		return e.decodePrice(1, b.Decode[0]).d
-	case n > 1 && e.sum != nil:
+		return pr.decodePrice(1, b.Decode[0]).d
+	case n > 1 && pr.sum != nil:
 		var ctx int64
 		for _, c := range b.Decode {
 			ctx += c
 		}
-		return e.decodePrice(n, ctx).d
+		return pr.decodePrice(n, ctx).d
 	}
-	return e.cost.StepTime(b)
+	return pr.cost.StepTime(b)
 }
 
 // A stepPrice is the price of a decode step, and the same in seconds (an
@@ -99,7 +100,7 @@ type stepPrice struct {
 // a steady batch advances its sum by n a step, and across a replay the
 // same sums recur, so after warming up a step costs a lookup. The table
 // of lone decodes (n = 1) serves every step model; larger batches need
-// the sum form (e.sum), which prices a batch by its size and sum alone;
+// the sum form (pr.sum), which prices a batch by its size and sum alone;
 // batches above maxTabN are priced each time. A price not in a table is
 // asked of the pricer of its batch size when the model has them
 // (decodeTime), lone decodes' included.
@@ -111,12 +112,12 @@ type stepPrice struct {
 // tenth full for large batches (their sums advance by the batch size a
 // step); pages of 512 durations (Seconds is a multiplication) were 16 MB,
 // and tables up to batches of 4 (maxTabN) are 4.5 MB.
-func (e *pricing) decodePrice(n int, ctx int64) stepPrice {
+func (pr *pricing) decodePrice(n int, ctx int64) stepPrice {
 	if n > maxTabN {
-		d := e.decodeTime(n, ctx)
+		d := pr.decodeTime(n, ctx)
 		return stepPrice{d, stepSeconds(d)}
 	}
-	tab := &e.tabs[n]
+	tab := &pr.tabs[n]
 	pg, off := ctx>>tabPageBits, ctx&(1<<tabPageBits-1)
 	if pg < int64(len(*tab)) && (*tab)[pg] != nil {
 		if d := (*tab)[pg][off]; d != 0 {
@@ -124,15 +125,15 @@ func (e *pricing) decodePrice(n int, ctx int64) stepPrice {
 		}
 	}
 	var d time.Duration
-	if n == 1 && e.dec == nil {
+	if n == 1 && pr.dec == nil {
 		// The engine's batch: one made here escaped to the heap
 		// through the interface, an allocation per price asked (and
 		// some 270 of the 4-worker Mooncake replay's page faults).
-		e.one[0] = ctx
-		e.oneBatch = model.Batch{Decode: e.one[:]}
-		d = e.cost.StepTime(&e.oneBatch)
+		pr.one[0] = ctx
+		pr.oneBatch = model.Batch{Decode: pr.one[:]}
+		d = pr.cost.StepTime(&pr.oneBatch)
 	} else {
-		d = e.decodeTime(n, ctx)
+		d = pr.decodeTime(n, ctx)
 	}
 	p := stepPrice{d, stepSeconds(d)}
 	if pg < maxTabPages {
@@ -140,7 +141,7 @@ func (e *pricing) decodePrice(n int, ctx int64) stepPrice {
 			*tab = append(*tab, make([][]time.Duration, pg+1-int64(len(*tab)))...)
 		}
 		if (*tab)[pg] == nil {
-			(*tab)[pg] = e.pricePage()
+			(*tab)[pg] = pr.pricePage()
 		}
 		(*tab)[pg][off] = d
 	}
@@ -170,17 +171,17 @@ func stepSeconds(d time.Duration) float64 {
 // 191 M instructions of BenchmarkReplayMooncakeRouters/round_robin's
 // 3.6 M steps, where the cursor's hits and asks cost some 40 M.
 type priceCursor struct {
-	e    *pricing
-	n    int
-	page []time.Duration // prices of the sums from base on (nil: none)
-	base int64
-	pr   *model.DecodePricer // the engine's pricer of n decodes, once asked (pricer)
+	pricing *pricing // the worker's deployment's (engine.pricingOf)
+	n       int
+	page    []time.Duration // prices of the sums from base on (nil: none)
+	base    int64
+	pr      *model.DecodePricer // the pricing's pricer of n decodes, once asked (pricer)
 }
 
-// pricer returns the engine's pricer of the cursor's n decodes.
+// pricer returns the pricing's pricer of the cursor's n decodes.
 func (c *priceCursor) pricer() *model.DecodePricer {
 	if c.pr == nil {
-		c.pr = c.e.pricer(c.n)
+		c.pr = c.pricing.pricer(c.n)
 	}
 	return c.pr
 }
@@ -207,7 +208,7 @@ func (c *priceCursor) hit(ctx int64) (p stepPrice, ok bool) {
 // (decodeTime), without finding the table and the pricer again: decodePrice
 // and decodeTime were some 120 of the 370 instructions a miss cost.
 func (c *priceCursor) ask(ctx int64) stepPrice {
-	if c.e.dec != nil {
+	if c.pricing.dec != nil {
 		if i := uint64(ctx - c.base); i < uint64(len(c.page)) && c.page[i] == 0 {
 			d := c.pricer().Price(ctx)
 			c.page[i] = d
@@ -218,10 +219,10 @@ func (c *priceCursor) ask(ctx int64) stepPrice {
 			return stepPrice{d, stepSeconds(d)}
 		}
 	}
-	p := c.e.decodePrice(c.n, ctx)
+	p := c.pricing.decodePrice(c.n, ctx)
 	c.page = nil
 	if c.n <= maxTabN {
-		tab := c.e.tabs[c.n]
+		tab := c.pricing.tabs[c.n]
 		if pg := ctx >> tabPageBits; pg < int64(len(tab)) {
 			c.page, c.base = tab[pg], pg<<tabPageBits
 		}
@@ -232,24 +233,24 @@ func (c *priceCursor) ask(ctx int64) stepPrice {
 // decodeTime returns the step model's time for a step of n decodes whose
 // contexts sum to ctx (DecodeStepTime), through the pricer of batches of
 // n when the model has them.
-func (e *pricing) decodeTime(n int, ctx int64) time.Duration {
-	if e.dec == nil {
-		d, _ := e.sum.DecodeStepTime(n, ctx)
+func (pr *pricing) decodeTime(n int, ctx int64) time.Duration {
+	if pr.dec == nil {
+		d, _ := pr.sum.DecodeStepTime(n, ctx)
 		return d
 	}
-	return e.pricer(n).Price(ctx)
+	return pr.pricer(n).Price(ctx)
 }
 
-// pricer returns the pricer of steps of n decodes (e.dec must be set),
+// pricer returns the pricer of steps of n decodes (pr.dec must be set),
 // made when first asked.
-func (e *pricing) pricer(n int) *model.DecodePricer {
-	if n >= len(e.pricers) {
-		e.pricers = append(e.pricers, make([]*model.DecodePricer, n+1-len(e.pricers))...)
+func (pr *pricing) pricer(n int) *model.DecodePricer {
+	if n >= len(pr.pricers) {
+		pr.pricers = append(pr.pricers, make([]*model.DecodePricer, n+1-len(pr.pricers))...)
 	}
-	p := e.pricers[n]
+	p := pr.pricers[n]
 	if p == nil {
-		p, _ = e.dec.DecodePricer(n) // it declines no n ≥ 1 once it took 1 (RunInputs)
-		e.pricers[n] = p
+		p, _ = pr.dec.DecodePricer(n) // it declines no n ≥ 1 once it took 1 (RunInputs)
+		pr.pricers[n] = p
 	}
 	return p
 }
@@ -268,14 +269,14 @@ type decodePricing interface {
 // fault each: some 700 of the 4-worker Mooncake replay's page faults (perf
 // record -e page-faults). A block left unused at the end maps at most
 // pricePages−1 pages for nothing, some 1 µs each.
-func (e *pricing) pricePage() []time.Duration {
+func (pr *pricing) pricePage() []time.Duration {
 	const n = 1 << tabPageBits
-	if len(e.pricePages) < n {
-		e.pricePages = make([]time.Duration, pricePages*n)
-		prefault.Populate(prefault.Slice(e.pricePages))
+	if len(pr.pricePages) < n {
+		pr.pricePages = make([]time.Duration, pricePages*n)
+		prefault.Populate(prefault.Slice(pr.pricePages))
 	}
-	pg := e.pricePages[:n:n]
-	e.pricePages = e.pricePages[n:]
+	pg := pr.pricePages[:n:n]
+	pr.pricePages = pr.pricePages[n:]
 	return pg
 }
 

@@ -44,7 +44,7 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	if n == 1 && w.stream == 1 && !e.test.noLoneMemo {
 		// The commonest case at moderate load: one request alone.
 		r := w.running[0]
-		prices := priceCursor{e: pr, n: 1}
+		prices := priceCursor{pricing: pr, n: 1}
 		for j < limit {
 			if j >= grow {
 				var ok bool
@@ -77,7 +77,7 @@ func (e *engine) steadySteps(w *worker, now, bound trace.Time) (end trace.Time, 
 	durs, secs := w.durs[:0], w.secs[:0]
 	defer func() { w.durs, w.secs = durs[:0], secs[:0] }()
 	grownAhead := false
-	prices := priceCursor{e: pr, n: int(n)}
+	prices := priceCursor{pricing: pr, n: int(n)}
 	for j < limit {
 		if j >= grow {
 			var ok bool
