@@ -156,10 +156,11 @@ type Carried struct {
 }
 
 // CarryAfter prepares the replay of in after prev on workers of cfg
-// priced by step with kvBlocks KV blocks each: it replays prev alone to
-// find when it ends, and returns both runs' requests in one input, in's a
-// second after prev's end.
-func CarryAfter(cfg replay.Config, step model.StepModel, kvBlocks int64, prev, in replay.Inputs) (*Carried, error) {
+// priced by step with kvBlocks KV blocks each, and the KV tiers and
+// prefill pool of opt (the options the replay of both will have): it
+// replays prev alone to find when it ends, and returns both runs'
+// requests in one input, in's a second after prev's end.
+func CarryAfter(cfg replay.Config, step model.StepModel, kvBlocks int64, prev, in replay.Inputs, opt replay.Options) (*Carried, error) {
 	cfg, err := carriedConfig(cfg, max(in.Len(), prev.Len()))
 	if err != nil {
 		return nil, err
@@ -171,7 +172,7 @@ func CarryAfter(cfg replay.Config, step model.StepModel, kvBlocks int64, prev, i
 			end = max(end, r.Arrival.V+trace.TimeFromSeconds(r.E2ESec.V))
 		}
 		return nil
-	}, replay.Options{Transient: true})
+	}, replay.Options{Transient: true, Offload: opt.Offload, Prefill: opt.Prefill})
 	if err != nil {
 		return nil, fmt.Errorf("replaying the run before: %w", err)
 	}

@@ -67,4 +67,14 @@
 // A run that followed another on the same server with the same prompts
 // (SameSession, from their metadata) can be replayed after it, with the
 // prefix cache it left (carry.go): sweeps are measured that way.
+//
+// A run is replayed on the deployment that was measured, KV tiers
+// (ReplayRun.Offload: a CPU tier, LMCache, SGLang's HiCache; their links
+// as the deployment gives them, not fitted) and a disaggregated prefill
+// pool of its own TP or batch limits included (ReplayRun.Prefill: its
+// steps priced by the same coefficients on its layout, since one GPU's
+// coefficients price any layout of it; a prefill pool on another GPU
+// would need that GPU's, and package deploy's caller refuses it). A
+// run's layouts are all counted where the default fit asks for two
+// (the collectives' latency).
 package calibrate

@@ -32,6 +32,42 @@ type ReplayRun struct {
 	// (SameSession): it is replayed first, unmeasured, so that this run
 	// starts with the prefix cache it left (carry.go).
 	After *ReplayRun
+	// Offload, when not nil, is the workers' KV tiers
+	// (replay.Options.Offload): a run measured with a CPU tier or
+	// SGLang's HiCache is replayed with them, its links as the
+	// deployment gives them (not fitted).
+	Offload *replay.Offload
+	// Prefill, when not nil, is the prefill pool's own deployment under
+	// disaggregation, on the cluster's GPU (package deploy: prefill_tp,
+	// prefill_scheduler), whose workers have PrefillKVBlocks each: its
+	// steps are priced by the same coefficients on its deployment, as
+	// one GPU's coefficients price any layout of it.
+	Prefill         *model.Deployment
+	PrefillKVBlocks int64
+}
+
+// deployments returns the deployments of run's workers: the cluster's,
+// and the prefill pool's when it has its own.
+func (run *ReplayRun) deployments() []*model.Deployment {
+	if run.Prefill != nil {
+		return []*model.Deployment{run.Deployment, run.Prefill}
+	}
+	return []*model.Deployment{run.Deployment}
+}
+
+// options returns the options of run's replays under cm: its KV tiers,
+// and its prefill pool priced by cm.
+func (run *ReplayRun) options(cm *CostModel) (replay.Options, error) {
+	o := replay.Options{Transient: true, Offload: run.Offload}
+	if run.Prefill != nil {
+		d := *run.Prefill
+		step, err := cm.StepModel(&d)
+		if err != nil {
+			return o, err
+		}
+		o.Prefill = &replay.PoolModel{Cost: step, KVBlocks: run.PrefillKVBlocks}
+	}
+	return o, nil
 }
 
 // ReplayOptions control FitReplay.
@@ -240,11 +276,13 @@ func defaultFree(runs []*ReplayRun, sh shares) (free []string, warnings []string
 		if !r.Train {
 			continue
 		}
-		eager = eager || r.Deployment.CUDAGraphMaxBS != 0
+		for _, d := range r.deployments() {
+			eager = eager || d.CUDAGraphMaxBS != 0
+			colls[d.Terms(&model.Batch{Decode: []int64{1}}).Collectives] = true
+		}
 		for _, t := range r.Targets {
 			client = client || t.Metric == MetricTTFT
 		}
-		colls[r.Deployment.Terms(&model.Batch{Decode: []int64{1}}).Collectives] = true
 	}
 	if client {
 		free = append(free, CoefRequestOverhead)
@@ -306,11 +344,15 @@ func simulate(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	opt, err := run.options(cm)
+	if err != nil {
+		return nil, err
+	}
 	inputs, keep := run.Inputs, (*trace.Request).OK
 	if run.After != nil {
 		// Replayed after the run before it, with the cache it left;
 		// only this run's requests are measured (Carried.Keep).
-		c, err := CarryAfter(cfg, step, run.KVBlocks, run.After.Inputs, run.Inputs)
+		c, err := CarryAfter(cfg, step, run.KVBlocks, run.After.Inputs, run.Inputs, opt)
 		if err != nil {
 			return nil, fmt.Errorf("run %s after %s: %w", run.Run.Name, run.After.Run.Name, err)
 		}
@@ -325,7 +367,7 @@ func simulate(run *ReplayRun, cm *CostModel) (map[string][]float64, error) {
 		client.ApplyRecord(r)
 		addLatencies(lat, r)
 		return nil
-	}, replay.Options{Transient: true})
+	}, opt)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", run.Run.Name, err)
 	}

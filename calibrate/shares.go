@@ -89,25 +89,34 @@ func trainShares(train []*ReplayRun, parallel int) (shares, error) {
 // runShares is the shares of one run's steps.
 func runShares(run *ReplayRun) (shares, error) {
 	d := *run.Deployment
+	opt := replay.Options{Transient: true, Offload: run.Offload}
+	var pd model.Deployment // the prefill pool's, if its own
+	if run.Prefill != nil {
+		pd = *run.Prefill
+		opt.Prefill = &replay.PoolModel{Cost: &pd, KVBlocks: run.PrefillKVBlocks}
+	}
 	var weights, kv, tokens float64
 	var byRegime [model.RegimeEager + 1]float64
 	var memoryBound, computeBound float64
-	observe := func(s *replay.Step) error {
-		t := d.Terms(s.Batch)
+	opt.Observe = func(s *replay.Step) error {
+		dep := &d // the step's worker's deployment
+		if s.Cost == model.StepModel(&pd) {
+			dep = &pd
+		}
+		t := dep.Terms(s.Batch)
 		weights += t.WeightSec
 		kv += t.KVSec
 		n := float64(len(s.Batch.Decode))
 		tokens += n
-		byRegime[d.Regime(len(s.Batch.Prefill) > 0, len(s.Batch.Decode))] += n
-		if compute, memory := d.Roofline(t); memory >= compute {
+		byRegime[dep.Regime(len(s.Batch.Prefill) > 0, len(s.Batch.Decode))] += n
+		if compute, memory := dep.Roofline(t); memory >= compute {
 			memoryBound += n
 		} else {
 			computeBound += n
 		}
 		return nil
 	}
-	_, err := replay.RunInputs(run.Config, &d, run.KVBlocks, run.Inputs, func(*trace.Request) error { return nil },
-		replay.Options{Transient: true, Observe: observe})
+	_, err := replay.RunInputs(run.Config, &d, run.KVBlocks, run.Inputs, func(*trace.Request) error { return nil }, opt)
 	if err != nil {
 		return shares{}, fmt.Errorf("run %s: %w", run.Run.Name, err)
 	}

@@ -92,11 +92,12 @@ type PoolModel struct {
 type Step struct {
 	Worker     int
 	Start, End trace.Time
-	Batch      *model.Batch   // the batch priced by the step model
-	Running    int            // running requests after scheduling
-	Waiting    int            // waiting requests after scheduling
-	Preempted  int            // requests preempted while building the step
-	KV         *kvcache.Cache // the worker's cache after scheduling
+	Batch      *model.Batch    // the batch priced by the step model
+	Cost       model.StepModel // the step model that priced it: its worker's pool's (Options.Prefill)
+	Running    int             // running requests after scheduling
+	Waiting    int             // waiting requests after scheduling
+	Preempted  int             // requests preempted while building the step
+	KV         *kvcache.Cache  // the worker's cache after scheduling
 	// Radix is an SGLang worker's radix cache after scheduling (its KV;
 	// KV then stays empty); nil for vLLM workers.
 	Radix *kvcache.Radix

@@ -370,7 +370,8 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 		if len(w.sched) == 0 {
 			return e.stalled(w)
 		}
-		d := e.pricingOf(w).price(&w.batch)
+		pr := e.pricingOf(w)
+		d := pr.price(&w.batch)
 		if d <= 0 {
 			return fmt.Errorf("replay: step model returned a non-positive step time %v", d)
 		}
@@ -380,7 +381,7 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 		e.stats.BusyTime += d
 		if e.observe != nil || e.sec != nil {
 			e.step = Step{
-				Worker: w.id, Start: now, End: end, Batch: &w.batch,
+				Worker: w.id, Start: now, End: end, Batch: &w.batch, Cost: pr.cost,
 				Running: len(w.running), Waiting: w.waiting.Len(), Preempted: w.preempted,
 			}
 			w.s.describe(&e.step)

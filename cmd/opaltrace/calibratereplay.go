@@ -122,8 +122,8 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", runRef(set, run.Name, labels[i]), err)
 		}
-		if setup.Prefill != nil {
-			return nil, fmt.Errorf("%s: a prefill pool of its own deployment or batch limits (disaggregation.prefill_hardware, prefill_tp, prefill_scheduler): calibrate fits one deployment's coefficients: not modelled yet", runRef(set, run.Name, labels[i]))
+		if p := setup.Prefill; p != nil && !strings.EqualFold(p.Deployment.Hardware.Name, setup.Deployment.Hardware.Name) {
+			return nil, fmt.Errorf("%s: a prefill pool on another GPU (disaggregation.prefill_hardware %s, the cluster's %s): calibrate fits one GPU's coefficients: not modelled yet (a prefill pool of its own TP or batch limits on the cluster's GPU is)", runRef(set, run.Name, labels[i]), p.Deployment.Hardware.Name, setup.Deployment.Hardware.Name)
 		}
 		for _, n := range setup.Notes {
 			fmt.Fprintln(c.ErrWriter, n)
@@ -146,7 +146,10 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		}
 		r := &calibrate.ReplayRun{
 			Label: labels[i], Run: run, Deployment: setup.Deployment, Config: setup.Config,
-			KVBlocks: setup.KVBlocks, Inputs: in,
+			KVBlocks: setup.KVBlocks, Inputs: in, Offload: setup.Offload,
+		}
+		if p := setup.Prefill; p != nil {
+			r.Prefill, r.PrefillKVBlocks = p.Deployment, p.KVBlocks
 		}
 		prepared[i] = r
 		headers[i] = setup.Header()

@@ -99,9 +99,18 @@ func TestCalibrateCarriesTheSweepCache(t *testing.T) {
 // their own 200 requests, and rate inf's median TTFT drops below the cold
 // replay's.
 func TestReplayCarriesTheSweepCache(t *testing.T) {
+	carried, cold := sweepMedianTTFT(t, ingestSurajssd(t))
+	if !(carried < cold/2) {
+		t.Errorf("rate inf median TTFT %v ms carried, %v ms cold", carried, cold)
+	}
+}
+
+// ingestSurajssd ingests surajssd's four runs into one file and returns
+// its path.
+func ingestSurajssd(t *testing.T) string {
+	t.Helper()
 	const dir = "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8/serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_"
-	tmp := t.TempDir()
-	in := filepath.Join(tmp, "sd.parquet")
+	in := filepath.Join(t.TempDir(), "sd.parquet")
 	args := []string{"ingest", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--hardware", "8xA100-40GB", "--tp", "8", "-o", in}
 	for _, q := range []string{"01", "04", "16", "inf"} {
 		args = append(args, shareddata.Path(t, dir+q+".json"))
@@ -109,12 +118,21 @@ func TestReplayCarriesTheSweepCache(t *testing.T) {
 	if _, stderr, err := opaltrace(t, args...); err != nil {
 		t.Fatalf("ingest: %v\n%s", err, stderr)
 	}
+	return in
+}
+
+// sweepMedianTTFT replays the sweep in with --carry-cache auto and off
+// (and the extra flags) and returns rate inf's median TTFT in ms for
+// each, checking that auto carried the cache over to three runs, off to
+// none, and that the run kept its own 200 requests.
+func sweepMedianTTFT(t *testing.T, in string, extra ...string) (carried, cold float64) {
+	t.Helper()
 	medianTTFT := map[string]string{}
 	for _, carry := range []string{"auto", "off"} {
-		out := filepath.Join(tmp, carry+".parquet")
-		_, stderr, err := opaltrace(t, "replay", "--carry-cache", carry, "-o", out, in)
+		out := filepath.Join(t.TempDir(), carry+".parquet")
+		_, stderr, err := opaltrace(t, append(append([]string{"replay", "--carry-cache", carry, "-o", out}, extra...), in)...)
 		if err != nil {
-			t.Fatalf("replay --carry-cache %s: %v\n%s", carry, err, stderr)
+			t.Fatalf("replay --carry-cache %s %q: %v\n%s", carry, extra, err, stderr)
 		}
 		want := map[string]int{"auto": 3, "off": 0}[carry]
 		if n := strings.Count(stderr, "with the prefix cache it left"); n != want {
@@ -130,16 +148,13 @@ func TestReplayCarriesTheSweepCache(t *testing.T) {
 			}
 		}
 	}
-	var carried, cold float64
 	if _, err := fmt.Sscan(medianTTFT["auto"], &carried); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fmt.Sscan(medianTTFT["off"], &cold); err != nil {
 		t.Fatal(err)
 	}
-	if !(carried < cold/2) {
-		t.Errorf("rate inf median TTFT %v ms carried, %v ms cold", carried, cold)
-	}
+	return carried, cold
 }
 
 // TestCalibrateSaturationLine: the saturation step follows the error
@@ -255,5 +270,47 @@ func TestCalibrateStartFrom(t *testing.T) {
 	}
 	if _, err := os.Stat(third); !os.IsNotExist(err) {
 		t.Errorf("a refused start left %s", third)
+	}
+}
+
+// TestCalibrateReplaysTheKVTiers: calibrate replays the runs with the
+// cluster file's KV tiers, as replay does. surajssd's rate-4 run after
+// rate 1 (--carry-cache auto) on a GPU cache of 600 blocks finds the
+// prompts rate 1 left in a 64 GiB CPU tier: its uncalibrated p90 TTFT
+// (the default coefficients, the same in both fits) falls below the
+// replay without the tier, which recomputes them.
+func TestCalibrateReplaysTheKVTiers(t *testing.T) {
+	const dir = "formats/vllm_bench_serve/surajssd_llama-3.3-70b_a100-40gb_tp8/serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_"
+	tmp := t.TempDir()
+	tiers := filepath.Join(tmp, "tiers.yaml")
+	if err := os.WriteFile(tiers, []byte("node_override:\n  host_mem_gib: 1024\nscheduler:\n  kv_offloading_size: 64\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uncalibrated := map[bool]float64{}
+	for _, withTiers := range []bool{false, true} {
+		args := []string{"calibrate", "-o", filepath.Join(tmp, "cm.yaml"), "--num-gpu-blocks-override", "600",
+			"--model", "meta-llama/Llama-3.3-70B-Instruct", "--hardware", "a100-40gb", "--tp", "8", "--train", "rate=4"}
+		if withTiers {
+			args = append(args, "--config", tiers)
+		}
+		for _, q := range []string{"01", "04"} {
+			args = append(args, shareddata.Path(t, dir+q+".json"))
+		}
+		stdout, stderr, err := opaltrace(t, args...)
+		if err != nil {
+			t.Fatalf("calibrate (tiers %v): %v\n%s", withTiers, err, stderr)
+		}
+		for _, line := range strings.Split(stdout, "\n") {
+			if i := strings.Index(line, "rate=4 ttft p90"); i >= 0 {
+				var observed, uncal float64
+				if _, err := fmt.Sscan(line[i+len("rate=4 ttft p90"):], &observed, &uncal); err != nil {
+					t.Fatalf("%q: %v", line, err)
+				}
+				uncalibrated[withTiers] = uncal
+			}
+		}
+	}
+	if with, without := uncalibrated[true], uncalibrated[false]; !(with > 0 && with < 0.8*without) {
+		t.Errorf("rate 4's uncalibrated p90 TTFT %v ms with a CPU tier, %v ms without: the tier was not replayed", with, without)
 	}
 }

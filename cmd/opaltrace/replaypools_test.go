@@ -220,7 +220,7 @@ func TestReplayPlannedServers(t *testing.T) {
 // A prefill pool of its own deployment (disaggregation.prefill_tp):
 // stderr says what it is, and its prefills run on it: the embedded
 // sample's prefills take less time on two H100s a worker than on one,
-// its decode pool unchanged. --carry-cache and calibrate refuse it.
+// its decode pool unchanged.
 func TestReplayPrefillDeployment(t *testing.T) {
 	dir := t.TempDir()
 	sample := "../../samples/mooncake/conversation_trace_first10min.jsonl"
@@ -263,11 +263,38 @@ func TestReplayPrefillDeployment(t *testing.T) {
 	if _, stderr = meanPrefill("  prefill_tp: 2\n  planner:\n    policy: dynamo_sla\n    adjustment_interval_s: 60\n"); !strings.Contains(stderr, ", 2 GPUs a prefill worker and 1 a decode worker): ") {
 		t.Errorf("stderr lacks the planner's GPUs a worker:\n%s", stderr)
 	}
+	// calibrate fits a prefill pool of its own TP on the cluster's GPU
+	// (three evaluations: as far as the fit's end) and refuses one on
+	// another GPU.
 	cfg := filepath.Join(dir, "c.yaml")
 	in := shareddata.Path(t, engineSideRTX4090)
-	if _, _, err := opaltrace(t, "calibrate", "--config", cfg, "-o", filepath.Join(dir, "cm.yaml"), "--max-evals", "3", in); err == nil ||
-		!strings.Contains(err.Error(), "calibrate fits one deployment's coefficients: not modelled yet") {
-		t.Errorf("calibrate with a prefill pool of its own: %v", err)
+	for _, tc := range []struct{ pool, want string }{
+		{"prefill_tp: 2", "did not converge"},
+		{"prefill_hardware: h100", "a prefill pool on another GPU (disaggregation.prefill_hardware h100, the cluster's rtx-4090): calibrate fits one GPU's coefficients: not modelled yet"},
+	} {
+		if err := os.WriteFile(cfg, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 1\n  "+tc.pool+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, stderr, err := opaltrace(t, "calibrate", "--config", cfg, "-o", filepath.Join(dir, "cm.yaml"), "--max-evals", "3", in); err == nil ||
+			!strings.Contains(err.Error(), tc.want) {
+			t.Errorf("calibrate with %s: %v, want %q\n%s", tc.pool, err, tc.want, stderr)
+		}
+	}
+}
+
+// TestReplayCarriesTheCacheOfAPrefillPool: --carry-cache replays each
+// run of surajssd's sweep after the one before on a cluster whose
+// prefill pool has batch limits of its own, the run before on that pool
+// too; the cache it leaves makes rate inf's median TTFT fall below the
+// cold replay's.
+func TestReplayCarriesTheCacheOfAPrefillPool(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_scheduler:\n    max_num_batched_tokens: 4096\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	carried, cold := sweepMedianTTFT(t, ingestSurajssd(t), "--config", cfg)
+	if !(carried < cold/2) {
+		t.Errorf("rate inf median TTFT %v ms carried, %v ms cold", carried, cold)
 	}
 }
 

@@ -468,12 +468,11 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		task := meter.Start(replayTaskName(job.name, len(jobs)), "requests", int64(job.in.Len()))
 		count := task.Counter() // one increment per request; the task hears every progress.Every
 		runCfg, in := cfg, job.in
+		keep := job.in.Len() <= plan.streamAbove
+		opt := replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, KeepRecords: keep, Offload: job.setup.Offload, Prefill: job.setup.Prefill.Options()}
 		var carried *calibrate.Carried
 		if job.after != nil {
-			if job.setup.Prefill != nil {
-				return nil, fmt.Errorf("run %s: --carry-cache with a prefill pool of its own deployment or batch limits (disaggregation.prefill_hardware, prefill_tp, prefill_scheduler): not modelled yet", job.name)
-			}
-			if carried, err = calibrate.CarryAfter(cfg, job.setup.Step, job.setup.KVBlocks, job.after, job.in); err != nil {
+			if carried, err = calibrate.CarryAfter(cfg, job.setup.Step, job.setup.KVBlocks, job.after, job.in, opt); err != nil {
 				return nil, fmt.Errorf("run %s: %w", job.name, err)
 			}
 			runCfg, in = carried.Config, carried.Inputs
@@ -481,7 +480,6 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		}
 		// Made once nothing can return before the replay: the in-memory
 		// summary's goroutine ends only when finish closes its feed.
-		keep := job.in.Len() <= plan.streamAbove
 		var mem *memSummary
 		var sum *analyze.StreamSummarizer // the streamed summary's first pass, as records are written
 		if keep {
@@ -508,7 +506,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 				metrics.Add(r)
 			}
 			return w.Write(r)
-		}, replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, KeepRecords: keep, Offload: job.setup.Offload, Prefill: job.setup.Prefill.Options()}) // the writer copies what it needs
+		}, opt) // the writer copies what it needs
 		if shared && len(done) == len(jobs)-1 {
 			// The last run has replayed, and every record is kept.
 			defer pauseGC()()
