@@ -903,8 +903,15 @@ func (e *engine) planAdjust(now trace.Time) {
 	e.promote(now)
 	a := e.scale
 	prefill, decode := a.pools[0], a.pools[1]
-	ready, _, _ := a.countIn(decode.lo, decode.hi)
-	if np, nd, ok := a.plan.adjust(now, ready); ok {
+	var np, nd int
+	var ok bool
+	if a.plan.cfg.Policy == PlannerDynamoLoad {
+		np, nd, ok = e.loadAdjust(now)
+	} else {
+		ready, _, _ := a.countIn(decode.lo, decode.hi)
+		np, nd, ok = a.plan.adjust(now, ready)
+	}
+	if ok {
 		for _, c := range []struct {
 			p *pool
 			n int

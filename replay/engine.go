@@ -271,6 +271,10 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	case cfg.Autoscale.on():
 		e.scale = newAutoscaler(slots, 0, []poolSpec{{cfg: cfg.Autoscale, hi: slots, workers: cfg.Workers}})
 	case d.Planner.on():
+		if d.Planner.Policy == PlannerDynamoLoad && d.Planner.thresholds().perContext && cfg.Scheduler.ContextLength <= 0 {
+			// Dynamo's decision is then insufficient_data, every time.
+			return Stats{}, fmt.Errorf("replay: the planner's optimization_target %s weighs a prefill engine's queue in context lengths: the scheduler's context_length is not set", d.Planner.OptimizationTarget)
+		}
 		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
 			{name: poolPrefill, cfg: d.Planner.pool(true), hi: prefillSlots, workers: d.PrefillWorkers, planned: true},
 			{name: poolDecode, cfg: d.Planner.pool(false), lo: prefillSlots, hi: slots, workers: d.decodeWorkers(cfg.Workers), planned: true},

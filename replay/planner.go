@@ -56,13 +56,30 @@ import (
 // the running limit. Where no concurrency meets the ITL target the
 // throughput is one request's (Dynamo's grid takes its lowest KV usage).
 // Not modelled: the ARIMA and Prophet predictors (Dynamo's default is
-// ARIMA), the load-based planner, and observations as tokens stream
-// (each request is observed when it completes, TTFT and ITL included).
+// ARIMA) and observations as tokens stream (each request is observed
+// when it completes, TTFT and ITL included). Dynamo's load-based scaling
+// (its other optimization targets) is the policy dynamo: plannerload.go.
 type PlannerConfig struct {
-	// Policy is "dynamo_sla" (the planner on) or "" (off).
+	// Policy is "dynamo_sla" (the SLA planner), "dynamo" (the load-based
+	// scaling of Dynamo's other optimization targets, plannerload.go)
+	// or "" (off).
 	Policy string `yaml:"policy,omitempty"`
-	// AdjustmentIntervalSec is --adjustment-interval (default 180 s).
+	// AdjustmentIntervalSec is --adjustment-interval (default 180 s)
+	// for dynamo_sla, load_adjustment_interval_seconds (default 5 s)
+	// for dynamo.
 	AdjustmentIntervalSec float64 `yaml:"adjustment_interval_s,omitempty"`
+	// OptimizationTarget is the dynamo policy's optimization_target:
+	// throughput (the default), latency or load (plannerload.go).
+	OptimizationTarget string `yaml:"optimization_target,omitempty"`
+	// The load target's thresholds (Dynamo's prefill_scale_up_queue_tokens,
+	// prefill_scale_down_queue_tokens: a prefill engine's queued prompt
+	// tokens; decode_scale_up_kv_rate, decode_scale_down_kv_rate: a
+	// decode engine's KV demand in percent of its capacity), each
+	// needed with optimization_target load and refused otherwise.
+	PrefillScaleUpQueueTokens   *int64   `yaml:"prefill_scale_up_queue_tokens,omitempty"`
+	PrefillScaleDownQueueTokens *int64   `yaml:"prefill_scale_down_queue_tokens,omitempty"`
+	DecodeScaleUpKVRate         *float64 `yaml:"decode_scale_up_kv_rate,omitempty"`
+	DecodeScaleDownKVRate       *float64 `yaml:"decode_scale_down_kv_rate,omitempty"`
 	// TTFTSec and ITLSec are the targets (--ttft and --itl, there in
 	// ms: default 0.5 s and 0.05 s). The TTFT target enters only
 	// through the prefill factor, as in Dynamo.
@@ -117,14 +134,30 @@ type PlannerConfig struct {
 	ReplicaWorkers int `yaml:"-"`
 }
 
-// PlannerDynamoSLA is Dynamo's SLA planner (PlannerConfig.Policy).
-const PlannerDynamoSLA = "dynamo_sla"
+// Planner policies (PlannerConfig.Policy): Dynamo's SLA planner, and
+// its load-based scaling (the optimization targets throughput, latency
+// and load).
+const (
+	PlannerDynamoSLA  = "dynamo_sla"
+	PlannerDynamoLoad = "dynamo"
+)
 
 func (p PlannerConfig) on() bool { return p.Policy != "" }
 
 func (p PlannerConfig) withDefaults() PlannerConfig {
 	if !p.on() {
 		return p
+	}
+	if p.Policy == PlannerDynamoLoad {
+		// No SLA settings: the load-based scaling takes none
+		// (validateLoad).
+		if p.AdjustmentIntervalSec == 0 {
+			p.AdjustmentIntervalSec = 5
+		}
+		if p.OptimizationTarget == "" {
+			p.OptimizationTarget = TargetThroughput
+		}
+		return p.commonDefaults()
 	}
 	if p.AdjustmentIntervalSec == 0 {
 		p.AdjustmentIntervalSec = 180
@@ -147,6 +180,12 @@ func (p PlannerConfig) withDefaults() PlannerConfig {
 	if p.KalmanR == 0 {
 		p.KalmanR = 10
 	}
+	return p.commonDefaults()
+}
+
+// commonDefaults sets the defaults of both policies: the least workers of
+// a pool, the GPU budget, the GPUs of a worker.
+func (p PlannerConfig) commonDefaults() PlannerConfig {
 	if p.MinEndpoint == 0 {
 		p.MinEndpoint = 1
 	}
@@ -168,8 +207,18 @@ func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	p = p.withDefaults()
 	const key = "disaggregation.planner."
-	if p.Policy != PlannerDynamoSLA {
-		bad(key+"policy", "%q is not %s", p.Policy, PlannerDynamoSLA)
+	switch p.Policy {
+	case PlannerDynamoLoad:
+		p.validateLoad(bad)
+		p.validateCommon(bad)
+		return
+	case PlannerDynamoSLA:
+		if p.OptimizationTarget != "" || p.PrefillScaleUpQueueTokens != nil || p.PrefillScaleDownQueueTokens != nil ||
+			p.DecodeScaleUpKVRate != nil || p.DecodeScaleDownKVRate != nil {
+			bad(key+"optimization_target", "the load-based scaling's settings need policy %s (%s is the SLA planner)", PlannerDynamoLoad, PlannerDynamoSLA)
+		}
+	default:
+		bad(key+"policy", "%q is not %s or %s", p.Policy, PlannerDynamoSLA, PlannerDynamoLoad)
 	}
 	switch p.Predictor {
 	case PredictorConstant, PredictorKalman:
@@ -191,9 +240,19 @@ func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
 			bad(key+field, "%v is not a number of seconds in (0, %g]", v, most)
 		}
 	}
-	seconds("adjustment_interval_s", p.AdjustmentIntervalSec, 86400)
 	seconds("ttft_s", p.TTFTSec, 3600)
 	seconds("itl_s", p.ITLSec, 3600)
+	p.validateCommon(bad)
+}
+
+// validateCommon reports what neither policy takes in p (with its
+// defaults): the interval, the pools' least workers, GPUs and budget,
+// the start-up.
+func (p PlannerConfig) validateCommon(bad func(field, format string, args ...any)) {
+	const key = "disaggregation.planner."
+	if v := p.AdjustmentIntervalSec; !(v > 0) || v > 86400 {
+		bad(key+"adjustment_interval_s", "%v is not a number of seconds in (0, %g]", v, 86400.0)
+	}
 	if p.MinEndpoint < 1 {
 		bad(key+"min_endpoint", "%d: each pool keeps one worker at least", p.MinEndpoint)
 	}
@@ -264,6 +323,11 @@ type PlannerAdjustment struct {
 	ProfileDecodeTokensPerSec      float64
 	Prefill, Decode                int
 	Skipped                        bool
+	// PrefillLoad and DecodeLoad are, under the dynamo policy
+	// (plannerload.go), the largest load of a ready engine of each
+	// pool (NaN when blocked: Skipped, a pool still scaling); the
+	// fields above but At, Prefill and Decode are the SLA planner's.
+	PrefillLoad, DecodeLoad float64
 }
 
 // A planner is the replay's Dynamo SLA planner: the interval's
@@ -287,6 +351,8 @@ type planner struct {
 	cost, prefillCost model.StepModel
 	batch             model.Batch
 	log               []PlannerAdjustment
+	// loads is the dynamo policy's scratch: a pool's engines' loads.
+	loads []float64
 }
 
 func newPlanner(cfg PlannerConfig, prefillCost, cost model.StepModel, chunk, kvTokens int64, maxSeqs int) *planner {
@@ -381,7 +447,7 @@ func (p *planner) decodeThroughput(target float64, ctx int64) float64 {
 // decode profile spreads it): it returns the engines each pool is to
 // have, and false when nothing completed in the interval (no change).
 func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
-	adj := PlannerAdjustment{At: now, Requests: p.n, Skipped: p.n == 0}
+	adj := PlannerAdjustment{At: now, Requests: p.n, Skipped: p.n == 0, PrefillLoad: math.NaN(), DecodeLoad: math.NaN()}
 	defer func() {
 		p.n, p.ttft, p.duration, p.isl, p.osl, p.itlSum, p.itlTokens = 0, 0, 0, 0, 0, 0, 0
 		adj.PrefillFactor, adj.DecodeFactor = p.pcf, p.dcf

@@ -17,14 +17,19 @@ import (
 // tokens a second within the corrected ITL target), the workers it asked
 // for (with data parallelism, servers of a cluster file's dp ranks, as
 // its workers count them), and whether it skipped the interval (nothing
-// to observe: no change).
+// to observe: no change). Under the dynamo policy (load-based scaling) a
+// row is an adjustment's time, the engines asked for, whether it was
+// skipped (a pool still scaling), and the largest load of an engine of
+// each pool (prefill: queued prompt tokens, in context lengths but for
+// optimization_target load; decode: KV demand over capacity); the SLA
+// planner's columns are empty, and its rows leave these two empty.
 var plannerLogHeader = []string{"at_s", "requests", "ttft_s", "itl_s", "duration_s", "isl", "osl",
 	"prefill_factor", "decode_factor", "next_requests", "next_isl", "next_osl", "profile_prefill_s", "profile_decode_tokens_per_s",
-	"prefill_workers", "decode_workers", "skipped"}
+	"prefill_workers", "decode_workers", "skipped", "prefill_load", "decode_load"}
 
 // writePlannerLog writes the planner's adjustments to path as CSV, every
 // number to full precision; a value the interval did not give is empty.
-func writePlannerLog(path string, log []replay.PlannerAdjustment) error {
+func writePlannerLog(path, policy string, log []replay.PlannerAdjustment) error {
 	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
@@ -42,7 +47,17 @@ func writePlannerLog(path string, log []replay.PlannerAdjustment) error {
 	}
 	for _, a := range log {
 		row := []string{num(a.At.Seconds()), strconv.FormatInt(a.Requests, 10), "", "", "", "", "",
-			num(a.PrefillFactor), num(a.DecodeFactor), "", "", "", "", "", "", "", strconv.FormatBool(a.Skipped)}
+			num(a.PrefillFactor), num(a.DecodeFactor), "", "", "", "", "", "", "", strconv.FormatBool(a.Skipped), num(a.PrefillLoad), num(a.DecodeLoad)}
+		if policy == replay.PlannerDynamoLoad {
+			row[1], row[7], row[8] = "", "", ""
+			if !a.Skipped {
+				row[14], row[15] = strconv.Itoa(a.Prefill), strconv.Itoa(a.Decode)
+			}
+			if err := w.Write(row); err != nil {
+				return err
+			}
+			continue
+		}
 		if a.Requests > 0 {
 			row[2], row[3], row[4], row[5], row[6] = num(a.TTFTSec), num(a.ITLSec), num(a.DurationSec), num(a.ISL), num(a.OSL)
 		}

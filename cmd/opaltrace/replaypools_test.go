@@ -93,7 +93,7 @@ func TestReplayPlannedPools(t *testing.T) {
 			t.Fatalf("%s: stderr gives no adjustments:\n%s", predictor, stderr)
 		}
 		rows := readCSV(t, log)
-		if strconv.Itoa(len(rows)-1) != m[1] || strings.Join(rows[0], ",") != "at_s,requests,ttft_s,itl_s,duration_s,isl,osl,prefill_factor,decode_factor,next_requests,next_isl,next_osl,profile_prefill_s,profile_decode_tokens_per_s,prefill_workers,decode_workers,skipped" {
+		if strconv.Itoa(len(rows)-1) != m[1] || strings.Join(rows[0], ",") != "at_s,requests,ttft_s,itl_s,duration_s,isl,osl,prefill_factor,decode_factor,next_requests,next_isl,next_osl,profile_prefill_s,profile_decode_tokens_per_s,prefill_workers,decode_workers,skipped,prefill_load,decode_load" {
 			t.Fatalf("%s: --planner-log: %d rows, header %v; want stderr's %s adjustments", predictor, len(rows)-1, rows[0], m[1])
 		}
 		differ := 0
@@ -102,7 +102,7 @@ func TestReplayPlannedPools(t *testing.T) {
 			n, _ := strconv.Atoi(r[1])
 			prof, _ := strconv.ParseFloat(r[12], 64)
 			p, _ := strconv.Atoi(r[14])
-			if at != float64(60*(i+1)) || n <= 0 || !(prof > 0) || p < 1 || r[16] != "false" {
+			if at != float64(60*(i+1)) || n <= 0 || !(prof > 0) || p < 1 || r[16] != "false" || r[17] != "" || r[18] != "" {
 				t.Errorf("%s: --planner-log row %d: %v", predictor, i+1, r)
 			}
 			same := r[9] == r[1] && r[10] == r[5] && r[11] == r[6]
@@ -295,6 +295,72 @@ func TestReplayCarriesTheCacheOfAPrefillPool(t *testing.T) {
 	carried, cold := sweepMedianTTFT(t, ingestSurajssd(t), "--config", cfg)
 	if !(carried < cold/2) {
 		t.Errorf("rate inf median TTFT %v ms carried, %v ms cold", carried, cold)
+	}
+}
+
+// Dynamo's load-based scaling (policy dynamo) on the embedded sample,
+// each optimization target: stderr says its thresholds and how often it
+// adjusted; --planner-log has a row every 5 s with each pool's largest
+// engine load and the engines asked for, the SLA planner's columns empty;
+// a pool grows where an engine's load reached the up threshold.
+func TestReplayPlannerDynamoLoad(t *testing.T) {
+	dir := t.TempDir()
+	sample := "../../samples/mooncake/conversation_trace_first10min.jsonl"
+	log := filepath.Join(dir, "planner.csv")
+	for _, tc := range []struct{ target, thresholds string }{
+		{"throughput", "prefill queue ≥ 1 × context length up, all < 0.1 × context length down; decode KV demand > 100 % up, all < 60 % down"},
+		{"latency", "prefill queue ≥ 0.1 × context length up, all ≤ 0 × context length down; decode KV demand > 40 % up, all < 10 % down"},
+		{"load\n    prefill_scale_up_queue_tokens: 20000\n    prefill_scale_down_queue_tokens: 1000\n    decode_scale_up_kv_rate: 90\n    decode_scale_down_kv_rate: 50",
+			"prefill queue ≥ 20000 tokens up, all ≤ 1000 tokens down; decode KV demand ≥ 90 % up, all ≤ 50 % down"},
+	} {
+		cfg := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(cfg, []byte("workers: 4\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo\n    max_gpu_budget: 16\n    container_start_s: 30\n    optimization_target: "+tc.target+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		name := strings.Fields(tc.target)[0]
+		_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "--planner-log", log, sample)
+		if err != nil {
+			t.Fatalf("%s: replay: %v\n%s", name, err, stderr)
+		}
+		m := regexp.MustCompile(`both pools scaled by Dynamo's planner on load \(optimization_target ` + name + `: ` + regexp.QuoteMeta(tc.thresholds) + `; every 5 s, 16 GPUs\): ([0-9]+) adjustments, ([0-9]+) skipped \(a pool still scaling\)`).FindStringSubmatch(stderr)
+		if m == nil {
+			t.Fatalf("%s: stderr lacks the planner's line:\n%s", name, stderr)
+		}
+		rows := readCSV(t, log)
+		if strconv.Itoa(len(rows)-1) != m[1] {
+			t.Fatalf("%s: --planner-log has %d rows, stderr %s adjustments", name, len(rows)-1, m[1])
+		}
+		up := map[string]float64{"throughput": 1, "latency": 0.1, "load": 20000}[name]
+		skipped, grew := 0, 0
+		prev := 1 // the prefill pool's engines asked for before
+		for i, r := range rows[1:] {
+			at, _ := strconv.ParseFloat(r[0], 64)
+			if at != float64(5*(i+1)) || strings.Join(r[1:14], "") != "" {
+				t.Fatalf("%s: --planner-log row %d: %v", name, i+1, r)
+			}
+			if r[16] == "true" {
+				skipped++
+				if r[14] != "" || r[17] != "" || r[18] != "" {
+					t.Errorf("%s: skipped row %d: %v", name, i+1, r)
+				}
+				continue
+			}
+			p, _ := strconv.Atoi(r[14])
+			load, err := strconv.ParseFloat(r[17], 64)
+			if err != nil {
+				t.Fatalf("%s: row %d: prefill load %q", name, i+1, r[17])
+			}
+			if load >= up && p != prev+1 && p != prev { // the budget may hold it
+				t.Errorf("%s: row %d: prefill load %v at or above %v, engines %d after %d", name, i+1, load, up, p, prev)
+			}
+			if p > prev {
+				grew++
+			}
+			prev = p
+		}
+		if strconv.Itoa(skipped) != m[2] || skipped == 0 || grew == 0 {
+			t.Errorf("%s: %d skipped rows (stderr %s), the prefill pool grew %d times; want some of each", name, skipped, m[2], grew)
+		}
 	}
 }
 

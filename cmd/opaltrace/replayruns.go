@@ -538,7 +538,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			fmt.Fprintf(stderr, "wrote %s: %s metrics every %v from %s\n", side.metrics, deploy.EngineName(cfg), side.interval(), metrics.Start().UTC().Format(time.RFC3339))
 		}
 		if side.plannerLog != "" {
-			if err := writePlannerLog(side.plannerLog, st.Planner); err != nil {
+			if err := writePlannerLog(side.plannerLog, cfg.Disaggregation.Planner.Policy, st.Planner); err != nil {
 				return nil, fmt.Errorf("--planner-log: %w", err)
 			}
 			fmt.Fprintf(stderr, "wrote %s: %d planner adjustments\n", side.plannerLog, len(st.Planner))
@@ -813,8 +813,13 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		if g := d.Planner.PrefillGPUsPerWorker; g != 0 && g != d.Planner.GPUsPerWorker {
 			engines += fmt.Sprintf(", %d GPUs a prefill worker and %d a decode worker", g, d.Planner.GPUsPerWorker)
 		}
-		fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s%s): %d adjustments, %d skipped (nothing completed)\n",
-			name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped)
+		if d.Planner.Policy == replay.PlannerDynamoLoad {
+			fmt.Fprintf(w, "%s: both pools scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (a pool still scaling)\n",
+				name, d.Planner.OptimizationTarget, d.Planner.ThresholdsText(), d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, engines, len(st.Planner), skipped)
+		} else {
+			fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s%s): %d adjustments, %d skipped (nothing completed)\n",
+				name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped)
+		}
 	}
 	for _, p := range []struct {
 		name  string

@@ -1,0 +1,259 @@
+package replay
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/opaltrace/opaltrace/trace"
+)
+
+// Dynamo's load-based scaling (PlannerConfig.Policy "dynamo"): the planner
+// of its optimization targets throughput (its default), latency and load,
+// which scale each pool of a disaggregated fleet by one engine at a time
+// on thresholds, without a profile or SLA targets (components/src/dynamo/
+// planner: config/planner_config.py, which turns load scaling on and
+// throughput scaling off for every target but sla; core/load_scaling.py,
+// _prefill_easy_decision, _decode_easy_decision, _advance_load_disagg and
+// their thresholds; core/budget.py). Every AdjustmentIntervalSec
+// (load_adjustment_interval_seconds, 5 s):
+//
+//   - nothing is decided while a pool is scaling: a worker it asked for
+//     is still starting (Dynamo's scaling-in-progress check, the
+//     expected engines not all ready, blocks both pools);
+//   - each ready engine reports its load, as its latest forward-pass
+//     metrics give it (a rank of a data-parallel server is an engine): a
+//     prefill engine its queued requests' prompt tokens still to
+//     compute, over the model's context length (throughput, latency) or
+//     as they are (load); a decode engine its KV demand, the tokens of
+//     its running requests (prompt and output so far) and of its queued
+//     ones, over its KV capacity in tokens;
+//   - a pool grows by one engine when any engine's load reaches the up
+//     threshold, and otherwise shrinks by one, not below MinEndpoint nor
+//     below one, when every engine's is under the down threshold;
+//   - the two changes are fitted in MaxGPUBudget as Dynamo's budget
+//     guard fits them: a proposal within the budget stands; one beyond
+//     it is scaled down in proportion (budget), and held where that
+//     would move a pool against its proposal or past it.
+//
+// The thresholds (module constants of load_scaling.py):
+//
+//	target      prefill up   prefill down   decode up    decode down
+//	throughput  ≥ 1.0        all < 0.1      any > 1.0    all < 0.6
+//	latency     ≥ 0.1        all ≤ 0        any > 0.4    all < 0.1
+//	load        ≥ up tokens  all ≤ down     any ≥ up %   all ≤ down %
+//
+// Not modelled: the cancellation of a starting worker on a scale-down
+// signal and the wait for that signal to last an interval (Dynamo's
+// newest versions), the minimum GPU budget, and aggregated fleets (the
+// fleet's own autoscale section serves those).
+
+// Optimization targets of the dynamo policy (PlannerConfig.
+// OptimizationTarget).
+const (
+	TargetThroughput = "throughput"
+	TargetLatency    = "latency"
+	TargetLoad       = "load"
+)
+
+// validateLoad reports what the dynamo policy cannot take in p (its
+// defaults set no SLA setting, so any is the file's).
+func (p PlannerConfig) validateLoad(bad func(field, format string, args ...any)) {
+	const key = "disaggregation.planner."
+	for _, f := range []struct {
+		name  string
+		given bool
+	}{{"ttft_s", p.TTFTSec != 0}, {"itl_s", p.ITLSec != 0}, {"predictor", p.Predictor != ""}, {"predictor_log1p", p.PredictorLog1p},
+		{"kalman_q_level", p.KalmanQLevel != 0}, {"kalman_q_trend", p.KalmanQTrend != 0}, {"kalman_r", p.KalmanR != 0},
+		{"no_correction", p.NoCorrection}} {
+		if f.given {
+			bad(key+f.name, "an SLA planner setting: policy %s scales on load thresholds (policy %s takes it)", PlannerDynamoLoad, PlannerDynamoSLA)
+		}
+	}
+	thresholds := p.PrefillScaleUpQueueTokens != nil || p.PrefillScaleDownQueueTokens != nil || p.DecodeScaleUpKVRate != nil || p.DecodeScaleDownKVRate != nil
+	switch t := p.OptimizationTarget; t {
+	case "", TargetThroughput, TargetLatency:
+		if thresholds {
+			bad(key+"optimization_target", "%s has its own thresholds: the queue tokens and KV rates are optimization_target load's", cmp.Or(t, TargetThroughput))
+		}
+	case TargetLoad:
+		up, down, kvUp, kvDown := p.PrefillScaleUpQueueTokens, p.PrefillScaleDownQueueTokens, p.DecodeScaleUpKVRate, p.DecodeScaleDownKVRate
+		switch {
+		case up == nil || down == nil || kvUp == nil || kvDown == nil:
+			bad(key+"optimization_target", "load needs prefill_scale_up_queue_tokens, prefill_scale_down_queue_tokens, decode_scale_up_kv_rate and decode_scale_down_kv_rate")
+		case *down < 0 || *up <= *down:
+			bad(key+"prefill_scale_up_queue_tokens", "%d tokens is not above prefill_scale_down_queue_tokens (%d, 0 or more)", *up, *down)
+		case !(*kvDown >= 0 && *kvUp > *kvDown && *kvUp <= 100):
+			bad(key+"decode_scale_up_kv_rate", "%v %% is not above decode_scale_down_kv_rate (%v %%, 0 or more) and at most 100", *kvUp, *kvDown)
+		}
+	default:
+		bad(key+"optimization_target", "%q is not %s, %s or %s", t, TargetThroughput, TargetLatency, TargetLoad)
+	}
+}
+
+// loadThresholds are a target's: a prefill engine's load scales its pool
+// up at up or more, down when every engine's is below down (at most
+// down when downAtMost); a decode engine's up above kvUp (at kvUp or
+// more when kvUpAt), down below kvDown (at most kvDown when
+// kvDownAtMost).
+type loadThresholds struct {
+	up, down, kvUp, kvDown           float64
+	perContext                       bool // prefill load in context lengths (else tokens)
+	downAtMost, kvUpAt, kvDownAtMost bool
+}
+
+// thresholds returns the dynamo policy's thresholds for p's target.
+func (p PlannerConfig) thresholds() loadThresholds {
+	switch p.OptimizationTarget {
+	case TargetLatency:
+		return loadThresholds{up: 0.1, down: 0, kvUp: 0.4, kvDown: 0.1, perContext: true, downAtMost: true}
+	case TargetLoad:
+		return loadThresholds{up: float64(*p.PrefillScaleUpQueueTokens), down: float64(*p.PrefillScaleDownQueueTokens),
+			kvUp: *p.DecodeScaleUpKVRate / 100, kvDown: *p.DecodeScaleDownKVRate / 100, downAtMost: true, kvUpAt: true, kvDownAtMost: true}
+	}
+	return loadThresholds{up: 1, down: 0.1, kvUp: 1, kvDown: 0.6, perContext: true}
+}
+
+// decide returns the engines a pool of cur engines is to have, its
+// engines' loads those given (the prefill pool's when prefill, else the
+// decode pool's): one more when any reaches the up threshold, one fewer
+// (not below least, nor below 1) when every one is under the down
+// threshold, else cur; an empty pool stays empty (Dynamo returns no
+// decision for no workers).
+func (th loadThresholds) decide(cur int, loads []float64, prefill bool, least int) int {
+	if cur == 0 {
+		return 0
+	}
+	up, down := false, true
+	for _, v := range loads {
+		if prefill {
+			up = up || v >= th.up
+			down = down && (v < th.down || th.downAtMost && v <= th.down)
+		} else {
+			up = up || v > th.kvUp || th.kvUpAt && v >= th.kvUp
+			down = down && (v < th.kvDown || th.kvDownAtMost && v <= th.kvDown)
+		}
+	}
+	switch {
+	case up:
+		return cur + 1
+	case down && cur > 1:
+		return max(cur-1, least)
+	}
+	return cur
+}
+
+// ThresholdsText says the dynamo policy's thresholds (of p with its
+// defaults), for the replay's summary: "prefill queue ≥ 1 × context
+// length up, all < 0.1 × context length down; decode KV demand > 100 %
+// up, all < 60 % down".
+func (p PlannerConfig) ThresholdsText() string {
+	th := p.withDefaults().thresholds()
+	amount := func(v float64) string {
+		if th.perContext {
+			return fmt.Sprintf("%g × context length", v)
+		}
+		return fmt.Sprintf("%g tokens", v)
+	}
+	sign := func(or bool, strict, inclusive string) string {
+		if or {
+			return inclusive
+		}
+		return strict
+	}
+	return fmt.Sprintf("prefill queue ≥ %s up, all %s %s down; decode KV demand %s %g %% up, all %s %g %% down",
+		amount(th.up), sign(th.downAtMost, "<", "≤"), amount(th.down), sign(th.kvUpAt, ">", "≥"), 100*th.kvUp,
+		sign(th.kvDownAtMost, "<", "≤"), 100*th.kvDown)
+}
+
+// prefillLoad is a prefill engine's load: its queued requests' prompt
+// tokens still to compute, over the context length when perContext.
+func (e *engine) prefillLoad(w *worker, perContext bool) float64 {
+	var tokens int64
+	w.waiting.each(func(r *reqState) { tokens += max(r.prompt-r.computed, 0) })
+	if perContext {
+		return float64(tokens) / float64(e.cfg.Scheduler.ContextLength)
+	}
+	return float64(tokens)
+}
+
+// decodeLoad is a decode engine's KV demand: its running and queued
+// requests' tokens over its KV capacity in tokens.
+func (e *engine) decodeLoad(w *worker) float64 {
+	var tokens int64
+	for _, r := range w.running {
+		tokens += r.numTokens()
+	}
+	w.waiting.each(func(r *reqState) { tokens += r.numTokens() })
+	return float64(tokens) / float64(e.kvBlocksOf(w.id)*e.cfg.Scheduler.BlockSize)
+}
+
+// loadAdjust is the dynamo policy's adjustment at now (see the top of
+// this file): the engines each pool is to have, and false when nothing
+// changes (blocked, or no threshold crossed).
+func (e *engine) loadAdjust(now trace.Time) (int, int, bool) {
+	a, p := e.scale, e.scale.plan
+	th := p.cfg.thresholds()
+	adj := PlannerAdjustment{At: now, PrefillLoad: math.NaN(), DecodeLoad: math.NaN(), Skipped: true}
+	defer func() { p.log = append(p.log, adj) }()
+	var cur, next [2]int
+	for i, pl := range a.pools[:2] {
+		ready, starting, _ := a.countIn(pl.lo, pl.hi)
+		if starting > 0 {
+			return 0, 0, false // scaling in progress
+		}
+		cur[i] = ready / pl.k
+	}
+	adj.Skipped = false
+	for i, pl := range a.pools[:2] {
+		loads := p.loads[:0]
+		for s := pl.lo; s < pl.hi; s++ {
+			if a.state[s] != slotReady {
+				continue
+			}
+			if w := e.workers[s]; i == 0 {
+				loads = append(loads, e.prefillLoad(w, th.perContext))
+			} else {
+				loads = append(loads, e.decodeLoad(w))
+			}
+		}
+		p.loads = loads
+		next[i] = th.decide(cur[i], loads, i == 0, p.cfg.MinEndpoint)
+		most := math.NaN()
+		if len(loads) > 0 {
+			most = slices.Max(loads)
+		}
+		if i == 0 {
+			adj.PrefillLoad = most
+		} else {
+			adj.DecodeLoad = most
+		}
+	}
+	np, nd := p.guardBudget(cur, next)
+	adj.Prefill, adj.Decode = np, nd
+	return np, nd, np != cur[0] || nd != cur[1]
+}
+
+// guardBudget fits the proposed engines of both pools (next) in the GPU
+// budget, from cur: within it they stand; beyond it they are scaled down
+// in proportion (budget), and a pool whose result leaves the range from
+// its current engines to its proposal keeps its current ones.
+func (p *planner) guardBudget(cur, next [2]int) (int, int) {
+	gp, gd := p.cfg.engineGPUs(true), p.cfg.engineGPUs(false)
+	if next[0]*gp+next[1]*gd <= p.cfg.MaxGPUBudget {
+		return next[0], next[1]
+	}
+	var fit [2]int
+	fit[0], fit[1] = p.budget(next[0], next[1])
+	for i := range fit {
+		lo, hi := min(cur[i], next[i]), max(cur[i], next[i])
+		if fit[i] < lo || fit[i] > hi {
+			fit[i] = cur[i]
+		}
+	}
+	if fit[0]*gp+fit[1]*gd > p.cfg.MaxGPUBudget {
+		return cur[0], cur[1]
+	}
+	return fit[0], fit[1]
+}
