@@ -217,6 +217,20 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		c.Config = cfg
 	}
 	c.defaultGPUs("autoscale", &cfg.Autoscale, workerGPUs(dep), false)
+	if cfg.Planner.Policy != "" {
+		// The planner of an aggregated fleet: an engine is a server of
+		// its ranks, and its budget counts a worker's GPUs, as
+		// disaggregation.planner's (disaggregationOf).
+		if perServer := cfg.Workers / servers; perServer > 1 {
+			cfg.Planner.ReplicaWorkers = perServer
+		}
+		if _, given := c.given["planner.gpus_per_worker"]; !given {
+			cfg.Planner.GPUsPerWorker = workerGPUs(dep)
+		}
+		if _, given := c.given["planner.prefill_gpus_per_worker"]; !given {
+			cfg.Planner.PrefillGPUsPerWorker = cfg.Planner.GPUsPerWorker // one pool
+		}
+	}
 	c.Config = cfg
 	var pre *PoolSetup
 	pdep := dep // the prefill pool's deployment

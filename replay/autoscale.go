@@ -896,28 +896,26 @@ func (a *autoscaler) newest(p *pool, s slotState) int {
 	return best
 }
 
-// planAdjust is the planner's adjustment at now: both pools set to the
-// workers it asks for (none when it skips the interval), and its next
-// adjustment queued while requests remain.
+// planAdjust is the planner's adjustment at now: both pools (or an
+// aggregated fleet's one) set to the workers it asks for (none when it
+// skips the interval), and its next adjustment queued while requests
+// remain.
 func (e *engine) planAdjust(now trace.Time) {
 	e.promote(now)
 	a := e.scale
-	prefill, decode := a.pools[0], a.pools[1]
-	var np, nd int
+	var targets [2]int // each pool's engines: an aggregated fleet's, or the prefill and the decode pool's
 	var ok bool
 	if a.plan.cfg.Policy == PlannerDynamoLoad {
-		np, nd, ok = e.loadAdjust(now)
+		targets[0], targets[1], ok = e.loadAdjust(now)
 	} else {
+		decode := a.pools[1]
 		ready, _, _ := a.countIn(decode.lo, decode.hi)
-		np, nd, ok = a.plan.adjust(now, ready)
+		targets[0], targets[1], ok = a.plan.adjust(now, ready)
 	}
 	if ok {
-		for _, c := range []struct {
-			p *pool
-			n int
-		}{{prefill, np}, {decode, nd}} {
-			r, s, _ := a.countIn(c.p.lo, c.p.hi)
-			e.resize(now, c.p, (r+s)/c.p.k, min(c.n, c.p.cfg.MaxReplicas), false)
+		for i, p := range a.pools {
+			r, s, _ := a.countIn(p.lo, p.hi)
+			e.resize(now, p, (r+s)/p.k, min(targets[i], p.cfg.MaxReplicas), false)
 		}
 		e.promote(now)
 		e.view.setReady(a)

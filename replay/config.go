@@ -25,6 +25,10 @@ type Config struct {
 	// Autoscale sizes the fleet by a metric, as Kubernetes' HPA does
 	// (autoscale.go); off unless its metric is set.
 	Autoscale AutoscaleConfig `yaml:"autoscale,omitempty"`
+	// Planner sizes an aggregated fleet as Dynamo's planner does
+	// (plannerload.go: policy dynamo alone); a disaggregated fleet's is
+	// Disaggregation.Planner.
+	Planner PlannerConfig `yaml:"planner,omitempty"`
 	// Disaggregation splits the workers into prefill and decode pools
 	// (disagg.go); off unless its prefill_workers is set.
 	Disaggregation DisaggregationConfig `yaml:"disaggregation,omitempty"`
@@ -197,6 +201,7 @@ func (c Config) Effective(kvBlocks int64) Config {
 		d.DecodeRouter = DecodeDynamo // Dynamo routes both pools
 	}
 	c.Autoscale = c.Autoscale.withDefaults(c.Workers)
+	c.Planner = c.Planner.withDefaults()
 	c.Disaggregation = c.Disaggregation.withDefaults(c.Workers)
 	if spec, ok := schedulerFor(s.Engine); ok {
 		s.Engine = spec.name
@@ -245,8 +250,8 @@ func (c Config) Validate() error {
 	if c.Router == RouterRecorded {
 		// The placement is the trace's: no fleet that changes under
 		// it, no decode router that places the decode halves.
-		if c.Autoscale.on() {
-			bad("router", "recorded places requests as the trace did: not with autoscale")
+		if c.Autoscale.on() || c.Planner.on() {
+			bad("router", "recorded places requests as the trace did: not with autoscale or planner")
 		}
 		if d := c.Disaggregation; d.on() && d.scaled() {
 			bad("router", "recorded places requests as the trace did: not with pools that an autoscaler or the planner sizes")
@@ -256,6 +261,7 @@ func (c Config) Validate() error {
 		}
 	}
 	c.Autoscale.validate(c.Workers, bad)
+	c.validatePlanner(bad)
 	c.Disaggregation.validate(c, bad)
 	s := c.Scheduler
 	if s.MaxNumBatchedTokens < 0 {

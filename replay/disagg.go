@@ -319,7 +319,7 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 			bad(key+".min_replicas", "scale to zero of a pool is not modelled yet (min_replicas 1 or more, no idle_replicas)")
 		}
 	}
-	d.Planner.validate(bad)
+	d.Planner.validate("disaggregation.planner.", false, bad)
 	if p := d.Planner.withDefaults(); p.on() {
 		if start := d.PrefillWorkers*p.PrefillGPUsPerWorker + d.decodeWorkers(c.Workers)*p.GPUsPerWorker; start > p.MaxGPUBudget {
 			bad("disaggregation.planner.max_gpu_budget", "%d GPUs, fewer than the %d workers at the start take", p.MaxGPUBudget, start)

@@ -159,6 +159,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if a := cfg.Autoscale; a.on() {
 		slots = max(slots, a.mostWorkers())
 	}
+	if p := cfg.Planner; p.on() {
+		slots = max(slots, p.poolAgg().mostWorkers())
+	}
 	// With disaggregation, the prefill pool's slots, then the decode
 	// pool's.
 	prefillSlots, decodeSlots := cfg.Disaggregation.slots(cfg.Workers)
@@ -270,6 +273,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	switch d := cfg.Disaggregation; {
 	case cfg.Autoscale.on():
 		e.scale = newAutoscaler(slots, 0, []poolSpec{{cfg: cfg.Autoscale, hi: slots, workers: cfg.Workers}})
+	case cfg.Planner.on():
+		e.scale = newAutoscaler(slots, 0, []poolSpec{{cfg: cfg.Planner.poolAgg(), hi: slots, workers: cfg.Workers, planned: true}})
+		e.scale.plan = newPlanner(cfg.Planner, cost, cost, 0, 0, 0)
 	case d.Planner.on():
 		if d.Planner.Policy == PlannerDynamoLoad && d.Planner.thresholds().perContext && cfg.Scheduler.ContextLength <= 0 {
 			// Dynamo's decision is then insufficient_data, every time.

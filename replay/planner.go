@@ -201,18 +201,23 @@ func (p PlannerConfig) commonDefaults() PlannerConfig {
 	return p
 }
 
-func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
+// validate reports what p cannot be under key ("disaggregation.planner.",
+// or "planner." for an aggregated fleet: agg).
+func (p PlannerConfig) validate(key string, agg bool, bad func(field, format string, args ...any)) {
 	if !p.on() {
 		return
 	}
 	p = p.withDefaults()
-	const key = "disaggregation.planner."
 	switch p.Policy {
 	case PlannerDynamoLoad:
-		p.validateLoad(bad)
-		p.validateCommon(bad)
+		p.validateLoad(key, agg, bad)
+		p.validateCommon(key, agg, bad)
 		return
 	case PlannerDynamoSLA:
+		if agg {
+			bad(key+"policy", "%s on an aggregated fleet: not modelled yet (Dynamo's SLA planner sizes the pools of a disaggregated fleet here: disaggregation.planner; policy %s scales an aggregated one)", PlannerDynamoSLA, PlannerDynamoLoad)
+			return
+		}
 		if p.OptimizationTarget != "" || p.PrefillScaleUpQueueTokens != nil || p.PrefillScaleDownQueueTokens != nil ||
 			p.DecodeScaleUpKVRate != nil || p.DecodeScaleDownKVRate != nil {
 			bad(key+"optimization_target", "the load-based scaling's settings need policy %s (%s is the SLA planner)", PlannerDynamoLoad, PlannerDynamoSLA)
@@ -242,14 +247,13 @@ func (p PlannerConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	seconds("ttft_s", p.TTFTSec, 3600)
 	seconds("itl_s", p.ITLSec, 3600)
-	p.validateCommon(bad)
+	p.validateCommon(key, agg, bad)
 }
 
 // validateCommon reports what neither policy takes in p (with its
-// defaults): the interval, the pools' least workers, GPUs and budget,
-// the start-up.
-func (p PlannerConfig) validateCommon(bad func(field, format string, args ...any)) {
-	const key = "disaggregation.planner."
+// defaults) under key: the interval, the pools' least workers, GPUs and
+// budget, the start-up; of an aggregated fleet's one pool (agg).
+func (p PlannerConfig) validateCommon(key string, agg bool, bad func(field, format string, args ...any)) {
 	if v := p.AdjustmentIntervalSec; !(v > 0) || v > 86400 {
 		bad(key+"adjustment_interval_s", "%v is not a number of seconds in (0, %g]", v, 86400.0)
 	}
@@ -259,13 +263,20 @@ func (p PlannerConfig) validateCommon(bad func(field, format string, args ...any
 	if p.GPUsPerWorker < 1 {
 		bad(key+"gpus_per_worker", "%d is not a number of GPUs", p.GPUsPerWorker)
 	}
-	if p.PrefillGPUsPerWorker < 1 {
+	switch {
+	case agg && p.PrefillGPUsPerWorker != p.GPUsPerWorker:
+		bad(key+"prefill_gpus_per_worker", "an aggregated fleet has one pool, of gpus_per_worker GPUs a worker")
+	case p.PrefillGPUsPerWorker < 1:
 		bad(key+"prefill_gpus_per_worker", "%d is not a number of GPUs", p.PrefillGPUsPerWorker)
 	}
 	// Dynamo's negative budget (none) would leave the fleet unbounded;
 	// a replay's slots need a bound.
-	if least := p.MinEndpoint * (p.engineGPUs(true) + p.engineGPUs(false)); p.MaxGPUBudget < least || p.MaxGPUBudget > 4096 {
-		bad(key+"max_gpu_budget", "%d GPUs: want room for min_endpoint workers of each pool (%d GPUs) and at most 4096", p.MaxGPUBudget, least)
+	least, pools := p.MinEndpoint*(p.engineGPUs(true)+p.engineGPUs(false)), "of each pool"
+	if agg {
+		least, pools = p.MinEndpoint*p.engineGPUs(false), "of the fleet"
+	}
+	if p.MaxGPUBudget < least || p.MaxGPUBudget > 4096 {
+		bad(key+"max_gpu_budget", "%d GPUs: want room for min_endpoint workers %s (%d GPUs) and at most 4096", p.MaxGPUBudget, pools, least)
 	}
 	validateStartup(key, p.ContainerStartSec, p.WeightsGB, p.StorageGBps, bad)
 }

@@ -11,7 +11,8 @@ import (
 
 // Dynamo's load-based scaling (PlannerConfig.Policy "dynamo"): the planner
 // of its optimization targets throughput (its default), latency and load,
-// which scale each pool of a disaggregated fleet by one engine at a time
+// which scale each pool of a disaggregated fleet (or an aggregated fleet,
+// below) by one engine at a time
 // on thresholds, without a profile or SLA targets (components/src/dynamo/
 // planner: config/planner_config.py, which turns load scaling on and
 // throughput scaling off for every target but sla; core/load_scaling.py,
@@ -23,7 +24,9 @@ import (
 //     is still starting (Dynamo's scaling-in-progress check, the
 //     expected engines not all ready, blocks both pools);
 //   - each ready engine reports its load, as its latest forward-pass
-//     metrics give it (a rank of a data-parallel server is an engine): a
+//     metrics give it (a rank of a data-parallel server is an engine; the
+//     replay's latest built step, as an HPA sees it: a worker
+//     fast-forwarded past the adjustment shows the end of its window): a
 //     prefill engine its queued requests' prompt tokens still to
 //     compute, over the model's context length (throughput, latency) or
 //     as they are (load); a decode engine its KV demand, the tokens of
@@ -44,10 +47,15 @@ import (
 //	latency     ≥ 0.1        all ≤ 0        any > 0.4    all < 0.1
 //	load        ≥ up tokens  all ≤ down     any ≥ up %   all ≤ down %
 //
+// An aggregated fleet (Config.Planner) is one pool whose engines report
+// their KV demand with their queued requests' tokens still to compute
+// (Dynamo's _agg_easy_decision: queued prefill tokens added to the decode
+// KV tokens), scaled on the decode thresholds; its budget holds a
+// proposal beyond it at the engines the budget allows.
+//
 // Not modelled: the cancellation of a starting worker on a scale-down
 // signal and the wait for that signal to last an interval (Dynamo's
-// newest versions), the minimum GPU budget, and aggregated fleets (the
-// fleet's own autoscale section serves those).
+// newest versions), and the minimum GPU budget.
 
 // Optimization targets of the dynamo policy (PlannerConfig.
 // OptimizationTarget).
@@ -59,8 +67,7 @@ const (
 
 // validateLoad reports what the dynamo policy cannot take in p (its
 // defaults set no SLA setting, so any is the file's).
-func (p PlannerConfig) validateLoad(bad func(field, format string, args ...any)) {
-	const key = "disaggregation.planner."
+func (p PlannerConfig) validateLoad(key string, agg bool, bad func(field, format string, args ...any)) {
 	for _, f := range []struct {
 		name  string
 		given bool
@@ -79,6 +86,18 @@ func (p PlannerConfig) validateLoad(bad func(field, format string, args ...any))
 		}
 	case TargetLoad:
 		up, down, kvUp, kvDown := p.PrefillScaleUpQueueTokens, p.PrefillScaleDownQueueTokens, p.DecodeScaleUpKVRate, p.DecodeScaleDownKVRate
+		if agg {
+			// Dynamo's aggregated mode decides on the KV demand alone.
+			switch {
+			case up != nil || down != nil:
+				bad(key+"prefill_scale_up_queue_tokens", "an aggregated fleet scales on its engines' KV demand alone (decode_scale_up_kv_rate, decode_scale_down_kv_rate)")
+			case kvUp == nil || kvDown == nil:
+				bad(key+"optimization_target", "load needs decode_scale_up_kv_rate and decode_scale_down_kv_rate")
+			case !(*kvDown >= 0 && *kvUp > *kvDown && *kvUp <= 100):
+				bad(key+"decode_scale_up_kv_rate", "%v %% is not above decode_scale_down_kv_rate (%v %%, 0 or more) and at most 100", *kvUp, *kvDown)
+			}
+			return
+		}
 		switch {
 		case up == nil || down == nil || kvUp == nil || kvDown == nil:
 			bad(key+"optimization_target", "load needs prefill_scale_up_queue_tokens, prefill_scale_down_queue_tokens, decode_scale_up_kv_rate and decode_scale_down_kv_rate")
@@ -90,6 +109,37 @@ func (p PlannerConfig) validateLoad(bad func(field, format string, args ...any))
 	default:
 		bad(key+"optimization_target", "%q is not %s, %s or %s", t, TargetThroughput, TargetLatency, TargetLoad)
 	}
+}
+
+// validatePlanner reports what c's planner of an aggregated fleet
+// (Config.Planner) cannot be: its own settings, and the fleet it sizes.
+func (c Config) validatePlanner(bad func(field, format string, args ...any)) {
+	p := c.Planner.withDefaults()
+	if !p.on() {
+		return
+	}
+	p.validate("planner.", true, bad)
+	switch {
+	case c.Disaggregation.on():
+		bad("planner", "sizes an aggregated fleet: with disaggregation, disaggregation.planner sizes the pools")
+	case c.Autoscale.on():
+		bad("planner", "sizes the fleet: not with autoscale")
+	case c.Workers%p.replicaWorkers() != 0:
+		bad("planner", "the fleet's workers (%d) are not whole engines of %d workers each", c.Workers, p.replicaWorkers())
+	case c.Workers*p.GPUsPerWorker > p.MaxGPUBudget:
+		bad("planner.max_gpu_budget", "%d GPUs, fewer than the %d workers at the start take", p.MaxGPUBudget, c.Workers)
+	}
+}
+
+// mostAgg is the most engines of an aggregated fleet the budget allows.
+func (p PlannerConfig) mostAgg() int { return p.MaxGPUBudget / p.engineGPUs(false) }
+
+// poolAgg is the AutoscaleConfig that stands for the planner in the
+// autoscaler's one pool of an aggregated fleet.
+func (p PlannerConfig) poolAgg() AutoscaleConfig {
+	a := p.pool(false)
+	a.MaxReplicas = p.mostAgg()
+	return a
 }
 
 // loadThresholds are a target's: a prefill engine's load scales its pool
@@ -109,7 +159,14 @@ func (p PlannerConfig) thresholds() loadThresholds {
 	case TargetLatency:
 		return loadThresholds{up: 0.1, down: 0, kvUp: 0.4, kvDown: 0.1, perContext: true, downAtMost: true}
 	case TargetLoad:
-		return loadThresholds{up: float64(*p.PrefillScaleUpQueueTokens), down: float64(*p.PrefillScaleDownQueueTokens),
+		// An aggregated fleet's has no prefill thresholds.
+		value := func(v *int64) float64 {
+			if v == nil {
+				return math.NaN()
+			}
+			return float64(*v)
+		}
+		return loadThresholds{up: value(p.PrefillScaleUpQueueTokens), down: value(p.PrefillScaleDownQueueTokens),
 			kvUp: *p.DecodeScaleUpKVRate / 100, kvDown: *p.DecodeScaleDownKVRate / 100, downAtMost: true, kvUpAt: true, kvDownAtMost: true}
 	}
 	return loadThresholds{up: 1, down: 0.1, kvUp: 1, kvDown: 0.6, perContext: true}
@@ -145,60 +202,88 @@ func (th loadThresholds) decide(cur int, loads []float64, prefill bool, least in
 }
 
 // ThresholdsText says the dynamo policy's thresholds (of p with its
-// defaults), for the replay's summary: "prefill queue ≥ 1 × context
+// defaults; of an aggregated fleet's planner when agg), for the replay's
+// summary: "prefill queue ≥ 1 × context
 // length up, all < 0.1 × context length down; decode KV demand > 100 %
 // up, all < 60 % down".
-func (p PlannerConfig) ThresholdsText() string {
+func (p PlannerConfig) ThresholdsText(agg bool) string {
 	th := p.withDefaults().thresholds()
+	if agg {
+		// "KV demand with queued prompts > 100 % up, all < 60 % down"
+		return fmt.Sprintf("KV demand with queued prompts %s %g %% up, all %s %g %% down",
+			sign(th.kvUpAt, ">", "≥"), 100*th.kvUp, sign(th.kvDownAtMost, "<", "≤"), 100*th.kvDown)
+	}
 	amount := func(v float64) string {
 		if th.perContext {
 			return fmt.Sprintf("%g × context length", v)
 		}
 		return fmt.Sprintf("%g tokens", v)
 	}
-	sign := func(or bool, strict, inclusive string) string {
-		if or {
-			return inclusive
-		}
-		return strict
-	}
 	return fmt.Sprintf("prefill queue ≥ %s up, all %s %s down; decode KV demand %s %g %% up, all %s %g %% down",
 		amount(th.up), sign(th.downAtMost, "<", "≤"), amount(th.down), sign(th.kvUpAt, ">", "≥"), 100*th.kvUp,
 		sign(th.kvDownAtMost, "<", "≤"), 100*th.kvDown)
 }
 
-// prefillLoad is a prefill engine's load: its queued requests' prompt
-// tokens still to compute, over the context length when perContext.
+// sign returns inclusive when or, else strict: a threshold's comparison.
+func sign(or bool, strict, inclusive string) string {
+	if or {
+		return inclusive
+	}
+	return strict
+}
+
+// prefillLoad is a prefill engine's load: its queued requests' tokens
+// still to compute (a prompt's, or a preempted request's), over the
+// context length when perContext.
 func (e *engine) prefillLoad(w *worker, perContext bool) float64 {
 	var tokens int64
-	w.waiting.each(func(r *reqState) { tokens += max(r.prompt-r.computed, 0) })
+	w.waiting.each(func(r *reqState) { tokens += max(r.numTokens()-r.computed, 0) })
 	if perContext {
 		return float64(tokens) / float64(e.cfg.Scheduler.ContextLength)
 	}
 	return float64(tokens)
 }
 
-// decodeLoad is a decode engine's KV demand: its running and queued
-// requests' tokens over its KV capacity in tokens.
+// aggLoad is an aggregated engine's load: its running requests' KV
+// tokens (computed, or being computed in the step in flight) and its
+// queued requests' tokens still to compute (Dynamo's aggregated
+// mode adds queued_requests.sum_prefill_tokens to the decode KV tokens;
+// a queued request, new or preempted, is all prefill), over its KV
+// capacity in tokens.
+func (e *engine) aggLoad(w *worker) float64 {
+	var tokens int64
+	for _, r := range w.running {
+		tokens += r.computed
+	}
+	w.waiting.each(func(r *reqState) { tokens += max(r.numTokens()-r.computed, 0) })
+	return float64(tokens) / float64(e.kvBlocksOf(w.id)*e.cfg.Scheduler.BlockSize)
+}
+
+// decodeLoad is a decode engine's KV demand: its running requests' KV
+// tokens (computed, or being computed in the step in flight) and its
+// queued requests' tokens (their prompts' KV, sent or on its way), over
+// its KV capacity in tokens.
 func (e *engine) decodeLoad(w *worker) float64 {
 	var tokens int64
 	for _, r := range w.running {
-		tokens += r.numTokens()
+		tokens += r.computed
 	}
 	w.waiting.each(func(r *reqState) { tokens += r.numTokens() })
 	return float64(tokens) / float64(e.kvBlocksOf(w.id)*e.cfg.Scheduler.BlockSize)
 }
 
 // loadAdjust is the dynamo policy's adjustment at now (see the top of
-// this file): the engines each pool is to have, and false when nothing
-// changes (blocked, or no threshold crossed).
+// this file): the engines each pool is to have (an aggregated fleet's in
+// the first), and false when nothing changes (blocked, or no threshold
+// crossed).
 func (e *engine) loadAdjust(now trace.Time) (int, int, bool) {
 	a, p := e.scale, e.scale.plan
 	th := p.cfg.thresholds()
+	agg := len(a.pools) == 1
 	adj := PlannerAdjustment{At: now, PrefillLoad: math.NaN(), DecodeLoad: math.NaN(), Skipped: true}
 	defer func() { p.log = append(p.log, adj) }()
 	var cur, next [2]int
-	for i, pl := range a.pools[:2] {
+	for i, pl := range a.pools {
 		ready, starting, _ := a.countIn(pl.lo, pl.hi)
 		if starting > 0 {
 			return 0, 0, false // scaling in progress
@@ -206,33 +291,55 @@ func (e *engine) loadAdjust(now trace.Time) (int, int, bool) {
 		cur[i] = ready / pl.k
 	}
 	adj.Skipped = false
-	for i, pl := range a.pools[:2] {
+	for i, pl := range a.pools {
+		prefill := i == 0 && !agg
 		loads := p.loads[:0]
 		for s := pl.lo; s < pl.hi; s++ {
 			if a.state[s] != slotReady {
 				continue
 			}
-			if w := e.workers[s]; i == 0 {
+			switch w := e.workers[s]; {
+			case prefill:
 				loads = append(loads, e.prefillLoad(w, th.perContext))
-			} else {
+			case agg:
+				loads = append(loads, e.aggLoad(w))
+			default:
 				loads = append(loads, e.decodeLoad(w))
 			}
 		}
 		p.loads = loads
-		next[i] = th.decide(cur[i], loads, i == 0, p.cfg.MinEndpoint)
+		next[i] = th.decide(cur[i], loads, prefill, p.cfg.MinEndpoint)
 		most := math.NaN()
 		if len(loads) > 0 {
 			most = slices.Max(loads)
 		}
-		if i == 0 {
+		if prefill {
 			adj.PrefillLoad = most
 		} else {
 			adj.DecodeLoad = most
 		}
 	}
+	if agg {
+		// The fleet's engines and load are logged as the decode
+		// pool's: Dynamo's aggregated mode makes the decode decision.
+		n := p.guardBudgetAgg(cur[0], next[0])
+		adj.Decode = n
+		return n, 0, n != cur[0]
+	}
 	np, nd := p.guardBudget(cur, next)
 	adj.Prefill, adj.Decode = np, nd
 	return np, nd, np != cur[0] || nd != cur[1]
+}
+
+// guardBudgetAgg is guardBudget for an aggregated fleet of cur engines
+// proposed next: within the budget it stands, beyond it the budget's
+// engines, held at cur where that is not between the two.
+func (p *planner) guardBudgetAgg(cur, next int) int {
+	fit := min(next, p.cfg.mostAgg())
+	if fit < min(cur, next) {
+		return cur
+	}
+	return fit
 }
 
 // guardBudget fits the proposed engines of both pools (next) in the GPU

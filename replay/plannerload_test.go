@@ -221,6 +221,23 @@ func TestPlannerDynamoLoadConfig(t *testing.T) {
 		{"unknown target", PlannerConfig{Policy: PlannerDynamoLoad, OptimizationTarget: "power"}, `"power" is not throughput, latency or load`},
 		{"unknown policy", PlannerConfig{Policy: "hpa"}, `"hpa" is not dynamo_sla or dynamo`},
 	} {
+		// Each on a disaggregated fleet's pools, then on an
+		// aggregated fleet (but the load target's prefill thresholds).
+		if tc.p.PrefillScaleUpQueueTokens == nil && tc.p.OptimizationTarget != TargetLoad {
+			agg := Config{Workers: 2, Planner: tc.p}
+			agg.Scheduler.ContextLength = 4096
+			_, err := RunInputs(agg, linearCost{Base: 10 * ms}, 400, Requests([]*trace.Request{req("a", 0, 100, 2)}), func(*trace.Request) error { return nil }, Options{})
+			want := strings.ReplaceAll(tc.want, "disaggregation.planner.", "planner.")
+			if tc.name == "target of the SLA planner" {
+				want = "dynamo_sla on an aggregated fleet: not modelled yet"
+			}
+			switch {
+			case want == "" && err != nil:
+				t.Errorf("aggregated, %s: %v", tc.name, err)
+			case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Errorf("aggregated, %s: %v, want %q", tc.name, err, want)
+			}
+		}
 		cfg := loadPD(TargetThroughput)
 		cfg.Disaggregation.Planner = tc.p
 		_, err := RunInputs(cfg, linearCost{Base: 10 * ms}, 400, Requests([]*trace.Request{req("a", 0, 100, 2)}), func(*trace.Request) error { return nil }, Options{})
@@ -231,6 +248,31 @@ func TestPlannerDynamoLoadConfig(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
+	// An aggregated fleet's planner: the load target's KV rates alone,
+	// one pool, alone in sizing the fleet, within its budget.
+	kv := func(v float64) *float64 { return &v }
+	tokens := int64(100)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"load", Config{Workers: 2, Planner: PlannerConfig{Policy: PlannerDynamoLoad, OptimizationTarget: TargetLoad, DecodeScaleUpKVRate: kv(90), DecodeScaleDownKVRate: kv(50)}}, ""},
+		{"prefill thresholds", Config{Workers: 2, Planner: PlannerConfig{Policy: PlannerDynamoLoad, OptimizationTarget: TargetLoad, PrefillScaleUpQueueTokens: &tokens, DecodeScaleUpKVRate: kv(90), DecodeScaleDownKVRate: kv(50)}},
+			"planner.prefill_scale_up_queue_tokens: an aggregated fleet scales on its engines' KV demand alone"},
+		{"prefill GPUs", Config{Workers: 2, Planner: PlannerConfig{Policy: PlannerDynamoLoad, PrefillGPUsPerWorker: 2}}, "planner.prefill_gpus_per_worker: an aggregated fleet has one pool"},
+		{"with autoscale", Config{Workers: 2, Planner: PlannerConfig{Policy: PlannerDynamoLoad}, Autoscale: AutoscaleConfig{Metric: MetricQueueDepth, Target: 2}}, "planner: sizes the fleet: not with autoscale"},
+		{"with disaggregation", Config{Workers: 2, Planner: PlannerConfig{Policy: PlannerDynamoLoad}, Disaggregation: pdConfig(1)}, "with disaggregation, disaggregation.planner sizes the pools"},
+		{"budget", Config{Workers: 9, Planner: PlannerConfig{Policy: PlannerDynamoLoad}}, "planner.max_gpu_budget: 8 GPUs, fewer than the 9 workers at the start take"},
+	} {
+		_, err := RunInputs(tc.cfg, linearCost{Base: 10 * ms}, 400, Requests([]*trace.Request{req("a", 0, 100, 2)}), func(*trace.Request) error { return nil }, Options{})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("aggregated, %s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("aggregated, %s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
 	// Throughput and latency weigh a prefill queue in context lengths.
 	cfg := loadPD(TargetThroughput)
 	cfg.Scheduler.ContextLength = 0
@@ -238,4 +280,84 @@ func TestPlannerDynamoLoadConfig(t *testing.T) {
 		!strings.Contains(err.Error(), "the scheduler's context_length is not set") {
 		t.Errorf("no context length: %v", err)
 	}
+}
+
+// An aggregated fleet under the dynamo policy (Config.Planner), its first
+// adjustment by hand: 60 prompts of 1,000 tokens at once on one worker
+// (400 blocks of 16 tokens), a request at a time, 220.2 ms each (its
+// prefill, 210 ms, and a decode step of 10.2 ms for its second token): at
+// 5 s, 22 done, the 23rd in its prefill (4.8444–5.0544 s), 37 queued
+// (37,000 tokens still to compute). The worker shows its latest built
+// step, as it does to the HPA: fast-forward built the 23rd's decode step
+// (at 5.0544 s, 1,001 tokens of KV) when its prefill's was built, nothing
+// else able to reach the worker before it. So 38,001 of 6,400 tokens,
+// 5.93765625, above 100 %: the fleet asks for a second engine; at 10 s it
+// is still starting. Under load and after it the fleet grows and shrinks
+// back to one.
+func TestPlannerDynamoLoadAggregated(t *testing.T) {
+	t.Parallel()
+	agg := func() Config {
+		cfg := Config{Workers: 1, Router: RouterLeastRequests,
+			Planner: PlannerConfig{Policy: PlannerDynamoLoad, MaxGPUBudget: 20, ContainerStartSec: 7}}
+		cfg.Scheduler.MaxNumSeqs = 1
+		return cfg
+	}
+	var reqs []*trace.Request
+	for i := range 60 {
+		reqs = append(reqs, req(fmt.Sprintf("r%d", i), 0, 1000, 2))
+	}
+	_, st := checkedAgg(t, agg(), reqs)
+	if len(st.Planner) < 2 {
+		t.Fatalf("%d adjustments", len(st.Planner))
+	}
+	first, second := st.Planner[0], st.Planner[1]
+	if first.At != trace.Time(5*time.Second) || first.Skipped || first.DecodeLoad != 5.93765625 || first.Decode != 2 || !math.IsNaN(first.PrefillLoad) {
+		t.Errorf("first adjustment %+v; want at 5 s, load 5.93765625 → 2 engines", first)
+	}
+	if !second.Skipped {
+		t.Errorf("second adjustment %+v; want skipped (a worker starting)", second)
+	}
+
+	reqs = nil
+	for i := range 160 { // 4 a second, 720 ms each
+		reqs = append(reqs, req(fmt.Sprintf("h%d", i), time.Duration(i)*250*ms+50*ms, 1000, 50))
+	}
+	for i := range 80 {
+		reqs = append(reqs, req(fmt.Sprintf("l%d", i), 40*time.Second+time.Duration(i)*time.Second+250*ms, 1000, 50))
+	}
+	_, st = checkedAgg(t, agg(), reqs)
+	most, last := 1, 1
+	for _, a := range st.Planner {
+		if !a.Skipped {
+			most, last = max(most, a.Decode), a.Decode
+		}
+	}
+	if st.Completed != len(reqs) || most < 3 || last != 1 {
+		t.Errorf("%d of %d completed, engines at most %d and at the last adjustment %d; want the fleet grown and back to one", st.Completed, len(reqs), most, last)
+	}
+}
+
+// checkedAgg replays reqs on cfg's fleet (10 ms + 0.2 ms a token, 400
+// blocks a worker), every step on a ready worker.
+func checkedAgg(t *testing.T, cfg Config, reqs []*trace.Request) ([]*trace.Request, Stats) {
+	t.Helper()
+	var eng *engine
+	var all []*trace.Request
+	var bad []string
+	st, err := RunInputs(cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, Requests(reqs), func(r *trace.Request) error {
+		all = append(all, r)
+		return nil
+	}, Options{test: testSwitches{routed: func(e *engine, _ *Routed, _ int) { eng = e }}, Observe: func(s *Step) error {
+		if eng != nil && eng.scale.state[s.Worker] != slotReady && eng.scale.state[s.Worker] != slotDraining && len(bad) < 5 {
+			bad = append(bad, fmt.Sprintf("slot %d stepped at %v in state %d", s.Worker, s.Start, eng.scale.state[s.Worker]))
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bad {
+		t.Error(b)
+	}
+	return all, st
 }

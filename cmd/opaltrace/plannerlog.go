@@ -22,14 +22,16 @@ import (
 // skipped (a pool still scaling), and the largest load of an engine of
 // each pool (prefill: queued prompt tokens, in context lengths but for
 // optimization_target load; decode: KV demand over capacity); the SLA
-// planner's columns are empty, and its rows leave these two empty.
+// planner's columns are empty, and its rows leave these two empty. An
+// aggregated fleet's planner (agg) logs its engines and load in the
+// decode columns (Dynamo's aggregated mode makes the decode decision).
 var plannerLogHeader = []string{"at_s", "requests", "ttft_s", "itl_s", "duration_s", "isl", "osl",
 	"prefill_factor", "decode_factor", "next_requests", "next_isl", "next_osl", "profile_prefill_s", "profile_decode_tokens_per_s",
 	"prefill_workers", "decode_workers", "skipped", "prefill_load", "decode_load"}
 
 // writePlannerLog writes the planner's adjustments to path as CSV, every
 // number to full precision; a value the interval did not give is empty.
-func writePlannerLog(path, policy string, log []replay.PlannerAdjustment) error {
+func writePlannerLog(path, policy string, agg bool, log []replay.PlannerAdjustment) error {
 	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
@@ -52,6 +54,9 @@ func writePlannerLog(path, policy string, log []replay.PlannerAdjustment) error 
 			row[1], row[7], row[8] = "", "", ""
 			if !a.Skipped {
 				row[14], row[15] = strconv.Itoa(a.Prefill), strconv.Itoa(a.Decode)
+				if agg {
+					row[14] = "" // one pool: the decode columns'
+				}
 			}
 			if err := w.Write(row); err != nil {
 				return err

@@ -117,7 +117,7 @@ func TestReplayPlannedPools(t *testing.T) {
 			t.Errorf("kalman: %d of %d adjustments predict other than the last interval; want all but the first", differ, len(rows)-1)
 		}
 	}
-	if _, _, err := opaltrace(t, "replay", "-o", filepath.Join(dir, "x.parquet"), "--planner-log", log, sample); err == nil || !strings.Contains(err.Error(), "--planner-log: the cluster has no disaggregation.planner") {
+	if _, _, err := opaltrace(t, "replay", "-o", filepath.Join(dir, "x.parquet"), "--planner-log", log, sample); err == nil || !strings.Contains(err.Error(), "--planner-log: the cluster has no planner (disaggregation.planner, or planner for an aggregated fleet)") {
 		t.Errorf("--planner-log without a planner: %v", err)
 	}
 	for _, re := range []string{
@@ -361,6 +361,53 @@ func TestReplayPlannerDynamoLoad(t *testing.T) {
 		if strconv.Itoa(skipped) != m[2] || skipped == 0 || grew == 0 {
 			t.Errorf("%s: %d skipped rows (stderr %s), the prefill pool grew %d times; want some of each", name, skipped, m[2], grew)
 		}
+	}
+}
+
+// Dynamo's load-based scaling of an aggregated fleet (the top-level
+// planner section): stderr says its thresholds, adjustments and
+// GPU-hours; --planner-log logs the fleet's engines and load in the
+// decode columns; with disaggregation the section is refused.
+func TestReplayPlannerAggregated(t *testing.T) {
+	dir := t.TempDir()
+	sample := "../../samples/mooncake/conversation_trace_first10min.jsonl"
+	log := filepath.Join(dir, "planner.csv")
+	cfg := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfg, []byte("workers: 2\nplanner:\n  policy: dynamo\n  optimization_target: latency\n  max_gpu_budget: 16\n  container_start_s: 30\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "sim.parquet"), "--planner-log", log, sample)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	m := regexp.MustCompile(`scaled by Dynamo's planner on load \(optimization_target latency: KV demand with queued prompts > 40 % up, all < 10 % down; every 5 s, 16 GPUs\): ([0-9]+) adjustments, ([0-9]+) skipped \(still scaling\); [0-9.]+ GPU-hours; ready workers per whole second [0-9.]+ to ([0-9.]+), mean`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr lacks the planner's line:\n%s", stderr)
+	}
+	rows := readCSV(t, log)
+	if strconv.Itoa(len(rows)-1) != m[1] {
+		t.Fatalf("--planner-log has %d rows, stderr %s adjustments", len(rows)-1, m[1])
+	}
+	most := 0
+	for i, r := range rows[1:] {
+		if r[16] == "true" {
+			continue
+		}
+		n, err := strconv.Atoi(r[15])
+		if r[14] != "" || r[17] != "" || err != nil || r[18] == "" {
+			t.Fatalf("--planner-log row %d: %v; want the fleet's engines and load in the decode columns", i+1, r)
+		}
+		most = max(most, n)
+	}
+	if hi, _ := strconv.ParseFloat(m[3], 64); most < 3 || hi < 3 {
+		t.Errorf("the fleet asked for %d engines at most, had %v ready; want it grown past its 2", most, hi)
+	}
+	if err := os.WriteFile(cfg, []byte("workers: 2\ndisaggregation:\n  prefill_workers: 1\nplanner:\n  policy: dynamo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := opaltrace(t, "replay", "--config", cfg, "-o", filepath.Join(dir, "x.parquet"), sample); err == nil ||
+		!strings.Contains(err.Error(), "planner: sizes an aggregated fleet: with disaggregation, disaggregation.planner sizes the pools") {
+		t.Errorf("planner with disaggregation: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -412,8 +413,8 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		if len(jobs) > 1 {
 			return nil, fmt.Errorf("--planner-log: the input has %d runs to replay; the planner's adjustments are written for one run at a time (--run)", len(jobs))
 		}
-		if len(jobs) == 1 && jobs[0].setup.Config.Disaggregation.Planner.Policy == "" {
-			return nil, errors.New("--planner-log: the cluster has no disaggregation.planner")
+		if c := jobs[0].setup.Config; len(jobs) == 1 && c.Disaggregation.Planner.Policy == "" && c.Planner.Policy == "" {
+			return nil, errors.New("--planner-log: the cluster has no planner (disaggregation.planner, or planner for an aggregated fleet)")
 		}
 	}
 	f, err := atomicfile.Create(out)
@@ -538,7 +539,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			fmt.Fprintf(stderr, "wrote %s: %s metrics every %v from %s\n", side.metrics, deploy.EngineName(cfg), side.interval(), metrics.Start().UTC().Format(time.RFC3339))
 		}
 		if side.plannerLog != "" {
-			if err := writePlannerLog(side.plannerLog, cfg.Disaggregation.Planner.Policy, st.Planner); err != nil {
+			if err := writePlannerLog(side.plannerLog, cmp.Or(cfg.Disaggregation.Planner.Policy, cfg.Planner.Policy), cfg.Planner.Policy != "", st.Planner); err != nil {
 				return nil, fmt.Errorf("--planner-log: %w", err)
 			}
 			fmt.Fprintf(stderr, "wrote %s: %d planner adjustments\n", side.plannerLog, len(st.Planner))
@@ -785,6 +786,22 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		}
 		return ""
 	}
+	if p := cfg.Planner; p.Policy != "" {
+		skipped := 0
+		for _, a := range st.Planner {
+			if a.Skipped {
+				skipped++
+			}
+		}
+		engines := ""
+		if p.ReplicaWorkers > 1 {
+			engines = fmt.Sprintf(", engines servers of %d workers", p.ReplicaWorkers)
+		}
+		fmt.Fprintf(w, "%s: scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (still scaling); %.3f GPU-hours; ready workers per whole second %s\n",
+			name, p.OptimizationTarget, p.ThresholdsText(true), p.AdjustmentIntervalSec, p.MaxGPUBudget, engines, len(st.Planner), skipped,
+			st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
+		return
+	}
 	if !d.PrefillAutoscale.On() && !d.DecodeAutoscale.On() && d.Planner.Policy == "" {
 		fmt.Fprintf(w, "%s: autoscaled on %s%s: %.3f GPU-hours; ready workers per whole second %s\n",
 			name, cfg.Autoscale.MetricNames(), servers(cfg.Autoscale), st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
@@ -815,7 +832,7 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		}
 		if d.Planner.Policy == replay.PlannerDynamoLoad {
 			fmt.Fprintf(w, "%s: both pools scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (a pool still scaling)\n",
-				name, d.Planner.OptimizationTarget, d.Planner.ThresholdsText(), d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, engines, len(st.Planner), skipped)
+				name, d.Planner.OptimizationTarget, d.Planner.ThresholdsText(false), d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, engines, len(st.Planner), skipped)
 		} else {
 			fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s%s): %d adjustments, %d skipped (nothing completed)\n",
 				name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped)
