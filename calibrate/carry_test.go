@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -18,17 +19,7 @@ func TestCarriedCacheMakesPrefillsHits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev := &ReplayRun{Run: trace.Run{Name: "f#1"}, Deployment: dep, Config: replay.DefaultConfig(), KVBlocks: kv / 16,
-		Inputs: poissonRun(100, 4, 1)}
-	var atOnce replay.Requests
-	for _, r := range poissonRun(100, 4, 1) {
-		r.Arrival = trace.Opt[trace.Time]{}
-		atOnce = append(atOnce, r)
-	}
-	cfg := replay.DefaultConfig()
-	cfg.Workload.Mode, cfg.Workload.Clients = replay.ModeClosed, 100
-	run := &ReplayRun{Run: trace.Run{Name: "f#2"}, Deployment: dep, Config: cfg, KVBlocks: kv / 16, Inputs: atOnce}
-	cm := candidate{CoefMFU: 0.4, CoefBandwidthEff: 0.6, CoefStepOverhead: 3e-4}.costModel()
+	prev, run, cm := sweepPair(dep, kv/16)
 
 	cold, err := simulate(run, cm)
 	if err != nil {
@@ -47,6 +38,24 @@ func TestCarriedCacheMakesPrefillsHits(t *testing.T) {
 		t.Errorf("median TTFT %.4g s carried, %.4g s cold: the carried cache did not serve the prompts", w, c)
 	}
 	t.Logf("median TTFT: cold %.4g s, carried %.4g s", c, w)
+}
+
+// sweepPair returns two runs of a sweep on dep's workers of blocks KV
+// blocks each: 100 prompts sent at 4 a second, then the same prompts all
+// at once, and the coefficients to replay them with. The second is not
+// yet replayed after the first (After).
+func sweepPair(dep *model.Deployment, blocks int64) (prev, run *ReplayRun, cm *CostModel) {
+	prev = &ReplayRun{Run: trace.Run{Name: "f#1"}, Deployment: dep, Config: replay.DefaultConfig(), KVBlocks: blocks,
+		Inputs: poissonRun(100, 4, 1)}
+	var atOnce replay.Requests
+	for _, r := range poissonRun(100, 4, 1) {
+		r.Arrival = trace.Opt[trace.Time]{}
+		atOnce = append(atOnce, r)
+	}
+	cfg := replay.DefaultConfig()
+	cfg.Workload.Mode, cfg.Workload.Clients = replay.ModeClosed, 100
+	run = &ReplayRun{Run: trace.Run{Name: "f#2"}, Deployment: dep, Config: cfg, KVBlocks: blocks, Inputs: atOnce}
+	return prev, run, candidate{CoefMFU: 0.4, CoefBandwidthEff: 0.6, CoefStepOverhead: 3e-4}.costModel()
 }
 
 // TestSameSession: the surajssd layout (same prompts, vLLM dates 13 s

@@ -20,18 +20,8 @@ func TestReplayRunTiers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const blocks = 1400 // 22,400 tokens: a fifth of the 100 prompts
-	prev := &ReplayRun{Run: trace.Run{Name: "f#1"}, Deployment: dep, Config: replay.DefaultConfig(), KVBlocks: blocks,
-		Inputs: poissonRun(100, 4, 1)}
-	var atOnce replay.Requests
-	for _, r := range poissonRun(100, 4, 1) {
-		r.Arrival = trace.Opt[trace.Time]{}
-		atOnce = append(atOnce, r)
-	}
-	cfg := replay.DefaultConfig()
-	cfg.Workload.Mode, cfg.Workload.Clients = replay.ModeClosed, 100
-	run := &ReplayRun{Run: trace.Run{Name: "f#2"}, Deployment: dep, Config: cfg, KVBlocks: blocks, Inputs: atOnce, After: prev}
-	cm := candidate{CoefMFU: 0.4, CoefBandwidthEff: 0.6, CoefStepOverhead: 3e-4}.costModel()
+	prev, run, cm := sweepPair(dep, 1400) // 22,400 tokens: a fifth of the 100 prompts
+	run.After = prev
 
 	without, err := simulate(run, cm)
 	if err != nil {

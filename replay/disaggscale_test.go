@@ -53,7 +53,9 @@ func checkedPDAt(t *testing.T, cfg Config, reqs []*trace.Request, atEnd func(*en
 }
 
 // checkedPDWith is checkedPD with opts' KV tiers and prefill pool, and
-// atEnd, when set, called with the engine at the end.
+// atEnd, when set, called with the engine at the end. It checks an
+// aggregated fleet that the planner sizes as well (every request routed
+// to a ready worker).
 func checkedPDWith(t *testing.T, cfg Config, reqs []*trace.Request, opts Options, atEnd func(*engine)) ([]*trace.Request, Stats) {
 	t.Helper()
 	var eng *engine
@@ -66,7 +68,7 @@ func checkedPDWith(t *testing.T, cfg Config, reqs []*trace.Request, opts Options
 	sw := testSwitches{
 		routed: func(e *engine, q *Routed, w int) {
 			eng = e
-			if w >= e.pd.prefill || e.scale.state[w] != slotReady {
+			if e.pd != nil && w >= e.pd.prefill || e.scale.state[w] != slotReady {
 				bad("request %d routed at %v to slot %d (state %d), not a ready prefill worker", q.Index, q.At, w, e.scale.state[w])
 			}
 		},

@@ -306,7 +306,7 @@ func TestPlannerDynamoLoadAggregated(t *testing.T) {
 	for i := range 60 {
 		reqs = append(reqs, req(fmt.Sprintf("r%d", i), 0, 1000, 2))
 	}
-	_, st := checkedAgg(t, agg(), reqs)
+	_, st := checkedPDWith(t, agg(), reqs, Options{}, nil)
 	if len(st.Planner) < 2 {
 		t.Fatalf("%d adjustments", len(st.Planner))
 	}
@@ -325,7 +325,7 @@ func TestPlannerDynamoLoadAggregated(t *testing.T) {
 	for i := range 80 {
 		reqs = append(reqs, req(fmt.Sprintf("l%d", i), 40*time.Second+time.Duration(i)*time.Second+250*ms, 1000, 50))
 	}
-	_, st = checkedAgg(t, agg(), reqs)
+	_, st = checkedPDWith(t, agg(), reqs, Options{}, nil)
 	most, last := 1, 1
 	for _, a := range st.Planner {
 		if !a.Skipped {
@@ -335,29 +335,4 @@ func TestPlannerDynamoLoadAggregated(t *testing.T) {
 	if st.Completed != len(reqs) || most < 3 || last != 1 {
 		t.Errorf("%d of %d completed, engines at most %d and at the last adjustment %d; want the fleet grown and back to one", st.Completed, len(reqs), most, last)
 	}
-}
-
-// checkedAgg replays reqs on cfg's fleet (10 ms + 0.2 ms a token, 400
-// blocks a worker), every step on a ready worker.
-func checkedAgg(t *testing.T, cfg Config, reqs []*trace.Request) ([]*trace.Request, Stats) {
-	t.Helper()
-	var eng *engine
-	var all []*trace.Request
-	var bad []string
-	st, err := RunInputs(cfg, linearCost{Base: 10 * ms, PerToken: 200 * time.Microsecond}, 400, Requests(reqs), func(r *trace.Request) error {
-		all = append(all, r)
-		return nil
-	}, Options{test: testSwitches{routed: func(e *engine, _ *Routed, _ int) { eng = e }}, Observe: func(s *Step) error {
-		if eng != nil && eng.scale.state[s.Worker] != slotReady && eng.scale.state[s.Worker] != slotDraining && len(bad) < 5 {
-			bad = append(bad, fmt.Sprintf("slot %d stepped at %v in state %d", s.Worker, s.Start, eng.scale.state[s.Worker]))
-		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bad {
-		t.Error(b)
-	}
-	return all, st
 }
