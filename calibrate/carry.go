@@ -172,7 +172,7 @@ func CarryAfter(cfg replay.Config, step model.StepModel, kvBlocks int64, prev, i
 			end = max(end, r.Arrival.V+trace.TimeFromSeconds(r.E2ESec.V))
 		}
 		return nil
-	}, replay.Options{Transient: true, Offload: opt.Offload, Prefill: opt.Prefill})
+	}, replay.Options{Transient: true, Offload: opt.Offload, DecodeOffload: opt.DecodeOffload, Prefill: opt.Prefill})
 	if err != nil {
 		return nil, fmt.Errorf("replaying the run before: %w", err)
 	}

@@ -36,7 +36,9 @@ type ReplayRun struct {
 	// (replay.Options.Offload): a run measured with a CPU tier or
 	// SGLang's HiCache is replayed with them, its links as the
 	// deployment gives them (not fitted).
-	Offload *replay.Offload
+	// DecodeOffload is the decode pool's own tiers beside a prefill
+	// pool of its own (replay.Options.DecodeOffload).
+	Offload, DecodeOffload *replay.Offload
 	// Prefill, when not nil, is the prefill pool's own deployment under
 	// disaggregation, on the cluster's GPU (package deploy: prefill_tp,
 	// prefill_scheduler), whose workers have PrefillKVBlocks each: its
@@ -58,7 +60,7 @@ func (run *ReplayRun) deployments() []*model.Deployment {
 // options returns the options of run's replays under cm: its KV tiers,
 // and its prefill pool priced by cm.
 func (run *ReplayRun) options(cm *CostModel) (replay.Options, error) {
-	o := replay.Options{Transient: true, Offload: run.Offload}
+	o := replay.Options{Transient: true, Offload: run.Offload, DecodeOffload: run.DecodeOffload}
 	if run.Prefill != nil {
 		d := *run.Prefill
 		step, err := cm.StepModel(&d)

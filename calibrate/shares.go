@@ -89,7 +89,7 @@ func trainShares(train []*ReplayRun, parallel int) (shares, error) {
 // runShares is the shares of one run's steps.
 func runShares(run *ReplayRun) (shares, error) {
 	d := *run.Deployment
-	opt := replay.Options{Transient: true, Offload: run.Offload}
+	opt := replay.Options{Transient: true, Offload: run.Offload, DecodeOffload: run.DecodeOffload}
 	var pd model.Deployment // the prefill pool's, if its own
 	if run.Prefill != nil {
 		pd = *run.Prefill

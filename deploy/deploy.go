@@ -80,7 +80,10 @@ type Setup struct {
 	// CostModelText says what priced the steps, for the outputs' metadata.
 	CostModelText string
 	// Offload is the workers' KV tiers, for replay.Options; nil: none.
-	Offload *replay.Offload
+	// With a prefill pool of its own (Prefill) they are its workers',
+	// and DecodeOffload the decode pool's (decode_kv_tiers), sized by
+	// the cluster's deployment.
+	Offload, DecodeOffload *replay.Offload
 	// Prefill is the prefill pool's own deployment
 	// (disaggregation.prefill_hardware, prefill_tp), for
 	// replay.Options.Prefill (Prefill.Options()); nil: the cluster's.
@@ -256,7 +259,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	if pre == nil {
 		s.Offload, err = offloadOf(c, dep, kvTokens)
 	} else {
-		s.Offload, err = prefillOffload(&c, pre)
+		s.Offload, s.DecodeOffload, err = prefillOffload(&c, pre, dep, kvTokens)
 	}
 	if err != nil {
 		return nil, err

@@ -29,6 +29,23 @@ func (p *PoolSetup) Options() *replay.PoolModel {
 	return &replay.PoolModel{Cost: p.Step, KVBlocks: p.KVBlocks}
 }
 
+// TierCapacityBytes is the capacity of the KV tiers of the workers at
+// the start (the tiered ones), in bytes: host and disk over the workers,
+// each pool's own when the decode pool has tiers of its own, the remote
+// store once.
+func (s *Setup) TierCapacityBytes() (host, disk, remote int64) {
+	if s.Offload == nil {
+		return 0, 0, 0
+	}
+	if s.DecodeOffload == nil {
+		return s.Offload.CapacityBytes(s.Config.TieredWorkers())
+	}
+	p := s.Config.Disaggregation.PrefillWorkers
+	host, disk, remote = s.Offload.CapacityBytes(p)
+	h, d, _ := s.DecodeOffload.CapacityBytes(s.Config.Workers - p)
+	return host + h, disk + d, remote
+}
+
 // FleetKVBlocks is the KV capacity of the workers at the start, in
 // blocks: each pool's workers times its capacity.
 func (s *Setup) FleetKVBlocks() int64 {
@@ -138,20 +155,30 @@ func prefillDeployment(c *Cluster, cfg replay.Config, run trace.Run, o Overrides
 // prefillOffload returns the KV tiers of a cluster whose prefill pool has
 // its own deployment: the prefill workers', which alone have tiers by
 // default, sized by that deployment (its ranks' PCIe links and KV bytes a
-// token, its node, its KV pool for SGLang's hicache_ratio). Tiers on the
-// decode pool too (decode_kv_tiers) are refused: one set of tiers is one
-// deployment's.
-func prefillOffload(c *Cluster, p *PoolSetup) (*replay.Offload, error) {
+// token, its node, its KV pool for SGLang's hicache_ratio); and with
+// decode_kv_tiers the decode workers' own, sized by the cluster's
+// deployment dep of kvTokens a worker (replay.Options.DecodeOffload).
+// One remote store takes blocks of one size: pools of other KV bytes a
+// token (an MLA model's KV, replicated on ranks of two TP sizes) with a
+// remote store are refused.
+func prefillOffload(c *Cluster, p *PoolSetup, dep *model.Deployment, kvTokens int64) (prefill, decode *replay.Offload, err error) {
 	pc, err := c.prefillCluster()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	off, err := offloadOf(pc, p.Deployment, p.KVTokens)
-	if err == nil && off != nil && c.Config.Disaggregation.DecodeKVTiers {
+	prefill, err = offloadOf(pc, p.Deployment, p.KVTokens)
+	if err != nil || prefill == nil || !c.Config.Disaggregation.DecodeKVTiers || EngineName(c.Config) == replay.EngineSGLang {
+		return prefill, nil, err // (SGLang's decode tiers are refused with the note)
+	}
+	if decode, err = offloadOf(*c, dep, kvTokens); err != nil {
+		return nil, nil, err
+	}
+	if decode.RemoteBlocks > 0 && decode.KVBytesPerToken != prefill.KVBytesPerToken {
 		key := "disaggregation.decode_kv_tiers"
-		return nil, c.bad(key, c.given[key], "", "KV tiers on the decode pool with a prefill pool of its own deployment: not modelled yet (the tiers are sized by one deployment: the prefill pool's)")
+		return nil, nil, c.bad(key, c.given[key], "", fmt.Sprintf("a remote store shared by a prefill pool of %d KV bytes a token and a decode pool of %d: not modelled yet (one store holds blocks of one size)",
+			prefill.KVBytesPerToken, decode.KVBytesPerToken))
 	}
-	return off, err
+	return prefill, decode, nil
 }
 
 // prefillNote says what the prefill pool's own deployment is, and its

@@ -112,6 +112,24 @@ disaggregation:
 	}
 }
 
+// KV tiers on both pools with a prefill pool of its own deployment
+// (decode_kv_tiers): the prefill pool's sized by its deployment (two
+// H200s a worker: two PCIe links, the H200 node), the decode pool's by
+// the cluster's (one H100), each pool's host tier kv_offloading_size a
+// worker; the per-second file's capacity counts each pool's.
+func TestPrefillDeploymentDecodeTiers(t *testing.T) {
+	s := resolveYAML(t, "model: llama-3.1-8b\nhardware: h100\nnode: hgx-h100\nworkers: 3\nscheduler:\n  kv_offloading_size: 8\ndisaggregation:\n  prefill_workers: 1\n  prefill_hardware: h200\n  prefill_tp: 2\n  decode_kv_tiers: true\n")
+	p, d := s.Offload, s.DecodeOffload
+	if p == nil || d == nil || p.GPUsPerWorker != 2 || d.GPUsPerWorker != 1 || p.Node.Name != "hgx-h200" || d.Node.Name != "hgx-h100" ||
+		p.HostBlocks != d.HostBlocks || p.BlockTokens != d.BlockTokens || p.KVBytesPerToken != d.KVBytesPerToken {
+		t.Fatalf("prefill tiers %+v, decode tiers %+v; want 2 GPUs on hgx-h200 and 1 on hgx-h100, one block, 8 GiB each", p, d)
+	}
+	host, _, _ := s.TierCapacityBytes()
+	if want := 3 * p.HostBlocks * p.BlockTokens * p.KVBytesPerToken; host != want {
+		t.Errorf("host capacity %d B, want three workers' %d", host, want)
+	}
+}
+
 // What a prefill pool of its own deployment is refused with.
 func TestPrefillDeploymentErrors(t *testing.T) {
 	pd := "workers: 2\ndisaggregation:\n  prefill_workers: 1\n"
@@ -119,7 +137,8 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 		{"dp: 2\n" + pd + "  prefill_tp: 2\n", "c.yaml:5: disaggregation.prefill_tp: data parallelism (dp) with a prefill pool of its own deployment: not modelled yet"},
 		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
 		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
-		{"scheduler:\n  kv_offloading_size: 8\n" + pd + "  prefill_hardware: h200\n  decode_kv_tiers: true\n", "c.yaml:7: disaggregation.decode_kv_tiers: KV tiers on the decode pool with a prefill pool of its own deployment: not modelled yet"},
+		{"model: deepseek-v2-lite\nkv_store_gib: 100\nscheduler:\n  kv_offloading_backend: lmcache\n  lmcache:\n    remote_url: redis://x:6379\n" + pd + "  prefill_tp: 2\n  decode_kv_tiers: true\n",
+			"disaggregation.decode_kv_tiers: a remote store shared by a prefill pool of 62208 KV bytes a token and a decode pool of 31104: not modelled yet"},
 		{pd + "  prefill_scheduler:\n    chunked_prefill_size: 4096\n", "c.yaml:5: disaggregation.prefill_scheduler.chunked_prefill_size: is not a setting of vllm's scheduler"},
 		{"dp: 2\n" + pd + "  prefill_scheduler:\n    max_num_seqs: 8\n", "c.yaml:5: disaggregation.prefill_scheduler: data parallelism (dp) with a prefill pool of its own deployment: not modelled yet"},
 		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's"},

@@ -60,6 +60,14 @@ type Options struct {
 	// Offload, when not nil, gives every worker KV tiers below its GPU
 	// (offload.go; under SGLang's scheduler, HiCache: hicache.go).
 	Offload *Offload
+	// DecodeOffload, when not nil, is the decode pool's own tiers when
+	// the prefill pool has a deployment of its own (Prefill) and
+	// disaggregation.decode_kv_tiers gives the decode pool tiers:
+	// Offload is then the prefill pool's, each sized by its pool's
+	// deployment (its workers' PCIe links, KV bytes a token and node),
+	// with one tier block, write policy and remote store (vLLM's
+	// scheduler).
+	DecodeOffload *Offload
 	// KeepRecords says that emit keeps every record, and its lists, to
 	// the end (a summary in memory): the engine then allocates them all
 	// at once and has the kernel map their memory ahead (recordSlab).
@@ -217,7 +225,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	e.prefillSlots = prefillSlots
 	switch p := opts.Prefill; {
 	case p != nil:
-		if err := e.prefillPool(p, opts.Offload != nil); err != nil {
+		if err := e.prefillPool(p, opts.Offload != nil && opts.DecodeOffload == nil); err != nil {
 			return Stats{}, err
 		}
 	case cfg.Disaggregation.ownPrefill():
@@ -265,9 +273,14 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 		if cfg.Disaggregation.prefillTiersOnly() {
 			tiered = prefillSlots
 		}
-		if e.off, err = newOffload(e, *opts.Offload, cfg.Scheduler.BlockSize, e.workers, tiered); err != nil {
+		if err := e.decodeOffload(opts); err != nil {
 			return Stats{}, err
 		}
+		if e.off, err = newOffload(e, *opts.Offload, opts.DecodeOffload, cfg.Scheduler.BlockSize, e.workers, tiered); err != nil {
+			return Stats{}, err
+		}
+	} else if opts.DecodeOffload != nil {
+		return Stats{}, errors.New("replay: the decode pool's own KV tiers (Options.DecodeOffload) without the prefill pool's (Options.Offload)")
 	}
 	e.view.init(e, router)
 	switch d := cfg.Disaggregation; {

@@ -76,7 +76,7 @@ func replayOpts(t *testing.T, cfg Config, cost model.StepModel, kvBlocks int64, 
 		all = append(all, r)
 		byID[r.RequestID] = r
 		return v.output(r)
-	}, Options{Observe: v.step, Prefill: opts.Prefill, Offload: opts.Offload, PerSecond: opts.PerSecond, test: opts.test})
+	}, Options{Observe: v.step, Prefill: opts.Prefill, Offload: opts.Offload, DecodeOffload: opts.DecodeOffload, PerSecond: opts.PerSecond, test: opts.test})
 	if err != nil {
 		t.Fatal(err)
 	}

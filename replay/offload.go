@@ -178,6 +178,8 @@ type offNode struct {
 // An offWorker is one worker's tiers and PCIe links.
 type offWorker struct {
 	o          *offload
+	spec       *Offload // its pool's tiers (Options.Offload, or DecodeOffload)
+	blockBytes int64    // bytes of one of its tier blocks
 	node       int
 	h2d, d2h   int
 	tiers      [numTiers]*kvcache.Tier // nil: none
@@ -217,8 +219,11 @@ type xfer struct {
 
 // newOffload returns the offloading of workers, the first tiered of which
 // get tiers, on nodes they fill in order (the prefill pool, when the
-// decode pool has none: its workers have no links here, w.off nil).
-func newOffload(e *engine, spec Offload, bs int64, workers []*worker, tiered int) (*offload, error) {
+// decode pool has none: its workers have no links here, w.off nil). With
+// decode (Options.DecodeOffload) the decode pool's workers, from
+// e.prefillSlots on, have its tiers, links and nodes, the prefill pool's
+// spec's.
+func newOffload(e *engine, spec Offload, decode *Offload, bs int64, workers []*worker, tiered int) (*offload, error) {
 	o := &offload{e: e, bs: bs, spec: spec, blockBytes: spec.BlockTokens * spec.KVBytesPerToken}
 	if o.spec.WritePolicy == "" {
 		o.spec.WritePolicy = WriteThrough
@@ -226,6 +231,30 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker, tiered int
 	if spec.RemoteBlocks > 0 {
 		o.remote = kvcache.NewTier("remote", spec.RemoteBlocks)
 	}
+	pools := []struct {
+		spec  *Offload
+		slots []*worker
+	}{{&o.spec, workers[:tiered]}}
+	if decode != nil {
+		d := *decode
+		d.WritePolicy = o.spec.WritePolicy
+		pools = []struct {
+			spec  *Offload
+			slots []*worker
+		}{{&o.spec, workers[:e.prefillSlots]}, {&d, workers[e.prefillSlots:tiered]}}
+	}
+	for _, p := range pools {
+		if err := o.nodesFor(p.spec, p.slots); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// nodesFor gives workers the tiers of spec, and the PCIe links of its
+// workers on nodes of its node that they fill in order.
+func (o *offload) nodesFor(spec *Offload, workers []*worker) error {
+	blockBytes := spec.BlockTokens * spec.KVBytesPerToken
 	perNode := spec.Node.GPUs / spec.GPUsPerWorker
 	n := spec.Node
 	// A worker's GPUs move their KV shards in parallel, each over its
@@ -233,9 +262,9 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker, tiered int
 	pcie := n.PCIe
 	pcie.Bandwidth *= float64(spec.GPUsPerWorker)
 	nvme := n.NVMe
-	nvme.Bandwidth = nvme.EffectiveBandwidth(o.blockBytes)
+	nvme.Bandwidth = nvme.EffectiveBandwidth(blockBytes)
 	var node *offNode
-	for i, w := range workers[:tiered] {
+	for i, w := range workers {
 		if i%perNode == 0 {
 			node = &offNode{f: kvcache.NewFabric(), queued: never}
 			var err error
@@ -244,24 +273,24 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker, tiered int
 				dst *int
 			}{{n.HostDRAM, &node.dram}, {nvme, &node.nvme}, {n.Network, &node.net}} {
 				if *x.dst, err = node.f.AddLink(x.l); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			o.nodes = append(o.nodes, node)
 		}
-		ow := &offWorker{o: o, node: len(o.nodes) - 1}
+		ow := &offWorker{o: o, spec: spec, blockBytes: blockBytes, node: len(o.nodes) - 1}
 		h2d, d2h := pcie, pcie
 		h2d.Name, d2h.Name = w.name+"-h2d", w.name+"-d2h"
 		var err error
 		if ow.h2d, err = node.f.AddLink(h2d); err != nil {
-			return nil, err
+			return err
 		}
 		if ow.d2h, err = node.f.AddLink(d2h); err != nil {
-			return nil, err
+			return err
 		}
 		o.tiers(ow, w)
 	}
-	return o, nil
+	return nil
 }
 
 // tiers gives worker w, whose links ow holds, its tiers: host and disk
@@ -275,7 +304,7 @@ func newOffload(e *engine, spec Offload, bs int64, workers []*worker, tiered int
 // skips a key a backend contains), and a request's private blocks are
 // offered to a tier once (kvcache.Tier.StoreRun).
 func (o *offload) tiers(ow *offWorker, w *worker) {
-	spec := o.spec
+	spec := ow.spec
 	if spec.HostBlocks > 0 {
 		ow.tiers[tierHost] = kvcache.NewTier(w.name+"-host", spec.HostBlocks)
 	}
@@ -320,7 +349,7 @@ func (o *offload) evictionsStore() bool {
 // remote store as it is. Stores still on their way to old's tiers
 // complete there, out of every worker's reach.
 func (o *offload) fresh(old *offWorker, w *worker) {
-	o.tiers(&offWorker{o: o, node: old.node, h2d: old.h2d, d2h: old.d2h}, w)
+	o.tiers(&offWorker{o: o, spec: old.spec, blockBytes: old.blockBytes, node: old.node, h2d: old.h2d, d2h: old.d2h}, w)
 }
 
 // path returns the links a transfer between worker ow's GPUs and tier t
@@ -348,7 +377,7 @@ func (o *offload) path(dst []int, ow *offWorker, t int, load bool) []int {
 	if !load && ow.tiers[tierHost] != nil {
 		return append(dst, n.dram, dev)
 	}
-	if o.spec.Node.GPUDirectStorage {
+	if ow.spec.Node.GPUDirectStorage {
 		return append(dst, dev, pcie)
 	}
 	return append(dst, dev, n.dram, pcie)
@@ -542,7 +571,7 @@ func (o *offload) startLoad(e *engine, w *worker, r *reqState, done int64, now t
 			r.tierHit[t] += tokens
 		}
 		var links [3]int
-		if err := o.start(e, w, now, x, int64(len(slots))*o.blockBytes, o.path(links[:0], w.off, t, true)); err != nil {
+		if err := o.start(e, w, now, x, int64(len(slots))*w.off.blockBytes, o.path(links[:0], w.off, t, true)); err != nil {
 			return err
 		}
 		r.loadLeft++
@@ -688,7 +717,7 @@ func (o *offload) storeTo(e *engine, w *worker, t int, keys []uint64, runFirst, 
 	if x != nil {
 		x.keys, x.slots = xkeys, xslots
 		var links [3]int
-		if err := o.start(e, w, now, x, (int64(len(x.keys))+x.runN)*o.blockBytes, o.path(links[:0], w.off, t, false)); err != nil {
+		if err := o.start(e, w, now, x, (int64(len(x.keys))+x.runN)*w.off.blockBytes, o.path(links[:0], w.off, t, false)); err != nil {
 			return err
 		}
 	}
@@ -956,7 +985,7 @@ func (o *offload) observe(s *seconds) {
 			}
 			for t, tr := range w.off.tiers[:tierRemote] {
 				if tr != nil {
-					b[t] += tr.Len() * o.blockBytes
+					b[t] += tr.Len() * w.off.blockBytes
 				}
 			}
 		}

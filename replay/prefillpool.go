@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -18,9 +19,9 @@ import (
 // from the prefill deployment) is the cluster's.
 
 // prefillPool sets the engine up for a prefill pool of its own
-// deployment (the first e.prefillSlots workers), and refuses what it does not
-// model yet: KV tiers on both pools (Offload is one deployment's, here the
-// prefill pool's, whose workers alone have tiers by default).
+// deployment (the first e.prefillSlots workers), and refuses KV tiers on
+// both pools of one set (tiers: Offload is one deployment's, here the
+// prefill pool's; the decode pool's own are Options.DecodeOffload).
 func (e *engine) prefillPool(p *PoolModel, tiers bool) error {
 	d := e.cfg.Disaggregation
 	switch {
@@ -31,11 +32,34 @@ func (e *engine) prefillPool(p *PoolModel, tiers bool) error {
 	case p.KVBlocks <= 0 || p.KVBlocks > kvcache.MaxBlocks:
 		return fmt.Errorf("replay: %d KV blocks per prefill worker is not a capacity the engine supports", p.KVBlocks)
 	case tiers && !d.prefillTiersOnly():
-		return errors.New("replay: KV tiers on the decode pool (decode_kv_tiers) with a prefill pool of its own deployment: not modelled yet (the tiers are sized by one deployment: the prefill pool's)")
+		return errors.New("replay: KV tiers on the decode pool (decode_kv_tiers) with a prefill pool of its own deployment need the decode pool's own (Options.DecodeOffload: Offload is sized by the prefill pool's deployment)")
 	}
 	pr := newPricing(p.Cost, e.test.noLoneMemo)
 	e.prefillPricing, e.prefillKV = &pr, p.KVBlocks
 	return nil
+}
+
+// decodeOffload checks opts.DecodeOffload, the decode pool's own tiers
+// beside the prefill pool's (Offload): a prefill pool of its own with
+// decode_kv_tiers under vLLM's scheduler, and tiers of one tier block,
+// write policy and remote store (its blocks of one size: a block's
+// bytes alike, or no remote store).
+func (e *engine) decodeOffload(opts Options) error {
+	d, p := opts.DecodeOffload, opts.Offload
+	if d == nil {
+		return nil
+	}
+	policy := func(o *Offload) string { return cmp.Or(o.WritePolicy, WriteThrough) }
+	switch {
+	case opts.Prefill == nil || !e.cfg.Disaggregation.DecodeKVTiers || e.cfg.Scheduler.Engine == EngineSGLang:
+		return errors.New("replay: the decode pool's own KV tiers (Options.DecodeOffload) are for a prefill pool of its own deployment with decode_kv_tiers, under vLLM")
+	case d.HiCache != nil || d.BlockTokens != p.BlockTokens || policy(d) != policy(p) || d.RemoteBlocks != p.RemoteBlocks:
+		return fmt.Errorf("replay: the decode pool's KV tiers (a block of %d tokens, %s, %d remote blocks) are not the prefill pool's (%d, %s, %d): one tier block, write policy and remote store",
+			d.BlockTokens, policy(d), d.RemoteBlocks, p.BlockTokens, policy(p), p.RemoteBlocks)
+	case d.RemoteBlocks > 0 && d.KVBytesPerToken != p.KVBytesPerToken:
+		return fmt.Errorf("replay: a remote store shared by pools of %d and %d KV bytes a token: not modelled yet (one store holds blocks of one size)", p.KVBytesPerToken, d.KVBytesPerToken)
+	}
+	return d.Validate(e.cfg.Scheduler.BlockSize)
 }
 
 // prefillScheduler sets the prefill workers' scheduler settings (the

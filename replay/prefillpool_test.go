@@ -94,7 +94,14 @@ func TestPrefillPoolErrors(t *testing.T) {
 		{Config{Workers: 2}, Options{Prefill: p}, "replay: a prefill pool of its own deployment without disaggregation"},
 		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{KVBlocks: 100}}, "replay: the prefill pool has no step model"},
 		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: &PoolModel{Cost: cost}}, "replay: 0 KV blocks per prefill worker is not a capacity the engine supports"},
-		{Config{Workers: 2, Disaggregation: both}, Options{Prefill: p, Offload: &Offload{}}, "replay: KV tiers on the decode pool (decode_kv_tiers) with a prefill pool of its own deployment: not modelled yet"},
+		{Config{Workers: 2, Disaggregation: both}, Options{Prefill: p, Offload: &Offload{}}, "replay: KV tiers on the decode pool (decode_kv_tiers) with a prefill pool of its own deployment need the decode pool's own"},
+		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: p, DecodeOffload: tierSpec(t, 10, 0, 0)}, "replay: the decode pool's own KV tiers (Options.DecodeOffload) without the prefill pool's"},
+		{Config{Workers: 2, Disaggregation: pdConfig(1)}, Options{Prefill: p, Offload: tierSpec(t, 10, 0, 0), DecodeOffload: tierSpec(t, 10, 0, 0)}, "are for a prefill pool of its own deployment with decode_kv_tiers, under vLLM"},
+		{Config{Workers: 2, Disaggregation: both}, Options{Offload: tierSpec(t, 10, 0, 0), DecodeOffload: tierSpec(t, 10, 0, 0)}, "are for a prefill pool of its own deployment with decode_kv_tiers, under vLLM"},
+		{Config{Workers: 2, Disaggregation: both}, Options{Prefill: p, Offload: tierSpec(t, 10, 0, 0), DecodeOffload: func() *Offload { o := tierSpec(t, 10, 0, 0); o.BlockTokens = 32; return o }()},
+			"the decode pool's KV tiers (a block of 32 tokens, write_through, 0 remote blocks) are not the prefill pool's (16, write_through, 0)"},
+		{Config{Workers: 2, Disaggregation: both}, Options{Prefill: p, Offload: tierSpec(t, 10, 0, 10), DecodeOffload: func() *Offload { o := tierSpec(t, 10, 0, 10); o.KVBytesPerToken *= 2; return o }()},
+			"a remote store shared by pools of 131072 and 262144 KV bytes a token: not modelled yet"},
 		{Config{Workers: 2, Disaggregation: own}, Options{}, "replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity"},
 		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's"},
 	} {
@@ -187,6 +194,51 @@ func TestPrefillPoolSameAsCluster(t *testing.T) {
 		if off != nil && offloaded(st2) == 0 {
 			t.Error("the prefill pool wrote nothing to its tier")
 		}
+	}
+}
+
+// KV tiers on both pools when the prefill pool has a deployment of its
+// own (Options.DecodeOffload, the decode pool's): with the same spec as
+// the prefill pool's and the cluster's deployment, the records and the
+// bytes offloaded are the cluster's with decode_kv_tiers
+// (TestDisaggregatedDecodeTiers's case: the decode worker writes A's 32
+// blocks and B's 63 to its own host tier); the decode pool's workers are
+// on nodes of their own then (the per-second links differ), where one
+// deployment's pools fill nodes in turn. With a spec of its own, the decode worker's tier has its size,
+// its PCIe links its GPUs', and its writes its KV bytes a token's: a
+// worker of twice the KV bytes (an MLA model's replicated KV on twice the
+// GPUs) writes twice the bytes.
+func TestPrefillPoolDecodeTiers(t *testing.T) {
+	t.Parallel()
+	cfg, cost := tierConfig()
+	cfg.Workers, cfg.Disaggregation = 2, pdConfig(1)
+	cfg.Disaggregation.DecodeKVTiers = true
+	same := &PoolModel{Cost: cost, KVBlocks: 64}
+	off := tierSpec(t, 1000, 0, 0)
+	_, base, st := replayOpts(t, cfg, cost, 0, abcRequests(2), Options{Offload: off, PerSecond: true})
+	_, own, st2 := replayOpts(t, cfg, cost, 0, abcRequests(2), Options{Offload: off, DecodeOffload: tierSpec(t, 1000, 0, 0), PerSecond: true, Prefill: same})
+	if dump(base) != dump(own) || offloaded(st) != offloaded(st2) || offloaded(st) == 0 {
+		t.Errorf("the cluster's replay with decode_kv_tiers (%d bytes offloaded)\n%s\nand with a prefill pool of its own and the same decode tiers alike (%d)\n%s", offloaded(st), dump(base), offloaded(st2), dump(own))
+	}
+	prefillOnly := cfg
+	prefillOnly.Disaggregation.DecodeKVTiers = false
+	_, _, st0 := replayOpts(t, prefillOnly, cost, 0, abcRequests(2), Options{Offload: off, PerSecond: true, Prefill: same})
+	decode := tierSpec(t, 200, 0, 0)
+	decode.GPUsPerWorker, decode.KVBytesPerToken = 2, 2*131_072
+	var hostCap [2]int64
+	var pcie [2]float64
+	sw := testSwitches{atEnd: func(e *engine) {
+		for i, w := range e.workers {
+			hostCap[i] = w.off.tiers[tierHost].Capacity()
+			pcie[i] = e.off.nodes[w.off.node].f.Link(w.off.h2d).Bandwidth
+		}
+	}}
+	_, _, st3 := replayOpts(t, cfg, cost, 0, abcRequests(2), Options{Offload: off, DecodeOffload: decode, PerSecond: true, Prefill: same, test: sw})
+	if hostCap != [2]int64{1000, 200} || pcie[1] != 2*pcie[0] {
+		t.Errorf("host tiers of %v blocks, PCIe %v B/s (prefill, decode); want 1000 and 200 blocks, the decode worker's links twice", hostCap, pcie)
+	}
+	if n, want := offloaded(st3)-offloaded(st0), int64(32+63)*16*2*131_072; n != want {
+		t.Errorf("the decode worker wrote %d bytes, want its 95 blocks of its own KV bytes (%d)", n, want)
 	}
 }
 

@@ -146,7 +146,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		}
 		r := &calibrate.ReplayRun{
 			Label: labels[i], Run: run, Deployment: setup.Deployment, Config: setup.Config,
-			KVBlocks: setup.KVBlocks, Inputs: in, Offload: setup.Offload,
+			KVBlocks: setup.KVBlocks, Inputs: in, Offload: setup.Offload, DecodeOffload: setup.DecodeOffload,
 		}
 		if p := setup.Prefill; p != nil {
 			r.Prefill, r.PrefillKVBlocks = p.Deployment, p.KVBlocks

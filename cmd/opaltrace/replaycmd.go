@@ -146,9 +146,7 @@ func writeSeconds(path string, s *deploy.Setup, run string, rows []replay.Second
 	}
 	defer f.Abort()
 	sec := []trace.SecondsRun{{Run: run, KVBlocks: s.FleetKVBlocks(), Seconds: rows}}
-	if o := s.Offload; o != nil {
-		sec[0].HostKVCapacity, sec[0].DiskKVCapacity, sec[0].RemoteKVCapacity = o.CapacityBytes(s.Config.TieredWorkers())
-	}
+	sec[0].HostKVCapacity, sec[0].DiskKVCapacity, sec[0].RemoteKVCapacity = s.TierCapacityBytes()
 	if err := trace.WriteSeconds(f, sec, [][2]string{{trace.MetaReplayConfig, s.Cluster.YAML()}, {trace.MetaCostModel, s.CostModelText}}); err != nil {
 		return err
 	}

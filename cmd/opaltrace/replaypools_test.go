@@ -263,6 +263,15 @@ func TestReplayPrefillDeployment(t *testing.T) {
 	if _, stderr = meanPrefill("  prefill_tp: 2\n  planner:\n    policy: dynamo_sla\n    adjustment_interval_s: 60\n"); !strings.Contains(stderr, ", 2 GPUs a prefill worker and 1 a decode worker): ") {
 		t.Errorf("stderr lacks the planner's GPUs a worker:\n%s", stderr)
 	}
+	// KV tiers on both pools, each sized by its pool's deployment.
+	tiers := filepath.Join(dir, "tiers.yaml")
+	if err := os.WriteFile(tiers, []byte("workers: 2\nscheduler:\n  kv_offloading_size: 8\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 2\n  decode_kv_tiers: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := opaltrace(t, "replay", "--config", tiers, "-o", filepath.Join(dir, "tiers.parquet"), sample); err != nil ||
+		!strings.Contains(stderr, "KV tiers on both pools") {
+		t.Errorf("decode_kv_tiers with a prefill pool of its own: %v\n%s", err, stderr)
+	}
 	// calibrate fits a prefill pool of its own TP on the cluster's GPU
 	// (three evaluations: as far as the fit's end) and refuses one on
 	// another GPU.

@@ -470,7 +470,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 		count := task.Counter() // one increment per request; the task hears every progress.Every
 		runCfg, in := cfg, job.in
 		keep := job.in.Len() <= plan.streamAbove
-		opt := replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, KeepRecords: keep, Offload: job.setup.Offload, Prefill: job.setup.Prefill.Options()}
+		opt := replay.Options{PerSecond: perSecond != "" || metrics != nil, Transient: !keep, KeepRecords: keep, Offload: job.setup.Offload, DecodeOffload: job.setup.DecodeOffload, Prefill: job.setup.Prefill.Options()}
 		var carried *calibrate.Carried
 		if job.after != nil {
 			if carried, err = calibrate.CarryAfter(cfg, job.setup.Step, job.setup.KVBlocks, job.after, job.in, opt); err != nil {
