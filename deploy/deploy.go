@@ -131,10 +131,24 @@ func (s *Setup) Header() string {
 		w = fmt.Sprintf("%d workers (%d prefill, %d decode: disaggregated)", s.Config.Workers, p, s.Config.Workers-p)
 		if pre := s.Prefill; pre != nil {
 			pd := pre.Deployment
-			w = fmt.Sprintf("%d workers (%d prefill on %d×%s (TP%d), %d decode: disaggregated)", s.Config.Workers, p, pd.TP*max(pd.PP, 1), pd.Hardware.Name, pd.TP, s.Config.Workers-p)
+			w = fmt.Sprintf("%d workers (%d prefill on %d×%s (%s), %d decode: disaggregated)", s.Config.Workers, p, pd.TP*max(pd.PP, 1), pd.Hardware.Name, workerParallelism(pd), s.Config.Workers-p)
 		}
 	}
 	return fmt.Sprintf("%s on %d×%s (%s), %s, %s", d.LLM.Name, gpus, d.Hardware.Name, par, EngineName(s.Config), w)
+}
+
+// workerParallelism says how one worker of d is laid out, for a pool of
+// its own: TP, and PP and EP when there are (with data parallelism a
+// worker is a rank, the experts over the server's ranks).
+func workerParallelism(d *model.Deployment) string {
+	par := fmt.Sprintf("TP%d", d.TP)
+	if d.PP > 1 {
+		par += fmt.Sprintf(" PP%d", d.PP)
+	}
+	if d.EP > 1 {
+		par += fmt.Sprintf(" EP%d", d.EP)
+	}
+	return par
 }
 
 // Resolve returns the ready replay of run (the input's run whose

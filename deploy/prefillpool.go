@@ -78,10 +78,12 @@ func (c *Cluster) prefillKey() string {
 
 // prefillCluster returns the cluster of the prefill pool's deployment, c
 // with prefill_hardware and prefill_tp: the same model, engine and
-// memory settings on the pool's GPU and TP size. Another GPU takes its
-// own preset's figures and node (hardware_override, node and
-// node_override describe the cluster's). What it does not model yet is
-// refused: data parallelism, DP attention, workers spanning nodes.
+// memory settings on the pool's GPU and TP size, and its data
+// parallelism (a prefill server of dp ranks, each of prefill_tp GPUs, the
+// experts over all its GPUs with ep). Another GPU takes its own preset's
+// figures and node (hardware_override, node and node_override describe
+// the cluster's). What it does not model yet is refused: DP attention
+// (an SGLang server's ranks are its TP), workers spanning nodes.
 func (c *Cluster) prefillCluster() (Cluster, error) {
 	d := c.Config.Disaggregation
 	key := c.prefillKey()
@@ -89,8 +91,6 @@ func (c *Cluster) prefillCluster() (Cluster, error) {
 		return c.bad(key, c.given[key], "", what+" with a prefill pool of its own deployment: not modelled yet")
 	}
 	switch {
-	case c.DP > 1:
-		return Cluster{}, refuse("data parallelism (dp)")
 	case c.EnableDPAttention:
 		return Cluster{}, refuse("enable_dp_attention")
 	case c.NodesPerWorker > 1:
@@ -108,7 +108,7 @@ func (c *Cluster) prefillCluster() (Cluster, error) {
 		p.TP = d.PrefillTP
 	}
 	if c.EP > 1 {
-		p.EP = p.TP // EP is TP·DP, and DP is 1 here
+		p.EP = p.TP * max(p.DP, 1) // EP is TP·DP
 	}
 	return p, nil
 }
@@ -199,8 +199,8 @@ func prefillNote(p *PoolSetup, ps replay.PoolScheduler) string {
 		}
 		limits = "its own " + strings.Join(own, ", ") + ", the scheduler's other settings the cluster's"
 	}
-	return fmt.Sprintf("prefill pool of its own deployment: %s on %d×%s (TP%d) a worker, KV %s; its steps priced by %s; %s",
-		d.LLM.Name, d.TP*max(d.PP, 1), d.Hardware.Name, d.TP, p.KVHow, firstLine(p.CostModelText), limits)
+	return fmt.Sprintf("prefill pool of its own deployment: %s on %d×%s (%s) a worker, KV %s; its steps priced by %s; %s",
+		d.LLM.Name, d.TP*max(d.PP, 1), d.Hardware.Name, workerParallelism(d), p.KVHow, firstLine(p.CostModelText), limits)
 }
 
 // firstLine returns s up to its first newline.

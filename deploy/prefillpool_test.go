@@ -112,6 +112,26 @@ disaggregation:
 	}
 }
 
+// A prefill pool of its own deployment with data parallelism: a prefill
+// server of dp ranks, each of prefill_tp GPUs, the experts over all its
+// GPUs (EP = TP·DP): Qwen3-30B-A3B on H100s, the cluster's servers of two
+// TP1 ranks (EP2), the prefill servers' of two TP2 ranks (EP4, half the
+// experts' weights a GPU); the planner's engine is a server of two ranks,
+// a prefill rank two GPUs.
+func TestPrefillDeploymentDataParallel(t *testing.T) {
+	s := resolveYAML(t, "model: qwen3-30b-a3b-instruct-2507\nhardware: h100\nworkers: 3\ndp: 2\nep: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 2\n  planner:\n    policy: dynamo\n    max_gpu_budget: 16\n")
+	p, d := s.Prefill, s.Deployment
+	if p == nil || p.Deployment.TP != 2 || p.Deployment.DP != 2 || p.Deployment.EP != 4 || d.TP != 1 || d.EP != 2 || !(p.KVTokens > s.KVTokens) {
+		t.Fatalf("prefill %+v, cluster TP%d EP%d; want TP2 DP2 EP4 with more KV a rank than the cluster's TP1 EP2", p, d.TP, d.EP)
+	}
+	if pl := s.Config.Disaggregation.Planner; pl.ReplicaWorkers != 2 || pl.PrefillGPUsPerWorker != 2 || pl.GPUsPerWorker != 1 || s.Config.Disaggregation.PrefillWorkers != 2 {
+		t.Errorf("planner %+v, %d prefill workers; want engines of 2 ranks, 2 GPUs a prefill rank and 1 a decode rank, 2 prefill workers", pl, s.Config.Disaggregation.PrefillWorkers)
+	}
+	if h := s.Header(); !strings.Contains(h, "6 workers (2 prefill on 2×h100 (TP2 EP4), 4 decode: disaggregated)") {
+		t.Errorf("header %q", h)
+	}
+}
+
 // KV tiers on both pools with a prefill pool of its own deployment
 // (decode_kv_tiers): the prefill pool's sized by its deployment (two
 // H200s a worker: two PCIe links, the H200 node), the decode pool's by
@@ -134,13 +154,12 @@ func TestPrefillDeploymentDecodeTiers(t *testing.T) {
 func TestPrefillDeploymentErrors(t *testing.T) {
 	pd := "workers: 2\ndisaggregation:\n  prefill_workers: 1\n"
 	for _, c := range []struct{ yaml, want string }{
-		{"dp: 2\n" + pd + "  prefill_tp: 2\n", "c.yaml:5: disaggregation.prefill_tp: data parallelism (dp) with a prefill pool of its own deployment: not modelled yet"},
+		{"model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nscheduler:\n  engine: sglang\n" + pd + "  prefill_tp: 4\n", "c.yaml:9: disaggregation.prefill_tp: enable_dp_attention with a prefill pool of its own deployment: not modelled yet"},
 		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
 		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
 		{"model: deepseek-v2-lite\nkv_store_gib: 100\nscheduler:\n  kv_offloading_backend: lmcache\n  lmcache:\n    remote_url: redis://x:6379\n" + pd + "  prefill_tp: 2\n  decode_kv_tiers: true\n",
 			"disaggregation.decode_kv_tiers: a remote store shared by a prefill pool of 62208 KV bytes a token and a decode pool of 31104: not modelled yet"},
 		{pd + "  prefill_scheduler:\n    chunked_prefill_size: 4096\n", "c.yaml:5: disaggregation.prefill_scheduler.chunked_prefill_size: is not a setting of vllm's scheduler"},
-		{"dp: 2\n" + pd + "  prefill_scheduler:\n    max_num_seqs: 8\n", "c.yaml:5: disaggregation.prefill_scheduler: data parallelism (dp) with a prefill pool of its own deployment: not modelled yet"},
 		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's"},
 	} {
 		if err := resolveErr(c.yaml); err == nil || !strings.Contains(err.Error(), c.want) {
