@@ -71,7 +71,11 @@
 //     worker is ready. Disaggregated, each pool may have an HPA of its
 //     own (DisaggregationConfig.PrefillAutoscale, DecodeAutoscale: the
 //     autoscaler's pools), or both be sized by Dynamo's SLA planner
-//     (planner.go; its constant or Kalman load predictor, plannerpredict.go).
+//     (planner.go; its constant or Kalman load predictor, plannerpredict.go)
+//     or by its load-based scaling (policy dynamo, plannerload.go), which
+//     also sizes an aggregated fleet (Config.Planner). A prefill pool of
+//     its own deployment with KV tiers on both pools has the decode
+//     pool's own (Options.DecodeOffload).
 //  5. Output. Completed, rejected and timed-out requests are emitted as
 //     trace.Requests with Source "simulated", in completion order,
 //     measured as vLLM's benchmark client measures (first_chunk TTFT,
