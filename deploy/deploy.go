@@ -139,7 +139,8 @@ func (s *Setup) Header() string {
 
 // workerParallelism says how one worker of d is laid out, for a pool of
 // its own: TP, and PP and EP when there are (with data parallelism a
-// worker is a rank, the experts over the server's ranks).
+// worker is a rank, the experts over the server's ranks), and the nodes
+// it spans.
 func workerParallelism(d *model.Deployment) string {
 	par := fmt.Sprintf("TP%d", d.TP)
 	if d.PP > 1 {
@@ -147,6 +148,9 @@ func workerParallelism(d *model.Deployment) string {
 	}
 	if d.EP > 1 {
 		par += fmt.Sprintf(" EP%d", d.EP)
+	}
+	if in := d.InterNode; in != nil {
+		par += fmt.Sprintf(" over %d nodes", in.Nodes)
 	}
 	return par
 }
@@ -360,8 +364,10 @@ func (c Cluster) interNode() (*model.InterNode, error) {
 	switch {
 	case c.NodesPerWorker <= 1 && n == nil:
 		return nil, nil
+	case c.NodesPerWorker <= 1 && c.Config.Disaggregation.PrefillNodesPerWorker > 1:
+		return nil, nil // the prefill workers' network (prefillCluster)
 	case c.NodesPerWorker <= 1:
-		return nil, c.bad("inter_node", c.given["inter_node.transport"], "", "applies to a worker spanning nodes: set nodes_per_worker")
+		return nil, c.bad("inter_node", c.given["inter_node.transport"], "", "applies to a worker spanning nodes: set nodes_per_worker (or disaggregation.prefill_nodes_per_worker)")
 	case n == nil:
 		return nil, c.bad("nodes_per_worker", c.given["nodes_per_worker"], strconv.Itoa(c.NodesPerWorker),
 			"a worker spanning nodes needs inter_node: {transport: tcp|rdma|gpudirect-rdma, bandwidth_gbps: N}")

@@ -60,7 +60,7 @@ func (s *Setup) FleetKVBlocks() int64 {
 // ownPrefill reports whether the cluster gives its prefill pool a
 // deployment or batch limits of its own.
 func ownPrefill(d replay.DisaggregationConfig) bool {
-	return d.PrefillWorkers > 0 && (d.PrefillHardware != "" || d.PrefillTP != 0 || d.PrefillScheduler.On())
+	return d.PrefillWorkers > 0 && (d.PrefillHardware != "" || d.PrefillTP != 0 || d.PrefillNodesPerWorker != 0 || d.PrefillScheduler.On())
 }
 
 // prefillKey is the cluster file's key that gives the prefill pool its
@@ -72,6 +72,8 @@ func (c *Cluster) prefillKey() string {
 		return "disaggregation.prefill_tp"
 	case d.PrefillHardware != "":
 		return "disaggregation.prefill_hardware"
+	case d.PrefillNodesPerWorker != 0:
+		return "disaggregation.prefill_nodes_per_worker"
 	}
 	return "disaggregation.prefill_scheduler"
 }
@@ -82,8 +84,10 @@ func (c *Cluster) prefillKey() string {
 // parallelism (a prefill server of dp ranks, each of prefill_tp GPUs, the
 // experts over all its GPUs with ep). Another GPU takes its own preset's
 // figures and node (hardware_override, node and node_override describe
-// the cluster's). What it does not model yet is refused: DP attention
-// (an SGLang server's ranks are its TP), workers spanning nodes.
+// the cluster's). A prefill worker spans prefill_nodes_per_worker nodes
+// (one by default), on the cluster's inter_node network. What it does
+// not model yet is refused: DP attention (an SGLang server's ranks are
+// its TP).
 func (c *Cluster) prefillCluster() (Cluster, error) {
 	d := c.Config.Disaggregation
 	key := c.prefillKey()
@@ -93,10 +97,18 @@ func (c *Cluster) prefillCluster() (Cluster, error) {
 	switch {
 	case c.EnableDPAttention:
 		return Cluster{}, refuse("enable_dp_attention")
-	case c.NodesPerWorker > 1:
-		return Cluster{}, refuse("a worker spanning nodes (nodes_per_worker)")
 	}
 	p := *c
+	// A prefill worker spans its own nodes (the cluster's are the
+	// decode workers'), on the cluster's network between them.
+	p.NodesPerWorker = d.PrefillNodesPerWorker
+	switch {
+	case p.NodesPerWorker <= 1:
+		p.InterNode = nil
+	case p.InterNode == nil:
+		k := "disaggregation.prefill_nodes_per_worker"
+		return Cluster{}, c.bad(k, c.given[k], strconv.Itoa(p.NodesPerWorker), "a prefill worker spanning nodes needs inter_node: {transport: tcp|rdma|gpudirect-rdma, bandwidth_gbps: N}, the network between its nodes")
+	}
 	if h := d.PrefillHardware; h != "" && h != c.Hardware {
 		if _, err := model.ResolveHardware(h, nil); err != nil {
 			k := "disaggregation.prefill_hardware"

@@ -132,6 +132,30 @@ func TestPrefillDeploymentDataParallel(t *testing.T) {
 	}
 }
 
+// A prefill worker of its own deployment spans its own nodes
+// (prefill_nodes_per_worker, on the cluster's inter_node network): TP16
+// over two H100 nodes beside decode workers of TP8 on one; or the
+// reverse, the cluster's workers over two nodes and the prefill pool's on
+// one. Without the network between its nodes it is refused.
+func TestPrefillDeploymentNodes(t *testing.T) {
+	net := "inter_node:\n  transport: rdma\n  bandwidth_gbps: 400\n"
+	s := resolveYAML(t, "model: llama-3.1-70b\nhardware: h100\ntp: 8\nworkers: 2\n"+net+"disaggregation:\n  prefill_workers: 1\n  prefill_tp: 16\n  prefill_nodes_per_worker: 2\n")
+	if in := s.Prefill.Deployment.InterNode; in == nil || in.Nodes != 2 || in.Transport != "rdma" || s.Deployment.InterNode != nil {
+		t.Errorf("prefill inter-node %+v, cluster's %+v; want the prefill workers over 2 nodes on rdma, the cluster's on one", in, s.Deployment.InterNode)
+	}
+	if h := s.Header(); !strings.Contains(h, "1 prefill on 16×h100 (TP16 over 2 nodes)") {
+		t.Errorf("header %q", h)
+	}
+	s = resolveYAML(t, "model: llama-3.1-70b\nhardware: h100\ntp: 16\nnodes_per_worker: 2\nworkers: 2\n"+net+"disaggregation:\n  prefill_workers: 1\n  prefill_tp: 8\n")
+	if s.Prefill.Deployment.InterNode != nil || s.Deployment.InterNode == nil || s.Deployment.InterNode.Nodes != 2 {
+		t.Errorf("prefill inter-node %+v, cluster's %+v; want the prefill workers on one node, the cluster's over 2", s.Prefill.Deployment.InterNode, s.Deployment.InterNode)
+	}
+	err := resolveErr("model: llama-3.1-70b\nhardware: h100\ntp: 8\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 16\n  prefill_nodes_per_worker: 2\n")
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:8: disaggregation.prefill_nodes_per_worker: 2: a prefill worker spanning nodes needs inter_node") {
+		t.Errorf("no inter_node: %v", err)
+	}
+}
+
 // KV tiers on both pools with a prefill pool of its own deployment
 // (decode_kv_tiers): the prefill pool's sized by its deployment (two
 // H200s a worker: two PCIe links, the H200 node), the decode pool's by
@@ -160,7 +184,7 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 		{"model: deepseek-v2-lite\nkv_store_gib: 100\nscheduler:\n  kv_offloading_backend: lmcache\n  lmcache:\n    remote_url: redis://x:6379\n" + pd + "  prefill_tp: 2\n  decode_kv_tiers: true\n",
 			"disaggregation.decode_kv_tiers: a remote store shared by a prefill pool of 62208 KV bytes a token and a decode pool of 31104: not modelled yet"},
 		{pd + "  prefill_scheduler:\n    chunked_prefill_size: 4096\n", "c.yaml:5: disaggregation.prefill_scheduler.chunked_prefill_size: is not a setting of vllm's scheduler"},
-		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's"},
+		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's"},
 	} {
 		if err := resolveErr(c.yaml); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)

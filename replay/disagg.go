@@ -142,6 +142,10 @@ type DisaggregationConfig struct {
 	// and KV capacity (Options.Prefill), which the replay needs.
 	PrefillHardware string `yaml:"prefill_hardware,omitempty"`
 	PrefillTP       int    `yaml:"prefill_tp,omitempty"`
+	// PrefillNodesPerWorker is the nodes a prefill worker of its own
+	// deployment spans (0 or 1: one), on the cluster's inter_node
+	// network; the cluster's nodes_per_worker is the decode workers'.
+	PrefillNodesPerWorker int `yaml:"prefill_nodes_per_worker,omitempty"`
 	// PrefillScheduler gives the prefill workers batch limits of their
 	// own (0: the cluster's scheduler's), as PD deployments launch the
 	// prefill instances with their own flags.
@@ -188,8 +192,10 @@ func (p PoolScheduler) validate(key, engine string, bad func(field, format strin
 }
 
 // ownPrefill reports whether the prefill pool has a deployment of its
-// own (PrefillHardware, PrefillTP).
-func (d DisaggregationConfig) ownPrefill() bool { return d.PrefillHardware != "" || d.PrefillTP != 0 }
+// own (PrefillHardware, PrefillTP, PrefillNodesPerWorker).
+func (d DisaggregationConfig) ownPrefill() bool {
+	return d.PrefillHardware != "" || d.PrefillTP != 0 || d.PrefillNodesPerWorker != 0
+}
 
 // prefillTiersOnly reports whether the KV tiers (an Offload's) are the
 // prefill pool's alone: disaggregated, without DecodeKVTiers.
@@ -281,7 +287,7 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 	}
 	if !d.on() {
 		if d.ownPrefill() || d.PrefillScheduler.On() {
-			bad("disaggregation.prefill_workers", "missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's")
+			bad("disaggregation.prefill_workers", "missing: prefill_hardware, prefill_tp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's")
 		}
 		return
 	}
@@ -338,6 +344,9 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 	}
 	if d.PrefillTP < 0 || d.PrefillTP > 1024 {
 		bad("disaggregation.prefill_tp", "%d is not a TP size", d.PrefillTP)
+	}
+	if d.PrefillNodesPerWorker < 0 || d.PrefillNodesPerWorker > 1024 {
+		bad("disaggregation.prefill_nodes_per_worker", "%d is not a number of nodes", d.PrefillNodesPerWorker)
 	}
 	d.PrefillScheduler.validate("disaggregation.prefill_scheduler", cmp.Or(c.Scheduler.Engine, EngineVLLM), bad)
 	if a, b := d.PrefillAutoscale.withDefaults(1), d.DecodeAutoscale.withDefaults(1); a.on() && b.on() && a.GPUsPerWorker != b.GPUsPerWorker && !d.ownPrefill() {

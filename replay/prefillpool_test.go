@@ -103,7 +103,7 @@ func TestPrefillPoolErrors(t *testing.T) {
 		{Config{Workers: 2, Disaggregation: both}, Options{Prefill: p, Offload: tierSpec(t, 10, 0, 10), DecodeOffload: func() *Offload { o := tierSpec(t, 10, 0, 10); o.KVBytesPerToken *= 2; return o }()},
 			"a remote store shared by pools of 131072 and 262144 KV bytes a token: not modelled yet"},
 		{Config{Workers: 2, Disaggregation: own}, Options{}, "replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity"},
-		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp and prefill_scheduler are the prefill pool's"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's"},
 	} {
 		_, err := RunInputs(tc.cfg, cost, 100, Requests([]*trace.Request{req("a", 0, 10, 2)}), func(*trace.Request) error { return nil }, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
