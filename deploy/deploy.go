@@ -137,6 +137,21 @@ func (s *Setup) Header() string {
 	return fmt.Sprintf("%s on %d×%s (%s), %s, %s", d.LLM.Name, gpus, d.Hardware.Name, par, EngineName(s.Config), w)
 }
 
+// oneDomain returns the note that a worker of dep (what: "a worker")
+// has more GPUs than its node and no nodes to span (key, the setting that
+// gives them): it is priced as one NVLink domain, which its node is not;
+// none when it fits, spans nodes, or its node does not resolve (the KV
+// tiers, which need it, say why).
+func (c Cluster) oneDomain(dep *model.Deployment, what, key string) []string {
+	gpus := dep.TP * max(dep.PP, 1)
+	n, err := c.node(dep)
+	if dep.InterNode != nil || err != nil || gpus <= n.GPUs {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s of %d GPUs (TP%d, PP%d) on %s nodes of %d: priced as one NVLink domain, which no node is (%s and inter_node price the crossing between nodes)",
+		what, gpus, dep.TP, max(dep.PP, 1), n.Name, n.GPUs, key)}
+}
+
 // workerParallelism says how one worker of d is laid out, for a pool of
 // its own: TP, and PP and EP when there are (with data parallelism a
 // worker is a rank, the experts over the server's ranks), and the nodes
@@ -284,6 +299,12 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 	}
 	if pre != nil {
 		s.Notes = append(s.Notes, prefillNote(pre, cfg.Disaggregation.PrefillScheduler))
+	}
+	s.Notes = append(s.Notes, c.oneDomain(dep, "a worker", "nodes_per_worker")...)
+	if pre != nil {
+		if pc, err := c.prefillCluster(); err == nil {
+			s.Notes = append(s.Notes, pc.oneDomain(pre.Deployment, "a prefill worker", "disaggregation.prefill_nodes_per_worker")...)
+		}
 	}
 	if d := cfg.Disaggregation; d.PrefillWorkers > 0 {
 		note, err := disaggregationTiers(&c, d, s.Offload)

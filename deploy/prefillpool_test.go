@@ -136,7 +136,9 @@ func TestPrefillDeploymentDataParallel(t *testing.T) {
 // (prefill_nodes_per_worker, on the cluster's inter_node network): TP16
 // over two H100 nodes beside decode workers of TP8 on one; or the
 // reverse, the cluster's workers over two nodes and the prefill pool's on
-// one. Without the network between its nodes it is refused.
+// one. Without the network between its nodes it is refused; a worker of
+// more GPUs than its node on one node is noted as priced as one NVLink
+// domain.
 func TestPrefillDeploymentNodes(t *testing.T) {
 	net := "inter_node:\n  transport: rdma\n  bandwidth_gbps: 400\n"
 	s := resolveYAML(t, "model: llama-3.1-70b\nhardware: h100\ntp: 8\nworkers: 2\n"+net+"disaggregation:\n  prefill_workers: 1\n  prefill_tp: 16\n  prefill_nodes_per_worker: 2\n")
@@ -149,6 +151,30 @@ func TestPrefillDeploymentNodes(t *testing.T) {
 	s = resolveYAML(t, "model: llama-3.1-70b\nhardware: h100\ntp: 16\nnodes_per_worker: 2\nworkers: 2\n"+net+"disaggregation:\n  prefill_workers: 1\n  prefill_tp: 8\n")
 	if s.Prefill.Deployment.InterNode != nil || s.Deployment.InterNode == nil || s.Deployment.InterNode.Nodes != 2 {
 		t.Errorf("prefill inter-node %+v, cluster's %+v; want the prefill workers on one node, the cluster's over 2", s.Prefill.Deployment.InterNode, s.Deployment.InterNode)
+	}
+	// A worker of more GPUs than its node, on none: a note says it is
+	// priced as one NVLink domain.
+	domain := func(s *Setup) string {
+		for _, n := range s.Notes {
+			if strings.Contains(n, "NVLink domain") {
+				return n
+			}
+		}
+		return ""
+	}
+	if n := domain(s); n != "" {
+		t.Errorf("the cluster's workers over 2 nodes: %q", n)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"model: llama-3.1-70b\nhardware: h100\ntp: 8\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 16\n",
+			"a prefill worker of 16 GPUs (TP16, PP1) on hgx-h100 nodes of 8: priced as one NVLink domain, which no node is (disaggregation.prefill_nodes_per_worker and inter_node price the crossing between nodes)"},
+		{"model: llama-3.1-70b\nhardware: h100\ntp: 16\nworkers: 1\n",
+			"a worker of 16 GPUs (TP16, PP1) on hgx-h100 nodes of 8: priced as one NVLink domain, which no node is (nodes_per_worker and inter_node price the crossing between nodes)"},
+		{"model: llama-3.1-70b\nhardware: h100\ntp: 8\nworkers: 1\n", ""},
+	} {
+		if n := domain(resolveYAML(t, c.yaml)); n != c.want {
+			t.Errorf("%q: note %q, want %q", c.yaml, n, c.want)
+		}
 	}
 	err := resolveErr("model: llama-3.1-70b\nhardware: h100\ntp: 8\nworkers: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 16\n  prefill_nodes_per_worker: 2\n")
 	if err == nil || !strings.Contains(err.Error(), "c.yaml:8: disaggregation.prefill_nodes_per_worker: 2: a prefill worker spanning nodes needs inter_node") {
