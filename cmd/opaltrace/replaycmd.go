@@ -47,7 +47,7 @@ func replayCommand() *cli.Command {
 			&cli.Int64Flag{Name: "stream-interval", Usage: "override: tokens per streamed chunk after the first (engines' --stream-interval)"},
 			&cli.FloatFlag{Name: "client-latency", Usage: "override: one-way client–server latency in seconds (adds twice to TTFT and E2E)"},
 			&cli.StringFlag{Name: "per-second", Usage: "also write per-second statistics (completions, running, waiting, GPU busy, KV blocks, tokens per step) to this Parquet file"},
-			&cli.StringFlag{Name: "planner-log", Usage: "with disaggregation.planner: also write the planner's adjustments (what it observed, its correction factors, the workers it asked for) to this CSV file", TakesFile: true},
+			&cli.StringFlag{Name: "planner-log", Usage: "with a planner (disaggregation.planner, or planner for an aggregated fleet): also write its adjustments (what the SLA planner observed and its correction factors, or the load-based planner's largest engine load per pool; the workers it asked for) to this CSV file", TakesFile: true},
 			&cli.StringFlag{Name: "metrics-out", Usage: "also write the run as OpenMetrics samples under the engine's own metric names (vllm: or sglang:) to this `FILE`, for promtool tsdb create-blocks-from openmetrics"},
 			&cli.DurationFlag{Name: "metrics-interval", Value: 15 * time.Second, Usage: "simulated time between two --metrics-out samples"},
 			&cli.StringFlag{Name: "metrics-start", Usage: "wall time of the run's start for --metrics-out, RFC 3339 (default: the time the input run recorded)"},
