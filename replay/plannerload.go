@@ -84,42 +84,50 @@ func (th loadThresholds) decide(cur int, loads []float64, prefill bool, least in
 }
 
 // prefillLoad is a prefill engine's load: its queued requests' tokens
-// still to compute (a prompt's, or a preempted request's), over the
-// context length when perContext.
+// still to compute, over the context length when perContext.
 func (e *engine) prefillLoad(w *worker, perContext bool) float64 {
-	var tokens int64
-	w.waiting.each(func(r *reqState) { tokens += max(r.numTokens()-r.computed, 0) })
 	if perContext {
-		return float64(tokens) / float64(e.cfg.Scheduler.ContextLength)
+		return float64(queuedToCompute(w)) / float64(e.cfg.Scheduler.ContextLength)
 	}
-	return float64(tokens)
+	return float64(queuedToCompute(w))
 }
 
 // aggLoad is an aggregated engine's load: its running requests' KV
-// tokens (computed, or being computed in the step in flight) and its
-// queued requests' tokens still to compute (Dynamo's aggregated
-// mode adds queued_requests.sum_prefill_tokens to the decode KV tokens;
-// a queued request, new or preempted, is all prefill), over its KV
-// capacity in tokens.
+// tokens and its queued requests' tokens still to compute (Dynamo's
+// aggregated mode adds queued_requests.sum_prefill_tokens to the decode
+// KV tokens; a queued request, new or preempted, is all prefill), over
+// its KV capacity.
 func (e *engine) aggLoad(w *worker) float64 {
-	var tokens int64
-	for _, r := range w.running {
-		tokens += r.computed
-	}
-	w.waiting.each(func(r *reqState) { tokens += max(r.numTokens()-r.computed, 0) })
-	return float64(tokens) / float64(e.kvBlocksOf(w.id)*e.cfg.Scheduler.BlockSize)
+	return e.ofKV(w, runningKV(w)+queuedToCompute(w))
 }
 
 // decodeLoad is a decode engine's KV demand: its running requests' KV
-// tokens (computed, or being computed in the step in flight) and its
-// queued requests' tokens (their prompts' KV, sent or on its way), over
-// its KV capacity in tokens.
+// tokens and its queued requests' tokens (their prompts' KV, sent or on
+// its way), over its KV capacity.
 func (e *engine) decodeLoad(w *worker) float64 {
-	var tokens int64
+	tokens := runningKV(w)
+	w.waiting.each(func(r *reqState) { tokens += r.numTokens() })
+	return e.ofKV(w, tokens)
+}
+
+// runningKV is the KV tokens of w's running requests: computed, or being
+// computed in the step in flight.
+func runningKV(w *worker) (tokens int64) {
 	for _, r := range w.running {
 		tokens += r.computed
 	}
-	w.waiting.each(func(r *reqState) { tokens += r.numTokens() })
+	return tokens
+}
+
+// queuedToCompute is the tokens w's queued requests have still to
+// compute: a prompt's, or a preempted request's prompt and output.
+func queuedToCompute(w *worker) (tokens int64) {
+	w.waiting.each(func(r *reqState) { tokens += max(r.numTokens()-r.computed, 0) })
+	return tokens
+}
+
+// ofKV is tokens as a share of w's KV capacity.
+func (e *engine) ofKV(w *worker, tokens int64) float64 {
 	return float64(tokens) / float64(e.kvBlocksOf(w.id)*e.cfg.Scheduler.BlockSize)
 }
 
