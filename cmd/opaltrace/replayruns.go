@@ -766,6 +766,27 @@ func carryOver(jobs []replayJob, runs []trace.Run, carry string, stderr io.Write
 	}
 }
 
+// skipped counts the planner's adjustments that changed nothing for
+// want of what to decide on (PlannerAdjustment.Skipped).
+func skipped(log []replay.PlannerAdjustment) int {
+	n := 0
+	for _, a := range log {
+		if a.Skipped {
+			n++
+		}
+	}
+	return n
+}
+
+// enginesText says what the planner's engine is with data parallelism:
+// a server of its ranks ("" otherwise).
+func enginesText(p replay.PlannerConfig) string {
+	if p.ReplicaWorkers > 1 {
+		return fmt.Sprintf(", engines servers of %d workers", p.ReplicaWorkers)
+	}
+	return ""
+}
+
 // fleetLines prints an autoscaled replay's fleet: its GPU-hours and its
 // ready workers per whole second (the last second is partial), the
 // least, the most and the mean, and with disaggregation each pool's.
@@ -787,18 +808,8 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		return ""
 	}
 	if p := cfg.Planner; p.Policy != "" {
-		skipped := 0
-		for _, a := range st.Planner {
-			if a.Skipped {
-				skipped++
-			}
-		}
-		engines := ""
-		if p.ReplicaWorkers > 1 {
-			engines = fmt.Sprintf(", engines servers of %d workers", p.ReplicaWorkers)
-		}
 		fmt.Fprintf(w, "%s: scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (still scaling); %.3f GPU-hours; ready workers per whole second %s\n",
-			name, p.OptimizationTarget, p.ThresholdsText(true), p.AdjustmentIntervalSec, p.MaxGPUBudget, engines, len(st.Planner), skipped,
+			name, p.OptimizationTarget, p.ThresholdsText(true), p.AdjustmentIntervalSec, p.MaxGPUBudget, enginesText(p), len(st.Planner), skipped(st.Planner),
 			st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
 		return
 	}
@@ -810,12 +821,6 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 	fmt.Fprintf(w, "%s: pools autoscaled: %.3f GPU-hours; ready workers per whole second %s\n",
 		name, st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
 	if d.Planner.Policy != "" {
-		skipped := 0
-		for _, a := range st.Planner {
-			if a.Skipped {
-				skipped++
-			}
-		}
 		pred := d.Planner.Predictor + " predictor"
 		if d.Planner.Predictor == replay.PredictorKalman {
 			pred = fmt.Sprintf("Kalman predictor, q_level %g, q_trend %g, r %g", d.Planner.KalmanQLevel, d.Planner.KalmanQTrend, d.Planner.KalmanR)
@@ -823,19 +828,16 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 				pred += ", log1p"
 			}
 		}
-		engines := ""
-		if d.Planner.ReplicaWorkers > 1 {
-			engines = fmt.Sprintf(", engines servers of %d workers", d.Planner.ReplicaWorkers)
-		}
+		engines := enginesText(d.Planner)
 		if g := d.Planner.PrefillGPUsPerWorker; g != 0 && g != d.Planner.GPUsPerWorker {
 			engines += fmt.Sprintf(", %d GPUs a prefill worker and %d a decode worker", g, d.Planner.GPUsPerWorker)
 		}
 		if d.Planner.Policy == replay.PlannerDynamoLoad {
 			fmt.Fprintf(w, "%s: both pools scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (a pool still scaling)\n",
-				name, d.Planner.OptimizationTarget, d.Planner.ThresholdsText(false), d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, engines, len(st.Planner), skipped)
+				name, d.Planner.OptimizationTarget, d.Planner.ThresholdsText(false), d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, engines, len(st.Planner), skipped(st.Planner))
 		} else {
 			fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s%s): %d adjustments, %d skipped (nothing completed)\n",
-				name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped)
+				name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped(st.Planner))
 		}
 	}
 	for _, p := range []struct {
