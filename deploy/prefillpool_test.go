@@ -217,3 +217,18 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 		}
 	}
 }
+
+// A planner section the replay cannot take names its file, line and key:
+// an unknown optimization target, an SLA setting under the load-based
+// policy, the SLA planner on an aggregated fleet.
+func TestPlannerErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"workers: 2\nplanner:\n  policy: dynamo\n  optimization_target: power\n", `c.yaml:4: planner.optimization_target: "power" is not throughput, latency or load`},
+		{"workers: 2\ndisaggregation:\n  prefill_workers: 1\n  planner:\n    policy: dynamo\n    itl_s: 0.01\n", "c.yaml:6: disaggregation.planner.itl_s: an SLA planner setting"},
+		{"workers: 2\nplanner:\n  policy: dynamo_sla\n", "c.yaml:3: planner.policy: dynamo_sla on an aggregated fleet: not modelled yet"},
+	} {
+		if err := resolveErr(c.yaml); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)
+		}
+	}
+}
