@@ -154,8 +154,8 @@ func (c Cluster) oneDomain(dep *model.Deployment, what, key string) []string {
 
 // workerParallelism says how one worker of d is laid out, for a pool of
 // its own: TP, and PP and EP when there are (with data parallelism a
-// worker is a rank, the experts over the server's ranks), and the nodes
-// it spans.
+// worker is a rank, the experts over the server's ranks), DP attention,
+// and the nodes it spans.
 func workerParallelism(d *model.Deployment) string {
 	par := fmt.Sprintf("TP%d", d.TP)
 	if d.PP > 1 {
@@ -163,6 +163,9 @@ func workerParallelism(d *model.Deployment) string {
 	}
 	if d.EP > 1 {
 		par += fmt.Sprintf(" EP%d", d.EP)
+	}
+	if d.DPAttention {
+		par += " DP-attention" // a worker is one of its TP ranks
 	}
 	if in := d.InterNode; in != nil {
 		par += fmt.Sprintf(" over %d nodes", in.Nodes)
@@ -277,7 +280,11 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		pdep = pre.Deployment
 	}
 	if cfg.Disaggregation.PrefillWorkers > 0 {
-		note, err := disaggregationOf(&c, &cfg, dep, pdep, cfg.Workers/servers)
+		sr := serverRanks{decode: cfg.Workers / servers, prefill: cfg.Workers / servers}
+		if c.EnableDPAttention {
+			sr = dpAttentionRanks(cfg.Disaggregation, dep)
+		}
+		note, err := disaggregationOf(&c, &cfg, dep, pdep, servers, sr)
 		if err != nil {
 			return nil, err
 		}

@@ -14,29 +14,43 @@ import (
 // ranks: each TP rank sends its own heads, replicated ones included) and
 // the link it goes over (the node's network, node_override's network and
 // nic_gbps included, unless transfer_gbps is given), and returns the note
-// that says so. prefill_workers counts servers, as workers does: with
-// data parallelism each of a server's ranks (perServer) is a replay
-// worker, so the prefill pool is that many times as many workers.
+// that says so. prefill_workers counts servers, as workers does (servers:
+// the fleet's, before data parallelism): with data parallelism each of a
+// server's ranks (sr) is a replay worker, so the prefill pool is that
+// many times as many workers; a prefill server of DP attention with a
+// prefill_tp of its own has that many ranks, beside decode servers of tp.
 //
 // pdep is the prefill pool's deployment (dep unless it has its own,
 // disaggregation.prefill_hardware and prefill_tp): the KV it sends and its
 // node's network are its, and its autoscaler's GPUs a worker.
-func disaggregationOf(c *Cluster, cfg *replay.Config, dep, pdep *model.Deployment, perServer int) (string, error) {
+func disaggregationOf(c *Cluster, cfg *replay.Config, dep, pdep *model.Deployment, servers int, sr serverRanks) (string, error) {
 	d := &cfg.Disaggregation
-	servers := max(cfg.Workers, 1) / perServer
 	if d.PrefillWorkers >= servers {
 		return "", c.bad("disaggregation.prefill_workers", c.given["disaggregation.prefill_workers"], strconv.Itoa(d.PrefillWorkers),
 			fmt.Sprintf("leaves no decode worker of %d workers", servers))
 	}
-	if perServer > 1 {
-		// A pool's HPA sizes servers (pods), each of perServer ranks,
-		// and the planner engines of as many.
-		d.PrefillAutoscale.ReplicaWorkers, d.DecodeAutoscale.ReplicaWorkers = perServer, perServer
+	perServer, prefillPerServer := sr.decode, sr.prefill
+	if prefillPerServer != perServer && d.Planner.Policy != "" {
+		k := "disaggregation.planner.policy"
+		return "", c.bad(k, c.given[k], d.Planner.Policy, fmt.Sprintf("a prefill server of %d ranks beside decode servers of %d (enable_dp_attention with prefill_tp): the planner's engines of two sizes are not modelled yet", prefillPerServer, perServer))
+	}
+	if perServer > 1 || prefillPerServer > 1 {
+		// A pool's HPA sizes servers (pods), each of its ranks, and
+		// the planner engines of as many.
+		d.PrefillAutoscale.ReplicaWorkers, d.DecodeAutoscale.ReplicaWorkers = prefillPerServer, perServer
 		d.Planner.ReplicaWorkers = perServer
 	}
-	d.PrefillWorkers *= perServer
+	d.PrefillWorkers *= prefillPerServer
+	if prefillPerServer != perServer && cfg.Client.PrefillAPIServerRanks == 0 {
+		// A prefill server's ranks behind its API server, the decode
+		// servers' behind theirs (api_server_ranks).
+		cfg.Client.PrefillAPIServerRanks = prefillPerServer
+	}
 	ranksNote := ""
-	if perServer > 1 {
+	switch {
+	case prefillPerServer != perServer:
+		ranksNote = fmt.Sprintf(" (%d ranks a prefill server, %d a decode server: %d prefill and %d decode workers)", prefillPerServer, perServer, d.PrefillWorkers, max(cfg.Workers, 1)-d.PrefillWorkers)
+	case perServer > 1:
 		ranksNote = fmt.Sprintf(" (%d ranks each: %d prefill and %d decode workers)", perServer, d.PrefillWorkers, max(cfg.Workers, 1)-d.PrefillWorkers)
 	}
 	ranks := int64(workerGPUs(pdep)) // a prefill worker's, which sends the KV
@@ -81,7 +95,7 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep, pdep *model.Deploymen
 	if EngineName(*cfg) == replay.EngineSGLang {
 		how = "SGLang's PD servers: the decode server streams the prefill server's first token"
 	}
-	prefill := d.PrefillWorkers / perServer
+	prefill := d.PrefillWorkers / prefillPerServer
 	decode := ""
 	switch {
 	case d.DecodeRouter == replay.DecodeLeastRequests:

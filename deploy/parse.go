@@ -320,9 +320,11 @@ func keysOf(t reflect.Type) []string {
 
 // yamlKey returns the yaml key of a struct field as yaml.v3 reads it (its
 // tag's name, or the field's name in lower case), or whether the field is
-// inlined; ok is false for an unexported field, which yaml does not set.
+// inlined; ok is false for an unexported field and one tagged "-",
+// which yaml does not set (a replay setting the deploy package derives,
+// such as an autoscaler's ReplicaWorkers: a file's "-" key is unknown).
 func yamlKey(sf reflect.StructField) (name string, inline, ok bool) {
-	if !sf.IsExported() {
+	if !sf.IsExported() || sf.Tag.Get("yaml") == "-" {
 		return "", false, false
 	}
 	name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")

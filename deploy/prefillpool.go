@@ -85,19 +85,11 @@ func (c *Cluster) prefillKey() string {
 // experts over all its GPUs with ep). Another GPU takes its own preset's
 // figures and node (hardware_override, node and node_override describe
 // the cluster's). A prefill worker spans prefill_nodes_per_worker nodes
-// (one by default), on the cluster's inter_node network. What it does
-// not model yet is refused: DP attention (an SGLang server's ranks are
-// its TP).
+// (one by default), on the cluster's inter_node network. With SGLang's
+// DP attention a prefill server's ranks are its prefill_tp
+// (dpAttentionRanks), each a replay worker, as the cluster's are its tp.
 func (c *Cluster) prefillCluster() (Cluster, error) {
 	d := c.Config.Disaggregation
-	key := c.prefillKey()
-	refuse := func(what string) error {
-		return c.bad(key, c.given[key], "", what+" with a prefill pool of its own deployment: not modelled yet")
-	}
-	switch {
-	case c.EnableDPAttention:
-		return Cluster{}, refuse("enable_dp_attention")
-	}
 	p := *c
 	// A prefill worker spans its own nodes (the cluster's are the
 	// decode workers'), on the cluster's network between them.
@@ -146,6 +138,10 @@ func prefillDeployment(c *Cluster, cfg replay.Config, run trace.Run, o Overrides
 		sg = model.SGLangServeDefaults(c.EngineVersion, dep.Hardware, dep.TP, dep.PP)
 		dep.CUDAGraphMaxBS = sglangCUDAGraphMaxBS(run, sg)
 		dep.TorchCompileMaxBS = sglangTorchCompileMaxBS(run, sg)
+		if dep.DPAttention {
+			// server_args.py's cap under DP attention (dpAttention).
+			dep.CUDAGraphMaxBS = min(dep.CUDAGraphMaxBS, sglangDPCUDAGraphMaxBS)
+		}
 	}
 	cfg.Scheduler = cfg.Disaggregation.PrefillScheduler.Apply(cfg.Scheduler) // vLLM profiles its token budget
 	tokens, how, err := kvCapacity(pc, cfg, dep, sg)
@@ -211,8 +207,12 @@ func prefillNote(p *PoolSetup, ps replay.PoolScheduler) string {
 		}
 		limits = "its own " + strings.Join(own, ", ") + ", the scheduler's other settings the cluster's"
 	}
-	return fmt.Sprintf("prefill pool of its own deployment: %s on %d×%s (%s) a worker, KV %s; its steps priced by %s; %s",
-		d.LLM.Name, d.TP*max(d.PP, 1), d.Hardware.Name, workerParallelism(d), p.KVHow, firstLine(p.CostModelText), limits)
+	unit := "a worker"
+	if d.DPAttention {
+		unit = "a server, each of its ranks a worker"
+	}
+	return fmt.Sprintf("prefill pool of its own deployment: %s on %d×%s (%s) %s, KV %s; its steps priced by %s; %s",
+		d.LLM.Name, d.TP*max(d.PP, 1), d.Hardware.Name, workerParallelism(d), unit, p.KVHow, firstLine(p.CostModelText), limits)
 }
 
 // firstLine returns s up to its first newline.

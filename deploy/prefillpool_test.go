@@ -132,6 +132,54 @@ func TestPrefillDeploymentDataParallel(t *testing.T) {
 	}
 }
 
+// A prefill pool of its own TP with SGLang's DP attention (DeepSeek's PD
+// deployments: prefill and decode servers of other sizes, each rank a
+// replay worker): DeepSeek-V2-Lite with one prefill server of TP4 beside
+// two decode servers of TP2 is 4 prefill ranks and 4 decode ranks; a
+// prefill server's HPA replica is its 4 ranks, a decode server's its 2,
+// each rank one GPU; one API server fronts a prefill server's 4 ranks
+// and another each decode server's 2; the prefill deployment is DP
+// attention of TP4, a rank's KV its own (more than a TP2 rank's: a
+// quarter of the weights a GPU), its CUDA graphs capped at 96 as the
+// cluster's. The planner, whose engines are of one size, is refused.
+func TestPrefillDeploymentDPAttention(t *testing.T) {
+	hpa := "    metric: queue_depth\n    target: 2\n    max_replicas: 3\n"
+	s := resolveYAML(t, "model: deepseek-v2-lite\nhardware: h100\ntp: 2\nenable_dp_attention: true\nworkers: 3\nscheduler:\n  engine: sglang\n"+
+		"disaggregation:\n  prefill_workers: 1\n  prefill_tp: 4\n  prefill_autoscale:\n"+hpa+"  decode_autoscale:\n"+hpa)
+	c, d := s.Config, s.Config.Disaggregation
+	if c.Workers != 8 || d.PrefillWorkers != 4 || c.Client.APIServerRanks != 2 || c.Client.PrefillAPIServerRanks != 4 {
+		t.Errorf("%d workers, %d prefill, API servers of %d and %d prefill ranks; want 8, 4, 2, 4", c.Workers, d.PrefillWorkers, c.Client.APIServerRanks, c.Client.PrefillAPIServerRanks)
+	}
+	if a, b := d.PrefillAutoscale, d.DecodeAutoscale; a.ReplicaWorkers != 4 || b.ReplicaWorkers != 2 || a.GPUsPerWorker != 1 || b.GPUsPerWorker != 1 {
+		t.Errorf("prefill HPA %+v, decode HPA %+v; want replicas of 4 and 2 ranks, a GPU a rank", a, b)
+	}
+	p := s.Prefill
+	if p == nil || !p.Deployment.DPAttention || p.Deployment.TP != 4 || p.Deployment.CUDAGraphMaxBS > 96 || !(p.KVTokens > s.KVTokens) || d.KVBytesPerToken != 31104 {
+		t.Fatalf("prefill pool %+v, %d KV bytes a token; want DP attention of TP4, CUDA graphs to 96 at most, more KV a rank than the cluster's %d, a rank's 31104 B", p, d.KVBytesPerToken, s.KVTokens)
+	}
+	notes := strings.Join(s.Notes, "\n")
+	for _, want := range []string{
+		"enable_dp_attention: 1 prefill server(s) × 4 and 2 decode server(s) × 2 DP-attention ranks (prefill_tp 4) replayed as 8 workers",
+		"one API server (TokenizerManager) per 4 prefill ranks and per 2 decode ranks",
+		"1 prefill and 2 decode servers (4 ranks a prefill server, 2 a decode server: 4 prefill and 4 decode workers)",
+		"prefill pool of its own deployment: deepseek-v2-lite on 4×h100 (TP4 DP-attention) a server, each of its ranks a worker, KV ",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	if h := s.Header(); !strings.Contains(h, "8 workers (4 prefill on 4×h100 (TP4 DP-attention), 4 decode: disaggregated)") {
+		t.Errorf("header %q", h)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("the resolved configuration is refused: %v", err)
+	}
+	err := resolveErr("model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 3\nscheduler:\n  engine: sglang\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 4\n  planner:\n    policy: dynamo\n    max_gpu_budget: 16\n")
+	if want := "c.yaml:11: disaggregation.planner.policy: dynamo: a prefill server of 4 ranks beside decode servers of 2 (enable_dp_attention with prefill_tp): the planner's engines of two sizes are not modelled yet"; err == nil || err.Error() != want {
+		t.Errorf("the planner with servers of two sizes: error %v, want %s", err, want)
+	}
+}
+
 // A prefill worker of its own deployment spans its own nodes
 // (prefill_nodes_per_worker, on the cluster's inter_node network): TP16
 // over two H100 nodes beside decode workers of TP8 on one; or the
@@ -204,7 +252,6 @@ func TestPrefillDeploymentDecodeTiers(t *testing.T) {
 func TestPrefillDeploymentErrors(t *testing.T) {
 	pd := "workers: 2\ndisaggregation:\n  prefill_workers: 1\n"
 	for _, c := range []struct{ yaml, want string }{
-		{"model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nscheduler:\n  engine: sglang\n" + pd + "  prefill_tp: 4\n", "c.yaml:9: disaggregation.prefill_tp: enable_dp_attention with a prefill pool of its own deployment: not modelled yet"},
 		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
 		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
 		{"model: deepseek-v2-lite\nkv_store_gib: 100\nscheduler:\n  kv_offloading_backend: lmcache\n  lmcache:\n    remote_url: redis://x:6379\n" + pd + "  prefill_tp: 2\n  decode_kv_tiers: true\n",

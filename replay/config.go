@@ -96,6 +96,15 @@ type ClientConfig struct {
 	// i/APIServerRanks = j/APIServerRanks. 0 or 1: each worker its own.
 	// The deploy package sets it from dp and enable_dp_attention.
 	APIServerRanks int `yaml:"api_server_ranks"`
+	// PrefillAPIServerRanks is APIServerRanks for the prefill pool of a
+	// disaggregated fleet whose servers have other rank counts than the
+	// decode pool's (SGLang's DP attention with a prefill pool of its own
+	// TP: a server's ranks are its TP): consecutive prefill workers share
+	// one API server by it, and the decode workers, from the first after
+	// the prefill pool's slots, by APIServerRanks. 0: APIServerRanks for
+	// both pools, as consecutive workers of the whole fleet. The deploy
+	// package sets it from disaggregation.prefill_tp.
+	PrefillAPIServerRanks int `yaml:"prefill_api_server_ranks"`
 }
 
 // A WorkloadConfig says how requests are sent.
@@ -297,6 +306,11 @@ func (c Config) Validate() error {
 	}
 	if n := c.Client.APIServerRanks; n < 0 || n > max(c.Workers, 1) {
 		bad("client.api_server_ranks", "%d is not a number of workers in [0, %d]", n, max(c.Workers, 1))
+	}
+	if n, p := c.Client.PrefillAPIServerRanks, c.Disaggregation.PrefillWorkers; n != 0 && p <= 0 {
+		bad("client.prefill_api_server_ranks", "%d without disaggregation (a prefill pool's API servers)", n)
+	} else if n < 0 || n > p {
+		bad("client.prefill_api_server_ranks", "%d is not a number of prefill workers in [0, %d]", n, p)
 	}
 	if l := c.Client.TimeoutSec; !(l >= 0) || l > 1e7 {
 		bad("client.timeout_s", "%v is not a number of seconds in [0, 1e7]", l)

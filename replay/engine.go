@@ -206,7 +206,14 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	e.timeout = trace.DurationSeconds(cfg.Client.TimeoutSec)
 	e.apiSvc = trace.DurationSeconds(cfg.Client.APIServerRequestSec)
 	e.apiRanks = max(cfg.Client.APIServerRanks, 1)
-	e.apiFree = make([]trace.Time, (slots+e.apiRanks-1)/e.apiRanks)
+	apiServers := (slots + e.apiRanks - 1) / e.apiRanks
+	if n := cfg.Client.PrefillAPIServerRanks; n > 0 && cfg.Disaggregation.on() {
+		// The prefill pool's servers, then the decode pool's.
+		e.apiPrefillRanks, e.apiPrefillSlots = n, prefillSlots
+		e.apiDecodeFirst = (prefillSlots + n - 1) / n
+		apiServers = e.apiDecodeFirst + (decodeSlots+e.apiRanks-1)/e.apiRanks
+	}
+	e.apiFree = make([]trace.Time, apiServers)
 	if e.timeout > 0 {
 		e.live = make([]*reqState, reqs.Len())
 	}
@@ -408,7 +415,13 @@ type engine struct {
 	// in its line.
 	apiRanks int
 	apiFree  []trace.Time
-	live     []*reqState // with a timeout: the state of each request in flight, by index
+	// With Config.Client.PrefillAPIServerRanks: apiPrefillRanks
+	// prefill workers share an API server, of the first
+	// apiPrefillSlots slots, and the decode workers' servers are from
+	// apiDecodeFirst on (apiServerOf); 0: apiRanks for every slot.
+	apiPrefillRanks, apiPrefillSlots, apiDecodeFirst int
+
+	live []*reqState // with a timeout: the state of each request in flight, by index
 
 	// pricing prices the steps of the workers (pricing.go), and
 	// prefillPricing those of a prefill pool of its own deployment

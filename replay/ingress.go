@@ -79,11 +79,25 @@ func (e *engine) ingress(now trace.Time, w *worker, r *reqState) {
 	if a.head == len(a.reqs) {
 		a.reqs, a.at, a.head = a.reqs[:0], a.at[:0], 0
 	}
-	free := &e.apiFree[w.id/e.apiRanks]
+	free := &e.apiFree[e.apiServerOf(w.id)]
 	*free = max(*free, now).Add(e.apiSvc)
 	a.reqs = append(a.reqs, r)
 	a.at = append(a.at, *free)
 	e.q.push(*free, evIngress, int32(w.id))
+}
+
+// apiServerOf returns the API server of worker slot w: consecutive
+// workers apiRanks to a server, or, with a prefill pool whose servers
+// have ranks of their own (apiPrefillRanks), the prefill slots that many
+// to a server and the decode slots after them apiRanks to a server.
+func (e *engine) apiServerOf(w int) int {
+	switch {
+	case e.apiPrefillRanks == 0:
+		return w / e.apiRanks
+	case w < e.apiPrefillSlots:
+		return w / e.apiPrefillRanks
+	}
+	return e.apiDecodeFirst + (w-e.apiPrefillSlots)/e.apiRanks
 }
 
 // ingressed hands the head of w's API server's line, due at now, to w's

@@ -133,3 +133,53 @@ func TestAPIServerRanksValidated(t *testing.T) {
 		}
 	}
 }
+
+// A prefill pool whose servers have ranks of their own (SGLang's DP
+// attention with a prefill_tp of its own) groups its workers by
+// PrefillAPIServerRanks and the decode workers, after its slots, by
+// APIServerRanks: with three prefill ranks to a server six requests sent
+// at once (round-robin over the prefill pool: w0 w1 w2 w0 w1 w2) pass one
+// line, 1.5 ms each; grouped two to a server across the whole fleet, as
+// without it, prefill worker 2 would have a line of its own (the one it
+// shares with decode worker 3), and each line would hold fewer.
+func TestAPIServerRanksPerPool(t *testing.T) {
+	t.Parallel()
+	ids := []string{"r1", "r2", "r3", "r4", "r5", "r6"}
+	for _, tc := range []struct {
+		prefillRanks int
+		want         []time.Duration // hand-over of r1..r6 to their prefill rank, µs
+	}{
+		{3, []time.Duration{2500, 4000, 5500, 7000, 8500, 10000}},
+		{0, []time.Duration{2500, 4000, 2500, 5500, 7000, 4000}},
+	} {
+		var reqs []*trace.Request
+		for _, id := range ids {
+			reqs = append(reqs, req(id, 0, 10, 1))
+		}
+		cfg := Config{Workers: 7, Client: ClientConfig{LatencySec: 0.001, APIServerRequestSec: 0.0015, APIServerRanks: 2, PrefillAPIServerRanks: tc.prefillRanks},
+			Disaggregation: DisaggregationConfig{PrefillWorkers: 3, KVBytesPerToken: 1000, TransferGBps: 10}}
+		byID, _, _ := replay(t, cfg, linearCost{Base: ms, PerToken: 100 * time.Microsecond}, 100, reqs)
+		for k, id := range ids {
+			want := trace.Time(tc.want[k] * time.Microsecond)
+			if got := byID[id].WorkerArrival.V; got != want {
+				t.Errorf("prefill ranks %d: %s reached its prefill rank at %d ns, want %d", tc.prefillRanks, id, got, want)
+			}
+		}
+	}
+	// The decode workers' servers follow the prefill pool's: slots 3, 4
+	// share one, 5, 6 the next.
+	e := &engine{apiRanks: 2, apiPrefillRanks: 3, apiPrefillSlots: 3, apiDecodeFirst: 1}
+	for w, want := range []int{0, 0, 0, 1, 1, 2, 2} {
+		if got := e.apiServerOf(w); got != want {
+			t.Errorf("worker slot %d: API server %d, want %d", w, got, want)
+		}
+	}
+	bad := Config{Workers: 4, Client: ClientConfig{PrefillAPIServerRanks: 2}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "client.prefill_api_server_ranks: 2 without disaggregation") {
+		t.Errorf("prefill_api_server_ranks without disaggregation: error %v", err)
+	}
+	bad.Disaggregation = DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1000, TransferGBps: 10}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "client.prefill_api_server_ranks: 2 is not a number of prefill workers in [0, 1]") {
+		t.Errorf("prefill_api_server_ranks past the prefill pool: error %v", err)
+	}
+}

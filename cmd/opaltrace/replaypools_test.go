@@ -2,15 +2,17 @@ package main
 
 import (
 	"encoding/csv"
-	"github.com/opaltrace/opaltrace/internal/shareddata"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -287,6 +289,49 @@ func TestReplayPrefillDeployment(t *testing.T) {
 		if _, stderr, err := opaltrace(t, "calibrate", "--config", cfg, "-o", filepath.Join(dir, "cm.yaml"), "--max-evals", "3", in); err == nil ||
 			!strings.Contains(err.Error(), tc.want) {
 			t.Errorf("calibrate with %s: %v, want %q\n%s", tc.pool, err, tc.want, stderr)
+		}
+	}
+}
+
+// A prefill pool of its own TP under SGLang's DP attention, on the
+// embedded sample: one prefill server of TP4 beside two decode servers of
+// TP2 (DeepSeek-V2-Lite on H100s) is four prefill ranks and four decode
+// ranks; the requests' prompts are computed on the four prefill ranks and
+// decoded on the four decode ranks, and the header says so.
+func TestReplayPrefillDeploymentDPAttention(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfg, []byte("model: deepseek-v2-lite\nhardware: h100\ntp: 2\nenable_dp_attention: true\nworkers: 3\nscheduler:\n  engine: sglang\n"+
+		"disaggregation:\n  prefill_workers: 1\n  prefill_tp: 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "sim.parquet")
+	_, stderr, err := opaltrace(t, "replay", "--config", cfg, "-o", out, "../../samples/mooncake/conversation_trace_first10min.jsonl")
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		"1 prefill server(s) × 4 and 2 decode server(s) × 2 DP-attention ranks (prefill_tp 4) replayed as 8 workers",
+		"8 workers (4 prefill on 4×h100 (TP4 DP-attention), 4 decode: disaggregated)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	_, reqs, err := trace.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefill, decode := map[string]bool{}, map[string]bool{}
+	for _, r := range reqs {
+		prefill[r.PrefillWorker], decode[r.Worker] = true, true
+	}
+	if len(prefill) != 4 || len(decode) != 4 {
+		t.Errorf("prompts computed on %v and decoded on %v; want four prefill ranks and four decode ranks", slices.Sorted(maps.Keys(prefill)), slices.Sorted(maps.Keys(decode)))
+	}
+	for w := range prefill {
+		if decode[w] {
+			t.Errorf("worker %s both prefills and decodes", w)
 		}
 	}
 }
