@@ -30,15 +30,14 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep, pdep *model.Deploymen
 			fmt.Sprintf("leaves no decode worker of %d workers", servers))
 	}
 	perServer, prefillPerServer := sr.decode, sr.prefill
-	if prefillPerServer != perServer && d.Planner.Policy != "" {
-		k := "disaggregation.planner.policy"
-		return "", c.bad(k, c.given[k], d.Planner.Policy, fmt.Sprintf("a prefill server of %d ranks beside decode servers of %d (enable_dp_attention with prefill_tp): the planner's engines of two sizes are not modelled yet", prefillPerServer, perServer))
-	}
 	if perServer > 1 || prefillPerServer > 1 {
 		// A pool's HPA sizes servers (pods), each of its ranks, and
 		// the planner engines of as many.
 		d.PrefillAutoscale.ReplicaWorkers, d.DecodeAutoscale.ReplicaWorkers = prefillPerServer, perServer
 		d.Planner.ReplicaWorkers = perServer
+		if prefillPerServer != perServer {
+			d.Planner.PrefillReplicaWorkers = prefillPerServer
+		}
 	}
 	d.PrefillWorkers *= prefillPerServer
 	if prefillPerServer != perServer && cfg.Client.PrefillAPIServerRanks == 0 {

@@ -141,7 +141,8 @@ func TestPrefillDeploymentDataParallel(t *testing.T) {
 // and another each decode server's 2; the prefill deployment is DP
 // attention of TP4, a rank's KV its own (more than a TP2 rank's: a
 // quarter of the weights a GPU), its CUDA graphs capped at 96 as the
-// cluster's. The planner, whose engines are of one size, is refused.
+// cluster's. Dynamo's planner sizes prefill engines of 4 ranks and decode
+// engines of 2.
 func TestPrefillDeploymentDPAttention(t *testing.T) {
 	hpa := "    metric: queue_depth\n    target: 2\n    max_replicas: 3\n"
 	s := resolveYAML(t, "model: deepseek-v2-lite\nhardware: h100\ntp: 2\nenable_dp_attention: true\nworkers: 3\nscheduler:\n  engine: sglang\n"+
@@ -174,9 +175,12 @@ func TestPrefillDeploymentDPAttention(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("the resolved configuration is refused: %v", err)
 	}
-	err := resolveErr("model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 3\nscheduler:\n  engine: sglang\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 4\n  planner:\n    policy: dynamo\n    max_gpu_budget: 16\n")
-	if want := "c.yaml:11: disaggregation.planner.policy: dynamo: a prefill server of 4 ranks beside decode servers of 2 (enable_dp_attention with prefill_tp): the planner's engines of two sizes are not modelled yet"; err == nil || err.Error() != want {
-		t.Errorf("the planner with servers of two sizes: error %v, want %s", err, want)
+	s = resolveYAML(t, "model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 3\nscheduler:\n  engine: sglang\ndisaggregation:\n  prefill_workers: 1\n  prefill_tp: 4\n  planner:\n    policy: dynamo\n    max_gpu_budget: 16\n")
+	if pl := s.Config.Disaggregation.Planner; pl.ReplicaWorkers != 2 || pl.PrefillReplicaWorkers != 4 || pl.GPUsPerWorker != 1 || pl.PrefillGPUsPerWorker != 1 {
+		t.Errorf("planner %+v; want decode engines of 2 ranks, prefill engines of 4, a GPU a rank", pl)
+	}
+	if err := s.Config.Validate(); err != nil {
+		t.Errorf("the resolved configuration with the planner is refused: %v", err)
 	}
 }
 

@@ -241,7 +241,7 @@ func (d DisaggregationConfig) slots(workers int) (prefill, decode int) {
 		decode = max(decode, a.mostWorkers())
 	}
 	if p := d.Planner.withDefaults(); p.on() {
-		prefill, decode = max(prefill, p.most(true)*p.replicaWorkers()), max(decode, p.most(false)*p.replicaWorkers())
+		prefill, decode = max(prefill, p.most(true)*p.poolReplicaWorkers(true)), max(decode, p.most(false)*p.poolReplicaWorkers(false))
 	}
 	return prefill, decode
 }
@@ -333,8 +333,9 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 		for _, pool := range []struct {
 			name    string
 			workers int
-		}{{poolPrefill, d.PrefillWorkers}, {poolDecode, d.decodeWorkers(c.Workers)}} {
-			if k := p.replicaWorkers(); pool.workers%k != 0 {
+			prefill bool
+		}{{poolPrefill, d.PrefillWorkers, true}, {poolDecode, d.decodeWorkers(c.Workers), false}} {
+			if k := p.poolReplicaWorkers(pool.prefill); pool.workers%k != 0 {
 				bad("disaggregation.planner", "the %s pool's workers (%d) are not whole engines of %d workers each", pool.name, pool.workers, k)
 			}
 		}

@@ -132,6 +132,12 @@ type PlannerConfig struct {
 	// (profile_prefill), and its decode throughput per GPU at a
 	// concurrency spread over the ranks.
 	ReplicaWorkers int `yaml:"-"`
+	// PrefillReplicaWorkers is ReplicaWorkers for the prefill pool's
+	// engines when they are servers of other rank counts than the decode
+	// pool's (SGLang's DP attention with a prefill_tp of its own: a
+	// prefill server's ranks are its prefill_tp); 0: ReplicaWorkers.
+	// Deploy sets it.
+	PrefillReplicaWorkers int `yaml:"-"`
 }
 
 // Planner policies (PlannerConfig.Policy): Dynamo's SLA planner, and
@@ -288,13 +294,24 @@ func (p PlannerConfig) most(prefill bool) int {
 	return (p.MaxGPUBudget - p.MinEndpoint*p.engineGPUs(!prefill)) / p.engineGPUs(prefill)
 }
 
-// replicaWorkers is ReplicaWorkers, 1 if unset.
+// replicaWorkers is ReplicaWorkers, 1 if unset: the workers of an
+// aggregated fleet's engine, or of a decode engine.
 func (p PlannerConfig) replicaWorkers() int { return max(p.ReplicaWorkers, 1) }
+
+// poolReplicaWorkers is the workers of one engine of the prefill pool
+// (prefill: PrefillReplicaWorkers, ReplicaWorkers when unset) or the
+// decode pool.
+func (p PlannerConfig) poolReplicaWorkers(prefill bool) int {
+	if prefill && p.PrefillReplicaWorkers > 0 {
+		return p.PrefillReplicaWorkers
+	}
+	return p.replicaWorkers()
+}
 
 // engineGPUs is the GPUs of one engine of the prefill pool (prefill) or
 // the decode pool: its ranks'.
 func (p PlannerConfig) engineGPUs(prefill bool) int {
-	return p.workerGPUs(prefill) * p.replicaWorkers()
+	return p.workerGPUs(prefill) * p.poolReplicaWorkers(prefill)
 }
 
 // workerGPUs is the GPUs of one worker of the prefill pool (prefill) or
@@ -312,7 +329,7 @@ func (p PlannerConfig) workerGPUs(prefill bool) int {
 // start-up, bounds and GPUs.
 func (p PlannerConfig) pool(prefill bool) AutoscaleConfig {
 	return AutoscaleConfig{MinReplicas: ptrInt(p.MinEndpoint), MaxReplicas: p.most(prefill), ContainerStartSec: p.ContainerStartSec,
-		WeightsGB: p.WeightsGB, StorageGBps: p.StorageGBps, GPUsPerWorker: p.workerGPUs(prefill), ReplicaWorkers: p.ReplicaWorkers}
+		WeightsGB: p.WeightsGB, StorageGBps: p.StorageGBps, GPUsPerWorker: p.workerGPUs(prefill), ReplicaWorkers: p.poolReplicaWorkers(prefill)}
 }
 
 // A PlannerAdjustment is one adjustment of the planner: what it observed
@@ -502,18 +519,19 @@ func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
 	// min_endpoint workers either way).
 	profileISL := max(nextISL, 1)
 	adj.ProfilePrefillSec = p.prefillSec(profileISL)
-	// An engine of k ranks takes k requests at once (ReplicaWorkers).
-	k := float64(p.cfg.replicaWorkers())
+	// An engine of k ranks takes k requests at once (ReplicaWorkers; a
+	// prefill engine's and a decode engine's may differ).
+	kp, kd := float64(p.cfg.poolReplicaWorkers(true)), float64(p.cfg.poolReplicaWorkers(false))
 	prefill := p.cfg.MinEndpoint
 	if prefillDemand > 0 {
-		prefill = max(int(math.Ceil(prefillDemand/(k*profileISL/adj.ProfilePrefillSec))), prefill)
+		prefill = max(int(math.Ceil(prefillDemand/(kp*profileISL/adj.ProfilePrefillSec))), prefill)
 	}
 	target := p.cfg.ITLSec
 	if p.dcf > 0 {
 		target /= p.dcf
 	}
 	adj.ProfileDecodeTokensPerSec = p.decodeThroughput(target, contextOf(nextISL, nextOSL))
-	dec := max(int(math.Ceil(nextN*nextOSL/interval/(k*adj.ProfileDecodeTokensPerSec))), p.cfg.MinEndpoint)
+	dec := max(int(math.Ceil(nextN*nextOSL/interval/(kd*adj.ProfileDecodeTokensPerSec))), p.cfg.MinEndpoint)
 	prefill, dec = p.budget(prefill, dec)
 	adj.Prefill, adj.Decode = prefill, dec
 	return prefill, dec, true

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -68,7 +69,10 @@ func TestPlannerBudget(t *testing.T) {
 // two GPUs, and every change of either pool moves whole engines. With a
 // prefill pool of its own deployment (prefill steps of 5 ms + 0.1 ms a
 // token, 2 GPUs a worker) the prefill profile and factor are its, and the
-// budget counts its workers' GPUs apart.
+// budget counts its workers' GPUs apart. With engines of two sizes
+// (SGLang's DP attention with a prefill_tp of its own: prefill servers of
+// four ranks, decode servers of two) each pool's engine carries its own
+// ranks' loads and moves its own ranks.
 func TestPlannerDynamoSLA(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -77,9 +81,13 @@ func TestPlannerDynamoSLA(t *testing.T) {
 		ranks                int  // an engine's workers
 		own                  bool // a prefill pool of its own deployment
 		slots                int  // both pools': the engines the budget allows each, the other keeping one
-	}{{"corrected", true, false, false, 1, false, 2 * 11}, {"uncorrected", false, false, false, 1, false, 2 * 11},
-		{"prefix hits", true, true, false, 1, false, 2 * 11}, {"kalman", true, false, true, 1, false, 2 * 11},
-		{"engines of two ranks", true, false, false, 2, false, 2 * 5 * 2}, {"own prefill pool", true, false, false, 1, true, 11/2 + 10}} {
+		prefillRanks         int  // a prefill engine's workers (0: ranks)
+	}{{"corrected", true, false, false, 1, false, 2 * 11, 0}, {"uncorrected", false, false, false, 1, false, 2 * 11, 0},
+		{"prefix hits", true, true, false, 1, false, 2 * 11, 0}, {"kalman", true, false, true, 1, false, 2 * 11, 0},
+		{"engines of two ranks", true, false, false, 2, false, 2 * 5 * 2, 0}, {"own prefill pool", true, false, false, 1, true, 11/2 + 10, 0},
+		// (12 − 2)/4 prefill engines of 4 ranks, (12 − 4)/2 decode
+		// engines of 2.
+		{"engines of two sizes", true, false, false, 2, false, 2*4 + 4*2, 4}} {
 		var reqs []*trace.Request
 		for i := range 2400 { // 20 a second for 120 s
 			in := int64(1000)
@@ -96,10 +104,14 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			reqs = append(reqs, r)
 		}
 		corr, ranks, own := tc.corr, tc.ranks, tc.own
+		pranks := cmp.Or(tc.prefillRanks, ranks)
 		t.Run(tc.name, func(t *testing.T) {
-			d := pdConfig(ranks)
+			d := pdConfig(pranks)
 			d.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 30, ITLSec: 0.011, MaxGPUBudget: 12,
 				NoCorrection: !corr, ContainerStartSec: 5, ReplicaWorkers: ranks}
+			if tc.prefillRanks != 0 {
+				d.Planner.PrefillReplicaWorkers = tc.prefillRanks
+			}
 			var opts Options
 			// One request's prefill of isl tokens: 10 ms + 0.2 ms a
 			// token (checkedPD's step model), on the prefill pool of
@@ -116,7 +128,7 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			}
 			// The test's own filters of the requests, ISL and OSL.
 			filters := [3]loadPredictor{newKalmanPredictor(d.Planner.withDefaults()), newKalmanPredictor(d.Planner.withDefaults()), newKalmanPredictor(d.Planner.withDefaults())}
-			cfg := Config{Workers: 2 * ranks, Router: RouterLeastRequests, Disaggregation: d}
+			cfg := Config{Workers: pranks + ranks, Router: RouterLeastRequests, Disaggregation: d}
 			var changes []fleetChange
 			var slots int
 			all, st := checkedPDWith(t, cfg, reqs, opts, func(e *engine) { changes, slots = e.scale.changes, len(e.workers) })
@@ -191,11 +203,11 @@ func TestPlannerDynamoSLA(t *testing.T) {
 					c := min(max(nf/float64(decode)*adj.DurationSec/30, 1), most(adj))
 					dcf = adj.ITLSec / itl(c)
 				}
-				wantP := max(int(math.Ceil(nextN*nextISL/30*min(1, pcf)/(float64(ranks)*nextISL/prefillSec(nextISL)))), 1)
+				wantP := max(int(math.Ceil(nextN*nextISL/30*min(1, pcf)/(float64(pranks)*nextISL/prefillSec(nextISL)))), 1)
 				best := math.Floor((0.011/dcf-0.010)/0.0002 + 1e-9)
 				best = min(max(best, 1), most(PlannerAdjustment{ISL: nextISL, OSL: nextOSL}))
 				wantD := max(int(math.Ceil(nextN*nextOSL/30/(float64(ranks)*best/itl(best)))), 1)
-				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, PrefillGPUsPerWorker: prefillGPUs, MaxGPUBudget: 12, MinEndpoint: 1, ReplicaWorkers: ranks}}
+				p := &planner{cfg: PlannerConfig{GPUsPerWorker: 1, PrefillGPUsPerWorker: prefillGPUs, MaxGPUBudget: 12, MinEndpoint: 1, ReplicaWorkers: ranks, PrefillReplicaWorkers: tc.prefillRanks}}
 				wantP, wantD = p.budget(wantP, wantD)
 				if !pdNear(adj.ProfilePrefillSec, prefillSec(nextISL)) || !pdNear(adj.ProfileDecodeTokensPerSec, best/itl(best)) {
 					t.Errorf("adjustment %d: profile %v s, %v tokens/s; want %v, %v", k, adj.ProfilePrefillSec, adj.ProfileDecodeTokensPerSec, prefillSec(nextISL), best/itl(best))
@@ -217,12 +229,12 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			for _, f := range st.Fleet {
 				most = max(most, f.PrefillReady)
 			}
-			if most < float64(2*ranks) && !tc.shared {
+			if most < float64(2*pranks) && !tc.shared {
 				t.Errorf("at most %v prefill workers ready; want the planner's", most)
 			}
 			for _, c := range changes {
-				if c.ready%ranks != 0 || c.starting%ranks != 0 || c.draining%ranks != 0 || c.prefillReady%ranks != 0 {
-					t.Errorf("at %v: %+v: not whole engines of %d workers", c.at, c, ranks)
+				if c.ready%ranks != 0 || c.starting%ranks != 0 || c.draining%ranks != 0 || c.prefillReady%pranks != 0 || (c.ready-c.prefillReady)%ranks != 0 {
+					t.Errorf("at %v: %+v: not whole engines of %d prefill and %d decode workers", c.at, c, pranks, ranks)
 				}
 			}
 		})

@@ -297,7 +297,8 @@ func TestReplayPrefillDeployment(t *testing.T) {
 // embedded sample: one prefill server of TP4 beside two decode servers of
 // TP2 (DeepSeek-V2-Lite on H100s) is four prefill ranks and four decode
 // ranks; the requests' prompts are computed on the four prefill ranks and
-// decoded on the four decode ranks, and the header says so.
+// decoded on the four decode ranks, and the header says so; Dynamo's
+// planner sizes engines of four prefill ranks and of two decode ranks.
 func TestReplayPrefillDeploymentDPAttention(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "c.yaml")
@@ -333,6 +334,15 @@ func TestReplayPrefillDeploymentDPAttention(t *testing.T) {
 		if decode[w] {
 			t.Errorf("worker %s both prefills and decodes", w)
 		}
+	}
+	// Dynamo's planner: engines of each pool's servers.
+	if err := os.WriteFile(cfg, []byte("model: deepseek-v2-lite\nhardware: h100\ntp: 2\nenable_dp_attention: true\nworkers: 3\nscheduler:\n  engine: sglang\n"+
+		"disaggregation:\n  prefill_workers: 1\n  prefill_tp: 4\n  planner:\n    policy: dynamo\n    max_gpu_budget: 16\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err = opaltrace(t, "replay", "--config", cfg, "-o", out, "../../samples/mooncake/conversation_trace_first10min.jsonl"); err != nil ||
+		!strings.Contains(stderr, "16 GPUs, engines servers of 4 workers (prefill) and 2 (decode)): ") {
+		t.Errorf("the planner over servers of two sizes: %v\n%s", err, stderr)
 	}
 }
 

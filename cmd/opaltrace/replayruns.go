@@ -779,9 +779,12 @@ func skipped(log []replay.PlannerAdjustment) int {
 }
 
 // enginesText says what the planner's engine is with data parallelism:
-// a server of its ranks ("" otherwise).
+// a server of its ranks, each pool's when they differ ("" otherwise).
 func enginesText(p replay.PlannerConfig) string {
-	if p.ReplicaWorkers > 1 {
+	switch {
+	case p.PrefillReplicaWorkers > 0 && p.PrefillReplicaWorkers != max(p.ReplicaWorkers, 1):
+		return fmt.Sprintf(", engines servers of %d workers (prefill) and %d (decode)", p.PrefillReplicaWorkers, max(p.ReplicaWorkers, 1))
+	case p.ReplicaWorkers > 1:
 		return fmt.Sprintf(", engines servers of %d workers", p.ReplicaWorkers)
 	}
 	return ""
