@@ -161,6 +161,9 @@ func workerParallelism(d *model.Deployment) string {
 	if d.PP > 1 {
 		par += fmt.Sprintf(" PP%d", d.PP)
 	}
+	if d.DP > 1 && !d.DPAttention {
+		par += fmt.Sprintf(" DP%d", d.DP)
+	}
 	if d.EP > 1 {
 		par += fmt.Sprintf(" EP%d", d.EP)
 	}
@@ -241,7 +244,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 			c.Config = cfg
 		}
 	}
-	if dep.DP > 1 && !c.EnableDPAttention {
+	if sr := dataParallelRanks(cfg.Disaggregation, dep); !c.EnableDPAttention && max(sr.decode, sr.prefill) > 1 {
 		note, err := dataParallel(&c, &cfg, dep)
 		if err != nil {
 			return nil, err
@@ -280,7 +283,7 @@ func Resolve(c Cluster, run trace.Run, o Overrides) (*Setup, error) {
 		pdep = pre.Deployment
 	}
 	if cfg.Disaggregation.PrefillWorkers > 0 {
-		sr := serverRanks{decode: cfg.Workers / servers, prefill: cfg.Workers / servers}
+		sr := dataParallelRanks(cfg.Disaggregation, dep)
 		if c.EnableDPAttention {
 			sr = dpAttentionRanks(cfg.Disaggregation, dep)
 		}

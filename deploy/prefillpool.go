@@ -60,18 +60,21 @@ func (s *Setup) FleetKVBlocks() int64 {
 // ownPrefill reports whether the cluster gives its prefill pool a
 // deployment or batch limits of its own.
 func ownPrefill(d replay.DisaggregationConfig) bool {
-	return d.PrefillWorkers > 0 && (d.PrefillHardware != "" || d.PrefillTP != 0 || d.PrefillNodesPerWorker != 0 || d.PrefillScheduler.On())
+	return d.PrefillWorkers > 0 && (d.PrefillHardware != "" || d.PrefillTP != 0 || d.PrefillDP != 0 || d.PrefillNodesPerWorker != 0 || d.PrefillScheduler.On())
 }
 
 // prefillKey is the cluster file's key that gives the prefill pool its
 // own deployment or limits, for messages: prefill_tp when given, else
-// prefill_hardware, else prefill_scheduler.
+// prefill_hardware, prefill_dp, prefill_nodes_per_worker, else
+// prefill_scheduler.
 func (c *Cluster) prefillKey() string {
 	switch d := c.Config.Disaggregation; {
 	case d.PrefillTP != 0:
 		return "disaggregation.prefill_tp"
 	case d.PrefillHardware != "":
 		return "disaggregation.prefill_hardware"
+	case d.PrefillDP != 0:
+		return "disaggregation.prefill_dp"
 	case d.PrefillNodesPerWorker != 0:
 		return "disaggregation.prefill_nodes_per_worker"
 	}
@@ -110,6 +113,13 @@ func (c *Cluster) prefillCluster() (Cluster, error) {
 	}
 	if d.PrefillTP != 0 {
 		p.TP = d.PrefillTP
+	}
+	if d.PrefillDP != 0 {
+		if c.EnableDPAttention {
+			k := "disaggregation.prefill_dp"
+			return Cluster{}, c.bad(k, c.given[k], strconv.Itoa(d.PrefillDP), "with enable_dp_attention a server's ranks are its TP: give prefill_tp")
+		}
+		p.DP = d.PrefillDP
 	}
 	if c.EP > 1 {
 		p.EP = p.TP * max(p.DP, 1) // EP is TP·DP
@@ -208,8 +218,11 @@ func prefillNote(p *PoolSetup, ps replay.PoolScheduler) string {
 		limits = "its own " + strings.Join(own, ", ") + ", the scheduler's other settings the cluster's"
 	}
 	unit := "a worker"
-	if d.DPAttention {
+	switch {
+	case d.DPAttention:
 		unit = "a server, each of its ranks a worker"
+	case d.DP > 1:
+		unit = fmt.Sprintf("a rank, each a worker, servers of %d", d.DP)
 	}
 	return fmt.Sprintf("prefill pool of its own deployment: %s on %d×%s (%s) %s, KV %s; its steps priced by %s; %s",
 		d.LLM.Name, d.TP*max(d.PP, 1), d.Hardware.Name, workerParallelism(d), unit, p.KVHow, firstLine(p.CostModelText), limits)

@@ -127,8 +127,54 @@ func TestPrefillDeploymentDataParallel(t *testing.T) {
 	if pl := s.Config.Disaggregation.Planner; pl.ReplicaWorkers != 2 || pl.PrefillGPUsPerWorker != 2 || pl.GPUsPerWorker != 1 || s.Config.Disaggregation.PrefillWorkers != 2 {
 		t.Errorf("planner %+v, %d prefill workers; want engines of 2 ranks, 2 GPUs a prefill rank and 1 a decode rank, 2 prefill workers", pl, s.Config.Disaggregation.PrefillWorkers)
 	}
-	if h := s.Header(); !strings.Contains(h, "6 workers (2 prefill on 2×h100 (TP2 EP4), 4 decode: disaggregated)") {
+	if h := s.Header(); !strings.Contains(h, "6 workers (2 prefill on 2×h100 (TP2 DP2 EP4), 4 decode: disaggregated)") {
 		t.Errorf("header %q", h)
+	}
+}
+
+// A prefill pool of its own data-parallel size (prefill_dp), as vLLM's
+// wide-EP PD deployments launch the two pools: Qwen3-30B-A3B on H100s,
+// decode servers of four TP1 ranks (EP4), the prefill server of two
+// (EP2, half the experts' weights a GPU where a decode rank holds a
+// quarter: less KV a prefill rank). 1 prefill and 2 decode servers are 2
+// and 8 workers; each pool's API server fronts its server's ranks, each
+// pool's HPA replica is a server of them, the planner's engines too.
+// Under DP attention, whose ranks are its TP, prefill_dp is refused.
+func TestPrefillDeploymentOwnDP(t *testing.T) {
+	hpa := "    metric: queue_depth\n    target: 2\n    max_replicas: 3\n"
+	s := resolveYAML(t, "model: qwen3-30b-a3b-instruct-2507\nhardware: h100\nworkers: 3\ndp: 4\nep: 4\ndisaggregation:\n  prefill_workers: 1\n  prefill_dp: 2\n"+
+		"  prefill_autoscale:\n"+hpa+"  decode_autoscale:\n"+hpa)
+	c, d, p := s.Config, s.Config.Disaggregation, s.Prefill
+	if c.Workers != 10 || d.PrefillWorkers != 2 || c.Client.APIServerRanks != 4 || c.Client.PrefillAPIServerRanks != 2 {
+		t.Errorf("%d workers, %d prefill, API servers of %d and %d prefill ranks; want 10, 2, 4, 2", c.Workers, d.PrefillWorkers, c.Client.APIServerRanks, c.Client.PrefillAPIServerRanks)
+	}
+	if d.PrefillAutoscale.ReplicaWorkers != 2 || d.DecodeAutoscale.ReplicaWorkers != 4 {
+		t.Errorf("HPA replicas of %d and %d workers; want 2 (prefill) and 4 (decode)", d.PrefillAutoscale.ReplicaWorkers, d.DecodeAutoscale.ReplicaWorkers)
+	}
+	if p == nil || p.Deployment.DP != 2 || p.Deployment.EP != 2 || p.Deployment.TP != 1 || s.Deployment.EP != 4 || !(p.KVTokens < s.KVTokens) {
+		t.Fatalf("prefill pool %+v beside the cluster's EP%d, %d KV tokens; want TP1 DP2 EP2 with less KV a rank", p, s.Deployment.EP, s.KVTokens)
+	}
+	notes := strings.Join(s.Notes, "\n")
+	for _, want := range []string{
+		"dp 4, prefill_dp 2: 1 prefill server(s) × 2 and 2 decode server(s) × 4 data-parallel ranks replayed as 10 workers",
+		"one API server per 2 prefill ranks and per 4 decode ranks",
+		"1 prefill and 2 decode servers (2 ranks a prefill server, 4 a decode server: 2 prefill and 8 decode workers)",
+		"prefill pool of its own deployment: qwen3-30b-a3b-instruct-2507 on 1×h100 (TP1 DP2 EP2) a rank, each a worker, servers of 2, KV ",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("the resolved configuration is refused: %v", err)
+	}
+	s = resolveYAML(t, "model: qwen3-30b-a3b-instruct-2507\nhardware: h100\nworkers: 3\ndp: 4\nep: 4\ndisaggregation:\n  prefill_workers: 1\n  prefill_dp: 2\n  planner:\n    policy: dynamo\n    max_gpu_budget: 16\n")
+	if pl := s.Config.Disaggregation.Planner; pl.ReplicaWorkers != 4 || pl.PrefillReplicaWorkers != 2 {
+		t.Errorf("planner %+v; want decode engines of 4 ranks, prefill engines of 2", pl)
+	}
+	err := resolveErr("model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 3\nscheduler:\n  engine: sglang\ndisaggregation:\n  prefill_workers: 1\n  prefill_dp: 4\n")
+	if want := "c.yaml:9: disaggregation.prefill_dp: 4: with enable_dp_attention a server's ranks are its TP: give prefill_tp"; err == nil || err.Error() != want {
+		t.Errorf("prefill_dp under DP attention: error %v, want %s", err, want)
 	}
 }
 
@@ -261,7 +307,7 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 		{"model: deepseek-v2-lite\nkv_store_gib: 100\nscheduler:\n  kv_offloading_backend: lmcache\n  lmcache:\n    remote_url: redis://x:6379\n" + pd + "  prefill_tp: 2\n  decode_kv_tiers: true\n",
 			"disaggregation.decode_kv_tiers: a remote store shared by a prefill pool of 62208 KV bytes a token and a decode pool of 31104: not modelled yet"},
 		{pd + "  prefill_scheduler:\n    chunked_prefill_size: 4096\n", "c.yaml:5: disaggregation.prefill_scheduler.chunked_prefill_size: is not a setting of vllm's scheduler"},
-		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's"},
+		{"workers: 2\ndisaggregation:\n  prefill_tp: 2\n", "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp, prefill_dp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's"},
 	} {
 		if err := resolveErr(c.yaml); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)

@@ -142,6 +142,11 @@ type DisaggregationConfig struct {
 	// and KV capacity (Options.Prefill), which the replay needs.
 	PrefillHardware string `yaml:"prefill_hardware,omitempty"`
 	PrefillTP       int    `yaml:"prefill_tp,omitempty"`
+	// PrefillDP is the prefill servers' data-parallel ranks when they
+	// are not the cluster's dp (0: the cluster's): vLLM's wide-EP PD
+	// deployments launch the two pools with data-parallel sizes of their
+	// own. Each rank is a worker, as the cluster's are.
+	PrefillDP int `yaml:"prefill_dp,omitempty"`
 	// PrefillNodesPerWorker is the nodes a prefill worker of its own
 	// deployment spans (0 or 1: one), on the cluster's inter_node
 	// network; the cluster's nodes_per_worker is the decode workers'.
@@ -192,9 +197,9 @@ func (p PoolScheduler) validate(key, engine string, bad func(field, format strin
 }
 
 // ownPrefill reports whether the prefill pool has a deployment of its
-// own (PrefillHardware, PrefillTP, PrefillNodesPerWorker).
+// own (PrefillHardware, PrefillTP, PrefillDP, PrefillNodesPerWorker).
 func (d DisaggregationConfig) ownPrefill() bool {
-	return d.PrefillHardware != "" || d.PrefillTP != 0 || d.PrefillNodesPerWorker != 0
+	return d.PrefillHardware != "" || d.PrefillTP != 0 || d.PrefillDP != 0 || d.PrefillNodesPerWorker != 0
 }
 
 // prefillTiersOnly reports whether the KV tiers (an Offload's) are the
@@ -287,7 +292,7 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 	}
 	if !d.on() {
 		if d.ownPrefill() || d.PrefillScheduler.On() {
-			bad("disaggregation.prefill_workers", "missing: prefill_hardware, prefill_tp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's")
+			bad("disaggregation.prefill_workers", "missing: prefill_hardware, prefill_tp, prefill_dp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's")
 		}
 		return
 	}
@@ -345,6 +350,9 @@ func (d DisaggregationConfig) validate(c Config, bad func(field, format string, 
 	}
 	if d.PrefillTP < 0 || d.PrefillTP > 1024 {
 		bad("disaggregation.prefill_tp", "%d is not a TP size", d.PrefillTP)
+	}
+	if d.PrefillDP < 0 || d.PrefillDP > 1024 {
+		bad("disaggregation.prefill_dp", "%d is not a number of data-parallel ranks", d.PrefillDP)
 	}
 	if d.PrefillNodesPerWorker < 0 || d.PrefillNodesPerWorker > 1024 {
 		bad("disaggregation.prefill_nodes_per_worker", "%d is not a number of nodes", d.PrefillNodesPerWorker)

@@ -236,7 +236,7 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			return Stats{}, err
 		}
 	case cfg.Disaggregation.ownPrefill():
-		return Stats{}, errors.New("replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity (Options.Prefill; package deploy resolves them)")
+		return Stats{}, errors.New("replay: disaggregation.prefill_hardware, prefill_tp or prefill_dp without the prefill pool's step model and KV capacity (Options.Prefill; package deploy resolves them)")
 	}
 	e.prefillScheduler(runningGiven)
 	for i, name := range workerNames(given, slots) {

@@ -102,8 +102,11 @@ func TestPrefillPoolErrors(t *testing.T) {
 			"the decode pool's KV tiers (a block of 32 tokens, write_through, 0 remote blocks) are not the prefill pool's (16, write_through, 0)"},
 		{Config{Workers: 2, Disaggregation: both}, Options{Prefill: p, Offload: tierSpec(t, 10, 0, 10), DecodeOffload: func() *Offload { o := tierSpec(t, 10, 0, 10); o.KVBytesPerToken *= 2; return o }()},
 			"a remote store shared by pools of 131072 and 262144 KV bytes a token: not modelled yet"},
-		{Config{Workers: 2, Disaggregation: own}, Options{}, "replay: disaggregation.prefill_hardware or prefill_tp without the prefill pool's step model and KV capacity"},
-		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's"},
+		{Config{Workers: 2, Disaggregation: own}, Options{}, "replay: disaggregation.prefill_hardware, prefill_tp or prefill_dp without the prefill pool's step model and KV capacity"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillTP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: prefill_hardware, prefill_tp, prefill_dp, prefill_nodes_per_worker and prefill_scheduler are the prefill pool's"},
+		{Config{Workers: 2, Disaggregation: DisaggregationConfig{PrefillDP: 2}}, Options{Prefill: p}, "disaggregation.prefill_workers: missing: "},
+		{Config{Workers: 2, Disaggregation: func() DisaggregationConfig { d := pdConfig(1); d.PrefillDP = -1; return d }()}, Options{Prefill: p}, "disaggregation.prefill_dp: -1 is not a number of data-parallel ranks"},
+		{Config{Workers: 2, Disaggregation: func() DisaggregationConfig { d := pdConfig(1); d.PrefillDP = 2; return d }()}, Options{}, "replay: disaggregation.prefill_hardware, prefill_tp or prefill_dp without the prefill pool's step model"},
 	} {
 		_, err := RunInputs(tc.cfg, cost, 100, Requests([]*trace.Request{req("a", 0, 10, 2)}), func(*trace.Request) error { return nil }, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
