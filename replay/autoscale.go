@@ -823,7 +823,9 @@ func (e *engine) startWorker(now trace.Time, p *pool, i int) {
 	// The slot's old worker is gone, its evictions not: RunInputs
 	// adds up only the workers the slots hold at the end.
 	e.stats.Evictions += e.workers[i].s.evictions()
+	plan := e.workers[i].plan
 	e.workers[i] = e.restart(i)
+	e.workers[i].plan = plan // (the SLA planner's observer of the slot's chunks)
 	if e.view.hooked() && (e.pd == nil || i < e.pd.prefill) {
 		e.workers[i].onPrefilled = e.view.prefilled
 	}

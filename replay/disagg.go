@@ -1078,6 +1078,9 @@ func (e *engine) handOver(now trace.Time, r *reqState) error {
 		// request is then done.
 		r.remote = false
 		r.out, r.firstTok, r.lastTok = 1, now, now
+		if d.plan != nil {
+			d.plan.firstToken(now, now.Sub(r.arrival).Seconds(), r.prompt)
+		}
 		if r.pdHeld {
 			e.dropPrealloc(now, r)
 		}

@@ -314,6 +314,13 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 			chunk, seqs = ps.ChunkedPrefillSize, s.MaxRunningRequests
 		}
 		e.scale.plan = newPlanner(d.Planner, e.pricingOf(e.workers[0]).cost, cost, chunk, e.kvBlocks*s.BlockSize, seqs)
+		if d.Planner.Policy == PlannerDynamoSLA {
+			// Its frontend's TTFT, ISL and ITL come from the chunks
+			// the decode workers stream.
+			for _, w := range e.workers[prefillSlots:] {
+				w.plan = e.scale.plan
+			}
+		}
 	case d.scaled():
 		e.scale = newAutoscaler(slots, prefillSlots, []poolSpec{
 			{name: poolPrefill, cfg: d.PrefillAutoscale, hi: prefillSlots, workers: d.PrefillWorkers},

@@ -317,8 +317,13 @@ func (e *engine) schedule(now trace.Time, w *worker) error {
 	bound := e.window(now, w)
 	// The per-step hooks need every step; fast-forward's inner loop
 	// serves both schedulers without them (SGLang's steps are then built
-	// by build, steady or not).
-	inner := e.observe == nil && e.sec == nil && !e.test.noSteadySteps
+	// by build, steady or not). So does the SLA planner's observation of
+	// each token a decode worker streams (worker.plan): observed in the
+	// inner loop, it cost round-robin's replay on
+	// BenchmarkReplayMooncakeRouters 33 million instructions, and even
+	// a test of it before the lone-request loop 4 million (registers
+	// spilled in the loop).
+	inner := e.observe == nil && e.sec == nil && !e.test.noSteadySteps && w.plan == nil
 	for steady, first := false, true; ; first = false {
 		if steady && inner {
 			end, inFlight, err := e.steadySteps(w, now, bound)

@@ -16,12 +16,19 @@ import (
 // profile-interpolation versions: components/src/dynamo/planner/utils/
 // planner_core.py, prefill_planner.py, decode_planner.py,
 // perf_interpolation.py), in place of an HPA on each pool. Every
-// AdjustmentIntervalSec it observes the interval from the frontend's
-// point of view (the requests that completed in it: their number, mean
-// TTFT, mean ITL per token, mean duration, mean input and output
-// lengths: dynamo_frontend_requests_total and the TTFT, ITL, duration,
-// ISL and OSL histograms, increase over the interval), and, when any
-// request completed:
+// AdjustmentIntervalSec it observes the interval as Dynamo's frontend
+// records it (lib/llm/src/http/service/metrics.rs), each a histogram's or
+// counter's increase over the interval: the requests that ended in it
+// (dynamo_frontend_requests_total), their mean duration and output
+// length (observed as a request's stream ends), the mean TTFT and input
+// length of the requests whose first token came in it (observed at a
+// request's first chunk: TTFT from the request's arrival at the
+// frontend), and the mean ITL of the tokens after the first sent in it
+// (a chunk's gap since the one before, over its tokens, once per token;
+// streamedObs) — so a request that outlasts an interval is seen in
+// several. When all five are there (Dynamo skips an interval in which
+// any is NaN, nothing observed: no first token, no later token or no
+// request ended):
 //
 //   - corrects its performance model (unless NoCorrection): the prefill
 //     factor is the observed TTFT over the profiled TTFT of one request
@@ -32,7 +39,7 @@ import (
 //   - predicts the next interval's requests, ISL and OSL (Predictor:
 //     constant, the last interval's; or kalman, a Kalman filter's,
 //     plannerpredict.go), each predictor having taken every interval's
-//     observation, an interval with nothing completed too (Dynamo's
+//     observation, an interval with nothing observed too (Dynamo's
 //     observe_traffic_stats feeds them before it checks the metrics);
 //   - asks for ⌈requests · ISL / interval · min(1, prefill factor) /
 //     the profiled prefill throughput at ISL⌉ prefill workers, and
@@ -56,9 +63,10 @@ import (
 // the running limit. Where no concurrency meets the ITL target the
 // throughput is one request's (Dynamo's grid takes its lowest KV usage).
 // Not modelled: the ARIMA and Prophet predictors (Dynamo's default is
-// ARIMA) and observations as tokens stream (each request is observed
-// when it completes, TTFT and ITL included). Dynamo's load-based scaling
-// (its other optimization targets) is the policy dynamo: plannerload.go.
+// ARIMA); requests that end without completing (timed out, rejected),
+// which the frontend counts too (requests_total of every status, their
+// duration and OSL). Dynamo's load-based scaling (its other optimization
+// targets) is the policy dynamo: plannerload.go.
 type PlannerConfig struct {
 	// Policy is "dynamo_sla" (the SLA planner), "dynamo" (the load-based
 	// scaling of Dynamo's other optimization targets, plannerload.go)
@@ -363,12 +371,17 @@ type PlannerAdjustment struct {
 type planner struct {
 	cfg      PlannerConfig
 	interval time.Duration
-	// The interval's completions: their number and sums.
-	n                        int64
-	ttft, duration, isl, osl float64
-	itlSum                   float64
-	itlTokens                int64
-	pcf, dcf                 float64
+	// The interval's completions: their number and sums (the
+	// frontend's requests_total, request duration and OSL, observed
+	// as a request ends).
+	n             int64
+	duration, osl float64
+	// streamed holds what the frontend observes as tokens stream, by
+	// the adjustment whose interval holds their time: streamed[i] is
+	// adjustment next+i's (the next-th is due at next·interval).
+	streamed []streamedObs
+	next     int64
+	pcf, dcf float64
 	// The predictors of the requests, ISL and OSL.
 	predReqs, predISL, predOSL loadPredictor
 	chunk, kvTokens            int64
@@ -384,7 +397,7 @@ type planner struct {
 }
 
 func newPlanner(cfg PlannerConfig, prefillCost, cost model.StepModel, chunk, kvTokens int64, maxSeqs int) *planner {
-	p := &planner{cfg: cfg, interval: trace.DurationSeconds(cfg.AdjustmentIntervalSec), pcf: 1, dcf: 1,
+	p := &planner{cfg: cfg, interval: trace.DurationSeconds(cfg.AdjustmentIntervalSec), pcf: 1, dcf: 1, next: 1,
 		chunk: chunk, kvTokens: kvTokens, maxSeqs: maxSeqs, cost: cost, prefillCost: prefillCost}
 	predictor := func() loadPredictor {
 		if cfg.Predictor == PredictorKalman {
@@ -396,19 +409,76 @@ func newPlanner(cfg PlannerConfig, prefillCost, cost model.StepModel, chunk, kvT
 	return p
 }
 
-// completed observes a request that completed: its TTFT, its duration,
-// its lengths, and its ITL per token after the first (the frontend
-// observes each chunk's gap over its tokens once per token).
+// completed observes a request that completed: its duration and its
+// output length, and it counts (the frontend's request duration, OSL and
+// requests_total, observed as the request's stream ends).
 func (p *planner) completed(o *trace.Request) {
 	p.n++
-	p.ttft += o.TTFTSec.V
 	p.duration += o.E2ESec.V
-	p.isl += float64(o.InputTokens.V)
 	p.osl += float64(o.OutputTokens.V)
-	if k := o.OutputTokens.V - 1; k > 0 {
-		p.itlSum += o.E2ESec.V - o.TTFTSec.V
-		p.itlTokens += k
+}
+
+// A streamedObs is what the frontend observes of the requests as their
+// tokens stream, over one adjustment's interval: their first tokens (the
+// TTFT and ISL histograms, observed at a request's first chunk) and the
+// tokens of their later chunks (the ITL histogram: a chunk's gap over
+// its tokens, once per token, so that a chunk adds its gap to the sum).
+//
+// Note: Dynamo's frontend (lib/llm/src/http/service/metrics.rs,
+// ResponseMetricCollector, 0.4.0 to 0.6.0 and since) observes these as
+// the response streams, not when the request ends: a request that runs
+// for several intervals adds its TTFT to the first and its ITL to each.
+type streamedObs struct {
+	first     int64
+	ttft, isl float64
+	itlSum    float64
+	itlTokens int64
+}
+
+// at returns the observations of the interval that holds time t: the
+// adjustment due next if t is not past its time, else the one whose
+// interval holds t (a worker's steps are built ahead of the clock, up to
+// its next event, and their chunks observed then: steadySteps).
+func (p *planner) at(t trace.Time) *streamedObs {
+	k := p.next
+	if d := p.interval; t > trace.Time(0).Add(time.Duration(k)*d) {
+		k = (int64(t) + int64(d) - 1) / int64(d) // ⌈t / interval⌉
 	}
+	i := int(k - p.next)
+	for len(p.streamed) <= i {
+		p.streamed = append(p.streamed, streamedObs{})
+	}
+	return &p.streamed[i]
+}
+
+// firstToken observes a request's first chunk at t: its TTFT at the
+// frontend (from its arrival there) and its input length.
+func (p *planner) firstToken(t trace.Time, ttft float64, isl int64) {
+	o := p.at(t)
+	o.first++
+	o.ttft += ttft
+	o.isl += float64(isl)
+}
+
+// laterChunk observes a chunk after the first at t: its gap since the
+// chunk before and its tokens.
+func (p *planner) laterChunk(t trace.Time, gap float64, tokens int64) {
+	o := p.at(t)
+	o.itlSum += gap
+	o.itlTokens += tokens
+}
+
+// take returns the streamed observations of the adjustment due now, and
+// makes the next one due.
+func (p *planner) take() streamedObs {
+	var o streamedObs
+	if len(p.streamed) > 0 {
+		o = p.streamed[0]
+		n := copy(p.streamed, p.streamed[1:])
+		p.streamed = p.streamed[:n]
+	}
+	p.next++
+	return o
 }
 
 // prefillSec is the profile's TTFT of one request of isl prompt tokens:
@@ -475,30 +545,27 @@ func (p *planner) decodeThroughput(target float64, ctx int64) float64 {
 // decode profile spreads it): it returns the engines each pool is to
 // have, and false when nothing completed in the interval (no change).
 func (p *planner) adjust(now trace.Time, decode int) (int, int, bool) {
-	adj := PlannerAdjustment{At: now, Requests: p.n, Skipped: p.n == 0, PrefillLoad: math.NaN(), DecodeLoad: math.NaN()}
+	adj := PlannerAdjustment{At: now, Requests: p.n, PrefillLoad: math.NaN(), DecodeLoad: math.NaN()}
 	defer func() {
-		p.n, p.ttft, p.duration, p.isl, p.osl, p.itlSum, p.itlTokens = 0, 0, 0, 0, 0, 0, 0
+		p.n, p.duration, p.osl = 0, 0, 0
 		adj.PrefillFactor, adj.DecodeFactor = p.pcf, p.dcf
 		p.log = append(p.log, adj)
 	}()
-	n := float64(p.n)
-	ttft, duration, isl, osl := p.ttft/n, p.duration/n, p.isl/n, p.osl/n // NaN when nothing completed
+	s := p.take()
+	n, first := float64(p.n), float64(s.first)
+	// Each NaN when nothing was observed (Prometheus's 0/0).
+	ttft, isl, itl := s.ttft/first, s.isl/first, s.itlSum/float64(s.itlTokens)
+	duration, osl := p.duration/n, p.osl/n
+	adj.TTFTSec, adj.ITLSec, adj.DurationSec, adj.ISL, adj.OSL = ttft, itl, duration, isl, osl
 	// The predictors take the interval's observations whatever they
 	// are (observe_traffic_stats), before the planner checks them.
 	p.predReqs.add(n)
 	p.predISL.add(isl)
 	p.predOSL.add(osl)
-	if p.n == 0 {
-		return 0, 0, false
-	}
-	itl := math.NaN()
-	if p.itlTokens > 0 {
-		itl = p.itlSum / float64(p.itlTokens)
-	}
-	adj.TTFTSec, adj.ITLSec, adj.DurationSec, adj.ISL, adj.OSL = ttft, itl, duration, isl, osl
-	if math.IsNaN(itl) {
-		// No request of more than one token: Dynamo's ITL query is
-		// NaN and it skips the interval.
+	if math.IsNaN(ttft) || math.IsNaN(itl) || math.IsNaN(isl) || math.IsNaN(osl) {
+		// Dynamo skips an interval in which a metric has nothing
+		// (make_adjustments: None or NaN in TTFT, ITL, ISL or OSL):
+		// no first token, no later chunk, or no request ended.
 		adj.Skipped = true
 		return 0, 0, false
 	}

@@ -149,47 +149,58 @@ func TestPlannerDynamoSLA(t *testing.T) {
 			itl := func(n float64) float64 { return 0.010 + 0.0002*n }
 			pcf, dcf, changed := 1.0, 1.0, 0
 			for k, adj := range st.Planner {
-				// The observations: the records completed in the interval.
+				// The observations, as the frontend makes them: the
+				// records completed in the interval (their count,
+				// duration and OSL), those whose first token came in
+				// it (TTFT and ISL), and the tokens after the first
+				// that came in it (ITL: each a chunk at stream
+				// interval 1, its gap observed when it is sent).
 				lo, hi := trace.Time(time.Duration(k)*30*time.Second), adj.At
-				var n int64
+				in := func(t float64) bool { return t > lo.Seconds() && t <= hi.Seconds() }
+				var n, first int64
 				var ttft, dur, isl, osl, gaps float64
 				var toks int64
 				for _, r := range all {
 					if end := r.Arrival.V.Add(trace.DurationSeconds(r.E2ESec.V)); end > lo && end <= hi {
 						n++
-						ttft += r.TTFTSec.V
 						dur += r.E2ESec.V
-						isl += float64(r.InputTokens.V)
 						osl += float64(r.OutputTokens.V)
-						gaps += r.E2ESec.V - r.TTFTSec.V
-						toks += r.OutputTokens.V - 1
+					}
+					at := r.Arrival.V.Seconds() + r.TTFTSec.V
+					if in(at) {
+						first++
+						ttft += r.TTFTSec.V
+						isl += float64(r.InputTokens.V)
+					}
+					for _, g := range r.ITLSec {
+						if at += g; in(at) {
+							gaps += g
+							toks++
+						}
 					}
 				}
-				if adj.Requests != n || adj.Skipped != (n == 0) {
-					t.Fatalf("adjustment %d at %v: %d requests (skipped %v), the records %d", k, adj.At, adj.Requests, adj.Skipped, n)
+				skipped := n == 0 || first == 0 || toks == 0
+				if adj.Requests != n || adj.Skipped != skipped {
+					t.Fatalf("adjustment %d at %v: %d requests (skipped %v), the records %d (%d first tokens, %d later)", k, adj.At, adj.Requests, adj.Skipped, n, first, toks)
 				}
+				nf, ff := float64(n), float64(first)
 				if tc.kalman {
-					obsISL, obsOSL := math.NaN(), math.NaN()
-					if n > 0 {
-						obsISL, obsOSL = isl/float64(n), osl/float64(n)
-					}
-					filters[0].add(float64(n))
-					filters[1].add(obsISL)
-					filters[2].add(obsOSL)
+					filters[0].add(nf)
+					filters[1].add(isl / ff)
+					filters[2].add(osl / nf)
 				}
-				if n == 0 {
+				if skipped {
 					continue
 				}
-				nf := float64(n)
-				nextN, nextISL, nextOSL := nf, isl/nf, osl/nf // the constant predictor's
+				nextN, nextISL, nextOSL := nf, isl/ff, osl/nf // the constant predictor's
 				if tc.kalman {
 					nextN, nextISL, nextOSL = filters[0].next(), filters[1].next(), filters[2].next()
 				}
 				if adj.NextRequests != nextN || adj.NextISL != nextISL || adj.NextOSL != nextOSL {
 					t.Errorf("adjustment %d: predicted %v requests, ISL %v, OSL %v; want %v, %v, %v", k, adj.NextRequests, adj.NextISL, adj.NextOSL, nextN, nextISL, nextOSL)
 				}
-				if !pdNear(adj.TTFTSec, ttft/nf) || !pdNear(adj.ITLSec, gaps/float64(toks)) || !pdNear(adj.DurationSec, dur/nf) || adj.ISL != isl/nf || adj.OSL != osl/nf {
-					t.Errorf("adjustment %d: observed %+v; the records: TTFT %v, ITL %v, duration %v, ISL %v, OSL %v", k, adj, ttft/nf, gaps/float64(toks), dur/nf, isl/nf, osl/nf)
+				if !pdNear(adj.TTFTSec, ttft/ff) || !pdNear(adj.ITLSec, gaps/float64(toks)) || !pdNear(adj.DurationSec, dur/nf) || adj.ISL != isl/ff || adj.OSL != osl/nf {
+					t.Errorf("adjustment %d: observed %+v; the records: TTFT %v, ITL %v, duration %v, ISL %v, OSL %v", k, adj, ttft/ff, gaps/float64(toks), dur/nf, isl/ff, osl/nf)
 				}
 				// The decisions, by Dynamo's formulas: an engine of
 				// several ranks carries their loads, and the
@@ -363,5 +374,81 @@ func TestPlannerSGLang(t *testing.T) {
 	}
 	if len(st.Planner) < 1 || st.Planner[0].Requests == 0 || !st.Planner[0].Skipped || !math.IsNaN(st.Planner[0].ITLSec) {
 		t.Errorf("adjustments %+v; want the first skipped for want of an ITL, with its requests counted", st.Planner)
+	}
+}
+
+// The SLA planner's streamed observations (streamedObs) do not depend on
+// how the engine steps: a worker's decode steps built ahead of the clock
+// (fast-forward, and its inner loop, steadySteps) add their chunks to the
+// adjustment whose interval holds their time, as stepping one event at a
+// time does. vLLM and SGLang decode pools, chunks of one token and of
+// three, one-token requests (SGLang's decode server streams the prefill
+// server's token as it takes the request in), a short interval that
+// requests outlast: the adjustments agree (their sums to 1e-9, as the
+// engines add the same gaps in other orders), and each interval's TTFT
+// is that of the records whose first token came in it.
+func TestPlannerStreamedObservationsFastForward(t *testing.T) {
+	t.Parallel()
+	reqs := randomTrace(7, 400, 40)
+	for i, r := range reqs {
+		if i%9 == 0 {
+			r.OutputTokens = trace.Some(int64(1))
+		}
+	}
+	planner := PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 0.5, ITLSec: 0.02, MaxGPUBudget: 8, ContainerStartSec: 1}
+	for i, c := range []Config{
+		{Workers: 4, Disaggregation: pdConfig(1)},
+		{Workers: 4, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{StreamInterval: 3, MaxNumSeqs: 8}},
+		{Workers: 4, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 4000}},
+	} {
+		c.Disaggregation.Planner = planner
+		var all []*trace.Request
+		run := func(sw testSwitches) []PlannerAdjustment {
+			all = all[:0]
+			st, err := RunInputs(c, linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond, PerContext: 7}, 200, Requests(reqs), func(r *trace.Request) error {
+				all = append(all, r)
+				return nil
+			}, Options{test: sw})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Planner
+		}
+		stepped, fast := run(testSwitches{noFastForward: true, noSteadySteps: true}), run(testSwitches{})
+		// The first tokens the records say came in each interval.
+		for k, a := range fast {
+			lo, hi := (a.At - trace.Time(500*time.Millisecond)).Seconds(), a.At.Seconds()
+			var n int
+			var ttft float64
+			for _, r := range all {
+				if at := r.Arrival.V.Seconds() + r.TTFTSec.V; at > lo && at <= hi {
+					n++
+					ttft += r.TTFTSec.V
+				}
+			}
+			if want := ttft / float64(n); !(n == 0 && math.IsNaN(a.TTFTSec)) && math.Abs(a.TTFTSec-want) > 1e-9 {
+				t.Errorf("config %d, adjustment %d: TTFT %v observed, the records' %d first tokens %v", i, k, a.TTFTSec, n, want)
+			}
+		}
+		if len(stepped) < 10 || len(stepped) != len(fast) {
+			t.Fatalf("config %d: %d adjustments stepping, %d fast-forwarded", i, len(stepped), len(fast))
+		}
+		near := func(a, b float64) bool {
+			return math.IsNaN(a) && math.IsNaN(b) || math.Abs(a-b) <= 1e-9*max(1, math.Abs(a))
+		}
+		observed := 0
+		for k, a := range stepped {
+			b := fast[k]
+			if a.Requests != b.Requests || a.Skipped != b.Skipped || a.Prefill != b.Prefill || a.Decode != b.Decode ||
+				!near(a.TTFTSec, b.TTFTSec) || !near(a.ITLSec, b.ITLSec) || !near(a.ISL, b.ISL) || !near(a.OSL, b.OSL) || !near(a.DurationSec, b.DurationSec) {
+				t.Errorf("config %d, adjustment %d: stepping %+v\nfast-forwarded %+v", i, k, a, b)
+			}
+			if !math.IsNaN(a.ITLSec) {
+				observed++
+			}
+		}
+		if observed < 5 {
+			t.Errorf("config %d: ITL observed in %d adjustments of %d", i, observed, len(stepped))
+		}
 	}
 }

@@ -74,7 +74,7 @@ func TestConstantPredictor(t *testing.T) {
 }
 
 // The planner feeds its predictors every interval's observations, those
-// of an interval with nothing completed too (requests 0, ISL and OSL
+// of an interval with nothing observed too (requests 0, ISL and OSL
 // NaN), as Dynamo's observe_traffic_stats does before it decides whether
 // to adjust: after an idle interval the Kalman filter predicts from the
 // zeros it took.
@@ -89,6 +89,10 @@ func TestPlannerFeedsIdleIntervals(t *testing.T) {
 	at := trace.Time(0)
 	for k, n := range []int{40, 0, 60, 0, 0, 50} {
 		for i := range n {
+			// Streamed and completed within the interval.
+			t := at.Add(time.Second)
+			p.firstToken(t, 0.3, int64(900+10*i))
+			p.laterChunk(t.Add(time.Second), 0.9, 39)
 			p.completed(&trace.Request{InputTokens: trace.Some(int64(900 + 10*i)), OutputTokens: trace.Some(int64(40)),
 				TTFTSec: trace.Some(0.3), E2ESec: trace.Some(1.2)})
 		}

@@ -16,6 +16,11 @@ type worker struct {
 	s      scheduler
 	stream int64      // stream interval (tokens per chunk after the first)
 	off    *offWorker // its KV tiers (offload.go); nil: none
+	// plan, when set, observes the chunks w streams to clients, as
+	// Dynamo's frontend does for its SLA planner (planner.go's
+	// streamedObs): the decode pool's workers, not the prefill pool's,
+	// whose token the client does not get from them.
+	plan *planner
 
 	running []*reqState
 	waiting deque
@@ -180,8 +185,13 @@ func (w *worker) emitTokens(now trace.Time) {
 		case r.out == 1:
 			w.firstToken(r, now)
 		case w.stream == 1 || (r.out-1)%w.stream == 0 || r.out == r.maxOut:
-			r.itl = append(r.itl, stepSeconds(now.Sub(r.lastChunk)))
+			gap := stepSeconds(now.Sub(r.lastChunk))
+			r.itl = append(r.itl, gap)
 			r.lastChunk = now
+			if w.plan != nil {
+				m := r.out - 1 // tokens after the first: the chunk holds those since the last multiple of stream
+				w.plan.laterChunk(now, gap, m-(m-1)/w.stream*w.stream)
+			}
 		}
 		r.lastTok = now
 	}
@@ -190,6 +200,9 @@ func (w *worker) emitTokens(now trace.Time) {
 // firstToken records r's first token, which it has at now.
 func (w *worker) firstToken(r *reqState, now trace.Time) {
 	r.firstTok, r.lastChunk, r.lastTok = now, now, now
+	if w.plan != nil {
+		w.plan.firstToken(now, now.Sub(r.arrival).Seconds(), r.prompt)
+	}
 	if w.onPrefilled != nil {
 		w.onPrefilled(w, r, now)
 	}

@@ -63,9 +63,9 @@ func writePlannerLog(path, policy string, agg bool, log []replay.PlannerAdjustme
 			}
 			continue
 		}
-		if a.Requests > 0 {
-			row[2], row[3], row[4], row[5], row[6] = num(a.TTFTSec), num(a.ITLSec), num(a.DurationSec), num(a.ISL), num(a.OSL)
-		}
+		// Each empty when nothing was observed (NaN): TTFT, ITL and
+		// ISL as tokens streamed, duration and OSL as requests ended.
+		row[2], row[3], row[4], row[5], row[6] = num(a.TTFTSec), num(a.ITLSec), num(a.DurationSec), num(a.ISL), num(a.OSL)
 		if !a.Skipped {
 			row[9], row[10], row[11] = num(a.NextRequests), num(a.NextISL), num(a.NextOSL)
 			row[12], row[13] = num(a.ProfilePrefillSec), num(a.ProfileDecodeTokensPerSec)
