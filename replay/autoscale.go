@@ -508,6 +508,15 @@ func newAutoscaler(slots, split int, specs []poolSpec) *autoscaler {
 	return a
 }
 
+// ended counts, for the SLA planner's observations, a request that ended
+// at now without completing (timed out, or refused), which reached the
+// frontend at arrival with out tokens sent.
+func (a *autoscaler) ended(now, arrival trace.Time, out int64) {
+	if a.plan != nil && a.plan.cfg.Policy == PlannerDynamoSLA {
+		a.plan.ended(now.Sub(arrival).Seconds(), out)
+	}
+}
+
 // completed counts completion o for slo_attainment and
 // itl_slo_attainment, and for the planner's observations.
 func (a *autoscaler) completed(o *trace.Request) {

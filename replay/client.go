@@ -126,6 +126,9 @@ func (e *engine) timedOut(r *reqState, now trace.Time) error {
 	o.OutputTokens = trace.Some(r.out)
 	o.OutputTokensSource = trace.OutputServerUsage
 	o.DoneAtRouter = trace.Some(now)
+	if e.scale != nil {
+		e.scale.ended(now, r.arrival, r.out)
+	}
 	if r.worker == noWorker {
 		// It never left the gateway (scaletozero.go): no router or
 		// worker counted it.

@@ -244,6 +244,9 @@ func (e *engine) rejected(now trace.Time, in *trace.Request, i int32, prompt, ou
 	o.Status = trace.StatusRejected
 	o.Error = reason
 	o.DoneAtRouter = trace.Some(now)
+	if e.scale != nil {
+		e.scale.ended(now, arrival, 0)
+	}
 	return o
 }
 

@@ -19,8 +19,8 @@ import (
 // AdjustmentIntervalSec it observes the interval as Dynamo's frontend
 // records it (lib/llm/src/http/service/metrics.rs), each a histogram's or
 // counter's increase over the interval: the requests that ended in it
-// (dynamo_frontend_requests_total), their mean duration and output
-// length (observed as a request's stream ends), the mean TTFT and input
+// (dynamo_frontend_requests_total, completed or not), their mean
+// duration and output length (observed as a request's stream ends), the mean TTFT and input
 // length of the requests whose first token came in it (observed at a
 // request's first chunk: TTFT from the request's arrival at the
 // frontend), and the mean ITL of the tokens after the first sent in it
@@ -62,11 +62,12 @@ import (
 // decode step of n requests at the context, n up to the KV capacity and
 // the running limit. Where no concurrency meets the ITL target the
 // throughput is one request's (Dynamo's grid takes its lowest KV usage).
-// Not modelled: the ARIMA and Prophet predictors (Dynamo's default is
-// ARIMA); requests that end without completing (timed out, rejected),
-// which the frontend counts too (requests_total of every status, their
-// duration and OSL). Dynamo's load-based scaling (its other optimization
-// targets) is the policy dynamo: plannerload.go.
+// Requests that end without completing (timed out, refused) count as
+// the frontend counts them, requests_total being of every status: their
+// duration and their output so far, 0 tokens too (ended). Not modelled:
+// the ARIMA and Prophet predictors (Dynamo's default is ARIMA). Dynamo's
+// load-based scaling (its other optimization targets) is the policy
+// dynamo: plannerload.go.
 type PlannerConfig struct {
 	// Policy is "dynamo_sla" (the SLA planner), "dynamo" (the load-based
 	// scaling of Dynamo's other optimization targets, plannerload.go)
@@ -416,6 +417,16 @@ func (p *planner) completed(o *trace.Request) {
 	p.n++
 	p.duration += o.E2ESec.V
 	p.osl += float64(o.OutputTokens.V)
+}
+
+// ended observes a request that ended without completing at the
+// frontend (the client gave up, or it was refused), as the frontend's
+// guards do whatever the status: it counts, its duration (from its
+// arrival to its end there) and its output so far.
+func (p *planner) ended(duration float64, out int64) {
+	p.n++
+	p.duration += duration
+	p.osl += float64(out)
 }
 
 // A streamedObs is what the frontend observes of the requests as their

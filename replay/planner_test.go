@@ -452,3 +452,55 @@ func TestPlannerStreamedObservationsFastForward(t *testing.T) {
 		}
 	}
 }
+
+// Requests that end without completing count for the SLA planner as
+// Dynamo's frontend counts them (requests_total of every status): a
+// request whose client gave up, with its duration to the abort and the
+// tokens it was sent, and one refused at arrival (a prompt longer than a
+// worker's KV), with none. Each interval's requests, mean duration and
+// mean OSL are those of the records that ended in it, whatever their
+// status.
+func TestPlannerCountsRequestsThatDidNotComplete(t *testing.T) {
+	t.Parallel()
+	reqs := randomTrace(11, 400, 150)
+	for i, r := range reqs {
+		if i%40 == 0 {
+			r.InputTokens = trace.Some(int64(5000)) // 313 blocks of 16: more than a worker's 200
+			r.HashIDs, r.BlockSize = nil, trace.Opt[int64]{}
+		}
+	}
+	cfg := Config{Workers: 4, Disaggregation: pdConfig(1), Client: ClientConfig{TimeoutSec: 0.1}}
+	cfg.Disaggregation.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 0.5, ITLSec: 0.02, MaxGPUBudget: 8, ContainerStartSec: 1}
+	var all []*trace.Request
+	st, err := RunInputs(cfg, linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond, PerContext: 7}, 200, Requests(reqs), func(r *trace.Request) error {
+		all = append(all, r)
+		return nil
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TimedOut == 0 || st.Rejected == 0 || st.Completed == 0 {
+		t.Fatalf("%d timed out, %d rejected, %d completed: want some of each", st.TimedOut, st.Rejected, st.Completed)
+	}
+	for k, a := range st.Planner {
+		lo, hi := a.At-trace.Time(500*time.Millisecond), a.At
+		var n, other int64
+		var dur, osl float64
+		for _, r := range all {
+			if end := r.DoneAtRouter.V; end > lo && end <= hi {
+				n++
+				dur += end.Sub(r.Arrival.V).Seconds()
+				if r.Status != trace.StatusRejected { // (its record's output is the one asked for)
+					osl += float64(r.OutputTokens.V)
+				}
+				if r.Status != trace.StatusOK {
+					other++
+				}
+			}
+		}
+		if a.Requests != n || n > 0 && (math.Abs(a.DurationSec-dur/float64(n)) > 1e-9 || a.OSL != osl/float64(n)) {
+			t.Errorf("adjustment %d at %v: %d requests, duration %v, OSL %v; the records that ended in it: %d (%d not completed), %v, %v",
+				k, a.At, a.Requests, a.DurationSec, a.OSL, n, other, dur/float64(n), osl/float64(n))
+		}
+	}
+}
