@@ -410,12 +410,14 @@ func newPlanner(cfg PlannerConfig, prefillCost, cost model.StepModel, chunk, kvT
 	return p
 }
 
-// completed observes a request that completed: its duration and its
-// output length, and it counts (the frontend's request duration, OSL and
-// requests_total, observed as the request's stream ends).
+// completed observes a request that completed: its duration at the
+// frontend (from its arrival there to its last chunk: the client's E2E
+// less its latency both ways) and its output length, and it counts (the
+// frontend's request duration, OSL and requests_total, observed as the
+// request's stream ends).
 func (p *planner) completed(o *trace.Request) {
 	p.n++
-	p.duration += o.E2ESec.V
+	p.duration += o.DoneAtRouter.V.Sub(o.RouterArrival.V).Seconds()
 	p.osl += float64(o.OutputTokens.V)
 }
 

@@ -384,9 +384,10 @@ func TestPlannerSGLang(t *testing.T) {
 // time does. vLLM and SGLang decode pools, chunks of one token and of
 // three, one-token requests (SGLang's decode server streams the prefill
 // server's token as it takes the request in), a short interval that
-// requests outlast: the adjustments agree (their sums to 1e-9, as the
-// engines add the same gaps in other orders), and each interval's TTFT
-// is that of the records whose first token came in it.
+// requests outlast, a client 2 ms away: the adjustments agree (their
+// sums to 1e-9, as the engines add the same gaps in other orders), and
+// each interval's TTFT is that of the records whose first token came in
+// it, at the frontend (the client's TTFT less its latency both ways).
 func TestPlannerStreamedObservationsFastForward(t *testing.T) {
 	t.Parallel()
 	reqs := randomTrace(7, 400, 40)
@@ -397,7 +398,7 @@ func TestPlannerStreamedObservationsFastForward(t *testing.T) {
 	}
 	planner := PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 0.5, ITLSec: 0.02, MaxGPUBudget: 8, ContainerStartSec: 1}
 	for i, c := range []Config{
-		{Workers: 4, Disaggregation: pdConfig(1)},
+		{Workers: 4, Disaggregation: pdConfig(1), Client: ClientConfig{LatencySec: 0.002}},
 		{Workers: 4, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{StreamInterval: 3, MaxNumSeqs: 8}},
 		{Workers: 4, Disaggregation: pdConfig(1), Scheduler: SchedulerConfig{Engine: EngineSGLang, BlockSize: 1, KVCacheTokens: 4000}},
 	} {
@@ -415,15 +416,18 @@ func TestPlannerStreamedObservationsFastForward(t *testing.T) {
 			return st.Planner
 		}
 		stepped, fast := run(testSwitches{noFastForward: true, noSteadySteps: true}), run(testSwitches{})
-		// The first tokens the records say came in each interval.
+		// The first tokens the records say came in each interval, and
+		// their TTFT at the frontend (the client's, less its latency
+		// both ways).
+		lat := c.Client.LatencySec
 		for k, a := range fast {
 			lo, hi := (a.At - trace.Time(500*time.Millisecond)).Seconds(), a.At.Seconds()
 			var n int
 			var ttft float64
 			for _, r := range all {
-				if at := r.Arrival.V.Seconds() + r.TTFTSec.V; at > lo && at <= hi {
+				if at := r.RouterArrival.V.Seconds() + r.TTFTSec.V - 2*lat; at > lo && at <= hi {
 					n++
-					ttft += r.TTFTSec.V
+					ttft += r.TTFTSec.V - 2*lat
 				}
 			}
 			if want := ttft / float64(n); !(n == 0 && math.IsNaN(a.TTFTSec)) && math.Abs(a.TTFTSec-want) > 1e-9 {
@@ -459,7 +463,9 @@ func TestPlannerStreamedObservationsFastForward(t *testing.T) {
 // tokens it was sent, and one refused at arrival (a prompt longer than a
 // worker's KV), with none. Each interval's requests, mean duration and
 // mean OSL are those of the records that ended in it, whatever their
-// status.
+// status, the duration the frontend's (from the request's arrival there
+// to its end there: a client 2 ms away adds 4 ms to its own E2E, not to
+// it).
 func TestPlannerCountsRequestsThatDidNotComplete(t *testing.T) {
 	t.Parallel()
 	reqs := randomTrace(11, 400, 150)
@@ -469,7 +475,7 @@ func TestPlannerCountsRequestsThatDidNotComplete(t *testing.T) {
 			r.HashIDs, r.BlockSize = nil, trace.Opt[int64]{}
 		}
 	}
-	cfg := Config{Workers: 4, Disaggregation: pdConfig(1), Client: ClientConfig{TimeoutSec: 0.1}}
+	cfg := Config{Workers: 4, Disaggregation: pdConfig(1), Client: ClientConfig{TimeoutSec: 0.1, LatencySec: 0.002}}
 	cfg.Disaggregation.Planner = PlannerConfig{Policy: PlannerDynamoSLA, AdjustmentIntervalSec: 0.5, ITLSec: 0.02, MaxGPUBudget: 8, ContainerStartSec: 1}
 	var all []*trace.Request
 	st, err := RunInputs(cfg, linearCost{Base: 2 * ms, PerToken: 20 * time.Microsecond, PerContext: 7}, 200, Requests(reqs), func(r *trace.Request) error {
@@ -489,8 +495,10 @@ func TestPlannerCountsRequestsThatDidNotComplete(t *testing.T) {
 		for _, r := range all {
 			if end := r.DoneAtRouter.V; end > lo && end <= hi {
 				n++
-				dur += end.Sub(r.Arrival.V).Seconds()
-				if r.Status != trace.StatusRejected { // (its record's output is the one asked for)
+				// The frontend's duration: no client latency; a
+				// refusal's record holds the output asked for.
+				dur += end.Sub(r.RouterArrival.V).Seconds()
+				if r.Status != trace.StatusRejected {
 					osl += float64(r.OutputTokens.V)
 				}
 				if r.Status != trace.StatusOK {
