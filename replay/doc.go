@@ -21,7 +21,8 @@
 //     the router, both ways, and gives up after ClientConfig.TimeoutSec.
 //     A worker's API server, when ClientConfig.APIServerRequestSec is
 //     set, hands the requests routed to it to the scheduler one at a
-//     time, that long each (ingress.go).
+//     time, that long each (ingress.go); a server's ranks share one
+//     (APIServerRanks; a prefill pool's own, PrefillAPIServerRanks).
 //  3. Router. A Router picks a worker per request, one file per router
 //     (router*.go): round-robin and random (load-blind, routed before the
 //     replay starts); least outstanding requests or tokens and power of
@@ -71,7 +72,8 @@
 //     worker is ready. Disaggregated, each pool may have an HPA of its
 //     own (DisaggregationConfig.PrefillAutoscale, DecodeAutoscale: the
 //     autoscaler's pools), or both be sized by Dynamo's SLA planner
-//     (planner.go; its constant or Kalman load predictor, plannerpredict.go)
+//     (planner.go, observing as Dynamo's frontend does, tokens as they
+//     stream; its constant or Kalman load predictor, plannerpredict.go)
 //     or by its load-based scaling (policy dynamo, plannerload.go), which
 //     also sizes an aggregated fleet (Config.Planner). A prefill pool of
 //     its own deployment with KV tiers on both pools has the decode
