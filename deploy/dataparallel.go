@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"cmp"
 	"fmt"
 
 	"github.com/opaltrace/opaltrace/model"
@@ -30,11 +29,8 @@ func dataParallel(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string
 	sr := dataParallelRanks(cfg.Disaggregation, dep)
 	dp := sr.decode
 	servers := cfg.Workers
-	prefill := 0 // servers of sr.prefill ranks
-	if p := cfg.Disaggregation.PrefillWorkers; p > 0 && p < servers {
-		prefill = p // (a pool that leaves no decode server is refused later)
-	}
-	cfg.Workers = (servers-prefill)*dp + prefill*sr.prefill
+	var prefill int // servers of sr.prefill ranks
+	cfg.Workers, prefill = sr.fleet(cfg.Disaggregation, servers)
 	if cfg.Workers > MaxWorkers {
 		return "", c.bad("workers", c.given["workers"], fmt.Sprint(servers),
 			fmt.Sprintf("%d servers of %d data-parallel ranks are more than %d workers", servers, max(dp, sr.prefill), MaxWorkers))
@@ -56,12 +52,7 @@ func dataParallel(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string
 		// cores (api_server_count 1, the DP client the router models).
 		cfg.Client.APIServerRanks = dp
 	}
-	if prefill > 0 && sr.prefill != dp {
-		// A prefill server's (set with the pools, disaggregationOf).
-		how += fmt.Sprintf("; one API server per %d prefill ranks and per %d decode ranks", cmp.Or(cfg.Client.PrefillAPIServerRanks, sr.prefill), cfg.Client.APIServerRanks)
-	} else {
-		how += fmt.Sprintf("; one API server per %d ranks", cfg.Client.APIServerRanks)
-	}
+	how += "; " + sr.apiServersText("API server", cfg.Client, prefill)
 	if servers > 1 {
 		how += fmt.Sprintf("; the %d servers' ranks are balanced as one front end's (the router in front of the servers is not modelled)", servers)
 	}
@@ -73,22 +64,9 @@ func dataParallel(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string
 		ep = fmt.Sprintf(", experts over all %d GPUs of a server (EP%d)", dep.EP, dep.EP)
 	}
 	layout := fmt.Sprintf("dp %d: %d server(s) × %d data-parallel ranks", dp, servers, dp)
-	if prefill > 0 && sr.prefill != dp {
+	if sr.apart(prefill) {
 		layout = fmt.Sprintf("dp %d, prefill_dp %d: %d prefill server(s) × %d and %d decode server(s) × %d data-parallel ranks", dp, sr.prefill, prefill, sr.prefill, servers-prefill, dp)
 	}
 	return fmt.Sprintf("%s replayed as %d workers, one %s scheduler and KV pool each%s; %s",
 		layout, cfg.Workers, engine, ep, how), nil
-}
-
-// dataParallelRanks returns the data-parallel ranks of a server of each
-// pool, dep the cluster's deployment: its dp (1 without), and for a
-// prefill pool of its own (disaggregation.prefill_dp) that dp, as wide-EP
-// PD deployments launch the two pools with data-parallel sizes of their
-// own.
-func dataParallelRanks(d replay.DisaggregationConfig, dep *model.Deployment) serverRanks {
-	r := serverRanks{decode: max(dep.DP, 1), prefill: max(dep.DP, 1)}
-	if d.PrefillWorkers > 0 && d.PrefillDP != 0 {
-		r.prefill = d.PrefillDP
-	}
-	return r
 }

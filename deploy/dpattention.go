@@ -46,11 +46,8 @@ func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment, run trac
 	s := &cfg.Scheduler
 	servers := cfg.Workers
 	sr := dpAttentionRanks(cfg.Disaggregation, dep)
-	prefill := 0 // servers of sr.prefill ranks
-	if p := cfg.Disaggregation.PrefillWorkers; p > 0 && p < servers {
-		prefill = p // (a pool that leaves no decode server is refused later)
-	}
-	cfg.Workers = (servers-prefill)*sr.decode + prefill*sr.prefill
+	var prefill int // servers of sr.prefill ranks
+	cfg.Workers, prefill = sr.fleet(cfg.Disaggregation, servers)
 	if cfg.Workers > MaxWorkers {
 		return "", c.bad("workers", c.given["workers"], fmt.Sprint(servers),
 			fmt.Sprintf("%d servers of %d DP-attention ranks are more than %d workers", servers, max(sr.decode, sr.prefill), MaxWorkers))
@@ -74,15 +71,6 @@ func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment, run trac
 		// data-parallel controller dispatches them to the ranks.
 		cfg.Client.APIServerRanks = dep.TP
 	}
-	api := fmt.Sprintf("one API server (TokenizerManager) per %d ranks", cfg.Client.APIServerRanks)
-	if prefill > 0 && sr.prefill != sr.decode {
-		// A prefill server's (set with the pools, disaggregationOf).
-		n := cfg.Client.PrefillAPIServerRanks
-		if n == 0 {
-			n = sr.prefill
-		}
-		api = fmt.Sprintf("one API server (TokenizerManager) per %d prefill ranks and per %d decode ranks", n, cfg.Client.APIServerRanks)
-	}
 	if dep.CUDAGraphMaxBS > sglangDPCUDAGraphMaxBS {
 		dep.CUDAGraphMaxBS = sglangDPCUDAGraphMaxBS
 	}
@@ -90,36 +78,19 @@ func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment, run trac
 		return "", err
 	}
 	layout := fmt.Sprintf("%d server(s) × %d DP-attention ranks", servers, dep.TP)
-	if prefill > 0 && sr.prefill != sr.decode {
+	if sr.apart(prefill) {
 		layout = fmt.Sprintf("%d prefill server(s) × %d and %d decode server(s) × %d DP-attention ranks (prefill_tp %d)", prefill, sr.prefill, servers-prefill, sr.decode, sr.prefill)
 	}
 	note := fmt.Sprintf("enable_dp_attention: %s replayed as %d workers, requests dispatched round-robin%s; "+
 		"each rank's step priced with every rank running its batch; chunked_prefill_size %d, schedule_conservativeness %g, "+
 		"overlap scheduler off, cuda_graph_max_bs ≤ %d (SGLang v0.4.x server_args.py); %s",
-		layout, cfg.Workers, routed, s.ChunkedPrefillSize, s.ScheduleConservativeness, sglangDPCUDAGraphMaxBS, api)
+		layout, cfg.Workers, routed, s.ChunkedPrefillSize, s.ScheduleConservativeness, sglangDPCUDAGraphMaxBS,
+		sr.apiServersText("API server (TokenizerManager)", cfg.Client, prefill))
 	if !sameRequestsAtOnce(run.Workload) {
 		note += "; warning: this workload does not give every rank the same requests at the same times " +
 			"(only a run of fixed lengths sent all at once does), so a rank's step is priced without the other ranks' batches"
 	}
 	return note, nil
-}
-
-// serverRanks is how many replay workers one server of each pool is: its
-// data-parallel ranks (dp), or under DP attention its TP's (a rank a
-// worker); without disaggregation, or with both pools' servers alike,
-// the two are equal.
-type serverRanks struct{ decode, prefill int }
-
-// dpAttentionRanks returns the ranks of a server under DP attention, dep
-// the cluster's deployment: its TP, and for a prefill pool of its own TP
-// (disaggregation.prefill_tp) that TP's, as SGLang's prefill servers of
-// --tp N --enable-dp-attention have N ranks whatever the decode servers'.
-func dpAttentionRanks(d replay.DisaggregationConfig, dep *model.Deployment) serverRanks {
-	r := serverRanks{decode: dep.TP, prefill: dep.TP}
-	if d.PrefillWorkers > 0 && d.PrefillTP != 0 {
-		r.prefill = d.PrefillTP
-	}
-	return r
 }
 
 // sameRequestsAtOnce reports whether a recorded benchmark sent requests

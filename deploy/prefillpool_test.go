@@ -154,17 +154,12 @@ func TestPrefillDeploymentOwnDP(t *testing.T) {
 	if p == nil || p.Deployment.DP != 2 || p.Deployment.EP != 2 || p.Deployment.TP != 1 || s.Deployment.EP != 4 || !(p.KVTokens < s.KVTokens) {
 		t.Fatalf("prefill pool %+v beside the cluster's EP%d, %d KV tokens; want TP1 DP2 EP2 with less KV a rank", p, s.Deployment.EP, s.KVTokens)
 	}
-	notes := strings.Join(s.Notes, "\n")
-	for _, want := range []string{
+	notesHold(t, s,
 		"dp 4, prefill_dp 2: 1 prefill server(s) × 2 and 2 decode server(s) × 4 data-parallel ranks replayed as 10 workers",
 		"one API server per 2 prefill ranks and per 4 decode ranks",
 		"1 prefill and 2 decode servers (2 ranks a prefill server, 4 a decode server: 2 prefill and 8 decode workers)",
 		"prefill pool of its own deployment: qwen3-30b-a3b-instruct-2507 on 1×h100 (TP1 DP2 EP2) a rank, each a worker, servers of 2, KV ",
-	} {
-		if !strings.Contains(notes, want) {
-			t.Errorf("notes lack %q:\n%s", want, notes)
-		}
-	}
+	)
 	if err := c.Validate(); err != nil {
 		t.Errorf("the resolved configuration is refused: %v", err)
 	}
@@ -204,17 +199,12 @@ func TestPrefillDeploymentDPAttention(t *testing.T) {
 	if p == nil || !p.Deployment.DPAttention || p.Deployment.TP != 4 || p.Deployment.CUDAGraphMaxBS > 96 || !(p.KVTokens > s.KVTokens) || d.KVBytesPerToken != 31104 {
 		t.Fatalf("prefill pool %+v, %d KV bytes a token; want DP attention of TP4, CUDA graphs to 96 at most, more KV a rank than the cluster's %d, a rank's 31104 B", p, d.KVBytesPerToken, s.KVTokens)
 	}
-	notes := strings.Join(s.Notes, "\n")
-	for _, want := range []string{
+	notesHold(t, s,
 		"enable_dp_attention: 1 prefill server(s) × 4 and 2 decode server(s) × 2 DP-attention ranks (prefill_tp 4) replayed as 8 workers",
 		"one API server (TokenizerManager) per 4 prefill ranks and per 2 decode ranks",
 		"1 prefill and 2 decode servers (4 ranks a prefill server, 2 a decode server: 4 prefill and 4 decode workers)",
 		"prefill pool of its own deployment: deepseek-v2-lite on 4×h100 (TP4 DP-attention) a server, each of its ranks a worker, KV ",
-	} {
-		if !strings.Contains(notes, want) {
-			t.Errorf("notes lack %q:\n%s", want, notes)
-		}
-	}
+	)
 	if h := s.Header(); !strings.Contains(h, "8 workers (4 prefill on 4×h100 (TP4 DP-attention), 4 decode: disaggregated)") {
 		t.Errorf("header %q", h)
 	}
@@ -326,6 +316,17 @@ func TestPlannerErrors(t *testing.T) {
 	} {
 		if err := resolveErr(c.yaml); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %s", c.yaml, err, c.want)
+		}
+	}
+}
+
+// notesHold reports each of wants that no note of s holds.
+func notesHold(t *testing.T, s *Setup, wants ...string) {
+	t.Helper()
+	notes := strings.Join(s.Notes, "\n")
+	for _, want := range wants {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
 		}
 	}
 }

@@ -508,11 +508,11 @@ func newAutoscaler(slots, split int, specs []poolSpec) *autoscaler {
 	return a
 }
 
-// ended counts, for the SLA planner's observations, a request that ended
-// at now without completing (timed out, or refused), which reached the
-// frontend at arrival with out tokens sent.
+// ended counts, for the planner's observations, a request that ended at
+// now without completing (timed out, or refused), which reached the
+// frontend at arrival with out tokens sent (completed counts the others).
 func (a *autoscaler) ended(now, arrival trace.Time, out int64) {
-	if a.plan != nil && a.plan.cfg.Policy == PlannerDynamoSLA {
+	if a.plan != nil {
 		a.plan.ended(now.Sub(arrival).Seconds(), out)
 	}
 }

@@ -1079,7 +1079,7 @@ func (e *engine) handOver(now trace.Time, r *reqState) error {
 		r.remote = false
 		r.out, r.firstTok, r.lastTok = 1, now, now
 		if d.plan != nil {
-			d.plan.firstToken(now, now.Sub(r.arrival).Seconds(), r.prompt)
+			d.plan.firstToken(now, r)
 		}
 		if r.pdHeld {
 			e.dropPrealloc(now, r)

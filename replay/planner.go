@@ -20,10 +20,10 @@ import (
 // records it (lib/llm/src/http/service/metrics.rs), each a histogram's or
 // counter's increase over the interval: the requests that ended in it
 // (dynamo_frontend_requests_total, completed or not), their mean
-// duration and output length (observed as a request's stream ends), the mean TTFT and input
-// length of the requests whose first token came in it (observed at a
-// request's first chunk: TTFT from the request's arrival at the
-// frontend), and the mean ITL of the tokens after the first sent in it
+// duration and output length (observed as a request's stream ends), the
+// mean TTFT and input length of the requests whose first token came in
+// it (observed at a request's first chunk: TTFT from the request's
+// arrival at the frontend), and the mean ITL of the tokens after the first sent in it
 // (a chunk's gap since the one before, over its tokens, once per token;
 // streamedObs) — so a request that outlasts an interval is seen in
 // several. When all five are there (Dynamo skips an interval in which
@@ -416,15 +416,13 @@ func newPlanner(cfg PlannerConfig, prefillCost, cost model.StepModel, chunk, kvT
 // frontend's request duration, OSL and requests_total, observed as the
 // request's stream ends).
 func (p *planner) completed(o *trace.Request) {
-	p.n++
-	p.duration += o.DoneAtRouter.V.Sub(o.RouterArrival.V).Seconds()
-	p.osl += float64(o.OutputTokens.V)
+	p.ended(o.DoneAtRouter.V.Sub(o.RouterArrival.V).Seconds(), o.OutputTokens.V)
 }
 
-// ended observes a request that ended without completing at the
-// frontend (the client gave up, or it was refused), as the frontend's
-// guards do whatever the status: it counts, its duration (from its
-// arrival to its end there) and its output so far.
+// ended observes a request that ended at the frontend, completed or not
+// (the client gave up, or it was refused), as the frontend's guards do
+// whatever the status: it counts, its duration (from its arrival to its
+// end there) and its output so far.
 func (p *planner) ended(duration float64, out int64) {
 	p.n++
 	p.duration += duration
@@ -464,13 +462,13 @@ func (p *planner) at(t trace.Time) *streamedObs {
 	return &p.streamed[i]
 }
 
-// firstToken observes a request's first chunk at t: its TTFT at the
-// frontend (from its arrival there) and its input length.
-func (p *planner) firstToken(t trace.Time, ttft float64, isl int64) {
+// firstToken observes r's first chunk at t: its TTFT at the frontend
+// (from its arrival there) and its input length.
+func (p *planner) firstToken(t trace.Time, r *reqState) {
 	o := p.at(t)
 	o.first++
-	o.ttft += ttft
-	o.isl += float64(isl)
+	o.ttft += t.Sub(r.arrival).Seconds()
+	o.isl += float64(r.prompt)
 }
 
 // laterChunk observes a chunk after the first at t: its gap since the

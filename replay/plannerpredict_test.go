@@ -91,7 +91,7 @@ func TestPlannerFeedsIdleIntervals(t *testing.T) {
 		for i := range n {
 			// Streamed and completed within the interval.
 			t := at.Add(time.Second)
-			p.firstToken(t, 0.3, int64(900+10*i))
+			p.firstToken(t, &reqState{arrival: t.Add(-300 * time.Millisecond), prompt: int64(900 + 10*i)})
 			p.laterChunk(t.Add(time.Second), 0.9, 39)
 			p.completed(&trace.Request{InputTokens: trace.Some(int64(900 + 10*i)), OutputTokens: trace.Some(int64(40)),
 				TTFTSec: trace.Some(0.3), E2ESec: trace.Some(1.2)})

@@ -201,7 +201,7 @@ func (w *worker) emitTokens(now trace.Time) {
 func (w *worker) firstToken(r *reqState, now trace.Time) {
 	r.firstTok, r.lastChunk, r.lastTok = now, now, now
 	if w.plan != nil {
-		w.plan.firstToken(now, now.Sub(r.arrival).Seconds(), r.prompt)
+		w.plan.firstToken(now, r)
 	}
 	if w.onPrefilled != nil {
 		w.onPrefilled(w, r, now)
