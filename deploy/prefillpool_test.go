@@ -163,6 +163,12 @@ func TestPrefillDeploymentOwnDP(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("the resolved configuration is refused: %v", err)
 	}
+	// The prefill servers' API server ranks given by hand: kept (the
+	// file counts them in ranks, as the replay does).
+	s = resolveYAML(t, "model: qwen3-30b-a3b-instruct-2507\nhardware: h100\nworkers: 3\ndp: 4\nep: 4\nclient:\n  prefill_api_server_ranks: 2\ndisaggregation:\n  prefill_workers: 1\n  prefill_dp: 2\n")
+	if n := s.Config.Client.PrefillAPIServerRanks; n != 2 {
+		t.Errorf("prefill_api_server_ranks given 2: %d", n)
+	}
 	s = resolveYAML(t, "model: qwen3-30b-a3b-instruct-2507\nhardware: h100\nworkers: 3\ndp: 4\nep: 4\ndisaggregation:\n  prefill_workers: 1\n  prefill_dp: 2\n  planner:\n    policy: dynamo\n    max_gpu_budget: 16\n")
 	if pl := s.Config.Disaggregation.Planner; pl.ReplicaWorkers != 4 || pl.PrefillReplicaWorkers != 2 {
 		t.Errorf("planner %+v; want decode engines of 4 ranks, prefill engines of 2", pl)
@@ -294,6 +300,9 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
 		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
+		{pd + "  prefill_dp: -2\n", "c.yaml:4: disaggregation.prefill_dp: -2 is not a number of data-parallel ranks"},
+		{"client:\n  prefill_api_server_ranks: 5\n" + pd + "  prefill_dp: 2\n", "c.yaml:2: client.prefill_api_server_ranks: 5 is not a number of workers in [0, 2]"},
+		{"client:\n  prefill_api_server_ranks: 1\nworkers: 2\n", "c.yaml:2: client.prefill_api_server_ranks: 1 without disaggregation (a prefill pool's API servers)"},
 		{"model: deepseek-v2-lite\nkv_store_gib: 100\nscheduler:\n  kv_offloading_backend: lmcache\n  lmcache:\n    remote_url: redis://x:6379\n" + pd + "  prefill_tp: 2\n  decode_kv_tiers: true\n",
 			"disaggregation.decode_kv_tiers: a remote store shared by a prefill pool of 62208 KV bytes a token and a decode pool of 31104: not modelled yet"},
 		{pd + "  prefill_scheduler:\n    chunked_prefill_size: 4096\n", "c.yaml:5: disaggregation.prefill_scheduler.chunked_prefill_size: is not a setting of vllm's scheduler"},

@@ -307,10 +307,13 @@ func (c Config) Validate() error {
 	if n := c.Client.APIServerRanks; n < 0 || n > max(c.Workers, 1) {
 		bad("client.api_server_ranks", "%d is not a number of workers in [0, %d]", n, max(c.Workers, 1))
 	}
-	if n, p := c.Client.PrefillAPIServerRanks, c.Disaggregation.PrefillWorkers; n != 0 && p <= 0 {
+	// Bounded by the fleet's workers, as api_server_ranks is: package
+	// deploy validates as it sizes the pools, when prefill_workers
+	// still counts servers and workers their ranks.
+	if n := c.Client.PrefillAPIServerRanks; n != 0 && c.Disaggregation.PrefillWorkers <= 0 {
 		bad("client.prefill_api_server_ranks", "%d without disaggregation (a prefill pool's API servers)", n)
-	} else if n < 0 || n > p {
-		bad("client.prefill_api_server_ranks", "%d is not a number of prefill workers in [0, %d]", n, p)
+	} else if n < 0 || n > max(c.Workers, 1) {
+		bad("client.prefill_api_server_ranks", "%d is not a number of workers in [0, %d]", n, max(c.Workers, 1))
 	}
 	if l := c.Client.TimeoutSec; !(l >= 0) || l > 1e7 {
 		bad("client.timeout_s", "%v is not a number of seconds in [0, 1e7]", l)

@@ -179,7 +179,8 @@ func TestAPIServerRanksPerPool(t *testing.T) {
 		t.Errorf("prefill_api_server_ranks without disaggregation: error %v", err)
 	}
 	bad.Disaggregation = DisaggregationConfig{PrefillWorkers: 1, KVBytesPerToken: 1000, TransferGBps: 10}
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "client.prefill_api_server_ranks: 2 is not a number of prefill workers in [0, 1]") {
-		t.Errorf("prefill_api_server_ranks past the prefill pool: error %v", err)
+	bad.Client.PrefillAPIServerRanks = 5
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "client.prefill_api_server_ranks: 5 is not a number of workers in [0, 4]") {
+		t.Errorf("prefill_api_server_ranks past the fleet: error %v", err)
 	}
 }
