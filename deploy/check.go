@@ -226,7 +226,39 @@ func (c *Cluster) check() error {
 	}
 	// The names (router, mode, engine, policy): replay's own check,
 	// whose messages start with the key.
-	if err := c.Config.Validate(); err != nil {
+	v := c.Config
+	if c.serversOfRanks() {
+		v = unsized(v)
+	}
+	return c.validate(v)
+}
+
+// unsized returns cfg with its API servers' ranks within the bound
+// replay.Config.Validate sets them, its workers: for a cluster whose
+// workers still count servers of several ranks, whose API servers' ranks
+// are bounded by the fleet's workers, a worker a rank, and checked once
+// the ranks are known (dataParallel, dpAttention; takeGPUCount may set
+// the TP before, and the error names the fleet's bound).
+func unsized(cfg replay.Config) replay.Config {
+	cl, most := &cfg.Client, max(cfg.Workers, 1)
+	cl.APIServerRanks = min(max(cl.APIServerRanks, 0), most)
+	cl.PrefillAPIServerRanks = min(max(cl.PrefillAPIServerRanks, 0), most)
+	return cfg
+}
+
+// serversOfRanks reports whether a server of the cluster may be several
+// replay workers, a rank each: data parallelism of either pool, or
+// SGLang's DP attention (a server's TP ranks).
+func (c *Cluster) serversOfRanks() bool {
+	return c.DP > 1 || c.EnableDPAttention || c.Disaggregation.PrefillDP > 1
+}
+
+// validate is replay's own check of cfg, c's configuration or what it
+// becomes, each error naming where its key was given (replay's messages
+// start with the key).
+func (c *Cluster) validate(cfg replay.Config) error {
+	var errs []error
+	if err := cfg.Validate(); err != nil {
 		for _, e := range unjoin(err) {
 			key, msg, _ := strings.Cut(e.Error(), ": ")
 			errs = append(errs, c.bad(key, c.given[key], "", msg))

@@ -56,7 +56,7 @@ func dataParallel(c *Cluster, cfg *replay.Config, dep *model.Deployment) (string
 	if servers > 1 {
 		how += fmt.Sprintf("; the %d servers' ranks are balanced as one front end's (the router in front of the servers is not modelled)", servers)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := c.validate(*cfg); err != nil {
 		return "", err
 	}
 	ep := ""

@@ -74,7 +74,7 @@ func dpAttention(c *Cluster, cfg *replay.Config, dep *model.Deployment, run trac
 	if dep.CUDAGraphMaxBS > sglangDPCUDAGraphMaxBS {
 		dep.CUDAGraphMaxBS = sglangDPCUDAGraphMaxBS
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := c.validate(*cfg); err != nil {
 		return "", err
 	}
 	layout := fmt.Sprintf("%d server(s) × %d DP-attention ranks", servers, dep.TP)

@@ -133,7 +133,9 @@ func engineOptions(cfg replay.Config, run trace.Run, version string) (replay.Con
 		return err
 	})
 	if len(errs) == 0 {
-		if err := cfg.Validate(); err != nil {
+		// The run's options set no API server's ranks, which the
+		// cluster's check bounded (check) or its sizing will.
+		if err := unsized(cfg).Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("run %s: engine options: %v", run.Name, err))
 		}
 	}

@@ -66,12 +66,17 @@ func resolveYAML(t *testing.T, yaml string) *Setup {
 // yaml (parsing it, then resolving it for a run that records nothing), or
 // nil.
 func resolveErr(yaml string) error {
+	_, err := resolveSetup(yaml)
+	return err
+}
+
+// resolveSetup is resolveErr's setup, and its error.
+func resolveSetup(yaml string) (*Setup, error) {
 	c, err := ParseCluster("c.yaml", []byte(yaml))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = Resolve(c, trace.Run{}, Overrides{})
-	return err
+	return Resolve(c, trace.Run{}, Overrides{})
 }
 
 // sglangDefaultsNote is the line Resolve writes of the SGLang defaults it

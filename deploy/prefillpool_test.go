@@ -301,7 +301,7 @@ func TestPrefillDeploymentErrors(t *testing.T) {
 		{pd + "  prefill_hardware: x100\n", `c.yaml:4: disaggregation.prefill_hardware: "x100": `},
 		{pd + "  prefill_tp: 3\n", "c.yaml:4: disaggregation.prefill_tp: the prefill pool's deployment: "},
 		{pd + "  prefill_dp: -2\n", "c.yaml:4: disaggregation.prefill_dp: -2 is not a number of data-parallel ranks"},
-		{"client:\n  prefill_api_server_ranks: 5\n" + pd + "  prefill_dp: 2\n", "c.yaml:2: client.prefill_api_server_ranks: 5 is not a number of workers in [0, 2]"},
+		{"client:\n  prefill_api_server_ranks: 5\n" + pd + "  prefill_dp: 2\n", "c.yaml:2: client.prefill_api_server_ranks: 5 is not a number of workers in [0, 3]"},
 		{"client:\n  prefill_api_server_ranks: 1\nworkers: 2\n", "c.yaml:2: client.prefill_api_server_ranks: 1 without disaggregation (a prefill pool's API servers)"},
 		{"model: deepseek-v2-lite\nkv_store_gib: 100\nscheduler:\n  kv_offloading_backend: lmcache\n  lmcache:\n    remote_url: redis://x:6379\n" + pd + "  prefill_tp: 2\n  decode_kv_tiers: true\n",
 			"disaggregation.decode_kv_tiers: a remote store shared by a prefill pool of 62208 KV bytes a token and a decode pool of 31104: not modelled yet"},
