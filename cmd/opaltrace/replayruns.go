@@ -187,6 +187,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 	var jobs []replayJob
 	var jobRuns []trace.Run
 	var passed []string
+	var notes runNotes
 	for _, run := range x.allRuns() {
 		// A run is measured when its requests or its own summary
 		// (summary-only benchmark runs) carry latencies.
@@ -196,9 +197,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 			return nil, err
 		}
 		client := clientOverhead(over, setup)
-		for _, n := range setup.Notes {
-			fmt.Fprintln(stderr, n)
-		}
+		notes.add(run.Name, setup.Notes)
 		if x.seen[run.Name] > 0 {
 			if d := x.dropped[run.Name]; d > 0 {
 				fmt.Fprintf(stderr, "run %s: passing over %d failed requests whose lengths the source did not record\n", run.Name, d)
@@ -226,6 +225,7 @@ func replayJobs(cl deploy.Cluster, over deploy.Overrides, x *replayInputs, runNa
 		jobs = append(jobs, replayJob{of: run.Name, ofLabel: x.labels[run.Name], workload: run.Workload, startUnixN: run.StartUnixN, in: gen, setup: setup, how: "regenerated", client: client})
 		jobRuns = append(jobRuns, run)
 	}
+	notes.print(stderr)
 	carryOver(jobs, jobRuns, carry, stderr)
 	if len(passed) > 0 {
 		fmt.Fprintf(stderr, "not replayed (%d runs): %s\n", len(passed), strings.Join(passed, "; "))

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// runNotes collects what each run's deployment notes say (deploy.Setup's
+// Notes), so that a note the runs share is printed once: a sweep of 30
+// runs on one cluster file printed its two notes 30 times over, the
+// lines alike and none naming its run.
+type runNotes struct {
+	order []string            // the notes, as first said
+	runs  map[string][]string // per note: the runs it was said for
+	all   []string            // every run, in order
+}
+
+// add records the notes of run.
+func (n *runNotes) add(run string, notes []string) {
+	if n.runs == nil {
+		n.runs = map[string][]string{}
+	}
+	n.all = append(n.all, run)
+	for _, s := range notes {
+		rs := n.runs[s]
+		if len(rs) > 0 && rs[len(rs)-1] == run {
+			continue // said twice for one run
+		}
+		if rs == nil {
+			n.order = append(n.order, s)
+		}
+		n.runs[s] = append(rs, run)
+	}
+}
+
+// print writes each note once: as it is when every run has it, else after
+// the runs that have it.
+func (n *runNotes) print(w io.Writer) {
+	for _, s := range n.order {
+		rs := n.runs[s]
+		if len(rs) == len(n.all) {
+			fmt.Fprintln(w, s)
+			continue
+		}
+		fmt.Fprintf(w, "%s: %s\n", runList(rs, len(n.all)), s)
+	}
+}
+
+// runListMost is how many runs runList names before it counts the rest.
+const runListMost = 4
+
+// runList names the runs rs of total: "run A", or "runs A, B (2 of 5)",
+// the first runListMost named and the others counted.
+func runList(rs []string, total int) string {
+	if len(rs) == 1 {
+		return "run " + rs[0]
+	}
+	names := strings.Join(rs[:min(len(rs), runListMost)], ", ")
+	if len(rs) > runListMost {
+		names += fmt.Sprintf(" and %d more", len(rs)-runListMost)
+	}
+	return fmt.Sprintf("runs %s (%d of %d)", names, len(rs), total)
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// A note every run has is said once as it is; one some runs have, once,
+// after the runs it is for; a run's note said twice, once.
+func TestRunNotes(t *testing.T) {
+	var n runNotes
+	n.add("a", []string{"defaults", "dp 4"})
+	n.add("b", []string{"defaults", "dp 4", "dp 4"})
+	n.add("c", []string{"defaults", "regenerated"})
+	for _, r := range []string{"d", "e", "f", "g"} {
+		n.add(r, []string{"defaults", "dp 4"})
+	}
+	var b strings.Builder
+	n.print(&b)
+	want := "defaults\n" +
+		"runs a, b, d, e and 2 more (6 of 7): dp 4\n" +
+		"run c: regenerated\n"
+	if b.String() != want {
+		t.Errorf("notes:\n%s\nwant:\n%s", b.String(), want)
+	}
+	var one runNotes
+	one.add("only", []string{"x"})
+	b.Reset()
+	one.print(&b)
+	if b.String() != "x\n" {
+		t.Errorf("one run's note: %q, want it as it is", b.String())
+	}
+}
