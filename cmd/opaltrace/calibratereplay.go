@@ -110,8 +110,10 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		return nil, fmt.Errorf("--carry-cache %q: want auto, on or off", carry)
 	}
 	// prepare resolves run i's deployment and what to send; its notes
-	// are printed once.
+	// are printed once, and a note an earlier run said is not said
+	// again.
 	prepared := map[int]*calibrate.ReplayRun{}
+	var said runNotes
 	headers := map[int]string{}
 	prepare := func(i int, set string) (*calibrate.ReplayRun, error) {
 		if r, ok := prepared[i]; ok {
@@ -125,9 +127,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		if p := setup.Prefill; p != nil && !strings.EqualFold(p.Deployment.Hardware.Name, setup.Deployment.Hardware.Name) {
 			return nil, fmt.Errorf("%s: a prefill pool on another GPU (disaggregation.prefill_hardware %s, the cluster's %s): calibrate fits one GPU's coefficients: not modelled yet (a prefill pool of its own TP or batch limits on the cluster's GPU is)", runRef(set, run.Name, labels[i]), p.Deployment.Hardware.Name, setup.Deployment.Hardware.Name)
 		}
-		for _, n := range setup.Notes {
-			fmt.Fprintln(c.ErrWriter, n)
-		}
+		said.sayOnce(c.ErrWriter, runRef(set, run.Name, labels[i]), setup.Notes)
 		var in replay.Inputs
 		if len(reqs) > 0 {
 			arrivals := true

@@ -62,3 +62,23 @@ func runList(rs []string, total int) string {
 	}
 	return fmt.Sprintf("runs %s (%d of %d)", names, len(rs), total)
 }
+
+// sayOnce writes the notes of run (ref: how to name it) as they come, for
+// commands that resolve runs one at a time (calibrate's): a note an
+// earlier run said is not said again, and after the first run's notes a
+// run's new note is said after its name.
+func (n *runNotes) sayOnce(w io.Writer, ref string, notes []string) {
+	first := len(n.all) == 0
+	n.add(ref, nil)
+	for _, s := range notes {
+		if _, ok := n.runs[s]; ok {
+			continue
+		}
+		n.runs[s] = []string{ref}
+		if first {
+			fmt.Fprintln(w, s)
+		} else {
+			fmt.Fprintf(w, "%s: %s\n", ref, s)
+		}
+	}
+}

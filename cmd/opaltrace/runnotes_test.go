@@ -31,3 +31,17 @@ func TestRunNotes(t *testing.T) {
 		t.Errorf("one run's note: %q, want it as it is", b.String())
 	}
 }
+
+// Calibrate's runs say their notes as each is resolved: the first run's
+// as they are, a later run's new ones after its name, none twice.
+func TestRunNotesSayOnce(t *testing.T) {
+	var n runNotes
+	var b strings.Builder
+	n.sayOnce(&b, "run a", []string{"defaults", "dp 4"})
+	n.sayOnce(&b, "run b", []string{"defaults", "dp 4", "dp 4"})
+	n.sayOnce(&b, "run c", []string{"defaults", "regenerated", "regenerated"})
+	want := "defaults\ndp 4\nrun c: regenerated\n"
+	if b.String() != want {
+		t.Errorf("notes:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
