@@ -127,7 +127,7 @@ func calibrateByReplay(c *cli.Command) (*calibrate.CostModel, error) {
 		if p := setup.Prefill; p != nil && !strings.EqualFold(p.Deployment.Hardware.Name, setup.Deployment.Hardware.Name) {
 			return nil, fmt.Errorf("%s: a prefill pool on another GPU (disaggregation.prefill_hardware %s, the cluster's %s): calibrate fits one GPU's coefficients: not modelled yet (a prefill pool of its own TP or batch limits on the cluster's GPU is)", runRef(set, run.Name, labels[i]), p.Deployment.Hardware.Name, setup.Deployment.Hardware.Name)
 		}
-		said.sayOnce(c.ErrWriter, runRef(set, run.Name, labels[i]), setup.Notes)
+		said.sayOnce(c.ErrWriter, run.Name, runRef(set, run.Name, labels[i]), setup.Notes)
 		var in replay.Inputs
 		if len(reqs) > 0 {
 			arrivals := true

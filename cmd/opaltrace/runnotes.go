@@ -23,6 +23,9 @@ func (n *runNotes) add(run string, notes []string) {
 	}
 	n.all = append(n.all, run)
 	for _, s := range notes {
+		// A note that names its run (deploy's "run NAME: …") is said
+		// once with the others' like it.
+		s = strings.TrimPrefix(s, "run "+run+": ")
 		rs := n.runs[s]
 		if len(rs) > 0 && rs[len(rs)-1] == run {
 			continue // said twice for one run
@@ -67,10 +70,11 @@ func runList(rs []string, total int) string {
 // commands that resolve runs one at a time (calibrate's): a note an
 // earlier run said is not said again, and after the first run's notes a
 // run's new note is said after its name.
-func (n *runNotes) sayOnce(w io.Writer, ref string, notes []string) {
+func (n *runNotes) sayOnce(w io.Writer, run, ref string, notes []string) {
 	first := len(n.all) == 0
 	n.add(ref, nil)
 	for _, s := range notes {
+		s = strings.TrimPrefix(s, "run "+run+": ")
 		if _, ok := n.runs[s]; ok {
 			continue
 		}

@@ -11,15 +11,16 @@ func TestRunNotes(t *testing.T) {
 	var n runNotes
 	n.add("a", []string{"defaults", "dp 4"})
 	n.add("b", []string{"defaults", "dp 4", "dp 4"})
-	n.add("c", []string{"defaults", "regenerated"})
+	n.add("c", []string{"defaults", "regenerated", "run c: records model x"})
 	for _, r := range []string{"d", "e", "f", "g"} {
-		n.add(r, []string{"defaults", "dp 4"})
+		n.add(r, []string{"defaults", "dp 4", "run " + r + ": records model x"})
 	}
 	var b strings.Builder
 	n.print(&b)
 	want := "defaults\n" +
 		"runs a, b, d, e and 2 more (6 of 7): dp 4\n" +
-		"run c: regenerated\n"
+		"run c: regenerated\n" +
+		"runs c, d, e, f and 1 more (5 of 7): records model x\n"
 	if b.String() != want {
 		t.Errorf("notes:\n%s\nwant:\n%s", b.String(), want)
 	}
@@ -37,10 +38,11 @@ func TestRunNotes(t *testing.T) {
 func TestRunNotesSayOnce(t *testing.T) {
 	var n runNotes
 	var b strings.Builder
-	n.sayOnce(&b, "run a", []string{"defaults", "dp 4"})
-	n.sayOnce(&b, "run b", []string{"defaults", "dp 4", "dp 4"})
-	n.sayOnce(&b, "run c", []string{"defaults", "regenerated", "regenerated"})
-	want := "defaults\ndp 4\nrun c: regenerated\n"
+	n.sayOnce(&b, "a", "run a", []string{"defaults", "dp 4"})
+	n.sayOnce(&b, "b", "run b", []string{"defaults", "dp 4", "dp 4"})
+	n.sayOnce(&b, "c", "set run c (C)", []string{"defaults", "regenerated", "regenerated", "run c: records model x"})
+	n.sayOnce(&b, "d", "run d", []string{"run d: records model x"})
+	want := "defaults\ndp 4\nset run c (C): regenerated\nset run c (C): records model x\n"
 	if b.String() != want {
 		t.Errorf("notes:\n%s\nwant:\n%s", b.String(), want)
 	}
