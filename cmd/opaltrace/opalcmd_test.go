@@ -76,6 +76,9 @@ func TestReplayOpalConfig(t *testing.T) {
 	if err != nil || len(reqs) != 1 || reqs[0].TTFTSec.V != 0.8010653623305508 {
 		t.Fatalf("compat records %v (%v): want one, TTFT 0.8010653623305508 s", reqs, err)
 	}
+	if reqs[0].Run != "simulated" {
+		t.Errorf("compat run %q, want --run-name's default, simulated", reqs[0].Run)
+	}
 	stdout, _, err = opaltrace(t, "stats", "--json", sim)
 	if err != nil || !strings.Contains(stdout, `"mean_ttft_ms": 801.0653623305508`) {
 		t.Errorf("stats --json: %v\n%s", err, stdout)
@@ -86,8 +89,14 @@ func TestReplayOpalConfig(t *testing.T) {
 		t.Errorf("opal_stats.json:\n%s\nOpal's:\n%s", got, want)
 	}
 	ours := filepath.Join(dir, "ours.parquet")
-	if _, stderr, err := opaltrace(t, "replay", "--opal-config", cfg, "-o", ours, "--opal-stats", filepath.Join(dir, "ours")); err != nil {
+	if _, stderr, err := opaltrace(t, "replay", "--opal-config", cfg, "-o", ours, "--run-name", "mine", "--opal-stats", filepath.Join(dir, "ours")); err != nil {
 		t.Fatalf("--opal-config: %v\n%s", err, stderr)
+	}
+	if _, reqs, err := trace.ReadFile(ours); err != nil || len(reqs) != 1 || reqs[0].Run != "mine" {
+		t.Errorf("--run-name mine: records %v (%v), want one of run mine", reqs, err)
+	}
+	if _, _, err := opaltrace(t, "replay", "--opal-config", cfg, "--run", "1", "-o", filepath.Join(dir, "x.parquet")); err == nil || !strings.Contains(err.Error(), "--opal-config has none") {
+		t.Errorf("--run with --opal-config: %v, want refused", err)
 	}
 	stdout, stderr, err := opaltrace(t, "stats", "--compare", filepath.Join(dir, "ours", "stage_0", "opal_stats.json"), filepath.Join(micro, "opal_stats.json"))
 	if err != nil || !strings.Contains(stdout, "TTFT") {

@@ -55,6 +55,9 @@ func opalConfigReplay(_ context.Context, c *cli.Command) error {
 			return fmt.Errorf("replay: --opal-config and --%s: the Opal config says the cluster and the workload; give one", f)
 		}
 	}
+	if c.IsSet("run") {
+		return errors.New("replay: --run selects input runs, and --opal-config has none (--run-name names the simulated run)")
+	}
 	cfg, err := opal.Load(c.String("opal-config"))
 	if err != nil {
 		return err
@@ -91,7 +94,7 @@ func opalConfigReplay(_ context.Context, c *cli.Command) error {
 	if c.IsSet("seed") {
 		seed = cl.Seed
 	}
-	jobs, err := opalJobs(cl, over, cfg.Workload, seed, c.String("run"))
+	jobs, err := opalJobs(cl, over, cfg.Workload, seed, c.String("run-name"))
 	if err != nil {
 		return err
 	}
@@ -139,7 +142,7 @@ func opalCompatReplay(c *cli.Command, cfg *opal.Config) error {
 	}
 	compat := cfg.Compat(q)
 	compat.Seed = seed
-	name := c.String("run")
+	name := c.String("run-name")
 	// Opal runs its stages one after another in one simulation, each on
 	// the cluster the previous one left.
 	var stages []replay.OpalCompatStage
