@@ -21,9 +21,15 @@ func TestReplayOpalWorkload(t *testing.T) {
 	}
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "traces"), 0o755)
+	// 40 ids: the stage's chunk_size is 1 token, and --opal-compat
+	// expands a request's ids into its prompt, an id a chunk.
+	ids := make([]string, 40)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i + 1)
+	}
 	var lines strings.Builder
 	for i := range 12 {
-		lines.WriteString(`{"timestamp": ` + strconv.Itoa(i%10*1000) + `, "input_length": 40, "output_length": 4, "hash_ids": [1, 2, 3]}` + "\n")
+		lines.WriteString(`{"timestamp": ` + strconv.Itoa(i%10*1000) + `, "input_length": 40, "output_length": 4, "hash_ids": [` + strings.Join(ids, ", ") + `]}` + "\n")
 	}
 	os.WriteFile(filepath.Join(dir, "traces", "hello.jsonl"), []byte(lines.String()), 0o644)
 	os.WriteFile(filepath.Join(dir, "sim_config.json"), cfg, 0o644)
@@ -51,6 +57,30 @@ func TestReplayOpalWorkload(t *testing.T) {
 	}
 	if _, _, err := opaltrace(t, "replay", "--opal-workload", filepath.Join(dir, "sim_config.json"), "-o", filepath.Join(dir, "x.parquet"), "trace.jsonl"); err == nil {
 		t.Error("a TRACE with --opal-workload is accepted")
+	}
+	// --seed in place of the config's simulation.seed (42), with
+	// --opal-compat too: the config's own seed writes what no --seed
+	// does, another seed other arrivals.
+	for _, compat := range []bool{false, true} {
+		var seeded [3][]byte
+		for i, seed := range []string{"", "42", "7"} {
+			out := filepath.Join(dir, "seed"+strconv.Itoa(i)+".parquet")
+			args := []string{"replay", "--opal-config", filepath.Join(dir, "sim_config.json"), "-o", out}
+			if compat {
+				args = append(args, "--opal-compat")
+			}
+			if seed != "" {
+				args = append(args, "--seed", seed)
+			}
+			if _, stderr, err := opaltrace(t, args...); err != nil {
+				t.Fatalf("%v: %v\n%s", args, err, stderr)
+			}
+			seeded[i], _ = os.ReadFile(out)
+		}
+		if !bytes.Equal(seeded[0], seeded[1]) || bytes.Equal(seeded[0], seeded[2]) {
+			t.Errorf("compat %v: --seed 42 (the config's) wrote another file than no --seed (%v), --seed 7 the same (%v)", compat,
+				!bytes.Equal(seeded[0], seeded[1]), bytes.Equal(seeded[0], seeded[2]))
+		}
 	}
 }
 

@@ -136,9 +136,7 @@ func opalCompatReplay(c *cli.Command, cfg *opal.Config) error {
 	}
 	seed := cfg.Seed
 	if c.IsSet("seed") {
-		if _, err := fmt.Sscan(c.String("seed"), &seed); err != nil {
-			return fmt.Errorf("--seed: %v", err)
-		}
+		seed = c.Uint64("seed")
 	}
 	compat := cfg.Compat(q)
 	compat.Seed = seed
