@@ -47,6 +47,7 @@ func datasetHeader(runs []trace.Run) []headerItem {
 	}
 	add("source", sourceOf)
 	add("deployment", deploymentOf)
+	add("fleet", func(r trace.Run) string { return strings.ReplaceAll(r.Extra["fleet"], "\n", "; ") })
 	add("workload", workloadOf)
 	add("cost model", func(r trace.Run) string { return firstLine(r.Extra["cost_model"]) })
 	// The cluster file and the cost model in full, of the first run that

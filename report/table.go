@@ -162,6 +162,18 @@ func summaryTable(s *analyze.Summary, pcts []float64) table {
 		// calibrate will replay it on.
 		t.both("Deployment:", "deployment", deploymentOf(r))
 	}
+	// An autoscaled replay's fleet: its GPU-hours and ready workers,
+	// and each pool's with disaggregation, a line each.
+	if f := s.Run.Extra["fleet"]; f != "" {
+		lines := strings.Split(f, "\n")
+		t.add(row{label: "Fleet:", key: "fleet", value: f, shown: lines[0]})
+		for _, l := range lines[1:] {
+			t.line("  " + l)
+		}
+		if h, err := strconv.ParseFloat(s.Run.Extra["gpu_hours"], 64); err == nil {
+			t.json("gpu_hours", h)
+		}
+	}
 	if s.Passes > 0 {
 		t.line(fmt.Sprintf("Exact summary in %s over the file.", passes(s.Passes)))
 		t.json("passes", s.Passes)

@@ -55,6 +55,24 @@ disaggregation:
 			t.Errorf("stderr lacks %s:\n%s", re, stderr)
 		}
 	}
+	// The run keeps what stderr said of its fleet, for stats (text and
+	// JSON) and the report, and its GPU-hours to full precision.
+	fleet := regexp.MustCompile(`(?m)^simulated: (pools autoscaled: .*)\n^simulated: (prefill pool .*)\n^simulated: (decode pool .*)$`).FindStringSubmatch(stderr)
+	if fleet == nil {
+		t.Fatalf("stderr lacks the fleet's three lines:\n%s", stderr)
+	}
+	stdout, _, err := opaltrace(t, "stats", out)
+	if want := "Fleet:                                   " + fleet[1] + "\n  " + fleet[2] + "\n  " + fleet[3] + "\n"; err != nil || !strings.Contains(stdout, want) {
+		t.Errorf("stats: %v; want\n%s\nin\n%s", err, want, stdout)
+	}
+	stdout, _, err = opaltrace(t, "stats", "--json", out)
+	hours := regexp.MustCompile(`"gpu_hours": ([0-9.e+-]+)`).FindStringSubmatch(stdout)
+	if err != nil || hours == nil || !strings.Contains(stdout, strconv.Quote(fleet[1]+"\n"+fleet[2]+"\n"+fleet[3])) {
+		t.Fatalf("stats --json: %v, no fleet or gpu_hours:\n%s", err, stdout)
+	}
+	if h, _ := strconv.ParseFloat(hours[1], 64); !strings.Contains(fleet[1], strconv.FormatFloat(h, 'f', 3, 64)+" GPU-hours") {
+		t.Errorf("gpu_hours %s, stderr says %s", hours[1], fleet[1])
+	}
 	runs, _, err := trace.ReadSeconds(sec)
 	if err != nil {
 		t.Fatal(err)

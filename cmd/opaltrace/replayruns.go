@@ -558,7 +558,14 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			job.name, st.Requests, how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), cfg.Workers)
 		fmt.Fprintf(stderr, "%s: %s; KV cache %s per worker\n", job.name, job.setup.Header(), job.setup.KVHow)
 		if st.Fleet != nil {
-			fleetLines(stderr, job.name, cfg, st)
+			lines := fleetText(cfg, st)
+			for _, l := range lines {
+				fmt.Fprintf(stderr, "%s: %s\n", job.name, l)
+			}
+			// The summaries under way hold the map as it was.
+			run.Extra = maps.Clone(run.Extra)
+			run.Extra["fleet"] = strings.Join(lines, "\n")
+			run.Extra["gpu_hours"] = strconv.FormatFloat(st.GPUHours, 'g', -1, 64)
 			if st.Held > 0 {
 				fmt.Fprintf(stderr, "%s: %d requests waited at the gateway for a ready worker (scale to zero), the longest %.3f s\n",
 					job.name, st.Held, st.HeldMaxSec)
@@ -671,6 +678,7 @@ func writeReplayed(w io.Writer, done []replayed) error {
 			s = d.stream
 		}
 		s.Label = d.label
+		s.Run.Extra = d.run.Extra // with what the replay added (its fleet)
 		if err := report.WriteStats(w, []*analyze.Summary{s}, report.StatsOptions{}); err != nil {
 			return err
 		}
@@ -790,10 +798,14 @@ func enginesText(p replay.PlannerConfig) string {
 	return ""
 }
 
-// fleetLines prints an autoscaled replay's fleet: its GPU-hours and its
-// ready workers per whole second (the last second is partial), the
-// least, the most and the mean, and with disaggregation each pool's.
-func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
+// fleetText says what an autoscaled replay's fleet did, a line each: its
+// GPU-hours and its ready workers per whole second (the last second is
+// partial), the least, the most and the mean, and with disaggregation
+// each pool's. The replay prints the lines after its run's name, and
+// the run keeps them (its "fleet" extra key) for stats and the report.
+func fleetText(cfg replay.Config, st replay.Stats) []string {
+	var lines []string
+	say := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
 	whole := st.Fleet[:max(1, len(st.Fleet)-1)]
 	spread := func(ready func(replay.FleetSecond) float64) string {
 		lo, hi, sum := math.Inf(1), 0.0, 0.0
@@ -811,18 +823,18 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		return ""
 	}
 	if p := cfg.Planner; p.Policy != "" {
-		fmt.Fprintf(w, "%s: scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (still scaling); %.3f GPU-hours; ready workers per whole second %s\n",
-			name, p.OptimizationTarget, p.ThresholdsText(true), p.AdjustmentIntervalSec, p.MaxGPUBudget, enginesText(p), len(st.Planner), skipped(st.Planner),
+		say("scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (still scaling); %.3f GPU-hours; ready workers per whole second %s",
+			p.OptimizationTarget, p.ThresholdsText(true), p.AdjustmentIntervalSec, p.MaxGPUBudget, enginesText(p), len(st.Planner), skipped(st.Planner),
 			st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
-		return
+		return lines
 	}
 	if !d.PrefillAutoscale.On() && !d.DecodeAutoscale.On() && d.Planner.Policy == "" {
-		fmt.Fprintf(w, "%s: autoscaled on %s%s: %.3f GPU-hours; ready workers per whole second %s\n",
-			name, cfg.Autoscale.MetricNames(), servers(cfg.Autoscale), st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
-		return
+		say("autoscaled on %s%s: %.3f GPU-hours; ready workers per whole second %s",
+			cfg.Autoscale.MetricNames(), servers(cfg.Autoscale), st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
+		return lines
 	}
-	fmt.Fprintf(w, "%s: pools autoscaled: %.3f GPU-hours; ready workers per whole second %s\n",
-		name, st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
+	say("pools autoscaled: %.3f GPU-hours; ready workers per whole second %s",
+		st.GPUHours, spread(func(f replay.FleetSecond) float64 { return f.Ready }))
 	if d.Planner.Policy != "" {
 		pred := d.Planner.Predictor + " predictor"
 		if d.Planner.Predictor == replay.PredictorKalman {
@@ -836,11 +848,11 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 			engines += fmt.Sprintf(", %d GPUs a prefill worker and %d a decode worker", g, d.Planner.GPUsPerWorker)
 		}
 		if d.Planner.Policy == replay.PlannerDynamoLoad {
-			fmt.Fprintf(w, "%s: both pools scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (a pool still scaling)\n",
-				name, d.Planner.OptimizationTarget, d.Planner.ThresholdsText(false), d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, engines, len(st.Planner), skipped(st.Planner))
+			say("both pools scaled by Dynamo's planner on load (optimization_target %s: %s; every %g s, %d GPUs%s): %d adjustments, %d skipped (a pool still scaling)",
+				d.Planner.OptimizationTarget, d.Planner.ThresholdsText(false), d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, engines, len(st.Planner), skipped(st.Planner))
 		} else {
-			fmt.Fprintf(w, "%s: both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s%s): %d adjustments, %d skipped (nothing completed)\n",
-				name, d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped(st.Planner))
+			say("both pools planned by Dynamo's SLA planner (TTFT %g s, ITL %g s, every %g s, %d GPUs, %s%s): %d adjustments, %d skipped (nothing completed)",
+				d.Planner.TTFTSec, d.Planner.ITLSec, d.Planner.AdjustmentIntervalSec, d.Planner.MaxGPUBudget, pred, engines, len(st.Planner), skipped(st.Planner))
 		}
 	}
 	for _, p := range []struct {
@@ -858,6 +870,7 @@ func fleetLines(w io.Writer, name string, cfg replay.Config, st replay.Stats) {
 		case d.Planner.Policy != "":
 			how = "the planner's"
 		}
-		fmt.Fprintf(w, "%s: %s pool (%s): ready workers per whole second %s\n", name, p.name, how, spread(p.ready))
+		say("%s pool (%s): ready workers per whole second %s", p.name, how, spread(p.ready))
 	}
+	return lines
 }
