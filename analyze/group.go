@@ -1,7 +1,10 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -26,7 +29,9 @@ var GroupKeys = []string{"run", "stage", "worker", "prefill_worker", "model"}
 
 // GroupBy groups requests by run, stage, worker, prefill worker
 // (disaggregated replays: the one the router chose) or model, in order of
-// first appearance. Groups other than by run are subsets of runs (or span
+// first appearance, workers in their names' natural order (w2 before
+// w10; records are in completion order, so the first to appear is the
+// first to complete). Groups other than by run are subsets of runs (or span
 // runs), so they carry a synthetic run named "key=value" without a
 // source-measured duration: their throughputs use the measured span.
 // Stages are keyed by run and stage, since stage names repeat across runs.
@@ -46,7 +51,59 @@ func GroupBy(key string, runs []trace.Run, reqs []*trace.Request) ([]Group, erro
 		}
 		groups[i].Requests = append(groups[i].Requests, r)
 	}
-	return groups, nil
+	return inOrder(g, groups), nil
+}
+
+// inOrder returns xs, one per group of g, in the order GroupBy lists the
+// groups: as they appeared, or by worker, in the workers' natural order.
+func inOrder[T any](g *grouper, xs []T) []T {
+	if g.key != "worker" && g.key != "prefill_worker" {
+		return xs
+	}
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return naturalCompare(g.labels[a], g.labels[b]) })
+	out := make([]T, len(xs))
+	for i, j := range idx {
+		out[i] = xs[j]
+	}
+	return out
+}
+
+// naturalCompare orders a before b as people order names with numbers
+// in them: runs of digits by their value ("w2" before "w10"), the rest
+// byte by byte.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// digitRun returns how many of s's leading bytes are ASCII digits.
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 // A grouper assigns requests to groups, creating a group (and its run) at
@@ -59,6 +116,8 @@ type grouper struct {
 	idx   map[string]int
 	runOf map[string]trace.Run
 	runs  []trace.Run // the groups' runs, in group order
+	// labels holds the groups' keys, in group order (not by run).
+	labels []string
 }
 
 func newGrouper(key string, runs []trace.Run) (*grouper, error) {
@@ -110,6 +169,7 @@ func (g *grouper) index(r *trace.Request) int {
 	}
 	i := len(g.runs)
 	g.idx[v] = i
+	g.labels = append(g.labels, v)
 	name := g.key + "=" + v
 	if v == "" {
 		name = g.key + "=(none)"

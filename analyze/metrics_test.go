@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,8 +264,21 @@ func TestGroupBy(t *testing.T) {
 		{Run: "r1", Worker: "w2", Stage: "s"}, {Run: "r1", Worker: "w1"}, {Run: "r2", Worker: "w2"},
 	}
 	g, err := GroupBy("worker", nil, reqs)
-	if err != nil || len(g) != 2 || g[0].Run.Name != "worker=w2" || len(g[0].Requests) != 2 {
+	if err != nil || len(g) != 2 || g[1].Run.Name != "worker=w2" || len(g[1].Requests) != 2 || g[0].Run.Name != "worker=w1" {
 		t.Errorf("by worker: %v %+v", err, g)
+	}
+	// Workers in their names' natural order, whatever completed first.
+	var many []*trace.Request
+	for _, w := range []string{"w10", "w2", "", "w1", "w02x", "w2x", "p-w3"} {
+		many = append(many, &trace.Request{Run: "r", Worker: w})
+	}
+	g, _ = GroupBy("worker", nil, many)
+	var names []string
+	for _, x := range g {
+		names = append(names, x.Run.Name)
+	}
+	if want := []string{"worker=(none)", "worker=p-w3", "worker=w1", "worker=w2", "worker=w02x", "worker=w2x", "worker=w10"}; !slices.Equal(names, want) {
+		t.Errorf("by worker: %q, want %q", names, want)
 	}
 	g, _ = GroupBy("stage", []trace.Run{{Name: "r1", Source: "x"}}, reqs)
 	if len(g) != 3 || g[0].Run.Stage != "s" || g[0].Run.Source != "x" {

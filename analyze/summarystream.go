@@ -120,6 +120,7 @@ func SummarizeStreamGroups(src Source, key string, runs []trace.Run, opts Stream
 	for _, z := range zs {
 		out = append(out, z.result())
 	}
+	out = inOrder(g, out)
 	if all != nil {
 		out = append(out, all.result())
 	}
