@@ -273,7 +273,7 @@ func SelectRuns(runs []Run, sels []RunSelector) ([]int, error) {
 			}
 		}
 		if n == 0 {
-			errs = append(errs, fmt.Errorf("--run %s: no run matches (runs: %s)", s, strings.Join(RunLabels(runs), "; ")))
+			errs = append(errs, fmt.Errorf("--run %s: no run matches (runs: %s)", s, runList(RunLabels(runs))))
 		}
 	}
 	for i, h := range hit {
@@ -282,6 +282,19 @@ func SelectRuns(runs []Run, sels []RunSelector) ([]int, error) {
 		}
 	}
 	return picked, errors.Join(errs...)
+}
+
+// runListMost is how many runs SelectRuns' error lists before it counts
+// the rest: a sweep of a thousand runs made an error line of a thousand.
+const runListMost = 12
+
+// runList joins labels, the first runListMost of them when there are
+// more, and says how many are left out.
+func runList(labels []string) string {
+	if len(labels) <= runListMost {
+		return strings.Join(labels, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(labels[:runListMost], "; "), len(labels)-runListMost)
 }
 
 // labelFields are the fields RunLabels names a run by, in this order.

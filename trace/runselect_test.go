@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -68,6 +69,15 @@ func TestSelectRunsErrors(t *testing.T) {
 	_, err := SelectRuns(sweepRuns(), []RunSelector{sel})
 	if err == nil || !strings.Contains(err.Error(), "#3 file=online.jsonl dataset=random rate=8") {
 		t.Errorf("an empty selection does not list the runs by their labels: %v", err)
+	}
+	// Of many runs, the first runListMost, and a count of the rest.
+	var many []Run
+	for i := range 30 {
+		many = append(many, Run{Name: fmt.Sprintf("r%d", i)})
+	}
+	_, err = SelectRuns(many, []RunSelector{sel})
+	if err == nil || !strings.HasSuffix(err.Error(), "#12 r11; and 18 more)") || strings.Contains(err.Error(), "r12") {
+		t.Errorf("30 runs, none picked: %v; want 12 listed and the rest counted", err)
 	}
 }
 
