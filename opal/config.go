@@ -72,6 +72,21 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
+// LoadCluster reads the Opal config at path for its cluster alone
+// (ClusterYAML, --print-config): a trace stage's trace_file that cannot
+// be found is no error but a note, the stage's TraceFile left empty, so
+// that a config copied from another machine shows its cluster. Every
+// other error is Load's.
+func LoadCluster(path string) (*Config, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var missing []string
+	c, err := parse(path, data, func(err error) { missing = append(missing, err.Error()+": a replay needs it") })
+	return c, missing, err
+}
+
 // opalKeys are the keys an Opal config may have, by section path; a
 // stage's workload_params are checked by its type (stageKeys).
 var opalKeys = map[string][]string{
@@ -104,6 +119,12 @@ var stagePath = regexp.MustCompile(`^workload\.stages\[\d+\]$`)
 // unknown key, a value of the wrong type or out of range is an error
 // "FILE:LINE: KEY: what is wrong".
 func Parse(file string, data []byte) (*Config, error) {
+	return parse(file, data, nil)
+}
+
+// parse is Parse, with missing (when not nil) given the error of each
+// trace_file that cannot be found instead of returning it.
+func parse(file string, data []byte, missing func(error)) (*Config, error) {
 	d, err := parseDoc(file, data)
 	if err != nil {
 		return nil, err
@@ -189,7 +210,10 @@ func Parse(file string, data []byte) (*Config, error) {
 		name, _ := raw.(string)
 		p, err := findFile(file, name, false)
 		if err != nil {
-			return nil, d.errorf(at, "%v", err)
+			if missing == nil {
+				return nil, d.errorf(at, "%v", err)
+			}
+			missing(d.errorf(at, "%v", err))
 		}
 		s.TraceFile = p
 	}

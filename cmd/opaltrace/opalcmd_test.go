@@ -146,3 +146,25 @@ func TestReplayOpalConfig(t *testing.T) {
 		t.Error("a bad config left an output")
 	}
 }
+
+// --print-config shows the cluster of an Opal config whose trace stage's
+// file is not on this machine, with a note that a replay needs it; the
+// replay itself is refused with the file's line.
+func TestPrintOpalConfigWithoutTrace(t *testing.T) {
+	cfg, err := os.ReadFile(shareddata.Path(t, "formats/opal/defaults/sim_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "sim_config.json")
+	os.WriteFile(path, cfg, 0o644)
+	stdout, stderr, err := opaltrace(t, "replay", "--opal-config", path, "--print-config")
+	if err != nil || !strings.Contains(stdout, "seed: 42") ||
+		!strings.Contains(stderr, `note: `+path+`:48: workload.stages[1].workload_params.trace_file: "traces/hello.jsonl" not found`) ||
+		!strings.HasSuffix(stderr, ": a replay needs it\n") {
+		t.Errorf("--print-config: %v\n%s\n%s", err, stdout, stderr)
+	}
+	_, _, err = opaltrace(t, "replay", "--opal-config", path, "-o", filepath.Join(t.TempDir(), "x.parquet"))
+	if err == nil || !strings.HasPrefix(err.Error(), path+`:48: workload.stages[1].workload_params.trace_file: "traces/hello.jsonl" not found`) {
+		t.Errorf("replay without the trace: %v", err)
+	}
+}

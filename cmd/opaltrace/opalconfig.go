@@ -58,17 +58,21 @@ func opalConfigReplay(_ context.Context, c *cli.Command) error {
 	if c.IsSet("run") {
 		return errors.New("replay: --run selects input runs, and --opal-config has none (--run-name names the simulated run)")
 	}
-	cfg, err := opal.Load(c.String("opal-config"))
-	if err != nil {
-		return err
-	}
 	if c.Bool("print-config") {
+		cfg, missing, err := opal.LoadCluster(c.String("opal-config"))
+		if err != nil {
+			return err
+		}
 		text, notes := cfg.ClusterYAML()
 		fmt.Fprint(c.Writer, text)
-		for _, n := range notes {
+		for _, n := range append(notes, missing...) {
 			fmt.Fprintf(c.ErrWriter, "note: %s\n", n)
 		}
 		return nil
+	}
+	cfg, err := opal.Load(c.String("opal-config"))
+	if err != nil {
+		return err
 	}
 	if c.Bool("opal-compat") {
 		return opalCompatReplay(c, cfg)
