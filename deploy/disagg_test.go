@@ -20,14 +20,14 @@ func TestDisaggregationPools(t *testing.T) {
 	}{
 		// Llama-3.1-8B: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes = 131,072 B a token.
 		{"plain", "workers: 3\ndisaggregation:\n  prefill_workers: 1\n", 3, 1, 131072, 40,
-			"1 prefill and 2 decode servers; 131072 KV bytes a prompt token (the model's, 1 ranks)"},
+			"1 prefill and 2 decode servers; 131072 KV bytes a prompt token (the model's, 1 rank)"},
 		{"tp", "tp: 2\nworkers: 3\ndisaggregation:\n  prefill_workers: 2\n  transfer_gbps: 25\n", 3, 2, 131072, 25,
 			"2 prefill and 1 decode servers; 131072 KV bytes a prompt token (the model's, 2 ranks), sent at 25 GB/s"},
 		{"dp", "dp: 2\nworkers: 3\ndisaggregation:\n  prefill_workers: 1\n  kv_bytes_per_token: 1000\n", 6, 2, 1000, 40,
-			"1 prefill and 2 decode servers (2 ranks each: 2 prefill and 4 decode workers); 1000 KV bytes a prompt token (given, 1 ranks)"},
+			"1 prefill and 2 decode servers (2 ranks each: 2 prefill and 4 decode workers); 1000 KV bytes a prompt token (given, 1 rank)"},
 		// DeepSeek-V2-Lite: 27 layers × a 576-wide latent × 2 bytes = 31,104 B a token, whole on each DP-attention rank.
 		{"dp attention", "model: deepseek-v2-lite\ntp: 2\nenable_dp_attention: true\nworkers: 2\nscheduler:\n  engine: sglang\ndisaggregation:\n  prefill_workers: 1\n", 4, 2, 31104, 40,
-			"1 prefill and 1 decode servers (2 ranks each: 2 prefill and 2 decode workers); 31104 KV bytes a prompt token (the model's, 1 ranks)"},
+			"1 prefill and 1 decode servers (2 ranks each: 2 prefill and 2 decode workers); 31104 KV bytes a prompt token (the model's, 1 rank)"},
 		{"decode router", "workers: 3\ndisaggregation:\n  prefill_workers: 1\n  decode_router: least_requests\n", 3, 1, 131072, 40,
 			"; each request's decode worker the one with the fewest outstanding requests (decode_router least_requests)"},
 		{"Dynamo's decode router", "workers: 3\nrouter: dynamo_kv\ndisaggregation:\n  prefill_workers: 1\n", 3, 1, 131072, 40,
