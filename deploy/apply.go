@@ -123,6 +123,15 @@ func applyRecord(c *Cluster, run trace.Run, o Overrides) ([]string, error) {
 		sort.Strings(opts)
 		note("engine options from its record: %s", strings.Join(opts, ", "))
 	}
+	if sized := r.tp > 0 || r.pp > 0 || r.dp > 0; sized && r.gpus > 0 {
+		// A machine's GPUs, of which the server took some, or a count
+		// that contradicts the sizes: the sizes say what ran. (A dp
+		// recorded with DP attention, whose ranks are inside TP, is
+		// refused later: model.Deployment.checkDPAttention.)
+		if used := max(r.tp, 1) * max(r.pp, 1) * max(r.dp, 1); used != r.gpus {
+			note("records %d GPUs (%q) but parallel sizes of %d (tp %d, pp %d, dp %d): replayed on the sizes' %d", r.gpus, r.rawHardware, used, max(r.tp, 1), max(r.pp, 1), max(r.dp, 1), used)
+		}
+	}
 	if err := c.check(); err != nil {
 		return nil, fmt.Errorf("run %s: its recorded deployment: %v", name, err)
 	}

@@ -287,6 +287,27 @@ func TestResolveRecord(t *testing.T) {
 	if err != nil || !strings.Contains(strings.Join(s.Notes, "\n"), "no model and hardware recorded: replayed on model llama-3.1-8b, hardware h100") {
 		t.Errorf("assumed: %v, setup %+v", err, s)
 	}
+	// A GPU count and parallel sizes that disagree: the sizes ran, said
+	// so; sizes that agree, nothing.
+	for _, c := range []struct {
+		run  trace.Run
+		note string
+	}{
+		{trace.Run{Name: "g", Model: "llama-3.1-8b", Hardware: "4xH200", TP: 2}, `run g: records 4 GPUs ("4xH200") but parallel sizes of 2 (tp 2, pp 1, dp 1): replayed on the sizes' 2`},
+		{trace.Run{Name: "g", Model: "llama-3.1-8b", Hardware: "4xH200", TP: 2, DP: 2}, ""},
+		{trace.Run{Name: "g", Model: "deepseek-v2-lite", Hardware: "8xH200", TP: 8, Engine: "sglang",
+			Extra: map[string]string{"engine_opt.enable_dp_attention": "true"}}, ""},
+	} {
+		s, err := Resolve(DefaultCluster(), c.run, Overrides{})
+		if err != nil {
+			t.Errorf("%+v: %v", c.run, err)
+			continue
+		}
+		notes := strings.Join(s.Notes, "\n")
+		if (c.note == "") == strings.Contains(notes, "but parallel sizes") || c.note != "" && !strings.Contains(notes, c.note) {
+			t.Errorf("%+v: notes:\n%s\nwant %q", c.run, notes, c.note)
+		}
+	}
 	opt := trace.Run{Name: "o", Model: "llama-3.1-8b", Hardware: "h100", Extra: map[string]string{"engine_opt.max_num_seqs": "lots"}}
 	if _, err := Resolve(DefaultCluster(), opt, Overrides{}); err == nil || !strings.Contains(err.Error(), `run o: engine_opt.max_num_seqs: "lots"`) {
 		t.Errorf("bad option: %v", err)
