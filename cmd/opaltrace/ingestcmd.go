@@ -138,7 +138,7 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 	if len(st.Skipped) > 0 {
 		fmt.Fprintf(stderr, "skipped %d files that no format recognises or that are not files: %s\n", len(st.Skipped), strings.Join(st.Skipped, ", "))
 	}
-	fmt.Fprintf(stderr, "wrote %s: %d requests in %d runs from %d files", out, st.Requests, len(runs), st.Files)
+	fmt.Fprintf(stderr, "wrote %s: %s in %s from %s", out, countOf(int(st.Requests), "request"), countOf(len(runs), "run"), countOf(st.Files, "file"))
 	if st.Dropped > 0 {
 		fmt.Fprintf(stderr, "; dropped %d bad records", st.Dropped)
 	}

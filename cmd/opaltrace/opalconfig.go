@@ -171,8 +171,8 @@ func opalCompatReplay(c *cli.Command, cfg *opal.Config) error {
 		run := trace.Run{Name: runName, Stage: s.StageName(), Source: "opal-compat", Engine: "opal", Model: cfg.ModelName,
 			DurationSec: trace.Some(out.End - out.Start),
 			Extra:       map[string]string{"opal_config": cfg.File, "workload": "opal " + s.Type, "opal_quirks": quirkText(q)}}
-		fmt.Fprintf(c.ErrWriter, "%s: %d requests, Opal-compatible (%s) on %d workers: %d steps, %d preemptions, %d prompt tokens from the KV tiers, %.0f to %.0f s\n",
-			runName, len(out.Records), quirkText(q), compat.Workers, out.Steps, out.Preemptions, out.HitTokens, out.Start, out.End)
+		fmt.Fprintf(c.ErrWriter, "%s: %s, Opal-compatible (%s) on %s: %d steps, %d preemptions, %d prompt tokens from the KV tiers, %.0f to %.0f s\n",
+			runName, countOf(len(out.Records), "request"), quirkText(q), countOf(compat.Workers, "worker"), out.Steps, out.Preemptions, out.HitTokens, out.Start, out.End)
 		runs = append(runs, run)
 		all = append(all, out.Records...)
 		sums = append(sums, analyze.Summarize(run, out.Records))
