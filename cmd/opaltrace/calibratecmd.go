@@ -167,7 +167,8 @@ func calibrateLinks(c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	head := fmt.Sprintf("# opaltrace calibrate --links %s: the links fitted on node %s (%d GPUs a worker, %d KV bytes a token); merge into the cluster file\n", strings.Join(c.Args().Slice(), " "), node.Name, gpus, kvPerToken)
+	head := fmt.Sprintf("# opaltrace calibrate --links %s: the links fitted on node %s (%s a worker, %s); merge into the cluster file\n",
+		strings.Join(c.Args().Slice(), " "), node.Name, countOf(gpus, "GPU"), linkBytesText(pts, kvPerToken))
 	f, err := atomicfile.Create(c.String("output"))
 	if err != nil {
 		return err
@@ -234,4 +235,23 @@ func readTables[P any](paths []string, parse func(file string, data []byte) ([]P
 		pts = append(pts, p...)
 	}
 	return pts, nil
+}
+
+// linkBytesText says where the link fit's bytes came from: the tables'
+// own (kv_bytes or kv_size on every row), the model's KV bytes a token,
+// or both.
+func linkBytesText(pts []calibrate.LinkPoint, kvPerToken int64) string {
+	given := 0
+	for _, p := range pts {
+		if p.Bytes > 0 {
+			given++
+		}
+	}
+	switch given {
+	case len(pts):
+		return "each row's KV bytes from its table"
+	case 0:
+		return fmt.Sprintf("%d KV bytes a token", kvPerToken)
+	}
+	return fmt.Sprintf("%d rows' KV bytes from their tables, the others' %d a token", given, kvPerToken)
 }

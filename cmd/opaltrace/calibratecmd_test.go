@@ -228,10 +228,22 @@ func TestCalibrateLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"node: hgx-h100", "pcie_gbps: 3.2768", "pcie_latency_us: 99", "nvme_gbps: 0.65536", "nvme_latency_us: 900"} {
+	for _, want := range []string{"(1 GPU a worker, 131072 KV bytes a token)", "node: hgx-h100", "pcie_gbps: 3.2768", "pcie_latency_us: 99", "nvme_gbps: 0.65536", "nvme_latency_us: 900"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("links.yaml lacks %q:\n%s", want, data)
 		}
+	}
+	// A table that sizes its rows: the header says their bytes came
+	// from it, not from the model.
+	sized := filepath.Join(dir, "sized.csv")
+	if err := os.WriteFile(sized, []byte("prompt_tokens,kv_size,kv_transfer_ms\n128,20 MB,0.54\n1024,146 MB,1.50\n4096,585 MB,4.89\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := opaltrace(t, "calibrate", "--links", "-o", out, sized); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if data, _ := os.ReadFile(out); !strings.Contains(string(data), "(1 GPU a worker, each row's KV bytes from its table)") {
+		t.Errorf("links.yaml of a table with kv_size:\n%s", data)
 	}
 	bad := filepath.Join(dir, "bad.csv")
 	if err := os.WriteFile(bad, []byte("prompt_tokens,kv_transfer_ms\n12,x\n"), 0o644); err != nil {
