@@ -142,21 +142,13 @@ func engineOptions(cfg replay.Config, run trace.Run, version string) (replay.Con
 	return cfg, errors.Join(errs...)
 }
 
-// SGLangCUDAGraphMaxBS returns the decode batch size up to which an
+// sglangCUDAGraphMaxBS returns the decode batch size up to which an
 // SGLang worker replays CUDA graphs: the run's recorded
-// cuda_graph_max_bs, -1 when it recorded disable_cuda_graph, else the
-// default of the run's recorded SGLang version (or of
-// model.SGLangDefaultVersion when it records none) on a GPU of memBytes
-// at TP tp (model.SGLangServeDefaults: 160 on an H200 at v0.4.0.post1, 8
-// below TP4 and 80 from TP4 on a GPU under 25,000 MiB; larger from
-// v0.4.5.post3).
-func SGLangCUDAGraphMaxBS(run trace.Run, memBytes int64, tp int) int {
-	d := model.SGLangServeDefaults(run.Extra["engine_version"], model.Hardware{Name: run.Hardware, MemBytes: memBytes}, tp, run.PP)
-	return sglangCUDAGraphMaxBS(run, d)
-}
-
-// sglangCUDAGraphMaxBS is SGLangCUDAGraphMaxBS with the defaults d of the
-// deployment's version.
+// cuda_graph_max_bs, -1 when it recorded disable_cuda_graph, else d's,
+// the default of the run's recorded SGLang version (or of
+// model.SGLangDefaultVersion when it records none) on its GPU and TP
+// (model.SGLangServeDefaults: 160 on an H200 at v0.4.0.post1, 8 below TP4
+// and 80 from TP4 on a GPU under 25,000 MiB; larger from v0.4.5.post3).
 func sglangCUDAGraphMaxBS(run trace.Run, d model.SGLangDefaults) int {
 	if v, _ := engineOption(run, "disable_cuda_graph"); parseTrue(v) {
 		return -1

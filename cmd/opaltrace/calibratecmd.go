@@ -14,7 +14,6 @@ import (
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
 	"github.com/opaltrace/opaltrace/model"
-	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -93,20 +92,10 @@ func calibrateCommand() *cli.Command {
 				res, err = calibrate.FitTable(pts, opts)
 			} else {
 				var reqs []*trace.Request
-				for _, arg := range c.Args().Slice() {
-					ds, err := loadSelected(c, arg)
-					if err != nil {
-						return err
-					}
-					reqs = append(reqs, ds.Requests...)
-					for _, run := range ds.Runs {
-						// SGLang launches the decode steps above its graph
-						// limit eagerly, which the decode fit prices.
-						if dep.CUDAGraphMaxBS == 0 && (strings.EqualFold(run.Engine, replay.EngineSGLang) || cl.Scheduler.Engine == replay.EngineSGLang) {
-							dep.CUDAGraphMaxBS = deploy.SGLangCUDAGraphMaxBS(run, dep.Hardware.MemBytes, dep.TP)
-						}
-					}
+				if reqs, opts.Deployment, err = serverSideRuns(c, cl); err != nil {
+					return err
 				}
+				dep = opts.Deployment
 				res, err = calibrate.FitServerSide(reqs, opts)
 			}
 			if err != nil {
@@ -254,4 +243,52 @@ func linkBytesText(pts []calibrate.LinkPoint, kvPerToken int64) string {
 		return fmt.Sprintf("%d KV bytes a token", kvPerToken)
 	}
 	return fmt.Sprintf("%d rows' KV bytes from their tables, the others' %d a token", given, kvPerToken)
+}
+
+// serverSideRuns reads the runs calibrate --server-side fits and the
+// deployment they ran on: each run's own record (model, hardware,
+// parallel sizes, engine and its options), under the cluster file's and
+// the flags' keys, as replay resolves a run's. The runs must share one
+// deployment: the fit gives one GPU's and model's coefficients.
+//
+// Note: the fit took the cluster's deployment alone (the defaults: an
+// H100 and Llama-3.1-8B without flags), whatever the runs recorded, so
+// that an RTX 4090's engine-side timings were fitted as an H100's and
+// the bandwidth efficiency came out 0.085.
+func serverSideRuns(c *cli.Command, cl deploy.Cluster) ([]*trace.Request, *model.Deployment, error) {
+	over, err := overridesFor(cl)
+	if err != nil {
+		return nil, nil, err
+	}
+	over.AssumeDeployment, over.Measured = c.Bool("assume-deployment"), true
+	var reqs []*trace.Request
+	var first *deploy.Setup
+	var firstRun string
+	var said runNotes
+	for _, arg := range c.Args().Slice() {
+		ds, err := loadSelected(c, arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		reqs = append(reqs, ds.Requests...)
+		for _, run := range ds.Runs {
+			s, err := deploy.Resolve(cl, run, over)
+			if err != nil {
+				return nil, nil, err
+			}
+			said.sayOnce(c.ErrWriter, run.Name, "run "+run.Name, s.Notes)
+			switch ref := arg + ": run " + run.Name; {
+			case first == nil:
+				first, firstRun = s, ref
+			case s.Header() != first.Header():
+				return nil, nil, fmt.Errorf("calibrate --server-side: %s ran on %s, %s on %s: the fit is of one deployment's runs (--run picks them)",
+					firstRun, first.Header(), ref, s.Header())
+			}
+		}
+	}
+	if first == nil {
+		dep, err := cl.Deployment()
+		return reqs, dep, err
+	}
+	return reqs, first.Deployment, nil
 }

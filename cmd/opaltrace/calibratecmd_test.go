@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/opaltrace/opaltrace/calibrate"
+	"github.com/opaltrace/opaltrace/internal/shareddata"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -255,5 +256,29 @@ func TestCalibrateLinks(t *testing.T) {
 	}
 	if _, err := os.Stat(out2); err == nil {
 		t.Error("a bad table wrote its output")
+	}
+}
+
+// calibrate --server-side fits the deployment each run records (here an
+// RTX 4090's engine-side timings: the cost model is the 4090's, not the
+// cluster's default H100), and refuses runs of two deployments at once.
+func TestCalibrateServerSideRecordedDeployment(t *testing.T) {
+	base := shareddata.Path(t, "measurements/llmservingsim_vllm_engine_side")
+	rtx4090 := filepath.Join(base, "RTX4090", "Llama-3.1-8B", "vllm")
+	dir := t.TempDir()
+	cmPath := filepath.Join(dir, "cm.yaml")
+	if _, stderr, err := opaltrace(t, "calibrate", "--server-side", "-o", cmPath, rtx4090); err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, stderr)
+	}
+	if cm := readCostModel(t, cmPath); cm.Hardware != "rtx-4090" || cm.Model != "llama-3.1-8b" {
+		t.Errorf("cost model for %s / %s, want the run's rtx-4090 / llama-3.1-8b", cm.Hardware, cm.Model)
+	}
+	pro := filepath.Join(base, "RTXPRO6000", "Llama-3.1-8B", "vllm")
+	_, _, err := opaltrace(t, "calibrate", "--server-side", "-o", filepath.Join(dir, "two.yaml"), rtx4090, pro)
+	if err == nil || !strings.Contains(err.Error(), "ran on llama-3.1-8b on 1×rtx-4090 (TP1), vllm, 1 worker, "+pro+": run requests.jsonl#1 on llama-3.1-8b on 1×rtx-pro-6000") {
+		t.Errorf("two deployments: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "two.yaml")); err == nil {
+		t.Error("a refused fit wrote its cost model")
 	}
 }
