@@ -51,7 +51,7 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 		return err
 	}
 	trace.Prewarm() // the writer's compressor, while the inputs are read on this core
-	pairs, err := samplePairs(c.Args().Slice(), sels, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
+	pairs, from, err := samplePairs(c.Args().Slice(), sels, ingestOptions(c), c.Bool("allow-errors"), c.ErrWriter)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func sampledReplay(_ context.Context, c *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	job, err := sampledJob(cl, over, pairs, n, rate, c.Args().Slice(), c.String("run-name"))
+	job, err := sampledJob(cl, over, pairs, from, n, rate, c.Args().Slice(), c.String("run-name"), c.ErrWriter)
 	if err != nil {
 		return err
 	}
@@ -117,11 +117,12 @@ func sampledWorkloadFits(cfg replay.Config) error {
 // samplePairs reads the inputs in order (opaltrace Parquet files, or any
 // ingestible file or directory) and returns the (input_tokens,
 // output_tokens) pair of every successful request that has both, of the
-// runs sels pick in each input (all without selectors). Only the pairs are
-// kept, not the requests. Bad records of an ingestible input are printed
+// runs sels pick in each input (all without selectors), and those runs.
+// Only the pairs are kept, not the requests. Bad records of an ingestible input are printed
 // and fail the read unless allowErrors, as loadDataset does.
-func samplePairs(args []string, sels []trace.RunSelector, opts ingest.Options, allowErrors bool, stderr io.Writer) ([][2]int64, error) {
+func samplePairs(args []string, sels []trace.RunSelector, opts ingest.Options, allowErrors bool, stderr io.Writer) ([][2]int64, []trace.Run, error) {
 	var pairs [][2]int64
+	var from []trace.Run
 	for _, arg := range args {
 		_, path := splitLabel(arg)
 		var filePairs [][2]int64
@@ -142,19 +143,21 @@ func samplePairs(args []string, sels []trace.RunSelector, opts ingest.Options, a
 		}
 		runs, err := eachRequest(path, cols, opts, allowErrors, stderr, add)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(sels) == 0 {
 			pairs = append(pairs, filePairs...)
+			from = append(from, runs...)
 			continue
 		}
 		idx, err := trace.SelectRuns(runs, sels)
 		if err != nil {
-			return nil, fmt.Errorf("replay: %s: %w", path, err)
+			return nil, nil, fmt.Errorf("replay: %s: %w", path, err)
 		}
 		keep := map[string]bool{}
 		for _, i := range idx {
 			keep[runs[i].Name] = true
+			from = append(from, runs[i])
 		}
 		for i, p := range filePairs {
 			if keep[runOf[i]] {
@@ -163,20 +166,22 @@ func samplePairs(args []string, sels []trace.RunSelector, opts ingest.Options, a
 		}
 	}
 	if len(pairs) == 0 {
-		return nil, fmt.Errorf("replay: --sample: no successful request with both input and output token counts in %s", strings.Join(args, ", "))
+		return nil, nil, fmt.Errorf("replay: --sample: no successful request with both input and output token counts in %s", strings.Join(args, ", "))
 	}
-	return pairs, nil
+	return pairs, from, nil
 }
 
 // sampledJob is the one open-loop job of a sampled workload; its
 // workload description, kept in Run.Extra["workload"], says what was
-// sent and where the lengths came from.
-func sampledJob(cl deploy.Cluster, over deploy.Overrides, pairs [][2]int64, n int, rate float64, files []string, runName string) (replayJob, error) {
+// sent and where the lengths came from. It runs on the deployment the
+// runs it samples (from) record, under the cluster file's and the flags'
+// keys, as replay runs a run on its own (sampledSetup).
+func sampledJob(cl deploy.Cluster, over deploy.Overrides, pairs [][2]int64, from []trace.Run, n int, rate float64, files []string, runName string, stderr io.Writer) (replayJob, error) {
 	in, err := replay.NewSampled(runName, n, rate, pairs, cl.Seed)
 	if err != nil {
 		return replayJob{}, err
 	}
-	setup, err := deploy.Resolve(cl, trace.Run{}, over)
+	setup, err := sampledSetup(cl, over, from, stderr)
 	if err != nil {
 		return replayJob{}, err
 	}
@@ -184,4 +189,37 @@ func sampledJob(cl deploy.Cluster, over deploy.Overrides, pairs [][2]int64, n in
 	how := fmt.Sprintf("sampled: %d requests at %s req/s, lengths from %d requests of %s",
 		n, strconv.FormatFloat(rate, 'g', -1, 64), len(pairs), strings.Join(files, ", "))
 	return replayJob{name: runName, in: in, setup: setup, how: how}, nil
+}
+
+// sampledSetup resolves the deployment a sampled workload runs on: each
+// sampled run's, by its record under the cluster file's and the flags'
+// keys (deploy.Resolve, as replay resolves a run), which must be one; the
+// cluster's alone when no run is known. Its notes are said once.
+//
+// Note: it took the cluster's alone (the defaults without flags), so that
+// lengths drawn from an H200 benchmark were replayed on an H100 without a
+// word.
+func sampledSetup(cl deploy.Cluster, over deploy.Overrides, from []trace.Run, stderr io.Writer) (*deploy.Setup, error) {
+	if len(from) == 0 {
+		return deploy.Resolve(cl, trace.Run{}, over)
+	}
+	var first *deploy.Setup
+	var firstRun string
+	var notes runNotes
+	for _, run := range from {
+		s, err := deploy.Resolve(cl, run, over)
+		if err != nil {
+			return nil, err
+		}
+		notes.add(run.Name, s.Notes)
+		switch {
+		case first == nil:
+			first, firstRun = s, run.Name
+		case s.Header() != first.Header():
+			return nil, fmt.Errorf("replay: --sample: run %s ran on %s, run %s on %s: give the deployment to replay on (--model, --hardware, or a cluster file), or --run to sample one deployment's runs",
+				firstRun, first.Header(), run.Name, s.Header())
+		}
+	}
+	notes.print(stderr)
+	return first, nil
 }

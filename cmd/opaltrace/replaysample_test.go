@@ -417,3 +417,36 @@ func TestReplaySampledBadInput(t *testing.T) {
 		readSim(t, out, c.n, tinyPairs)
 	}
 }
+
+// A sampled workload runs on the deployment the sampled runs record, as
+// replay runs a run on its own; runs of two deployments need one given.
+func TestReplaySampledRecordedDeployment(t *testing.T) {
+	dir := t.TempDir()
+	in := writeTiny(t, dir)
+	ingestOn := func(name string, args ...string) string {
+		out := filepath.Join(dir, name)
+		if _, stderr, err := opaltrace(t, append(append([]string{"ingest", "-o", out}, args...), in)...); err != nil {
+			t.Fatalf("ingest: %v\n%s", err, stderr)
+		}
+		return out
+	}
+	h200 := ingestOn("h200.parquet", "--model", "llama-3.1-70b", "--hardware", "4xH200")
+	a100 := ingestOn("a100.parquet", "--model", "llama-3.1-70b", "--hardware", "8xA100-80GB")
+	out := filepath.Join(dir, "sim.parquet")
+	if _, stderr, err := opaltrace(t, "replay", "--sample", "20", "--sample-rate", "5", "-o", out, h200); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr)
+	}
+	run, _ := readSim(t, out, 20, tinyPairs)
+	if d := run.Extra["deployment"]; !strings.HasPrefix(d, "llama-3.1-70b on 4×h200 (TP4)") {
+		t.Errorf("sampled from a 4×H200 run: deployment %q", d)
+	}
+	_, _, err := opaltrace(t, "replay", "--sample", "20", "--sample-rate", "5", "-o", filepath.Join(dir, "two.parquet"), h200, a100)
+	if err == nil || !strings.Contains(err.Error(), "ran on llama-3.1-70b on 4×h200 (TP4)") || !strings.Contains(err.Error(), "on llama-3.1-70b on 8×a100-80gb (TP8)") {
+		t.Errorf("two deployments: %v", err)
+	}
+	if _, stderr, err := opaltrace(t, "replay", "--sample", "20", "--sample-rate", "5", "--hardware", "h100", "--tp", "4", "-o", out, h200, a100); err != nil {
+		t.Errorf("two deployments, one given: %v\n%s", err, stderr)
+	} else if run, _ := readSim(t, out, 20, tinyPairs); !strings.HasPrefix(run.Extra["deployment"], "llama-3.1-70b on 4×h100 (TP4)") {
+		t.Errorf("given h100 TP4: deployment %q", run.Extra["deployment"])
+	}
+}
