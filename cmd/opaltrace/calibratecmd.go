@@ -262,9 +262,8 @@ func serverSideRuns(c *cli.Command, cl deploy.Cluster) ([]*trace.Request, *model
 	}
 	over.AssumeDeployment, over.Measured = c.Bool("assume-deployment"), true
 	var reqs []*trace.Request
-	var first *deploy.Setup
-	var firstRun string
-	var said runNotes
+	var runs []trace.Run
+	var refs []string
 	for _, arg := range c.Args().Slice() {
 		ds, err := loadSelected(c, arg)
 		if err != nil {
@@ -272,23 +271,12 @@ func serverSideRuns(c *cli.Command, cl deploy.Cluster) ([]*trace.Request, *model
 		}
 		reqs = append(reqs, ds.Requests...)
 		for _, run := range ds.Runs {
-			s, err := deploy.Resolve(cl, run, over)
-			if err != nil {
-				return nil, nil, err
-			}
-			said.sayOnce(c.ErrWriter, run.Name, "run "+run.Name, s.Notes)
-			switch ref := arg + ": run " + run.Name; {
-			case first == nil:
-				first, firstRun = s, ref
-			case s.Header() != first.Header():
-				return nil, nil, fmt.Errorf("calibrate --server-side: %s ran on %s, %s on %s: the fit is of one deployment's runs (--run picks them)",
-					firstRun, first.Header(), ref, s.Header())
-			}
+			runs, refs = append(runs, run), append(refs, arg+": run "+run.Name)
 		}
 	}
-	if first == nil {
-		dep, err := cl.Deployment()
-		return reqs, dep, err
+	s, err := oneDeployment(cl, over, runs, refs, c.ErrWriter, "the fit is of one deployment's runs (--run picks them)")
+	if err != nil {
+		return nil, nil, fmt.Errorf("calibrate --server-side: %w", err)
 	}
-	return reqs, first.Deployment, nil
+	return reqs, s.Deployment, nil
 }

@@ -191,35 +191,21 @@ func sampledJob(cl deploy.Cluster, over deploy.Overrides, pairs [][2]int64, from
 	return replayJob{name: runName, in: in, setup: setup, how: how}, nil
 }
 
-// sampledSetup resolves the deployment a sampled workload runs on: each
-// sampled run's, by its record under the cluster file's and the flags'
-// keys (deploy.Resolve, as replay resolves a run), which must be one; the
-// cluster's alone when no run is known. Its notes are said once.
+// sampledSetup resolves the deployment a sampled workload runs on: the
+// one the sampled runs (from) record (oneDeployment). Its notes are said
+// once.
 //
 // Note: it took the cluster's alone (the defaults without flags), so that
 // lengths drawn from an H200 benchmark were replayed on an H100 without a
 // word.
 func sampledSetup(cl deploy.Cluster, over deploy.Overrides, from []trace.Run, stderr io.Writer) (*deploy.Setup, error) {
-	if len(from) == 0 {
-		return deploy.Resolve(cl, trace.Run{}, over)
+	refs := make([]string, len(from))
+	for i, r := range from {
+		refs[i] = "run " + r.Name
 	}
-	var first *deploy.Setup
-	var firstRun string
-	var notes runNotes
-	for _, run := range from {
-		s, err := deploy.Resolve(cl, run, over)
-		if err != nil {
-			return nil, err
-		}
-		notes.add(run.Name, s.Notes)
-		switch {
-		case first == nil:
-			first, firstRun = s, run.Name
-		case s.Header() != first.Header():
-			return nil, fmt.Errorf("replay: --sample: run %s ran on %s, run %s on %s: give the deployment to replay on (--model, --hardware, or a cluster file), or --run to sample one deployment's runs",
-				firstRun, first.Header(), run.Name, s.Header())
-		}
+	s, err := oneDeployment(cl, over, from, refs, stderr, "give the deployment to replay on (--model, --hardware, or a cluster file), or --run to sample one deployment's runs")
+	if err != nil {
+		return nil, fmt.Errorf("replay: --sample: %w", err)
 	}
-	notes.print(stderr)
-	return first, nil
+	return s, nil
 }

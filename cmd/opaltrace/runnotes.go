@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/opaltrace/opaltrace/deploy"
+	"github.com/opaltrace/opaltrace/trace"
 )
 
 // runNotes collects what each run's deployment notes say (deploy.Setup's
@@ -85,4 +88,34 @@ func (n *runNotes) sayOnce(w io.Writer, run, ref string, notes []string) {
 			fmt.Fprintf(w, "%s: %s\n", ref, s)
 		}
 	}
+}
+
+// oneDeployment resolves each of runs (refs: how errors name each) as
+// replay resolves a run — its record under the cluster file's and the
+// flags' keys — says their notes once to w, and returns the deployment
+// they share (the cluster's alone when there is no run); runs of two
+// deployments are an error naming both, fix saying what to do. For the
+// commands that take one deployment from runs of many: calibrate
+// --server-side, replay --sample.
+func oneDeployment(cl deploy.Cluster, over deploy.Overrides, runs []trace.Run, refs []string, w io.Writer, fix string) (*deploy.Setup, error) {
+	if len(runs) == 0 {
+		return deploy.Resolve(cl, trace.Run{}, over)
+	}
+	var first *deploy.Setup
+	var notes runNotes
+	for i, run := range runs {
+		s, err := deploy.Resolve(cl, run, over)
+		if err != nil {
+			return nil, err
+		}
+		notes.add(run.Name, s.Notes)
+		switch {
+		case first == nil:
+			first = s
+		case s.Header() != first.Header():
+			return nil, fmt.Errorf("%s ran on %s, %s on %s: %s", refs[0], first.Header(), refs[i], s.Header(), fix)
+		}
+	}
+	notes.print(w)
+	return first, nil
 }
