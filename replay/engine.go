@@ -362,6 +362,9 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if e.scale != nil {
 		e.scale.finish(e.stats.End)
 		e.stats.Fleet = e.scale.seconds(e.stats.End)
+		if e.sec != nil {
+			busyOfFleet(e.stats.Seconds, e.stats.Fleet, e.sec.workers)
+		}
 		e.stats.GPUHours = e.scale.gpuHours(e.cfg.Disaggregation)
 		if e.scale.plan != nil {
 			e.stats.Planner = e.scale.plan.plannerLog()

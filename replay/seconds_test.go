@@ -92,3 +92,31 @@ func TestSecondsLongSpanRefused(t *testing.T) {
 		t.Fatalf("without per-second statistics: %v", err)
 	}
 }
+
+// With autoscaling a second's Busy is over the workers on in it (ready,
+// starting, draining: what GPU-hours count), not the fleet at the start:
+// busy times the workers on, summed over the seconds, is the replay's
+// busy time, and no second is busier than its workers.
+func TestBusyOfAutoscaledFleet(t *testing.T) {
+	t.Parallel()
+	reqs := randomTrace(17, 3000, 20)
+	cost := linearCost{Base: 5 * ms, PerToken: 20 * time.Microsecond}
+	cfg := Config{Workers: 4, Scheduler: SchedulerConfig{MaxNumSeqs: 16},
+		Autoscale: AutoscaleConfig{Metric: MetricQueueDepth, Target: 2, MinReplicas: ptrInt(1), MaxReplicas: 6, SyncPeriodSec: 5, ContainerStartSec: 10}}
+	st, err := RunInputs(cfg, cost, 400, Requests(reqs), func(*trace.Request) error { return nil }, Options{PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var busy, most float64
+	fewer := false // a second with fewer workers on than at the start
+	for _, s := range st.Seconds {
+		f := st.Fleet[s.Second]
+		on := f.Ready + f.Starting + f.Draining
+		busy += s.Busy * on
+		most = max(most, s.Busy)
+		fewer = fewer || on < 3.5 && s.Busy > 0
+	}
+	if math.Abs(busy-st.BusyTime.Seconds()) > 1e-6*st.BusyTime.Seconds() || most > 1+1e-9 || !fewer {
+		t.Errorf("Σ busy × workers on %g s, busy time %g s; busiest second %g; a smaller fleet busy %v", busy, st.BusyTime.Seconds(), most, fewer)
+	}
+}

@@ -26,7 +26,9 @@ import (
 // of its latest step start (an idle worker holds no request and, as free
 // blocks count as unused even when they keep cached content, no block).
 // Busy is the fraction of the second the workers spent in steps, summed
-// over workers and divided by their number.
+// over workers and divided by their number: with autoscaling, by the
+// workers on in that second (ready, starting or draining, time-weighted:
+// what GPU-hours count).
 type Second struct {
 	Second       int64
 	Arrivals     int64
