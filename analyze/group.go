@@ -1,11 +1,10 @@
 package analyze
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
+	"github.com/opaltrace/opaltrace/internal/human"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -64,46 +63,12 @@ func inOrder[T any](g *grouper, xs []T) []T {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return naturalCompare(g.labels[a], g.labels[b]) })
+	slices.SortStableFunc(idx, func(a, b int) int { return human.NaturalCompare(g.labels[a], g.labels[b]) })
 	out := make([]T, len(xs))
 	for i, j := range idx {
 		out[i] = xs[j]
 	}
 	return out
-}
-
-// naturalCompare orders a before b as people order names with numbers
-// in them: runs of digits by their value ("w2" before "w10"), the rest
-// byte by byte.
-func naturalCompare(a, b string) int {
-	for a != "" && b != "" {
-		da, db := digitRun(a), digitRun(b)
-		if da > 0 && db > 0 {
-			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
-			if c := cmp.Compare(len(na), len(nb)); c != 0 {
-				return c
-			}
-			if c := strings.Compare(na, nb); c != 0 {
-				return c
-			}
-			a, b = a[da:], b[db:]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-// digitRun returns how many of s's leading bytes are ASCII digits.
-func digitRun(s string) int {
-	n := 0
-	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
-		n++
-	}
-	return n
 }
 
 // A grouper assigns requests to groups, creating a group (and its run) at

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/opaltrace/opaltrace/internal/human"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/replay"
 )
@@ -102,12 +103,8 @@ func disaggregationOf(c *Cluster, cfg *replay.Config, dep, pdep *model.Deploymen
 	case d.DecodeRouter == replay.DecodeDynamo || d.DecodeRouter == "" && cfg.Router == replay.RouterDynamo:
 		decode = "; each request's decode worker the one whose outstanding requests hold the fewest prompt blocks (decode_router dynamo_kv, Dynamo's decode router)"
 	}
-	rankText := fmt.Sprintf("%d ranks", ranks)
-	if ranks == 1 {
-		rankText = "1 rank"
-	}
 	return fmt.Sprintf("prefill/decode disaggregated (%s): %d prefill and %d decode servers%s; %d KV bytes a prompt token (%s, %s), sent at %.4g GB/s and %.4g ms a transfer (%s)%s",
-		how, prefill, servers-prefill, ranksNote, d.KVBytesPerToken, kv, rankText, d.TransferGBps, d.TransferLatencySec*1e3, link, decode), nil
+		how, prefill, servers-prefill, ranksNote, d.KVBytesPerToken, kv, human.Plural(int(ranks), "rank"), d.TransferGBps, d.TransferLatencySec*1e3, link, decode), nil
 }
 
 // disaggregationTiers checks the KV tiers of a disaggregated cluster, off

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
+	"github.com/opaltrace/opaltrace/internal/human"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -128,9 +128,9 @@ func namedSlots(reqs Inputs, field, what string, size int, fix func(int) string,
 		return nil, nil, errors.Join(errs...)
 	}
 	names := slices.Clone(firsts)
-	slices.SortFunc(names, naturalCompare)
+	slices.SortFunc(names, human.NaturalCompare)
 	if len(names) > size {
-		return nil, nil, fmt.Errorf("router recorded: the trace names %d %s (%s), the deployment has %d: %s", len(names), what, listSome(names, 4), size, fix(len(names)))
+		return nil, nil, fmt.Errorf("router recorded: the trace names %d %s (%s), the deployment has %d: %s", len(names), what, human.FirstOf(names, 4), size, fix(len(names)))
 	}
 	for k, s := range names {
 		seen[s] = int32(k)
@@ -139,52 +139,4 @@ func namedSlots(reqs Inputs, field, what string, size int, fix func(int) string,
 		slot[i] = seen[firsts[k]]
 	}
 	return slot, names, nil
-}
-
-// listSome names the first k of names, and how many more there are.
-func listSome(names []string, k int) string {
-	if len(names) <= k {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:k], ", ") + fmt.Sprintf(" and %d more", len(names)-k)
-}
-
-// naturalCompare orders names as a person does: the runs of digits in
-// them by their value (w2 before w10), the rest byte by byte, and names
-// that compare equal so (w02, w2) byte by byte.
-func naturalCompare(a, b string) int {
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		if isDigit(a[i]) && isDigit(b[j]) {
-			ei, ej := digitsEnd(a, i), digitsEnd(b, j)
-			// Leading zeros do not count toward the value.
-			x, y := strings.TrimLeft(a[i:ei], "0"), strings.TrimLeft(b[j:ej], "0")
-			if c := len(x) - len(y); c != 0 {
-				return c
-			}
-			if c := strings.Compare(x, y); c != 0 {
-				return c
-			}
-			i, j = ei, ej
-			continue
-		}
-		if a[i] != b[j] {
-			return int(a[i]) - int(b[j])
-		}
-		i, j = i+1, j+1
-	}
-	if c := (len(a) - i) - (len(b) - j); c != 0 {
-		return c
-	}
-	return strings.Compare(a, b)
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// digitsEnd returns the end of the run of digits at s[i].
-func digitsEnd(s string, i int) int {
-	for i < len(s) && isDigit(s[i]) {
-		i++
-	}
-	return i
 }

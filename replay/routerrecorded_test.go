@@ -155,18 +155,6 @@ func TestRecordedNames(t *testing.T) {
 	}
 }
 
-func TestNaturalCompare(t *testing.T) {
-	sorted := []string{"", "0", "01", "1", "2", "10", "a", "a0", "a01", "a1", "a2", "a10", "a10b", "a10c", "a11", "b", "w2", "w10", "w100", "x1y2", "x1y10", "x2y1"}
-	for i, a := range sorted {
-		for j, b := range sorted {
-			c := naturalCompare(a, b)
-			if (c < 0) != (i < j) || (c == 0) != (i == j) {
-				t.Errorf("naturalCompare(%q, %q) = %d, want the order of %d and %d", a, b, c, i, j)
-			}
-		}
-	}
-}
-
 // A request without a worker, more names than workers, a generated
 // workload, autoscaling or disaggregation: a clear error, no replay.
 func TestRecordedErrors(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/opaltrace/opaltrace/calibrate"
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/internal/human"
 	"github.com/opaltrace/opaltrace/model"
 	"github.com/opaltrace/opaltrace/trace"
 )
@@ -157,7 +158,7 @@ func calibrateLinks(c *cli.Command) error {
 		return err
 	}
 	head := fmt.Sprintf("# opaltrace calibrate --links %s: the links fitted on node %s (%s a worker, %s); merge into the cluster file\n",
-		strings.Join(c.Args().Slice(), " "), node.Name, countOf(gpus, "GPU"), linkBytesText(pts, kvPerToken))
+		strings.Join(c.Args().Slice(), " "), node.Name, human.Plural(gpus, "GPU"), linkBytesText(pts, kvPerToken))
 	f, err := atomicfile.Create(c.String("output"))
 	if err != nil {
 		return err

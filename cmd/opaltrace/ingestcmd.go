@@ -16,6 +16,7 @@ import (
 	"github.com/opaltrace/opaltrace/deploy"
 	"github.com/opaltrace/opaltrace/ingest"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/internal/human"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -138,7 +139,7 @@ func ingestToParquet(inputs []string, out string, opts ingest.Options, allowErro
 	if len(st.Skipped) > 0 {
 		fmt.Fprintf(stderr, "skipped %d files that no format recognises or that are not files: %s\n", len(st.Skipped), strings.Join(st.Skipped, ", "))
 	}
-	fmt.Fprintf(stderr, "wrote %s: %s in %s from %s", out, countOf(int(st.Requests), "request"), countOf(len(runs), "run"), countOf(st.Files, "file"))
+	fmt.Fprintf(stderr, "wrote %s: %s in %s from %s", out, human.Plural(int(st.Requests), "request"), human.Plural(len(runs), "run"), human.Plural(st.Files, "file"))
 	if st.Dropped > 0 {
 		fmt.Fprintf(stderr, "; dropped %d bad records", st.Dropped)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/opaltrace/opaltrace/analyze"
 	"github.com/opaltrace/opaltrace/internal/atomicfile"
+	"github.com/opaltrace/opaltrace/internal/human"
 	"github.com/opaltrace/opaltrace/opal"
 	"github.com/opaltrace/opaltrace/replay"
 	"github.com/opaltrace/opaltrace/report"
@@ -172,7 +173,7 @@ func opalCompatReplay(c *cli.Command, cfg *opal.Config) error {
 			DurationSec: trace.Some(out.End - out.Start),
 			Extra:       map[string]string{"opal_config": cfg.File, "workload": "opal " + s.Type, "opal_quirks": quirkText(q)}}
 		fmt.Fprintf(c.ErrWriter, "%s: %s, Opal-compatible (%s) on %s: %d steps, %d preemptions, %d prompt tokens from the KV tiers, %.0f to %.0f s\n",
-			runName, countOf(len(out.Records), "request"), quirkText(q), countOf(compat.Workers, "worker"), out.Steps, out.Preemptions, out.HitTokens, out.Start, out.End)
+			runName, human.Plural(len(out.Records), "request"), quirkText(q), human.Plural(compat.Workers, "worker"), out.Steps, out.Preemptions, out.HitTokens, out.Start, out.End)
 		runs = append(runs, run)
 		all = append(all, out.Records...)
 		sums = append(sums, analyze.Summarize(run, out.Records))

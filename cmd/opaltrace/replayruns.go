@@ -555,7 +555,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 			how += fmt.Sprintf("; after run %s's %d requests, unrecorded but counted here", job.afterOf, job.after.Len())
 		}
 		fmt.Fprintf(stderr, "%s: %d simulated requests (%s; %d rejected, %d timed out, %d preemptions, %d steps in %d events, %.1f s simulated) on %s\n",
-			job.name, st.Requests, how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), countOf(cfg.Workers, "worker"))
+			job.name, st.Requests, how, st.Rejected, st.TimedOut, st.Preemptions, st.Steps, st.Events, st.End.Seconds(), human.Plural(cfg.Workers, "worker"))
 		fmt.Fprintf(stderr, "%s: %s; KV cache %s per worker\n", job.name, job.setup.Header(), job.setup.KVHow)
 		if st.Fleet != nil {
 			lines := fleetText(cfg, st)
@@ -609,7 +609,7 @@ func replayRuns(jobs []replayJob, out string, side sideOutputs, stderr io.Writer
 	if err := <-written; err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "wrote %s: %s\n", out, countOf(len(runs), "run"))
+	fmt.Fprintf(stderr, "wrote %s: %s\n", out, human.Plural(len(runs), "run"))
 	for i := range done {
 		if done[i].mem != nil {
 			continue

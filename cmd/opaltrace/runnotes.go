@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/opaltrace/opaltrace/deploy"
+	"github.com/opaltrace/opaltrace/internal/human"
 	"github.com/opaltrace/opaltrace/trace"
 )
 
@@ -62,11 +63,7 @@ func runList(rs []string, total int) string {
 	if len(rs) == 1 {
 		return "run " + rs[0]
 	}
-	names := strings.Join(rs[:min(len(rs), runListMost)], ", ")
-	if len(rs) > runListMost {
-		names += fmt.Sprintf(" and %d more", len(rs)-runListMost)
-	}
-	return fmt.Sprintf("runs %s (%d of %d)", names, len(rs), total)
+	return fmt.Sprintf("runs %s (%d of %d)", human.FirstOf(rs, runListMost), len(rs), total)
 }
 
 // sayOnce writes the notes of run (ref: how to name it) as they come, for

@@ -47,14 +47,3 @@ func TestRunNotesSayOnce(t *testing.T) {
 		t.Errorf("notes:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
-
-func TestCountOf(t *testing.T) {
-	for _, c := range []struct {
-		n    int
-		want string
-	}{{0, "0 runs"}, {1, "1 run"}, {2, "2 runs"}} {
-		if got := countOf(c.n, "run"); got != c.want {
-			t.Errorf("countOf(%d) = %q, want %q", c.n, got, c.want)
-		}
-	}
-}
