@@ -356,19 +356,16 @@ func RunInputs(cfg Config, cost model.StepModel, kvBlocks int64, reqs Inputs, em
 	if err != nil {
 		return e.stats, err
 	}
-	if e.sec != nil {
-		e.stats.Seconds = e.sec.done(e.stats.End)
-	}
 	if e.scale != nil {
 		e.scale.finish(e.stats.End)
 		e.stats.Fleet = e.scale.seconds(e.stats.End)
-		if e.sec != nil {
-			busyOfFleet(e.stats.Seconds, e.stats.Fleet, e.sec.workers)
-		}
 		e.stats.GPUHours = e.scale.gpuHours(e.cfg.Disaggregation)
 		if e.scale.plan != nil {
 			e.stats.Planner = e.scale.plan.plannerLog()
 		}
+	}
+	if e.sec != nil {
+		e.stats.Seconds = e.sec.done(e.stats.End, e.stats.Fleet)
 	}
 	for _, w := range e.workers {
 		e.stats.Evictions += w.s.evictions()

@@ -137,8 +137,17 @@ func (s *seconds) link(c int, from, to, rate float64) {
 	}
 }
 
-// done returns the table up to the second holding end.
-func (s *seconds) done(end trace.Time) []Second {
+// done returns the table up to the second holding end. A second's Busy
+// is over the workers, or with an autoscaler (fleet, by second: nil
+// without) over the workers on in it — ready, starting or draining, what
+// its GPU-hours count.
+//
+// Note: over the fleet at the start, a second with one worker of a fleet
+// that started with four was at most 25 % busy: on the Azure
+// conversation trace (an HPA on queue depth, 4 workers at the start, 1–8)
+// stats said 24.93 % busy on average where the lone worker was nearly
+// always stepping.
+func (s *seconds) done(end trace.Time, fleet []FleetSecond) []Second {
 	s.at(end)
 	for i, b := range s.linkBytes {
 		r := &s.rows[i]
@@ -150,7 +159,13 @@ func (s *seconds) done(end trace.Time) []Second {
 	}
 	for i := range s.rows {
 		x, r := s.sums[i], &s.rows[i]
-		r.Busy = float64(x.busy) / 1e9 / float64(s.workers)
+		workers := float64(s.workers)
+		if i < len(fleet) {
+			if f := fleet[i]; f.Ready+f.Starting+f.Draining > 0 {
+				workers = f.Ready + f.Starting + f.Draining
+			}
+		}
+		r.Busy = float64(x.busy) / 1e9 / workers
 		r.Running = float64(x.running) / 1e9
 		r.Waiting = float64(x.waiting) / 1e9
 		r.KVBlocksUsed = float64(x.kv) / 1e9
@@ -181,28 +196,5 @@ func (s *seconds) add(o *seconds) {
 		w.waiting += y.waiting
 		w.kv += y.kv
 		w.held += y.held
-	}
-}
-
-// busyOfFleet makes an autoscaled replay's Busy, the busy worker-seconds
-// of each second over the workers of the fleet's start (workers), a
-// fraction of the workers on in that second: ready, starting or draining,
-// what its GPU-hours count (fleet, by second).
-//
-// Note: over the fleet at the start, a second with one worker of a fleet
-// that started with four was at most 25 % busy: on the Azure
-// conversation trace (an HPA on queue depth, 4 workers at the start, 1–8)
-// stats said 24.93 % busy on average where the lone worker was nearly
-// always stepping.
-func busyOfFleet(rows []Second, fleet []FleetSecond, workers int) {
-	for i := range rows {
-		r := &rows[i]
-		if r.Second < 0 || r.Second >= int64(len(fleet)) {
-			continue
-		}
-		f := fleet[r.Second]
-		if on := f.Ready + f.Starting + f.Draining; on > 0 {
-			r.Busy *= float64(workers) / on
-		}
 	}
 }
